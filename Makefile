@@ -1,0 +1,106 @@
+# OpenLake build.
+#
+#   make            build/openlaked and build/openlake (normal build, -O2)
+#   make asan       the same under ASan+UBSan in build/asan/
+#   make run        install system packages if missing, build, start openlaked
+#   make test       install test deps, build normal + sanitizer, run every test
+#   make fuzz       run each libFuzzer target for FUZZ_SECONDS (default 30)
+#   make bench      benchmarks (never part of make test)
+#
+# One source list per module (every .c in the module's folder). Objects and
+# binaries go under $(B); B=build for the normal build, B=build/asan for the
+# sanitizer build (make asan sets it).
+
+B        ?= build
+CC       ?= cc
+OPT      ?= -O2
+SAN      ?=
+VERSION  := 0.1.0
+GIT      := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+
+# Optional transport: UCX, probed once here.
+HAVE_UCX := $(shell pkg-config --exists ucx 2>/dev/null && echo 1 || echo 0)
+ifeq ($(HAVE_UCX),1)
+  UCX_CFLAGS := -DOL_HAVE_UCX=1 $(shell pkg-config --cflags ucx)
+  UCX_LIBS   := $(shell pkg-config --libs ucx)
+endif
+
+CFLAGS_ALL = -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow \
+             -Wno-unused-parameter -g $(OPT) $(SAN) -fno-omit-frame-pointer \
+             -Iinclude -Isrc -Itests/unit $(UCX_CFLAGS) \
+             -DOL_VERSION='"$(VERSION)"' -DOL_GIT_COMMIT='"$(GIT)"' \
+             -DOL_BUILD_FLAGS='"$(strip $(OPT) $(SAN))"' $(CFLAGS)
+LIBS     = -luring -lisal -lcrypto -lssl -lxxhash -lexpat -lpthread -lm $(UCX_LIBS)
+LDFLAGS_ALL = $(SAN) $(LDFLAGS)
+
+BASE_SRC   := $(wildcard src/base/*.c)
+RT_SRC     := $(wildcard src/rt/*.c)
+HTTP_SRC   := $(wildcard src/http/*.c)
+DAEMON_SRC := $(wildcard src/daemon/*.c)
+CLI_SRC    := $(wildcard src/cli/*.c)
+UNIT_SRC   := $(wildcard tests/unit/*.c)
+ALLOC_SRC  := $(wildcard tests/alloc/*.c) tests/unit/runner.c
+LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC)
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+
+.PHONY: all asan run test unit fuzz bench bench-http deps test-deps clean
+all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(if $(SAN),,$(B)/alloc_tests)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(B)/libopenlake.a: $(call obj,$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/openlaked: $(call obj,$(DAEMON_SRC)) $(B)/libopenlake.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+$(B)/openlake: $(call obj,$(CLI_SRC)) $(B)/libopenlake.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+$(B)/unit_tests: $(call obj,$(UNIT_SRC)) $(B)/libopenlake.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+# Counts heap allocations by interposing malloc: normal build only.
+$(B)/alloc_tests: $(call obj,$(ALLOC_SRC)) $(B)/libopenlake.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+
+asan:
+	$(MAKE) B=build/asan OPT=-O1 SAN='-fsanitize=address,undefined -fno-sanitize-recover=undefined'
+
+deps:
+	@bash scripts/deps.sh run
+
+test-deps:
+	@bash scripts/deps.sh test
+
+run: deps
+	$(MAKE) all
+	./build/openlaked $(ARGS)
+
+test: test-deps
+	$(MAKE) all
+	$(MAKE) asan
+	bash scripts/test.sh
+
+unit: all
+	./build/unit_tests
+
+FUZZ_SECONDS ?= 30
+fuzz: test-deps
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+bench: bench-http
+
+bench-http: deps
+	bash scripts/deps.sh bench
+	$(MAKE) all
+	bash bench/http/run.sh
+
+clean:
+	rm -rf build

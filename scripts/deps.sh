@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what OpenLake needs on a Debian machine, and nothing already there.
+#   deps.sh run    build + run: compiler, liburing, ISA-L, OpenSSL, xxhash, expat, UCX
+#   deps.sh test   + clang/libFuzzer, curl, and a project-local .venv with pytest
+#   deps.sh bench  + wrk and nginx (peers for bench/)
+# As root it runs apt-get; otherwise it prints the exact apt-get line and exits 1.
+set -euo pipefail
+mode=${1:-run}
+cd "$(dirname "$0")/.."
+
+pkgs=(build-essential pkg-config git liburing-dev libisal-dev libssl-dev
+      libxxhash-dev libexpat1-dev libucx-dev)
+case "$mode" in
+  run) ;;
+  test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv) ;;
+  bench) pkgs+=(wrk nginx-light curl python3 python3-venv) ;;
+  *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  line="apt-get install -y --no-install-recommends ${missing[*]}"
+  if [ "$(id -u)" != 0 ]; then
+    echo "openlake: missing system packages. Run as root:" >&2
+    echo "  apt-get update && $line" >&2
+    exit 1
+  fi
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || apt-get update
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$mode" = test ] || [ "$mode" = bench ]; then
+  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pytest' 2>/dev/null; then
+    echo "deps: creating .venv with test packages"
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+  fi
+fi

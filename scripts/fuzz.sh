@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target tests/fuzz/fuzz_*.c with clang
+# (-fsanitize=fuzzer,address,undefined) against the library sources and runs
+# each for $1 seconds (default 30), starting from its seed corpus
+# tests/fuzz/seeds/<target>/ when present. Fails if any target finds a crash.
+set -euo pipefail
+secs=${1:-30}
+cd "$(dirname "$0")/.."
+out=build/fuzz
+mkdir -p "$out"
+lib_src=$(ls src/base/*.c src/rt/*.c src/http/*.c 2>/dev/null | tr '\n' ' ')
+flags="-std=c17 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
+status=0
+for t in tests/fuzz/fuzz_*.c; do
+  name=$(basename "$t" .c)
+  echo "fuzz: building $name"
+  clang $flags -o "$out/$name" "$t" $lib_src -luring -lisal -lcrypto -lssl -lxxhash -lexpat -lpthread -lm
+  corpus="$out/corpus-$name"
+  mkdir -p "$corpus"
+  seeds=()
+  [ -d "tests/fuzz/seeds/$name" ] && seeds=("tests/fuzz/seeds/$name")
+  echo "fuzz: running $name for ${secs}s"
+  if ! "$out/$name" -max_total_time="$secs" -print_final_stats=0 -artifact_prefix="$out/$name-" \
+        "$corpus" "${seeds[@]}" > "$out/$name.log" 2>&1; then
+    echo "fuzz: $name FAILED (see $out/$name.log)"; tail -40 "$out/$name.log"; status=1
+  else
+    echo "fuzz: $name ok ($(grep -c '' "$out/$name.log") log lines)"
+  fi
+done
+exit $status
