@@ -1,0 +1,240 @@
+/*
+ * config.h - every openlaked setting, its default, and how it is loaded.
+ *
+ * Owns: struct ol_config, the one key table (config.c) that every way of
+ * setting a key is derived from (TOML file, command-line flag, environment
+ * variable, validation, did-you-mean suggestions, `openlaked --help-config`
+ * and docs/configuration.md), and the loading order
+ *
+ *     defaults -> TOML file (--config FILE) -> command-line flags
+ *              -> OPENLAKE_* environment variables -> ol_config_finalize()
+ *
+ * (each later source overrides the earlier ones key by key; a list given by
+ * a later source replaces the whole list).
+ *
+ * Must not: log, exit, touch global state (the log level included), or read
+ * any file but the one it is asked to. The caller prints the message and
+ * exits (openlaked exits 2).
+ *
+ * Naming: a key's flag is "--" + key with '_' written as '-' (either is
+ * accepted), e.g. kv_slab.capacity_gb -> --kv-slab.capacity-gb; its
+ * environment variable is "OPENLAKE_" + key upper-cased with '.' -> '_',
+ * e.g. OPENLAKE_KV_SLAB_CAPACITY_GB. List keys take a comma-separated list
+ * from a flag or the environment (items are trimmed of spaces).
+ * [[credentials]] and [[nodes]] are file-only, except that the flag and
+ * environment keys access_key + secret_key (OPENLAKE_ACCESS_KEY,
+ * OPENLAKE_SECRET_KEY) add or replace one credential pair.
+ *
+ * Errors: every function that can fail returns 0 or -1 and, on -1, writes
+ * one line (no newline) into the caller's err[errlen], naming where the bad
+ * value came from, the key, what was expected and what was found:
+ *     openlake.toml:7: kv_slab.capacity_gb: expected a number >= 0, got string "big"
+ *     openlake.toml:3: unknown key "s3_adr" (did you mean "s3_addr"?)
+ *     command line: unknown flag --s3-adr (did you mean --s3-addr?)
+ *     environment: OPENLAKE_S3_ADDR: expected an address host:port ..., got "x"
+ * After a failure the struct holds a mix of old and new values; do not use
+ * it. err may be NULL only when errlen is 0.
+ *
+ * Size: struct ol_config is about 570 KiB (fixed arrays); allocate it
+ * statically or on the heap, not on a thread's stack.
+ */
+#ifndef OL_CONFIG_H
+#define OL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define OL_CONFIG_ADDR_LEN        264   /* host:port incl. NUL (253-char host) */
+#define OL_CONFIG_PATH_LEN        4096
+#define OL_CONFIG_REGION_LEN      64
+#define OL_CONFIG_KEY_LEN         129   /* access / secret key, 128 + NUL */
+#define OL_CONFIG_DEVICE_LEN      64
+#define OL_CONFIG_MAX_DATA_DIRS   64
+#define OL_CONFIG_MAX_CREDENTIALS 64
+#define OL_CONFIG_MAX_NODES       1024
+#define OL_CONFIG_MAX_RDMA_DEVICES 32
+#define OL_CONFIG_MAX_KEYS        64    /* capacity of origin[] */
+
+enum ol_config_mode { OL_MODE_ALL, OL_MODE_S3, OL_MODE_KV };
+enum ol_config_transport { OL_TRANSPORT_TCP, OL_TRANSPORT_UCX };
+enum ol_config_rdma_backend { OL_RDMA_NONE, OL_RDMA_UCX };
+/* log_level holds the values of enum ol_log_level (base/log.h):
+ * 0 debug, 1 info, 2 warn, 3 error. */
+
+/* Where a key's current value came from. */
+enum ol_config_source {
+    OL_CONFIG_DEFAULT = 0,
+    OL_CONFIG_FILE,
+    OL_CONFIG_FLAG,
+    OL_CONFIG_ENV,
+};
+
+struct ol_config_origin {
+    uint8_t source;            /* enum ol_config_source */
+    uint32_t line;             /* file line when source is OL_CONFIG_FILE */
+};
+
+struct ol_config_credential {
+    char access_key[OL_CONFIG_KEY_LEN];
+    char secret_key[OL_CONFIG_KEY_LEN];
+    struct ol_config_origin origin;     /* the [[credentials]] header */
+};
+
+struct ol_config_node {
+    int64_t id;
+    char rpc_addr[OL_CONFIG_ADDR_LEN];
+    int64_t disk_count;                 /* 0 = not stated */
+    struct ol_config_origin origin;     /* the [[nodes]] header */
+};
+
+struct ol_config {
+    int64_t self_id;
+    int mode;                           /* enum ol_config_mode */
+    int transport;                      /* enum ol_config_transport */
+    char rpc_addr[OL_CONFIG_ADDR_LEN];
+    char s3_addr[OL_CONFIG_ADDR_LEN];
+    char kv_addr[OL_CONFIG_ADDR_LEN];
+    char region[OL_CONFIG_REGION_LEN];
+    char data_dirs[OL_CONFIG_MAX_DATA_DIRS][OL_CONFIG_PATH_LEN];
+    int n_data_dirs;
+    int64_t set_drive_count;            /* 0 = auto */
+    int64_t default_parity_count;       /* -1 = auto */
+    struct ol_config_credential credentials[OL_CONFIG_MAX_CREDENTIALS];
+    int n_credentials;
+    struct ol_config_node nodes[OL_CONFIG_MAX_NODES];
+    int n_nodes;
+    struct {
+        double cpu_ram_frac;            /* 0 = unset */
+        double capacity_gb;             /* 0 = auto */
+        int64_t reserve_ttl_secs;
+    } kv_slab;
+    struct {
+        int backend;                    /* enum ol_config_rdma_backend */
+        char devices[OL_CONFIG_MAX_RDMA_DEVICES][OL_CONFIG_DEVICE_LEN];
+        int n_devices;
+        int64_t gid_index;              /* -1 = auto */
+    } rdma;
+    int64_t threads;                    /* finalize turns 0 into online cores */
+    int log_level;                      /* enum ol_log_level */
+    struct {
+        int64_t max_header_bytes;
+        int64_t max_headers;
+        int64_t header_timeout_ms;
+        int64_t idle_timeout_ms;
+        int64_t max_connections;        /* per process */
+        uint64_t max_body_bytes;        /* 0 = unlimited */
+        int64_t shutdown_timeout_ms;
+        bool debug_endpoints;           /* /_openlake/debug/ (tests only) */
+    } http;
+
+    /* The pair given by access_key/secret_key flags or OPENLAKE_ACCESS_KEY/
+     * OPENLAKE_SECRET_KEY; finalize merges it into credentials[]. */
+    struct ol_config_credential flag_credential;
+
+    /* Bookkeeping: the file loaded (as named to the loader, "" if none) and
+     * where each key of the table got its value (index = key table order;
+     * use ol_config_origin_of() rather than indexing). */
+    char config_file[OL_CONFIG_PATH_LEN];
+    struct ol_config_origin origin[OL_CONFIG_MAX_KEYS];
+};
+
+/* Fills c with every key's default (from the key table) and clears the
+ * lists and bookkeeping. Cannot fail. */
+void ol_config_defaults(struct ol_config *c);
+
+/*
+ * Reads the TOML file `path` (at most 1 MiB) and applies every key in it.
+ * Errors name the file as `path` was given. Returns 0, or -1 with a message
+ * (unreadable file, TOML syntax, unknown key, bad value).
+ */
+int ol_config_load_file(struct ol_config *c, const char *path, char *err,
+                        size_t errlen);
+
+/* The same for a TOML document of `len` bytes in `buf` (no NUL needed);
+ * `name` stands for the file name in messages (NULL: "<config>") and is
+ * copied to c->config_file. Returns 0 or -1. */
+int ol_config_load_buffer(struct ol_config *c, const char *name,
+                          const char *buf, size_t len, char *err,
+                          size_t errlen);
+
+/*
+ * Applies the config flags in argv[1..argc-1]: "--key value" or
+ * "--key=value"; a boolean flag with no value (last, or followed by an
+ * argument starting with "-") means true. The caller's own arguments are
+ * skipped, never rejected: "--config FILE", "--config=FILE", "--help", "-h",
+ * "--help-config", "--version" (the caller handles them before or after
+ * this call). Anything else that is not a config flag is an error
+ * (did-you-mean for near misses). Returns 0 or -1.
+ */
+int ol_config_apply_args(struct ol_config *c, int argc, char **argv,
+                         char *err, size_t errlen);
+
+/*
+ * Applies every OPENLAKE_* variable in envp (a NULL-terminated
+ * "NAME=value" array; NULL means the process environment). An OPENLAKE_*
+ * name that is not a key is an error, so nothing else may use that prefix.
+ * Returns 0 or -1.
+ */
+int ol_config_apply_env(struct ol_config *c, char **envp, char *err,
+                        size_t errlen);
+
+/*
+ * Cross-key checks and derived values, run once after all sources:
+ *   - access_key/secret_key from flags/env must come together; the pair
+ *     replaces the secret of the credential with that access key, or is
+ *     appended;
+ *   - access keys, node ids, node rpc_addrs and data_dirs must be unique;
+ *     self_id must be one of the [[nodes]] ids when nodes are listed;
+ *   - default_parity_count <= set_drive_count / 2 when both are set;
+ *   - s3_addr must differ from rpc_addr (modes all, s3) and from kv_addr
+ *     (mode all);
+ *   - mode "kv": when kv_addr was not set by any source but rpc_addr was,
+ *     kv_addr = rpc_addr;
+ *   - threads 0 becomes the number of online cores (at most 256).
+ * Returns 0 or -1.
+ */
+int ol_config_finalize(struct ol_config *c, char *err, size_t errlen);
+
+/*
+ * All of the above in order: defaults, the file named by --config (if
+ * any), the flags, the environment (envp NULL: the process's), finalize.
+ * Returns 0 or -1.
+ */
+int ol_config_load(struct ol_config *c, int argc, char **argv, char **envp,
+                   char *err, size_t errlen);
+
+/*
+ * Finds "--config FILE" / "--config=FILE" in argv[1..]. Sets *path to FILE
+ * (a pointer into argv) or NULL when absent and returns 0; returns -1 with a
+ * message when --config has no value or is given twice.
+ */
+int ol_config_find_file_arg(int argc, char **argv, const char **path,
+                            char *err, size_t errlen);
+
+/* Prints the documented key list (`openlaked --help-config`). The text is
+ * the reference block of docs/configuration.md, byte for byte. */
+void ol_config_print_keys(FILE *f);
+
+/*
+ * Writes the effective configuration as a TOML document that loads back to
+ * the same settings. Secret keys are written as "<redacted>" unless
+ * show_secrets.
+ */
+void ol_config_dump(FILE *f, const struct ol_config *c, bool show_secrets);
+
+/*
+ * Describes where `key` (a name from the key table, e.g. "kv_slab.capacity_gb")
+ * got its value: "default", "openlake.toml:7", "flag --kv-slab.capacity-gb",
+ * "environment OPENLAKE_KV_SLAB_CAPACITY_GB". Returns buf, or NULL for an
+ * unknown key or len 0.
+ */
+const char *ol_config_origin_of(const struct ol_config *c, const char *key,
+                                char *buf, size_t len);
+
+/* Whether `key` was set by a file, flag or environment variable (0 for
+ * defaults and unknown keys). */
+bool ol_config_is_set(const struct ol_config *c, const char *key);
+
+#endif
