@@ -44,7 +44,7 @@ LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-.PHONY: all asan run test unit fuzz bench bench-http deps test-deps clean
+.PHONY: all asan run test unit fuzz bench bench-http deps test-deps clean FORCE
 all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(if $(SAN),,$(B)/alloc_tests)
 
 $(B)/obj/%.o: %.c
@@ -63,6 +63,12 @@ $(B)/openlake: $(call obj,$(CLI_SRC)) $(B)/libopenlake.a
 
 $(B)/unit_tests: $(call obj,$(UNIT_SRC)) $(B)/libopenlake.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+# Objects that print the version are rebuilt when the git commit changes.
+$(B)/commit.stamp: FORCE
+	@mkdir -p $(B); echo '$(GIT) $(OPT) $(SAN)' | cmp -s - $@ || echo '$(GIT) $(OPT) $(SAN)' > $@
+$(B)/obj/src/cli/cmd_version.o $(B)/obj/src/daemon/main.o: $(B)/commit.stamp
+FORCE:
 
 # Counts heap allocations by interposing malloc: normal build only.
 $(B)/alloc_tests: $(call obj,$(ALLOC_SRC)) $(B)/libopenlake.a

@@ -1,0 +1,83 @@
+/*
+ * cli.h - what every `openlake` command shares: the command descriptor, the
+ * global options, exit codes, and the error/usage messages.
+ *
+ * Owns: the contract between main.c (which parses global flags, finds the
+ * command, handles `--help` for every command) and the cmd_*.c files (one
+ * per command). To add a command: write src/cli/cmd_NAME.c with a handler,
+ * declare it at the bottom of this file, add one row to the table in main.c.
+ *
+ * Must not: print anything itself except through the helpers below and
+ * cli/output.h; every message goes to stderr, results to stdout.
+ */
+#ifndef OL_CLI_CLI_H
+#define OL_CLI_CLI_H
+
+#include <stdbool.h>
+
+/* Exit statuses of the openlake binary (documented in `openlake --help`). */
+#define OL_EXIT_OK    0 /* the operation succeeded */
+#define OL_EXIT_FAIL  1 /* the operation was attempted and failed */
+#define OL_EXIT_USAGE 2 /* the command line was wrong; nothing was done */
+
+/* Global options, fixed before a handler runs. */
+struct ol_cli {
+    unsigned out;  /* OL_OUT_* bits for stdout: JSON (--json), COLOR (a
+                      terminal, no --no-color, no NO_COLOR) */
+    unsigned err;  /* OL_OUT_COLOR when stderr may be coloured, else 0 */
+};
+
+/*
+ * A command handler. argv[0] is the command name, argv[1..argc-1] its
+ * arguments with the global flags (--json, --no-color) already removed and
+ * --help already handled; argv[argc] is NULL. Returns an OL_EXIT_* status.
+ */
+typedef int (*ol_cli_fn)(const struct ol_cli *cli, int argc, char **argv);
+
+/* One row of the command table in main.c. */
+struct ol_cli_cmd {
+    const char *name;     /* as typed: "version" */
+    const char *summary;  /* one line for `openlake --help`, no period */
+    const char *usage;    /* full text for `openlake NAME --help`, starting
+                             "usage: openlake NAME ..." and ending in '\n' */
+    ol_cli_fn run;
+};
+
+/*
+ * The candidate from the NULL-terminated list `cands` closest to `word`
+ * (edit distance counting adjacent transpositions as one edit; failing
+ * that, a candidate that word is a prefix of), if close enough to be a
+ * likely typo; otherwise NULL. Returns a pointer into cands.
+ */
+const char *ol_cli_suggest(const char *word, const char *const *cands);
+
+/*
+ * Prints a usage error to stderr and returns OL_EXIT_USAGE:
+ *   openlake[ CMD]: MESSAGE. See 'openlake[ CMD] --help'.
+ * cmd may be NULL (an error before a command was chosen). MESSAGE is
+ * printf-formatted and should say what was wrong, quoting the input.
+ */
+int ol_cli_usage_error(const struct ol_cli *cli, const char *cmd,
+                       const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Usage error for an option `opt` the command does not know. Suggests the
+ * closest of `known` (NULL-terminated, may be NULL) and the global flags.
+ * Returns OL_EXIT_USAGE.
+ */
+int ol_cli_bad_option(const struct ol_cli *cli, const char *cmd,
+                      const char *opt, const char *const *known);
+
+/*
+ * Prints "openlake CMD: MESSAGE" to stderr for an operation that failed
+ * and returns OL_EXIT_FAIL.
+ */
+int ol_cli_fail(const struct ol_cli *cli, const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- commands (one cmd_NAME.c each; `help` lives in main.c) ------------- */
+
+int ol_cmd_version(const struct ol_cli *cli, int argc, char **argv);
+
+#endif

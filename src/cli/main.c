@@ -1,0 +1,232 @@
+/*
+ * main.c - `openlake`, the operator CLI: global flags, the command table,
+ * `help`, and exit codes.
+ *
+ *   openlake [--json] [--no-color] <command> [<args>]
+ *
+ * Owns: the command table (one row per command; the handlers live in
+ * cmd_NAME.c), argument splitting, `--help` for every command, and turning
+ * a write error on stdout into exit status 1. Global flags are accepted
+ * before or after the command name, up to a "--".
+ *
+ * Must not: know what any command other than `help` does.
+ */
+#include "cli/cli.h"
+#include "cli/output.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int ol_cmd_help(const struct ol_cli *cli, int argc, char **argv);
+
+static const struct ol_cli_cmd ol_commands[] = {
+    {
+        "help",
+        "Show the commands, or how to use one",
+        "usage: openlake help [<command>]\n"
+        "\n"
+        "Without a command, lists every command with a one-line summary (an\n"
+        "array of {name, summary} objects with --json). With one, prints its\n"
+        "usage, the same as 'openlake <command> --help'.\n",
+        ol_cmd_help,
+    },
+    {
+        "version",
+        "Print the version, build details and this kernel's io_uring support",
+        "usage: openlake version [--json]\n"
+        "\n"
+        "Prints the OpenLake version, the git commit it was built from, the\n"
+        "build flags, the compiler, whether UCX support was compiled in, and\n"
+        "what the running kernel's io_uring supports. The io_uring answers are\n"
+        "found by trying each feature (setup flags, opcodes, buffer rings,\n"
+        "multishot accept/recv on a private socket), not from headers.\n"
+        "\n"
+        "With --json, prints one object with the keys version, commit,\n"
+        "build_flags, compiler, ucx and io_uring (an object of feature names).\n",
+        ol_cmd_version,
+    },
+};
+#define OL_NCOMMANDS (sizeof ol_commands / sizeof ol_commands[0])
+
+static const char ol_main_usage[] =
+    "usage: openlake [--json] [--no-color] <command> [<args>]\n"
+    "\n"
+    "The OpenLake operator CLI.\n";
+
+static const char ol_main_flags[] =
+    "Global flags (before or after the command):\n"
+    "  --json       print machine-readable JSON instead of tables\n"
+    "  --no-color   never colour the output (also: NO_COLOR=1, or not a terminal)\n"
+    "  -h, --help   show this help; 'openlake <command> --help' for one command\n"
+    "  --version    the same as 'openlake version'\n"
+    "\n"
+    "Exit status: 0 success, 1 the operation failed, 2 usage error.\n";
+
+static const struct ol_cli_cmd *ol_cli_find(const char *name)
+{
+    for (size_t i = 0; i < OL_NCOMMANDS; i++)
+        if (strcmp(ol_commands[i].name, name) == 0)
+            return &ol_commands[i];
+    return NULL;
+}
+
+static int ol_cli_unknown_command(const struct ol_cli *cli, const char *name)
+{
+    const char *names[OL_NCOMMANDS + 1];
+    for (size_t i = 0; i < OL_NCOMMANDS; i++)
+        names[i] = ol_commands[i].name;
+    names[OL_NCOMMANDS] = NULL;
+    const char *s = ol_cli_suggest(name, names);
+    if (s)
+        return ol_cli_usage_error(cli, NULL,
+                                  "unknown command '%s' (did you mean '%s'?)", name, s);
+    return ol_cli_usage_error(cli, NULL, "unknown command '%s'", name);
+}
+
+/* The command list: a table for people, an array of objects with --json. */
+static void ol_cli_print_help(FILE *fp, unsigned out)
+{
+    static const struct ol_col cols[] = {
+        { "name", "COMMAND", OL_ALIGN_LEFT },
+        { "summary", "SUMMARY", OL_ALIGN_LEFT },
+    };
+    ol_table *t = ol_table_create(cols, 2);
+    for (size_t i = 0; i < OL_NCOMMANDS; i++) {
+        ol_table_row(t);
+        ol_table_str(t, ol_commands[i].name);
+        ol_table_str(t, ol_commands[i].summary);
+    }
+    if (out & OL_OUT_JSON) {
+        ol_table_print(t, fp, out);
+    } else {
+        fprintf(fp, "%s\n%sCommands:%s\n", ol_main_usage,
+                ol_color(out, OL_BOLD), ol_color(out, OL_RESET));
+        ol_table_set_indent(t, 2);
+        ol_table_print(t, fp, out | OL_OUT_NO_HEADER);
+        fprintf(fp, "\n%s", ol_main_flags);
+    }
+    ol_table_destroy(t);
+}
+
+static int ol_cmd_help(const struct ol_cli *cli, int argc, char **argv)
+{
+    if (argc > 2)
+        return ol_cli_usage_error(cli, "help", "expected at most one command, got %d",
+                                  argc - 1);
+    if (argc == 2 && argv[1][0] == '-' && argv[1][1])
+        return ol_cli_bad_option(cli, "help", argv[1], NULL);
+    if (argc == 1) {
+        ol_cli_print_help(stdout, cli->out);
+        return OL_EXIT_OK;
+    }
+    const struct ol_cli_cmd *cmd = ol_cli_find(argv[1]);
+    if (!cmd)
+        return ol_cli_unknown_command(cli, argv[1]);
+    if (cli->out & OL_OUT_JSON) {
+        struct ol_json j;
+        ol_json_init(&j, stdout);
+        ol_json_object_begin(&j);
+        ol_json_key(&j, "name");
+        ol_json_str(&j, cmd->name);
+        ol_json_key(&j, "summary");
+        ol_json_str(&j, cmd->summary);
+        ol_json_key(&j, "usage");
+        ol_json_str(&j, cmd->usage);
+        ol_json_object_end(&j);
+    } else {
+        fputs(cmd->usage, stdout);
+    }
+    return OL_EXIT_OK;
+}
+
+/* Whether output to fd may be coloured: a terminal, not TERM=dumb, no
+ * NO_COLOR (https://no-color.org), no --no-color. */
+static bool ol_cli_color_ok(int fd, bool no_color)
+{
+    const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
+    if (no_color || (nc && nc[0]) || (term && strcmp(term, "dumb") == 0))
+        return false;
+    return isatty(fd) == 1;
+}
+
+/* Flushes stdout and turns a write error into a failure status. */
+static int ol_cli_finish(const struct ol_cli *cli, int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int e = errno;
+        ol_cli_fail(cli, NULL, "writing output: %s", strerror(e ? e : EIO));
+        return rc == OL_EXIT_OK ? OL_EXIT_FAIL : rc;
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct ol_cli cli = { 0 };
+    bool json = false, no_color = false, help = false, dashdash = false;
+    const char *bad_option = NULL;
+    const struct ol_cli_cmd *cmd = NULL;
+    const char *cmd_name = NULL;
+    /* The command's argv: its name, then every argument that is not a
+     * global flag, in order. */
+    char **cargv = calloc((size_t)argc + 1, sizeof *cargv);
+    int cargc = 1, rc;
+    if (!cargv) {
+        fputs("openlake: out of memory\n", stderr);
+        return OL_EXIT_FAIL;
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool flag = !dashdash && a[0] == '-' && a[1] != '\0';
+        if (flag && strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (flag && strcmp(a, "--no-color") == 0) {
+            no_color = true;
+        } else if (flag && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+            help = true;
+        } else if (flag && !cmd_name && strcmp(a, "--version") == 0) {
+            cmd_name = "version";
+        } else if (!cmd_name && strcmp(a, "--") == 0 && !dashdash) {
+            dashdash = true;
+        } else if (!cmd_name && flag) {
+            if (!bad_option)
+                bad_option = a;
+        } else if (!cmd_name) {
+            cmd_name = a;
+        } else {
+            if (strcmp(a, "--") == 0)
+                dashdash = true;
+            cargv[cargc++] = argv[i];
+        }
+    }
+
+    cli.out = (json ? OL_OUT_JSON : 0) |
+              (ol_cli_color_ok(STDOUT_FILENO, no_color) ? OL_OUT_COLOR : 0);
+    cli.err = ol_cli_color_ok(STDERR_FILENO, no_color) ? OL_OUT_COLOR : 0;
+
+    if (bad_option) {
+        rc = ol_cli_bad_option(&cli, NULL, bad_option, NULL);
+    } else if (!cmd_name) {
+        if (help) {
+            ol_cli_print_help(stdout, cli.out);
+            rc = OL_EXIT_OK;
+        } else {
+            ol_cli_print_help(stderr, cli.err);
+            rc = ol_cli_usage_error(&cli, NULL, "no command given");
+        }
+    } else if (!(cmd = ol_cli_find(cmd_name))) {
+        rc = ol_cli_unknown_command(&cli, cmd_name);
+    } else if (help) {
+        fputs(cmd->usage, stdout);
+        rc = OL_EXIT_OK;
+    } else {
+        cargv[0] = (char *)cmd->name;
+        rc = cmd->run(&cli, cargc, cargv);
+    }
+    rc = ol_cli_finish(&cli, rc);
+    free(cargv);
+    return rc;
+}

@@ -1,0 +1,44 @@
+/*
+ * daemon.h - what openlaked's parts share: the cores and their servers.
+ *
+ * Owns: struct ol_daemon (one per process) and struct ol_core (one per
+ * event loop). Wiring only: subsystems keep their own state.
+ */
+#ifndef OL_DAEMON_H
+#define OL_DAEMON_H
+
+#include <stdatomic.h>
+
+#include "base/config.h"
+#include "http/server.h"
+#include "rt/loop.h"
+
+struct ol_daemon;
+
+struct ol_core {
+    int index;
+    struct ol_daemon *d;
+    ol_loop *loop;
+    ol_http_server *s3;        /* the S3 + admin listener of this core */
+    struct ol_timer tick;      /* shutdown progress check */
+    struct ol_msg drain_msg;   /* posted by the main thread on SIGTERM */
+    struct ol_msg close_msg;   /* posted when the shutdown timeout expires */
+    void *admin;               /* admin handler state (admin.c) */
+    char err[256];
+};
+
+struct ol_daemon {
+    struct ol_config cfg;
+    int ncores;
+    struct ol_core *cores;
+    _Atomic int ready;         /* every core is serving */
+    _Atomic int draining;      /* shutdown started */
+};
+
+/* admin.c: the handler for the S3 listener (admin routes under /_openlake/;
+ * anything else gets an S3 error until the S3 API exists). */
+int ol_admin_init(struct ol_core *core, char *err, size_t errlen);
+void ol_admin_exit(struct ol_core *core);
+extern const struct ol_http_handler ol_admin_handler;
+
+#endif

@@ -1,0 +1,272 @@
+/*
+ * main.c - openlaked: configuration → cores → serve → graceful shutdown.
+ *
+ * Owns: process start-up (config, data directory, signal mask), one event
+ * loop per core with its listeners, the start-up banner, and shutdown:
+ *   first SIGTERM/SIGINT  stop accepting, let in-flight requests finish (at
+ *                         most http.shutdown_timeout_ms), then exit 0;
+ *   second signal         exit 1 at once.
+ * Signals are taken synchronously by the main thread (sigtimedwait); loop
+ * threads block them, so no handler ever runs on a loop.
+ */
+#include "daemon/daemon.h"
+
+#include "base/log.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define OL_TICK_MS 50
+
+static void ol_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: openlaked [--config FILE] [--KEY VALUE ...]\n"
+            "\n"
+            "Runs the OpenLake daemon in the foreground.\n"
+            "\n"
+            "  --config FILE    read settings from a TOML file\n"
+            "  --KEY VALUE      set any configuration key (e.g. --s3-addr 127.0.0.1:9000)\n"
+            "  --help-config    list every configuration key with its default\n"
+            "  --version        print the version and exit\n"
+            "  --help           this text\n"
+            "\n"
+            "Precedence: defaults < config file < flags < OPENLAKE_* environment variables.\n"
+            "With no config, a single-node default is used (data under ./data,\n"
+            "S3 and admin on 127.0.0.1:9000). See docs/configuration.md.\n");
+}
+
+/* ---- per-core life --------------------------------------------------------- */
+
+static void ol_core_tick(ol_loop *loop, struct ol_timer *t)
+{
+    struct ol_core *core = (struct ol_core *)((char *)t - offsetof(struct ol_core, tick));
+    if (atomic_load(&core->d->draining) && ol_http_server_conns(core->s3) == 0) {
+        ol_loop_stop(loop);
+        return;
+    }
+    ol_timer_arm(loop, t, OL_TICK_MS);
+}
+
+static void ol_core_on_drain(ol_loop *loop, struct ol_msg *m)
+{
+    struct ol_core *core = (struct ol_core *)((char *)m - offsetof(struct ol_core, drain_msg));
+    ol_http_server_drain(core->s3);
+    ol_timer_arm(loop, &core->tick, 0);
+}
+
+static void ol_core_on_close(ol_loop *loop, struct ol_msg *m)
+{
+    struct ol_core *core = (struct ol_core *)((char *)m - offsetof(struct ol_core, close_msg));
+    ol_http_server_close_all(core->s3);
+    ol_timer_arm(loop, &core->tick, 0);
+}
+
+static int ol_core_init(ol_loop *loop, void *arg)
+{
+    struct ol_core *core = arg;
+    struct ol_config *cfg = &core->d->cfg;
+    int n = core->d->ncores;
+    struct ol_http_limits lim = {
+        .max_header_bytes = (uint32_t)cfg->http.max_header_bytes,
+        .max_headers = (uint32_t)cfg->http.max_headers,
+        .header_timeout_ms = (uint32_t)cfg->http.header_timeout_ms,
+        .idle_timeout_ms = (uint32_t)cfg->http.idle_timeout_ms,
+        .max_conns = (uint32_t)((cfg->http.max_connections + n - 1) / n),
+        .max_body_bytes = cfg->http.max_body_bytes,
+    };
+    struct ol_http_handler h = ol_admin_handler;
+    h.ctx = core;
+    core->tick.fn = ol_core_tick;
+    core->drain_msg.fn = ol_core_on_drain;
+    core->close_msg.fn = ol_core_on_close;
+    if (ol_admin_init(core, core->err, sizeof core->err) < 0)
+        return -1;
+    if (ol_http_server_create(loop, cfg->s3_addr, &lim, &h, &core->s3, core->err,
+                              sizeof core->err) < 0)
+        return -1;
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+static int ol_mkdirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof buf)
+        return -ENAMETOOLONG;
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static void ol_banner(struct ol_daemon *d)
+{
+    struct ol_config *c = &d->cfg;
+    int port = ol_http_server_port(d->cores[0].s3);
+    char host[300];
+    snprintf(host, sizeof host, "%s", c->s3_addr);
+    char *colon = strrchr(host, ':');
+    if (colon)
+        *colon = 0;
+    if (!strcmp(host, "0.0.0.0") || !host[0])
+        snprintf(host, sizeof host, "127.0.0.1");
+    printf("openlaked %s (%s) serving on %d core%s\n", OL_VERSION, OL_GIT_COMMIT, d->ncores,
+           d->ncores == 1 ? "" : "s");
+    printf("  S3 endpoint:  http://%s:%d   (S3 API: not in this build yet)\n", host, port);
+    printf("  health:       curl http://%s:%d/_openlake/health/live\n", host, port);
+    printf("  readiness:    curl http://%s:%d/_openlake/health/ready\n", host, port);
+    printf("  metrics:      curl http://%s:%d/_openlake/metrics\n", host, port);
+    printf("  data dir:     %s\n", c->data_dirs[0]);
+    printf("Stop with Ctrl-C (SIGINT) or SIGTERM.\n");
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            ol_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            printf("openlaked %s (commit %s)\n", OL_VERSION, OL_GIT_COMMIT);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--help-config")) {
+            ol_config_print_keys(stdout);
+            return 0;
+        }
+    }
+
+    static struct ol_daemon d;
+    char err[1024];
+    if (ol_config_load(&d.cfg, argc, argv, environ, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: %s\n", err);
+        return 2;
+    }
+    ol_log_set_level((enum ol_log_level)d.cfg.log_level);
+
+    int rc = ol_mkdirs(d.cfg.data_dirs[0]);
+    if (rc < 0) {
+        fprintf(stderr, "openlaked: cannot create data directory %s: %s\n", d.cfg.data_dirs[0],
+                strerror(-rc));
+        return 2;
+    }
+
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online < 1)
+        online = 1;
+    d.ncores = d.cfg.threads > 0 ? (int)d.cfg.threads : (int)online;
+
+    /* Loop threads inherit this mask: signals reach only the main thread. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    d.cores = calloc((size_t)d.ncores, sizeof *d.cores);
+    if (!d.cores) {
+        fprintf(stderr, "openlaked: out of memory\n");
+        return 1;
+    }
+    int started = 0, status = 0;
+    for (int i = 0; i < d.ncores; i++) {
+        struct ol_core *core = &d.cores[i];
+        core->index = i;
+        core->d = &d;
+        struct ol_loop_params p = {.index = i, .cpu = (int)(i % online)};
+        if (ol_loop_create(&p, &core->loop, err, sizeof err) < 0) {
+            fprintf(stderr, "openlaked: core %d: %s\n", i, err);
+            status = 2;
+            break;
+        }
+        if (ol_loop_start(core->loop, ol_core_init, core) < 0) {
+            fprintf(stderr, "openlaked: core %d: %s\n", i, core->err[0] ? core->err : "start failed");
+            status = 2;
+            ol_http_server_destroy(core->s3);
+            ol_admin_exit(core);
+            ol_loop_destroy(core->loop);
+            core->loop = NULL;
+            break;
+        }
+        started++;
+    }
+
+    if (status == 0) {
+        atomic_store(&d.ready, 1);
+        ol_banner(&d);
+        ol_info("openlaked started: %d cores, S3/admin on %s", d.ncores, d.cfg.s3_addr);
+        int signals = 0;
+        struct timespec deadline = {0};
+        int closing = 0;
+        for (;;) {
+            int alive = 0;
+            for (int i = 0; i < started; i++)
+                alive += ol_loop_running(d.cores[i].loop);
+            if (!alive)
+                break;
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
+            int sig = sigtimedwait(&sigs, NULL, &ts);
+            if (sig == SIGINT || sig == SIGTERM) {
+                if (++signals > 1) {
+                    fprintf(stderr, "openlaked: second signal, exiting now\n");
+                    _exit(1);
+                }
+                ol_info("signal %d: shutting down (finishing in-flight requests, at most %lld ms)",
+                        sig, (long long)d.cfg.http.shutdown_timeout_ms);
+                atomic_store(&d.draining, 1);
+                for (int i = 0; i < started; i++)
+                    ol_loop_post(d.cores[i].loop, &d.cores[i].drain_msg);
+                clock_gettime(CLOCK_MONOTONIC, &deadline);
+                deadline.tv_sec += d.cfg.http.shutdown_timeout_ms / 1000;
+                deadline.tv_nsec += (long)(d.cfg.http.shutdown_timeout_ms % 1000) * 1000000L;
+            }
+            if (signals && !closing) {
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (now.tv_sec > deadline.tv_sec ||
+                    (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec)) {
+                    ol_warn("shutdown timeout: closing the remaining connections");
+                    closing = 1;
+                    for (int i = 0; i < started; i++)
+                        ol_loop_post(d.cores[i].loop, &d.cores[i].close_msg);
+                }
+            }
+        }
+    } else {
+        for (int i = 0; i < started; i++)
+            ol_loop_stop(d.cores[i].loop);
+    }
+
+    for (int i = 0; i < started; i++) {
+        ol_loop_join(d.cores[i].loop);
+        ol_http_server_destroy(d.cores[i].s3);
+        ol_admin_exit(&d.cores[i]);
+        ol_loop_destroy(d.cores[i].loop);
+    }
+    free(d.cores);
+    if (status == 0)
+        ol_info("openlaked stopped");
+    return status;
+}
