@@ -35,9 +35,11 @@ if ((${#missing[@]})); then
 fi
 
 if [ "$mode" = test ] || [ "$mode" = bench ]; then
-  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pytest' 2>/dev/null; then
-    echo "deps: creating .venv with test packages"
-    python3 -m venv .venv
+  # (Re)fill the venv whenever tests/requirements.txt changed.
+  if [ ! -x .venv/bin/python ] || ! cmp -s tests/requirements.txt .venv/requirements.installed; then
+    echo "deps: filling .venv with test packages (tests/requirements.txt)"
+    [ -x .venv/bin/python ] || python3 -m venv .venv
     .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+    cp tests/requirements.txt .venv/requirements.installed
   fi
 fi
