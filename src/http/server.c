@@ -47,6 +47,7 @@
 #define OL_IOV          16
 #define OL_LINGER_MS    1000
 #define OL_NOBUFS_RETRY_MS 10
+#define OL_ACCEPT_RETRY_MS 100
 
 const double ol_http_lat_bounds[OL_HTTP_LAT_BUCKETS] = {
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -125,6 +126,7 @@ struct ol_http_server {
     int lfd;
     int port;
     struct ol_op accept_op;
+    struct ol_timer accept_retry;
     bool accepting, draining;
     struct ol_pool conns, obufs, stages;
     struct ol_http_conn *list;
@@ -768,8 +770,14 @@ static void ol_on_accept(ol_loop *loop, struct ol_op *op, int res, unsigned flag
     ol_http_server *srv = OL_CONTAINER(op, ol_http_server, accept_op);
     if (!(flags & OL_CQE_MORE)) {
         srv->accepting = false;
-        if (!srv->draining && srv->lfd >= 0 && res != -ECANCELED)
-            srv->accepting = ol_loop_accept(loop, &srv->accept_op, srv->lfd) == 0;
+        /* Re-arm at once after a connection; after an error (EMFILE, ENOMEM)
+         * wait a little instead of spinning on the same error. */
+        if (!srv->draining && srv->lfd >= 0 && res != -ECANCELED) {
+            if (res >= 0)
+                srv->accepting = ol_loop_accept(loop, &srv->accept_op, srv->lfd) == 0;
+            else
+                ol_timer_arm(loop, &srv->accept_retry, OL_ACCEPT_RETRY_MS);
+        }
     }
     if (res < 0) {
         if (res != -ECANCELED)
@@ -806,6 +814,13 @@ static void ol_on_accept(ol_loop *loop, struct ol_op *op, int res, unsigned flag
     OL_STAT_ADD(srv->st.conns_total, 1);
     ol_conn_arm_recv(c);
     ol_conn_touch(c);
+}
+
+static void ol_on_accept_retry(ol_loop *loop, struct ol_timer *t)
+{
+    ol_http_server *srv = OL_CONTAINER(t, ol_http_server, accept_retry);
+    if (!srv->draining && srv->lfd >= 0 && !srv->accepting)
+        srv->accepting = ol_loop_accept(loop, &srv->accept_op, srv->lfd) == 0;
 }
 
 /* ---- public: request -------------------------------------------------------------- */
@@ -1055,6 +1070,7 @@ int ol_http_server_create(ol_loop *loop, const char *addr, const struct ol_http_
     srv->h = *h;
     srv->lfd = -1;
     srv->accept_op.cb = ol_on_accept;
+    srv->accept_retry.fn = ol_on_accept_retry;
     if (!srv->lim.out_bufs)
         srv->lim.out_bufs = 4096;
     if (!srv->lim.stage_bufs)
@@ -1108,6 +1124,7 @@ void ol_http_server_drain(ol_http_server *srv)
     if (srv->draining)
         return;
     srv->draining = true;
+    ol_timer_cancel(srv->loop, &srv->accept_retry);
     if (srv->accepting)
         ol_loop_cancel(srv->loop, &srv->accept_op);
     if (srv->lfd >= 0) {
