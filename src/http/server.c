@@ -340,6 +340,16 @@ static void ol_conn_linger(struct ol_http_conn *c)
         ol_conn_close(c);
 }
 
+/* The client half-closed and nothing more will be parsed: close once the
+ * output queued so far has been sent (a half-close is not an abort). */
+static void ol_conn_end_after_output(struct ol_http_conn *c)
+{
+    if (c->out_head || c->send_inflight)
+        c->close_after = true; /* ol_on_send lingers, which closes at once on EOF */
+    else
+        ol_conn_close(c);
+}
+
 /* A response the server writes itself (errors before or instead of the
  * handler's). Always ends the connection. */
 static void ol_conn_error(struct ol_http_conn *c, int status, const char *reason)
@@ -573,8 +583,8 @@ static void ol_conn_process(struct ol_http_conn *c)
         if (seg->len == 0)
             ol_inq_pop(c);
     }
-    if (!c->closing && c->state == OL_CS_HEAD && c->peer_eof)
-        ol_conn_close(c); /* client finished sending and we answered all */
+    if (!c->closing && c->state == OL_CS_HEAD && c->peer_eof && !c->inq_n)
+        ol_conn_end_after_output(c); /* client finished sending; we answered all */
     c->in_process = false;
     if (!c->closing) {
         ol_conn_flush(c);
@@ -684,12 +694,12 @@ static void ol_on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
         }
     } else if (res == 0) {
         c->peer_eof = true;
-        if (c->state == OL_CS_LINGER || c->state == OL_CS_BODY ||
-            (c->state == OL_CS_HEAD && !c->inq_n && !c->stage_len)) {
-            ol_conn_close(c);
-        } else {
-            ol_conn_process(c);
-        }
+        if (c->state == OL_CS_LINGER || c->state == OL_CS_BODY)
+            ol_conn_close(c); /* done lingering / body cut short */
+        else if (c->state == OL_CS_HEAD && !c->inq_n && !c->stage_len)
+            ol_conn_end_after_output(c);
+        else
+            ol_conn_process(c); /* answer what was sent before the EOF */
     } else if (res == -ENOBUFS) {
         c->nobufs = true;
         ol_timer_arm(loop, &c->timer, OL_NOBUFS_RETRY_MS);
