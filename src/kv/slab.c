@@ -1,0 +1,300 @@
+/*
+ * slab.c - see slab.h.
+ */
+#include "kv/slab.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <isa-l/crc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define OL_NONE UINT32_MAX
+
+static uint64_t ol_round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint32_t ol_kv_slot_size_for(uint64_t value_size)
+{
+    if (value_size > (1ull << 31))
+        return 0;
+    uint64_t s = ol_round_up(value_size < OL_KV_MIN_SLOT ? OL_KV_MIN_SLOT : value_size, 4096);
+    return (uint32_t)s;
+}
+
+int ol_kv_slab_create(struct ol_kv_slab *s, uint64_t bytes, int try_huge, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+    uint64_t npages = bytes / OL_KV_PAGE;
+    if (npages < 1)
+        npages = 1;
+    if (npages > (UINT32_MAX / OL_KV_SLOTS_PER_PAGE)) {
+        snprintf(err, errlen, "kv slab: %llu bytes is too large", (unsigned long long)bytes);
+        return -E2BIG;
+    }
+    uint64_t hdr_off = 4096;
+    uint64_t hdr_bytes = npages * OL_KV_SLOTS_PER_PAGE * OL_KV_HDR_SIZE;
+    uint64_t data_off = ol_round_up(hdr_off + hdr_bytes, OL_KV_PAGE);
+    uint64_t size = data_off + npages * OL_KV_PAGE;
+    int rc;
+    int fd = -1;
+    if (try_huge) {
+        fd = memfd_create("openlake-kv-slab", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+        if (fd >= 0 && ftruncate(fd, (off_t)size) == 0) {
+            void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (m != MAP_FAILED) {
+                s->base = m;
+                s->huge = 1;
+            }
+        }
+        if (!s->base && fd >= 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (!s->base) {
+        fd = memfd_create("openlake-kv-slab", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0) {
+            rc = -errno;
+            snprintf(err, errlen, "kv slab: memfd_create: %s", strerror(errno));
+            return rc;
+        }
+        if (ftruncate(fd, (off_t)size) < 0) {
+            rc = -errno;
+            snprintf(err, errlen, "kv slab: ftruncate %llu: %s", (unsigned long long)size,
+                     strerror(errno));
+            close(fd);
+            return rc;
+        }
+        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) {
+            rc = -errno;
+            snprintf(err, errlen, "kv slab: mmap %llu bytes: %s", (unsigned long long)size,
+                     strerror(errno));
+            close(fd);
+            return rc;
+        }
+        s->base = m;
+        madvise(s->base, size, MADV_HUGEPAGE); /* honoured if shmem THP is enabled */
+    }
+    /* Clients may map it but never resize it. */
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    s->fd = fd;
+    s->size = size;
+    s->npages = (uint32_t)npages;
+    s->sb = (struct ol_kv_super *)s->base;
+    *s->sb = (struct ol_kv_super){
+        .magic = OL_KV_SUPER_MAGIC, .version = OL_KV_SLAB_VERSION, .size = size,
+        .hdr_off = hdr_off, .data_off = data_off, .npages = (uint32_t)npages,
+        .page_size = OL_KV_PAGE, .hdr_size = OL_KV_HDR_SIZE,
+        .slots_per_page = OL_KV_SLOTS_PER_PAGE,
+    };
+    return 0;
+}
+
+void ol_kv_slab_destroy(struct ol_kv_slab *s)
+{
+    if (s->base)
+        munmap(s->base, s->size);
+    if (s->fd >= 0)
+        close(s->fd);
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+}
+
+static uint32_t ol_hdr_crc(const struct ol_kv_slot_hdr *h)
+{
+    uint32_t c = crc32_iscsi((unsigned char *)h, 56, 0);
+    return crc32_iscsi((unsigned char *)h->key, h->key_len <= OL_KV_KEY_MAX ? h->key_len : 0, c);
+}
+
+void ol_kv_slab_hdr_write(const struct ol_kv_slab *s, uint32_t id, uint64_t gen, uint32_t ns,
+                          struct ol_kv_hash kh, const void *key, uint16_t key_len,
+                          uint64_t value_len, uint64_t value_sum, uint32_t flags)
+{
+    struct ol_kv_slot_hdr *h = ol_kv_slab_hdr(s, id);
+    volatile uint64_t *g = &h->gen;
+    *g = gen | 1; /* odd: changing */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    h->magic = OL_KV_SLOT_MAGIC;
+    h->version = OL_KV_SLAB_VERSION;
+    h->key_len = key_len;
+    h->value_len = value_len;
+    h->value_sum = value_sum;
+    h->ns = ns;
+    h->flags = flags;
+    h->hash_lo = kh.lo;
+    h->hash_hi = kh.hi;
+    h->_reserved = 0;
+    memcpy(h->key, key, key_len);
+    h->gen = gen & ~1ull; /* the crc covers the final, even generation */
+    h->hdr_crc = ol_hdr_crc(h);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    *g = gen & ~1ull;
+}
+
+int ol_kv_slab_hdr_check(const struct ol_kv_slot_hdr *h)
+{
+    if (h->magic != OL_KV_SLOT_MAGIC || h->version != OL_KV_SLAB_VERSION ||
+        h->key_len > OL_KV_KEY_MAX || (h->gen & 1))
+        return -1;
+    return ol_hdr_crc(h) == h->hdr_crc ? 0 : -1;
+}
+
+/* ---- allocation -------------------------------------------------------------- */
+
+int ol_kv_alloc_init(struct ol_kv_alloc *a, const struct ol_kv_slab *s, uint32_t first, uint32_t n)
+{
+    memset(a, 0, sizeof *a);
+    if (n == 0 || first + n > s->npages)
+        return -EINVAL;
+    a->slab = s;
+    a->first_page = first;
+    a->npages = n;
+    a->free_pages = n;
+    a->page_class = calloc(n, 1);
+    a->page_next = calloc(n, sizeof *a->page_next);
+    a->page_prev = calloc(n, sizeof *a->page_prev);
+    a->page_used = calloc((size_t)n * 2, sizeof *a->page_used);
+    a->page_nused = calloc(n, sizeof *a->page_nused);
+    if (!a->page_class || !a->page_next || !a->page_prev || !a->page_used || !a->page_nused) {
+        ol_kv_alloc_exit(a);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void ol_kv_alloc_exit(struct ol_kv_alloc *a)
+{
+    free(a->page_class);
+    free(a->page_next);
+    free(a->page_prev);
+    free(a->page_used);
+    free(a->page_nused);
+    memset(a, 0, sizeof *a);
+}
+
+int ol_kv_alloc_class(struct ol_kv_alloc *a, uint64_t value_size)
+{
+    uint32_t ss = ol_kv_slot_size_for(value_size);
+    if (!ss)
+        return -E2BIG;
+    int free_c = -1;
+    for (int c = 0; c < OL_KV_MAX_CLASSES; c++) {
+        if (a->cls[c].slot_size == ss)
+            return c;
+        if (!a->cls[c].slot_size && free_c < 0)
+            free_c = c;
+    }
+    if (free_c < 0)
+        return -ENOSPC;
+    struct ol_kv_class *k = &a->cls[free_c];
+    uint32_t span = ss <= OL_KV_PAGE ? 1 : (uint32_t)((ss + OL_KV_PAGE - 1) / OL_KV_PAGE);
+    if (span > a->npages)
+        return -E2BIG;
+    *k = (struct ol_kv_class){.slot_size = ss, .per_page = ss <= OL_KV_PAGE ? OL_KV_PAGE / ss : 0,
+                              .span_pages = span, .partial = OL_NONE};
+    return free_c;
+}
+
+static void ol_partial_push(struct ol_kv_alloc *a, struct ol_kv_class *k, uint32_t lp)
+{
+    a->page_prev[lp] = OL_NONE;
+    a->page_next[lp] = k->partial;
+    if (k->partial != OL_NONE)
+        a->page_prev[k->partial] = lp;
+    k->partial = lp;
+}
+
+static void ol_partial_unlink(struct ol_kv_alloc *a, struct ol_kv_class *k, uint32_t lp)
+{
+    if (a->page_prev[lp] != OL_NONE)
+        a->page_next[a->page_prev[lp]] = a->page_next[lp];
+    else
+        k->partial = a->page_next[lp];
+    if (a->page_next[lp] != OL_NONE)
+        a->page_prev[a->page_next[lp]] = a->page_prev[lp];
+}
+
+/* First run of n free local pages, or OL_NONE. */
+static uint32_t ol_free_run(const struct ol_kv_alloc *a, uint32_t n)
+{
+    uint32_t run = 0;
+    for (uint32_t p = 0; p < a->npages; p++) {
+        run = a->page_class[p] == 0 ? run + 1 : 0;
+        if (run == n)
+            return p + 1 - n;
+    }
+    return OL_NONE;
+}
+
+int64_t ol_kv_alloc_slot(struct ol_kv_alloc *a, int c)
+{
+    struct ol_kv_class *k = &a->cls[c];
+    if (!k->per_page) { /* span class: one slot per run of pages */
+        if (a->free_pages < k->span_pages)
+            return -ENOSPC;
+        uint32_t lp = ol_free_run(a, k->span_pages);
+        if (lp == OL_NONE)
+            return -ENOSPC;
+        a->page_class[lp] = (uint8_t)(c + 1);
+        for (uint32_t i = 1; i < k->span_pages; i++)
+            a->page_class[lp + i] = 0xFF;
+        a->free_pages -= k->span_pages;
+        k->pages += k->span_pages;
+        k->used++;
+        return (int64_t)(a->first_page + lp) * OL_KV_SLOTS_PER_PAGE;
+    }
+    uint32_t lp = k->partial;
+    if (lp == OL_NONE) {
+        if (!a->free_pages)
+            return -ENOSPC;
+        lp = ol_free_run(a, 1);
+        a->page_class[lp] = (uint8_t)(c + 1);
+        a->page_used[2 * lp] = a->page_used[2 * lp + 1] = 0;
+        a->page_nused[lp] = 0;
+        a->free_pages--;
+        k->pages++;
+        ol_partial_push(a, k, lp);
+    }
+    uint64_t *w = &a->page_used[2 * lp];
+    int bit = ~w[0] ? __builtin_ctzll(~w[0]) : 64 + __builtin_ctzll(~w[1]);
+    w[bit / 64] |= 1ull << (bit % 64);
+    if (++a->page_nused[lp] == k->per_page)
+        ol_partial_unlink(a, k, lp);
+    k->used++;
+    return (int64_t)(a->first_page + lp) * OL_KV_SLOTS_PER_PAGE + bit;
+}
+
+int ol_kv_alloc_class_of(const struct ol_kv_alloc *a, uint32_t id)
+{
+    uint8_t pc = a->page_class[id / OL_KV_SLOTS_PER_PAGE - a->first_page];
+    return pc == 0 || pc == 0xFF ? -1 : pc - 1;
+}
+
+void ol_kv_alloc_free(struct ol_kv_alloc *a, int c, uint32_t id)
+{
+    struct ol_kv_class *k = &a->cls[c];
+    uint32_t lp = id / OL_KV_SLOTS_PER_PAGE - a->first_page;
+    k->used--;
+    if (!k->per_page) {
+        for (uint32_t i = 0; i < k->span_pages; i++)
+            a->page_class[lp + i] = 0;
+        a->free_pages += k->span_pages;
+        k->pages -= k->span_pages;
+        return;
+    }
+    uint32_t bit = id % OL_KV_SLOTS_PER_PAGE;
+    a->page_used[2 * lp + bit / 64] &= ~(1ull << (bit % 64));
+    if (a->page_nused[lp]-- == k->per_page)
+        ol_partial_push(a, k, lp); /* was full: has room again */
+    if (a->page_nused[lp] == 0) {  /* wholly free: back to the shard */
+        ol_partial_unlink(a, k, lp);
+        a->page_class[lp] = 0;
+        a->free_pages++;
+        k->pages--;
+    }
+}
