@@ -172,6 +172,11 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    if (ol_http_listen_probe(d.cfg.s3_addr, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: s3_addr: %s\n", err);
+        return 2;
+    }
+
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     if (online < 1)
         online = 1;

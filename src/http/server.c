@@ -42,7 +42,11 @@
 #define OL_OBUF_BYTES   16384
 #define OL_OBUF_CAP     (OL_OBUF_BYTES - 16)
 #define OL_OUT_MAX_BUFS 64            /* queued output per connection: 1 MiB */
-#define OL_INQ          16
+#define OL_OUT_PIPELINE_BUFS 16       /* parse no new request past 256 KiB queued */
+/* Held receive buffers per connection. Past OL_INQ_HIGH the receive is
+ * cancelled, but completions the kernel already produced (a multishot recv
+ * posts up to 32 per wake-up) still arrive: OL_INQ leaves room for them. */
+#define OL_INQ          128
 #define OL_INQ_HIGH     4
 #define OL_IOV          16
 #define OL_LINGER_MS    1000
@@ -106,7 +110,7 @@ struct ol_http_conn {
     int busy;
     uint32_t seq;                        /* bumped when a request ends */
     struct ol_inseg inq[OL_INQ];
-    uint8_t inq_head, inq_n;
+    uint16_t inq_head, inq_n;
     char *stage;
     uint32_t stage_len;
     uint64_t head_deadline;
@@ -140,6 +144,7 @@ static void ol_conn_process(struct ol_http_conn *c);
 static void ol_conn_flush(struct ol_http_conn *c);
 static void ol_conn_close(struct ol_http_conn *c);
 static void ol_conn_touch(struct ol_http_conn *c);
+static void ol_date_update(ol_http_server *srv);
 
 #define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
@@ -196,7 +201,7 @@ static void ol_inq_pop(struct ol_http_conn *c)
     struct ol_inseg *s = &c->inq[c->inq_head];
     if (!(c->head_pinned && s->bid == c->head_bid))
         ol_loop_buf_release(c->srv->loop, s->bid);
-    c->inq_head = (uint8_t)((c->inq_head + 1) % OL_INQ);
+    c->inq_head = (uint16_t)((c->inq_head + 1) % OL_INQ);
     c->inq_n--;
 }
 
@@ -365,10 +370,12 @@ static void ol_conn_error(struct ol_http_conn *c, int status, const char *reason
                       reason ? ": " : "", reason ? reason : "");
     if (bl < 0 || bl >= (int)sizeof body)
         bl = (int)sizeof body - 1;
+    ol_date_update(srv);
     int n = snprintf(buf, sizeof buf,
-                     "HTTP/1.1 %d %s\r\nServer: OpenLake\r\nContent-Type: text/plain\r\n"
-                     "Content-Length: %d\r\nConnection: close\r\n\r\n%.*s",
-                     status, ol_http_status_text(status), bl, bl, body);
+                     "HTTP/1.1 %d %s\r\nServer: OpenLake\r\nDate: %s\r\n"
+                     "Content-Type: text/plain\r\nContent-Length: %d\r\n"
+                     "Connection: close\r\n\r\n%.*s",
+                     status, ol_http_status_text(status), srv->date, bl, bl, body);
     ol_req_abort(c);
     OL_STAT_ADD(srv->st.requests[status], 1);
     c->close_after = true;
@@ -572,6 +579,10 @@ static void ol_conn_process(struct ol_http_conn *c)
     while (!c->closing && c->state != OL_CS_RESP && c->state != OL_CS_LINGER && c->inq_n) {
         if (c->state == OL_CS_BODY && c->req.paused)
             break;
+        /* Output backpressure: a client that pipelines faster than it reads
+         * waits here until ol_on_send drains its responses. */
+        if (c->state == OL_CS_HEAD && c->out_bufs >= OL_OUT_PIPELINE_BUFS)
+            break;
         struct ol_inseg *seg = &c->inq[c->inq_head];
         const char *p = ol_seg_ptr(c, seg);
         long used = c->state == OL_CS_HEAD ? ol_conn_head(c, seg, p, seg->len)
@@ -583,8 +594,12 @@ static void ol_conn_process(struct ol_http_conn *c)
         if (seg->len == 0)
             ol_inq_pop(c);
     }
-    if (!c->closing && c->state == OL_CS_HEAD && c->peer_eof && !c->inq_n)
-        ol_conn_end_after_output(c); /* client finished sending; we answered all */
+    if (!c->closing && c->peer_eof && !c->inq_n) {
+        if (c->state == OL_CS_HEAD)
+            ol_conn_end_after_output(c); /* client finished sending; we answered all */
+        else if (c->state == OL_CS_BODY && !c->req.paused)
+            ol_conn_close(c);            /* body cut short by the client */
+    }
     c->in_process = false;
     if (!c->closing) {
         ol_conn_flush(c);
@@ -622,7 +637,11 @@ static void ol_on_send(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
             ol_pool_put(&srv->obufs, b);
         }
         ol_conn_touch(c);
-        if (c->out_head) {
+        if (c->state == OL_CS_HEAD && c->inq_n && c->out_bufs < OL_OUT_PIPELINE_BUFS)
+            ol_conn_process(c); /* pipelined requests waiting for output room */
+        if (c->closing) {
+            /* closed while processing */
+        } else if (c->out_head) {
             ol_conn_flush(c);
         } else if (c->close_after && (!c->req.active || c->req.ended)) {
             ol_conn_linger(c);
@@ -694,8 +713,10 @@ static void ol_on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
         }
     } else if (res == 0) {
         c->peer_eof = true;
-        if (c->state == OL_CS_LINGER || c->state == OL_CS_BODY)
-            ol_conn_close(c); /* done lingering / body cut short */
+        if (c->state == OL_CS_LINGER)
+            ol_conn_close(c);
+        else if (c->state == OL_CS_BODY)
+            ol_conn_process(c); /* the rest of the body may be queued; else cut short */
         else if (c->state == OL_CS_HEAD && !c->inq_n && !c->stage_len)
             ol_conn_end_after_output(c);
         else
@@ -745,6 +766,8 @@ static void ol_on_timer(ol_loop *loop, struct ol_timer *t)
         ol_conn_error(c, 408, "request head not received in time");
     } else if (c->state == OL_CS_HEAD && !c->inq_n && !c->stage_len) {
         ol_conn_close(c); /* idle keep-alive connection */
+    } else if (c->state == OL_CS_HEAD) {
+        ol_conn_error(c, 408, "request head stalled");
     } else if (c->state == OL_CS_BODY && !c->req.paused) {
         ol_conn_error(c, 408, "request body stalled");
     } else if (c->state == OL_CS_BODY) {
@@ -1015,7 +1038,7 @@ int ol_http_resp_simple(ol_http_req *r, int status, const char *content_type,
 
 /* ---- public: server ---------------------------------------------------------------- */
 
-static int ol_listen(const char *addr, int *port_out, char *err, size_t errlen)
+static int ol_listen(const char *addr, int reuseport, int *port_out, char *err, size_t errlen)
 {
     char host[256];
     const char *colon = strrchr(addr, ':');
@@ -1047,10 +1070,12 @@ static int ol_listen(const char *addr, int *port_out, char *err, size_t errlen)
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (reuseport)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 4096) < 0) {
         rc = -errno;
-        snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(errno));
+        snprintf(err, errlen, "cannot listen on %s: %s%s", addr, strerror(errno),
+                 errno == EADDRINUSE ? " (another process, maybe another openlaked, serves it)" : "");
         close(fd);
         goto out;
     }
@@ -1063,6 +1088,18 @@ static int ol_listen(const char *addr, int *port_out, char *err, size_t errlen)
 out:
     freeaddrinfo(ai);
     return rc;
+}
+
+int ol_http_listen_probe(const char *addr, char *err, size_t errlen)
+{
+    /* Without SO_REUSEPORT, so a daemon already serving addr (whose cores
+     * share it with SO_REUSEPORT) makes this fail with EADDRINUSE. */
+    int port;
+    int fd = ol_listen(addr, 0, &port, err, errlen);
+    if (fd < 0)
+        return fd;
+    close(fd);
+    return 0;
 }
 
 int ol_http_server_create(ol_loop *loop, const char *addr, const struct ol_http_limits *lim,
@@ -1102,7 +1139,7 @@ int ol_http_server_create(ol_loop *loop, const char *addr, const struct ol_http_
         rc = -EINVAL;
         goto fail;
     }
-    if ((rc = ol_listen(addr, &srv->port, err, errlen)) < 0)
+    if ((rc = ol_listen(addr, 1, &srv->port, err, errlen)) < 0)
         goto fail;
     srv->lfd = rc;
     if ((rc = ol_loop_accept(loop, &srv->accept_op, srv->lfd)) < 0) {
