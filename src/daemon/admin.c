@@ -139,6 +139,17 @@ static void ol_s3_error(struct ol_core *core, ol_http_req *r, int status, const 
         ol_http_resp_end(r);
 }
 
+/* 405 with the Allow header RFC 9110 requires. */
+static void ol_method_not_allowed(ol_http_req *r, const char *allow)
+{
+    char hdr[96], body[64];
+    int n = snprintf(body, sizeof body, "method not allowed; use %s\n", allow);
+    snprintf(hdr, sizeof hdr, "Allow: %s\r\nContent-Type: text/plain\r\n", allow);
+    if (ol_http_resp_start(r, 405, hdr, n) == 0)
+        ol_http_resp_write(r, body, (size_t)n);
+    ol_http_resp_end(r);
+}
+
 /* ---- debug sink / source --------------------------------------------------- */
 
 static void ol_sink_hold_done(ol_loop *loop, struct ol_timer *t)
@@ -191,7 +202,7 @@ static void ol_debug_route(struct ol_core *core, ol_http_req *r, const char *pat
     const struct ol_http_request *h = ol_http_req_head(r);
     if (ol_path_is(path, plen, "/_openlake/debug/sink")) {
         if (!ol_method_is(h, "PUT") && !ol_method_is(h, "POST")) {
-            ol_http_resp_simple(r, 405, "text/plain", "use PUT or POST\n", 16);
+            ol_method_not_allowed(r, "PUT, POST");
             return;
         }
         struct ol_admin_req *s = ol_state_new(core, r, OL_ADM_SINK);
@@ -209,7 +220,7 @@ static void ol_debug_route(struct ol_core *core, ol_http_req *r, const char *pat
     }
     if (ol_path_is(path, plen, "/_openlake/debug/source")) {
         if (!ol_method_is(h, "GET") && !ol_method_is(h, "HEAD")) {
-            ol_http_resp_simple(r, 405, "text/plain", "use GET\n", 8);
+            ol_method_not_allowed(r, "GET, HEAD");
             return;
         }
         struct ol_admin_req *s = ol_state_new(core, r, OL_ADM_SOURCE);
@@ -255,7 +266,7 @@ static void ol_admin_on_request(ol_http_req *r)
     }
     if (ol_path_is(path, plen, "/_openlake/health/live")) {
         if (!get)
-            ol_http_resp_simple(r, 405, "text/plain", "use GET or HEAD\n", 16);
+            ol_method_not_allowed(r, "GET, HEAD");
         else
             ol_http_resp_simple(r, 200, "text/plain", "ok\n", 3);
         return;
@@ -263,7 +274,7 @@ static void ol_admin_on_request(ol_http_req *r)
     if (ol_path_is(path, plen, "/_openlake/health/ready")) {
         int ready = atomic_load(&d->ready) && !atomic_load(&d->draining);
         if (!get)
-            ol_http_resp_simple(r, 405, "text/plain", "use GET or HEAD\n", 16);
+            ol_method_not_allowed(r, "GET, HEAD");
         else if (ready)
             ol_http_resp_simple(r, 200, "text/plain", "ready\n", 6);
         else
@@ -274,7 +285,7 @@ static void ol_admin_on_request(ol_http_req *r)
     }
     if (ol_path_is(path, plen, "/_openlake/metrics")) {
         if (!get) {
-            ol_http_resp_simple(r, 405, "text/plain", "use GET\n", 8);
+            ol_method_not_allowed(r, "GET, HEAD");
             return;
         }
         struct ol_admin *a = core->admin;
