@@ -45,7 +45,7 @@ LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-.PHONY: all asan run test unit fuzz bench bench-http deps test-deps clean FORCE
+.PHONY: all asan run test unit fuzz bench bench-http bench-kv deps test-deps clean FORCE
 all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(if $(SAN),,$(B)/alloc_tests)
 
 $(B)/obj/%.o: %.c
@@ -102,12 +102,17 @@ FUZZ_SECONDS ?= 30
 fuzz: test-deps
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
-bench: bench-http
+bench: bench-http bench-kv
 
 bench-http: deps
 	bash scripts/deps.sh bench
 	$(MAKE) all
 	bash bench/http/run.sh
+
+bench-kv: deps
+	bash scripts/deps.sh bench
+	bash bench/kv/run_core.sh
+	bash bench/kv/run_evict.sh
 
 clean:
 	rm -rf build

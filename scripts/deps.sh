@@ -43,3 +43,8 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
     cp tests/requirements.txt .venv/requirements.installed
   fi
 fi
+if [ "$mode" = bench ] && ! cmp -s bench/requirements.txt .venv/bench-requirements.installed; then
+  echo "deps: adding benchmark packages to .venv (bench/requirements.txt)"
+  .venv/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt
+  cp bench/requirements.txt .venv/bench-requirements.installed
+fi

@@ -105,35 +105,48 @@ void ol_kv_slab_destroy(struct ol_kv_slab *s)
     s->fd = -1;
 }
 
+/* Standard CRC-32C (as in the KV protocol): ISA-L's crc32_iscsi neither
+ * inverts its input nor its output, so we do. */
 static uint32_t ol_hdr_crc(const struct ol_kv_slot_hdr *h)
 {
-    uint32_t c = crc32_iscsi((unsigned char *)h, 56, 0);
-    return crc32_iscsi((unsigned char *)h->key, h->key_len <= OL_KV_KEY_MAX ? h->key_len : 0, c);
+    uint32_t c = crc32_iscsi((unsigned char *)h, 56, 0xFFFFFFFFu);
+    c = crc32_iscsi((unsigned char *)h->key, h->key_len <= OL_KV_KEY_MAX ? h->key_len : 0, c);
+    return ~c;
 }
 
-void ol_kv_slab_hdr_write(const struct ol_kv_slab *s, uint32_t id, uint64_t gen, uint32_t ns,
-                          struct ol_kv_hash kh, const void *key, uint16_t key_len,
-                          uint64_t value_len, uint64_t value_sum, uint32_t flags)
+void ol_kv_slab_hdr_begin(const struct ol_kv_slab *s, uint32_t id, uint64_t gen, uint32_t ns,
+                          struct ol_kv_hash kh, const void *key, uint16_t key_len)
 {
     struct ol_kv_slot_hdr *h = ol_kv_slab_hdr(s, id);
     volatile uint64_t *g = &h->gen;
-    *g = gen | 1; /* odd: changing */
+    *g = gen | 1; /* odd until published */
     __atomic_thread_fence(__ATOMIC_RELEASE);
     h->magic = OL_KV_SLOT_MAGIC;
     h->version = OL_KV_SLAB_VERSION;
     h->key_len = key_len;
-    h->value_len = value_len;
-    h->value_sum = value_sum;
+    h->value_len = 0;
+    h->value_sum = 0;
     h->ns = ns;
-    h->flags = flags;
+    h->flags = 0;
     h->hash_lo = kh.lo;
     h->hash_hi = kh.hi;
     h->_reserved = 0;
     memcpy(h->key, key, key_len);
-    h->gen = gen & ~1ull; /* the crc covers the final, even generation */
+}
+
+void ol_kv_slab_hdr_publish(const struct ol_kv_slab *s, uint32_t id, uint64_t value_len,
+                            uint64_t value_sum, uint32_t flags)
+{
+    struct ol_kv_slot_hdr *h = ol_kv_slab_hdr(s, id);
+    uint64_t gen = h->gen & ~1ull;
+    h->value_len = value_len;
+    h->value_sum = value_sum;
+    h->flags = flags;
+    h->gen = gen; /* the crc covers the final, even generation */
     h->hdr_crc = ol_hdr_crc(h);
+    h->gen = gen | 1;
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    *g = gen & ~1ull;
+    *(volatile uint64_t *)&h->gen = gen;
 }
 
 int ol_kv_slab_hdr_check(const struct ol_kv_slot_hdr *h)

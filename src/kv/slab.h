@@ -38,8 +38,9 @@
  *   36  u32  flags (bit 0: committed)
  *   40  u64  key hash, low 64 bits (XXH3-128 of namespace id + key)
  *   48  u64  key hash, high 64 bits
- *   56  u32  header checksum: CRC32C (ISA-L crc32_iscsi, seed 0) of bytes
- *            0..55 and the key bytes
+ *   56  u32  header checksum: standard CRC-32C (initial and final XOR
+ *            0xFFFFFFFF, as in docs/kv-protocol.md) of bytes 0..55
+ *            and the key bytes
  *   60  u32  reserved (0)
  *   64  192  key bytes
  */
@@ -127,12 +128,15 @@ static inline uint64_t ol_kv_slab_off(const struct ol_kv_slab *s, uint32_t id, u
 uint32_t ol_kv_slot_size_for(uint64_t value_size);
 
 /*
- * Writes a slot header (seqlock: gen made odd, fields written, gen set to
- * the new even value). Header checksum is computed here.
+ * Slot header writes (seqlock). _begin at Reserve records the key and
+ * leaves the generation odd (not readable) while the client writes the
+ * value; _publish at Commit sets the value fields, the checksum and the even
+ * generation. One checksum per entry instead of two.
  */
-void ol_kv_slab_hdr_write(const struct ol_kv_slab *s, uint32_t id, uint64_t gen, uint32_t ns,
-                          struct ol_kv_hash h, const void *key, uint16_t key_len,
-                          uint64_t value_len, uint64_t value_sum, uint32_t flags);
+void ol_kv_slab_hdr_begin(const struct ol_kv_slab *s, uint32_t id, uint64_t gen, uint32_t ns,
+                          struct ol_kv_hash h, const void *key, uint16_t key_len);
+void ol_kv_slab_hdr_publish(const struct ol_kv_slab *s, uint32_t id, uint64_t value_len,
+                            uint64_t value_sum, uint32_t flags);
 /* Verifies a header copy: magic, version, key length and checksum. Returns 0 or -1. */
 int ol_kv_slab_hdr_check(const struct ol_kv_slot_hdr *h);
 

@@ -43,8 +43,12 @@ OLT_TEST(kv_slab_header_write_and_check)
     struct ol_kv_slab s;
     mk(&s, 8u << 20);
     struct ol_kv_hash h = {0x1111, 0x2222};
-    ol_kv_slab_hdr_write(&s, 3, 8, 7, h, "block-key", 9, 65536, 0xabcdef, OL_KV_SLOT_COMMITTED);
+    ol_kv_slab_hdr_begin(&s, 3, 8, 7, h, "block-key", 9);
     struct ol_kv_slot_hdr copy = *ol_kv_slab_hdr(&s, 3);
+    OLT_CHECK_EQ(ol_kv_slab_hdr_check(&copy), -1); /* reserved: odd generation, unreadable */
+    OLT_CHECK_EQ(copy.gen, 9);
+    ol_kv_slab_hdr_publish(&s, 3, 65536, 0xabcdef, OL_KV_SLOT_COMMITTED);
+    copy = *ol_kv_slab_hdr(&s, 3);
     OLT_CHECK_EQ(ol_kv_slab_hdr_check(&copy), 0);
     OLT_CHECK_EQ(copy.gen, 8);
     OLT_CHECK_EQ(copy.key_len, 9);

@@ -1,0 +1,504 @@
+/*
+ * shard.c - see shard.h.
+ *
+ * Entries are indexed by local id = slot id - id_base, so the index, the
+ * eviction policies and the entry array share one dense id space. Space for
+ * a new value: a free slot of its size class; else a victim of its own class
+ * (while the class holds at least its fair share of pages); else a whole
+ * page taken back from the class holding the most pages (every unpinned
+ * committed entry on the victim's page is evicted, so the page frees).
+ */
+#include "kv/shard.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OL_NONE UINT32_MAX
+#define OL_MAX_SPACE_TRIES 64
+
+enum { OL_ENT_FREE = 0, OL_ENT_RESERVED, OL_ENT_COMMITTED, OL_ENT_DOOMED };
+
+struct ol_kv_ent {
+    uint64_t gen;          /* even; bumped by 2 each time the slot gets a key */
+    uint64_t value_len, value_sum, deadline_ms;
+    struct ol_kv_hash h;
+    uint32_t ns, hint;
+    uint32_t rnext, rprev; /* reservation list, oldest first */
+    uint32_t pins;
+    int16_t owner;         /* reserving session */
+    uint8_t state, cls;
+};
+
+/* A session's pins: open addressing over slot ids (key + 1; 0 = empty). */
+struct ol_kv_pin { uint32_t key, count; };
+struct ol_kv_session {
+    uint32_t mask, used;
+    struct ol_kv_pin pins[];
+};
+
+static inline uint32_t ol_lid(const struct ol_kv_shard *sh, uint32_t slot) { return slot - sh->id_base; }
+static inline uint32_t ol_slot(const struct ol_kv_shard *sh, uint32_t lid) { return lid + sh->id_base; }
+
+static bool ol_lid_ok(const struct ol_kv_shard *sh, uint32_t slot)
+{
+    return slot >= sh->id_base && slot - sh->id_base < sh->nents;
+}
+
+/* ---- set-up ----------------------------------------------------------------- */
+
+int ol_kv_shard_init(struct ol_kv_shard *sh, const struct ol_kv_slab *slab, uint32_t first_page,
+                     uint32_t npages, int evict_kind, uint32_t ttl_ms)
+{
+    memset(sh, 0, sizeof *sh);
+    int rc;
+    sh->slab = slab;
+    sh->evict_kind = evict_kind;
+    sh->ttl_ms = ttl_ms;
+    sh->id_base = first_page * OL_KV_SLOTS_PER_PAGE;
+    sh->nents = npages * OL_KV_SLOTS_PER_PAGE;
+    sh->res_head = sh->res_tail = OL_NONE;
+    if ((rc = ol_kv_alloc_init(&sh->alloc, slab, first_page, npages)) < 0)
+        return rc;
+    if ((rc = ol_kv_index_init(&sh->index, sh->nents)) < 0)
+        goto fail;
+    sh->ents = calloc(sh->nents, sizeof *sh->ents);
+    if (!sh->ents) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    sh->st.bytes_capacity = (uint64_t)npages * OL_KV_PAGE;
+    return 0;
+fail:
+    ol_kv_shard_exit(sh);
+    return rc;
+}
+
+void ol_kv_shard_exit(struct ol_kv_shard *sh)
+{
+    for (int i = 0; i < OL_KV_MAX_SESSIONS; i++)
+        free(sh->sessions[i]);
+    for (int c = 0; c < OL_KV_MAX_CLASSES; c++)
+        ol_evict_exit(&sh->evict[c]);
+    free(sh->ents);
+    ol_kv_index_exit(&sh->index);
+    ol_kv_alloc_exit(&sh->alloc);
+    memset(sh, 0, sizeof *sh);
+}
+
+/* ---- reservations list ---------------------------------------------------------- */
+
+static void ol_res_unlink(struct ol_kv_shard *sh, uint32_t lid)
+{
+    struct ol_kv_ent *e = &sh->ents[lid];
+    if (e->rprev != OL_NONE)
+        sh->ents[e->rprev].rnext = e->rnext;
+    else
+        sh->res_head = e->rnext;
+    if (e->rnext != OL_NONE)
+        sh->ents[e->rnext].rprev = e->rprev;
+    else
+        sh->res_tail = e->rprev;
+}
+
+static void ol_res_append(struct ol_kv_shard *sh, uint32_t lid)
+{
+    struct ol_kv_ent *e = &sh->ents[lid];
+    e->rnext = OL_NONE;
+    e->rprev = sh->res_tail;
+    if (sh->res_tail != OL_NONE)
+        sh->ents[sh->res_tail].rnext = lid;
+    else
+        sh->res_head = lid;
+    sh->res_tail = lid;
+}
+
+/* ---- freeing ----------------------------------------------------------------------- */
+
+static void ol_ent_free(struct ol_kv_shard *sh, uint32_t lid)
+{
+    struct ol_kv_ent *e = &sh->ents[lid];
+    struct ol_kv_class *k = &sh->alloc.cls[e->cls];
+    ol_kv_alloc_free(&sh->alloc, e->cls, ol_slot(sh, lid));
+    sh->st.bytes_used -= k->slot_size;
+    e->state = OL_ENT_FREE;
+    e->pins = 0;
+}
+
+/* Takes a committed entry out of view (index and policy). */
+static void ol_ent_unpublish(struct ol_kv_shard *sh, uint32_t lid)
+{
+    struct ol_kv_ent *e = &sh->ents[lid];
+    ol_kv_index_remove(&sh->index, e->h);
+    if (ol_evict_contains(&sh->evict[e->cls], lid))
+        ol_evict_remove(&sh->evict[e->cls], lid);
+    sh->st.entries--;
+}
+
+static void ol_res_drop(struct ol_kv_shard *sh, uint32_t lid)
+{
+    ol_res_unlink(sh, lid);
+    ol_kv_index_remove(&sh->index, sh->ents[lid].h);
+    sh->st.reserved--;
+    ol_ent_free(sh, lid);
+}
+
+/* ---- space -------------------------------------------------------------------------- */
+
+static bool ol_pinned(void *ctx, uint32_t lid)
+{
+    const struct ol_kv_shard *sh = ctx;
+    return sh->ents[lid].pins != 0;
+}
+
+static void ol_evict_ent(struct ol_kv_shard *sh, uint32_t lid)
+{
+    struct ol_kv_ent *e = &sh->ents[lid];
+    ol_kv_index_remove(&sh->index, e->h);
+    sh->st.entries--;
+    sh->st.evictions++;
+    ol_ent_free(sh, lid);
+}
+
+/* Evicts every unpinned committed entry on the page of lid (class k). */
+static void ol_reclaim_page(struct ol_kv_shard *sh, int k, uint32_t lid)
+{
+    uint32_t first = lid / OL_KV_SLOTS_PER_PAGE * OL_KV_SLOTS_PER_PAGE;
+    for (uint32_t i = first; i < first + OL_KV_SLOTS_PER_PAGE; i++) {
+        struct ol_kv_ent *e = &sh->ents[i];
+        if (e->state == OL_ENT_COMMITTED && e->cls == k && !e->pins &&
+            ol_kv_alloc_class_of(&sh->alloc, ol_slot(sh, i)) == k) {
+            ol_evict_remove(&sh->evict[k], i);
+            ol_evict_ent(sh, i);
+        }
+    }
+}
+
+static int64_t ol_get_slot(struct ol_kv_shard *sh, int c)
+{
+    for (int tries = 0; tries < OL_MAX_SPACE_TRIES; tries++) {
+        int64_t s = ol_kv_alloc_slot(&sh->alloc, c);
+        if (s >= 0)
+            return s;
+        /* Fair share of pages among the classes in use. */
+        uint32_t used_classes = 0, big = 0;
+        int bigk = -1;
+        for (int k = 0; k < OL_KV_MAX_CLASSES; k++) {
+            if (!sh->alloc.cls[k].pages)
+                continue;
+            used_classes++;
+            if (k != c && sh->alloc.cls[k].pages > big && ol_evict_count(&sh->evict[k])) {
+                big = sh->alloc.cls[k].pages;
+                bigk = k;
+            }
+        }
+        uint32_t wanting = used_classes + (sh->alloc.cls[c].pages ? 0 : 1);
+        uint32_t fair = sh->alloc.npages / wanting;
+        int64_t v = -1;
+        if (sh->alloc.cls[c].pages >= fair || bigk < 0) {
+            if (ol_evict_count(&sh->evict[c]))
+                v = ol_evict_victim(&sh->evict[c], ol_pinned, sh);
+            if (v >= 0) {
+                ol_evict_ent(sh, (uint32_t)v);
+                continue;
+            }
+        }
+        if (bigk < 0)
+            return -ENOSPC;
+        v = ol_evict_victim(&sh->evict[bigk], ol_pinned, sh);
+        if (v < 0)
+            return -ENOSPC;
+        ol_evict_ent(sh, (uint32_t)v);
+        ol_reclaim_page(sh, bigk, (uint32_t)v);
+    }
+    return -ENOSPC;
+}
+
+/* ---- sessions ----------------------------------------------------------------------- */
+
+int ol_kv_shard_session_open(struct ol_kv_shard *sh)
+{
+    for (int i = 0; i < OL_KV_MAX_SESSIONS; i++) {
+        if (sh->sessions[i])
+            continue;
+        uint32_t cap = 2 * OL_KV_SESSION_PINS;
+        struct ol_kv_session *s = calloc(1, sizeof *s + cap * sizeof(struct ol_kv_pin));
+        if (!s)
+            return -ENOMEM;
+        s->mask = cap - 1;
+        sh->sessions[i] = s;
+        return i;
+    }
+    return -EBUSY;
+}
+
+static struct ol_kv_pin *ol_pin_find(struct ol_kv_session *s, uint32_t slot, bool add)
+{
+    for (uint32_t i = (slot * 2654435761u) & s->mask;; i = (i + 1) & s->mask) {
+        if (s->pins[i].key == slot + 1)
+            return &s->pins[i];
+        if (s->pins[i].key == 0) {
+            if (!add || s->used >= OL_KV_SESSION_PINS)
+                return NULL;
+            s->pins[i].key = slot + 1;
+            s->pins[i].count = 0;
+            s->used++;
+            return &s->pins[i];
+        }
+    }
+}
+
+static void ol_pin_erase(struct ol_kv_session *s, struct ol_kv_pin *p)
+{
+    uint32_t i = (uint32_t)(p - s->pins);
+    for (uint32_t j = (i + 1) & s->mask; s->pins[j].key; j = (j + 1) & s->mask) {
+        uint32_t home = ((s->pins[j].key - 1) * 2654435761u) & s->mask;
+        if (((j - home) & s->mask) >= ((j - i) & s->mask)) {
+            s->pins[i] = s->pins[j];
+            i = j;
+        }
+    }
+    s->pins[i].key = 0;
+    s->used--;
+}
+
+static void ol_unpin(struct ol_kv_shard *sh, uint32_t lid, uint32_t n)
+{
+    struct ol_kv_ent *e = &sh->ents[lid];
+    e->pins -= n;
+    if (e->pins)
+        return;
+    sh->st.pinned_slots--;
+    if (e->state == OL_ENT_DOOMED)
+        ol_ent_free(sh, lid);
+}
+
+void ol_kv_shard_session_close(struct ol_kv_shard *sh, int sid)
+{
+    if (sid < 0 || sid >= OL_KV_MAX_SESSIONS || !sh->sessions[sid])
+        return;
+    struct ol_kv_session *s = sh->sessions[sid];
+    for (uint32_t i = 0; i <= s->mask; i++)
+        if (s->pins[i].key)
+            ol_unpin(sh, ol_lid(sh, s->pins[i].key - 1), s->pins[i].count);
+    for (uint32_t lid = sh->res_head, next; lid != OL_NONE; lid = next) {
+        next = sh->ents[lid].rnext;
+        if (sh->ents[lid].owner == sid) {
+            ol_res_drop(sh, lid);
+            sh->st.aborts++;
+        }
+    }
+    free(s);
+    sh->sessions[sid] = NULL;
+}
+
+static bool ol_sid_ok(const struct ol_kv_shard *sh, int sid)
+{
+    return sid >= 0 && sid < OL_KV_MAX_SESSIONS && sh->sessions[sid];
+}
+
+/* ---- operations --------------------------------------------------------------------- */
+
+int ol_kv_shard_reserve(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_kv_hash h,
+                        const void *key, uint16_t key_len, uint64_t value_size, uint32_t hint,
+                        uint64_t now_ms, struct ol_kv_loc *loc)
+{
+    if (!ol_sid_ok(sh, sid) || key_len > OL_KV_KEY_MAX)
+        return OL_KV_BAD_REQUEST;
+    if (ol_kv_index_find(&sh->index, h) >= 0)
+        return OL_KV_EXISTS;
+    int c = ol_kv_alloc_class(&sh->alloc, value_size);
+    if (c == -ENOSPC)
+        return OL_KV_BUSY;
+    if (c < 0)
+        return OL_KV_TOO_LARGE_ST;
+    if (!sh->evict[c].capacity && ol_evict_init(&sh->evict[c], sh->evict_kind, sh->nents) < 0)
+        return OL_KV_INTERNAL;
+    int64_t slot = ol_get_slot(sh, c);
+    if (slot < 0)
+        return OL_KV_NOSPACE;
+    uint32_t lid = ol_lid(sh, (uint32_t)slot);
+    struct ol_kv_ent *e = &sh->ents[lid];
+    e->gen += 2;
+    e->h = h;
+    e->ns = ns;
+    e->hint = hint;
+    e->cls = (uint8_t)c;
+    e->state = OL_ENT_RESERVED;
+    e->owner = (int16_t)sid;
+    e->pins = 0;
+    e->value_len = e->value_sum = 0;
+    e->deadline_ms = now_ms + sh->ttl_ms;
+    ol_kv_index_insert(&sh->index, h, lid);
+    ol_res_append(sh, lid);
+    const struct ol_kv_class *k = &sh->alloc.cls[c];
+    ol_kv_slab_hdr_begin(sh->slab, (uint32_t)slot, e->gen, ns, h, key, key_len);
+    sh->st.bytes_used += k->slot_size;
+    sh->st.reserved++;
+    sh->st.reserves++;
+    *loc = (struct ol_kv_loc){.slot = (uint32_t)slot, .gen = e->gen,
+                              .offset = ol_kv_slab_off(sh->slab, (uint32_t)slot, k->slot_size),
+                              .capacity = k->slot_size};
+    return OL_KV_OK;
+}
+
+/* The live reservation (slot, gen) of session sid, or NULL. */
+static struct ol_kv_ent *ol_my_res(struct ol_kv_shard *sh, int sid, uint32_t slot, uint64_t gen)
+{
+    if (!ol_sid_ok(sh, sid) || !ol_lid_ok(sh, slot))
+        return NULL;
+    struct ol_kv_ent *e = &sh->ents[ol_lid(sh, slot)];
+    if (e->state != OL_ENT_RESERVED || e->gen != gen || e->owner != sid)
+        return NULL;
+    return e;
+}
+
+int ol_kv_shard_commit(struct ol_kv_shard *sh, int sid, uint32_t slot, uint64_t gen,
+                       uint64_t value_len, uint64_t value_sum)
+{
+    struct ol_kv_ent *e = ol_my_res(sh, sid, slot, gen);
+    if (!e)
+        return OL_KV_STALE_GENERATION;
+    if (value_len > sh->alloc.cls[e->cls].slot_size)
+        return OL_KV_TOO_LARGE_ST;
+    uint32_t lid = ol_lid(sh, slot);
+    ol_res_unlink(sh, lid);
+    e->state = OL_ENT_COMMITTED;
+    e->value_len = value_len;
+    e->value_sum = value_sum;
+    ol_kv_slab_hdr_publish(sh->slab, slot, value_len, value_sum, OL_KV_SLOT_COMMITTED);
+    ol_evict_insert(&sh->evict[e->cls], lid, e->h.lo, e->hint);
+    sh->st.reserved--;
+    sh->st.entries++;
+    sh->st.commits++;
+    return OL_KV_OK;
+}
+
+int ol_kv_shard_abort(struct ol_kv_shard *sh, int sid, uint32_t slot, uint64_t gen)
+{
+    if (!ol_my_res(sh, sid, slot, gen))
+        return OL_KV_STALE_GENERATION;
+    ol_res_drop(sh, ol_lid(sh, slot));
+    sh->st.aborts++;
+    return OL_KV_OK;
+}
+
+/* The committed entry of (ns, h), or NULL. */
+static struct ol_kv_ent *ol_committed(struct ol_kv_shard *sh, uint32_t ns, int64_t lid)
+{
+    if (lid < 0)
+        return NULL;
+    struct ol_kv_ent *e = &sh->ents[lid];
+    return e->state == OL_ENT_COMMITTED && e->ns == ns ? e : NULL;
+}
+
+uint32_t ol_kv_shard_lookup(struct ol_kv_shard *sh, uint32_t ns, const struct ol_kv_hash *hs,
+                            uint32_t n, uint8_t *present)
+{
+    enum { B = 64 };
+    int64_t ids[B];
+    uint32_t run = 0;
+    bool in_run = true;
+    for (uint32_t base = 0; base < n; base += B) {
+        uint32_t m = n - base < B ? n - base : B;
+        ol_kv_index_find_batch(&sh->index, hs + base, m, ids);
+        for (uint32_t i = 0; i < m; i++) {
+            present[base + i] = ol_committed(sh, ns, ids[i]) != NULL;
+            if (in_run && present[base + i])
+                run++;
+            else
+                in_run = false;
+        }
+    }
+    sh->st.lookups += n;
+    sh->st.hits += run;
+    sh->st.misses += n - run;
+    return run;
+}
+
+int ol_kv_shard_acquire(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_kv_hash h,
+                        struct ol_kv_loc *loc)
+{
+    if (!ol_sid_ok(sh, sid))
+        return OL_KV_BAD_REQUEST;
+    int64_t lid = ol_kv_index_find(&sh->index, h);
+    struct ol_kv_ent *e = ol_committed(sh, ns, lid);
+    if (!e)
+        return OL_KV_NOT_FOUND;
+    uint32_t slot = ol_slot(sh, (uint32_t)lid);
+    struct ol_kv_pin *p = ol_pin_find(sh->sessions[sid], slot, true);
+    if (!p)
+        return OL_KV_BUSY;
+    p->count++;
+    if (e->pins++ == 0)
+        sh->st.pinned_slots++;
+    ol_evict_hit(&sh->evict[e->cls], (uint32_t)lid);
+    uint32_t ss = sh->alloc.cls[e->cls].slot_size;
+    *loc = (struct ol_kv_loc){.slot = slot, .gen = e->gen, .offset = ol_kv_slab_off(sh->slab, slot, ss),
+                              .capacity = ss, .value_len = e->value_len, .value_sum = e->value_sum};
+    return OL_KV_OK;
+}
+
+int ol_kv_shard_release(struct ol_kv_shard *sh, int sid, uint32_t slot, uint64_t gen)
+{
+    if (!ol_sid_ok(sh, sid) || !ol_lid_ok(sh, slot))
+        return OL_KV_STALE_GENERATION;
+    struct ol_kv_session *s = sh->sessions[sid];
+    struct ol_kv_pin *p = ol_pin_find(s, slot, false);
+    struct ol_kv_ent *e = &sh->ents[ol_lid(sh, slot)];
+    if (!p || e->gen != gen)
+        return OL_KV_STALE_GENERATION;
+    if (--p->count == 0)
+        ol_pin_erase(s, p);
+    ol_unpin(sh, ol_lid(sh, slot), 1);
+    return OL_KV_OK;
+}
+
+static void ol_delete_lid(struct ol_kv_shard *sh, uint32_t lid)
+{
+    struct ol_kv_ent *e = &sh->ents[lid];
+    ol_ent_unpublish(sh, lid);
+    sh->st.deletes++;
+    if (e->pins)
+        e->state = OL_ENT_DOOMED; /* freed by the last release */
+    else
+        ol_ent_free(sh, lid);
+}
+
+int ol_kv_shard_delete(struct ol_kv_shard *sh, uint32_t ns, struct ol_kv_hash h)
+{
+    int64_t lid = ol_kv_index_find(&sh->index, h);
+    if (!ol_committed(sh, ns, lid))
+        return OL_KV_NOT_FOUND;
+    ol_delete_lid(sh, (uint32_t)lid);
+    return OL_KV_OK;
+}
+
+uint64_t ol_kv_shard_reset(struct ol_kv_shard *sh, uint32_t ns)
+{
+    uint64_t n = 0;
+    for (uint32_t lid = 0; lid < sh->nents; lid++)
+        if (sh->ents[lid].state == OL_ENT_COMMITTED && sh->ents[lid].ns == ns) {
+            ol_delete_lid(sh, lid);
+            n++;
+        }
+    return n;
+}
+
+uint32_t ol_kv_shard_expire(struct ol_kv_shard *sh, uint64_t now_ms)
+{
+    uint32_t n = 0;
+    /* Same TTL for all: the list is in deadline order. */
+    while (sh->res_head != OL_NONE && sh->ents[sh->res_head].deadline_ms <= now_ms) {
+        ol_res_drop(sh, sh->res_head);
+        sh->st.expired++;
+        n++;
+    }
+    return n;
+}
+
+void ol_kv_shard_stats(const struct ol_kv_shard *sh, struct ol_kv_shard_stats *out)
+{
+    *out = sh->st;
+}
