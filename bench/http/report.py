@@ -10,6 +10,9 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from docsection import replace_section  # noqa: E402
+
 src, doc = sys.argv[1], sys.argv[2]
 run = json.load(open(src))
 rows = run["rounds"]
@@ -56,12 +59,4 @@ if errs:
 section = "\n".join(lines) + "\n"
 print(section)
 
-begin, end = "<!-- http:begin -->", "<!-- http:end -->"
-text = open(doc).read() if os.path.exists(doc) else "# Benchmarks\n"
-if begin in text and end in text:
-    pre, rest = text.split(begin, 1)
-    _, post = rest.split(end, 1)
-    text = pre + begin + "\n" + section + end + post
-else:
-    text += "\n" + begin + "\n" + section + end + "\n"
-open(doc, "w").write(text)
+replace_section(doc, "http", section)

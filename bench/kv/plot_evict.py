@@ -21,6 +21,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from docsection import replace_section  # noqa: E402
+
 prefix, doc, png = sys.argv[1], sys.argv[2], sys.argv[3]
 runs = list(csv.DictReader(open(prefix + "-runs.csv")))
 wls = list(csv.DictReader(open(prefix + "-workloads.csv")))
@@ -245,12 +248,4 @@ L.append("![prefix hit ratio vs cache size](kv-evict.png)")
 section = "\n".join(L) + "\n"
 print(section)
 
-begin, end = "<!-- kv-evict:begin -->", "<!-- kv-evict:end -->"
-text = open(doc).read() if os.path.exists(doc) else "# Benchmarks\n"
-if begin in text and end in text:
-    pre, rest = text.split(begin, 1)
-    _, post = rest.split(end, 1)
-    text = pre + begin + "\n" + section + end + post
-else:
-    text = text.rstrip("\n") + "\n\n" + begin + "\n" + section + end + "\n"
-open(doc, "w").write(text)
+replace_section(doc, "kv-evict", section)

@@ -42,12 +42,7 @@ for name, f in [("index lookup, 4M entries", lambda r: r["index"]["lookup_keys_p
     lines.append(f"| {name} | **{med/1e6:.1f}** ({lo/1e6:.1f}–{hi/1e6:.1f}) | {goal} |")
 section = "\n".join(lines) + "\n"
 print(section)
-b, e = "<!-- kv-core:begin -->", "<!-- kv-core:end -->"
-text = open(doc).read()
-if b in text:
-    pre, rest = text.split(b, 1); _, post = rest.split(e, 1)
-    text = pre + b + "\n" + section + e + post
-else:
-    text += "\n## KV metadata path: index and shard lifecycle\n\n" + b + "\n" + section + e + "\n"
-open(doc, "w").write(text)
+sys.path.insert(0, "bench")
+from docsection import replace_section
+replace_section(doc, "kv-core", section, heading="## KV metadata path: index and shard lifecycle")
 PY
