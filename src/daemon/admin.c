@@ -133,10 +133,9 @@ static void ol_s3_error(struct ol_core *core, ol_http_req *r, int status, const 
                      "</Error>\n", code, msg, res, (unsigned long long)id);
     snprintf(hdr, sizeof hdr, "Content-Type: application/xml\r\nx-amz-request-id: %016llX\r\n",
              (unsigned long long)id);
-    if (ol_http_resp_start(r, status, hdr, n) == 0 && ol_http_resp_write(r, body, (size_t)n) == 0)
-        ol_http_resp_end(r);
-    else
-        ol_http_resp_end(r);
+    if (ol_http_resp_start(r, status, hdr, n) == 0)
+        ol_http_resp_write(r, body, (size_t)n);
+    ol_http_resp_end(r);
 }
 
 /* 405 with the Allow header RFC 9110 requires. */
