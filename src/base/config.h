@@ -96,6 +96,8 @@ struct ol_config {
     char rpc_addr[OL_CONFIG_ADDR_LEN];
     char s3_addr[OL_CONFIG_ADDR_LEN];
     char kv_addr[OL_CONFIG_ADDR_LEN];
+    char kv_socket[OL_CONFIG_PATH_LEN];  /* "" = <data_dirs[0]>/kv.sock */
+    char kv_token[OL_CONFIG_KEY_LEN];    /* "" = generated, kept in the data dir */
     char region[OL_CONFIG_REGION_LEN];
     char data_dirs[OL_CONFIG_MAX_DATA_DIRS][OL_CONFIG_PATH_LEN];
     int n_data_dirs;

@@ -69,7 +69,7 @@ static const char *const status_names[OL_KV_STATUS__COUNT] = {
     "OK", "EXISTS", "NOT_FOUND", "NOSPACE", "BUSY", "PINNED",
     "STALE_GENERATION", "TOO_LARGE", "BAD_REQUEST", "UNAUTHORIZED",
     "UNSUPPORTED_VERSION", "QUOTA", "CHECKSUM_MISMATCH", "UNSUPPORTED",
-    "SHUTTING_DOWN", "INTERNAL",
+    "SHUTTING_DOWN", "INTERNAL", "WRONG_SHARD",
 };
 
 const char *ol_kv_status_name(int s)
@@ -378,7 +378,8 @@ static int validate_hello_req(const uint8_t *b, uint32_t p)
     uint32_t flags = ld32(b + 4);
     uint64_t vsize = ld64(b + 8);
     uint32_t tl = ld16(b + 16), nl = ld16(b + 18);
-    if (lo < 1 || lo > hi || (flags & ~OL_KV_HELLO_WANTS_SHM) || ld32(b + 20))
+    if (lo < 1 || lo > hi || (flags & ~(OL_KV_HELLO_WANTS_SHM | OL_KV_HELLO_SHARD)) ||
+        (!(flags & OL_KV_HELLO_SHARD) && ld32(b + 20)))
         return OL_KV_INVALID;
     if (vsize > OL_KV_MAX_VALUE)
         return OL_KV_TOO_LARGE;
@@ -717,6 +718,7 @@ int ol_kv_dec_hello_req(const struct ol_kv_dec *d, struct ol_kv_hello_req *out)
     out->max_version = ld16(b + 2);
     out->flags = ld32(b + 4);
     out->value_size = ld64(b + 8);
+    out->shard = ld32(b + 20);
     out->token.len = ld16(b + 16);
     out->ns.len = ld16(b + 18);
     out->token.p = b + HELLO_REQ_FIXED;
@@ -1074,7 +1076,8 @@ int ol_kv_enc_get_res(struct ol_kv_enc *e, unsigned status, const void *value,
 int ol_kv_enc_hello_req(struct ol_kv_enc *e, const struct ol_kv_hello_req *r)
 {
     if (r->min_version < 1 || r->min_version > r->max_version ||
-        (r->flags & ~OL_KV_HELLO_WANTS_SHM) || r->token.len > OL_KV_MAX_TOKEN ||
+        (r->flags & ~(OL_KV_HELLO_WANTS_SHM | OL_KV_HELLO_SHARD)) ||
+        (!(r->flags & OL_KV_HELLO_SHARD) && r->shard) || r->token.len > OL_KV_MAX_TOKEN ||
         r->ns.len < 1 || r->ns.len > OL_KV_MAX_NAMESPACE)
         return -EINVAL;
     if (r->value_size > OL_KV_MAX_VALUE)
@@ -1091,6 +1094,7 @@ int ol_kv_enc_hello_req(struct ol_kv_enc *e, const struct ol_kv_hello_req *r)
     st64(p + 8, r->value_size);
     st16(p + 16, (uint16_t)r->token.len);
     st16(p + 18, (uint16_t)r->ns.len);
+    st32(p + 20, r->shard);
     if (r->token.len)
         memcpy(p + HELLO_REQ_FIXED, r->token.p, r->token.len);
     memcpy(p + HELLO_REQ_FIXED + r->token.len, r->ns.p, r->ns.len);

@@ -101,6 +101,7 @@
 
 /* HELLO request flags. */
 #define OL_KV_HELLO_WANTS_SHM  0x00000001u  /* map the slab (Unix socket) */
+#define OL_KV_HELLO_SHARD      0x00000002u  /* the shard field names the shard to serve */
 /* HELLO response flags. */
 #define OL_KV_HELLO_SHM        0x0001u      /* slab fd attached; geometry valid */
 
@@ -146,8 +147,9 @@ enum ol_kv_status {
     OL_KV_UNSUPPORTED         = 13,  /* opcode not served on this session */
     OL_KV_SHUTTING_DOWN       = 14,  /* server draining; retry elsewhere/later */
     OL_KV_INTERNAL            = 15,
+    OL_KV_WRONG_SHARD         = 16,  /* key belongs to another shard's connection */
 };
-#define OL_KV_STATUS__COUNT 16
+#define OL_KV_STATUS__COUNT 17
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -259,7 +261,8 @@ struct ol_kv_bytes {
 /* HELLO request (count 0). */
 struct ol_kv_hello_req {
     uint16_t min_version, max_version; /* 1 <= min <= max */
-    uint32_t flags;                    /* OL_KV_HELLO_WANTS_SHM */
+    uint32_t flags;                    /* OL_KV_HELLO_WANTS_SHM | OL_KV_HELLO_SHARD */
+    uint32_t shard;                    /* with OL_KV_HELLO_SHARD; else 0 */
     uint64_t value_size;               /* value size class in bytes; 0 = default */
     struct ol_kv_bytes token;          /* 0..256 bytes */
     struct ol_kv_bytes ns;             /* namespace, 1..256 bytes */
@@ -340,8 +343,10 @@ struct ol_kv_get_res {
     uint64_t checksum;
 };
 
-/* STATS response: counters in this order (index = enum value). Namespace
- * counters cover the caller's namespace; the others the whole server. */
+/* STATS response: counters in this order (index = enum value). The server
+ * reports the counters of the connection's shard, all namespaces together
+ * (a client sums its shard connections); counters it does not keep yet
+ * (slots, disk tier) are 0. */
 enum ol_kv_stat {
     OL_KV_STAT_ENTRIES,        /* ns: published entries in RAM */
     OL_KV_STAT_BYTES_USED,     /* ns: value bytes of those entries */

@@ -134,6 +134,7 @@ static void ol_ent_unpublish(struct ol_kv_shard *sh, uint32_t lid)
     if (ol_evict_contains(&sh->evict[e->cls], lid))
         ol_evict_remove(&sh->evict[e->cls], lid);
     sh->st.entries--;
+    sh->st.value_bytes -= e->value_len;
 }
 
 static void ol_res_drop(struct ol_kv_shard *sh, uint32_t lid)
@@ -157,6 +158,7 @@ static void ol_evict_ent(struct ol_kv_shard *sh, uint32_t lid)
     struct ol_kv_ent *e = &sh->ents[lid];
     ol_kv_index_remove(&sh->index, e->h);
     sh->st.entries--;
+    sh->st.value_bytes -= e->value_len;
     sh->st.evictions++;
     ol_ent_free(sh, lid);
 }
@@ -371,6 +373,7 @@ int ol_kv_shard_commit(struct ol_kv_shard *sh, int sid, uint32_t slot, uint64_t 
     ol_evict_insert(&sh->evict[e->cls], lid, e->h.lo, e->hint);
     sh->st.reserved--;
     sh->st.entries++;
+    sh->st.value_bytes += value_len;
     sh->st.commits++;
     return OL_KV_OK;
 }
@@ -398,13 +401,14 @@ uint32_t ol_kv_shard_lookup(struct ol_kv_shard *sh, uint32_t ns, const struct ol
 {
     enum { B = 64 };
     int64_t ids[B];
-    uint32_t run = 0;
+    uint32_t run = 0, found = 0;
     bool in_run = true;
     for (uint32_t base = 0; base < n; base += B) {
         uint32_t m = n - base < B ? n - base : B;
         ol_kv_index_find_batch(&sh->index, hs + base, m, ids);
         for (uint32_t i = 0; i < m; i++) {
             present[base + i] = ol_committed(sh, ns, ids[i]) != NULL;
+            found += present[base + i];
             if (in_run && present[base + i])
                 run++;
             else
@@ -412,8 +416,8 @@ uint32_t ol_kv_shard_lookup(struct ol_kv_shard *sh, uint32_t ns, const struct ol
         }
     }
     sh->st.lookups += n;
-    sh->st.hits += run;
-    sh->st.misses += n - run;
+    sh->st.hits += found;
+    sh->st.misses += n - found;
     return run;
 }
 
@@ -424,8 +428,10 @@ int ol_kv_shard_acquire(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_
         return OL_KV_BAD_REQUEST;
     int64_t lid = ol_kv_index_find(&sh->index, h);
     struct ol_kv_ent *e = ol_committed(sh, ns, lid);
-    if (!e)
+    if (!e) {
+        sh->st.misses++;
         return OL_KV_NOT_FOUND;
+    }
     uint32_t slot = ol_slot(sh, (uint32_t)lid);
     struct ol_kv_pin *p = ol_pin_find(sh->sessions[sid], slot, true);
     if (!p)
@@ -433,6 +439,8 @@ int ol_kv_shard_acquire(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_
     p->count++;
     if (e->pins++ == 0)
         sh->st.pinned_slots++;
+    sh->st.acquires++;
+    sh->st.hits++;
     ol_evict_hit(&sh->evict[e->cls], (uint32_t)lid);
     uint32_t ss = sh->alloc.cls[e->cls].slot_size;
     *loc = (struct ol_kv_loc){.slot = slot, .gen = e->gen, .offset = ol_kv_slab_off(sh->slab, slot, ss),

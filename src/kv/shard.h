@@ -41,8 +41,9 @@ struct ol_kv_session;
 
 struct ol_kv_shard_stats {
     uint64_t entries, reserved, pinned_slots;
-    uint64_t bytes_used, bytes_capacity;
-    uint64_t lookups, hits, misses;
+    uint64_t bytes_used, bytes_capacity; /* slot bytes held (reserved + committed) */
+    uint64_t value_bytes;                /* value bytes of committed entries */
+    uint64_t lookups, hits, misses, acquires; /* hits/misses: Lookup and Acquire keys */
     uint64_t reserves, commits, aborts, expired;
     uint64_t evictions, deletes;
 };

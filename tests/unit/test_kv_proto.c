@@ -203,7 +203,7 @@ OLT_TEST(kv_proto_names)
         "OK", "EXISTS", "NOT_FOUND", "NOSPACE", "BUSY", "PINNED",
         "STALE_GENERATION", "TOO_LARGE", "BAD_REQUEST", "UNAUTHORIZED",
         "UNSUPPORTED_VERSION", "QUOTA", "CHECKSUM_MISMATCH", "UNSUPPORTED",
-        "SHUTTING_DOWN", "INTERNAL",
+        "SHUTTING_DOWN", "INTERNAL", "WRONG_SHARD",
     };
     OLT_CHECK_EQ(sizeof want / sizeof want[0], OL_KV_STATUS__COUNT);
     for (int i = 0; i < OL_KV_STATUS__COUNT; i++)
@@ -1518,8 +1518,12 @@ OLT_TEST(kv_proto_encoder_rejects_misuse)
     hq.min_version = 0;
     OLT_CHECK_EQ(ol_kv_enc_hello_req(&e, &hq), -EINVAL);
     hq.min_version = 1;
-    hq.flags = 2;
+    hq.flags = 4; /* unknown flag */
     OLT_CHECK_EQ(ol_kv_enc_hello_req(&e, &hq), -EINVAL);
+    hq.flags = 0;
+    hq.shard = 1; /* a shard without OL_KV_HELLO_SHARD */
+    OLT_CHECK_EQ(ol_kv_enc_hello_req(&e, &hq), -EINVAL);
+    hq.shard = 0;
     OLT_CHECK_EQ(ol_kv_frame_end(&e), -EINVAL);
 
     /* decoder iterators on another layout */
