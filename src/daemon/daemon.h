@@ -11,6 +11,7 @@
 
 #include "base/config.h"
 #include "http/server.h"
+#include "kv/server.h"
 #include "rt/loop.h"
 
 struct ol_daemon;
@@ -20,6 +21,7 @@ struct ol_core {
     struct ol_daemon *d;
     ol_loop *loop;
     ol_http_server *s3;        /* the S3 + admin listener of this core */
+    struct ol_kv_server *kv;   /* the KV listener of this core (mode all, kv) */
     struct ol_timer tick;      /* shutdown progress check */
     struct ol_msg drain_msg;   /* posted by the main thread on SIGTERM */
     struct ol_msg close_msg;   /* posted when the shutdown timeout expires */
@@ -33,6 +35,8 @@ struct ol_daemon {
     struct ol_core *cores;
     _Atomic int ready;         /* every core is serving */
     _Atomic int draining;      /* shutdown started */
+    struct ol_kv_service *kv;  /* NULL in mode s3 */
+    struct ol_kv_server **kv_servers; /* one per core */
 };
 
 /* admin.c: the handler for the S3 listener (admin routes under /_openlake/;

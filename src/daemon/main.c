@@ -12,6 +12,7 @@
 #include "daemon/daemon.h"
 
 #include "base/log.h"
+#include "rt/net.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -49,7 +50,8 @@ static void ol_usage(FILE *f)
 static void ol_core_tick(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_core *core = (struct ol_core *)((char *)t - offsetof(struct ol_core, tick));
-    if (atomic_load(&core->d->draining) && ol_http_server_conns(core->s3) == 0) {
+    if (atomic_load(&core->d->draining) && ol_http_server_conns(core->s3) == 0 &&
+        (!core->kv || ol_kv_server_conns(core->kv) == 0)) {
         ol_loop_stop(loop);
         return;
     }
@@ -60,6 +62,8 @@ static void ol_core_on_drain(ol_loop *loop, struct ol_msg *m)
 {
     struct ol_core *core = (struct ol_core *)((char *)m - offsetof(struct ol_core, drain_msg));
     ol_http_server_drain(core->s3);
+    if (core->kv)
+        ol_kv_server_drain(core->kv);
     ol_timer_arm(loop, &core->tick, 0);
 }
 
@@ -67,6 +71,8 @@ static void ol_core_on_close(ol_loop *loop, struct ol_msg *m)
 {
     struct ol_core *core = (struct ol_core *)((char *)m - offsetof(struct ol_core, close_msg));
     ol_http_server_close_all(core->s3);
+    if (core->kv)
+        ol_kv_server_close_all(core->kv);
     ol_timer_arm(loop, &core->tick, 0);
 }
 
@@ -92,6 +98,10 @@ static int ol_core_init(ol_loop *loop, void *arg)
         return -1;
     if (ol_http_server_create(loop, cfg->s3_addr, &lim, &h, &core->s3, core->err,
                               sizeof core->err) < 0)
+        return -1;
+    if (core->d->kv && ol_kv_server_create(loop, core->index, core->d->kv, core->d->kv_servers,
+                                           cfg->kv_addr, &core->kv, core->err,
+                                           sizeof core->err) < 0)
         return -1;
     return 0;
 }
@@ -135,6 +145,15 @@ static void ol_banner(struct ol_daemon *d)
     printf("  health:       curl http://%s:%d/_openlake/health/live\n", host, port);
     printf("  readiness:    curl http://%s:%d/_openlake/health/ready\n", host, port);
     printf("  metrics:      curl http://%s:%d/_openlake/metrics\n", host, port);
+    if (d->kv) {
+        printf("  KV (TCP):     %s   (port %d)\n", c->kv_addr, ol_kv_server_port(d->cores[0].kv));
+        printf("  KV (Unix):    %s\n", d->kv->sock_path);
+        printf("  KV slab:      %.1f GiB in %d shard%s\n", (double)d->kv->slab.size / (1 << 30),
+               d->kv->nshards, d->kv->nshards == 1 ? "" : "s");
+        if (d->kv->token_path[0])
+            printf("  KV token:     in %s (mode 0600; clients present it in HELLO)\n",
+                   d->kv->token_path);
+    }
     printf("  data dir:     %s\n", c->data_dirs[0]);
     printf("Stop with Ctrl-C (SIGINT) or SIGTERM.\n");
     fflush(stdout);
@@ -172,7 +191,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    if (ol_http_listen_probe(d.cfg.s3_addr, err, sizeof err) < 0) {
+    if (ol_net_listen_probe(d.cfg.s3_addr, err, sizeof err) < 0) {
         fprintf(stderr, "openlaked: s3_addr: %s\n", err);
         return 2;
     }
@@ -189,6 +208,18 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    if (d.cfg.mode != OL_MODE_S3) {
+        if (ol_net_listen_probe(d.cfg.kv_addr, err, sizeof err) < 0) {
+            fprintf(stderr, "openlaked: kv_addr: %s\n", err);
+            return 2;
+        }
+        if (ol_kv_service_create(&d.kv, &d.cfg, d.ncores, err, sizeof err) < 0) {
+            fprintf(stderr, "openlaked: kv: %s\n", err);
+            return 2;
+        }
+        d.kv_servers = calloc((size_t)d.ncores, sizeof *d.kv_servers);
+    }
 
     d.cores = calloc((size_t)d.ncores, sizeof *d.cores);
     if (!d.cores) {
@@ -210,6 +241,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "openlaked: core %d: %s\n", i, core->err[0] ? core->err : "start failed");
             status = 2;
             ol_http_server_destroy(core->s3);
+            ol_kv_server_destroy(core->kv);
             ol_admin_exit(core);
             ol_loop_destroy(core->loop);
             core->loop = NULL;
@@ -220,6 +252,8 @@ int main(int argc, char **argv)
 
     if (status == 0) {
         atomic_store(&d.ready, 1);
+        if (d.kv)
+            atomic_store(&d.kv->ready, 1);
         ol_banner(&d);
         ol_info("openlaked started: %d cores, S3/admin on %s", d.ncores, d.cfg.s3_addr);
         int signals = 0;
@@ -267,10 +301,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < started; i++) {
         ol_loop_join(d.cores[i].loop);
         ol_http_server_destroy(d.cores[i].s3);
+        ol_kv_server_destroy(d.cores[i].kv);
         ol_admin_exit(&d.cores[i]);
         ol_loop_destroy(d.cores[i].loop);
     }
     free(d.cores);
+    free(d.kv_servers);
+    ol_kv_service_destroy(d.kv);
     if (status == 0)
         ol_info("openlaked stopped");
     return status;

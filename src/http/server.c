@@ -26,6 +26,7 @@
 
 #include "base/log.h"
 #include "base/pool.h"
+#include "rt/net.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -1038,70 +1039,6 @@ int ol_http_resp_simple(ol_http_req *r, int status, const char *content_type,
 
 /* ---- public: server ---------------------------------------------------------------- */
 
-static int ol_listen(const char *addr, int reuseport, int *port_out, char *err, size_t errlen)
-{
-    char host[256];
-    const char *colon = strrchr(addr, ':');
-    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host) {
-        snprintf(err, errlen, "bad listen address \"%s\" (expected host:port)", addr);
-        return -EINVAL;
-    }
-    size_t hl = (size_t)(colon - addr);
-    memcpy(host, addr, hl);
-    host[hl] = 0;
-    if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
-        memmove(host, host + 1, hl - 2);
-        host[hl - 2] = 0;
-    }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *ai = NULL;
-    int grc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai);
-    if (grc != 0) {
-        snprintf(err, errlen, "cannot resolve listen address \"%s\": %s", addr, gai_strerror(grc));
-        return -EINVAL;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int rc = 0;
-    if (fd < 0) {
-        rc = -errno;
-        snprintf(err, errlen, "socket: %s", strerror(errno));
-        goto out;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (reuseport)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 4096) < 0) {
-        rc = -errno;
-        snprintf(err, errlen, "cannot listen on %s: %s%s", addr, strerror(errno),
-                 errno == EADDRINUSE ? " (another process, maybe another openlaked, serves it)" : "");
-        close(fd);
-        goto out;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    *port_out = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                         : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    rc = fd;
-out:
-    freeaddrinfo(ai);
-    return rc;
-}
-
-int ol_http_listen_probe(const char *addr, char *err, size_t errlen)
-{
-    /* Without SO_REUSEPORT, so a daemon already serving addr (whose cores
-     * share it with SO_REUSEPORT) makes this fail with EADDRINUSE. */
-    int port;
-    int fd = ol_listen(addr, 0, &port, err, errlen);
-    if (fd < 0)
-        return fd;
-    close(fd);
-    return 0;
-}
-
 int ol_http_server_create(ol_loop *loop, const char *addr, const struct ol_http_limits *lim,
                           const struct ol_http_handler *h, ol_http_server **out,
                           char *err, size_t errlen)
@@ -1139,7 +1076,7 @@ int ol_http_server_create(ol_loop *loop, const char *addr, const struct ol_http_
         rc = -EINVAL;
         goto fail;
     }
-    if ((rc = ol_listen(addr, 1, &srv->port, err, errlen)) < 0)
+    if ((rc = ol_net_listen(addr, 1, &srv->port, err, errlen)) < 0)
         goto fail;
     srv->lfd = rc;
     if ((rc = ol_loop_accept(loop, &srv->accept_op, srv->lfd)) < 0) {

@@ -75,13 +75,6 @@ struct ol_http_stats {
 int ol_http_server_create(ol_loop *loop, const char *addr, const struct ol_http_limits *lim,
                           const struct ol_http_handler *h, ol_http_server **out,
                           char *err, size_t errlen);
-/*
- * Checks that addr can be listened on by this process alone: fails with
- * -EADDRINUSE (message in err) when anyone, including another openlaked
- * using SO_REUSEPORT, already listens there. Call once before creating the
- * per-core servers, which share the address with SO_REUSEPORT.
- */
-int ol_http_listen_probe(const char *addr, char *err, size_t errlen);
 /* Frees a server whose connections are all closed (after ol_loop_run returns). */
 void ol_http_server_destroy(ol_http_server *srv);
 /*

@@ -7,7 +7,6 @@ exit 0, or whose stderr carries a sanitizer report, fails the test.
 OPENLAKE_BIN_DIR picks the build to test (default: build; make test runs the
 suite against build/asan too).
 """
-import contextlib
 import os
 import signal
 import socket
@@ -29,10 +28,20 @@ def bin_path(name):
     return os.path.join(bin_dir(), name)
 
 
+def free_ports(n):
+    """n distinct free loopback ports (all held bound until each is chosen)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port():
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
@@ -44,9 +53,10 @@ class Daemon:
 
     def __init__(self, tmp_path, args=(), env=None, config=None, threads=1):
         self.tmp = tmp_path
-        self.port = free_port()
+        self.port, self.kv_port = free_ports(2)
         self.data = tmp_path / "data"
-        self.args = ["--s3-addr", f"127.0.0.1:{self.port}", "--data-dirs", str(self.data),
+        self.args = ["--s3-addr", f"127.0.0.1:{self.port}", "--kv-addr", f"127.0.0.1:{self.kv_port}",
+                     "--kv-slab.capacity-gb", "0.25", "--data-dirs", str(self.data),
                      "--threads", str(threads), *args]
         if config is not None:
             cfg = tmp_path / "openlake.toml"

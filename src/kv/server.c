@@ -1,0 +1,829 @@
+/*
+ * server.c - the KV listener of one core (see server.h).
+ *
+ * Input: receive buffers are copied into the connection's frame buffer
+ * (frames are small metadata; values travel through the slab), whole frames
+ * are decoded in place and answered into the connection's output buffer;
+ * one send per batch. A frame is processed only when its worst-case answer
+ * fits in the output buffer, so a client that pipelines faster than it
+ * reads is slowed, never dropped. Protocol errors get an ERROR frame, then
+ * the connection closes.
+ *
+ * Hand-over: HELLO names the shard the connection serves. If that shard is
+ * another core's, this core stops receiving, and posts the socket to that
+ * core (ol_msg embedded in the connection); the target core adopts it,
+ * answers the HELLO and posts an acknowledgement back, on which this core
+ * frees its connection without closing the socket.
+ */
+#include "kv/server.h"
+
+#include "base/log.h"
+#include "base/pool.h"
+#include "rt/net.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define OL_KVS_CONNS       512
+#define OL_KVS_MAX_ITEMS   8192u
+#define OL_KVS_MAX_BODY    (1u << 20)
+#define OL_KVS_IN_CAP      (OL_KV_HDR_LEN + OL_KVS_MAX_BODY + 4096)
+#define OL_KVS_OUT_CAP     (OL_KVS_IN_CAP + 64 * 1024)
+#define OL_KVS_DEFAULT_VALUE (64u << 10)
+#define OL_KVS_TICK_MS     100
+
+struct ol_kv_conn {
+    struct ol_op recv_op, send_op;
+    struct ol_kv_server *srv;
+    struct ol_kv_conn *next, *prev;
+    int fd;
+    bool is_unix, recv_armed, send_inflight, closing, close_after, hello, shm, migrating, adopted;
+    int busy;
+    int sid;                  /* session on this core's shard */
+    uint64_t ns_seed;
+    uint32_t ns;
+    uint64_t value_size;
+    uint64_t session_id;
+    char *in, *out;
+    uint32_t in_len, out_len, out_sent;
+    /* hand-over */
+    struct ol_msg mig_msg, ack_msg;
+    uint64_t hello_req_id;
+    uint32_t want_shard;
+    unsigned crc_flag;        /* OL_KV_F_BODY_CRC when the frame being answered had it */
+};
+
+struct ol_kv_server {
+    ol_loop *loop;
+    int core;
+    struct ol_kv_service *svc;
+    struct ol_kv_shard *shard;
+    struct ol_kv_server **servers;
+    int tcp_fd, unix_fd, port;
+    struct ol_op tcp_accept, unix_accept;
+    bool draining;
+    struct ol_pool conns, inbufs, outbufs;
+    struct ol_kv_conn *list;
+    uint32_t nconns;
+    struct ol_timer tick;
+    struct ol_kv_hash hs[OL_KVS_MAX_ITEMS];
+    uint8_t present[OL_KVS_MAX_ITEMS];
+    const uint8_t *kp[OL_KVS_MAX_ITEMS]; /* keys of the frame being served */
+    uint16_t kl[OL_KVS_MAX_ITEMS];
+};
+
+static _Atomic uint64_t ol_kv_next_session = 1;
+
+#define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+static void ol_kvc_process(struct ol_kv_conn *c);
+static void ol_kvc_flush(struct ol_kv_conn *c);
+static void ol_kvc_close(struct ol_kv_conn *c);
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+static void ol_kvc_maybe_free(struct ol_kv_conn *c)
+{
+    if (!c->closing || c->busy || c->recv_armed || c->send_inflight)
+        return;
+    struct ol_kv_server *s = c->srv;
+    if (c->hello && !c->migrating) {
+        ol_kv_shard_session_close(s->shard, c->sid);
+        atomic_fetch_sub(&s->svc->sessions, 1);
+    }
+    if (c->in)
+        ol_pool_put(&s->inbufs, c->in);
+    if (c->out)
+        ol_pool_put(&s->outbufs, c->out);
+    if (!c->migrating) /* a handed-over socket belongs to the other core now */
+        close(c->fd);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->list = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->nconns--;
+    ol_pool_put(&s->conns, c);
+}
+
+static void ol_kvc_close(struct ol_kv_conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    if (c->recv_armed)
+        ol_loop_cancel(c->srv->loop, &c->recv_op);
+    if (!c->migrating)
+        shutdown(c->fd, SHUT_RDWR);
+    ol_kvc_maybe_free(c);
+}
+
+static struct ol_kv_conn *ol_kvc_new(struct ol_kv_server *s, int fd, bool is_unix)
+{
+    struct ol_kv_conn *c = s->draining ? NULL : ol_pool_get(&s->conns);
+    if (!c)
+        return NULL;
+    memset(c, 0, sizeof *c);
+    c->srv = s;
+    c->fd = fd;
+    c->is_unix = is_unix;
+    c->sid = -1;
+    c->next = s->list;
+    if (s->list)
+        s->list->prev = c;
+    s->list = c;
+    s->nconns++;
+    return c;
+}
+
+/* ---- output -------------------------------------------------------------------- */
+
+static void ol_on_kv_send(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    struct ol_kv_conn *c = OL_CONTAINER(op, struct ol_kv_conn, send_op);
+    c->send_inflight = false;
+    c->busy++;
+    if (res < 0) {
+        ol_kvc_close(c);
+    } else if (!c->closing) {
+        c->out_sent += (uint32_t)res;
+        if (c->out_sent == c->out_len) {
+            c->out_len = c->out_sent = 0;
+            if (c->close_after)
+                ol_kvc_close(c);
+            else
+                ol_kvc_process(c); /* input may be waiting for output room */
+        } else {
+            ol_kvc_flush(c);
+        }
+    }
+    c->busy--;
+    ol_kvc_maybe_free(c);
+}
+
+static void ol_kvc_flush(struct ol_kv_conn *c)
+{
+    if (c->send_inflight || c->closing || c->out_sent == c->out_len)
+        return;
+    if (ol_loop_send(c->srv->loop, &c->send_op, c->fd, c->out + c->out_sent,
+                     c->out_len - c->out_sent) == 0)
+        c->send_inflight = true;
+    else
+        ol_kvc_close(c);
+}
+
+static bool ol_kvc_out(struct ol_kv_conn *c)
+{
+    if (!c->out && !(c->out = ol_pool_get(&c->srv->outbufs)))
+        return false;
+    return true;
+}
+
+/* A frame whose status is not OK: header + message. */
+static void ol_kvc_reply_status(struct ol_kv_conn *c, unsigned op, uint64_t req_id,
+                                unsigned status, const char *msg)
+{
+    struct ol_kv_enc e;
+    if (!ol_kvc_out(c) || ol_kv_frame_begin(&e, c->out + c->out_len, OL_KVS_OUT_CAP - c->out_len,
+                                            op, req_id, OL_KV_F_RESPONSE | c->crc_flag, status) < 0) {
+        ol_kvc_close(c);
+        return;
+    }
+    ol_kv_enc_message(&e, msg, strlen(msg));
+    long n = ol_kv_frame_end(&e);
+    if (n < 0) {
+        ol_kvc_close(c);
+        return;
+    }
+    c->out_len += (uint32_t)n;
+}
+
+/* ERROR frame, then close once it is sent. */
+static void ol_kvc_proto_error(struct ol_kv_conn *c, uint64_t req_id, unsigned status,
+                               const char *msg)
+{
+    atomic_fetch_add(&c->srv->svc->protocol_errors, 1);
+    ol_kvc_reply_status(c, OL_KV_OP_ERROR, req_id, status, msg);
+    c->close_after = true;
+    c->in_len = 0;
+}
+
+/* ---- HELLO ---------------------------------------------------------------------- */
+
+static int ol_kvc_bind(struct ol_kv_conn *c)
+{
+    struct ol_kv_server *s = c->srv;
+    int sid = ol_kv_shard_session_open(s->shard);
+    if (sid < 0)
+        return -1;
+    c->sid = sid;
+    c->hello = true;
+    atomic_fetch_add(&s->svc->sessions, 1);
+    c->session_id = atomic_fetch_add(&ol_kv_next_session, 1);
+    return 0;
+}
+
+/* Sends the HELLO response (with the slab fd for a SHM session) directly:
+ * it is the first thing the connection sends, and small. */
+static void ol_kvc_hello_reply(struct ol_kv_conn *c, uint64_t req_id)
+{
+    struct ol_kv_server *s = c->srv;
+    const struct ol_kv_slab *slab = &s->svc->slab;
+    struct ol_kv_hello_resp r = {
+        .session_id = c->session_id, .version = 1, .flags = c->shm ? OL_KV_HELLO_SHM : 0,
+        .shards = (uint32_t)s->svc->nshards, .max_items = OL_KVS_MAX_ITEMS,
+        .max_body = OL_KVS_MAX_BODY, .max_data_body = OL_KVS_MAX_BODY,
+        .max_value = OL_KV_MAX_VALUE, .max_key = OL_KV_MAX_KEY,
+    };
+    if (c->shm) {
+        r.slab_size = slab->size;
+        r.slot_size = ol_kv_slot_size_for(c->value_size);
+        r.value_offset = 0;
+        r.slot_count = (uint32_t)((uint64_t)slab->npages * OL_KV_PAGE / r.slot_size);
+    }
+    uint8_t buf[256];
+    struct ol_kv_enc e;
+    long n = -1;
+    if (ol_kv_frame_begin(&e, buf, sizeof buf, OL_KV_OP_HELLO, req_id,
+                          OL_KV_F_RESPONSE | c->crc_flag, OL_KV_OK) == 0 &&
+        ol_kv_enc_hello_resp(&e, &r) == 0)
+        n = ol_kv_frame_end(&e);
+    if (n < 0) {
+        ol_kvc_close(c);
+        return;
+    }
+    struct iovec iov = {buf, (size_t)n};
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (c->shm) {
+        memset(&ctl, 0, sizeof ctl);
+        m.msg_control = ctl.b;
+        m.msg_controllen = sizeof ctl.b;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &slab->fd, sizeof(int));
+    }
+    if (sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+        ol_kvc_close(c);
+}
+
+static void ol_kvc_adopted_start(struct ol_kv_conn *c);
+
+/* Target core: adopt a socket handed over by another core. */
+static void ol_on_kv_migrate(ol_loop *loop, struct ol_msg *m)
+{
+    struct ol_kv_conn *src = OL_CONTAINER(m, struct ol_kv_conn, mig_msg);
+    struct ol_kv_server *s = src->srv->servers[src->want_shard];
+    struct ol_kv_conn *c = ol_kvc_new(s, src->fd, src->is_unix);
+    if (c) {
+        c->shm = src->shm;
+        c->crc_flag = src->crc_flag;
+        c->ns_seed = src->ns_seed;
+        c->ns = src->ns;
+        c->value_size = src->value_size;
+        /* Frames the client pipelined behind its HELLO come along. */
+        if (src->in_len && !(c->in = ol_pool_get(&s->inbufs))) {
+            close(c->fd);
+            c->migrating = true; /* nothing of ours to close */
+            c->closing = true;
+            ol_kvc_maybe_free(c);
+            ol_loop_post(src->srv->loop, &src->ack_msg);
+            return;
+        }
+        if (src->in_len) {
+            memcpy(c->in, src->in, src->in_len);
+            c->in_len = src->in_len;
+        }
+        if (ol_kvc_bind(c) < 0) {
+            ol_kvc_proto_error(c, src->hello_req_id, OL_KV_BUSY, "too many sessions");
+            ol_kvc_flush(c);
+        } else {
+            ol_kvc_hello_reply(c, src->hello_req_id);
+            ol_kvc_adopted_start(c);
+        }
+    } else {
+        close(src->fd);
+    }
+    ol_loop_post(src->srv->loop, &src->ack_msg);
+}
+
+/* Source core: the target has the socket; drop our side. */
+static void ol_on_kv_migrated(ol_loop *loop, struct ol_msg *m)
+{
+    struct ol_kv_conn *c = OL_CONTAINER(m, struct ol_kv_conn, ack_msg);
+    c->busy--;
+    ol_kvc_close(c);
+}
+
+static void ol_kvc_handle_hello(struct ol_kv_conn *c, const struct ol_kv_hdr *h, struct ol_kv_dec *d)
+{
+    struct ol_kv_server *s = c->srv;
+    struct ol_kv_hello_req q;
+    if (c->hello) {
+        ol_kvc_proto_error(c, h->req_id, OL_KV_BAD_REQUEST, "HELLO was already sent");
+        return;
+    }
+    if (ol_kv_dec_hello_req(d, &q) < 0) {
+        ol_kvc_proto_error(c, h->req_id, OL_KV_BAD_REQUEST, "malformed HELLO");
+        return;
+    }
+    if (!ol_kv_service_token_ok(s->svc, q.token.p, q.token.len)) {
+        atomic_fetch_add(&s->svc->protocol_errors, 1);
+        ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_UNAUTHORIZED, "bad token");
+        c->close_after = true;
+        return;
+    }
+    if (q.min_version > 1) {
+        ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_UNSUPPORTED_VERSION,
+                            "this server speaks protocol version 1");
+        c->close_after = true;
+        return;
+    }
+    uint32_t shard = (q.flags & OL_KV_HELLO_SHARD) ? q.shard : 0;
+    if (shard >= (uint32_t)s->svc->nshards) {
+        ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_BAD_REQUEST, "no such shard");
+        c->close_after = true;
+        return;
+    }
+    c->shm = c->is_unix && (q.flags & OL_KV_HELLO_WANTS_SHM);
+    c->value_size = q.value_size ? q.value_size : OL_KVS_DEFAULT_VALUE;
+    c->ns_seed = ol_kv_ns_seed(q.ns.p, q.ns.len);
+    c->ns = (uint32_t)c->ns_seed;
+    if ((int)shard == s->core) {
+        if (ol_kvc_bind(c) < 0) {
+            ol_kvc_proto_error(c, h->req_id, OL_KV_BUSY, "too many sessions");
+            return;
+        }
+        ol_kvc_hello_reply(c, h->req_id);
+        return;
+    }
+    if (!atomic_load(&s->svc->ready)) {
+        ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_BUSY, "starting; retry");
+        c->close_after = true;
+        return;
+    }
+    /* Another core's shard: hand the socket over once receiving stopped. */
+    c->migrating = true;
+    c->want_shard = shard;
+    c->hello_req_id = h->req_id;
+    c->mig_msg.fn = ol_on_kv_migrate;
+    c->ack_msg.fn = ol_on_kv_migrated;
+    if (c->recv_armed)
+        ol_loop_cancel(s->loop, &c->recv_op);
+}
+
+static void ol_kvc_start_handover(struct ol_kv_conn *c)
+{
+    c->busy++; /* released by the acknowledgement */
+    ol_loop_post(c->srv->servers[c->want_shard]->loop, &c->mig_msg);
+}
+
+/* ---- operations -------------------------------------------------------------------- */
+
+/* Decodes the keys of a key-list request into srv->hs; sets *wrong when a
+ * key belongs to another shard. Returns the count. */
+static uint32_t ol_kvc_keys(struct ol_kv_conn *c, struct ol_kv_dec *d, bool *wrong,
+                            const uint8_t **kp, uint16_t *kl)
+{
+    struct ol_kv_server *s = c->srv;
+    struct ol_kv_bytes k;
+    uint32_t n = 0;
+    *wrong = false;
+    while (ol_kv_dec_key(d, &k) == 1) {
+        s->hs[n] = ol_kv_key_hash(c->ns_seed, k.p, k.len);
+        if (ol_kv_shard_of(s->svc, s->hs[n]) != s->core)
+            *wrong = true;
+        if (kp) {
+            kp[n] = k.p;
+            kl[n] = (uint16_t)k.len;
+        }
+        n++;
+    }
+    return n;
+}
+
+static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, struct ol_kv_dec *d)
+{
+    struct ol_kv_server *s = c->srv;
+    struct ol_kv_shard *sh = s->shard;
+    unsigned op = h->opcode;
+    bool needs_shm = op == OL_KV_OP_RESERVE || op == OL_KV_OP_COMMIT || op == OL_KV_OP_ABORT ||
+                     op == OL_KV_OP_ACQUIRE || op == OL_KV_OP_RELEASE;
+    if (op == OL_KV_OP_PUT || op == OL_KV_OP_GET) {
+        ol_kvc_reply_status(c, op, h->req_id, OL_KV_UNSUPPORTED,
+                            "PUT/GET (values inline over TCP) are not served yet");
+        return;
+    }
+    if (needs_shm && !c->shm) {
+        ol_kvc_reply_status(c, op, h->req_id, OL_KV_UNSUPPORTED,
+                            "this operation needs a shared-memory session (Unix socket, WANTS_SHM)");
+        return;
+    }
+    struct ol_kv_enc e;
+    if (ol_kv_frame_begin(&e, c->out + c->out_len, OL_KVS_OUT_CAP - c->out_len, op, h->req_id,
+                          OL_KV_F_RESPONSE | c->crc_flag, OL_KV_OK) < 0) {
+        ol_kvc_close(c);
+        return;
+    }
+    uint64_t now = ol_loop_now_ms(s->loop);
+    bool wrong;
+    switch (op) {
+    case OL_KV_OP_LOOKUP: {
+        uint32_t n = ol_kvc_keys(c, d, &wrong, NULL, NULL);
+        if (wrong) {
+            ol_kvc_reply_status(c, op, h->req_id, OL_KV_WRONG_SHARD,
+                                "a key belongs to another shard's connection");
+            return;
+        }
+        ol_kv_shard_lookup(sh, c->ns, s->hs, n, s->present);
+        for (uint32_t i = 0; i < n; i++)
+            ol_kv_enc_lookup_hit(&e, s->present[i]);
+        break;
+    }
+    case OL_KV_OP_RESERVE: {
+        uint32_t n = ol_kvc_keys(c, d, &wrong, s->kp, s->kl);
+        for (uint32_t i = 0; i < n; i++) {
+            struct ol_kv_reserve_res r = {.status = OL_KV_WRONG_SHARD};
+            if (ol_kv_shard_of(s->svc, s->hs[i]) == s->core) {
+                struct ol_kv_loc loc;
+                r.status = (uint16_t)ol_kv_shard_reserve(sh, c->sid, c->ns, s->hs[i], s->kp[i], s->kl[i],
+                                                         c->value_size, i, now, &loc);
+                if (r.status == OL_KV_OK) {
+                    r.slot = loc.slot;
+                    r.gen = loc.gen;
+                    r.offset = loc.offset;
+                }
+            }
+            ol_kv_enc_reserve_res(&e, &r);
+        }
+        break;
+    }
+    case OL_KV_OP_COMMIT: {
+        struct ol_kv_commit_item it;
+        while (ol_kv_dec_commit(d, &it) == 1)
+            ol_kv_enc_status(&e, (unsigned)ol_kv_shard_commit(sh, c->sid, it.slot, it.gen,
+                                                              it.value_len, it.checksum));
+        break;
+    }
+    case OL_KV_OP_ABORT:
+    case OL_KV_OP_RELEASE: {
+        struct ol_kv_slot_ref r;
+        while (ol_kv_dec_slot_ref(d, &r) == 1)
+            ol_kv_enc_status(&e, (unsigned)(op == OL_KV_OP_ABORT
+                                                ? ol_kv_shard_abort(sh, c->sid, r.slot, r.gen)
+                                                : ol_kv_shard_release(sh, c->sid, r.slot, r.gen)));
+        break;
+    }
+    case OL_KV_OP_ACQUIRE: {
+        uint32_t n = ol_kvc_keys(c, d, &wrong, NULL, NULL);
+        for (uint32_t i = 0; i < n; i++) {
+            struct ol_kv_acquire_res r = {.status = OL_KV_WRONG_SHARD};
+            if (ol_kv_shard_of(s->svc, s->hs[i]) == s->core) {
+                struct ol_kv_loc loc;
+                r.status = (uint16_t)ol_kv_shard_acquire(sh, c->sid, c->ns, s->hs[i], &loc);
+                if (r.status == OL_KV_OK) {
+                    r.slot = loc.slot;
+                    r.gen = loc.gen;
+                    r.offset = loc.offset;
+                    r.value_len = loc.value_len;
+                    r.checksum = loc.value_sum;
+                }
+            }
+            ol_kv_enc_acquire_res(&e, &r);
+        }
+        break;
+    }
+    case OL_KV_OP_DELETE: {
+        uint32_t n = ol_kvc_keys(c, d, &wrong, NULL, NULL);
+        for (uint32_t i = 0; i < n; i++)
+            ol_kv_enc_status(&e, ol_kv_shard_of(s->svc, s->hs[i]) != s->core
+                                     ? OL_KV_WRONG_SHARD
+                                     : (unsigned)ol_kv_shard_delete(sh, c->ns, s->hs[i]));
+        break;
+    }
+    case OL_KV_OP_RESET:
+        ol_kv_enc_reset_res(&e, ol_kv_shard_reset(sh, c->ns));
+        break;
+    case OL_KV_OP_STATS: {
+        struct ol_kv_shard_stats st;
+        ol_kv_shard_stats(sh, &st);
+        struct ol_kv_stats o = {{0}};
+        /* shard counters (all namespaces), then process-wide ones */
+        o.c[OL_KV_STAT_ENTRIES] = st.entries;
+        o.c[OL_KV_STAT_BYTES_USED] = st.value_bytes;
+        o.c[OL_KV_STAT_HITS] = st.hits;
+        o.c[OL_KV_STAT_MISSES] = st.misses;
+        o.c[OL_KV_STAT_EVICTIONS] = st.evictions;
+        o.c[OL_KV_STAT_RESERVATIONS] = st.reserves;
+        o.c[OL_KV_STAT_COMMITS] = st.commits;
+        o.c[OL_KV_STAT_ABORTS] = st.aborts + st.expired;
+        o.c[OL_KV_STAT_PINS] = st.pinned_slots;
+        o.c[OL_KV_STAT_ACQUIRES] = st.acquires;
+        o.c[OL_KV_STAT_DELETES] = st.deletes;
+        /* slots of this session's value size: the slab / the shard's free pages */
+        const struct ol_kv_alloc *al = &sh->alloc;
+        uint32_t ss = ol_kv_slot_size_for(c->value_size);
+        uint64_t per = ss <= OL_KV_PAGE ? OL_KV_PAGE / ss : 0;
+        uint64_t span = per ? 1 : (ss + OL_KV_PAGE - 1) / OL_KV_PAGE;
+        uint64_t np = s->svc->slab.npages;
+        o.c[OL_KV_STAT_BYTES_CAPACITY] = np * OL_KV_PAGE;
+        o.c[OL_KV_STAT_SLOTS_TOTAL] = per ? np * per : np / span;
+        o.c[OL_KV_STAT_SLOTS_FREE] = per ? (uint64_t)al->free_pages * per : al->free_pages / span;
+        int k = ol_kv_alloc_class(&sh->alloc, c->value_size);
+        if (k >= 0 && per)
+            o.c[OL_KV_STAT_SLOTS_FREE] += (uint64_t)al->cls[k].pages * per - al->cls[k].used;
+        o.c[OL_KV_STAT_SESSIONS] = atomic_load(&s->svc->sessions);
+        o.c[OL_KV_STAT_PROTOCOL_ERRORS] = atomic_load(&s->svc->protocol_errors);
+        ol_kv_enc_stats(&e, &o);
+        break;
+    }
+    default:
+        ol_kvc_proto_error(c, h->req_id, OL_KV_BAD_REQUEST, "unknown opcode");
+        return;
+    }
+    long n = ol_kv_frame_end(&e);
+    if (n < 0) {
+        ol_kvc_close(c);
+        return;
+    }
+    c->out_len += (uint32_t)n;
+}
+
+/* ---- input ---------------------------------------------------------------------- */
+
+/* Worst-case size of the answer to a frame of `count` items. */
+static uint32_t ol_kvc_worst(uint32_t count)
+{
+    return OL_KV_HDR_LEN + 64 + count * 40u + OL_KV_MAX_MESSAGE + 64;
+}
+
+static void ol_kvc_process(struct ol_kv_conn *c)
+{
+    struct ol_kv_server *s = c->srv;
+    c->busy++;
+    while (!c->closing && !c->close_after && !c->migrating && c->in_len >= OL_KV_HDR_LEN) {
+        struct ol_kv_hdr h;
+        int rc = ol_kv_frame_parse_header(c->in, c->in_len, &h);
+        if (rc < 0) {
+            ol_kvc_proto_error(c, 0, (unsigned)ol_kv_parse_status(rc), "bad frame header");
+            break;
+        }
+        if (ol_kv_hdr_is_response(&h)) {
+            ol_kvc_proto_error(c, h.req_id, OL_KV_BAD_REQUEST, "a client sent a response frame");
+            break;
+        }
+        if (h.body_len > OL_KVS_MAX_BODY || h.count > OL_KVS_MAX_ITEMS) {
+            ol_kvc_proto_error(c, h.req_id, OL_KV_TOO_LARGE_ST,
+                               "frame over the server's max_body or max_items");
+            break;
+        }
+        if (c->in_len < ol_kv_frame_len(&h))
+            break; /* the rest of the frame is on its way */
+        if (!c->hello && h.opcode != OL_KV_OP_HELLO) {
+            ol_kvc_proto_error(c, h.req_id, OL_KV_UNAUTHORIZED, "HELLO first");
+            break;
+        }
+        if (!ol_kvc_out(c)) {
+            ol_kvc_close(c);
+            break;
+        }
+        if (OL_KVS_OUT_CAP - c->out_len < ol_kvc_worst(h.count))
+            break; /* wait for the output to drain */
+        struct ol_kv_dec d;
+        long b = ol_kv_body_open(&d, &h, c->in + OL_KV_HDR_LEN, h.body_len);
+        if (b < 0) {
+            ol_kvc_proto_error(c, h.req_id, (unsigned)ol_kv_parse_status((int)b), "malformed frame body");
+            break;
+        }
+        uint32_t flen = (uint32_t)ol_kv_frame_len(&h);
+        c->crc_flag = h.flags & OL_KV_F_BODY_CRC; /* answers mirror the request */
+        if (h.opcode == OL_KV_OP_HELLO)
+            ol_kvc_handle_hello(c, &h, &d);
+        else
+            ol_kvc_dispatch(c, &h, &d);
+        if (c->closing)
+            break;
+        if (!c->close_after) {
+            memmove(c->in, c->in + flen, c->in_len - flen);
+            c->in_len -= flen;
+        }
+    }
+    if (!c->closing) {
+        ol_kvc_flush(c);
+        if (!c->recv_armed && !c->migrating && !c->close_after &&
+            c->in_len + 65536 <= OL_KVS_IN_CAP) {
+            if (ol_loop_recv(s->loop, &c->recv_op, c->fd) == 0)
+                c->recv_armed = true;
+            else
+                ol_kvc_close(c);
+        }
+    }
+    c->busy--;
+    ol_kvc_maybe_free(c);
+}
+
+static void ol_on_kv_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    struct ol_kv_conn *c = OL_CONTAINER(op, struct ol_kv_conn, recv_op);
+    struct ol_kv_server *s = c->srv;
+    if (!(flags & OL_CQE_MORE))
+        c->recv_armed = false;
+    c->busy++;
+    if (res > 0) {
+        unsigned bid;
+        char *b = ol_loop_recv_buf(loop, flags, &bid);
+        if (!b || c->closing || c->close_after) {
+            if (b)
+                ol_loop_buf_release(loop, bid);
+        } else if ((!c->in && !(c->in = ol_pool_get(&s->inbufs))) ||
+                   c->in_len + (uint32_t)res > OL_KVS_IN_CAP) {
+            ol_loop_buf_release(loop, bid);
+            ol_kvc_close(c);
+        } else {
+            memcpy(c->in + c->in_len, b, (size_t)res);
+            c->in_len += (uint32_t)res;
+            ol_loop_buf_release(loop, bid);
+            /* stop receiving while the frame buffer is nearly full */
+            if (c->recv_armed && c->in_len + 65536 > OL_KVS_IN_CAP)
+                ol_loop_cancel(loop, &c->recv_op);
+            if (!c->migrating)
+                ol_kvc_process(c);
+        }
+    } else if (res == 0 || (res < 0 && res != -ECANCELED && res != -ENOBUFS)) {
+        ol_kvc_close(c);
+    }
+    if (!c->recv_armed && !c->closing) {
+        if (c->migrating)
+            ol_kvc_start_handover(c);
+        else if (res == -ECANCELED || res == -ENOBUFS)
+            ol_kvc_process(c); /* re-arms when there is room */
+    }
+    c->busy--;
+    ol_kvc_maybe_free(c);
+}
+
+static void ol_kvc_adopted_start(struct ol_kv_conn *c)
+{
+    c->recv_op.cb = ol_on_kv_recv;
+    c->send_op.cb = ol_on_kv_send;
+    ol_kvc_process(c); /* arms the receive */
+}
+
+/* ---- accept, timers ---------------------------------------------------------------- */
+
+static void ol_kv_accepted(struct ol_kv_server *s, int fd, bool is_unix)
+{
+    struct ol_kv_conn *c = ol_kvc_new(s, fd, is_unix);
+    if (!c) {
+        close(fd);
+        return;
+    }
+    c->recv_op.cb = ol_on_kv_recv;
+    c->send_op.cb = ol_on_kv_send;
+    if (ol_loop_recv(s->loop, &c->recv_op, fd) == 0)
+        c->recv_armed = true;
+    else
+        ol_kvc_close(c);
+}
+
+static void ol_on_kv_accept_tcp(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    struct ol_kv_server *s = OL_CONTAINER(op, struct ol_kv_server, tcp_accept);
+    if (!(flags & OL_CQE_MORE) && !s->draining && s->tcp_fd >= 0 && res != -ECANCELED)
+        ol_loop_accept(loop, &s->tcp_accept, s->tcp_fd);
+    if (res >= 0)
+        ol_kv_accepted(s, res, false);
+}
+
+static void ol_on_kv_accept_unix(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    struct ol_kv_server *s = OL_CONTAINER(op, struct ol_kv_server, unix_accept);
+    if (!(flags & OL_CQE_MORE) && !s->draining && s->unix_fd >= 0 && res != -ECANCELED)
+        ol_loop_accept(loop, &s->unix_accept, s->unix_fd);
+    if (res >= 0)
+        ol_kv_accepted(s, res, true);
+}
+
+static void ol_on_kv_tick(ol_loop *loop, struct ol_timer *t)
+{
+    struct ol_kv_server *s = OL_CONTAINER(t, struct ol_kv_server, tick);
+    ol_kv_shard_expire(s->shard, ol_loop_now_ms(loop));
+    ol_timer_arm(loop, t, OL_KVS_TICK_MS);
+}
+
+/* ---- public ------------------------------------------------------------------------- */
+
+int ol_kv_server_create(ol_loop *loop, int core, struct ol_kv_service *svc,
+                        struct ol_kv_server **servers, const char *tcp_addr,
+                        struct ol_kv_server **out, char *err, size_t errlen)
+{
+    struct ol_kv_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int rc;
+    s->loop = loop;
+    s->core = core;
+    s->svc = svc;
+    s->shard = &svc->shards[core];
+    s->servers = servers;
+    s->tcp_fd = s->unix_fd = -1;
+    s->tcp_accept.cb = ol_on_kv_accept_tcp;
+    s->unix_accept.cb = ol_on_kv_accept_unix;
+    s->tick.fn = ol_on_kv_tick;
+    if ((rc = ol_pool_init(&s->conns, sizeof(struct ol_kv_conn), OL_KVS_CONNS)) < 0 ||
+        (rc = ol_pool_init(&s->inbufs, OL_KVS_IN_CAP, OL_KVS_CONNS)) < 0 ||
+        (rc = ol_pool_init(&s->outbufs, OL_KVS_OUT_CAP, OL_KVS_CONNS)) < 0) {
+        snprintf(err, errlen, "kv: cannot reserve connection pools");
+        goto fail;
+    }
+    if ((rc = ol_net_listen(tcp_addr, 1, &s->port, err, errlen)) < 0)
+        goto fail;
+    s->tcp_fd = rc;
+    if (core == 0) {
+        if ((rc = ol_net_listen_unix(svc->sock_path, err, errlen)) < 0)
+            goto fail;
+        s->unix_fd = rc;
+        ol_loop_accept(loop, &s->unix_accept, s->unix_fd);
+    }
+    ol_loop_accept(loop, &s->tcp_accept, s->tcp_fd);
+    ol_timer_arm(loop, &s->tick, OL_KVS_TICK_MS);
+    servers[core] = s;
+    *out = s;
+    return 0;
+fail:
+    ol_kv_server_destroy(s);
+    return rc;
+}
+
+void ol_kv_server_destroy(struct ol_kv_server *s)
+{
+    if (!s)
+        return;
+    if (s->tcp_fd >= 0)
+        close(s->tcp_fd);
+    if (s->unix_fd >= 0) {
+        close(s->unix_fd);
+        unlink(s->svc->sock_path);
+    }
+    ol_pool_exit(&s->conns);
+    ol_pool_exit(&s->inbufs);
+    ol_pool_exit(&s->outbufs);
+    free(s);
+}
+
+void ol_kv_server_drain(struct ol_kv_server *s)
+{
+    if (s->draining)
+        return;
+    s->draining = true;
+    ol_timer_cancel(s->loop, &s->tick);
+    ol_loop_cancel(s->loop, &s->tcp_accept);
+    close(s->tcp_fd);
+    s->tcp_fd = -1;
+    if (s->unix_fd >= 0) {
+        ol_loop_cancel(s->loop, &s->unix_accept);
+        close(s->unix_fd);
+        s->unix_fd = -1;
+        unlink(s->svc->sock_path);
+    }
+    /* KV sessions are long-lived: close each once its answers are sent. */
+    for (struct ol_kv_conn *c = s->list, *next; c; c = next) {
+        next = c->next;
+        if (c->migrating)
+            continue;
+        c->busy++;
+        if (c->out_sent == c->out_len)
+            ol_kvc_close(c);
+        else
+            c->close_after = true;
+        c->busy--;
+        ol_kvc_maybe_free(c);
+    }
+}
+
+void ol_kv_server_close_all(struct ol_kv_server *s)
+{
+    for (struct ol_kv_conn *c = s->list, *next; c; c = next) {
+        next = c->next;
+        if (!c->migrating)
+            ol_kvc_close(c);
+    }
+}
+
+uint32_t ol_kv_server_conns(const struct ol_kv_server *s) { return s->nconns; }
+int ol_kv_server_port(const struct ol_kv_server *s) { return s->port; }

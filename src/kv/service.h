@@ -1,0 +1,61 @@
+/*
+ * service.h - the KV cache service of one openlaked process.
+ *
+ * Owns: the slab, one shard per core (shard i is used only by core i), the
+ * client token, and the key → shard rule shared with clients:
+ *
+ *   h     = XXH3-128(key, seed = XXH3-64(namespace bytes))
+ *   shard = (high 64 bits of h) mod shards
+ *   ns id = low 32 bits of XXH3-64(namespace bytes)
+ *
+ * Created on the main thread before the cores start; after that each core
+ * touches only its own shard (no locks).
+ */
+#ifndef OL_KV_SERVICE_H
+#define OL_KV_SERVICE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/config.h"
+#include "kv/shard.h"
+#include "kv/slab.h"
+
+struct ol_kv_service {
+    struct ol_kv_slab slab;
+    int nshards;
+    struct ol_kv_shard *shards;
+    char token[OL_KV_MAX_TOKEN + 1];
+    size_t token_len;
+    char token_path[OL_CONFIG_PATH_LEN + 16]; /* "" when the token came from config */
+    char sock_path[108];
+    uint32_t ttl_ms;
+    _Atomic int ready;   /* every core's server exists (set by the daemon) */
+    _Atomic uint64_t sessions, protocol_errors; /* process-wide STATS counters */
+};
+
+/*
+ * Sizes the slab from cfg ([kv_slab] cpu_ram_frac wins over capacity_gb;
+ * neither: a quarter of RAM), splits it into nshards shards, and loads or
+ * creates the token (kv_token, else <data_dirs[0]>/kv.token, created 0600
+ * with 32 random bytes in hex on first start). Returns 0 or -errno with a
+ * message in err.
+ */
+int ol_kv_service_create(struct ol_kv_service **out, const struct ol_config *cfg, int nshards,
+                         char *err, size_t errlen);
+void ol_kv_service_destroy(struct ol_kv_service *svc);
+
+/* The key hash and its shard under the rule above. */
+struct ol_kv_hash ol_kv_key_hash(uint64_t ns_seed, const void *key, size_t len);
+static inline int ol_kv_shard_of(const struct ol_kv_service *svc, struct ol_kv_hash h)
+{
+    return (int)(h.hi % (uint64_t)svc->nshards);
+}
+/* XXH3-64 of the namespace: the seed of its key hashes. */
+uint64_t ol_kv_ns_seed(const void *ns, size_t len);
+
+/* Constant-time token check. */
+int ol_kv_service_token_ok(const struct ol_kv_service *svc, const void *tok, size_t len);
+
+#endif

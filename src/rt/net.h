@@ -1,0 +1,26 @@
+/*
+ * net.h - listening sockets for the per-core servers.
+ *
+ * Owns: address parsing ("host:port", "[v6]:port"), socket options of
+ * listeners, the single-owner probe, and Unix socket paths (stale sockets
+ * replaced, live ones refused, mode 0600). Returns an fd or -errno with a
+ * message in err; never touches errno for the caller.
+ */
+#ifndef OL_RT_NET_H
+#define OL_RT_NET_H
+
+#include <stddef.h>
+
+/* A listening TCP socket on addr; with reuseport, cores can each open one
+ * on the same address. *port_out gets the bound port (useful with port 0). */
+int ol_net_listen(const char *addr, int reuseport, int *port_out, char *err, size_t errlen);
+/*
+ * Checks that addr can be listened on by this process alone: fails with
+ * -EADDRINUSE when anyone, another openlaked using SO_REUSEPORT included,
+ * already listens there. Call once before the per-core listeners.
+ */
+int ol_net_listen_probe(const char *addr, char *err, size_t errlen);
+/* A listening Unix socket at path, mode 0600. */
+int ol_net_listen_unix(const char *path, char *err, size_t errlen);
+
+#endif
