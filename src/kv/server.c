@@ -34,8 +34,12 @@
 #define OL_KVS_CONNS       512
 #define OL_KVS_MAX_ITEMS   8192u
 #define OL_KVS_MAX_BODY    (1u << 20)
-#define OL_KVS_IN_CAP      (OL_KV_HDR_LEN + OL_KVS_MAX_BODY + 4096)
-#define OL_KVS_OUT_CAP     (OL_KVS_IN_CAP + 64 * 1024)
+/* Input: one whole frame may wait for output room (IN_PAUSE: receiving
+ * stops past it), plus room for the receive completions the kernel already
+ * produced when the receive is cancelled (up to 32 x 16 KiB per wake-up). */
+#define OL_KVS_IN_PAUSE    (OL_KV_HDR_LEN + OL_KVS_MAX_BODY)
+#define OL_KVS_IN_CAP      (OL_KVS_IN_PAUSE + (2u << 20))
+#define OL_KVS_OUT_CAP     (OL_KV_HDR_LEN + OL_KVS_MAX_BODY + 64 * 1024)
 #define OL_KVS_DEFAULT_VALUE (64u << 10)
 #define OL_KVS_TICK_MS     100
 
@@ -623,8 +627,7 @@ static void ol_kvc_process(struct ol_kv_conn *c)
     }
     if (!c->closing) {
         ol_kvc_flush(c);
-        if (!c->recv_armed && !c->migrating && !c->close_after &&
-            c->in_len + 65536 <= OL_KVS_IN_CAP) {
+        if (!c->recv_armed && !c->migrating && !c->close_after && c->in_len < OL_KVS_IN_PAUSE) {
             if (ol_loop_recv(s->loop, &c->recv_op, c->fd) == 0)
                 c->recv_armed = true;
             else
@@ -656,8 +659,8 @@ static void ol_on_kv_recv(ol_loop *loop, struct ol_op *op, int res, unsigned fla
             memcpy(c->in + c->in_len, b, (size_t)res);
             c->in_len += (uint32_t)res;
             ol_loop_buf_release(loop, bid);
-            /* stop receiving while the frame buffer is nearly full */
-            if (c->recv_armed && c->in_len + 65536 > OL_KVS_IN_CAP)
+            /* stop receiving while a whole frame's worth waits */
+            if (c->recv_armed && c->in_len >= OL_KVS_IN_PAUSE)
                 ol_loop_cancel(loop, &c->recv_op);
             if (!c->migrating)
                 ol_kvc_process(c);
