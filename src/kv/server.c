@@ -79,6 +79,7 @@ struct ol_kv_server {
     struct ol_timer tick;
     struct ol_kv_hash hs[OL_KVS_MAX_ITEMS];
     uint8_t present[OL_KVS_MAX_ITEMS];
+    uint8_t mine[OL_KVS_MAX_ITEMS];      /* key i belongs to this shard */
     const uint8_t *kp[OL_KVS_MAX_ITEMS]; /* keys of the frame being served */
     uint16_t kl[OL_KVS_MAX_ITEMS];
 };
@@ -397,8 +398,8 @@ static void ol_kvc_start_handover(struct ol_kv_conn *c)
 
 /* ---- operations -------------------------------------------------------------------- */
 
-/* Decodes the keys of a key-list request into srv->hs; sets *wrong when a
- * key belongs to another shard. Returns the count. */
+/* Decodes the keys of a key-list request into srv->hs and srv->mine (the key
+ * belongs to this shard); sets *wrong when any does not. Returns the count. */
 static uint32_t ol_kvc_keys(struct ol_kv_conn *c, struct ol_kv_dec *d, bool *wrong,
                             const uint8_t **kp, uint16_t *kl)
 {
@@ -408,7 +409,8 @@ static uint32_t ol_kvc_keys(struct ol_kv_conn *c, struct ol_kv_dec *d, bool *wro
     *wrong = false;
     while (ol_kv_dec_key(d, &k) == 1) {
         s->hs[n] = ol_kv_key_hash(c->ns_seed, k.p, k.len);
-        if (ol_kv_shard_of(s->svc, s->hs[n]) != s->core)
+        s->mine[n] = ol_kv_shard_of(s->svc, s->hs[n]) == s->core;
+        if (!s->mine[n])
             *wrong = true;
         if (kp) {
             kp[n] = k.p;
@@ -461,7 +463,7 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
         uint32_t n = ol_kvc_keys(c, d, &wrong, s->kp, s->kl);
         for (uint32_t i = 0; i < n; i++) {
             struct ol_kv_reserve_res r = {.status = OL_KV_WRONG_SHARD};
-            if (ol_kv_shard_of(s->svc, s->hs[i]) == s->core) {
+            if (s->mine[i]) {
                 struct ol_kv_loc loc;
                 r.status = (uint16_t)ol_kv_shard_reserve(sh, c->sid, c->ns, s->hs[i], s->kp[i], s->kl[i],
                                                          c->value_size, i, now, &loc);
@@ -495,7 +497,7 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
         uint32_t n = ol_kvc_keys(c, d, &wrong, NULL, NULL);
         for (uint32_t i = 0; i < n; i++) {
             struct ol_kv_acquire_res r = {.status = OL_KV_WRONG_SHARD};
-            if (ol_kv_shard_of(s->svc, s->hs[i]) == s->core) {
+            if (s->mine[i]) {
                 struct ol_kv_loc loc;
                 r.status = (uint16_t)ol_kv_shard_acquire(sh, c->sid, c->ns, s->hs[i], &loc);
                 if (r.status == OL_KV_OK) {
@@ -513,9 +515,8 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
     case OL_KV_OP_DELETE: {
         uint32_t n = ol_kvc_keys(c, d, &wrong, NULL, NULL);
         for (uint32_t i = 0; i < n; i++)
-            ol_kv_enc_status(&e, ol_kv_shard_of(s->svc, s->hs[i]) != s->core
-                                     ? OL_KV_WRONG_SHARD
-                                     : (unsigned)ol_kv_shard_delete(sh, c->ns, s->hs[i]));
+            ol_kv_enc_status(&e, !s->mine[i] ? OL_KV_WRONG_SHARD
+                                             : (unsigned)ol_kv_shard_delete(sh, c->ns, s->hs[i]));
         break;
     }
     case OL_KV_OP_RESET:
