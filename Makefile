@@ -112,6 +112,7 @@ bench-http: deps
 bench-kv: deps
 	bash scripts/deps.sh bench
 	bash bench/kv/run_core.sh
+	bash bench/kv/run_client.sh
 	bash bench/kv/run_evict.sh
 
 clean:
