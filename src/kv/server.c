@@ -33,13 +33,15 @@
 
 #define OL_KVS_CONNS       512
 #define OL_KVS_MAX_ITEMS   8192u
-#define OL_KVS_MAX_BODY    (1u << 20)
+#define OL_KVS_MAX_BODY    (1u << 20)   /* metadata frames */
+#define OL_KVS_MAX_DATA    (16u << 20)  /* PUT requests and GET answers (values inline) */
 /* Input: one whole frame may wait for output room (IN_PAUSE: receiving
  * stops past it), plus room for the receive completions the kernel already
- * produced when the receive is cancelled (up to 32 x 16 KiB per wake-up). */
-#define OL_KVS_IN_PAUSE    (OL_KV_HDR_LEN + OL_KVS_MAX_BODY)
+ * produced when the receive is cancelled (up to 32 x 16 KiB per wake-up).
+ * The pools reserve address space only; pages are touched as frames use them. */
+#define OL_KVS_IN_PAUSE    (OL_KV_HDR_LEN + OL_KVS_MAX_DATA)
 #define OL_KVS_IN_CAP      (OL_KVS_IN_PAUSE + (2u << 20))
-#define OL_KVS_OUT_CAP     (OL_KV_HDR_LEN + OL_KVS_MAX_BODY + 64 * 1024)
+#define OL_KVS_OUT_CAP     (OL_KV_HDR_LEN + OL_KVS_MAX_DATA + OL_KVS_MAX_ITEMS * 48u + 4096)
 #define OL_KVS_DEFAULT_VALUE (64u << 10)
 #define OL_KVS_TICK_MS     100
 
@@ -245,7 +247,7 @@ static void ol_kvc_hello_reply(struct ol_kv_conn *c, uint64_t req_id)
     struct ol_kv_hello_resp r = {
         .session_id = c->session_id, .version = 1, .flags = c->shm ? OL_KV_HELLO_SHM : 0,
         .shards = (uint32_t)s->svc->nshards, .max_items = OL_KVS_MAX_ITEMS,
-        .max_body = OL_KVS_MAX_BODY, .max_data_body = OL_KVS_MAX_BODY,
+        .max_body = OL_KVS_MAX_BODY, .max_data_body = OL_KVS_MAX_DATA,
         .max_value = OL_KV_MAX_VALUE, .max_key = OL_KV_MAX_KEY,
     };
     if (c->shm) {
@@ -428,11 +430,6 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
     unsigned op = h->opcode;
     bool needs_shm = op == OL_KV_OP_RESERVE || op == OL_KV_OP_COMMIT || op == OL_KV_OP_ABORT ||
                      op == OL_KV_OP_ACQUIRE || op == OL_KV_OP_RELEASE;
-    if (op == OL_KV_OP_PUT || op == OL_KV_OP_GET) {
-        ol_kvc_reply_status(c, op, h->req_id, OL_KV_UNSUPPORTED,
-                            "PUT/GET (values inline over TCP) are not served yet");
-        return;
-    }
     if (needs_shm && !c->shm) {
         ol_kvc_reply_status(c, op, h->req_id, OL_KV_UNSUPPORTED,
                             "this operation needs a shared-memory session (Unix socket, WANTS_SHM)");
@@ -509,6 +506,52 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
                 }
             }
             ol_kv_enc_acquire_res(&e, &r);
+        }
+        break;
+    }
+    case OL_KV_OP_PUT: {
+        /* reserve, copy the value in, check its xxh3, commit: one item at a time */
+        struct ol_kv_put_item it;
+        uint32_t i = 0;
+        while (ol_kv_dec_put(d, &it) == 1) {
+            struct ol_kv_hash kh = ol_kv_key_hash(c->ns_seed, it.key.p, it.key.len);
+            unsigned st;
+            struct ol_kv_loc loc;
+            if (ol_kv_shard_of(s->svc, kh) != s->core) {
+                st = OL_KV_WRONG_SHARD;
+            } else if (it.checksum && ol_kv_value_hash(it.value, it.value_len) != it.checksum) {
+                st = OL_KV_CHECKSUM_MISMATCH;
+            } else if ((st = (unsigned)ol_kv_shard_reserve(sh, c->sid, c->ns, kh, it.key.p,
+                                                           (uint16_t)it.key.len, it.value_len, i,
+                                                           now, &loc)) == OL_KV_OK) {
+                memcpy(s->svc->slab.base + loc.offset, it.value, it.value_len);
+                st = (unsigned)ol_kv_shard_commit(sh, c->sid, loc.slot, loc.gen, it.value_len,
+                                                  it.checksum);
+            }
+            ol_kv_enc_status(&e, st);
+            i++;
+        }
+        break;
+    }
+    case OL_KV_OP_GET: {
+        /* copy each value out under a pin held only for the copy */
+        uint32_t n = ol_kvc_keys(c, d, &wrong, NULL, NULL);
+        uint64_t value_bytes = 0; /* the answer carries at most OL_KVS_MAX_DATA of values */
+        for (uint32_t i = 0; i < n; i++) {
+            struct ol_kv_loc loc;
+            int st = s->mine[i] ? ol_kv_shard_acquire(sh, c->sid, c->ns, s->hs[i], &loc)
+                                : OL_KV_WRONG_SHARD;
+            if (st == OL_KV_OK) {
+                value_bytes += ol_kv_align8(loc.value_len);
+                if (value_bytes <= OL_KVS_MAX_DATA)
+                    ol_kv_enc_get_res(&e, OL_KV_OK, s->svc->slab.base + loc.offset,
+                                      loc.value_len, loc.value_sum, NULL);
+                else
+                    st = OL_KV_TOO_LARGE_ST; /* ask for fewer values per frame */
+                ol_kv_shard_release(sh, c->sid, loc.slot, loc.gen);
+            }
+            if (st != OL_KV_OK)
+                ol_kv_enc_get_res(&e, (unsigned)st, NULL, 0, 0, NULL);
         }
         break;
     }
@@ -590,7 +633,8 @@ static void ol_kvc_process(struct ol_kv_conn *c)
             ol_kvc_proto_error(c, h.req_id, OL_KV_BAD_REQUEST, "a client sent a response frame");
             break;
         }
-        if (h.body_len > OL_KVS_MAX_BODY || h.count > OL_KVS_MAX_ITEMS) {
+        uint32_t body_max = h.opcode == OL_KV_OP_PUT ? OL_KVS_MAX_DATA : OL_KVS_MAX_BODY;
+        if (h.body_len > body_max || h.count > OL_KVS_MAX_ITEMS) {
             ol_kvc_proto_error(c, h.req_id, OL_KV_TOO_LARGE_ST,
                                "frame over the server's max_body or max_items");
             break;
@@ -605,7 +649,10 @@ static void ol_kvc_process(struct ol_kv_conn *c)
             ol_kvc_close(c);
             break;
         }
-        if (OL_KVS_OUT_CAP - c->out_len < ol_kvc_worst(h.count))
+        /* Answers must fit: a GET answer (values inline) needs an empty
+         * output buffer, any other a worst case by item count. */
+        if (h.opcode == OL_KV_OP_GET ? c->out_len != 0
+                                     : OL_KVS_OUT_CAP - c->out_len < ol_kvc_worst(h.count))
             break; /* wait for the output to drain */
         struct ol_kv_dec d;
         long b = ol_kv_body_open(&d, &h, c->in + OL_KV_HDR_LEN, h.body_len);

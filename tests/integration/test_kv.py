@@ -1116,32 +1116,66 @@ def test_key_and_batch_limits(kvd):
     healthy(d)
 
 
-# ---- TCP data path (not served yet) and slab operations without the slab --------------------
+# ---- TCP data path (values inline) and slab operations without the slab --------------------
 
 
-def test_put_get_unsupported_and_slab_ops_need_the_slab(kvd):
+def test_put_get_values_inline_over_tcp(kvd):
     d = kvd()
     c = session(d, unix=False)
-    st, msg = c.request(Op.PUT, [(b"k1", b"value-1"), (b"k2", b"v" * 100)])
-    assert st == St.UNSUPPORTED, (kvwire.st_name(st), msg)
-    st, msg = c.request(Op.GET, [b"k1"])
-    assert st == St.UNSUPPORTED, (kvwire.st_name(st), msg)
-    assert c.lookup([b"k1"]).leading == 0
+    vals = {b"k1": b"value-1", b"k2": bytes(range(256)) * 400, b"k3": b""}
+    st, res = c.request(Op.PUT, list(vals.items()))
+    assert st == St.OK and list(res) == [St.OK] * 3, (kvwire.st_name(st), res)
+    # Same key again: EXISTS; a wrong checksum: CHECKSUM_MISMATCH, nothing stored.
+    st, res = c.request(Op.PUT, [(b"k1", b"other"), (b"bad", b"abc", kvwire.xxh3(b"abd"))])
+    assert list(res) == [St.EXISTS, St.CHECKSUM_MISMATCH]
+    st, got = c.request(Op.GET, [b"k2", b"nope", b"k1", b"k3", b"bad"])
+    assert st == St.OK
+    assert [g.status for g in got] == [St.OK, St.NOT_FOUND, St.OK, St.OK, St.NOT_FOUND]
+    assert got[0].value == vals[b"k2"] and got[2].value == b"value-1" and got[3].value == b""
+    assert got[0].checksum == kvwire.xxh3(vals[b"k2"])
+    # What TCP put, a shared-memory reader sees, byte for byte and checked.
+    u = session(d, unix=True)
+    assert u.get([b"k2", b"k1"]) == [vals[b"k2"], b"value-1"]
+    # ...and what the slab path wrote, GET returns.
+    assert u.put([(b"k4", b"from-the-slab" * 1000)]) == [St.OK]
+    st, got = c.request(Op.GET, [b"k4"])
+    assert got[0].value == b"from-the-slab" * 1000
+    # GET answers at most the server's max_data_body of values; the rest TOO_LARGE.
+    big = bytes(3 << 20)
+    keys = [b"big-%d" % i for i in range(8)]
+    st, res = c.request(Op.PUT, [(k, big) for k in keys[:4]])
+    assert list(res) == [St.OK] * 4
+    st, res = c.request(Op.PUT, [(k, big) for k in keys[4:]])
+    assert list(res) == [St.OK] * 4
+    st, got = c.request(Op.GET, keys)
+    limit = c.info["max_data_body"]
+    n_ok = sum(g.status == St.OK for g in got)
+    assert 0 < n_ok < 8 and n_ok * len(big) <= limit
+    assert all(g.status in (St.OK, St.TOO_LARGE) for g in got)
+    assert all(g.value == big for g in got if g.status == St.OK)
+    c.close()
+    u.close()
+    healthy(d)
+
+
+def test_slab_ops_need_the_slab(kvd):
+    d = kvd()
+    c = session(d, unix=False)
     for op, items in ((Op.RESERVE, [b"k"]), (Op.COMMIT, [(1, 2, 3, 4)]), (Op.ABORT, [(1, 2)]),
                       (Op.ACQUIRE, [b"k"]), (Op.RELEASE, [(1, 2)])):
         st, msg = c.request(op, items)
         assert st == St.UNSUPPORTED, f"{op.name} without the slab: {kvwire.st_name(st)}"
     # Pipelined mix: each answered in order, the connection stays up.
     res = c.pipeline([(Op.PUT, [(b"a", b"b")]), (Op.LOOKUP, [b"a"]), (Op.GET, [b"a"]),
-                      (Op.STATS, None)], body_crc=True)
-    assert [r[0] for r in res] == [St.UNSUPPORTED, St.OK, St.UNSUPPORTED, St.OK]
+                      (Op.RESERVE, [b"x"]), (Op.STATS, None)], body_crc=True)
+    assert [r[0] for r in res] == [St.OK, St.OK, St.OK, St.UNSUPPORTED, St.OK]
     c.close()
     u = session(d, unix=True, shm=False)
     assert not u.fds and u.slab is None
     st, _ = u.request(Op.RESERVE, [b"k"])
     assert st == St.UNSUPPORTED
-    st, _ = u.request(Op.PUT, [(b"k1", b"x")])
-    assert st == St.UNSUPPORTED
+    st, res = u.request(Op.PUT, [(b"k1", b"x")])  # values inline work on any session
+    assert st == St.OK and list(res) == [St.OK]
     u.stats()
     u.close()
 
