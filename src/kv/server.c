@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #define OL_KVS_CONNS       512
+#define OL_KVS_BUFS        128  /* frame buffers, lent to connections with bytes in flight */
 #define OL_KVS_MAX_ITEMS   8192u
 #define OL_KVS_MAX_BODY    (1u << 20)   /* metadata frames */
 #define OL_KVS_MAX_DATA    (16u << 20)  /* PUT requests and GET answers (values inline) */
@@ -164,6 +165,8 @@ static void ol_on_kv_send(ol_loop *loop, struct ol_op *op, int res, unsigned fla
         c->out_sent += (uint32_t)res;
         if (c->out_sent == c->out_len) {
             c->out_len = c->out_sent = 0;
+            ol_pool_put(&c->srv->outbufs, c->out); /* idle connections hold no buffer */
+            c->out = NULL;
             if (c->close_after)
                 ol_kvc_close(c);
             else
@@ -673,6 +676,10 @@ static void ol_kvc_process(struct ol_kv_conn *c)
             c->in_len -= flen;
         }
     }
+    if (!c->closing && !c->migrating && c->in && !c->in_len) {
+        ol_pool_put(&s->inbufs, c->in); /* idle connections hold no buffer */
+        c->in = NULL;
+    }
     if (!c->closing) {
         ol_kvc_flush(c);
         if (!c->recv_armed && !c->migrating && !c->close_after && c->in_len < OL_KVS_IN_PAUSE) {
@@ -797,8 +804,8 @@ int ol_kv_server_create(ol_loop *loop, int core, struct ol_kv_service *svc,
     s->unix_accept.cb = ol_on_kv_accept_unix;
     s->tick.fn = ol_on_kv_tick;
     if ((rc = ol_pool_init(&s->conns, sizeof(struct ol_kv_conn), OL_KVS_CONNS)) < 0 ||
-        (rc = ol_pool_init(&s->inbufs, OL_KVS_IN_CAP, OL_KVS_CONNS)) < 0 ||
-        (rc = ol_pool_init(&s->outbufs, OL_KVS_OUT_CAP, OL_KVS_CONNS)) < 0) {
+        (rc = ol_pool_init(&s->inbufs, OL_KVS_IN_CAP, OL_KVS_BUFS)) < 0 ||
+        (rc = ol_pool_init(&s->outbufs, OL_KVS_OUT_CAP, OL_KVS_BUFS)) < 0) {
         snprintf(err, errlen, "kv: cannot reserve connection pools");
         goto fail;
     }
