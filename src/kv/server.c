@@ -2,9 +2,11 @@
  * server.c - the KV listener of one core (see server.h).
  *
  * Input: receive buffers are copied into the connection's frame buffer
- * (frames are small metadata; values travel through the slab), whole frames
+ * (metadata frames are small; values travel through the slab, or inline in
+ * PUT/GET frames of at most 16 MiB for clients on other hosts), whole frames
  * are decoded in place and answered into the connection's output buffer;
- * one send per batch. A frame is processed only when its worst-case answer
+ * one send per batch. Frame buffers come from a per-core pool and are held
+ * only while a connection has bytes in flight. A frame is processed only when its worst-case answer
  * fits in the output buffer, so a client that pipelines faster than it
  * reads is slowed, never dropped. Protocol errors get an ERROR frame, then
  * the connection closes.
