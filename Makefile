@@ -37,16 +37,18 @@ BASE_SRC   := $(wildcard src/base/*.c)
 RT_SRC     := $(wildcard src/rt/*.c)
 HTTP_SRC   := $(wildcard src/http/*.c)
 KV_SRC     := $(wildcard src/kv/*.c)
+CLIENT_SRC := $(wildcard src/client/*.c)
+CLIENT_TEST_SRC := $(wildcard tests/client/*.c) tests/unit/runner.c
 DAEMON_SRC := $(wildcard src/daemon/*.c)
 CLI_SRC    := $(wildcard src/cli/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 ALLOC_SRC  := $(wildcard tests/alloc/*.c) tests/unit/runner.c
-LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC)
+LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC) $(CLIENT_SRC)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 .PHONY: all asan run test unit fuzz bench bench-http bench-kv deps test-deps clean FORCE
-all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(if $(SAN),,$(B)/alloc_tests)
+all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(B)/client_tests $(if $(SAN),,$(B)/alloc_tests)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -63,6 +65,10 @@ $(B)/openlake: $(call obj,$(CLI_SRC)) $(B)/libopenlake.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 
 $(B)/unit_tests: $(call obj,$(UNIT_SRC)) $(B)/libopenlake.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+# C client tests: run by tests/integration/test_client.py against a daemon.
+$(B)/client_tests: $(call obj,$(CLIENT_TEST_SRC)) $(B)/libopenlake.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 
 # Objects that print the version are rebuilt when the git commit changes.

@@ -1,0 +1,927 @@
+/*
+ * client.c - the C client of the KV cache (see include/openlake/client.h).
+ *
+ * Owns: one blocking socket per server shard with its own lock, growable
+ * frame buffers per connection (reused across calls), the shared slab
+ * mapping, key routing and batch split/merge, reconnection with backoff.
+ * Uses src/kv/proto.c for every byte on the wire; nothing else of the server.
+ *
+ * A call: keys are hashed once and grouped by shard (counting sort), the
+ * locks of the shards involved are taken in shard order, every shard's
+ * frame is sent before any answer is read (the shards work in parallel),
+ * answers are merged back in key order, locks released.
+ */
+#include "openlake/client.h"
+
+#include "kv/proto.h"
+#include "kv/service.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OL_C_BACKOFF_MIN 10
+#define OL_C_BACKOFF_MAX 1000
+
+struct ol_cconn {
+    pthread_mutex_t mu;
+    int fd;                    /* -1: broken, reconnect after retry_at */
+    uint32_t shard;
+    uint64_t next_req;
+    uint8_t *out, *in;
+    size_t out_cap, in_cap, in_len;
+    uint64_t backoff_ms, retry_at_ms;
+};
+
+struct ol_client {
+    char addr[256];
+    char token[OL_KV_MAX_TOKEN + 1];
+    char ns[OL_KV_MAX_NAMESPACE + 1];
+    size_t token_len, ns_len;
+    bool is_unix;
+    uint64_t value_size, slot_size;
+    int timeout_ms;
+    uint64_t seed;
+    uint32_t nshards;
+    char *slab;
+    size_t slab_size;
+    ino_t slab_ino;          /* identity of the mapped slab (a restarted daemon has a new one) */
+    pthread_mutex_t slab_mu; /* remapping after a restart */
+    struct ol_cmap { char *p; size_t n; } retired[8]; /* old mappings, unmapped at close */
+    int nretired;
+    struct ol_cconn *conns;
+};
+
+static uint64_t ol_c_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int ol_c_grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return 0;
+    size_t n = *cap ? *cap : 65536;
+    while (n < need)
+        n *= 2;
+    uint8_t *p = realloc(*buf, n);
+    if (!p)
+        return -ENOMEM;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+static int ol_c_dial(const ol_client *c)
+{
+    int fd;
+    if (c->is_unix) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(c->addr) >= sizeof sa.sun_path)
+            return -ENAMETOOLONG;
+        memcpy(sa.sun_path, c->addr, strlen(c->addr) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+            goto fail;
+    } else {
+        char host[256];
+        const char *colon = strrchr(c->addr, ':');
+        if (!colon)
+            return -EINVAL;
+        snprintf(host, sizeof host, "%.*s", (int)(colon - c->addr), c->addr);
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        struct addrinfo *ai;
+        if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+            return -EHOSTUNREACH;
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int ok = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+        freeaddrinfo(ai);
+        if (!ok)
+            goto fail;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    struct timeval tv = {.tv_sec = c->timeout_ms / 1000, .tv_usec = (c->timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    return fd;
+fail:;
+    int rc = -errno;
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+static int ol_c_send(struct ol_cconn *k, const void *p, size_t n)
+{
+    const char *b = p;
+    while (n) {
+        ssize_t w = send(k->fd, b, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return errno == EAGAIN ? -ETIMEDOUT : -EIO;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/*
+ * Reads the next whole frame into k->in (a descriptor passed with it lands
+ * in fd_out). On success h and d describe it and used is its length (the
+ * caller calls ol_c_consume). A frame with a non-OK status is returned too.
+ */
+static int ol_c_recv(struct ol_cconn *k, struct ol_kv_hdr *h, struct ol_kv_dec *d, int *fd_out,
+                     size_t *used)
+{
+    for (;;) {
+        if (k->in_len) {
+            long n = ol_kv_frame_parse(k->in, k->in_len, h, d);
+            if (n > 0) {
+                *used = (size_t)n;
+                return 0;
+            }
+            if (n != OL_KV_INCOMPLETE)
+                return -EIO;
+            struct ol_kv_hdr hh;
+            if (ol_kv_frame_parse_header(k->in, k->in_len, &hh) > 0 &&
+                ol_c_grow(&k->in, &k->in_cap, ol_kv_frame_len(&hh)) < 0)
+                return -ENOMEM;
+        }
+        if (ol_c_grow(&k->in, &k->in_cap, k->in_len + 65536) < 0)
+            return -ENOMEM;
+        union {
+            char b[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr a;
+        } ctl;
+        struct iovec iov = {k->in + k->in_len, k->in_cap - k->in_len};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                           .msg_controllen = sizeof ctl.b};
+        ssize_t got = recvmsg(k->fd, &m, MSG_CMSG_CLOEXEC);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return got < 0 && errno == EAGAIN ? -ETIMEDOUT : -EIO;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+        if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+            if (fd_out && *fd_out < 0)
+                *fd_out = fd;
+            else
+                close(fd);
+        }
+        k->in_len += (size_t)got;
+    }
+}
+
+static void ol_c_consume(struct ol_cconn *k, size_t used)
+{
+    memmove(k->in, k->in + used, k->in_len - used);
+    k->in_len -= used;
+}
+
+static void ol_c_fail(struct ol_cconn *k)
+{
+    if (k->fd >= 0)
+        close(k->fd);
+    k->fd = -1;
+    k->in_len = 0;
+    k->backoff_ms = k->backoff_ms ? k->backoff_ms * 2 : OL_C_BACKOFF_MIN;
+    if (k->backoff_ms > OL_C_BACKOFF_MAX)
+        k->backoff_ms = OL_C_BACKOFF_MAX;
+    k->retry_at_ms = ol_c_now_ms() + k->backoff_ms;
+}
+
+/* Connects k and says HELLO for its shard. Maps the slab on first success. */
+static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp *resp)
+{
+    int fd = ol_c_dial(c);
+    if (fd < 0)
+        return fd;
+    k->fd = fd;
+    k->in_len = 0;
+    struct ol_kv_hello_req q = {
+        .min_version = 1, .max_version = 1,
+        .flags = OL_KV_HELLO_SHARD | (c->is_unix ? OL_KV_HELLO_WANTS_SHM : 0),
+        .shard = k->shard, .value_size = c->value_size,
+        .token = {(const uint8_t *)c->token, (uint32_t)c->token_len},
+        .ns = {(const uint8_t *)c->ns, (uint32_t)c->ns_len},
+    };
+    struct ol_kv_enc e;
+    int rc = ol_c_grow(&k->out, &k->out_cap, 4096);
+    if (rc == 0 && (ol_kv_frame_begin(&e, k->out, k->out_cap, OL_KV_OP_HELLO, k->next_req++, 0, 0) < 0 ||
+                    ol_kv_enc_hello_req(&e, &q) < 0))
+        rc = -EINVAL;
+    if (rc == 0)
+        rc = ol_c_send(k, k->out, (size_t)ol_kv_frame_end(&e));
+    struct ol_kv_hdr h;
+    struct ol_kv_dec d;
+    int slab_fd = -1;
+    size_t used = 0;
+    if (rc == 0)
+        rc = ol_c_recv(k, &h, &d, &slab_fd, &used);
+    if (rc == 0) {
+        if (h.status == OL_KV_UNAUTHORIZED)
+            rc = -EACCES;
+        else if (h.status != OL_KV_OK || ol_kv_dec_hello_resp(&d, resp) < 0)
+            rc = -EPROTO;
+        ol_c_consume(k, used);
+    }
+    if (rc == 0 && c->is_unix) {
+        struct stat st;
+        if (slab_fd < 0 || !(resp->flags & OL_KV_HELLO_SHM) || fstat(slab_fd, &st) < 0) {
+            rc = -EPROTO;
+        } else {
+            pthread_mutex_lock(&c->slab_mu);
+            if (!c->slab || st.st_ino != c->slab_ino) {
+                /* First HELLO, or a restarted daemon with a new slab: map it.
+                 * An old mapping stays until close (another thread may still
+                 * be copying from it; its sessions are gone anyway). */
+                void *m = mmap(NULL, resp->slab_size, PROT_READ | PROT_WRITE, MAP_SHARED, slab_fd, 0);
+                if (m == MAP_FAILED) {
+                    rc = -errno;
+                } else if (c->slab && c->nretired == (int)(sizeof c->retired / sizeof c->retired[0])) {
+                    munmap(m, resp->slab_size);
+                    rc = -EMFILE;
+                } else {
+                    if (c->slab)
+                        c->retired[c->nretired++] = (struct ol_cmap){c->slab, c->slab_size};
+                    c->slab = m;
+                    c->slab_size = resp->slab_size;
+                    c->slab_ino = st.st_ino;
+                    c->slot_size = resp->slot_size;
+                }
+            }
+            pthread_mutex_unlock(&c->slab_mu);
+        }
+    }
+    if (slab_fd >= 0)
+        close(slab_fd);
+    if (rc < 0) {
+        close(k->fd);
+        k->fd = -1;
+        return rc;
+    }
+    k->backoff_ms = 0;
+    return 0;
+}
+
+/* Makes k usable: reconnects a broken one once its backoff has passed. */
+static int ol_c_ready(ol_client *c, struct ol_cconn *k)
+{
+    if (k->fd >= 0)
+        return 0;
+    if (ol_c_now_ms() < k->retry_at_ms)
+        return -EAGAIN;
+    struct ol_kv_hello_resp r;
+    int rc = ol_c_hello(c, k, &r);
+    if (rc < 0) {
+        ol_c_fail(k);
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+/* ---- open / close ---------------------------------------------------------- */
+
+int ol_client_open(const struct ol_client_opts *o, ol_client **out, char *err, size_t errlen)
+{
+    if (!o || !o->addr || !o->ns || (!o->token && !o->token_file)) {
+        snprintf(err, errlen, "addr, ns and token (or token_file) are required");
+        return -EINVAL;
+    }
+    ol_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int rc;
+    pthread_mutex_init(&c->slab_mu, NULL);
+    snprintf(c->addr, sizeof c->addr, "%s", o->addr);
+    c->is_unix = strchr(o->addr, '/') != NULL;
+    c->ns_len = strlen(o->ns);
+    if (c->ns_len < 1 || c->ns_len > OL_KV_MAX_NAMESPACE) {
+        snprintf(err, errlen, "namespace must be 1..%u bytes", OL_KV_MAX_NAMESPACE);
+        rc = -EINVAL;
+        goto fail;
+    }
+    memcpy(c->ns, o->ns, c->ns_len);
+    if (o->token) {
+        c->token_len = strlen(o->token);
+        if (c->token_len > OL_KV_MAX_TOKEN) {
+            snprintf(err, errlen, "token longer than %u bytes", OL_KV_MAX_TOKEN);
+            rc = -EINVAL;
+            goto fail;
+        }
+        memcpy(c->token, o->token, c->token_len);
+    } else {
+        int fd = open(o->token_file, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, c->token, OL_KV_MAX_TOKEN) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n < 0) {
+            rc = -errno;
+            snprintf(err, errlen, "cannot read token file %s: %s", o->token_file, strerror(errno));
+            goto fail;
+        }
+        while (n > 0 && (c->token[n - 1] == '\n' || c->token[n - 1] == '\r'))
+            n--;
+        c->token_len = (size_t)n;
+    }
+    c->value_size = o->value_size;
+    c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 10000;
+    c->seed = ol_kv_ns_seed(c->ns, c->ns_len);
+    /* Shard 0 first: its answer says how many shards there are. */
+    struct ol_cconn first = {.fd = -1, .shard = 0, .next_req = 1};
+    struct ol_kv_hello_resp r;
+    if ((rc = ol_c_hello(c, &first, &r)) < 0) {
+        snprintf(err, errlen, "%s: %s", c->addr,
+                 rc == -EACCES ? "the server refused the token" : strerror(-rc));
+        free(first.out);
+        free(first.in);
+        goto fail;
+    }
+    c->nshards = r.shards ? r.shards : 1;
+    c->conns = calloc(c->nshards, sizeof *c->conns);
+    if (!c->conns) {
+        close(first.fd);
+        free(first.out);
+        free(first.in);
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    c->conns[0] = first;
+    for (uint32_t i = 0; i < c->nshards; i++) {
+        struct ol_cconn *k = &c->conns[i];
+        pthread_mutex_init(&k->mu, NULL);
+        k->shard = i;
+        if (i == 0)
+            continue;
+        k->fd = -1;
+        k->next_req = 1;
+        if ((rc = ol_c_hello(c, k, &r)) < 0) {
+            snprintf(err, errlen, "%s shard %u: %s", c->addr, i, strerror(-rc));
+            goto fail;
+        }
+    }
+    *out = c;
+    return 0;
+fail:
+    ol_client_close(c);
+    return rc;
+}
+
+void ol_client_close(ol_client *c)
+{
+    if (!c)
+        return;
+    for (uint32_t i = 0; c->conns && i < c->nshards; i++) {
+        if (c->conns[i].fd >= 0)
+            close(c->conns[i].fd);
+        free(c->conns[i].out);
+        free(c->conns[i].in);
+        pthread_mutex_destroy(&c->conns[i].mu);
+    }
+    free(c->conns);
+    if (c->slab)
+        munmap(c->slab, c->slab_size);
+    for (int i = 0; i < c->nretired; i++)
+        munmap(c->retired[i].p, c->retired[i].n);
+    pthread_mutex_destroy(&c->slab_mu);
+    free(c);
+}
+
+uint32_t ol_client_shards(const ol_client *c) { return c->nshards; }
+bool ol_client_has_slab(const ol_client *c) { return c->slab != NULL; }
+
+/* ---- batches ------------------------------------------------------------------ */
+
+struct ol_batch {
+    uint32_t n;
+    uint32_t *order;    /* key indexes grouped by shard */
+    uint32_t *start;    /* start[s] .. start[s+1]: shard s's part of order */
+};
+
+static int ol_batch_make(ol_client *c, const struct ol_client_key *keys, uint32_t n,
+                         struct ol_batch *b)
+{
+    b->n = n;
+    b->order = malloc(((size_t)n + 1) * sizeof *b->order);
+    b->start = calloc((size_t)c->nshards + 1, sizeof *b->start);
+    uint32_t *sh = malloc(((size_t)n + 1) * sizeof *sh);
+    if (!b->order || !b->start || !sh) {
+        free(sh);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (!keys[i].data || keys[i].len < 1 || keys[i].len > OL_KV_MAX_KEY) {
+            free(sh);
+            return -EINVAL;
+        }
+        struct ol_kv_hash h = ol_kv_key_hash(c->seed, keys[i].data, keys[i].len);
+        sh[i] = (uint32_t)(h.hi % c->nshards);
+        b->start[sh[i] + 1]++;
+    }
+    for (uint32_t s = 0; s < c->nshards; s++)
+        b->start[s + 1] += b->start[s];
+    uint32_t *fill = calloc(c->nshards, sizeof *fill);
+    if (!fill) {
+        free(sh);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        b->order[b->start[sh[i]] + fill[sh[i]]++] = i;
+    free(fill);
+    free(sh);
+    return 0;
+}
+
+static void ol_batch_free(struct ol_batch *b)
+{
+    free(b->order);
+    free(b->start);
+}
+
+static uint32_t ol_batch_len(const struct ol_batch *b, uint32_t s) { return b->start[s + 1] - b->start[s]; }
+
+/* Locks every shard of b that has keys (all shards when all), in order, and
+ * makes their connections usable. */
+static int ol_batch_lock(ol_client *c, const struct ol_batch *b, bool all)
+{
+    int rc = 0;
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        if (!all && !ol_batch_len(b, s))
+            continue;
+        pthread_mutex_lock(&c->conns[s].mu);
+        if (rc == 0)
+            rc = ol_c_ready(c, &c->conns[s]);
+    }
+    return rc;
+}
+
+static void ol_batch_unlock(ol_client *c, const struct ol_batch *b, bool all)
+{
+    for (uint32_t s = 0; s < c->nshards; s++)
+        if (all || ol_batch_len(b, s))
+            pthread_mutex_unlock(&c->conns[s].mu);
+}
+
+/* Starts a frame on shard s's connection buffer, sized for `need` bytes. */
+static int ol_c_begin(struct ol_cconn *k, struct ol_kv_enc *e, unsigned op, size_t need)
+{
+    if (ol_c_grow(&k->out, &k->out_cap, need + 4096) < 0)
+        return -ENOMEM;
+    return ol_kv_frame_begin(e, k->out, k->out_cap, op, k->next_req++, 0, 0) < 0 ? -EINVAL : 0;
+}
+
+static int ol_c_finish(struct ol_cconn *k, struct ol_kv_enc *e)
+{
+    long n = ol_kv_frame_end(e);
+    if (n < 0)
+        return -EINVAL;
+    int rc = ol_c_send(k, k->out, (size_t)n);
+    if (rc < 0)
+        ol_c_fail(k);
+    return rc;
+}
+
+/* Sends a key-list frame (op) for shard s's part of b. */
+static int ol_c_send_keys(ol_client *c, const struct ol_batch *b, uint32_t s, unsigned op,
+                          const struct ol_client_key *keys)
+{
+    struct ol_cconn *k = &c->conns[s];
+    struct ol_kv_enc e;
+    int rc = ol_c_begin(k, &e, op, (size_t)ol_batch_len(b, s) * (OL_KV_MAX_KEY + 16));
+    for (uint32_t j = b->start[s]; rc == 0 && j < b->start[s + 1]; j++)
+        if (ol_kv_enc_key(&e, keys[b->order[j]].data, keys[b->order[j]].len) < 0)
+            rc = -EINVAL;
+    return rc ? rc : ol_c_finish(k, &e);
+}
+
+/* Receives shard s's answer: 0 with h and d set (call ol_c_consume after use). */
+static int ol_c_answer(ol_client *c, uint32_t s, struct ol_kv_hdr *h, struct ol_kv_dec *d,
+                       size_t *used)
+{
+    struct ol_cconn *k = &c->conns[s];
+    int rc = ol_c_recv(k, h, d, NULL, used);
+    if (rc < 0) {
+        ol_c_fail(k);
+        return rc;
+    }
+    if (h->status != OL_KV_OK) {
+        ol_c_consume(k, *used);
+        return -EPROTO;
+    }
+    return 0;
+}
+
+/* ---- operations --------------------------------------------------------------- */
+
+int ol_client_lookup(ol_client *c, const struct ol_client_key *keys, uint32_t n,
+                     uint8_t *present, uint32_t *leading)
+{
+    struct ol_batch b = {0};
+    int rc = ol_batch_make(c, keys, n, &b);
+    if (rc < 0)
+        goto out;
+    if ((rc = ol_batch_lock(c, &b, false)) == 0) {
+        for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+            if (ol_batch_len(&b, s))
+                rc = ol_c_send_keys(c, &b, s, OL_KV_OP_LOOKUP, keys);
+        for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+            if (!ol_batch_len(&b, s))
+                continue;
+            struct ol_kv_hdr h;
+            struct ol_kv_dec d;
+            struct ol_kv_lookup_res lr;
+            size_t used;
+            if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
+                break;
+            if (ol_kv_dec_lookup_res(&d, &lr) < 0 || lr.count != ol_batch_len(&b, s))
+                rc = -EPROTO;
+            for (uint32_t j = 0; rc == 0 && j < lr.count; j++)
+                present[b.order[b.start[s] + j]] = ol_kv_lookup_hit(&lr, j);
+            ol_c_consume(&c->conns[s], used);
+        }
+    }
+    ol_batch_unlock(c, &b, false);
+    if (rc == 0) {
+        uint32_t run = 0;
+        while (run < n && present[run])
+            run++;
+        *leading = run;
+    }
+out:
+    ol_batch_free(&b);
+    return rc;
+}
+
+/* Statuses of a status-list answer of shard s into status[] by key index. */
+static int ol_c_statuses(ol_client *c, const struct ol_batch *b, uint32_t s, uint16_t *status)
+{
+    struct ol_kv_hdr h;
+    struct ol_kv_dec d;
+    size_t used;
+    int rc = ol_c_answer(c, s, &h, &d, &used);
+    if (rc < 0)
+        return rc;
+    uint16_t st;
+    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+        if (ol_kv_dec_status(&d, &st) != 1) {
+            rc = -EPROTO;
+            break;
+        }
+        status[b->order[j]] = st;
+    }
+    ol_c_consume(&c->conns[s], used);
+    return rc;
+}
+
+int ol_client_delete(ol_client *c, const struct ol_client_key *keys, uint32_t n, uint16_t *status)
+{
+    struct ol_batch b = {0};
+    int rc = ol_batch_make(c, keys, n, &b);
+    if (rc == 0 && (rc = ol_batch_lock(c, &b, false)) == 0) {
+        for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+            if (ol_batch_len(&b, s))
+                rc = ol_c_send_keys(c, &b, s, OL_KV_OP_DELETE, keys);
+        for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+            if (ol_batch_len(&b, s))
+                rc = ol_c_statuses(c, &b, s, status);
+    }
+    if (b.start)
+        ol_batch_unlock(c, &b, false);
+    ol_batch_free(&b);
+    return rc;
+}
+
+/* Slab path: RESERVE on every shard, copy, COMMIT on every shard. */
+static int ol_c_put_slab(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
+                         const void *const *values, const uint64_t *lens, uint16_t *status)
+{
+    int rc = 0;
+    struct ol_kv_reserve_res *rr = calloc((size_t)b->n + 1, sizeof *rr);
+    if (!rr)
+        return -ENOMEM;
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+        if (ol_batch_len(b, s))
+            rc = ol_c_send_keys(c, b, s, OL_KV_OP_RESERVE, keys);
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        if (!ol_batch_len(b, s))
+            continue;
+        struct ol_kv_hdr h;
+        struct ol_kv_dec d;
+        size_t used;
+        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
+            break;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1] && rc == 0; j++)
+            if (ol_kv_dec_reserve_res(&d, &rr[b->order[j]]) != 1)
+                rc = -EPROTO;
+        ol_c_consume(&c->conns[s], used);
+    }
+    /* copy, then COMMIT; a value larger than its slot is not written (its
+     * reservation is reclaimed by the server's TTL) */
+    uint8_t *committing = calloc(c->nshards, 1);
+    if (!committing)
+        rc = -ENOMEM;
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        if (!ol_batch_len(b, s))
+            continue;
+        struct ol_cconn *k = &c->conns[s];
+        struct ol_kv_enc e;
+        uint32_t items = 0;
+        if ((rc = ol_c_begin(k, &e, OL_KV_OP_COMMIT, (size_t)ol_batch_len(b, s) * 40)) < 0)
+            break;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+            uint32_t i = b->order[j];
+            status[i] = rr[i].status;
+            if (rr[i].status != OL_KV_OK)
+                continue;
+            if (lens[i] > c->slot_size || rr[i].offset + lens[i] > c->slab_size) {
+                status[i] = OL_KV_TOO_LARGE_ST; /* left to the reservation TTL */
+                continue;
+            }
+            memcpy(c->slab + rr[i].offset, values[i], lens[i]);
+            struct ol_kv_commit_item it = {rr[i].slot, rr[i].gen, lens[i],
+                                           ol_kv_value_hash(values[i], lens[i])};
+            ol_kv_enc_commit(&e, &it);
+            items++;
+        }
+        if (!items)
+            continue;
+        committing[s] = 1;
+        rc = ol_c_finish(k, &e);
+    }
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        if (!committing[s])
+            continue;
+        struct ol_kv_hdr h;
+        struct ol_kv_dec d;
+        size_t used;
+        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
+            break;
+        uint16_t st;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+            uint32_t i = b->order[j];
+            if (rr[i].status != OL_KV_OK || status[i] != OL_KV_OK)
+                continue;
+            if (ol_kv_dec_status(&d, &st) != 1) {
+                rc = -EPROTO;
+                break;
+            }
+            status[i] = st;
+        }
+        ol_c_consume(&c->conns[s], used);
+    }
+    free(committing);
+    free(rr);
+    return rc;
+}
+
+/* TCP path: values inline in PUT frames. */
+static int ol_c_put_inline(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
+                           const void *const *values, const uint64_t *lens, uint16_t *status)
+{
+    int rc = 0;
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        if (!ol_batch_len(b, s))
+            continue;
+        struct ol_cconn *k = &c->conns[s];
+        size_t need = 0;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++)
+            need += 32 + OL_KV_MAX_KEY + ol_kv_align8(lens[b->order[j]]);
+        struct ol_kv_enc e;
+        if ((rc = ol_c_begin(k, &e, OL_KV_OP_PUT, need)) < 0)
+            break;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1] && rc == 0; j++) {
+            uint32_t i = b->order[j];
+            if (ol_kv_enc_put(&e, keys[i].data, keys[i].len, values[i], lens[i],
+                              ol_kv_value_hash(values[i], lens[i]), NULL) < 0)
+                rc = -E2BIG;
+        }
+        if (rc == 0)
+            rc = ol_c_finish(k, &e);
+    }
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+        if (ol_batch_len(b, s))
+            rc = ol_c_statuses(c, b, s, status);
+    return rc;
+}
+
+int ol_client_put(ol_client *c, const struct ol_client_key *keys, const void *const *values,
+                  const uint64_t *lens, uint32_t n, uint16_t *status)
+{
+    struct ol_batch b = {0};
+    int rc = ol_batch_make(c, keys, n, &b);
+    if (rc == 0 && (rc = ol_batch_lock(c, &b, false)) == 0)
+        rc = c->slab ? ol_c_put_slab(c, &b, keys, values, lens, status)
+                     : ol_c_put_inline(c, &b, keys, values, lens, status);
+    if (b.start)
+        ol_batch_unlock(c, &b, false);
+    ol_batch_free(&b);
+    return rc;
+}
+
+/* Slab path: ACQUIRE, copy out and check, RELEASE. */
+static int ol_c_get_slab(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
+                         void *const *bufs, const uint64_t *caps, uint64_t *lens, uint16_t *status)
+{
+    int rc = 0;
+    struct ol_kv_acquire_res *ar = calloc((size_t)b->n + 1, sizeof *ar);
+    if (!ar)
+        return -ENOMEM;
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+        if (ol_batch_len(b, s))
+            rc = ol_c_send_keys(c, b, s, OL_KV_OP_ACQUIRE, keys);
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        if (!ol_batch_len(b, s))
+            continue;
+        struct ol_kv_hdr h;
+        struct ol_kv_dec d;
+        size_t used;
+        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
+            break;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1] && rc == 0; j++)
+            if (ol_kv_dec_acquire_res(&d, &ar[b->order[j]]) != 1)
+                rc = -EPROTO;
+        ol_c_consume(&c->conns[s], used);
+    }
+    for (uint32_t i = 0; i < b->n && rc == 0; i++) {
+        status[i] = ar[i].status;
+        lens[i] = 0;
+        if (ar[i].status != OL_KV_OK)
+            continue;
+        if (ar[i].value_len > caps[i] || ar[i].offset + ar[i].value_len > c->slab_size) {
+            status[i] = OL_KV_TOO_LARGE_ST;
+            continue;
+        }
+        memcpy(bufs[i], c->slab + ar[i].offset, ar[i].value_len);
+        if (ar[i].checksum && ol_kv_value_hash(bufs[i], ar[i].value_len) != ar[i].checksum) {
+            status[i] = OL_KV_CHECKSUM_MISMATCH; /* never hand out bytes that fail it */
+            continue;
+        }
+        lens[i] = ar[i].value_len;
+    }
+    /* RELEASE what was pinned, even after a failure above */
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        struct ol_cconn *k = &c->conns[s];
+        if (!ol_batch_len(b, s) || k->fd < 0)
+            continue;
+        struct ol_kv_enc e;
+        uint32_t items = 0;
+        if (ol_c_begin(k, &e, OL_KV_OP_RELEASE, (size_t)ol_batch_len(b, s) * 16) < 0)
+            continue;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+            uint32_t i = b->order[j];
+            if (ar[i].status == OL_KV_OK) {
+                ol_kv_enc_slot_ref(&e, ar[i].slot, ar[i].gen);
+                items++;
+            }
+        }
+        if (!items || ol_c_finish(k, &e) < 0)
+            continue;
+        struct ol_kv_hdr h;
+        struct ol_kv_dec d;
+        size_t used;
+        if (ol_c_answer(c, s, &h, &d, &used) == 0)
+            ol_c_consume(k, used);
+    }
+    free(ar);
+    return rc;
+}
+
+/* TCP path: values inline in GET answers. */
+static int ol_c_get_inline(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
+                           void *const *bufs, const uint64_t *caps, uint64_t *lens, uint16_t *status)
+{
+    int rc = 0;
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+        if (ol_batch_len(b, s))
+            rc = ol_c_send_keys(c, b, s, OL_KV_OP_GET, keys);
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        if (!ol_batch_len(b, s))
+            continue;
+        struct ol_kv_hdr h;
+        struct ol_kv_dec d;
+        size_t used;
+        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
+            break;
+        struct ol_kv_get_res g;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+            uint32_t i = b->order[j];
+            if (ol_kv_dec_get_res(&d, &g) != 1) {
+                rc = -EPROTO;
+                break;
+            }
+            status[i] = g.status;
+            lens[i] = 0;
+            if (g.status != OL_KV_OK)
+                continue;
+            if (g.value_len > caps[i])
+                status[i] = OL_KV_TOO_LARGE_ST;
+            else if (g.checksum && ol_kv_value_hash(g.value, g.value_len) != g.checksum)
+                status[i] = OL_KV_CHECKSUM_MISMATCH;
+            else {
+                memcpy(bufs[i], g.value, g.value_len);
+                lens[i] = g.value_len;
+            }
+        }
+        ol_c_consume(&c->conns[s], used);
+    }
+    return rc;
+}
+
+int ol_client_get(ol_client *c, const struct ol_client_key *keys, void *const *bufs,
+                  const uint64_t *caps, uint64_t *lens, uint32_t n, uint16_t *status)
+{
+    struct ol_batch b = {0};
+    int rc = ol_batch_make(c, keys, n, &b);
+    if (rc == 0 && (rc = ol_batch_lock(c, &b, false)) == 0)
+        rc = c->slab ? ol_c_get_slab(c, &b, keys, bufs, caps, lens, status)
+                     : ol_c_get_inline(c, &b, keys, bufs, caps, lens, status);
+    if (b.start)
+        ol_batch_unlock(c, &b, false);
+    ol_batch_free(&b);
+    return rc;
+}
+
+/* A no-item request on every shard (RESET, STATS); fn reads each answer. */
+static int ol_c_each_shard(ol_client *c, unsigned op,
+                           int (*fn)(const struct ol_kv_dec *d, uint32_t s, void *arg), void *arg)
+{
+    struct ol_batch b = {.start = NULL};
+    int rc = ol_batch_lock(c, &b, true);
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        struct ol_kv_enc e;
+        if ((rc = ol_c_begin(&c->conns[s], &e, op, 64)) == 0)
+            rc = ol_c_finish(&c->conns[s], &e);
+    }
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        struct ol_kv_hdr h;
+        struct ol_kv_dec d;
+        size_t used;
+        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
+            break;
+        rc = fn(&d, s, arg);
+        ol_c_consume(&c->conns[s], used);
+    }
+    ol_batch_unlock(c, &b, true);
+    return rc;
+}
+
+static int ol_c_reset_one(const struct ol_kv_dec *d, uint32_t s, void *arg)
+{
+    uint64_t n;
+    if (ol_kv_dec_reset_res(d, &n) < 0)
+        return -EPROTO;
+    *(uint64_t *)arg += n;
+    return 0;
+}
+
+int ol_client_reset(ol_client *c, uint64_t *removed)
+{
+    uint64_t n = 0;
+    int rc = ol_c_each_shard(c, OL_KV_OP_RESET, ol_c_reset_one, &n);
+    if (rc == 0 && removed)
+        *removed = n;
+    return rc;
+}
+
+static int ol_c_stats_one(const struct ol_kv_dec *d, uint32_t s, void *arg)
+{
+    uint64_t *sum = arg;
+    struct ol_kv_stats st;
+    if (ol_kv_dec_stats(d, &st) < 0)
+        return -EPROTO;
+    for (int i = 0; i < OL_CLIENT_STATS && i < OL_KV_STAT__COUNT; i++) {
+        bool process_wide = i == OL_KV_STAT_BYTES_CAPACITY || i == OL_KV_STAT_SLOTS_TOTAL ||
+                            i == OL_KV_STAT_SESSIONS || i == OL_KV_STAT_PROTOCOL_ERRORS;
+        sum[i] = process_wide ? st.c[i] : sum[i] + st.c[i];
+    }
+    return 0;
+}
+
+int ol_client_stats(ol_client *c, uint64_t counters[OL_CLIENT_STATS])
+{
+    memset(counters, 0, sizeof(uint64_t) * OL_CLIENT_STATS);
+    return ol_c_each_shard(c, OL_KV_OP_STATS, ol_c_stats_one, counters);
+}

@@ -1,0 +1,40 @@
+"""The C client library (src/client) against a real daemon with two shards:
+runs build/client_tests (tests/client/test_client.c) with the daemon's
+addresses and checks every C test passed. The driver also restarts the
+daemon when the reconnect test asks for it over a pipe."""
+import os
+import subprocess
+import threading
+
+import conftest
+
+
+def test_c_client_against_daemon(make_daemon):
+    d = make_daemon(threads=2)
+    req_r, req_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    env = dict(os.environ,
+               OL_TEST_KV_SOCK=str(d.data / "kv.sock"),
+               OL_TEST_KV_TCP=f"127.0.0.1:{d.kv_port}",
+               OL_TEST_KV_TOKEN_FILE=str(d.data / "kv.token"),
+               OL_TEST_CTL_REQ=str(req_w), OL_TEST_CTL_ACK=str(ack_r))
+
+    def restarter():
+        if os.read(req_r, 1):  # the C test asks for a restart
+            d.stop()
+            d.start()
+            os.write(ack_w, b"k")
+
+    t = threading.Thread(target=restarter, daemon=True)
+    t.start()
+    r = subprocess.run([conftest.bin_path("client_tests")], env=env, capture_output=True,
+                       text=True, timeout=180, pass_fds=(req_w, ack_r))
+    for fd in (req_w, ack_r):
+        os.close(fd)
+    t.join(30)
+    for fd in (req_r, ack_w):
+        os.close(fd)
+    print(r.stdout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.startswith("unit: ") and " 0 failed, 0 skipped" in last, last
