@@ -79,5 +79,6 @@ int ol_cli_fail(const struct ol_cli *cli, const char *cmd, const char *fmt, ...)
 /* ---- commands (one cmd_NAME.c each; `help` lives in main.c) ------------- */
 
 int ol_cmd_version(const struct ol_cli *cli, int argc, char **argv);
+int ol_cmd_kv(const struct ol_cli *cli, int argc, char **argv);
 
 #endif

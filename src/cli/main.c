@@ -47,6 +47,29 @@ static const struct ol_cli_cmd ol_commands[] = {
         "build_flags, compiler, ucx and io_uring (an object of feature names).\n",
         ol_cmd_version,
     },
+    {
+        "kv",
+        "Look at and change the KV cache: stats, get, put, del",
+        "usage: openlake kv stats [options]\n"
+        "       openlake kv get KEY [--out FILE] [options]\n"
+        "       openlake kv put KEY [--value TEXT | --file FILE | < FILE] [options]\n"
+        "       openlake kv del KEY [options]\n"
+        "\n"
+        "Talks to openlaked's KV service like any client (the C client library):\n"
+        "stats sums the counters of every shard (--json: one object); get writes\n"
+        "the value to stdout or FILE; put stores one value (its size is the value\n"
+        "size class of the session); del deletes one key.\n"
+        "\n"
+        "Options:\n"
+        "  --addr ADDR        the Unix socket (default ./data/kv.sock) or host:port\n"
+        "  --token TOKEN      the KV token (also OPENLAKE_KV_TOKEN)\n"
+        "  --token-file FILE  read the token from FILE (default: kv.token beside\n"
+        "                     the socket)\n"
+        "  --ns NAMESPACE     the namespace (default \"default\")\n"
+        "\n"
+        "Exit status: 0 done, 1 failed (e.g. NOT_FOUND), 2 usage error.\n",
+        ol_cmd_kv,
+    },
 };
 #define OL_NCOMMANDS (sizeof ol_commands / sizeof ol_commands[0])
 
