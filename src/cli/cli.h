@@ -80,5 +80,6 @@ int ol_cli_fail(const struct ol_cli *cli, const char *cmd, const char *fmt, ...)
 
 int ol_cmd_version(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_kv(const struct ol_cli *cli, int argc, char **argv);
+int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv);
 
 #endif

@@ -70,6 +70,27 @@ static const struct ol_cli_cmd ol_commands[] = {
         "Exit status: 0 done, 1 failed (e.g. NOT_FOUND), 2 usage error.\n",
         ol_cmd_kv,
     },
+    {
+        "bench",
+        "Load a service and report its speed: bench kv",
+        "usage: openlake bench kv [options]\n"
+        "\n"
+        "Puts batches of new values, gets them back (checking the bytes), then\n"
+        "looks them up, a third of --seconds each, through the C client (the\n"
+        "shared slab over the Unix socket, values inline over TCP). Reports\n"
+        "keys/s, GB/s and per-batch latency p50/p99/p999 for each (--json: an\n"
+        "array of objects); a progress bar on a terminal.\n"
+        "\n"
+        "Options:\n"
+        "  --addr ADDR          the Unix socket (default ./data/kv.sock) or host:port\n"
+        "  --token TOKEN        the KV token (also OPENLAKE_KV_TOKEN)\n"
+        "  --token-file FILE    default: kv.token beside the socket\n"
+        "  --ns NAMESPACE       default \"bench\"\n"
+        "  --value-size BYTES   default 262144 (at most 16 MiB)\n"
+        "  --batch KEYS         default 32 (at most 4096)\n"
+        "  --seconds S          default 6\n",
+        ol_cmd_bench,
+    },
 };
 #define OL_NCOMMANDS (sizeof ol_commands / sizeof ol_commands[0])
 

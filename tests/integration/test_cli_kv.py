@@ -69,3 +69,21 @@ def test_kv_cli_errors(make_daemon):
     assert r.returncode == 1 and b"openlaked running" in r.stderr
     r = cli("kv", "put", "x" * 200, "--value", "v", "--addr", sock)
     assert r.returncode == 2
+
+
+def test_bench_kv_reports_and_checks_bytes(make_daemon):
+    d = make_daemon(threads=2)
+    r = cli("--json", "bench", "kv", "--addr", str(d.data / "kv.sock"), "--seconds", "1.2",
+            "--value-size", "65536", "--batch", "8")
+    assert r.returncode == 0, r.stderr
+    res = {x["op"]: x for x in json.loads(r.stdout)}
+    assert set(res) == {"put", "get", "lookup"}
+    for op in ("put", "get", "lookup"):
+        assert res[op]["keys_per_s"] > 0 and res[op]["misses"] == 0, res
+        assert 0 < res[op]["p50_us"] <= res[op]["p99_us"] <= res[op]["p999_us"]
+    assert res["get"]["gb_per_s"] > 0
+    r = cli("bench", "kv", "--addr", f"127.0.0.1:{d.kv_port}",
+            "--token", (d.data / "kv.token").read_text(), "--seconds", "0.6")
+    assert r.returncode == 0 and b"inline over TCP" in r.stdout, r.stderr
+    assert cli("bench").returncode == 2
+    assert cli("bench", "kv", "--batch", "0").returncode == 2
