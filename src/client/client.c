@@ -480,11 +480,18 @@ static int ol_batch_lock(ol_client *c, const struct ol_batch *b, bool all)
     return rc;
 }
 
-static void ol_batch_unlock(ol_client *c, const struct ol_batch *b, bool all)
+/* Unlocks what ol_batch_lock locked. After a failure (rc < 0) the answers
+ * still in flight would desynchronise the next call, so every connection of
+ * the batch is dropped; the server then releases its pins and reservations,
+ * and the next call reconnects. */
+static void ol_batch_unlock(ol_client *c, const struct ol_batch *b, bool all, int rc)
 {
     for (uint32_t s = 0; s < c->nshards; s++)
-        if (all || ol_batch_len(b, s))
+        if (all || ol_batch_len(b, s)) {
+            if (rc < 0 && rc != -EINVAL && c->conns[s].fd >= 0)
+                ol_c_fail(&c->conns[s]);
             pthread_mutex_unlock(&c->conns[s].mu);
+        }
 }
 
 /* Starts a frame on shard s's connection buffer, sized for `need` bytes. */
@@ -525,6 +532,8 @@ static int ol_c_answer(ol_client *c, uint32_t s, struct ol_kv_hdr *h, struct ol_
 {
     struct ol_cconn *k = &c->conns[s];
     int rc = ol_c_recv(k, h, d, NULL, used);
+    if (rc == 0 && h->req_id != k->next_req - 1)
+        rc = -EIO; /* one frame in flight per connection: anything else is out of step */
     if (rc < 0) {
         ol_c_fail(k);
         return rc;
@@ -590,7 +599,7 @@ int ol_client_lookup(ol_client *c, const struct ol_client_key *keys, uint32_t n,
             ol_c_consume(&c->conns[s], used);
         }
     }
-    ol_batch_unlock(c, &b, false);
+    ol_batch_unlock(c, &b, false, rc);
     if (rc == 0) {
         uint32_t run = 0;
         while (run < n && present[run])
@@ -627,16 +636,17 @@ int ol_client_delete(ol_client *c, const struct ol_client_key *keys, uint32_t n,
 {
     struct ol_batch b = {0};
     int rc = ol_batch_make(c, keys, n, &b);
-    if (rc == 0 && (rc = ol_batch_lock(c, &b, false)) == 0) {
-        for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
-            if (ol_batch_len(&b, s))
-                rc = ol_c_send_keys(c, &b, s, OL_KV_OP_DELETE, keys);
-        for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
-            if (ol_batch_len(&b, s))
-                rc = ol_c_statuses(c, &b, s, status);
+    if (rc == 0) {
+        if ((rc = ol_batch_lock(c, &b, false)) == 0) {
+            for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+                if (ol_batch_len(&b, s))
+                    rc = ol_c_send_keys(c, &b, s, OL_KV_OP_DELETE, keys);
+            for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+                if (ol_batch_len(&b, s))
+                    rc = ol_c_statuses(c, &b, s, status);
+        }
+        ol_batch_unlock(c, &b, false, rc);
     }
-    if (b.start)
-        ol_batch_unlock(c, &b, false);
     ol_batch_free(&b);
     return rc;
 }
@@ -758,11 +768,12 @@ int ol_client_put(ol_client *c, const struct ol_client_key *keys, const void *co
 {
     struct ol_batch b = {0};
     int rc = ol_batch_make(c, keys, n, &b);
-    if (rc == 0 && (rc = ol_batch_lock(c, &b, false)) == 0)
-        rc = c->slab ? ol_c_put_slab(c, &b, keys, values, lens, status)
-                     : ol_c_put_inline(c, &b, keys, values, lens, status);
-    if (b.start)
-        ol_batch_unlock(c, &b, false);
+    if (rc == 0) {
+        if ((rc = ol_batch_lock(c, &b, false)) == 0)
+            rc = c->slab ? ol_c_put_slab(c, &b, keys, values, lens, status)
+                         : ol_c_put_inline(c, &b, keys, values, lens, status);
+        ol_batch_unlock(c, &b, false, rc);
+    }
     ol_batch_free(&b);
     return rc;
 }
@@ -807,8 +818,9 @@ static int ol_c_get_slab(ol_client *c, const struct ol_batch *b, const struct ol
         }
         lens[i] = ar[i].value_len;
     }
-    /* RELEASE what was pinned, even after a failure above */
-    for (uint32_t s = 0; s < c->nshards; s++) {
+    /* RELEASE what was pinned. After a failure the connections are dropped
+     * instead (ol_batch_unlock), which releases the pins on the server. */
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
         struct ol_cconn *k = &c->conns[s];
         if (!ol_batch_len(b, s) || k->fd < 0)
             continue;
@@ -881,11 +893,12 @@ int ol_client_get(ol_client *c, const struct ol_client_key *keys, void *const *b
 {
     struct ol_batch b = {0};
     int rc = ol_batch_make(c, keys, n, &b);
-    if (rc == 0 && (rc = ol_batch_lock(c, &b, false)) == 0)
-        rc = c->slab ? ol_c_get_slab(c, &b, keys, bufs, caps, lens, status)
-                     : ol_c_get_inline(c, &b, keys, bufs, caps, lens, status);
-    if (b.start)
-        ol_batch_unlock(c, &b, false);
+    if (rc == 0) {
+        if ((rc = ol_batch_lock(c, &b, false)) == 0)
+            rc = c->slab ? ol_c_get_slab(c, &b, keys, bufs, caps, lens, status)
+                         : ol_c_get_inline(c, &b, keys, bufs, caps, lens, status);
+        ol_batch_unlock(c, &b, false, rc);
+    }
     ol_batch_free(&b);
     return rc;
 }
@@ -910,7 +923,7 @@ static int ol_c_each_shard(ol_client *c, unsigned op,
         rc = fn(&d, s, arg);
         ol_c_consume(&c->conns[s], used);
     }
-    ol_batch_unlock(c, &b, true);
+    ol_batch_unlock(c, &b, true, rc);
     return rc;
 }
 

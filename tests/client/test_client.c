@@ -130,6 +130,21 @@ OLT_TEST(client_bad_token_and_bad_keys)
     uint8_t p;
     uint32_t lead;
     OLT_CHECK_EQ(ol_client_lookup(c, &k, 1, &p, &lead), -EINVAL);
+    uint16_t st;
+    const void *vp = "v";
+    uint64_t len = 1, cap = 1, got;
+    char buf[1];
+    void *bp = buf;
+    OLT_CHECK_EQ(ol_client_delete(c, &k, 1, &st), -EINVAL);
+    OLT_CHECK_EQ(ol_client_put(c, &k, &vp, &len, 1, &st), -EINVAL);
+    OLT_CHECK_EQ(ol_client_get(c, &k, &bp, &cap, &got, 1, &st), -EINVAL);
+    /* the client is still usable after refusing bad input */
+    struct ol_client_key good = {"good", 4};
+    OLT_CHECK_EQ(ol_client_put(c, &good, &vp, &len, 1, &st), 0);
+    OLT_CHECK_EQ(st, OL_KV_OK);
+    OLT_CHECK_EQ(ol_client_get(c, &good, &bp, &cap, &got, 1, &st), 0);
+    OLT_CHECK_EQ(st, OL_KV_OK);
+    OLT_CHECK_EQ(buf[0], 'v');
     ol_client_close(c);
 }
 
