@@ -64,7 +64,9 @@ int ol_client_lookup(ol_client *c, const struct ol_client_key *keys, uint32_t n,
 int ol_client_put(ol_client *c, const struct ol_client_key *keys, const void *const *values,
                   const uint64_t *lens, uint32_t n, uint16_t *status);
 /* Reads n values into bufs (caps: sizes). status[i] OK with lens[i] set,
- * NOT_FOUND, TOO_LARGE (cap too small), CHECKSUM_MISMATCH (never served). */
+ * NOT_FOUND, TOO_LARGE (cap too small), or CHECKSUM_MISMATCH: the bytes
+ * failed their xxh3 (checked while copying), lens[i] is 0 and the buffer's
+ * content must not be used. */
 int ol_client_get(ol_client *c, const struct ol_client_key *keys, void *const *bufs,
                   const uint64_t *caps, uint64_t *lens, uint32_t n, uint16_t *status);
 int ol_client_delete(ol_client *c, const struct ol_client_key *keys, uint32_t n, uint16_t *status);

@@ -570,6 +570,75 @@ static uint64_t ol_c_copy_hash(void *dst, const void *src, uint64_t n)
     return XXH3_64bits_digest(&st);
 }
 
+/*
+ * One round of a key-list request: sends op with each shard's keys of b to
+ * every shard first, then reads the answers in shard order, handing each to
+ * per_answer (which decodes shard s's items, b->order[b->start[s] + j] being
+ * the key index of item j). Returns 0 or the first error.
+ */
+typedef int (*ol_c_answer_fn)(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg);
+
+static int ol_c_keys_round(ol_client *c, const struct ol_batch *b, unsigned op,
+                           const struct ol_client_key *keys, ol_c_answer_fn per_answer, void *arg)
+{
+    int rc = 0;
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+        if (ol_batch_len(b, s))
+            rc = ol_c_send_keys(c, b, s, op, keys);
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        if (!ol_batch_len(b, s))
+            continue;
+        struct ol_kv_hdr h;
+        struct ol_kv_dec d;
+        size_t used;
+        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
+            break;
+        rc = per_answer(b, s, &d, arg);
+        ol_c_consume(&c->conns[s], used);
+    }
+    return rc;
+}
+
+static int ol_c_dec_lookup(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg)
+{
+    uint8_t *present = arg;
+    struct ol_kv_lookup_res lr;
+    if (ol_kv_dec_lookup_res(d, &lr) < 0 || lr.count != ol_batch_len(b, s))
+        return -EPROTO;
+    for (uint32_t j = 0; j < lr.count; j++)
+        present[b->order[b->start[s] + j]] = ol_kv_lookup_hit(&lr, j);
+    return 0;
+}
+
+static int ol_c_dec_statuses(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg)
+{
+    uint16_t *status = arg, st;
+    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+        if (ol_kv_dec_status(d, &st) != 1)
+            return -EPROTO;
+        status[b->order[j]] = st;
+    }
+    return 0;
+}
+
+static int ol_c_dec_reserve(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg)
+{
+    struct ol_kv_reserve_res *rr = arg;
+    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++)
+        if (ol_kv_dec_reserve_res(d, &rr[b->order[j]]) != 1)
+            return -EPROTO;
+    return 0;
+}
+
+static int ol_c_dec_acquire(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg)
+{
+    struct ol_kv_acquire_res *ar = arg;
+    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++)
+        if (ol_kv_dec_acquire_res(d, &ar[b->order[j]]) != 1)
+            return -EPROTO;
+    return 0;
+}
+
 /* ---- operations --------------------------------------------------------------- */
 
 int ol_client_lookup(ol_client *c, const struct ol_client_key *keys, uint32_t n,
@@ -579,26 +648,8 @@ int ol_client_lookup(ol_client *c, const struct ol_client_key *keys, uint32_t n,
     int rc = ol_batch_make(c, keys, n, &b);
     if (rc < 0)
         goto out;
-    if ((rc = ol_batch_lock(c, &b, false)) == 0) {
-        for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
-            if (ol_batch_len(&b, s))
-                rc = ol_c_send_keys(c, &b, s, OL_KV_OP_LOOKUP, keys);
-        for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
-            if (!ol_batch_len(&b, s))
-                continue;
-            struct ol_kv_hdr h;
-            struct ol_kv_dec d;
-            struct ol_kv_lookup_res lr;
-            size_t used;
-            if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
-                break;
-            if (ol_kv_dec_lookup_res(&d, &lr) < 0 || lr.count != ol_batch_len(&b, s))
-                rc = -EPROTO;
-            for (uint32_t j = 0; rc == 0 && j < lr.count; j++)
-                present[b.order[b.start[s] + j]] = ol_kv_lookup_hit(&lr, j);
-            ol_c_consume(&c->conns[s], used);
-        }
-    }
+    if ((rc = ol_batch_lock(c, &b, false)) == 0)
+        rc = ol_c_keys_round(c, &b, OL_KV_OP_LOOKUP, keys, ol_c_dec_lookup, present);
     ol_batch_unlock(c, &b, false, rc);
     if (rc == 0) {
         uint32_t run = 0;
@@ -611,40 +662,13 @@ out:
     return rc;
 }
 
-/* Statuses of a status-list answer of shard s into status[] by key index. */
-static int ol_c_statuses(ol_client *c, const struct ol_batch *b, uint32_t s, uint16_t *status)
-{
-    struct ol_kv_hdr h;
-    struct ol_kv_dec d;
-    size_t used;
-    int rc = ol_c_answer(c, s, &h, &d, &used);
-    if (rc < 0)
-        return rc;
-    uint16_t st;
-    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
-        if (ol_kv_dec_status(&d, &st) != 1) {
-            rc = -EPROTO;
-            break;
-        }
-        status[b->order[j]] = st;
-    }
-    ol_c_consume(&c->conns[s], used);
-    return rc;
-}
-
 int ol_client_delete(ol_client *c, const struct ol_client_key *keys, uint32_t n, uint16_t *status)
 {
     struct ol_batch b = {0};
     int rc = ol_batch_make(c, keys, n, &b);
     if (rc == 0) {
-        if ((rc = ol_batch_lock(c, &b, false)) == 0) {
-            for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
-                if (ol_batch_len(&b, s))
-                    rc = ol_c_send_keys(c, &b, s, OL_KV_OP_DELETE, keys);
-            for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
-                if (ol_batch_len(&b, s))
-                    rc = ol_c_statuses(c, &b, s, status);
-        }
+        if ((rc = ol_batch_lock(c, &b, false)) == 0)
+            rc = ol_c_keys_round(c, &b, OL_KV_OP_DELETE, keys, ol_c_dec_statuses, status);
         ol_batch_unlock(c, &b, false, rc);
     }
     ol_batch_free(&b);
@@ -659,22 +683,7 @@ static int ol_c_put_slab(ol_client *c, const struct ol_batch *b, const struct ol
     struct ol_kv_reserve_res *rr = calloc((size_t)b->n + 1, sizeof *rr);
     if (!rr)
         return -ENOMEM;
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
-        if (ol_batch_len(b, s))
-            rc = ol_c_send_keys(c, b, s, OL_KV_OP_RESERVE, keys);
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
-        if (!ol_batch_len(b, s))
-            continue;
-        struct ol_kv_hdr h;
-        struct ol_kv_dec d;
-        size_t used;
-        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
-            break;
-        for (uint32_t j = b->start[s]; j < b->start[s + 1] && rc == 0; j++)
-            if (ol_kv_dec_reserve_res(&d, &rr[b->order[j]]) != 1)
-                rc = -EPROTO;
-        ol_c_consume(&c->conns[s], used);
-    }
+    rc = ol_c_keys_round(c, b, OL_KV_OP_RESERVE, keys, ol_c_dec_reserve, rr);
     /* copy, then COMMIT; a value larger than its slot is not written (its
      * reservation is reclaimed by the server's TTL) */
     uint8_t *committing = calloc(c->nshards, 1);
@@ -757,9 +766,17 @@ static int ol_c_put_inline(ol_client *c, const struct ol_batch *b, const struct 
         if (rc == 0)
             rc = ol_c_finish(k, &e);
     }
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
-        if (ol_batch_len(b, s))
-            rc = ol_c_statuses(c, b, s, status);
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        if (!ol_batch_len(b, s))
+            continue;
+        struct ol_kv_hdr h;
+        struct ol_kv_dec d;
+        size_t used;
+        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
+            break;
+        rc = ol_c_dec_statuses(b, s, &d, status);
+        ol_c_consume(&c->conns[s], used);
+    }
     return rc;
 }
 
@@ -786,22 +803,7 @@ static int ol_c_get_slab(ol_client *c, const struct ol_batch *b, const struct ol
     struct ol_kv_acquire_res *ar = calloc((size_t)b->n + 1, sizeof *ar);
     if (!ar)
         return -ENOMEM;
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
-        if (ol_batch_len(b, s))
-            rc = ol_c_send_keys(c, b, s, OL_KV_OP_ACQUIRE, keys);
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
-        if (!ol_batch_len(b, s))
-            continue;
-        struct ol_kv_hdr h;
-        struct ol_kv_dec d;
-        size_t used;
-        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
-            break;
-        for (uint32_t j = b->start[s]; j < b->start[s + 1] && rc == 0; j++)
-            if (ol_kv_dec_acquire_res(&d, &ar[b->order[j]]) != 1)
-                rc = -EPROTO;
-        ol_c_consume(&c->conns[s], used);
-    }
+    rc = ol_c_keys_round(c, b, OL_KV_OP_ACQUIRE, keys, ol_c_dec_acquire, ar);
     for (uint32_t i = 0; i < b->n && rc == 0; i++) {
         status[i] = ar[i].status;
         lens[i] = 0;
@@ -848,44 +850,43 @@ static int ol_c_get_slab(ol_client *c, const struct ol_batch *b, const struct ol
 }
 
 /* TCP path: values inline in GET answers. */
+struct ol_c_get_out {
+    void *const *bufs;
+    const uint64_t *caps;
+    uint64_t *lens;
+    uint16_t *status;
+};
+
+static int ol_c_dec_get(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg)
+{
+    struct ol_c_get_out *o = arg;
+    struct ol_kv_get_res g;
+    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+        uint32_t i = b->order[j];
+        if (ol_kv_dec_get_res(d, &g) != 1)
+            return -EPROTO;
+        o->status[i] = g.status;
+        o->lens[i] = 0;
+        if (g.status != OL_KV_OK)
+            continue;
+        if (g.value_len > o->caps[i]) {
+            o->status[i] = OL_KV_TOO_LARGE_ST;
+            continue;
+        }
+        uint64_t sum = ol_c_copy_hash(o->bufs[i], g.value, g.value_len);
+        if (g.checksum && sum != g.checksum)
+            o->status[i] = OL_KV_CHECKSUM_MISMATCH; /* never hand out bytes that fail it */
+        else
+            o->lens[i] = g.value_len;
+    }
+    return 0;
+}
+
 static int ol_c_get_inline(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
                            void *const *bufs, const uint64_t *caps, uint64_t *lens, uint16_t *status)
 {
-    int rc = 0;
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
-        if (ol_batch_len(b, s))
-            rc = ol_c_send_keys(c, b, s, OL_KV_OP_GET, keys);
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
-        if (!ol_batch_len(b, s))
-            continue;
-        struct ol_kv_hdr h;
-        struct ol_kv_dec d;
-        size_t used;
-        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
-            break;
-        struct ol_kv_get_res g;
-        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
-            uint32_t i = b->order[j];
-            if (ol_kv_dec_get_res(&d, &g) != 1) {
-                rc = -EPROTO;
-                break;
-            }
-            status[i] = g.status;
-            lens[i] = 0;
-            if (g.status != OL_KV_OK)
-                continue;
-            if (g.value_len > caps[i])
-                status[i] = OL_KV_TOO_LARGE_ST;
-            else if (g.checksum && ol_kv_value_hash(g.value, g.value_len) != g.checksum)
-                status[i] = OL_KV_CHECKSUM_MISMATCH;
-            else {
-                memcpy(bufs[i], g.value, g.value_len);
-                lens[i] = g.value_len;
-            }
-        }
-        ol_c_consume(&c->conns[s], used);
-    }
-    return rc;
+    struct ol_c_get_out o = {bufs, caps, lens, status};
+    return ol_c_keys_round(c, b, OL_KV_OP_GET, keys, ol_c_dec_get, &o);
 }
 
 int ol_client_get(ol_client *c, const struct ol_client_key *keys, void *const *bufs,
