@@ -14,7 +14,6 @@
 #include "openlake/client.h"
 
 #include "kv/proto.h"
-#include "kv/service.h"
 
 #include <errno.h>
 #include <fcntl.h>

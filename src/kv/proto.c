@@ -8,8 +8,9 @@
  * body to validate it, and the iterators afterwards only read.
  *
  * Must not: do I/O, allocate, read outside [buf, buf + len), include
- * anything but libc, proto.h, ISA-L's crc.h and xxhash.h. Integers are
- * loaded and stored byte by byte, so buffers need no alignment.
+ * anything but libc, proto.h (and the index.h it names), ISA-L's crc.h
+ * and xxhash.h. Integers are loaded and stored byte by byte, so buffers
+ * need no alignment.
  */
 #include "kv/proto.h"
 
@@ -121,6 +122,17 @@ uint32_t ol_kv_crc32c(uint32_t crc, const void *p, size_t n)
         n -= chunk;
     }
     return ~reg;
+}
+
+uint64_t ol_kv_ns_seed(const void *ns, size_t len)
+{
+    return XXH3_64bits(ns, len);
+}
+
+struct ol_kv_hash ol_kv_key_hash(uint64_t ns_seed, const void *key, size_t len)
+{
+    XXH128_hash_t h = XXH3_128bits_withSeed(key, len, ns_seed);
+    return (struct ol_kv_hash){h.low64, h.high64};
 }
 
 uint64_t ol_kv_value_hash(const void *p, size_t n)

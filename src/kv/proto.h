@@ -62,6 +62,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kv/index.h" /* struct ol_kv_hash */
+
 /* ---- constants ---------------------------------------------------------- */
 
 #define OL_KV_MAGIC         "OLKV"
@@ -187,6 +189,14 @@ int ol_kv_parse_status(int rc);
  * initial value nor its result). Any n; p may be NULL when n is 0.
  */
 uint32_t ol_kv_crc32c(uint32_t crc, const void *p, size_t n);
+
+/*
+ * Key routing, shared by clients and the server (docs/kv-protocol.md, "Shards
+ * and key routing"): ol_kv_ns_seed is XXH3-64 of the namespace; a key's hash
+ * is XXH3-128 of its bytes with that seed; its shard is hi mod shards.
+ */
+uint64_t ol_kv_ns_seed(const void *ns, size_t len);
+struct ol_kv_hash ol_kv_key_hash(uint64_t ns_seed, const void *key, size_t len);
 
 /* ol_kv_value_hash - XXH3_64bits(p, n), seed 0: the per-value checksum. */
 uint64_t ol_kv_value_hash(const void *p, size_t n);

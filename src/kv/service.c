@@ -11,20 +11,8 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #define OL_KV_DEFAULT_RAM_FRAC 0.25
-
-struct ol_kv_hash ol_kv_key_hash(uint64_t ns_seed, const void *key, size_t len)
-{
-    XXH128_hash_t h = XXH3_128bits_withSeed(key, len, ns_seed);
-    return (struct ol_kv_hash){h.low64, h.high64};
-}
-
-uint64_t ol_kv_ns_seed(const void *ns, size_t len)
-{
-    return XXH3_64bits(ns, len);
-}
 
 int ol_kv_service_token_ok(const struct ol_kv_service *svc, const void *tok, size_t len)
 {

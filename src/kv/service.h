@@ -46,14 +46,11 @@ int ol_kv_service_create(struct ol_kv_service **out, const struct ol_config *cfg
                          char *err, size_t errlen);
 void ol_kv_service_destroy(struct ol_kv_service *svc);
 
-/* The key hash and its shard under the rule above. */
-struct ol_kv_hash ol_kv_key_hash(uint64_t ns_seed, const void *key, size_t len);
+/* The shard of a key hash (ol_kv_key_hash in proto.h). */
 static inline int ol_kv_shard_of(const struct ol_kv_service *svc, struct ol_kv_hash h)
 {
     return (int)(h.hi % (uint64_t)svc->nshards);
 }
-/* XXH3-64 of the namespace: the seed of its key hashes. */
-uint64_t ol_kv_ns_seed(const void *ns, size_t len);
 
 /* Constant-time token check. */
 int ol_kv_service_token_ok(const struct ol_kv_service *svc, const void *tok, size_t len);
