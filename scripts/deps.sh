@@ -12,7 +12,7 @@ pkgs=(build-essential pkg-config git liburing-dev libisal-dev libssl-dev
       libxxhash-dev libexpat1-dev libucx-dev)
 case "$mode" in
   run) ;;
-  test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv) ;;
+  test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv python3-dev) ;;
   bench) pkgs+=(wrk nginx-light curl python3 python3-venv) ;;
   *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
 esac
@@ -42,6 +42,10 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
     .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
     cp tests/requirements.txt .venv/requirements.installed
   fi
+fi
+if [ "$mode" = test ] || [ "$mode" = bench ]; then
+  # The Python package (C extension over src/client), rebuilt from this tree.
+  .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
 fi
 if [ "$mode" = bench ] && ! cmp -s bench/requirements.txt .venv/bench-requirements.installed; then
   echo "deps: adding benchmark packages to .venv (bench/requirements.txt)"
