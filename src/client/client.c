@@ -577,13 +577,10 @@ static uint64_t ol_c_copy_hash(void *dst, const void *src, uint64_t n)
  */
 typedef int (*ol_c_answer_fn)(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg);
 
-static int ol_c_keys_round(ol_client *c, const struct ol_batch *b, unsigned op,
-                           const struct ol_client_key *keys, ol_c_answer_fn per_answer, void *arg)
+/* Reads the answer of every shard that has keys in b, in shard order. */
+static int ol_c_answers(ol_client *c, const struct ol_batch *b, ol_c_answer_fn per_answer, void *arg)
 {
     int rc = 0;
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
-        if (ol_batch_len(b, s))
-            rc = ol_c_send_keys(c, b, s, op, keys);
     for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
         if (!ol_batch_len(b, s))
             continue;
@@ -596,6 +593,16 @@ static int ol_c_keys_round(ol_client *c, const struct ol_batch *b, unsigned op,
         ol_c_consume(&c->conns[s], used);
     }
     return rc;
+}
+
+static int ol_c_keys_round(ol_client *c, const struct ol_batch *b, unsigned op,
+                           const struct ol_client_key *keys, ol_c_answer_fn per_answer, void *arg)
+{
+    int rc = 0;
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
+        if (ol_batch_len(b, s))
+            rc = ol_c_send_keys(c, b, s, op, keys);
+    return rc ? rc : ol_c_answers(c, b, per_answer, arg);
 }
 
 static int ol_c_dec_lookup(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg)
@@ -765,18 +772,7 @@ static int ol_c_put_inline(ol_client *c, const struct ol_batch *b, const struct 
         if (rc == 0)
             rc = ol_c_finish(k, &e);
     }
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
-        if (!ol_batch_len(b, s))
-            continue;
-        struct ol_kv_hdr h;
-        struct ol_kv_dec d;
-        size_t used;
-        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
-            break;
-        rc = ol_c_dec_statuses(b, s, &d, status);
-        ol_c_consume(&c->conns[s], used);
-    }
-    return rc;
+    return rc ? rc : ol_c_answers(c, b, ol_c_dec_statuses, status);
 }
 
 int ol_client_put(ol_client *c, const struct ol_client_key *keys, const void *const *values,
