@@ -30,8 +30,6 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
-#include <xxhash.h>
 
 #define OL_C_BACKOFF_MIN 10
 #define OL_C_BACKOFF_MAX 1000
@@ -544,30 +542,6 @@ static int ol_c_answer(ol_client *c, uint32_t s, struct ol_kv_hdr *h, struct ol_
     return 0;
 }
 
-/*
- * Copies n bytes and returns XXH3-64 of them in one pass over memory: each
- * 64 KiB chunk is hashed right after it is copied, while it is still in
- * cache, instead of reading the whole value twice from DRAM. Same result as
- * ol_kv_value_hash(src, n).
- */
-static uint64_t ol_c_copy_hash(void *dst, const void *src, uint64_t n)
-{
-    enum { CHUNK = 64 * 1024 };
-    if (n <= CHUNK) {
-        memcpy(dst, src, n);
-        return ol_kv_value_hash(dst, n);
-    }
-    XXH3_state_t st;
-    XXH3_64bits_reset(&st);
-    const char *s = src;
-    char *d = dst;
-    for (uint64_t off = 0; off < n; off += CHUNK) {
-        size_t len = n - off < CHUNK ? (size_t)(n - off) : CHUNK;
-        memcpy(d + off, s + off, len);
-        XXH3_64bits_update(&st, d + off, len);
-    }
-    return XXH3_64bits_digest(&st);
-}
 
 /*
  * One round of a key-list request: sends op with each shard's keys of b to
@@ -712,7 +686,7 @@ static int ol_c_put_slab(ol_client *c, const struct ol_batch *b, const struct ol
                 status[i] = OL_KV_TOO_LARGE_ST; /* left to the reservation TTL */
                 continue;
             }
-            uint64_t sum = ol_c_copy_hash(c->slab + rr[i].offset, values[i], lens[i]);
+            uint64_t sum = ol_kv_copy_hash(c->slab + rr[i].offset, values[i], lens[i]);
             struct ol_kv_commit_item it = {rr[i].slot, rr[i].gen, lens[i], sum};
             ol_kv_enc_commit(&e, &it);
             items++;
@@ -808,7 +782,7 @@ static int ol_c_get_slab(ol_client *c, const struct ol_batch *b, const struct ol
             status[i] = OL_KV_TOO_LARGE_ST;
             continue;
         }
-        uint64_t sum = ol_c_copy_hash(bufs[i], c->slab + ar[i].offset, ar[i].value_len);
+        uint64_t sum = ol_kv_copy_hash(bufs[i], c->slab + ar[i].offset, ar[i].value_len);
         if (ar[i].checksum && sum != ar[i].checksum) {
             status[i] = OL_KV_CHECKSUM_MISMATCH; /* never hand out bytes that fail it */
             continue;
@@ -868,7 +842,7 @@ static int ol_c_dec_get(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *
             o->status[i] = OL_KV_TOO_LARGE_ST;
             continue;
         }
-        uint64_t sum = ol_c_copy_hash(o->bufs[i], g.value, g.value_len);
+        uint64_t sum = ol_kv_copy_hash(o->bufs[i], g.value, g.value_len);
         if (g.checksum && sum != g.checksum)
             o->status[i] = OL_KV_CHECKSUM_MISMATCH; /* never hand out bytes that fail it */
         else

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <isa-l/crc.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
 /* ---- byte access ---------------------------------------------------------- */
@@ -138,6 +139,25 @@ struct ol_kv_hash ol_kv_key_hash(uint64_t ns_seed, const void *key, size_t len)
 uint64_t ol_kv_value_hash(const void *p, size_t n)
 {
     return XXH3_64bits(p, n);
+}
+
+uint64_t ol_kv_copy_hash(void *dst, const void *src, uint64_t n)
+{
+    enum { CHUNK = 64 * 1024 };
+    if (n <= CHUNK) {
+        memcpy(dst, src, n);
+        return ol_kv_value_hash(dst, n);
+    }
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    const char *s = src;
+    char *d = dst;
+    for (uint64_t off = 0; off < n; off += CHUNK) {
+        size_t len = n - off < CHUNK ? (size_t)(n - off) : CHUNK;
+        memcpy(d + off, s + off, len);
+        XXH3_64bits_update(&st, d + off, len);
+    }
+    return XXH3_64bits_digest(&st);
 }
 
 /* ---- shapes --------------------------------------------------------------- */

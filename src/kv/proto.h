@@ -200,6 +200,12 @@ struct ol_kv_hash ol_kv_key_hash(uint64_t ns_seed, const void *key, size_t len);
 
 /* ol_kv_value_hash - XXH3_64bits(p, n), seed 0: the per-value checksum. */
 uint64_t ol_kv_value_hash(const void *p, size_t n);
+/*
+ * ol_kv_copy_hash - copies n bytes from src to dst and returns the same value
+ * as ol_kv_value_hash(src, n), in one pass over memory: each 64 KiB chunk is
+ * hashed right after it is copied, while it is still in cache.
+ */
+uint64_t ol_kv_copy_hash(void *dst, const void *src, uint64_t n);
 
 /* ---- header -------------------------------------------------------------- */
 

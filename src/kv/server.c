@@ -515,7 +515,8 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
         break;
     }
     case OL_KV_OP_PUT: {
-        /* reserve, copy the value in, check its xxh3, commit: one item at a time */
+        /* reserve, copy the value in while hashing it, commit or (checksum
+         * mismatch) abort: one item at a time, one pass over each value */
         struct ol_kv_put_item it;
         uint32_t i = 0;
         while (ol_kv_dec_put(d, &it) == 1) {
@@ -524,14 +525,18 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
             struct ol_kv_loc loc;
             if (ol_kv_shard_of(s->svc, kh) != s->core) {
                 st = OL_KV_WRONG_SHARD;
-            } else if (it.checksum && ol_kv_value_hash(it.value, it.value_len) != it.checksum) {
-                st = OL_KV_CHECKSUM_MISMATCH;
             } else if ((st = (unsigned)ol_kv_shard_reserve(sh, c->sid, c->ns, kh, it.key.p,
                                                            (uint16_t)it.key.len, it.value_len, i,
                                                            now, &loc)) == OL_KV_OK) {
-                memcpy(s->svc->slab.base + loc.offset, it.value, it.value_len);
-                st = (unsigned)ol_kv_shard_commit(sh, c->sid, loc.slot, loc.gen, it.value_len,
-                                                  it.checksum);
+                uint64_t sum = ol_kv_copy_hash(s->svc->slab.base + loc.offset, it.value,
+                                               it.value_len);
+                if (it.checksum && sum != it.checksum) {
+                    ol_kv_shard_abort(sh, c->sid, loc.slot, loc.gen); /* nothing stored */
+                    st = OL_KV_CHECKSUM_MISMATCH;
+                } else {
+                    st = (unsigned)ol_kv_shard_commit(sh, c->sid, loc.slot, loc.gen,
+                                                      it.value_len, sum);
+                }
             }
             ol_kv_enc_status(&e, st);
             i++;
