@@ -20,7 +20,8 @@ setup(
     ext_modules=[
         Extension(
             "openlake_client._native",
-            sources=["src/_native.c", rel("src", "client", "client.c"), rel("src", "kv", "proto.c")],
+            sources=["src/_native.c", rel("src", "client", "client.c"), rel("src", "kv", "proto.c"),
+                     rel("src", "kv", "slab.c")],
             include_dirs=[rel("include"), rel("src")],
             libraries=["isal", "xxhash", "pthread"],
             extra_compile_args=["-std=c17", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra",

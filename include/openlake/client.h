@@ -5,21 +5,28 @@
  * shard (the rule in docs/kv-protocol.md), so a batch is split, sent to all
  * shards at once and merged back in key order. Over the Unix socket values
  * move through the shared slab (the client maps it; no copy through the
- * socket); over TCP they travel inline in PUT/GET frames.
+ * socket); over TCP they travel inline in PUT/GET frames. Over the Unix
+ * socket the slot calls (reserve/commit/abort, acquire/release, below) hand
+ * out the slab memory itself, for zero-copy writers and readers.
+ * Reference, with the zero-copy rules: docs/kv-client.md.
  *
  * Thread safety: one client may be used from several threads. Each shard
  * connection has its own lock; a call takes the locks of the shards its keys
- * live on (in shard order), so calls on different shards run in parallel.
+ * (or slot handles) live on (in shard order), so calls on different shards
+ * run in parallel.
  *
  * Failures: a broken connection is reopened on a later call, after a
  * backoff that doubles from 10 ms to 1 s; meanwhile calls touching that
- * shard return -EAGAIN. Per-key outcomes are KV status codes
- * (enum ol_kv_status in docs/kv-protocol.md: 0 OK, 1 EXISTS, 2 NOT_FOUND...).
+ * shard return -EAGAIN. A call that fails half way drops the connections it
+ * left out of step (their pins and reservations end on the server); the
+ * others keep theirs. Per-key outcomes are KV status codes (enum
+ * ol_kv_status in docs/kv-protocol.md: 0 OK, 1 EXISTS, 2 NOT_FOUND...).
  *
  * Every function returns 0 or a negative errno: -EINVAL (bad arguments),
  * -EAGAIN (a shard is reconnecting: retry), -ETIMEDOUT, -EIO (connection
- * lost during the call), -EPROTO (the server refused the frame; the client
- * keeps working), -EACCES (bad token, from ol_client_open).
+ * lost during the call), -EPROTO (the server refused the frame, or its
+ * answer made no sense; the client keeps working), -EACCES (bad token, from
+ * ol_client_open), -EOPNOTSUPP (a slot call over TCP), -ENOMEM.
  */
 #ifndef OPENLAKE_CLIENT_H
 #define OPENLAKE_CLIENT_H
@@ -65,8 +72,9 @@ int ol_client_put(ol_client *c, const struct ol_client_key *keys, const void *co
                   const uint64_t *lens, uint32_t n, uint16_t *status);
 /* Reads n values into bufs (caps: sizes). status[i] OK with lens[i] set,
  * NOT_FOUND, TOO_LARGE (cap too small), or CHECKSUM_MISMATCH: the bytes
- * failed their xxh3 (checked while copying), lens[i] is 0 and the buffer's
- * content must not be used. */
+ * failed their xxh3 (checked while copying) or, over the Unix socket, the
+ * slot header disagreed (see ol_client_acquire); lens[i] is 0 and the
+ * buffer's content must not be used. */
 int ol_client_get(ol_client *c, const struct ol_client_key *keys, void *const *bufs,
                   const uint64_t *caps, uint64_t *lens, uint32_t n, uint16_t *status);
 int ol_client_delete(ol_client *c, const struct ol_client_key *keys, uint32_t n, uint16_t *status);
@@ -74,6 +82,130 @@ int ol_client_delete(ol_client *c, const struct ol_client_key *keys, uint32_t n,
 int ol_client_reset(ol_client *c, uint64_t *removed);
 /* Counters summed over the shards (process-wide ones as reported). */
 int ol_client_stats(ol_client *c, uint64_t counters[OL_CLIENT_STATS]);
+
+/*
+ * Zero-copy slots (shared-memory clients only: a Unix socket address).
+ *
+ * ol_client_put/get copy each value once, between the caller's buffer and
+ * the shared slab. The calls below hand out the slab memory itself:
+ *
+ *   reserve  -> write at slot.data -> commit (publish) or abort
+ *   acquire  -> read at slot.data  -> release
+ *
+ * A slot handle is caller-owned memory that the client fills; it holds no
+ * resources of its own on the client side (nothing to free), but on the
+ * server it names a reservation or a pin of one shard connection's session.
+ * Rules:
+ *   - Write only into a RESERVED slot, at most capacity bytes, and only
+ *     until commit/abort returns. Never write into a PINNED slot: other
+ *     readers share those bytes.
+ *   - Read a PINNED slot's len bytes only until release returns. While
+ *     pinned, the server never evicts or reuses the slot (eviction skips
+ *     it, DELETE hides the entry but frees the slot at the last release).
+ *   - A reservation not committed within kv_slab.reserve_ttl_secs is
+ *     reclaimed by the server; a late commit answers STALE_GENERATION.
+ *   - Pins and reservations belong to the connection of their shard. If
+ *     that connection is lost (the daemon restarts, a call on that shard
+ *     fails with -EIO/-ETIMEDOUT), the server drops them; the client notices
+ *     and refuses the handle from then on: commit/abort/release answer
+ *     STALE_GENERATION for it and ol_client_slot_verify() -ESTALE, without
+ *     touching the slab. The bytes at slot.data stay mapped (the client
+ *     unmaps a slab only in ol_client_close()), so a stale pointer never
+ *     faults, but their content may change under a reader: check with
+ *     ol_client_slot_verify() before trusting bytes read from a long-held
+ *     pin. Nothing of a handle may be used after ol_client_close().
+ *   - A handle must not be used by two threads at once; different handles
+ *     (even of one shard) may.
+ *
+ * Over TCP (no slab) every slot call returns -EOPNOTSUPP: use put/get.
+ */
+enum ol_client_slot_state {
+    OL_CLIENT_SLOT_NONE = 0,     /* holds nothing: not granted, or committed/aborted/released */
+    OL_CLIENT_SLOT_RESERVED = 1, /* from ol_client_reserve: write, then commit or abort */
+    OL_CLIENT_SLOT_PINNED = 2,   /* from ol_client_acquire: read, then release */
+};
+
+struct ol_client_slot {
+    void *data;        /* the value's first byte in the mapped slab (4 KiB aligned); NULL when
+                          state is NONE. RESERVED: writable, capacity bytes. PINNED: read-only
+                          by contract (the mapping is shared and writable), len bytes. */
+    uint64_t capacity; /* bytes usable at data. RESERVED: the slot size of the client's value
+                          size. PINNED: len (the entry may sit in a slot of another size,
+                          written by a client with another value size) */
+    uint64_t len;      /* RESERVED: the size asked for in reserve (what commit publishes when
+                          its lens is NULL). PINNED: the value's length. After a commit that
+                          answered OK: the length published. */
+    uint64_t checksum; /* PINNED: xxh3-64 of the value as its writer committed it (0: none
+                          given). After a commit that answered OK: the checksum sent. */
+    uint64_t gen;      /* the slot's generation: names this reservation or pin on the server */
+    uint32_t slot;     /* slot id in the slab */
+    uint32_t shard;    /* the shard whose connection holds the reservation or pin */
+    uint32_t state;    /* enum ol_client_slot_state */
+    uint32_t _flags;   /* the client's own: do not touch */
+    uint64_t _epoch;   /* the client's own: the connection's epoch when granted */
+    const void *_hdr;  /* the client's own: the slot header, in the same mapping as data */
+};
+
+/*
+ * Reserves a slot for each of n keys (a batch, split by shard like put).
+ * size: the bytes the caller means to write per key; 0 means the whole slot.
+ * status[i]: OK with slots[i] RESERVED (len = size, or capacity for 0);
+ * otherwise slots[i] is zeroed (state NONE) and status[i] says why: EXISTS
+ * (the key is present or being written), NOSPACE (every slot is pinned or
+ * reserved), BUSY (retry), QUOTA, TOO_LARGE (size exceeds the slot size;
+ * then nothing is sent at all). The slot memory is not cleared: it holds
+ * whatever its previous value left. Returns 0, -EOPNOTSUPP over TCP, or a
+ * negative errno (then no slot is held: what the call reserved is aborted).
+ */
+int ol_client_reserve(ol_client *c, const struct ol_client_key *keys, uint32_t n, uint64_t size,
+                      struct ol_client_slot *slots, uint16_t *status);
+/*
+ * Publishes n reserved slots: hashes the first lens[i] bytes at
+ * slots[i].data with xxh3-64 (lens NULL: slots[i].len bytes) and commits
+ * them. status[i]: OK (published; the handle is now NONE with len and
+ * checksum set), STALE_GENERATION (not a live reservation of this client:
+ * never granted, already committed or aborted, reclaimed by the TTL, or
+ * from before a reconnect; the handle is NONE), TOO_LARGE (length over the
+ * capacity; nothing sent, the slot stays RESERVED: commit again or abort).
+ * Returns 0, -EOPNOTSUPP over TCP, or a negative errno (handles whose
+ * commit was not answered are left RESERVED; after -EIO/-ETIMEDOUT they are
+ * stale).
+ */
+int ol_client_commit(ol_client *c, struct ol_client_slot *slots, const uint64_t *lens, uint32_t n,
+                     uint16_t *status);
+/* Gives n reserved slots back unpublished (protocol ABORT). status[i]: OK
+ * or STALE_GENERATION; either way the handle is NONE afterwards (a handle
+ * that is not RESERVED is left as it is, with STALE_GENERATION). status may
+ * be NULL. Returns 0, -EOPNOTSUPP over TCP, or a negative errno. */
+int ol_client_abort(ol_client *c, struct ol_client_slot *slots, uint32_t n, uint16_t *status);
+/*
+ * Pins the value of each of n keys for reading in place. status[i]: OK
+ * with slots[i] PINNED (data, len, checksum set), NOT_FOUND, BUSY (this
+ * connection pins too many slots: release some), or CHECKSUM_MISMATCH: the
+ * slot header in the slab disagrees with the server's answer (wrong key,
+ * generation, length or checksum, or a bad header CRC); that pin is released
+ * at once and the handle is NONE. The value bytes themselves are not hashed
+ * here: ol_client_slot_verify() does that, ol_client_get() always does.
+ * Returns 0, -EOPNOTSUPP over TCP, or a negative errno (then no slot is
+ * held: what the call pinned is released).
+ */
+int ol_client_acquire(ol_client *c, const struct ol_client_key *keys, uint32_t n,
+                      struct ol_client_slot *slots, uint16_t *status);
+/* Unpins n acquired slots. status[i]: OK or STALE_GENERATION (the pin was
+ * already gone, e.g. after a reconnect); either way the handle is NONE
+ * afterwards (a handle that is not PINNED is left as it is, with
+ * STALE_GENERATION). status may be NULL. Returns 0, -EOPNOTSUPP over TCP, or
+ * a negative errno. */
+int ol_client_release(ol_client *c, struct ol_client_slot *slots, uint32_t n, uint16_t *status);
+/*
+ * Checks a pinned slot without a round trip: its connection is still the
+ * one that pinned it, the slot header still names the same generation,
+ * length and checksum, and the len bytes at data hash to checksum (when one
+ * was given). Returns 0 (the bytes are the value as committed), -ESTALE (the
+ * pin is gone: reconnected since), -EBADMSG (the header or the bytes do not
+ * match), or -EINVAL (the handle is not PINNED). Thread-safe; takes no lock.
+ */
+int ol_client_slot_verify(ol_client *c, const struct ol_client_slot *slot);
 
 #ifdef __cplusplus
 }

@@ -7,12 +7,23 @@
         present, leading = c.exists([b"blk-0", b"blk-1"])
         c.get([b"blk-0"], [out])              # into a writable buffer
 
+Zero copy over the Unix socket: reserve slots in the server's shared memory,
+write them in place, publish; pin values and read them in place:
+
+        slots = c.reserve([b"blk-1"], size=n)  # one Slot per key; .status OK = held
+        np.frombuffer(slots[0].view, np.uint8)[:] = src   # or slots[0].view[:n] = data
+        c.commit(slots)                        # BufferError while a view is still alive
+        (s,) = c.acquire([b"blk-1"])           # s.view is read-only, s.len bytes
+        ...                                    # never evicted or reused while pinned
+        c.release([s])
+
 The work is done by a C extension over the OpenLake C client
 (include/openlake/client.h): one connection per server shard, values through
 the server's shared memory over the Unix socket or inline over TCP, every
 value checked with xxh3, and the GIL released during I/O and copies.
 """
-from ._native import (CHECKSUM_MISMATCH, EXISTS, NOSPACE, NOT_FOUND, OK, TOO_LARGE,
-                      Client)
+from ._native import (BUSY, CHECKSUM_MISMATCH, EXISTS, NOSPACE, NOT_FOUND, OK, PINNED, QUOTA,
+                      STALE_GENERATION, TOO_LARGE, Client, Slot)
 
-__all__ = ["Client", "OK", "EXISTS", "NOT_FOUND", "NOSPACE", "TOO_LARGE", "CHECKSUM_MISMATCH"]
+__all__ = ["Client", "Slot", "OK", "EXISTS", "NOT_FOUND", "NOSPACE", "BUSY", "PINNED",
+           "STALE_GENERATION", "TOO_LARGE", "QUOTA", "CHECKSUM_MISMATCH"]

@@ -6,10 +6,51 @@ OK: int
 EXISTS: int
 NOT_FOUND: int
 NOSPACE: int
+BUSY: int
+PINNED: int
+STALE_GENERATION: int
 TOO_LARGE: int
+QUOTA: int
 CHECKSUM_MISMATCH: int
 
 Key = bytes | str
+
+class Slot(Buffer):
+    """A reservation (Client.reserve) or a pin (Client.acquire) of one key's slot in the
+    server's shared memory. Exports the slot's bytes through the buffer protocol.
+
+    While any view of it is alive (a memoryview from .view, or an array made from one),
+    commit/abort/release and Client.close raise BufferError: Python never touches the
+    bytes after the server may reuse them."""
+
+    @property
+    def view(self) -> memoryview:
+        """A new memoryview of the slot's len bytes: writable for a reservation, read-only
+        for an acquired slot. ValueError once the slot holds nothing."""
+    @property
+    def key(self) -> bytes: ...
+    @property
+    def len(self) -> int:
+        """Reservation: the size asked for (what commit publishes by default). Acquired:
+        the value's length. After commit: the length published."""
+    @property
+    def capacity(self) -> int:
+        """Bytes the slot can hold."""
+    @property
+    def checksum(self) -> int:
+        """xxh3-64 of the value (acquired, or after commit)."""
+    @property
+    def status(self) -> int:
+        """The status reserve/acquire gave this key: OK when it was granted."""
+    @property
+    def held(self) -> bool:
+        """True while the slot holds a reservation or a pin."""
+    @property
+    def readonly(self) -> bool:
+        """True for an acquired slot."""
+    def verify(self) -> bool:
+        """Acquired slot: the pin is still held and the bytes match their checksum."""
+    def __buffer__(self, flags: int, /) -> memoryview: ...
 
 class Client:
     """A connection to an OpenLake KV service (one socket per server shard)."""
@@ -28,6 +69,19 @@ class Client:
     def delete(self, keys: Sequence[Key]) -> list[int]: ...
     def reset(self) -> int: ...
     def stats(self) -> dict[str, int]: ...
+    def reserve(self, keys: Sequence[Key], size: int) -> list[Slot]:
+        """A writable slot per key (Unix socket only): slot.status OK, or EXISTS, NOSPACE,
+        TOO_LARGE...; size 0 means the whole slot. Write into slot.view, then commit/abort."""
+    def commit(self, slots: Sequence[Slot], lens: Sequence[int] | None = None) -> list[int]:
+        """Publishes reserved slots (lens: bytes written, default each slot's len); per slot
+        OK, STALE_GENERATION or TOO_LARGE (still reserved)."""
+    def abort(self, slots: Sequence[Slot]) -> list[int]:
+        """Gives reserved slots back unpublished; per slot OK or STALE_GENERATION."""
+    def acquire(self, keys: Sequence[Key]) -> list[Slot]:
+        """Pins each value for reading in place (Unix socket only): slot.status OK,
+        NOT_FOUND, BUSY or CHECKSUM_MISMATCH."""
+    def release(self, slots: Sequence[Slot]) -> list[int]:
+        """Unpins acquired slots; per slot OK or STALE_GENERATION."""
     def close(self) -> None: ...
     def __enter__(self) -> "Client": ...
     def __exit__(self, *exc: Any) -> None: ...

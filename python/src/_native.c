@@ -9,6 +9,17 @@
  *
  * Must not: copy values itself: put reads from the caller's buffers and get
  * writes into them; the client copies straight to/from the shared slab.
+ *
+ * Zero copy (reserve/commit/abort, acquire/release): a Slot exports the
+ * slab bytes of one reservation or pin through the buffer protocol
+ * (slot.view is a memoryview of them, writable for a reservation, read-only
+ * for a pin). Python must never touch those bytes once the server may reuse
+ * the slot, so every export is counted and commit, abort, release and
+ * Client.close refuse (BufferError) while a slot has one; a slot that holds
+ * nothing (finished, or its client closed) exports nothing. The mapping
+ * lives as long as the ol_client: a Slot keeps its Client object alive, and
+ * close() of a client with calls still running without the GIL is deferred
+ * to the end of the last one.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,13 +32,29 @@
 
 typedef struct {
     PyObject_HEAD
-    ol_client *c;
+    ol_client *c;          /* NULL once closed */
+    ol_client *closing;    /* closed, waiting for the calls still running */
+    Py_ssize_t calls;      /* calls running without the GIL */
+    Py_ssize_t exports;    /* buffers exported by this client's slots */
+    uint64_t gen;          /* +1 per (re)initialisation: slots of an earlier one are dead */
 } ClientObject;
 
+static PyTypeObject SlotType;
+
+/* OSError(errno, message): Python picks the subclass (TimeoutError for
+ * ETIMEDOUT, BlockingIOError for EAGAIN...); e.errno is set. */
 static PyObject *raise_rc(int rc, const char *what)
 {
-    errno = -rc;
-    return PyErr_Format(PyExc_OSError, "%s: %s", what, strerror(-rc));
+    PyObject *e = rc == -EOPNOTSUPP /* the slot calls over TCP */
+        ? Py_BuildValue("(iN)", -rc, PyUnicode_FromFormat(
+              "%s: needs the server's shared memory: connect through its Unix socket (over TCP "
+              "use put/get)", what))
+        : Py_BuildValue("(iN)", -rc, PyUnicode_FromFormat("%s: %s", what, strerror(-rc)));
+    if (e) {
+        PyErr_SetObject(PyExc_OSError, e);
+        Py_DECREF(e);
+    }
+    return NULL;
 }
 
 static int Client_init(ClientObject *self, PyObject *args, PyObject *kw)
@@ -58,16 +85,25 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kw)
                      "%s", err);
         return -1;
     }
+    if (self->exports || self->calls) {
+        ol_client_close(c);
+        PyErr_SetString(PyExc_BufferError, "the client is in use: slot views or calls are live");
+        return -1;
+    }
     if (self->c)
         ol_client_close(self->c);
     self->c = c;
+    self->gen++;
     return 0;
 }
 
 static void Client_dealloc(ClientObject *self)
 {
+    /* no call is running (each holds a reference) and no slot is alive */
     if (self->c)
         ol_client_close(self->c);
+    if (self->closing)
+        ol_client_close(self->closing);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -78,6 +114,24 @@ static int check_open(ClientObject *self)
         return -1;
     }
     return 0;
+}
+
+/* Around a call made without the GIL: close() waits for the last one. */
+static ol_client *call_enter(ClientObject *self)
+{
+    self->calls++;
+    return self->c;
+}
+
+static void call_leave(ClientObject *self)
+{
+    if (--self->calls == 0 && self->closing) {
+        ol_client *c = self->closing;
+        self->closing = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        ol_client_close(c);
+        Py_END_ALLOW_THREADS
+    }
 }
 
 /* Keys from a sequence of bytes/str. Returns a new list of bytes objects
@@ -141,9 +195,11 @@ static PyObject *Client_exists(ClientObject *self, PyObject *arg)
     uint32_t leading = 0;
     int rc = -ENOMEM;
     if (present) {
+        ol_client *c = call_enter(self);
         Py_BEGIN_ALLOW_THREADS
-        rc = ol_client_lookup(self->c, keys, (uint32_t)n, present, &leading);
+        rc = ol_client_lookup(c, keys, (uint32_t)n, present, &leading);
         Py_END_ALLOW_THREADS
+        call_leave(self);
     }
     PyObject *res = NULL;
     if (rc < 0) {
@@ -195,10 +251,12 @@ static PyObject *put_or_get(ClientObject *self, PyObject *args, int is_get)
         lens[i] = (uint64_t)views[i].len;
     }
     int rc;
+    ol_client *c = call_enter(self);
     Py_BEGIN_ALLOW_THREADS
-    rc = is_get ? ol_client_get(self->c, keys, ptrs, lens, got, (uint32_t)n, st)
-                : ol_client_put(self->c, keys, (const void *const *)ptrs, lens, (uint32_t)n, st);
+    rc = is_get ? ol_client_get(c, keys, ptrs, lens, got, (uint32_t)n, st)
+                : ol_client_put(c, keys, (const void *const *)ptrs, lens, (uint32_t)n, st);
     Py_END_ALLOW_THREADS
+    call_leave(self);
     if (rc < 0) {
         raise_rc(rc, is_get ? "get" : "put");
         goto out;
@@ -241,9 +299,11 @@ static PyObject *Client_delete(ClientObject *self, PyObject *arg)
     uint16_t *st = PyMem_Calloc((size_t)(n ? n : 1), sizeof *st);
     int rc = -ENOMEM;
     if (st) {
+        ol_client *c = call_enter(self);
         Py_BEGIN_ALLOW_THREADS
-        rc = ol_client_delete(self->c, keys, (uint32_t)n, st);
+        rc = ol_client_delete(c, keys, (uint32_t)n, st);
         Py_END_ALLOW_THREADS
+        call_leave(self);
     }
     PyObject *res = rc < 0 ? raise_rc(rc, "delete") : status_list(st, n);
     PyMem_Free(st);
@@ -258,9 +318,11 @@ static PyObject *Client_reset(ClientObject *self, PyObject *unused)
         return NULL;
     uint64_t removed = 0;
     int rc;
+    ol_client *c = call_enter(self);
     Py_BEGIN_ALLOW_THREADS
-    rc = ol_client_reset(self->c, &removed);
+    rc = ol_client_reset(c, &removed);
     Py_END_ALLOW_THREADS
+    call_leave(self);
     return rc < 0 ? raise_rc(rc, "reset") : PyLong_FromUnsignedLongLong(removed);
 }
 
@@ -270,9 +332,11 @@ static PyObject *Client_stats(ClientObject *self, PyObject *unused)
         return NULL;
     uint64_t v[OL_CLIENT_STATS];
     int rc;
+    ol_client *c = call_enter(self);
     Py_BEGIN_ALLOW_THREADS
-    rc = ol_client_stats(self->c, v);
+    rc = ol_client_stats(c, v);
     Py_END_ALLOW_THREADS
+    call_leave(self);
     if (rc < 0)
         return raise_rc(rc, "stats");
     PyObject *d = PyDict_New();
@@ -290,9 +354,19 @@ static PyObject *Client_stats(ClientObject *self, PyObject *unused)
 
 static PyObject *Client_close(ClientObject *self, PyObject *unused)
 {
+    if (self->exports) {
+        PyErr_SetString(PyExc_BufferError,
+                        "slot views are still exported (a memoryview of slot.view, or an array "
+                        "made from it): release or delete them before close()");
+        return NULL;
+    }
     if (self->c) {
         ol_client *c = self->c;
-        self->c = NULL;
+        self->c = NULL; /* every Slot of it now holds nothing and exports nothing */
+        if (self->calls) {
+            self->closing = c; /* the last running call closes it */
+            Py_RETURN_NONE;
+        }
         Py_BEGIN_ALLOW_THREADS
         ol_client_close(c);
         Py_END_ALLOW_THREADS
@@ -318,6 +392,348 @@ static PyObject *Client_shared(ClientObject *self, void *closure)
     return check_open(self) < 0 ? NULL : PyBool_FromLong(ol_client_has_slab(self->c));
 }
 
+/* ---- zero-copy slots -------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    ClientObject *client;     /* strong: the slab mapping outlives the Slot */
+    uint64_t client_gen;      /* the client's gen when made */
+    struct ol_client_slot s;
+    PyObject *key;            /* bytes */
+    int status;               /* the reserve/acquire status */
+    Py_ssize_t exports;       /* buffers exported now */
+    int busy;                 /* a commit/abort/release of it runs without the GIL */
+} SlotObject;
+
+/* The slot holds a reservation or pin of a client that is still open. */
+static int slot_held(const SlotObject *o)
+{
+    return o->s.state != OL_CLIENT_SLOT_NONE && o->client->c && o->client->gen == o->client_gen;
+}
+
+static int Slot_getbuffer(SlotObject *o, Py_buffer *view, int flags)
+{
+    if (!slot_held(o) || o->busy) {
+        PyErr_SetString(PyExc_BufferError,
+                        "the slot holds nothing (not granted, committed, aborted or released, "
+                        "or its client is closed)");
+        view->obj = NULL;
+        return -1;
+    }
+    int readonly = o->s.state == OL_CLIENT_SLOT_PINNED;
+    if (PyBuffer_FillInfo(view, (PyObject *)o, o->s.data, (Py_ssize_t)o->s.len, readonly, flags) < 0)
+        return -1;
+    o->exports++;
+    o->client->exports++;
+    return 0;
+}
+
+static void Slot_releasebuffer(SlotObject *o, Py_buffer *view)
+{
+    o->exports--;
+    o->client->exports--;
+}
+
+enum { SLOT_COMMIT, SLOT_ABORT, SLOT_RELEASE };
+
+/* ol_client_commit/abort/release on n handles, without the GIL. */
+static int slots_op(ClientObject *self, int op, struct ol_client_slot *sl, const uint64_t *lens,
+                    Py_ssize_t n, uint16_t *st)
+{
+    int rc;
+    ol_client *c = call_enter(self);
+    Py_BEGIN_ALLOW_THREADS
+    rc = op == SLOT_COMMIT  ? ol_client_commit(c, sl, lens, (uint32_t)n, st)
+         : op == SLOT_ABORT ? ol_client_abort(c, sl, (uint32_t)n, st)
+                            : ol_client_release(c, sl, (uint32_t)n, st);
+    Py_END_ALLOW_THREADS
+    call_leave(self);
+    return rc;
+}
+
+static PyBufferProcs Slot_as_buffer = {
+    (getbufferproc)Slot_getbuffer,
+    (releasebufferproc)Slot_releasebuffer,
+};
+
+/* Ends the reservation or pin of a Slot dropped while holding one (no view
+ * can be alive: each holds a reference to the Slot). */
+static void Slot_dealloc(SlotObject *o)
+{
+    ClientObject *cl = o->client;
+    if (slot_held(o))
+        slots_op(cl, o->s.state == OL_CLIENT_SLOT_PINNED ? SLOT_RELEASE : SLOT_ABORT, &o->s, NULL, 1,
+                 NULL);
+    Py_XDECREF(o->key);
+    Py_XDECREF(cl);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static PyObject *Slot_view(SlotObject *o, void *closure)
+{
+    if (!slot_held(o)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the slot holds nothing (committed, aborted, released or not granted, "
+                        "or its client is closed)");
+        return NULL;
+    }
+    return PyMemoryView_FromObject((PyObject *)o);
+}
+
+static PyObject *Slot_key(SlotObject *o, void *closure)
+{
+    Py_INCREF(o->key);
+    return o->key;
+}
+static PyObject *Slot_len(SlotObject *o, void *closure) { return PyLong_FromUnsignedLongLong(o->s.len); }
+static PyObject *Slot_capacity(SlotObject *o, void *closure)
+{
+    return PyLong_FromUnsignedLongLong(o->s.capacity);
+}
+static PyObject *Slot_checksum(SlotObject *o, void *closure)
+{
+    return PyLong_FromUnsignedLongLong(o->s.checksum);
+}
+static PyObject *Slot_status(SlotObject *o, void *closure) { return PyLong_FromLong(o->status); }
+static PyObject *Slot_held(SlotObject *o, void *closure) { return PyBool_FromLong(slot_held(o)); }
+static PyObject *Slot_readonly(SlotObject *o, void *closure)
+{
+    return PyBool_FromLong(o->s.state == OL_CLIENT_SLOT_PINNED);
+}
+
+static PyObject *Slot_verify(SlotObject *o, PyObject *unused)
+{
+    if (!slot_held(o) || o->s.state != OL_CLIENT_SLOT_PINNED) {
+        PyErr_SetString(PyExc_ValueError, "verify() needs a slot held by acquire()");
+        return NULL;
+    }
+    if (o->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the slot is in use by another thread");
+        return NULL;
+    }
+    ClientObject *cl = o->client;
+    struct ol_client_slot s = o->s;
+    o->busy = 1; /* no view, release or commit of it meanwhile */
+    ol_client *c = call_enter(cl);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ol_client_slot_verify(c, &s);
+    Py_END_ALLOW_THREADS
+    call_leave(cl);
+    o->busy = 0;
+    return PyBool_FromLong(rc == 0);
+}
+
+static PyObject *Slot_repr(SlotObject *o)
+{
+    static const char *states[] = {"empty", "reserved", "pinned"};
+    return PyUnicode_FromFormat("<openlake_client.Slot key=%R status=%d %s len=%llu>", o->key,
+                                o->status, slot_held(o) ? states[o->s.state] : "empty",
+                                (unsigned long long)o->s.len);
+}
+
+static PyMethodDef Slot_methods[] = {
+    {"verify", (PyCFunction)Slot_verify, METH_NOARGS,
+     "verify() -> bool: for an acquired slot, True when the pin is still held (no reconnect\n"
+     "since) and the bytes hash to the checksum their writer committed (xxh3-64)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Slot_getset[] = {
+    {"view", (getter)Slot_view, NULL,
+     "A new memoryview of the slot's bytes in shared memory (len bytes): writable for a\n"
+     "reservation, read-only for an acquired slot. ValueError once the slot holds nothing.\n"
+     "commit/abort/release/close refuse (BufferError) while any view is alive: use it\n"
+     "in place (slot.view[:n] = data), in a `with slot.view as v:` block, or delete it\n"
+     "(and every array made from it) first.", NULL},
+    {"key", (getter)Slot_key, NULL, "the key (bytes)", NULL},
+    {"len", (getter)Slot_len, NULL,
+     "reservation: the size asked for (what commit publishes by default); acquired: the\n"
+     "value's length; after commit: the length published", NULL},
+    {"capacity", (getter)Slot_capacity, NULL, "bytes the slot can hold", NULL},
+    {"checksum", (getter)Slot_checksum, NULL, "xxh3-64 of the value (acquired, or after commit)", NULL},
+    {"status", (getter)Slot_status, NULL,
+     "the status reserve/acquire gave this key: OK (held), EXISTS, NOT_FOUND, NOSPACE...", NULL},
+    {"held", (getter)Slot_held, NULL, "True while the slot holds a reservation or a pin", NULL},
+    {"readonly", (getter)Slot_readonly, NULL, "True for an acquired slot", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject SlotType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "openlake_client._native.Slot",
+    .tp_basicsize = sizeof(SlotObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A reservation (from Client.reserve) or a pin (from Client.acquire) of one key's\n"
+              "slot in the server's shared memory; made only by the Client.",
+    .tp_dealloc = (destructor)Slot_dealloc,
+    .tp_repr = (reprfunc)Slot_repr,
+    .tp_as_buffer = &Slot_as_buffer,
+    .tp_methods = Slot_methods,
+    .tp_getset = Slot_getset,
+};
+
+/* reserve(keys, size) / acquire(keys): one Slot per key. */
+static PyObject *reserve_or_acquire(ClientObject *self, PyObject *kseq, unsigned long long size,
+                                    int acquire)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    struct ol_client_key *keys;
+    Py_ssize_t n;
+    PyObject *hold = get_keys(kseq, &keys, &n);
+    if (!hold)
+        return NULL;
+    PyObject *res = NULL;
+    struct ol_client_slot *sl = PyMem_Calloc((size_t)(n ? n : 1), sizeof *sl);
+    uint16_t *st = PyMem_Calloc((size_t)(n ? n : 1), sizeof *st);
+    int rc = -ENOMEM;
+    if (sl && st) {
+        ol_client *c = call_enter(self);
+        Py_BEGIN_ALLOW_THREADS
+        rc = acquire ? ol_client_acquire(c, keys, (uint32_t)n, sl, st)
+                     : ol_client_reserve(c, keys, (uint32_t)n, size, sl, st);
+        Py_END_ALLOW_THREADS
+        call_leave(self);
+    }
+    if (rc < 0) {
+        raise_rc(rc, acquire ? "acquire" : "reserve");
+        goto out;
+    }
+    if (!(res = PyList_New(n)))
+        goto undo;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        SlotObject *o = PyObject_New(SlotObject, &SlotType);
+        if (!o)
+            goto undo;
+        Py_INCREF(self);
+        o->client = self;
+        o->client_gen = self->gen;
+        o->s = sl[i];
+        o->key = PyList_GET_ITEM(hold, i);
+        Py_INCREF(o->key);
+        o->status = st[i];
+        o->exports = 0;
+        o->busy = 0;
+        sl[i].state = OL_CLIENT_SLOT_NONE; /* the Slot owns it now */
+        PyList_SET_ITEM(res, i, (PyObject *)o);
+    }
+    goto out;
+undo: /* out of memory: give back what no Slot owns (the list's Slots end theirs) */
+    Py_CLEAR(res);
+    slots_op(self, acquire ? SLOT_RELEASE : SLOT_ABORT, sl, NULL, n, NULL);
+out:
+    PyMem_Free(sl);
+    PyMem_Free(st);
+    PyMem_Free(keys);
+    Py_DECREF(hold);
+    return res;
+}
+
+static PyObject *Client_reserve(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"keys", "size", NULL};
+    PyObject *kseq;
+    unsigned long long size = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OK", kwlist, &kseq, &size))
+        return NULL;
+    return reserve_or_acquire(self, kseq, size, 0);
+}
+
+static PyObject *Client_acquire(ClientObject *self, PyObject *kseq)
+{
+    return reserve_or_acquire(self, kseq, 0, 1);
+}
+
+/* commit(slots, lens) / abort(slots) / release(slots): per Slot a status. */
+static PyObject *slots_call(ClientObject *self, PyObject *sseq, PyObject *lseq, int op)
+{
+    static const char *names[] = {"commit", "abort", "release"};
+    if (check_open(self) < 0)
+        return NULL;
+    PyObject *fast = PySequence_Fast(sseq, "slots must be a sequence of Slot");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject *lfast = NULL, *res = NULL;
+    struct ol_client_slot *sl = PyMem_Calloc((size_t)(n ? n : 1), sizeof *sl);
+    uint64_t *lens = PyMem_Calloc((size_t)(n ? n : 1), sizeof *lens);
+    uint16_t *st = PyMem_Calloc((size_t)(n ? n : 1), sizeof *st);
+    if (!sl || !lens || !st) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (lseq && lseq != Py_None) {
+        if (!(lfast = PySequence_Fast(lseq, "lens must be a sequence of int")))
+            goto out;
+        if (PySequence_Fast_GET_SIZE(lfast) != n) {
+            PyErr_SetString(PyExc_ValueError, "as many lens as slots");
+            goto out;
+        }
+    }
+    /* check everything before anything is sent */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        SlotObject *o = (SlotObject *)PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyObject_TypeCheck(o, &SlotType)) {
+            PyErr_SetString(PyExc_TypeError, "slots must be Slot objects");
+            goto out;
+        }
+        if (o->client != self) {
+            PyErr_SetString(PyExc_ValueError, "a slot of another client");
+            goto out;
+        }
+        if (o->busy) {
+            PyErr_SetString(PyExc_RuntimeError, "a slot is being committed or released by another thread");
+            goto out;
+        }
+        if (o->exports) {
+            PyErr_Format(PyExc_BufferError,
+                         "%s: a view of slot %R is still alive (a memoryview of slot.view, or an "
+                         "array made from it): release or delete it first", names[op], o->key);
+            goto out;
+        }
+        sl[i] = slot_held(o) ? o->s : (struct ol_client_slot){0};
+        lens[i] = o->s.len;
+        if (lfast) {
+            lens[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(lfast, i));
+            if (PyErr_Occurred())
+                goto out;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        ((SlotObject *)PySequence_Fast_GET_ITEM(fast, i))->busy = 1;
+    int rc = slots_op(self, op, sl, lens, n, st);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        SlotObject *o = (SlotObject *)PySequence_Fast_GET_ITEM(fast, i);
+        o->busy = 0;
+        if (slot_held(o))
+            o->s = sl[i];
+    }
+    res = rc < 0 ? raise_rc(rc, names[op]) : status_list(st, n);
+out:
+    PyMem_Free(sl);
+    PyMem_Free(lens);
+    PyMem_Free(st);
+    Py_XDECREF(lfast);
+    Py_DECREF(fast);
+    return res;
+}
+
+static PyObject *Client_commit(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"slots", "lens", NULL};
+    PyObject *sseq, *lseq = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwlist, &sseq, &lseq))
+        return NULL;
+    return slots_call(self, sseq, lseq, SLOT_COMMIT);
+}
+
+static PyObject *Client_abort(ClientObject *self, PyObject *sseq) { return slots_call(self, sseq, NULL, SLOT_ABORT); }
+static PyObject *Client_release(ClientObject *self, PyObject *sseq)
+{
+    return slots_call(self, sseq, NULL, SLOT_RELEASE);
+}
+
 static PyMethodDef Client_methods[] = {
     {"exists", (PyCFunction)Client_exists, METH_O,
      "exists(keys) -> (list[bool], int): presence of each key and the length of the leading run of hits."},
@@ -331,7 +747,26 @@ static PyMethodDef Client_methods[] = {
      "reset() -> int: delete every entry of this namespace on every shard; returns how many."},
     {"stats", (PyCFunction)Client_stats, METH_NOARGS,
      "stats() -> dict[str, int]: the service's counters summed over the shards."},
-    {"close", (PyCFunction)Client_close, METH_NOARGS, "close(): drop the connections."},
+    {"reserve", (PyCFunction)(void (*)(void))Client_reserve, METH_VARARGS | METH_KEYWORDS,
+     "reserve(keys, size) -> list[Slot]: a writable slot in shared memory per key (Unix socket\n"
+     "only). slot.status is OK for a reservation (slot.view: size bytes, or the whole slot for\n"
+     "size 0), else EXISTS, NOSPACE, TOO_LARGE... Write, then commit() or abort()."},
+    {"commit", (PyCFunction)(void (*)(void))Client_commit, METH_VARARGS | METH_KEYWORDS,
+     "commit(slots, lens=None) -> list[int]: publish reserved slots (lens: bytes written per\n"
+     "slot; None: each slot's len). Per slot OK, STALE_GENERATION (not a live reservation) or\n"
+     "TOO_LARGE (the slot stays reserved). BufferError while a view of a slot is alive."},
+    {"abort", (PyCFunction)Client_abort, METH_O,
+     "abort(slots) -> list[int]: give reserved slots back unpublished (OK or STALE_GENERATION)."},
+    {"acquire", (PyCFunction)Client_acquire, METH_O,
+     "acquire(keys) -> list[Slot]: pin each value for reading in place (Unix socket only);\n"
+     "slot.status OK (slot.view read-only, len bytes), NOT_FOUND, BUSY or CHECKSUM_MISMATCH.\n"
+     "The pinned bytes are never evicted or reused until release()."},
+    {"release", (PyCFunction)Client_release, METH_O,
+     "release(slots) -> list[int]: unpin acquired slots (OK or STALE_GENERATION).\n"
+     "BufferError while a view of a slot is alive."},
+    {"close", (PyCFunction)Client_close, METH_NOARGS,
+     "close(): drop the connections (their pins and reservations end). BufferError while a\n"
+     "view of a slot is alive."},
     {"__enter__", (PyCFunction)Client_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Client_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
@@ -365,21 +800,30 @@ static struct PyModuleDef native_module = {
 
 PyMODINIT_FUNC PyInit__native(void)
 {
-    if (PyType_Ready(&ClientType) < 0)
+    if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&SlotType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m)
         return NULL;
     Py_INCREF(&ClientType);
+    Py_INCREF(&SlotType);
     if (PyModule_AddObject(m, "Client", (PyObject *)&ClientType) < 0) {
         Py_DECREF(&ClientType);
+        Py_DECREF(&SlotType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddObject(m, "Slot", (PyObject *)&SlotType) < 0) {
+        Py_DECREF(&SlotType);
         Py_DECREF(m);
         return NULL;
     }
     static const struct { const char *name; int v; } consts[] = {
         {"OK", OL_KV_OK}, {"EXISTS", OL_KV_EXISTS}, {"NOT_FOUND", OL_KV_NOT_FOUND},
         {"NOSPACE", OL_KV_NOSPACE}, {"TOO_LARGE", OL_KV_TOO_LARGE_ST},
-        {"CHECKSUM_MISMATCH", OL_KV_CHECKSUM_MISMATCH},
+        {"CHECKSUM_MISMATCH", OL_KV_CHECKSUM_MISMATCH}, {"BUSY", OL_KV_BUSY},
+        {"PINNED", OL_KV_PINNED}, {"STALE_GENERATION", OL_KV_STALE_GENERATION},
+        {"QUOTA", OL_KV_QUOTA},
     };
     for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++)
         PyModule_AddIntConstant(m, consts[i].name, consts[i].v);

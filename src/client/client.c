@@ -3,17 +3,33 @@
  *
  * Owns: one blocking socket per server shard with its own lock, growable
  * frame buffers per connection (reused across calls), the shared slab
- * mapping, key routing and batch split/merge, reconnection with backoff.
- * Uses src/kv/proto.c for every byte on the wire; nothing else of the server.
+ * mapping, key routing and batch split/merge, reconnection with backoff,
+ * and the zero-copy slot handles (struct ol_client_slot).
+ * Uses src/kv/proto.c for every byte on the wire and src/kv/slab.h for the
+ * slab's superblock and slot header layout (read-only: a client never
+ * writes a header); nothing else of the server.
  *
- * A call: keys are hashed once and grouped by shard (counting sort), the
+ * A call: keys (or slot handles) are grouped by shard (counting sort), the
  * locks of the shards involved are taken in shard order, every shard's
  * frame is sent before any answer is read (the shards work in parallel),
  * answers are merged back in key order, locks released.
+ *
+ * put and get are the slot calls with a copy in between: put = RESERVE,
+ * copy-and-hash into the slots, COMMIT (ABORT what did not fit); get =
+ * ACQUIRE, check the slot headers, copy-and-hash out, RELEASE.
+ *
+ * A connection with a request whose answer is unread (pending) is out of
+ * step: a call that fails drops exactly those, which makes the server
+ * release their pins and reservations. Each loss bumps the connection's
+ * epoch; a slot handle records the epoch it was granted in, so a handle
+ * from before a loss is refused without a round trip and without touching
+ * the slab. Slab mappings are unmapped only at close, so a stale handle's
+ * pointer never faults.
  */
 #include "openlake/client.h"
 
 #include "kv/proto.h"
+#include "kv/slab.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +50,10 @@
 #define OL_C_BACKOFF_MIN 10
 #define OL_C_BACKOFF_MAX 1000
 
+/* ol_client_slot._flags */
+#define OL_C_SENT 1u /* named in a frame whose answer is not read yet */
+#define OL_C_BAD  2u /* pinned, but its slot header failed the check: released by the same call */
+
 struct ol_cconn {
     pthread_mutex_t mu;
     int fd;                    /* -1: broken, reconnect after retry_at */
@@ -42,6 +62,13 @@ struct ol_cconn {
     uint8_t *out, *in;
     size_t out_cap, in_cap, in_len;
     uint64_t backoff_ms, retry_at_ms;
+    bool pending;              /* a request was sent and its answer is not read yet */
+    uint64_t epoch;            /* +1 at each loss (atomic: read without the lock) */
+    char *map;                 /* the slab mapping this session's offsets refer to */
+    size_t map_size;
+    uint64_t slot_size;        /* slot size of the session's value size */
+    uint64_t hdr_off;          /* the slot header table, from the superblock */
+    uint32_t hdr_slots;        /* headers in it */
 };
 
 struct ol_client {
@@ -54,8 +81,10 @@ struct ol_client {
     int timeout_ms;
     uint64_t seed;
     uint32_t nshards;
-    char *slab;
+    char *slab;              /* the newest mapping (each connection keeps the one of its session) */
     size_t slab_size;
+    uint64_t hdr_off;        /* of the newest mapping's superblock */
+    uint32_t hdr_slots;
     ino_t slab_ino;          /* identity of the mapped slab (a restarted daemon has a new one) */
     pthread_mutex_t slab_mu; /* remapping after a restart */
     struct ol_cmap { char *p; size_t n; } retired[8]; /* old mappings, unmapped at close */
@@ -197,16 +226,38 @@ static void ol_c_consume(struct ol_cconn *k, size_t used)
     k->in_len -= used;
 }
 
+static uint64_t ol_c_epoch(const struct ol_cconn *k) { return __atomic_load_n(&k->epoch, __ATOMIC_ACQUIRE); }
+
 static void ol_c_fail(struct ol_cconn *k)
 {
     if (k->fd >= 0)
         close(k->fd);
     k->fd = -1;
     k->in_len = 0;
+    k->pending = false;
+    __atomic_add_fetch(&k->epoch, 1, __ATOMIC_ACQ_REL); /* its pins and reservations are gone */
     k->backoff_ms = k->backoff_ms ? k->backoff_ms * 2 : OL_C_BACKOFF_MIN;
     if (k->backoff_ms > OL_C_BACKOFF_MAX)
         k->backoff_ms = OL_C_BACKOFF_MAX;
     k->retry_at_ms = ol_c_now_ms() + k->backoff_ms;
+}
+
+/* Checks a freshly mapped slab's superblock (docs/kv-slab.md): a client
+ * refuses a layout it does not know. Returns 0 with the header table's place. */
+static int ol_c_check_super(const char *m, size_t size, uint64_t *hdr_off, uint32_t *hdr_slots)
+{
+    struct ol_kv_super sb;
+    if (size < sizeof sb)
+        return -EPROTO;
+    memcpy(&sb, m, sizeof sb);
+    uint64_t slots = (uint64_t)sb.npages * OL_KV_SLOTS_PER_PAGE;
+    if (sb.magic != OL_KV_SUPER_MAGIC || sb.version != OL_KV_SLAB_VERSION ||
+        sb.hdr_size != OL_KV_HDR_SIZE || sb.size > size || sb.hdr_off > sb.size ||
+        slots > UINT32_MAX || slots * OL_KV_HDR_SIZE > sb.size - sb.hdr_off)
+        return -EPROTO;
+    *hdr_off = sb.hdr_off;
+    *hdr_slots = (uint32_t)slots;
+    return 0;
 }
 
 /* Connects k and says HELLO for its shard. Maps the slab on first success. */
@@ -217,6 +268,7 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
         return fd;
     k->fd = fd;
     k->in_len = 0;
+    k->pending = false;
     struct ol_kv_hello_req q = {
         .min_version = 1, .max_version = 1,
         .flags = OL_KV_HELLO_SHARD | (c->is_unix ? OL_KV_HELLO_WANTS_SHM : 0),
@@ -255,11 +307,14 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
                  * An old mapping stays until close (another thread may still
                  * be copying from it; its sessions are gone anyway). */
                 void *m = mmap(NULL, resp->slab_size, PROT_READ | PROT_WRITE, MAP_SHARED, slab_fd, 0);
+                uint64_t hdr_off = 0;
+                uint32_t hdr_slots = 0;
                 if (m == MAP_FAILED) {
                     rc = -errno;
-                } else if (c->slab && c->nretired == (int)(sizeof c->retired / sizeof c->retired[0])) {
+                } else if ((rc = ol_c_check_super(m, resp->slab_size, &hdr_off, &hdr_slots)) < 0 ||
+                           (c->slab && c->nretired == (int)(sizeof c->retired / sizeof c->retired[0]))) {
                     munmap(m, resp->slab_size);
-                    rc = -EMFILE;
+                    rc = rc < 0 ? rc : -EMFILE;
                 } else {
                     if (c->slab)
                         c->retired[c->nretired++] = (struct ol_cmap){c->slab, c->slab_size};
@@ -267,7 +322,16 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
                     c->slab_size = resp->slab_size;
                     c->slab_ino = st.st_ino;
                     c->slot_size = resp->slot_size;
+                    c->hdr_off = hdr_off;
+                    c->hdr_slots = hdr_slots;
                 }
+            }
+            if (rc == 0) {
+                k->map = c->slab;
+                k->map_size = c->slab_size;
+                k->slot_size = c->slot_size;
+                k->hdr_off = c->hdr_off;
+                k->hdr_slots = c->hdr_slots;
             }
             pthread_mutex_unlock(&c->slab_mu);
         }
@@ -416,42 +480,67 @@ bool ol_client_has_slab(const ol_client *c) { return c->slab != NULL; }
 
 struct ol_batch {
     uint32_t n;
-    uint32_t *order;    /* key indexes grouped by shard */
-    uint32_t *start;    /* start[s] .. start[s+1]: shard s's part of order */
+    uint32_t *order;    /* item indexes grouped by shard */
+    uint32_t *start;    /* start[s] .. start[s+1]: shard s's part of order (s < nshards;
+                           items of no shard sit past start[nshards]) */
 };
 
-static int ol_batch_make(ol_client *c, const struct ol_client_key *keys, uint32_t n,
-                         struct ol_batch *b)
+/* Groups items 0..n-1 by shard sh[i] (counting sort); sh[i] == nshards
+ * leaves item i out of every shard's part. */
+static int ol_batch_group(ol_client *c, const uint32_t *sh, uint32_t n, struct ol_batch *b)
 {
     b->n = n;
     b->order = malloc(((size_t)n + 1) * sizeof *b->order);
-    b->start = calloc((size_t)c->nshards + 1, sizeof *b->start);
-    uint32_t *sh = malloc(((size_t)n + 1) * sizeof *sh);
-    if (!b->order || !b->start || !sh) {
-        free(sh);
-        return -ENOMEM;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        if (!keys[i].data || keys[i].len < 1 || keys[i].len > OL_KV_MAX_KEY) {
-            free(sh);
-            return -EINVAL;
-        }
-        struct ol_kv_hash h = ol_kv_key_hash(c->seed, keys[i].data, keys[i].len);
-        sh[i] = (uint32_t)(h.hi % c->nshards);
-        b->start[sh[i] + 1]++;
-    }
-    for (uint32_t s = 0; s < c->nshards; s++)
-        b->start[s + 1] += b->start[s];
-    uint32_t *fill = calloc(c->nshards, sizeof *fill);
-    if (!fill) {
-        free(sh);
+    b->start = calloc((size_t)c->nshards + 2, sizeof *b->start);
+    uint32_t *fill = calloc((size_t)c->nshards + 1, sizeof *fill);
+    if (!b->order || !b->start || !fill) {
+        free(fill);
         return -ENOMEM;
     }
     for (uint32_t i = 0; i < n; i++)
+        b->start[sh[i] + 1]++;
+    for (uint32_t s = 0; s <= c->nshards; s++)
+        b->start[s + 1] += b->start[s];
+    for (uint32_t i = 0; i < n; i++)
         b->order[b->start[sh[i]] + fill[sh[i]]++] = i;
     free(fill);
-    free(sh);
     return 0;
+}
+
+/* Validates n keys and groups them by the shard each routes to. */
+static int ol_batch_make(ol_client *c, const struct ol_client_key *keys, uint32_t n,
+                         struct ol_batch *b)
+{
+    uint32_t *sh = malloc(((size_t)n + 1) * sizeof *sh);
+    if (!sh)
+        return -ENOMEM;
+    int rc = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        if (!keys[i].data || keys[i].len < 1 || keys[i].len > OL_KV_MAX_KEY) {
+            rc = -EINVAL;
+            break;
+        }
+        struct ol_kv_hash h = ol_kv_key_hash(c->seed, keys[i].data, keys[i].len);
+        sh[i] = (uint32_t)(h.hi % c->nshards);
+    }
+    if (rc == 0)
+        rc = ol_batch_group(c, sh, n, b);
+    free(sh);
+    return rc;
+}
+
+/* Groups n slot handles by shard; handles not in `state` belong to none. */
+static int ol_batch_of_slots(ol_client *c, const struct ol_client_slot *slots, uint32_t n,
+                             uint32_t state, struct ol_batch *b)
+{
+    uint32_t *sh = malloc(((size_t)n + 1) * sizeof *sh);
+    if (!sh)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        sh[i] = slots[i].state == state && slots[i].shard < c->nshards ? slots[i].shard : c->nshards;
+    int rc = ol_batch_group(c, sh, n, b);
+    free(sh);
+    return rc;
 }
 
 static void ol_batch_free(struct ol_batch *b)
@@ -462,7 +551,7 @@ static void ol_batch_free(struct ol_batch *b)
 
 static uint32_t ol_batch_len(const struct ol_batch *b, uint32_t s) { return b->start[s + 1] - b->start[s]; }
 
-/* Locks every shard of b that has keys (all shards when all), in order, and
+/* Locks every shard of b that has items (all shards when all), in order, and
  * makes their connections usable. */
 static int ol_batch_lock(ol_client *c, const struct ol_batch *b, bool all)
 {
@@ -477,15 +566,15 @@ static int ol_batch_lock(ol_client *c, const struct ol_batch *b, bool all)
     return rc;
 }
 
-/* Unlocks what ol_batch_lock locked. After a failure (rc < 0) the answers
- * still in flight would desynchronise the next call, so every connection of
- * the batch is dropped; the server then releases its pins and reservations,
- * and the next call reconnects. */
-static void ol_batch_unlock(ol_client *c, const struct ol_batch *b, bool all, int rc)
+/* Unlocks what ol_batch_lock locked. A connection left with an unread
+ * answer (the call failed half way) would desynchronise the next call, so
+ * it is dropped; the server then releases its pins and reservations, and
+ * the next call reconnects. Connections in step are kept, with their pins. */
+static void ol_batch_unlock(ol_client *c, const struct ol_batch *b, bool all)
 {
     for (uint32_t s = 0; s < c->nshards; s++)
         if (all || ol_batch_len(b, s)) {
-            if (rc < 0 && rc != -EINVAL && c->conns[s].fd >= 0)
+            if (c->conns[s].fd >= 0 && c->conns[s].pending)
                 ol_c_fail(&c->conns[s]);
             pthread_mutex_unlock(&c->conns[s].mu);
         }
@@ -507,6 +596,8 @@ static int ol_c_finish(struct ol_cconn *k, struct ol_kv_enc *e)
     int rc = ol_c_send(k, k->out, (size_t)n);
     if (rc < 0)
         ol_c_fail(k);
+    else
+        k->pending = true;
     return rc;
 }
 
@@ -535,6 +626,7 @@ static int ol_c_answer(ol_client *c, uint32_t s, struct ol_kv_hdr *h, struct ol_
         ol_c_fail(k);
         return rc;
     }
+    k->pending = false;
     if (h->status != OL_KV_OK) {
         ol_c_consume(k, *used);
         return -EPROTO;
@@ -565,6 +657,8 @@ static int ol_c_answers(ol_client *c, const struct ol_batch *b, ol_c_answer_fn p
             break;
         rc = per_answer(b, s, &d, arg);
         ol_c_consume(&c->conns[s], used);
+        if (rc < 0)
+            ol_c_fail(&c->conns[s]); /* an answer that does not fit its request */
     }
     return rc;
 }
@@ -601,21 +695,338 @@ static int ol_c_dec_statuses(const struct ol_batch *b, uint32_t s, struct ol_kv_
     return 0;
 }
 
+/* ---- calls ---------------------------------------------------------------------- */
+
+/* Locks the shards of a batch just made (rc: what making it returned). On
+ * failure nothing is held and b is freed; otherwise end with ol_c_call_end. */
+static int ol_c_call_begin(ol_client *c, struct ol_batch *b, int rc)
+{
+    if (rc == 0 && (rc = ol_batch_lock(c, b, false)) < 0)
+        ol_batch_unlock(c, b, false);
+    if (rc < 0)
+        ol_batch_free(b);
+    return rc;
+}
+
+static int ol_c_call_end(ol_client *c, struct ol_batch *b, int rc)
+{
+    ol_batch_unlock(c, b, false);
+    ol_batch_free(b);
+    return rc;
+}
+
+/* ---- slot handles ----------------------------------------------------------------- */
+
+/* Fills sl for a slot granted on connection k with `size` usable bytes (a
+ * reservation: the session's slot size; a pin: the value's length, as the
+ * entry may sit in a slot of another size class). The server's slot id and
+ * range are checked against k's mapping: -EPROTO when outside it. */
+static int ol_c_slot_set(const struct ol_cconn *k, struct ol_client_slot *sl, uint32_t slot,
+                         uint64_t gen, uint64_t offset, uint64_t size, uint32_t state)
+{
+    if (slot >= k->hdr_slots || offset > k->map_size || size > k->map_size - offset)
+        return -EPROTO;
+    *sl = (struct ol_client_slot){
+        .data = k->map + offset, .capacity = size, .gen = gen, .slot = slot,
+        .shard = k->shard, .state = state, ._epoch = ol_c_epoch(k),
+        ._hdr = k->map + k->hdr_off + (uint64_t)slot * OL_KV_HDR_SIZE,
+    };
+    return 0;
+}
+
+/* The handle holds nothing any more (len and checksum stay readable). */
+static void ol_c_slot_done(struct ol_client_slot *sl)
+{
+    sl->data = NULL;
+    sl->state = OL_CLIENT_SLOT_NONE;
+    sl->_flags = 0;
+}
+
+/* The slot header of a pinned slot agrees with the server's answer and, when
+ * given, with the key (the header is stable while the slot is pinned). */
+static bool ol_c_hdr_ok(const ol_client *c, const struct ol_client_slot *sl,
+                        const struct ol_client_key *key)
+{
+    struct ol_kv_slot_hdr h;
+    memcpy(&h, sl->_hdr, sizeof h);
+    return ol_kv_slab_hdr_check(&h) == 0 && h.gen == sl->gen && (h.flags & OL_KV_SLOT_COMMITTED) &&
+           h.value_len == sl->len && h.value_sum == sl->checksum && h.ns == (uint32_t)c->seed &&
+           (!key || (h.key_len == key->len && memcmp(h.key, key->data, key->len) == 0));
+}
+
+/* What the RESERVE and ACQUIRE answer decoders fill. */
+struct ol_c_slots_out {
+    ol_client *c;
+    const struct ol_client_key *keys;
+    struct ol_client_slot *slots;
+    uint16_t *status;
+    uint64_t size;  /* RESERVE: bytes asked for, 0 = the slot */
+};
+
 static int ol_c_dec_reserve(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg)
 {
-    struct ol_kv_reserve_res *rr = arg;
-    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++)
-        if (ol_kv_dec_reserve_res(d, &rr[b->order[j]]) != 1)
+    struct ol_c_slots_out *o = arg;
+    struct ol_kv_reserve_res r;
+    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+        uint32_t i = b->order[j];
+        if (ol_kv_dec_reserve_res(d, &r) != 1)
             return -EPROTO;
+        o->status[i] = r.status;
+        if (r.status != OL_KV_OK)
+            continue;
+        if (ol_c_slot_set(&o->c->conns[s], &o->slots[i], r.slot, r.gen, r.offset,
+                          o->c->conns[s].slot_size, OL_CLIENT_SLOT_RESERVED) < 0)
+            return -EPROTO;
+        o->slots[i].len = o->size ? o->size : o->slots[i].capacity;
+    }
     return 0;
 }
 
 static int ol_c_dec_acquire(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg)
 {
-    struct ol_kv_acquire_res *ar = arg;
-    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++)
-        if (ol_kv_dec_acquire_res(d, &ar[b->order[j]]) != 1)
+    struct ol_c_slots_out *o = arg;
+    struct ol_kv_acquire_res r;
+    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+        uint32_t i = b->order[j];
+        struct ol_client_slot *sl = &o->slots[i];
+        if (ol_kv_dec_acquire_res(d, &r) != 1)
             return -EPROTO;
+        o->status[i] = r.status;
+        if (r.status != OL_KV_OK)
+            continue;
+        if (ol_c_slot_set(&o->c->conns[s], sl, r.slot, r.gen, r.offset, r.value_len,
+                          OL_CLIENT_SLOT_PINNED) < 0)
+            return -EPROTO;
+        sl->len = r.value_len;
+        sl->checksum = r.checksum;
+        if (!ol_c_hdr_ok(o->c, sl, &o->keys[i])) {
+            o->status[i] = OL_KV_CHECKSUM_MISMATCH; /* never hand out a slot that is not the key's */
+            sl->_flags |= OL_C_BAD;
+        }
+    }
+    return 0;
+}
+
+/*
+ * One round of a slot-handle request (COMMIT, ABORT or RELEASE) over b's
+ * shards, for the handles of slots in the state op works on (and, with
+ * only_flag, having that flag). A handle whose connection was lost since it
+ * was granted, or that sits on a connection out of step, is not sent: it is
+ * finished with STALE_GENERATION. COMMIT sends lens[i] (NULL: slots[i].len)
+ * bytes with checksum sums[i]; a length over the capacity is answered
+ * TOO_LARGE here and the handle stays RESERVED. Answered handles are
+ * finished, except a COMMIT answered TOO_LARGE. status[i] (status may be
+ * NULL) is written for every handle considered; others keep theirs.
+ * Returns 0 or the first error (unanswered handles then keep their state).
+ */
+static int ol_c_slots_round(ol_client *c, const struct ol_batch *b, unsigned op,
+                            struct ol_client_slot *slots, const uint64_t *lens, const uint64_t *sums,
+                            uint32_t only_flag, uint16_t *status)
+{
+    uint32_t want = op == OL_KV_OP_RELEASE ? OL_CLIENT_SLOT_PINNED : OL_CLIENT_SLOT_RESERVED;
+    size_t item = op == OL_KV_OP_COMMIT ? 32 : 16;
+    int rc = 0;
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        struct ol_cconn *k = &c->conns[s];
+        struct ol_kv_enc e;
+        uint32_t items = 0;
+        if (!ol_batch_len(b, s) || (rc = ol_c_begin(k, &e, op, (size_t)ol_batch_len(b, s) * item)) < 0)
+            continue;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+            uint32_t i = b->order[j];
+            struct ol_client_slot *sl = &slots[i];
+            if (sl->state != want || (only_flag && !(sl->_flags & only_flag)))
+                continue;
+            uint16_t st = OL_KV_OK;
+            uint64_t len = lens ? lens[i] : sl->len;
+            if (k->fd < 0 || k->pending || sl->_epoch != ol_c_epoch(k)) {
+                st = OL_KV_STALE_GENERATION;
+                ol_c_slot_done(sl);
+            } else if (op == OL_KV_OP_COMMIT && len > sl->capacity) {
+                st = OL_KV_TOO_LARGE_ST;
+            } else if (op == OL_KV_OP_COMMIT) {
+                ol_kv_enc_commit(&e, &(struct ol_kv_commit_item){sl->slot, sl->gen, len, sums[i]});
+                sl->len = len;
+                sl->checksum = sums[i];
+            } else {
+                ol_kv_enc_slot_ref(&e, sl->slot, sl->gen);
+            }
+            if (st == OL_KV_OK) {
+                sl->_flags |= OL_C_SENT;
+                items++;
+            } else if (status) {
+                status[i] = st;
+            }
+        }
+        if (items)
+            rc = ol_c_finish(k, &e);
+    }
+    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+        struct ol_cconn *k = &c->conns[s];
+        bool sent = false;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1] && !sent; j++)
+            sent = slots[b->order[j]]._flags & OL_C_SENT;
+        if (!sent)
+            continue;
+        struct ol_kv_hdr h;
+        struct ol_kv_dec d;
+        size_t used;
+        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
+            break;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1] && rc == 0; j++) {
+            struct ol_client_slot *sl = &slots[b->order[j]];
+            uint16_t st;
+            if (!(sl->_flags & OL_C_SENT))
+                continue;
+            if (ol_kv_dec_status(&d, &st) != 1) {
+                rc = -EPROTO;
+                ol_c_fail(k);
+                break;
+            }
+            if (status)
+                status[b->order[j]] = st;
+            sl->_flags &= ~OL_C_SENT;
+            if (!(op == OL_KV_OP_COMMIT && st == OL_KV_TOO_LARGE_ST))
+                ol_c_slot_done(sl);
+        }
+        ol_c_consume(k, used);
+    }
+    for (uint32_t i = 0; i < b->n; i++)
+        slots[i]._flags &= ~OL_C_SENT;
+    return rc;
+}
+
+/* RESERVE for b's keys into slots (zeroed first). */
+static int ol_c_reserve_locked(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
+                               uint64_t size, struct ol_client_slot *slots, uint16_t *status)
+{
+    memset(slots, 0, (size_t)b->n * sizeof *slots);
+    struct ol_c_slots_out o = {c, keys, slots, status, size};
+    return ol_c_keys_round(c, b, OL_KV_OP_RESERVE, keys, ol_c_dec_reserve, &o);
+}
+
+/* ACQUIRE for b's keys into slots (zeroed first); pins whose slot header
+ * fails the check are released again (status CHECKSUM_MISMATCH). */
+static int ol_c_acquire_locked(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
+                               struct ol_client_slot *slots, uint16_t *status)
+{
+    memset(slots, 0, (size_t)b->n * sizeof *slots);
+    struct ol_c_slots_out o = {c, keys, slots, status, 0};
+    int rc = ol_c_keys_round(c, b, OL_KV_OP_ACQUIRE, keys, ol_c_dec_acquire, &o);
+    for (uint32_t i = 0; i < b->n; i++) {
+        if (slots[i]._flags & OL_C_BAD)
+            return rc ? rc : ol_c_slots_round(c, b, OL_KV_OP_RELEASE, slots, NULL, NULL, OL_C_BAD, NULL);
+    }
+    return rc;
+}
+
+/* After a reserve or acquire failed: gives back what it got, on the
+ * connections still in step (the others are dropped, which does the same),
+ * and leaves every handle NONE. */
+static void ol_c_slots_undo(ol_client *c, const struct ol_batch *b, unsigned op,
+                            struct ol_client_slot *slots)
+{
+    ol_c_slots_round(c, b, op, slots, NULL, NULL, 0, NULL);
+    memset(slots, 0, (size_t)b->n * sizeof *slots);
+}
+
+int ol_client_reserve(ol_client *c, const struct ol_client_key *keys, uint32_t n, uint64_t size,
+                      struct ol_client_slot *slots, uint16_t *status)
+{
+    if (!c->slab)
+        return -EOPNOTSUPP; /* TCP: no shared slab to hand out; values go inline (put) */
+    pthread_mutex_lock(&c->slab_mu);
+    uint64_t cap = c->slot_size;
+    pthread_mutex_unlock(&c->slab_mu);
+    struct ol_batch b = {0};
+    int rc = ol_c_call_begin(c, &b, ol_batch_make(c, keys, n, &b));
+    if (rc < 0)
+        return rc;
+    if (size > cap) {
+        memset(slots, 0, (size_t)n * sizeof *slots);
+        for (uint32_t i = 0; i < n; i++)
+            status[i] = OL_KV_TOO_LARGE_ST;
+    } else if ((rc = ol_c_reserve_locked(c, &b, keys, size, slots, status)) < 0) {
+        ol_c_slots_undo(c, &b, OL_KV_OP_ABORT, slots);
+    }
+    return ol_c_call_end(c, &b, rc);
+}
+
+int ol_client_acquire(ol_client *c, const struct ol_client_key *keys, uint32_t n,
+                      struct ol_client_slot *slots, uint16_t *status)
+{
+    if (!c->slab)
+        return -EOPNOTSUPP; /* TCP: no shared slab to read in place; use get */
+    struct ol_batch b = {0};
+    int rc = ol_c_call_begin(c, &b, ol_batch_make(c, keys, n, &b));
+    if (rc < 0)
+        return rc;
+    if ((rc = ol_c_acquire_locked(c, &b, keys, slots, status)) < 0)
+        ol_c_slots_undo(c, &b, OL_KV_OP_RELEASE, slots);
+    return ol_c_call_end(c, &b, rc);
+}
+
+/* COMMIT, ABORT or RELEASE of caller handles: every handle not in the state
+ * op works on, or stale, answers STALE_GENERATION without a round trip. */
+static int ol_c_slots_call(ol_client *c, unsigned op, struct ol_client_slot *slots,
+                           const uint64_t *lens, const uint64_t *sums, uint32_t n, uint16_t *status)
+{
+    if (!c->slab)
+        return -EOPNOTSUPP; /* TCP sessions have no slots */
+    uint32_t want = op == OL_KV_OP_RELEASE ? OL_CLIENT_SLOT_PINNED : OL_CLIENT_SLOT_RESERVED;
+    for (uint32_t i = 0; i < n; i++) {
+        if (status)
+            status[i] = OL_KV_STALE_GENERATION;
+        /* once stale, always stale (epochs only grow): finish it without
+         * locking a shard that may be reconnecting */
+        if (slots[i].state == want &&
+            (slots[i].shard >= c->nshards || slots[i]._epoch != ol_c_epoch(&c->conns[slots[i].shard])))
+            ol_c_slot_done(&slots[i]);
+    }
+    struct ol_batch b = {0};
+    int rc = ol_c_call_begin(c, &b, ol_batch_of_slots(c, slots, n, want, &b));
+    if (rc < 0)
+        return rc;
+    rc = ol_c_slots_round(c, &b, op, slots, lens, sums, 0, status);
+    return ol_c_call_end(c, &b, rc);
+}
+
+int ol_client_commit(ol_client *c, struct ol_client_slot *slots, const uint64_t *lens, uint32_t n,
+                     uint16_t *status)
+{
+    /* hash before taking any lock: other threads keep using the shards */
+    uint64_t *sums = calloc((size_t)n + 1, sizeof *sums);
+    if (!sums)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t len = lens ? lens[i] : slots[i].len;
+        if (slots[i].state == OL_CLIENT_SLOT_RESERVED && len <= slots[i].capacity)
+            sums[i] = ol_kv_value_hash(slots[i].data, len);
+    }
+    int rc = ol_c_slots_call(c, OL_KV_OP_COMMIT, slots, lens, sums, n, status);
+    free(sums);
+    return rc;
+}
+
+int ol_client_abort(ol_client *c, struct ol_client_slot *slots, uint32_t n, uint16_t *status)
+{
+    return ol_c_slots_call(c, OL_KV_OP_ABORT, slots, NULL, NULL, n, status);
+}
+
+int ol_client_release(ol_client *c, struct ol_client_slot *slots, uint32_t n, uint16_t *status)
+{
+    return ol_c_slots_call(c, OL_KV_OP_RELEASE, slots, NULL, NULL, n, status);
+}
+
+int ol_client_slot_verify(ol_client *c, const struct ol_client_slot *slot)
+{
+    if (slot->state != OL_CLIENT_SLOT_PINNED || slot->shard >= c->nshards)
+        return -EINVAL;
+    if (slot->_epoch != ol_c_epoch(&c->conns[slot->shard]))
+        return -ESTALE;
+    if (!ol_c_hdr_ok(c, slot, NULL) ||
+        (slot->checksum && ol_kv_value_hash(slot->data, slot->len) != slot->checksum))
+        return -EBADMSG;
     return 0;
 }
 
@@ -625,100 +1036,45 @@ int ol_client_lookup(ol_client *c, const struct ol_client_key *keys, uint32_t n,
                      uint8_t *present, uint32_t *leading)
 {
     struct ol_batch b = {0};
-    int rc = ol_batch_make(c, keys, n, &b);
+    int rc = ol_c_call_begin(c, &b, ol_batch_make(c, keys, n, &b));
     if (rc < 0)
-        goto out;
-    if ((rc = ol_batch_lock(c, &b, false)) == 0)
-        rc = ol_c_keys_round(c, &b, OL_KV_OP_LOOKUP, keys, ol_c_dec_lookup, present);
-    ol_batch_unlock(c, &b, false, rc);
+        return rc;
+    rc = ol_c_call_end(c, &b, ol_c_keys_round(c, &b, OL_KV_OP_LOOKUP, keys, ol_c_dec_lookup, present));
     if (rc == 0) {
         uint32_t run = 0;
         while (run < n && present[run])
             run++;
         *leading = run;
     }
-out:
-    ol_batch_free(&b);
     return rc;
 }
 
 int ol_client_delete(ol_client *c, const struct ol_client_key *keys, uint32_t n, uint16_t *status)
 {
     struct ol_batch b = {0};
-    int rc = ol_batch_make(c, keys, n, &b);
-    if (rc == 0) {
-        if ((rc = ol_batch_lock(c, &b, false)) == 0)
-            rc = ol_c_keys_round(c, &b, OL_KV_OP_DELETE, keys, ol_c_dec_statuses, status);
-        ol_batch_unlock(c, &b, false, rc);
-    }
-    ol_batch_free(&b);
-    return rc;
+    int rc = ol_c_call_begin(c, &b, ol_batch_make(c, keys, n, &b));
+    if (rc < 0)
+        return rc;
+    return ol_c_call_end(c, &b, ol_c_keys_round(c, &b, OL_KV_OP_DELETE, keys, ol_c_dec_statuses, status));
 }
 
-/* Slab path: RESERVE on every shard, copy, COMMIT on every shard. */
+/* Slab path: RESERVE, copy each value in while hashing it, COMMIT; ABORT
+ * the reservations that were not committed (a value larger than its slot). */
 static int ol_c_put_slab(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
                          const void *const *values, const uint64_t *lens, uint16_t *status)
 {
-    int rc = 0;
-    struct ol_kv_reserve_res *rr = calloc((size_t)b->n + 1, sizeof *rr);
-    if (!rr)
-        return -ENOMEM;
-    rc = ol_c_keys_round(c, b, OL_KV_OP_RESERVE, keys, ol_c_dec_reserve, rr);
-    /* copy, then COMMIT; a value larger than its slot is not written (its
-     * reservation is reclaimed by the server's TTL) */
-    uint8_t *committing = calloc(c->nshards, 1);
-    if (!committing)
-        rc = -ENOMEM;
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
-        if (!ol_batch_len(b, s))
-            continue;
-        struct ol_cconn *k = &c->conns[s];
-        struct ol_kv_enc e;
-        uint32_t items = 0;
-        if ((rc = ol_c_begin(k, &e, OL_KV_OP_COMMIT, (size_t)ol_batch_len(b, s) * 40)) < 0)
-            break;
-        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
-            uint32_t i = b->order[j];
-            status[i] = rr[i].status;
-            if (rr[i].status != OL_KV_OK)
-                continue;
-            if (lens[i] > c->slot_size || rr[i].offset + lens[i] > c->slab_size) {
-                status[i] = OL_KV_TOO_LARGE_ST; /* left to the reservation TTL */
-                continue;
-            }
-            uint64_t sum = ol_kv_copy_hash(c->slab + rr[i].offset, values[i], lens[i]);
-            struct ol_kv_commit_item it = {rr[i].slot, rr[i].gen, lens[i], sum};
-            ol_kv_enc_commit(&e, &it);
-            items++;
-        }
-        if (!items)
-            continue;
-        committing[s] = 1;
-        rc = ol_c_finish(k, &e);
-    }
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
-        if (!committing[s])
-            continue;
-        struct ol_kv_hdr h;
-        struct ol_kv_dec d;
-        size_t used;
-        if ((rc = ol_c_answer(c, s, &h, &d, &used)) < 0)
-            break;
-        uint16_t st;
-        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
-            uint32_t i = b->order[j];
-            if (rr[i].status != OL_KV_OK || status[i] != OL_KV_OK)
-                continue;
-            if (ol_kv_dec_status(&d, &st) != 1) {
-                rc = -EPROTO;
-                break;
-            }
-            status[i] = st;
-        }
-        ol_c_consume(&c->conns[s], used);
-    }
-    free(committing);
-    free(rr);
+    struct ol_client_slot *sl = calloc((size_t)b->n + 1, sizeof *sl);
+    uint64_t *sums = calloc((size_t)b->n + 1, sizeof *sums);
+    int rc = sl && sums ? ol_c_reserve_locked(c, b, keys, 0, sl, status) : -ENOMEM;
+    for (uint32_t i = 0; i < b->n && rc == 0; i++)
+        if (sl[i].state == OL_CLIENT_SLOT_RESERVED && lens[i] <= sl[i].capacity)
+            sums[i] = ol_kv_copy_hash(sl[i].data, values[i], lens[i]);
+    if (rc == 0)
+        rc = ol_c_slots_round(c, b, OL_KV_OP_COMMIT, sl, lens, sums, 0, status);
+    if (sl)
+        ol_c_slots_round(c, b, OL_KV_OP_ABORT, sl, NULL, NULL, 0, NULL);
+    free(sums);
+    free(sl);
     return rc;
 }
 
@@ -753,68 +1109,49 @@ int ol_client_put(ol_client *c, const struct ol_client_key *keys, const void *co
                   const uint64_t *lens, uint32_t n, uint16_t *status)
 {
     struct ol_batch b = {0};
-    int rc = ol_batch_make(c, keys, n, &b);
-    if (rc == 0) {
-        if ((rc = ol_batch_lock(c, &b, false)) == 0)
-            rc = c->slab ? ol_c_put_slab(c, &b, keys, values, lens, status)
-                         : ol_c_put_inline(c, &b, keys, values, lens, status);
-        ol_batch_unlock(c, &b, false, rc);
-    }
-    ol_batch_free(&b);
-    return rc;
+    int rc = ol_c_call_begin(c, &b, ol_batch_make(c, keys, n, &b));
+    if (rc < 0)
+        return rc;
+    rc = c->slab ? ol_c_put_slab(c, &b, keys, values, lens, status)
+                 : ol_c_put_inline(c, &b, keys, values, lens, status);
+    return ol_c_call_end(c, &b, rc);
 }
 
-/* Slab path: ACQUIRE, copy out and check, RELEASE. */
+/* Copies a value (checksum: its xxh3-64, 0 = none) into a caller buffer of
+ * cap bytes, checking it on the way: *status becomes TOO_LARGE or
+ * CHECKSUM_MISMATCH (with *len 0), or stays, with *len set. */
+static void ol_c_copy_out(void *buf, uint64_t cap, const void *src, uint64_t len, uint64_t checksum,
+                          uint16_t *status, uint64_t *out_len)
+{
+    *out_len = 0;
+    if (len > cap) {
+        *status = OL_KV_TOO_LARGE_ST;
+        return;
+    }
+    uint64_t sum = ol_kv_copy_hash(buf, src, len);
+    if (checksum && sum != checksum)
+        *status = OL_KV_CHECKSUM_MISMATCH; /* never hand out bytes that fail it */
+    else
+        *out_len = len;
+}
+
+/* Slab path: ACQUIRE (slot headers checked), copy out and check, RELEASE. */
 static int ol_c_get_slab(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
                          void *const *bufs, const uint64_t *caps, uint64_t *lens, uint16_t *status)
 {
-    int rc = 0;
-    struct ol_kv_acquire_res *ar = calloc((size_t)b->n + 1, sizeof *ar);
-    if (!ar)
+    struct ol_client_slot *sl = calloc((size_t)b->n + 1, sizeof *sl);
+    if (!sl)
         return -ENOMEM;
-    rc = ol_c_keys_round(c, b, OL_KV_OP_ACQUIRE, keys, ol_c_dec_acquire, ar);
+    int rc = ol_c_acquire_locked(c, b, keys, sl, status);
     for (uint32_t i = 0; i < b->n && rc == 0; i++) {
-        status[i] = ar[i].status;
         lens[i] = 0;
-        if (ar[i].status != OL_KV_OK)
-            continue;
-        if (ar[i].value_len > caps[i] || ar[i].offset + ar[i].value_len > c->slab_size) {
-            status[i] = OL_KV_TOO_LARGE_ST;
-            continue;
-        }
-        uint64_t sum = ol_kv_copy_hash(bufs[i], c->slab + ar[i].offset, ar[i].value_len);
-        if (ar[i].checksum && sum != ar[i].checksum) {
-            status[i] = OL_KV_CHECKSUM_MISMATCH; /* never hand out bytes that fail it */
-            continue;
-        }
-        lens[i] = ar[i].value_len;
+        if (sl[i].state == OL_CLIENT_SLOT_PINNED)
+            ol_c_copy_out(bufs[i], caps[i], sl[i].data, sl[i].len, sl[i].checksum, &status[i], &lens[i]);
     }
-    /* RELEASE what was pinned. After a failure the connections are dropped
-     * instead (ol_batch_unlock), which releases the pins on the server. */
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
-        struct ol_cconn *k = &c->conns[s];
-        if (!ol_batch_len(b, s) || k->fd < 0)
-            continue;
-        struct ol_kv_enc e;
-        uint32_t items = 0;
-        if (ol_c_begin(k, &e, OL_KV_OP_RELEASE, (size_t)ol_batch_len(b, s) * 16) < 0)
-            continue;
-        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
-            uint32_t i = b->order[j];
-            if (ar[i].status == OL_KV_OK) {
-                ol_kv_enc_slot_ref(&e, ar[i].slot, ar[i].gen);
-                items++;
-            }
-        }
-        if (!items || ol_c_finish(k, &e) < 0)
-            continue;
-        struct ol_kv_hdr h;
-        struct ol_kv_dec d;
-        size_t used;
-        if (ol_c_answer(c, s, &h, &d, &used) == 0)
-            ol_c_consume(k, used);
-    }
-    free(ar);
+    /* unpin; on a connection left out of step by a failure the pins go
+     * with the connection (ol_batch_unlock drops it) */
+    ol_c_slots_round(c, b, OL_KV_OP_RELEASE, sl, NULL, NULL, 0, NULL);
+    free(sl);
     return rc;
 }
 
@@ -836,17 +1173,9 @@ static int ol_c_dec_get(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *
             return -EPROTO;
         o->status[i] = g.status;
         o->lens[i] = 0;
-        if (g.status != OL_KV_OK)
-            continue;
-        if (g.value_len > o->caps[i]) {
-            o->status[i] = OL_KV_TOO_LARGE_ST;
-            continue;
-        }
-        uint64_t sum = ol_kv_copy_hash(o->bufs[i], g.value, g.value_len);
-        if (g.checksum && sum != g.checksum)
-            o->status[i] = OL_KV_CHECKSUM_MISMATCH; /* never hand out bytes that fail it */
-        else
-            o->lens[i] = g.value_len;
+        if (g.status == OL_KV_OK)
+            ol_c_copy_out(o->bufs[i], o->caps[i], g.value, g.value_len, g.checksum, &o->status[i],
+                          &o->lens[i]);
     }
     return 0;
 }
@@ -862,15 +1191,12 @@ int ol_client_get(ol_client *c, const struct ol_client_key *keys, void *const *b
                   const uint64_t *caps, uint64_t *lens, uint32_t n, uint16_t *status)
 {
     struct ol_batch b = {0};
-    int rc = ol_batch_make(c, keys, n, &b);
-    if (rc == 0) {
-        if ((rc = ol_batch_lock(c, &b, false)) == 0)
-            rc = c->slab ? ol_c_get_slab(c, &b, keys, bufs, caps, lens, status)
-                         : ol_c_get_inline(c, &b, keys, bufs, caps, lens, status);
-        ol_batch_unlock(c, &b, false, rc);
-    }
-    ol_batch_free(&b);
-    return rc;
+    int rc = ol_c_call_begin(c, &b, ol_batch_make(c, keys, n, &b));
+    if (rc < 0)
+        return rc;
+    rc = c->slab ? ol_c_get_slab(c, &b, keys, bufs, caps, lens, status)
+                 : ol_c_get_inline(c, &b, keys, bufs, caps, lens, status);
+    return ol_c_call_end(c, &b, rc);
 }
 
 /* A no-item request on every shard (RESET, STATS); fn reads each answer. */
@@ -893,7 +1219,7 @@ static int ol_c_each_shard(ol_client *c, unsigned op,
         rc = fn(&d, s, arg);
         ol_c_consume(&c->conns[s], used);
     }
-    ol_batch_unlock(c, &b, true, rc);
+    ol_batch_unlock(c, &b, true);
     return rc;
 }
 

@@ -148,6 +148,240 @@ OLT_TEST(client_bad_token_and_bad_keys)
     ol_client_close(c);
 }
 
+/* Zero-copy slots: reserve, write in place, commit; acquire, read in place,
+ * release; and every way a handle is refused. */
+OLT_TEST(client_slots_reserve_commit_acquire_release)
+{
+    ol_client *u = open_client(0, "slots", V), *t = open_client(1, "slots", V);
+    enum { K = 8 };
+    char names[K][16];
+    struct ol_client_key keys[K];
+    struct ol_client_slot sl[K], again[K];
+    uint16_t st[K];
+    static char want[K][V], back[V];
+    for (int i = 0; i < K; i++) {
+        keys[i].len = (uint16_t)snprintf(names[i], sizeof names[i], "slot-%d", i);
+        keys[i].data = names[i];
+        fill(want[i], V, (unsigned)(i + 500));
+    }
+    /* reserve, write through the pointer, commit (lens NULL: the size asked for) */
+    OLT_CHECK_EQ(ol_client_reserve(u, keys, K, V - 100, sl, st), 0);
+    for (int i = 0; i < K; i++) {
+        OLT_CHECK_EQ(st[i], OL_KV_OK);
+        OLT_CHECK_EQ(sl[i].state, OL_CLIENT_SLOT_RESERVED);
+        OLT_CHECK(sl[i].data && ((uintptr_t)sl[i].data & 4095) == 0);
+        OLT_CHECK(sl[i].capacity >= V && sl[i].len == V - 100);
+        memcpy(sl[i].data, want[i], V - 100);
+    }
+    /* not visible before commit */
+    uint8_t present[K];
+    uint32_t leading;
+    OLT_CHECK_EQ(ol_client_lookup(u, keys, K, present, &leading), 0);
+    OLT_CHECK_EQ(leading, 0);
+    OLT_CHECK_EQ(ol_client_commit(u, sl, NULL, K, st), 0);
+    for (int i = 0; i < K; i++) {
+        OLT_CHECK_EQ(st[i], OL_KV_OK);
+        OLT_CHECK_EQ(sl[i].state, OL_CLIENT_SLOT_NONE);
+        OLT_CHECK(sl[i].data == NULL);
+        OLT_CHECK_EQ(sl[i].checksum, ol_kv_value_hash(want[i], V - 100));
+    }
+    /* committing again, or a handle that never held anything: refused */
+    OLT_CHECK_EQ(ol_client_commit(u, sl, NULL, K, st), 0);
+    OLT_CHECK_EQ(st[0], OL_KV_STALE_GENERATION);
+    /* both transports read it back */
+    for (int tr = 0; tr < 2; tr++) {
+        for (int i = 0; i < K; i++) {
+            void *bp = back;
+            uint64_t cap = V, got = 0;
+            OLT_CHECK_EQ(ol_client_get(tr ? t : u, &keys[i], &bp, &cap, &got, 1, st), 0);
+            OLT_CHECK_EQ(st[0], OL_KV_OK);
+            OLT_CHECK_EQ(got, V - 100);
+            OLT_CHECK_MEM(back, want[i], V - 100);
+        }
+    }
+    /* reserving a present key: EXISTS, nothing held */
+    OLT_CHECK_EQ(ol_client_reserve(u, keys, K, 0, again, st), 0);
+    for (int i = 0; i < K; i++) {
+        OLT_CHECK_EQ(st[i], OL_KV_EXISTS);
+        OLT_CHECK_EQ(again[i].state, OL_CLIENT_SLOT_NONE);
+        OLT_CHECK(again[i].data == NULL);
+    }
+    /* a size over the slot: TOO_LARGE without a round trip */
+    OLT_CHECK_EQ(ol_client_reserve(u, keys, 1, 1ull << 30, again, st), 0);
+    OLT_CHECK_EQ(st[0], OL_KV_TOO_LARGE_ST);
+    /* acquire: pinned, read in place, verified, released */
+    OLT_CHECK_EQ(ol_client_acquire(u, keys, K, sl, st), 0);
+    for (int i = 0; i < K; i++) {
+        OLT_CHECK_EQ(st[i], OL_KV_OK);
+        OLT_CHECK_EQ(sl[i].state, OL_CLIENT_SLOT_PINNED);
+        OLT_CHECK_EQ(sl[i].len, V - 100);
+        OLT_CHECK_MEM(sl[i].data, want[i], V - 100);
+        OLT_CHECK_EQ(ol_client_slot_verify(u, &sl[i]), 0);
+    }
+    uint64_t stats[OL_CLIENT_STATS];
+    OLT_CHECK_EQ(ol_client_stats(u, stats), 0);
+    OLT_CHECK_EQ(stats[OL_KV_STAT_PINS], K);
+    /* a pinned entry cannot be deleted (PINNED) */
+    OLT_CHECK_EQ(ol_client_delete(u, keys, 1, st), 0);
+    OLT_CHECK(st[0] == OL_KV_PINNED || st[0] == OL_KV_OK);
+    int deleted = st[0] == OL_KV_OK;
+    /* corrupted bytes are caught by verify and by get (restored after) */
+    char *p = sl[1].data;
+    p[10] ^= 0x5a;
+    OLT_CHECK_EQ(ol_client_slot_verify(u, &sl[1]), -EBADMSG);
+    {
+        void *bp = back;
+        uint64_t cap = V, got = 0;
+        OLT_CHECK_EQ(ol_client_get(u, &keys[1], &bp, &cap, &got, 1, st), 0);
+        OLT_CHECK_EQ(st[0], OL_KV_CHECKSUM_MISMATCH);
+        OLT_CHECK_EQ(got, 0);
+    }
+    p[10] ^= 0x5a;
+    OLT_CHECK_EQ(ol_client_slot_verify(u, &sl[1]), 0);
+    /* writing into a reservation is refused for a pinned handle, and the
+     * wrong kind of handle is refused by each call */
+    OLT_CHECK_EQ(ol_client_commit(u, sl, NULL, 1, st), 0);
+    OLT_CHECK_EQ(st[0], OL_KV_STALE_GENERATION);
+    OLT_CHECK_EQ(sl[0].state, OL_CLIENT_SLOT_PINNED); /* untouched */
+    OLT_CHECK_EQ(ol_client_release(u, sl, K, st), 0);
+    for (int i = 0; i < K; i++) {
+        OLT_CHECK_EQ(st[i], OL_KV_OK);
+        OLT_CHECK_EQ(sl[i].state, OL_CLIENT_SLOT_NONE);
+    }
+    OLT_CHECK_EQ(ol_client_slot_verify(u, &sl[0]), -EINVAL);
+    OLT_CHECK_EQ(ol_client_release(u, sl, K, st), 0);
+    OLT_CHECK_EQ(st[0], OL_KV_STALE_GENERATION);
+    OLT_CHECK_EQ(ol_client_stats(u, stats), 0);
+    OLT_CHECK_EQ(stats[OL_KV_STAT_PINS], 0);
+    if (deleted) { /* freed by the last release */
+        OLT_CHECK_EQ(ol_client_lookup(u, keys, 1, present, &leading), 0);
+        OLT_CHECK_EQ(present[0], 0);
+    }
+    /* a missing key */
+    struct ol_client_key missing = {"no-such-slot", 12};
+    OLT_CHECK_EQ(ol_client_acquire(u, &missing, 1, sl, st), 0);
+    OLT_CHECK_EQ(st[0], OL_KV_NOT_FOUND);
+    OLT_CHECK_EQ(sl[0].state, OL_CLIENT_SLOT_NONE);
+    /* a forged handle (another generation) is refused by the server; the
+     * real one still commits; too long a length is refused and the slot
+     * stays reserved; abort gives it back unpublished */
+    struct ol_client_key fresh[2] = {{"fresh-a", 7}, {"fresh-b", 7}};
+    OLT_CHECK_EQ(ol_client_reserve(u, fresh, 2, 0, sl, st), 0);
+    OLT_CHECK(st[0] == OL_KV_OK && st[1] == OL_KV_OK);
+    struct ol_client_slot forged = sl[0];
+    forged.gen += 2;
+    OLT_CHECK_EQ(ol_client_commit(u, &forged, NULL, 1, st), 0);
+    OLT_CHECK_EQ(st[0], OL_KV_STALE_GENERATION);
+    OLT_CHECK_EQ(forged.state, OL_CLIENT_SLOT_NONE);
+    memcpy(sl[0].data, "hello", 5);
+    uint64_t five = 5, huge = sl[1].capacity + 1;
+    OLT_CHECK_EQ(ol_client_commit(u, &sl[0], &five, 1, st), 0);
+    OLT_CHECK_EQ(st[0], OL_KV_OK);
+    OLT_CHECK_EQ(ol_client_commit(u, &sl[1], &huge, 1, st), 0);
+    OLT_CHECK_EQ(st[0], OL_KV_TOO_LARGE_ST);
+    OLT_CHECK_EQ(sl[1].state, OL_CLIENT_SLOT_RESERVED);
+    OLT_CHECK_EQ(ol_client_abort(u, &sl[1], 1, st), 0);
+    OLT_CHECK_EQ(st[0], OL_KV_OK);
+    OLT_CHECK_EQ(sl[1].state, OL_CLIENT_SLOT_NONE);
+    OLT_CHECK_EQ(ol_client_abort(u, &sl[1], 1, st), 0);
+    OLT_CHECK_EQ(st[0], OL_KV_STALE_GENERATION);
+    OLT_CHECK_EQ(ol_client_lookup(u, fresh, 2, present, &leading), 0);
+    OLT_CHECK(present[0] && !present[1]);
+    {
+        char b5[8];
+        void *bp = b5;
+        uint64_t cap = sizeof b5, got = 0;
+        OLT_CHECK_EQ(ol_client_get(t, fresh, &bp, &cap, &got, 1, st), 0);
+        OLT_CHECK_EQ(got, 5);
+        OLT_CHECK_MEM(b5, "hello", 5);
+    }
+    /* an entry written by a client of another value size sits in a slot of
+     * another size class: it is pinned and read all the same */
+    {
+        enum { BIG = 1 << 20 };
+        static char big[BIG];
+        fill(big, BIG, 4242);
+        ol_client *w = open_client(1, "slots", BIG);
+        struct ol_client_key bk = {"big-one", 7};
+        const void *vp = big;
+        uint64_t blen = BIG;
+        OLT_CHECK_EQ(ol_client_put(w, &bk, &vp, &blen, 1, st), 0);
+        OLT_CHECK_EQ(st[0], OL_KV_OK);
+        OLT_CHECK_EQ(ol_client_acquire(u, &bk, 1, sl, st), 0);
+        OLT_CHECK_EQ(st[0], OL_KV_OK);
+        OLT_CHECK_EQ(sl[0].len, BIG);
+        OLT_CHECK_EQ(sl[0].capacity, BIG);
+        OLT_CHECK_MEM(sl[0].data, big, BIG);
+        OLT_CHECK_EQ(ol_client_slot_verify(u, &sl[0]), 0);
+        OLT_CHECK_EQ(ol_client_release(u, sl, 1, st), 0);
+        OLT_CHECK_EQ(st[0], OL_KV_OK);
+        ol_client_close(w);
+    }
+    /* bad arguments */
+    struct ol_client_key empty = {"", 0};
+    OLT_CHECK_EQ(ol_client_reserve(u, &empty, 1, 0, sl, st), -EINVAL);
+    OLT_CHECK_EQ(ol_client_acquire(u, &empty, 1, sl, st), -EINVAL);
+    ol_client_close(t);
+    ol_client_close(u);
+}
+
+/* The slot calls need the shared slab: over TCP each says so. */
+OLT_TEST(client_slots_need_the_unix_socket)
+{
+    ol_client *t = open_client(1, "slots-tcp", V);
+    struct ol_client_key k = {"k", 1};
+    struct ol_client_slot sl = {0};
+    uint16_t st;
+    OLT_CHECK_EQ(ol_client_reserve(t, &k, 1, 0, &sl, &st), -EOPNOTSUPP);
+    OLT_CHECK_EQ(ol_client_acquire(t, &k, 1, &sl, &st), -EOPNOTSUPP);
+    OLT_CHECK_EQ(ol_client_commit(t, &sl, NULL, 1, &st), -EOPNOTSUPP);
+    OLT_CHECK_EQ(ol_client_abort(t, &sl, 1, &st), -EOPNOTSUPP);
+    OLT_CHECK_EQ(ol_client_release(t, &sl, 1, &st), -EOPNOTSUPP);
+    OLT_CHECK_EQ(ol_client_slot_verify(t, &sl), -EINVAL);
+    ol_client_close(t);
+}
+
+/* A pinned slot is never evicted or reused: fill the slab several times
+ * over while holding a pin, and the pinned bytes stay as they were. */
+OLT_TEST_T(client_pinned_slot_survives_eviction, 120)
+{
+    enum { BIG = 1 << 20 };
+    ol_client *u = open_client(0, "pressure", BIG);
+    static char val[BIG], other[BIG];
+    fill(val, BIG, 99);
+    struct ol_client_key k = {"pinned", 6};
+    const void *vp = val;
+    uint64_t len = BIG;
+    uint16_t st;
+    OLT_CHECK_EQ(ol_client_put(u, &k, &vp, &len, 1, &st), 0);
+    OLT_CHECK_EQ(st, OL_KV_OK);
+    struct ol_client_slot pin;
+    OLT_CHECK_EQ(ol_client_acquire(u, &k, 1, &pin, &st), 0);
+    OLT_CHECK_EQ(st, OL_KV_OK);
+    uint64_t before[OL_CLIENT_STATS], after[OL_CLIENT_STATS];
+    OLT_CHECK_EQ(ol_client_stats(u, before), 0);
+    /* 0.25 GiB slab: 600 values of 1 MiB overflow it more than twice */
+    for (int i = 0; i < 600; i++) {
+        char name[32];
+        struct ol_client_key o = {name, (uint16_t)snprintf(name, sizeof name, "fill-%d", i)};
+        fill(other, BIG, (unsigned)i);
+        const void *op = other;
+        OLT_CHECK_EQ(ol_client_put(u, &o, &op, &len, 1, &st), 0);
+        OLT_CHECK(st == OL_KV_OK || st == OL_KV_NOSPACE || st == OL_KV_BUSY);
+    }
+    OLT_CHECK_EQ(ol_client_stats(u, after), 0);
+    OLT_CHECK(after[OL_KV_STAT_EVICTIONS] > before[OL_KV_STAT_EVICTIONS]);
+    OLT_CHECK_MEM(pin.data, val, BIG);
+    OLT_CHECK_EQ(ol_client_slot_verify(u, &pin), 0);
+    uint8_t present;
+    uint32_t leading;
+    OLT_CHECK_EQ(ol_client_lookup(u, &k, 1, &present, &leading), 0);
+    OLT_CHECK_EQ(present, 1);
+    OLT_CHECK_EQ(ol_client_release(u, &pin, 1, &st), 0);
+    OLT_CHECK_EQ(st, OL_KV_OK);
+    ol_client_close(u);
+}
+
 struct worker {
     ol_client *c;
     int id, errors;
@@ -168,6 +402,11 @@ static void *work(void *arg)
             w->errors++;
         if (ol_client_get(w->c, &k, &bp, &cap, &got, 1, &st) < 0 || st != OL_KV_OK ||
             got != len || memcmp(back, val, len) != 0)
+            w->errors++;
+        struct ol_client_slot sl;
+        if (ol_client_acquire(w->c, &k, 1, &sl, &st) < 0 || st != OL_KV_OK || sl.len != len ||
+            memcmp(sl.data, val, len) != 0 || ol_client_release(w->c, &sl, 1, &st) < 0 ||
+            st != OL_KV_OK)
             w->errors++;
     }
     return NULL;
@@ -208,6 +447,18 @@ OLT_TEST_T(client_reconnects_after_daemon_restart, 60)
     uint64_t len = sizeof val, cap = sizeof back, got;
     uint16_t st;
     OLT_CHECK_EQ(ol_client_put(c, &k, &vp, &len, 1, &st), 0);
+    /* handles held across the restart: a pin and a reservation (on either shard) */
+    struct ol_client_slot pin, res[4];
+    char rnames[4][16];
+    struct ol_client_key rkeys[4];
+    uint16_t rst[4];
+    for (int i = 0; i < 4; i++) {
+        rkeys[i].len = (uint16_t)snprintf(rnames[i], sizeof rnames[i], "pending-%d", i);
+        rkeys[i].data = rnames[i];
+    }
+    OLT_CHECK_EQ(ol_client_acquire(c, &k, 1, &pin, &st), 0);
+    OLT_CHECK_EQ(st, OL_KV_OK);
+    OLT_CHECK_EQ(ol_client_reserve(c, rkeys, 4, 0, res, rst), 0);
     char b = 'r';
     OLT_CHECK_EQ(write(atoi(req), &b, 1), 1);
     OLT_CHECK_EQ(read(atoi(ack), &b, 1), 1); /* the daemon is back (empty cache) */
@@ -226,6 +477,25 @@ OLT_TEST_T(client_reconnects_after_daemon_restart, 60)
     }
     OLT_CHECK(ok);
     OLT_CHECK(failures >= 1); /* the old connections were noticed as gone */
+    /* the old handles are refused, never sent to the new daemon; the old
+     * mapping is still there, so the pinned bytes are still readable */
+    OLT_CHECK_EQ(ol_client_slot_verify(c, &pin), -ESTALE);
+    OLT_CHECK_MEM(pin.data, val, sizeof val);
+    OLT_CHECK_EQ(ol_client_release(c, &pin, 1, &st), 0);
+    OLT_CHECK_EQ(st, OL_KV_STALE_GENERATION);
+    int rc = -EAGAIN;
+    for (int i = 0; i < 400 && rc != 0; i++) {
+        /* a shard not used since the restart first finds its connection dead */
+        rc = ol_client_commit(c, res, NULL, 4, rst);
+        OLT_CHECK(rc == 0 || rc == -EAGAIN || rc == -EIO || rc == -ETIMEDOUT);
+        if (rc)
+            usleep(10000);
+    }
+    OLT_CHECK_EQ(rc, 0);
+    for (int i = 0; i < 4; i++) {
+        OLT_CHECK_EQ(rst[i], OL_KV_STALE_GENERATION);
+        OLT_CHECK_EQ(res[i].state, OL_CLIENT_SLOT_NONE);
+    }
     /* a fresh daemon: the value is gone, and the client stores again */
     OLT_CHECK_EQ(ol_client_get(c, &k, &bp, &cap, &got, 1, &st), 0);
     OLT_CHECK_EQ(st, OL_KV_NOT_FOUND);

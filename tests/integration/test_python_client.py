@@ -1,16 +1,20 @@
 """The Python package openlake-vllm (module openlake_client, a C extension
 over the C client) against a real two-shard daemon: buffers of every kind
-in and out, both transports, namespaces, errors, and threads sharing one
-client while the GIL is released."""
+in and out, both transports, namespaces, errors, threads sharing one
+client while the GIL is released, and the zero-copy slots (reserve/commit,
+acquire/release) with their view rules."""
 import array
+import errno
 import os
 import threading
+import time
 
 import pytest
 
 openlake_client = pytest.importorskip(
     "openlake_client", reason="pip install ./python (scripts/deps.sh test does it)")
-from openlake_client import EXISTS, NOT_FOUND, OK, TOO_LARGE, Client  # noqa: E402
+from openlake_client import (EXISTS, NOT_FOUND, OK, STALE_GENERATION, TOO_LARGE,  # noqa: E402
+                             Client, Slot)
 
 
 def clients(d, ns="py", value_size=1 << 16):
@@ -90,6 +94,13 @@ def test_threads_share_a_client(make_daemon):
                 assert c.put([k], [v]) == [OK]
                 out = bytearray(1 << 18)
                 assert c.get([k], [out]) == [len(v)] and out == v
+                if c.shared_memory:  # the slot calls: Unix socket only
+                    (s,) = c.acquire([k])
+                    assert s.status == OK and s.view == v
+                    assert c.release([s]) == [OK]
+                    (r,) = c.reserve([k + "-r"], 1000)
+                    r.view[:] = v[:1000]
+                    assert c.commit([r]) == [OK]
         except Exception as e:  # noqa: BLE001
             errors.append(repr(e))
 
@@ -101,3 +112,190 @@ def test_threads_share_a_client(make_daemon):
     assert not errors, errors
     u.close()
     t.close()
+
+
+def test_reserve_write_commit_then_acquire_read_release(make_daemon):
+    xxhash = pytest.importorskip("xxhash")
+    d = make_daemon(threads=2)
+    u, t = clients(d, ns="slots")
+    with u, t:
+        keys = [f"slot-{i}" for i in range(12)]
+        vals = [os.urandom(3000 + 100 * i) for i in range(12)]
+        slots = u.reserve(keys, 5000)
+        assert all(isinstance(s, Slot) and s.status == OK and s.held for s in slots)
+        assert all(s.len == 5000 and s.capacity >= 5000 and not s.readonly for s in slots)
+        for s, v in zip(slots, vals):
+            s.view[:len(v)] = v  # straight into the shared slab
+        assert u.exists(keys)[1] == 0  # nothing visible before commit
+        assert u.commit(slots, [len(v) for v in vals]) == [OK] * 12
+        assert all(not s.held and s.len == len(v) and s.checksum == xxhash.xxh3_64_intdigest(v)
+                   for s, v in zip(slots, vals))
+        assert u.commit(slots) == [STALE_GENERATION] * 12  # once only
+        for c in (u, t):
+            outs = [bytearray(5000) for _ in keys]
+            assert c.get(keys, outs) == [len(v) for v in vals]
+            assert all(bytes(o[:len(v)]) == v for o, v in zip(outs, vals))
+        # a present key cannot be reserved
+        again = u.reserve(keys[:3], 0)
+        assert [s.status for s in again] == [EXISTS] * 3 and not any(s.held for s in again)
+        with pytest.raises(ValueError):
+            again[0].view
+        # pinned: read in place, read-only, verified, released
+        pins = u.acquire(keys + ["missing"])
+        assert [s.status for s in pins] == [OK] * 12 + [NOT_FOUND]
+        for s, v in zip(pins, vals):
+            assert s.readonly and s.len == len(v) and s.view == v and s.verify()
+            with pytest.raises(TypeError):
+                s.view[0] = 0
+        assert u.stats()["pins"] == 12
+        assert u.release(pins) == [OK] * 12 + [STALE_GENERATION]
+        assert u.release(pins[:1]) == [STALE_GENERATION]
+        assert u.stats()["pins"] == 0
+        # too long a length: refused, still reserved; abort gives it back
+        (r,) = u.reserve(["aborted"], 0)
+        assert u.commit([r], [r.capacity + 1]) == [TOO_LARGE] and r.held
+        assert u.abort([r]) == [OK] and not r.held
+        assert u.exists(["aborted"])[0] == [False]
+        # a Slot dropped while held gives its reservation or pin back
+        (r,) = u.reserve(["dropped"], 10)
+        del r
+        (r,) = u.reserve(["dropped"], 10)
+        assert r.status == OK
+        r.view[:] = b"0123456789"
+        assert u.commit([r]) == [OK]
+        (p,) = u.acquire(["dropped"])
+        del p
+        assert u.stats()["pins"] == 0
+
+
+def test_numpy_writes_and_reads_the_slab_in_place(make_daemon):
+    np = pytest.importorskip("numpy")
+    d = make_daemon(threads=2)
+    u, t = clients(d, ns="numpy", value_size=1 << 20)
+    with u, t:
+        src = np.arange(1 << 18, dtype=np.float32)  # 1 MiB
+        (s,) = u.reserve(["tensor"], src.nbytes)
+        a = np.frombuffer(s.view, dtype=np.float32)
+        assert a.flags.writeable and a.size == src.size
+        a[:] = src  # the only copy: into shared memory
+        with pytest.raises(BufferError):
+            u.commit([s])  # the array still points into the slot
+        assert s.held
+        del a
+        assert u.commit([s]) == [OK]
+        out = np.zeros_like(src)
+        assert t.get(["tensor"], [out]) == [src.nbytes] and (out == src).all()
+        (p,) = u.acquire(["tensor"])
+        b = np.frombuffer(p.view, dtype=np.float32)
+        assert not b.flags.writeable and (b == src).all()
+        with pytest.raises(BufferError):
+            u.release([p])
+        del b
+        assert u.release([p]) == [OK]
+
+
+def test_views_are_unusable_once_the_slot_is_given_back(make_daemon):
+    d = make_daemon()
+    u, _ = clients(d, ns="views")
+    u.put(["k"], [b"value"])
+    (p,) = u.acquire(["k"])
+    with p.view as v:  # released at the end of the block
+        assert bytes(v) == b"value"
+    v2 = p.view
+    with pytest.raises(BufferError):
+        u.release([p])
+    with pytest.raises(BufferError):
+        u.close()  # the mapping must outlive every view
+    v2.release()
+    assert u.release([p]) == [OK]
+    with pytest.raises(ValueError):
+        p.view
+    with pytest.raises(BufferError):
+        memoryview(p)
+    with pytest.raises(ValueError):
+        v2[0]  # the released view
+    (r,) = u.reserve(["r"], 4)
+    u.close()  # a closed client's slots hold nothing
+    assert not r.held
+    with pytest.raises(ValueError):
+        r.view
+    with pytest.raises(ValueError):
+        u.commit([r])
+
+
+def test_slot_argument_errors(make_daemon):
+    d = make_daemon(threads=2)
+    u, _ = clients(d, ns="args")
+    other, _ = clients(d, ns="args")
+    with u, other:
+        (r,) = u.reserve(["x"], 8)
+        with pytest.raises(TypeError):
+            u.commit([b"not a slot"])
+        with pytest.raises(ValueError):
+            other.commit([r])  # a slot of another client
+        with pytest.raises(ValueError):
+            u.commit([r], [1, 2])
+        # a reservation is not a pin and a pin is not a reservation
+        assert u.release([r]) == [STALE_GENERATION] and r.held
+        with pytest.raises(ValueError):
+            r.verify()
+        assert u.abort([r]) == [OK]
+
+
+def test_slots_held_across_a_restart_are_refused(make_daemon):
+    d = make_daemon(threads=2)
+    u, _ = clients(d, ns="restart")
+    u.put(["p"], [b"pinned bytes"])
+    (p,) = u.acquire(["p"])
+    pending = u.reserve([f"r{i}" for i in range(4)], 0)  # on both shards
+    d.stop()
+    d.start()
+    deadline = time.time() + 10
+    while True:  # each shard finds its connection dead once, then reconnects
+        try:
+            st = u.commit(pending)
+            break
+        except OSError as e:
+            assert e.errno in (errno.EAGAIN, errno.EIO, errno.ETIMEDOUT), e
+            assert time.time() < deadline
+            time.sleep(0.02)
+    assert st == [STALE_GENERATION] * 4 and not any(s.held for s in pending)
+    while True:
+        try:
+            assert u.release([p]) == [STALE_GENERATION]
+            break
+        except OSError as e:
+            assert e.errno in (errno.EAGAIN, errno.EIO, errno.ETIMEDOUT), e
+            assert time.time() < deadline
+            time.sleep(0.02)
+    assert u.put(["p"], [b"new"]) == [OK]  # the client works on the new daemon
+    u.close()
+
+
+def test_pinned_slot_survives_eviction_pressure(make_daemon):
+    d = make_daemon(threads=2)
+    u, _ = clients(d, ns="pressure", value_size=1 << 20)
+    with u:
+        want = os.urandom(1 << 20)
+        assert u.put(["pinned"], [want]) == [OK]
+        (p,) = u.acquire(["pinned"])
+        before = u.stats()["evictions"]
+        filler = bytearray(1 << 20)
+        for i in range(600):  # the 0.25 GiB slab, more than twice over
+            filler[:8] = i.to_bytes(8, "little")
+            u.put([f"fill-{i}"], [filler])
+        assert u.stats()["evictions"] > before
+        assert p.view == want and p.verify()
+        assert u.exists(["pinned"])[0] == [True]
+        assert u.release([p]) == [OK]
+
+
+def test_tcp_client_refuses_slot_calls(make_daemon):
+    d = make_daemon()
+    _, t = clients(d, ns="tcp")
+    with t:
+        for call in (lambda: t.reserve(["k"], 10), lambda: t.acquire(["k"]),
+                     lambda: t.commit([]), lambda: t.release([])):
+            with pytest.raises(OSError) as e:
+                call()
+            assert e.value.errno == errno.EOPNOTSUPP and "Unix socket" in str(e.value)
