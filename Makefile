@@ -120,6 +120,7 @@ bench-kv: deps
 	bash bench/kv/run_core.sh
 	bash bench/kv/run_client.sh
 	bash bench/kv/run_evict.sh
+	bash bench/kv/run_peers.sh
 
 clean:
 	rm -rf build
