@@ -52,6 +52,7 @@
 #define OL_CONFIG_KEY_LEN         129   /* access / secret key, 128 + NUL */
 #define OL_CONFIG_DEVICE_LEN      64
 #define OL_CONFIG_MAX_DATA_DIRS   64
+#define OL_CONFIG_MAX_KV_DISK_DIRS 16
 #define OL_CONFIG_MAX_CREDENTIALS 64
 #define OL_CONFIG_MAX_NODES       1024
 #define OL_CONFIG_MAX_RDMA_DEVICES 32
@@ -112,6 +113,12 @@ struct ol_config {
         double capacity_gb;             /* 0 = auto */
         int64_t reserve_ttl_secs;
     } kv_slab;
+    struct {
+        char dirs[OL_CONFIG_MAX_KV_DISK_DIRS][OL_CONFIG_PATH_LEN];
+        int n_dirs;                     /* 0 = use data_dirs */
+        double capacity_gb;             /* 0 = no disk tier */
+        int64_t queue_depth;
+    } kv_disk;
     struct {
         int backend;                    /* enum ol_config_rdma_backend */
         char devices[OL_CONFIG_MAX_RDMA_DEVICES][OL_CONFIG_DEVICE_LEN];

@@ -51,7 +51,7 @@ static void ol_core_tick(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_core *core = (struct ol_core *)((char *)t - offsetof(struct ol_core, tick));
     if (atomic_load(&core->d->draining) && ol_http_server_conns(core->s3) == 0 &&
-        (!core->kv || ol_kv_server_conns(core->kv) == 0)) {
+        (!core->kv || ol_kv_server_idle(core->kv))) {
         ol_loop_stop(loop);
         return;
     }

@@ -11,6 +11,13 @@
  * reads is slowed, never dropped. Protocol errors get an ERROR frame, then
  * the connection closes.
  *
+ * Disk tier: before an ACQUIRE or GET frame is answered, its keys that are
+ * only on disk are read into RAM (ol_kv_shard_promote); the connection is
+ * parked meanwhile (it reads no further frames) and every disk completion
+ * runs the parked connections again. A frame waits at most
+ * OL_KVS_LOAD_WAIT_MS; then it is answered with what RAM holds. Committed
+ * entries are written behind after each batch of frames (ol_kv_shard_pump).
+ *
  * Hand-over: HELLO names the shard the connection serves. If that shard is
  * another core's, this core stops receiving, and posts the socket to that
  * core (ol_msg embedded in the connection); the target core adopts it,
@@ -47,6 +54,7 @@
 #define OL_KVS_OUT_CAP     (OL_KV_HDR_LEN + OL_KVS_MAX_DATA + OL_KVS_MAX_ITEMS * 48u + 4096)
 #define OL_KVS_DEFAULT_VALUE (64u << 10)
 #define OL_KVS_TICK_MS     100
+#define OL_KVS_LOAD_WAIT_MS 2000
 
 struct ol_kv_conn {
     struct ol_op recv_op, send_op;
@@ -54,6 +62,9 @@ struct ol_kv_conn {
     struct ol_kv_conn *next, *prev;
     int fd;
     bool is_unix, recv_armed, send_inflight, closing, close_after, hello, shm, migrating, adopted;
+    bool parked;              /* waiting for disk reads (on srv->parked) */
+    struct ol_kv_conn *park_next, *park_prev;
+    uint64_t park_since;      /* ms when the frame first waited; 0 = not waiting */
     int busy;
     int sid;                  /* session on this core's shard */
     uint64_t ns_seed;
@@ -80,6 +91,7 @@ struct ol_kv_server {
     bool draining;
     struct ol_pool conns, inbufs, outbufs;
     struct ol_kv_conn *list;
+    struct ol_kv_conn *parked;           /* connections waiting for disk reads */
     uint32_t nconns;
     struct ol_timer tick;
     struct ol_kv_hash hs[OL_KVS_MAX_ITEMS];
@@ -99,11 +111,26 @@ static void ol_kvc_close(struct ol_kv_conn *c);
 
 /* ---- lifetime ------------------------------------------------------------ */
 
+static void ol_kvc_unpark(struct ol_kv_conn *c)
+{
+    if (!c->parked)
+        return;
+    if (c->park_prev)
+        c->park_prev->park_next = c->park_next;
+    else
+        c->srv->parked = c->park_next;
+    if (c->park_next)
+        c->park_next->park_prev = c->park_prev;
+    c->park_next = c->park_prev = NULL;
+    c->parked = false;
+}
+
 static void ol_kvc_maybe_free(struct ol_kv_conn *c)
 {
     if (!c->closing || c->busy || c->recv_armed || c->send_inflight)
         return;
     struct ol_kv_server *s = c->srv;
+    ol_kvc_unpark(c);
     if (c->hello && !c->migrating) {
         ol_kv_shard_session_close(s->shard, c->sid);
         atomic_fetch_sub(&s->svc->sessions, 1);
@@ -591,6 +618,12 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
         o.c[OL_KV_STAT_PINS] = st.pinned_slots;
         o.c[OL_KV_STAT_ACQUIRES] = st.acquires;
         o.c[OL_KV_STAT_DELETES] = st.deletes;
+        if (sh->disk) {
+            struct ol_kv_disk_stats ds;
+            ol_kv_disk_stats(sh->disk, &ds);
+            o.c[OL_KV_STAT_DISK_ENTRIES] = ds.entries;
+            o.c[OL_KV_STAT_DISK_BYTES] = ds.value_bytes;
+        }
         /* slots of this session's value size: the slab / the shard's free pages */
         const struct ol_kv_alloc *al = &sh->alloc;
         uint32_t ss = ol_kv_slot_size_for(c->value_size);
@@ -620,6 +653,67 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
     c->out_len += (uint32_t)n;
 }
 
+/* ---- disk tier ------------------------------------------------------------------ */
+
+/* Before an ACQUIRE or GET: starts reading the frame's disk-only keys into
+ * RAM. Returns true when the frame must wait (the connection is parked). */
+static bool ol_kvc_wait_loads(struct ol_kv_conn *c, const struct ol_kv_dec *frame)
+{
+    struct ol_kv_server *s = c->srv;
+    uint64_t now = ol_loop_now_ms(s->loop);
+    if (c->park_since && now - c->park_since >= OL_KVS_LOAD_WAIT_MS)
+        return false; /* waited long enough: answer from RAM */
+    struct ol_kv_dec d = *frame;
+    struct ol_kv_bytes k;
+    bool wait = false;
+    while (ol_kv_dec_key(&d, &k) == 1) {
+        struct ol_kv_hash kh = ol_kv_key_hash(c->ns_seed, k.p, k.len);
+        if (ol_kv_shard_of(s->svc, kh) != s->core)
+            continue;
+        int where = ol_kv_shard_where(s->shard, c->ns, kh);
+        if (where == OL_KV_WHERE_LOADING) {
+            wait = true;
+        } else if (where == OL_KV_WHERE_DISK) {
+            int rc = ol_kv_shard_promote(s->shard, c->ns, kh);
+            wait |= rc == 0 || rc == -EBUSY;
+        }
+    }
+    if (!wait)
+        return false;
+    if (!c->park_since)
+        c->park_since = now ? now : 1;
+    c->parked = true;
+    c->park_prev = NULL;
+    c->park_next = s->parked;
+    if (s->parked)
+        s->parked->park_prev = c;
+    s->parked = c;
+    return true;
+}
+
+/* Runs every parked connection again (each parks again if it must). */
+static void ol_kvs_rekick(struct ol_kv_server *s)
+{
+    struct ol_kv_conn *list = s->parked;
+    s->parked = NULL;
+    while (list) {
+        struct ol_kv_conn *c = list;
+        list = c->park_next;
+        c->park_next = c->park_prev = NULL;
+        c->parked = false;
+        ol_kvc_process(c);
+    }
+}
+
+static void ol_kvs_disk_done(void *ctx, int ev, uint64_t tag, int status,
+                             const struct ol_kv_slot_hdr *hdr)
+{
+    struct ol_kv_server *s = ctx;
+    ol_kv_shard_disk_done(s->shard, ev, tag, status, hdr);
+    ol_kv_shard_pump(s->shard);
+    ol_kvs_rekick(s);
+}
+
 /* ---- input ---------------------------------------------------------------------- */
 
 /* Worst-case size of the answer to a frame of `count` items. */
@@ -632,7 +726,8 @@ static void ol_kvc_process(struct ol_kv_conn *c)
 {
     struct ol_kv_server *s = c->srv;
     c->busy++;
-    while (!c->closing && !c->close_after && !c->migrating && c->in_len >= OL_KV_HDR_LEN) {
+    while (!c->closing && !c->close_after && !c->migrating && !c->parked &&
+           c->in_len >= OL_KV_HDR_LEN) {
         struct ol_kv_hdr h;
         int rc = ol_kv_frame_parse_header(c->in, c->in_len, &h);
         if (rc < 0) {
@@ -671,6 +766,11 @@ static void ol_kvc_process(struct ol_kv_conn *c)
             break;
         }
         uint32_t flen = (uint32_t)ol_kv_frame_len(&h);
+        if (s->shard->disk &&
+            ((h.opcode == OL_KV_OP_ACQUIRE && c->shm) || h.opcode == OL_KV_OP_GET) &&
+            ol_kvc_wait_loads(c, &d))
+            break; /* parked until its keys are in RAM */
+        c->park_since = 0;
         c->crc_flag = h.flags & OL_KV_F_BODY_CRC; /* answers mirror the request */
         if (h.opcode == OL_KV_OP_HELLO)
             ol_kvc_handle_hello(c, &h, &d);
@@ -687,6 +787,7 @@ static void ol_kvc_process(struct ol_kv_conn *c)
         ol_pool_put(&s->inbufs, c->in); /* idle connections hold no buffer */
         c->in = NULL;
     }
+    ol_kv_shard_pump(s->shard); /* write behind what this batch committed */
     if (!c->closing) {
         ol_kvc_flush(c);
         if (!c->recv_armed && !c->migrating && !c->close_after && c->in_len < OL_KVS_IN_PAUSE) {
@@ -786,6 +887,8 @@ static void ol_on_kv_tick(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_kv_server *s = OL_CONTAINER(t, struct ol_kv_server, tick);
     ol_kv_shard_expire(s->shard, ol_loop_now_ms(loop));
+    ol_kv_shard_pump(s->shard);
+    ol_kvs_rekick(s); /* parked frames past their wait are answered */
     ol_timer_arm(loop, t, OL_KVS_TICK_MS);
 }
 
@@ -827,6 +930,8 @@ int ol_kv_server_create(ol_loop *loop, int core, struct ol_kv_service *svc,
     }
     ol_loop_accept(loop, &s->tcp_accept, s->tcp_fd);
     ol_timer_arm(loop, &s->tick, OL_KVS_TICK_MS);
+    if (svc->disks)
+        ol_kv_disk_attach(svc->disks[core], loop, ol_kvs_disk_done, s);
     servers[core] = s;
     *out = s;
     return 0;
@@ -855,8 +960,7 @@ void ol_kv_server_drain(struct ol_kv_server *s)
 {
     if (s->draining)
         return;
-    s->draining = true;
-    ol_timer_cancel(s->loop, &s->tick);
+    s->draining = true; /* the tick keeps running: it pumps writes behind until idle */
     ol_loop_cancel(s->loop, &s->tcp_accept);
     close(s->tcp_fd);
     s->tcp_fd = -1;
@@ -891,4 +995,8 @@ void ol_kv_server_close_all(struct ol_kv_server *s)
 }
 
 uint32_t ol_kv_server_conns(const struct ol_kv_server *s) { return s->nconns; }
+bool ol_kv_server_idle(const struct ol_kv_server *s)
+{
+    return s->nconns == 0 && !ol_kv_shard_disk_busy(s->shard);
+}
 int ol_kv_server_port(const struct ol_kv_server *s) { return s->port; }

@@ -14,6 +14,7 @@
 #ifndef OL_KV_SERVER_H
 #define OL_KV_SERVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kv/service.h"
@@ -35,6 +36,8 @@ void ol_kv_server_destroy(struct ol_kv_server *s);
 void ol_kv_server_drain(struct ol_kv_server *s);
 void ol_kv_server_close_all(struct ol_kv_server *s);
 uint32_t ol_kv_server_conns(const struct ol_kv_server *s);
+/* No connection left and no write behind pending (shutdown waits for this). */
+bool ol_kv_server_idle(const struct ol_kv_server *s);
 int ol_kv_server_port(const struct ol_kv_server *s);
 
 #endif

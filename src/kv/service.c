@@ -3,6 +3,8 @@
  */
 #include "kv/service.h"
 
+#include "base/log.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -77,6 +79,43 @@ static int ol_token_file(struct ol_kv_service *svc, const char *dir, char *err, 
     return 0;
 }
 
+static int ol_open_disks(struct ol_kv_service *svc, const struct ol_config *cfg, char *err,
+                         size_t errlen)
+{
+    int n = svc->nshards, rc;
+    svc->disks = calloc((size_t)n, sizeof *svc->disks);
+    if (!svc->disks) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int ndirs = cfg->kv_disk.n_dirs ? cfg->kv_disk.n_dirs : cfg->n_data_dirs;
+    uint64_t share = (uint64_t)(cfg->kv_disk.capacity_gb * (double)(1u << 30)) / (uint64_t)n;
+    if (share < OL_KV_PAGE) {
+        snprintf(err, errlen, "kv_disk.capacity_gb: %g GiB gives each of the %d cores less than "
+                 "2 MiB; raise it", cfg->kv_disk.capacity_gb, n);
+        return -EINVAL;
+    }
+    uint64_t recovered = 0;
+    for (int i = 0; i < n; i++) {
+        struct ol_kv_disk_params p = {
+            .dir = cfg->kv_disk.n_dirs ? cfg->kv_disk.dirs[i % ndirs] : cfg->data_dirs[i % ndirs],
+            .shard = i, .nshards = n, .bytes = share, .evict_kind = OL_EVICT_DEFAULT,
+            .queue_depth = (unsigned)cfg->kv_disk.queue_depth};
+        if ((rc = ol_kv_disk_open(&svc->disks[i], &p, err, errlen)) < 0)
+            return rc;
+        if ((rc = ol_kv_shard_set_disk(&svc->shards[i], svc->disks[i])) < 0) {
+            snprintf(err, errlen, "out of memory");
+            return rc;
+        }
+        struct ol_kv_disk_stats st;
+        ol_kv_disk_stats(svc->disks[i], &st);
+        recovered += st.recovered;
+    }
+    ol_info("kv disk tier: %.2f GiB in %d dir(s), %llu entries found", cfg->kv_disk.capacity_gb,
+            ndirs, (unsigned long long)recovered);
+    return 0;
+}
+
 int ol_kv_service_create(struct ol_kv_service **out, const struct ol_config *cfg, int nshards,
                          char *err, size_t errlen)
 {
@@ -133,6 +172,8 @@ int ol_kv_service_create(struct ol_kv_service **out, const struct ol_config *cfg
             goto fail;
         }
     }
+    if (cfg->kv_disk.capacity_gb > 0 && (rc = ol_open_disks(svc, cfg, err, errlen)) < 0)
+        goto fail;
     *out = svc;
     return 0;
 fail:
@@ -148,6 +189,10 @@ void ol_kv_service_destroy(struct ol_kv_service *svc)
         for (int i = 0; i < svc->nshards; i++)
             ol_kv_shard_exit(&svc->shards[i]);
     free(svc->shards);
+    if (svc->disks)
+        for (int i = 0; i < svc->nshards; i++)
+            ol_kv_disk_close(svc->disks[i]);
+    free(svc->disks);
     ol_kv_slab_destroy(&svc->slab);
     explicit_bzero(svc->token, sizeof svc->token);
     free(svc);

@@ -26,6 +26,7 @@ struct ol_kv_service {
     struct ol_kv_slab slab;
     int nshards;
     struct ol_kv_shard *shards;
+    struct ol_kv_disk **disks;   /* one per shard, or NULL: no disk tier */
     char token[OL_KV_MAX_TOKEN + 1];
     size_t token_len;
     char token_path[OL_CONFIG_PATH_LEN + 16]; /* "" when the token came from config */
@@ -37,7 +38,9 @@ struct ol_kv_service {
 
 /*
  * Sizes the slab from cfg ([kv_slab] cpu_ram_frac wins over capacity_gb;
- * neither: a quarter of RAM), splits it into nshards shards, and loads or
+ * neither: a quarter of RAM), splits it into nshards shards, opens the disk
+ * tier when [kv_disk] capacity_gb > 0 (shard i gets capacity / nshards in
+ * dirs[i % ndirs], the data dirs when kv_disk.dirs is empty), and loads or
  * creates the token (kv_token, else <data_dirs[0]>/kv.token, created 0600
  * with 32 random bytes in hex on first start). Returns 0 or -errno with a
  * message in err.

@@ -3,12 +3,15 @@
  *
  * Entries are indexed by local id = slot id - id_base, so the index, the
  * eviction policies and the entry array share one dense id space. Space for
- * a new value: a free slot of its size class; else a victim of its own class
- * (while the class holds at least its fair share of pages); else a whole
- * page taken back from the class holding the most pages (every unpinned
- * committed entry on the victim's page is evicted, so the page frees).
+ * a new value: kv/space.h (the same rule the disk tier uses).
+ *
+ * Disk tier tags: an I/O for entry lid at generation gen carries
+ * lid | (low 32 bits of gen) << 32; the entry is held (wpin, or the LOADING
+ * pin) until its completion, so the slot cannot change hands meanwhile.
  */
 #include "kv/shard.h"
+
+#include "kv/space.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -16,9 +19,8 @@
 #include <string.h>
 
 #define OL_NONE UINT32_MAX
-#define OL_MAX_SPACE_TRIES 64
 
-enum { OL_ENT_FREE = 0, OL_ENT_RESERVED, OL_ENT_COMMITTED, OL_ENT_DOOMED };
+enum { OL_ENT_FREE = 0, OL_ENT_RESERVED, OL_ENT_COMMITTED, OL_ENT_DOOMED, OL_ENT_LOADING };
 
 struct ol_kv_ent {
     uint64_t gen;          /* even; bumped by 2 each time the slot gets a key */
@@ -29,6 +31,8 @@ struct ol_kv_ent {
     uint32_t pins;
     int16_t owner;         /* reserving session */
     uint8_t state, cls;
+    uint8_t on_disk;       /* the disk tier holds this value */
+    uint8_t wpin;          /* its write behind is in flight */
 };
 
 /* A session's pins: open addressing over slot ids (key + 1; 0 = empty). */
@@ -59,7 +63,7 @@ int ol_kv_shard_init(struct ol_kv_shard *sh, const struct ol_kv_slab *slab, uint
     sh->id_base = first_page * OL_KV_SLOTS_PER_PAGE;
     sh->nents = npages * OL_KV_SLOTS_PER_PAGE;
     sh->res_head = sh->res_tail = OL_NONE;
-    if ((rc = ol_kv_alloc_init(&sh->alloc, slab, first_page, npages)) < 0)
+    if ((rc = ol_kv_alloc_init(&sh->alloc, slab->npages, first_page, npages)) < 0)
         return rc;
     if ((rc = ol_kv_index_init(&sh->index, sh->nents)) < 0)
         goto fail;
@@ -82,6 +86,7 @@ void ol_kv_shard_exit(struct ol_kv_shard *sh)
     for (int c = 0; c < OL_KV_MAX_CLASSES; c++)
         ol_evict_exit(&sh->evict[c]);
     free(sh->ents);
+    free(sh->wq);
     ol_kv_index_exit(&sh->index);
     ol_kv_alloc_exit(&sh->alloc);
     memset(sh, 0, sizeof *sh);
@@ -124,6 +129,8 @@ static void ol_ent_free(struct ol_kv_shard *sh, uint32_t lid)
     sh->st.bytes_used -= k->slot_size;
     e->state = OL_ENT_FREE;
     e->pins = 0;
+    e->wpin = 0;
+    e->on_disk = 0;
 }
 
 /* Takes a committed entry out of view (index and policy). */
@@ -150,71 +157,27 @@ static void ol_res_drop(struct ol_kv_shard *sh, uint32_t lid)
 static bool ol_pinned(void *ctx, uint32_t lid)
 {
     const struct ol_kv_shard *sh = ctx;
-    return sh->ents[lid].pins != 0;
+    return sh->ents[lid].pins != 0 || sh->ents[lid].wpin;
 }
 
-static void ol_evict_ent(struct ol_kv_shard *sh, uint32_t lid)
+/* Space callback: evicts committed entry lid (already out of its policy). */
+static void ol_evict_ent(void *ctx, uint32_t lid)
 {
+    struct ol_kv_shard *sh = ctx;
     struct ol_kv_ent *e = &sh->ents[lid];
     ol_kv_index_remove(&sh->index, e->h);
     sh->st.entries--;
     sh->st.value_bytes -= e->value_len;
     sh->st.evictions++;
+    if (sh->disk && !e->on_disk)
+        sh->st.writebehind_skipped++;
     ol_ent_free(sh, lid);
-}
-
-/* Evicts every unpinned committed entry on the page of lid (class k). */
-static void ol_reclaim_page(struct ol_kv_shard *sh, int k, uint32_t lid)
-{
-    uint32_t first = lid / OL_KV_SLOTS_PER_PAGE * OL_KV_SLOTS_PER_PAGE;
-    for (uint32_t i = first; i < first + OL_KV_SLOTS_PER_PAGE; i++) {
-        struct ol_kv_ent *e = &sh->ents[i];
-        if (e->state == OL_ENT_COMMITTED && e->cls == k && !e->pins &&
-            ol_kv_alloc_class_of(&sh->alloc, ol_slot(sh, i)) == k) {
-            ol_evict_remove(&sh->evict[k], i);
-            ol_evict_ent(sh, i);
-        }
-    }
 }
 
 static int64_t ol_get_slot(struct ol_kv_shard *sh, int c)
 {
-    for (int tries = 0; tries < OL_MAX_SPACE_TRIES; tries++) {
-        int64_t s = ol_kv_alloc_slot(&sh->alloc, c);
-        if (s >= 0)
-            return s;
-        /* Fair share of pages among the classes in use. */
-        uint32_t used_classes = 0, big = 0;
-        int bigk = -1;
-        for (int k = 0; k < OL_KV_MAX_CLASSES; k++) {
-            if (!sh->alloc.cls[k].pages)
-                continue;
-            used_classes++;
-            if (k != c && sh->alloc.cls[k].pages > big && ol_evict_count(&sh->evict[k])) {
-                big = sh->alloc.cls[k].pages;
-                bigk = k;
-            }
-        }
-        uint32_t wanting = used_classes + (sh->alloc.cls[c].pages ? 0 : 1);
-        uint32_t fair = sh->alloc.npages / wanting;
-        int64_t v = -1;
-        if (sh->alloc.cls[c].pages >= fair || bigk < 0) {
-            if (ol_evict_count(&sh->evict[c]))
-                v = ol_evict_victim(&sh->evict[c], ol_pinned, sh);
-            if (v >= 0) {
-                ol_evict_ent(sh, (uint32_t)v);
-                continue;
-            }
-        }
-        if (bigk < 0)
-            return -ENOSPC;
-        v = ol_evict_victim(&sh->evict[bigk], ol_pinned, sh);
-        if (v < 0)
-            return -ENOSPC;
-        ol_evict_ent(sh, (uint32_t)v);
-        ol_reclaim_page(sh, bigk, (uint32_t)v);
-    }
-    return -ENOSPC;
+    struct ol_kv_space_ops ops = {.pinned = ol_pinned, .drop = ol_evict_ent, .ctx = sh};
+    return ol_kv_space_slot(&sh->alloc, sh->evict, c, &ops);
 }
 
 /* ---- sessions ----------------------------------------------------------------------- */
@@ -272,7 +235,7 @@ static void ol_unpin(struct ol_kv_shard *sh, uint32_t lid, uint32_t n)
     if (e->pins)
         return;
     sh->st.pinned_slots--;
-    if (e->state == OL_ENT_DOOMED)
+    if (e->state == OL_ENT_DOOMED && !e->wpin)
         ol_ent_free(sh, lid);
 }
 
@@ -308,7 +271,7 @@ int ol_kv_shard_reserve(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_
 {
     if (!ol_sid_ok(sh, sid) || key_len > OL_KV_KEY_MAX)
         return OL_KV_BAD_REQUEST;
-    if (ol_kv_index_find(&sh->index, h) >= 0)
+    if (ol_kv_index_find(&sh->index, h) >= 0 || (sh->disk && ol_kv_disk_has(sh->disk, h)))
         return OL_KV_EXISTS;
     int c = ol_kv_alloc_class(&sh->alloc, value_size);
     if (c == -ENOSPC)
@@ -330,6 +293,7 @@ int ol_kv_shard_reserve(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_
     e->state = OL_ENT_RESERVED;
     e->owner = (int16_t)sid;
     e->pins = 0;
+    e->wpin = e->on_disk = 0;
     e->value_len = e->value_sum = 0;
     e->deadline_ms = now_ms + sh->ttl_ms;
     ol_kv_index_insert(&sh->index, h, lid);
@@ -375,6 +339,12 @@ int ol_kv_shard_commit(struct ol_kv_shard *sh, int sid, uint32_t slot, uint64_t 
     sh->st.entries++;
     sh->st.value_bytes += value_len;
     sh->st.commits++;
+    if (sh->disk) {
+        if (sh->wq_len < sh->nents)
+            sh->wq[(sh->wq_head + sh->wq_len++) % sh->nents] = (struct ol_kv_wq){lid, e->gen};
+        else
+            sh->st.writebehind_skipped++;
+    }
     return OL_KV_OK;
 }
 
@@ -408,6 +378,11 @@ uint32_t ol_kv_shard_lookup(struct ol_kv_shard *sh, uint32_t ns, const struct ol
         ol_kv_index_find_batch(&sh->index, hs + base, m, ids);
         for (uint32_t i = 0; i < m; i++) {
             present[base + i] = ol_committed(sh, ns, ids[i]) != NULL;
+            if (!present[base + i] && sh->disk &&
+                ol_kv_disk_find(sh->disk, ns, hs[base + i], NULL) >= 0) {
+                present[base + i] = 1;
+                sh->st.disk_hits++;
+            }
             found += present[base + i];
             if (in_run && present[base + i])
                 run++;
@@ -466,10 +441,15 @@ int ol_kv_shard_release(struct ol_kv_shard *sh, int sid, uint32_t slot, uint64_t
 static void ol_delete_lid(struct ol_kv_shard *sh, uint32_t lid)
 {
     struct ol_kv_ent *e = &sh->ents[lid];
+    if (e->state == OL_ENT_LOADING) {
+        ol_kv_index_remove(&sh->index, e->h);
+        e->state = OL_ENT_DOOMED; /* freed when its read completes */
+        return;
+    }
     ol_ent_unpublish(sh, lid);
     sh->st.deletes++;
-    if (e->pins)
-        e->state = OL_ENT_DOOMED; /* freed by the last release */
+    if (e->pins || e->wpin)
+        e->state = OL_ENT_DOOMED; /* freed by the last release or the write's end */
     else
         ol_ent_free(sh, lid);
 }
@@ -477,20 +457,27 @@ static void ol_delete_lid(struct ol_kv_shard *sh, uint32_t lid)
 int ol_kv_shard_delete(struct ol_kv_shard *sh, uint32_t ns, struct ol_kv_hash h)
 {
     int64_t lid = ol_kv_index_find(&sh->index, h);
-    if (!ol_committed(sh, ns, lid))
-        return OL_KV_NOT_FOUND;
-    ol_delete_lid(sh, (uint32_t)lid);
-    return OL_KV_OK;
+    bool in_ram = ol_committed(sh, ns, lid) != NULL ||
+                  (lid >= 0 && sh->ents[lid].state == OL_ENT_LOADING && sh->ents[lid].ns == ns);
+    if (in_ram)
+        ol_delete_lid(sh, (uint32_t)lid);
+    bool on_disk = sh->disk && ol_kv_disk_delete(sh->disk, ns, h) == 0;
+    return in_ram || on_disk ? OL_KV_OK : OL_KV_NOT_FOUND;
 }
 
 uint64_t ol_kv_shard_reset(struct ol_kv_shard *sh, uint32_t ns)
 {
     uint64_t n = 0;
-    for (uint32_t lid = 0; lid < sh->nents; lid++)
-        if (sh->ents[lid].state == OL_ENT_COMMITTED && sh->ents[lid].ns == ns) {
+    for (uint32_t lid = 0; lid < sh->nents; lid++) {
+        struct ol_kv_ent *e = &sh->ents[lid];
+        if ((e->state == OL_ENT_COMMITTED || e->state == OL_ENT_LOADING) && e->ns == ns) {
+            /* counted once: from the disk when it has the entry too */
+            n += e->state == OL_ENT_COMMITTED && !e->on_disk;
             ol_delete_lid(sh, lid);
-            n++;
         }
+    }
+    if (sh->disk)
+        n += ol_kv_disk_reset(sh->disk, ns);
     return n;
 }
 
@@ -509,4 +496,156 @@ uint32_t ol_kv_shard_expire(struct ol_kv_shard *sh, uint64_t now_ms)
 void ol_kv_shard_stats(const struct ol_kv_shard *sh, struct ol_kv_shard_stats *out)
 {
     *out = sh->st;
+}
+
+/* ---- disk tier ----------------------------------------------------------------------- */
+
+static uint64_t ol_tag(uint32_t lid, uint64_t gen) { return lid | (gen & 0xFFFFFFFFu) << 32; }
+
+int ol_kv_shard_set_disk(struct ol_kv_shard *sh, struct ol_kv_disk *d)
+{
+    sh->wq = calloc(sh->nents, sizeof *sh->wq);
+    if (!sh->wq)
+        return -ENOMEM;
+    sh->disk = d;
+    return 0;
+}
+
+int ol_kv_shard_where(const struct ol_kv_shard *sh, uint32_t ns, struct ol_kv_hash h)
+{
+    int64_t lid = ol_kv_index_find(&sh->index, h);
+    if (lid >= 0 && sh->ents[lid].ns == ns) {
+        if (sh->ents[lid].state == OL_ENT_COMMITTED)
+            return OL_KV_WHERE_RAM;
+        if (sh->ents[lid].state == OL_ENT_LOADING)
+            return OL_KV_WHERE_LOADING;
+    }
+    if (lid < 0 && sh->disk && ol_kv_disk_find(sh->disk, ns, h, NULL) >= 0)
+        return OL_KV_WHERE_DISK;
+    return OL_KV_WHERE_MISS;
+}
+
+int ol_kv_shard_promote(struct ol_kv_shard *sh, uint32_t ns, struct ol_kv_hash h)
+{
+    uint64_t len;
+    int64_t did;
+    if (!sh->disk || ol_kv_index_find(&sh->index, h) >= 0 ||
+        (did = ol_kv_disk_find(sh->disk, ns, h, &len)) < 0)
+        return -ENOENT;
+    if (!ol_kv_disk_idle_slot(sh->disk))
+        return -EBUSY;
+    int c = ol_kv_alloc_class(&sh->alloc, len);
+    if (c < 0)
+        return -ENOSPC;
+    if (!sh->evict[c].capacity && ol_evict_init(&sh->evict[c], sh->evict_kind, sh->nents) < 0)
+        return -ENOSPC;
+    int64_t slot = ol_get_slot(sh, c);
+    if (slot < 0)
+        return -ENOSPC;
+    uint32_t lid = ol_lid(sh, (uint32_t)slot);
+    struct ol_kv_ent *e = &sh->ents[lid];
+    e->gen += 2;
+    e->h = h;
+    e->ns = ns;
+    e->hint = 0;
+    e->cls = (uint8_t)c;
+    e->state = OL_ENT_LOADING;
+    e->owner = -1;
+    e->pins = 1; /* the read's */
+    e->wpin = 0;
+    e->on_disk = 1;
+    e->value_len = len;
+    e->value_sum = 0;
+    const struct ol_kv_class *k = &sh->alloc.cls[c];
+    ol_kv_slab_hdr_begin(sh->slab, (uint32_t)slot, e->gen, ns, h, "", 0); /* odd until loaded */
+    sh->st.bytes_used += k->slot_size;
+    int rc = ol_kv_disk_read(sh->disk, did,
+                             sh->slab->base + ol_kv_slab_off(sh->slab, (uint32_t)slot, k->slot_size),
+                             ol_tag(lid, e->gen));
+    if (rc < 0) {
+        ol_ent_free(sh, lid);
+        return rc;
+    }
+    ol_kv_index_insert(&sh->index, h, lid);
+    return 0;
+}
+
+bool ol_kv_shard_disk_busy(const struct ol_kv_shard *sh)
+{
+    return sh->disk && (sh->wq_len || ol_kv_disk_busy(sh->disk));
+}
+
+void ol_kv_shard_pump(struct ol_kv_shard *sh)
+{
+    if (!sh->disk)
+        return;
+    while (sh->wq_len && ol_kv_disk_idle_slot(sh->disk)) {
+        struct ol_kv_wq w = sh->wq[sh->wq_head];
+        sh->wq_head = (sh->wq_head + 1) % sh->nents;
+        sh->wq_len--;
+        struct ol_kv_ent *e = &sh->ents[w.lid];
+        if (e->gen != w.gen || e->state != OL_ENT_COMMITTED || e->on_disk || e->wpin)
+            continue; /* gone, or there already */
+        uint32_t slot = ol_slot(sh, w.lid);
+        const struct ol_kv_slot_hdr *hd = ol_kv_slab_hdr(sh->slab, slot);
+        uint32_t ss = sh->alloc.cls[e->cls].slot_size;
+        int rc = ol_kv_disk_write(sh->disk, e->ns, e->h, hd->key, hd->key_len,
+                                  sh->slab->base + ol_kv_slab_off(sh->slab, slot, ss),
+                                  e->value_len, e->value_sum, ol_tag(w.lid, e->gen));
+        if (rc == 0) {
+            e->wpin = 1;
+        } else if (rc == -EEXIST) {
+            e->on_disk = 1;
+        } else if (rc == -EBUSY) {
+            sh->wq_head = (sh->wq_head + sh->nents - 1) % sh->nents; /* put it back */
+            sh->wq[sh->wq_head] = w;
+            sh->wq_len++;
+            return;
+        } else {
+            sh->st.writebehind_skipped++;
+        }
+    }
+}
+
+void ol_kv_shard_disk_done(void *ctx, int ev, uint64_t tag, int status,
+                           const struct ol_kv_slot_hdr *hdr)
+{
+    struct ol_kv_shard *sh = ctx;
+    uint32_t lid = (uint32_t)tag;
+    if (lid >= sh->nents)
+        return;
+    struct ol_kv_ent *e = &sh->ents[lid];
+    if ((e->gen & 0xFFFFFFFFu) != tag >> 32)
+        return;
+    uint32_t slot = ol_slot(sh, lid);
+    if (ev == OL_KV_DISK_WROTE) {
+        e->wpin = 0;
+        if (status == 0 && e->state == OL_ENT_COMMITTED)
+            e->on_disk = 1;
+        if (e->state == OL_ENT_DOOMED && !e->pins)
+            ol_ent_free(sh, lid);
+        return;
+    }
+    /* a promotion's read */
+    if (e->state == OL_ENT_DOOMED) { /* deleted while loading */
+        ol_ent_free(sh, lid);
+        return;
+    }
+    if (e->state != OL_ENT_LOADING)
+        return;
+    e->pins = 0;
+    if (status != 0 || !hdr) {
+        ol_kv_index_remove(&sh->index, e->h);
+        ol_ent_free(sh, lid);
+        return;
+    }
+    ol_kv_slab_hdr_begin(sh->slab, slot, e->gen, e->ns, e->h, hdr->key, hdr->key_len);
+    ol_kv_slab_hdr_publish(sh->slab, slot, e->value_len, hdr->value_sum, OL_KV_SLOT_COMMITTED);
+    e->value_sum = hdr->value_sum;
+    e->state = OL_ENT_COMMITTED;
+    ol_evict_insert(&sh->evict[e->cls], lid, e->h.lo, 0);
+    ol_evict_hit(&sh->evict[e->cls], lid); /* wanted right now */
+    sh->st.entries++;
+    sh->st.value_bytes += e->value_len;
+    sh->st.promotions++;
 }

@@ -10,6 +10,16 @@
  * Must not: parse frames, hash keys (callers pass XXH3-128 of namespace +
  * key), or touch sockets.
  *
+ * Disk tier (optional, kv/disk.h): every committed entry is queued for
+ * writing behind (ol_kv_shard_pump starts the writes while the disk has
+ * room; the entry is held in RAM while its write is in flight, and a write
+ * that never got to start is simply not on disk). RAM eviction of an entry
+ * that is on disk is free. A key on disk but not in RAM counts as present
+ * for Lookup and Reserve (EXISTS); Acquire needs it in RAM: the server
+ * calls ol_kv_shard_promote first, which reads it into a fresh slot
+ * (state LOADING: in the index, pinned, not yet visible) and publishes it
+ * when the read passes its checksums, or drops it (a miss) when not.
+ *
  * Lifecycle of an entry:
  *
  *   (free) --reserve--> RESERVED --commit--> COMMITTED --evict/delete--> (free)
@@ -28,6 +38,7 @@
 
 #include <stdint.h>
 
+#include "kv/disk.h"
 #include "kv/evict.h"
 #include "kv/index.h"
 #include "kv/proto.h"
@@ -46,6 +57,8 @@ struct ol_kv_shard_stats {
     uint64_t lookups, hits, misses, acquires; /* hits/misses: Lookup and Acquire keys */
     uint64_t reserves, commits, aborts, expired;
     uint64_t evictions, deletes;
+    uint64_t promotions, disk_hits;      /* entries read back from disk; Lookup keys found there */
+    uint64_t writebehind_skipped;        /* evicted before their write could start */
 };
 
 struct ol_kv_shard {
@@ -60,6 +73,9 @@ struct ol_kv_shard {
     struct ol_kv_session *sessions[OL_KV_MAX_SESSIONS];
     uint32_t ttl_ms;
     uint32_t res_head, res_tail; /* reservations, oldest first (local ids) */
+    struct ol_kv_disk *disk;     /* NULL: no disk tier */
+    struct ol_kv_wq { uint32_t lid; uint64_t gen; } *wq; /* committed, not yet on disk */
+    uint32_t wq_head, wq_len;
     struct ol_kv_shard_stats st;
 };
 
@@ -126,5 +142,28 @@ uint64_t ol_kv_shard_reset(struct ol_kv_shard *sh, uint32_t ns);
 uint32_t ol_kv_shard_expire(struct ol_kv_shard *sh, uint64_t now_ms);
 
 void ol_kv_shard_stats(const struct ol_kv_shard *sh, struct ol_kv_shard_stats *out);
+
+/* ---- disk tier ---------------------------------------------------------- */
+
+/* Gives the shard its disk tier (before use; the shard does not own it).
+ * Returns 0 or -ENOMEM. */
+int ol_kv_shard_set_disk(struct ol_kv_shard *sh, struct ol_kv_disk *d);
+
+enum { OL_KV_WHERE_MISS = 0, OL_KV_WHERE_RAM, OL_KV_WHERE_LOADING, OL_KV_WHERE_DISK };
+/* Where the entry (ns, h) is readable from. */
+int ol_kv_shard_where(const struct ol_kv_shard *sh, uint32_t ns, struct ol_kv_hash h);
+/*
+ * Starts reading a disk-only entry into RAM. Returns 0 (LOADING: wait for
+ * ol_kv_shard_disk_done), -EBUSY (the disk's queue is full: retry after a
+ * completion), -ENOENT (not on disk), -ENOSPC (no RAM slot can be freed).
+ */
+int ol_kv_shard_promote(struct ol_kv_shard *sh, uint32_t ns, struct ol_kv_hash h);
+/* Starts writes behind while the disk has room. */
+void ol_kv_shard_pump(struct ol_kv_shard *sh);
+/* True while writes behind wait or disk I/O is in flight. */
+bool ol_kv_shard_disk_busy(const struct ol_kv_shard *sh);
+/* The disk tier's completion callback (ol_kv_disk_done_fn), ctx = shard. */
+void ol_kv_shard_disk_done(void *ctx, int ev, uint64_t tag, int status,
+                           const struct ol_kv_slot_hdr *hdr);
 
 #endif

@@ -107,7 +107,7 @@ void ol_kv_slab_destroy(struct ol_kv_slab *s)
 
 /* Standard CRC-32C (as in the KV protocol): ISA-L's crc32_iscsi neither
  * inverts its input nor its output, so we do. */
-static uint32_t ol_hdr_crc(const struct ol_kv_slot_hdr *h)
+uint32_t ol_kv_slot_hdr_crc(const struct ol_kv_slot_hdr *h)
 {
     uint32_t c = crc32_iscsi((unsigned char *)h, 56, 0xFFFFFFFFu);
     c = crc32_iscsi((unsigned char *)h->key, h->key_len <= OL_KV_KEY_MAX ? h->key_len : 0, c);
@@ -143,7 +143,7 @@ void ol_kv_slab_hdr_publish(const struct ol_kv_slab *s, uint32_t id, uint64_t va
     h->value_sum = value_sum;
     h->flags = flags;
     h->gen = gen; /* the crc covers the final, even generation */
-    h->hdr_crc = ol_hdr_crc(h);
+    h->hdr_crc = ol_kv_slot_hdr_crc(h);
     h->gen = gen | 1;
     __atomic_thread_fence(__ATOMIC_RELEASE);
     *(volatile uint64_t *)&h->gen = gen;
@@ -154,17 +154,16 @@ int ol_kv_slab_hdr_check(const struct ol_kv_slot_hdr *h)
     if (h->magic != OL_KV_SLOT_MAGIC || h->version != OL_KV_SLAB_VERSION ||
         h->key_len > OL_KV_KEY_MAX || (h->gen & 1))
         return -1;
-    return ol_hdr_crc(h) == h->hdr_crc ? 0 : -1;
+    return ol_kv_slot_hdr_crc(h) == h->hdr_crc ? 0 : -1;
 }
 
 /* ---- allocation -------------------------------------------------------------- */
 
-int ol_kv_alloc_init(struct ol_kv_alloc *a, const struct ol_kv_slab *s, uint32_t first, uint32_t n)
+int ol_kv_alloc_init(struct ol_kv_alloc *a, uint32_t total_pages, uint32_t first, uint32_t n)
 {
     memset(a, 0, sizeof *a);
-    if (n == 0 || first + n > s->npages)
+    if (n == 0 || first + n > total_pages)
         return -EINVAL;
-    a->slab = s;
     a->first_page = first;
     a->npages = n;
     a->free_pages = n;
@@ -244,6 +243,37 @@ static uint32_t ol_free_run(const struct ol_kv_alloc *a, uint32_t n)
     return OL_NONE;
 }
 
+/* Gives class c (k) the free span of pages starting at local page lp. */
+static void ol_take_span(struct ol_kv_alloc *a, struct ol_kv_class *k, int c, uint32_t lp)
+{
+    a->page_class[lp] = (uint8_t)(c + 1);
+    for (uint32_t i = 1; i < k->span_pages; i++)
+        a->page_class[lp + i] = 0xFF;
+    a->free_pages -= k->span_pages;
+    k->pages += k->span_pages;
+    k->used++;
+}
+
+/* Gives class c (k) free local page lp, empty, on its partial list. */
+static void ol_take_page(struct ol_kv_alloc *a, struct ol_kv_class *k, int c, uint32_t lp)
+{
+    a->page_class[lp] = (uint8_t)(c + 1);
+    a->page_used[2 * lp] = a->page_used[2 * lp + 1] = 0;
+    a->page_nused[lp] = 0;
+    a->free_pages--;
+    k->pages++;
+    ol_partial_push(a, k, lp);
+}
+
+/* Marks free slot `bit` of local page lp of class k used. */
+static void ol_take_bit(struct ol_kv_alloc *a, struct ol_kv_class *k, uint32_t lp, uint32_t bit)
+{
+    a->page_used[2 * lp + bit / 64] |= 1ull << (bit % 64);
+    if (++a->page_nused[lp] == k->per_page)
+        ol_partial_unlink(a, k, lp);
+    k->used++;
+}
+
 int64_t ol_kv_alloc_slot(struct ol_kv_alloc *a, int c)
 {
     struct ol_kv_class *k = &a->cls[c];
@@ -253,12 +283,7 @@ int64_t ol_kv_alloc_slot(struct ol_kv_alloc *a, int c)
         uint32_t lp = ol_free_run(a, k->span_pages);
         if (lp == OL_NONE)
             return -ENOSPC;
-        a->page_class[lp] = (uint8_t)(c + 1);
-        for (uint32_t i = 1; i < k->span_pages; i++)
-            a->page_class[lp + i] = 0xFF;
-        a->free_pages -= k->span_pages;
-        k->pages += k->span_pages;
-        k->used++;
+        ol_take_span(a, k, c, lp);
         return (int64_t)(a->first_page + lp) * OL_KV_SLOTS_PER_PAGE;
     }
     uint32_t lp = k->partial;
@@ -266,19 +291,11 @@ int64_t ol_kv_alloc_slot(struct ol_kv_alloc *a, int c)
         if (!a->free_pages)
             return -ENOSPC;
         lp = ol_free_run(a, 1);
-        a->page_class[lp] = (uint8_t)(c + 1);
-        a->page_used[2 * lp] = a->page_used[2 * lp + 1] = 0;
-        a->page_nused[lp] = 0;
-        a->free_pages--;
-        k->pages++;
-        ol_partial_push(a, k, lp);
+        ol_take_page(a, k, c, lp);
     }
-    uint64_t *w = &a->page_used[2 * lp];
-    int bit = ~w[0] ? __builtin_ctzll(~w[0]) : 64 + __builtin_ctzll(~w[1]);
-    w[bit / 64] |= 1ull << (bit % 64);
-    if (++a->page_nused[lp] == k->per_page)
-        ol_partial_unlink(a, k, lp);
-    k->used++;
+    const uint64_t *w = &a->page_used[2 * lp];
+    uint32_t bit = ~w[0] ? (uint32_t)__builtin_ctzll(~w[0]) : 64u + (uint32_t)__builtin_ctzll(~w[1]);
+    ol_take_bit(a, k, lp, bit);
     return (int64_t)(a->first_page + lp) * OL_KV_SLOTS_PER_PAGE + bit;
 }
 
@@ -310,4 +327,32 @@ void ol_kv_alloc_free(struct ol_kv_alloc *a, int c, uint32_t id)
         a->free_pages++;
         k->pages--;
     }
+}
+
+int ol_kv_alloc_claim(struct ol_kv_alloc *a, int c, uint32_t id)
+{
+    struct ol_kv_class *k = &a->cls[c];
+    uint32_t page = id / OL_KV_SLOTS_PER_PAGE, bit = id % OL_KV_SLOTS_PER_PAGE;
+    if (page < a->first_page || page - a->first_page >= a->npages || !k->slot_size)
+        return -EINVAL;
+    uint32_t lp = page - a->first_page;
+    if (!k->per_page) {
+        if (bit || lp + k->span_pages > a->npages)
+            return -EINVAL;
+        for (uint32_t i = 0; i < k->span_pages; i++)
+            if (a->page_class[lp + i])
+                return -EBUSY;
+        ol_take_span(a, k, c, lp);
+        return 0;
+    }
+    if (bit >= k->per_page)
+        return -EINVAL;
+    if (a->page_class[lp] == 0)
+        ol_take_page(a, k, c, lp);
+    else if (a->page_class[lp] != c + 1)
+        return -EBUSY;
+    if (a->page_used[2 * lp + bit / 64] & (1ull << (bit % 64)))
+        return -EBUSY;
+    ol_take_bit(a, k, lp, bit);
+    return 0;
 }

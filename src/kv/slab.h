@@ -139,6 +139,9 @@ void ol_kv_slab_hdr_publish(const struct ol_kv_slab *s, uint32_t id, uint64_t va
                             uint64_t value_sum, uint32_t flags);
 /* Verifies a header copy: magic, version, key length and checksum. Returns 0 or -1. */
 int ol_kv_slab_hdr_check(const struct ol_kv_slot_hdr *h);
+/* The header checksum (bytes 0..55 and the key bytes, CRC-32C). The disk
+ * tier's headers use the same layout and checksum. */
+uint32_t ol_kv_slot_hdr_crc(const struct ol_kv_slot_hdr *h);
 
 /* ---- per-shard allocation ------------------------------------------------- */
 
@@ -152,7 +155,6 @@ struct ol_kv_class {
 };
 
 struct ol_kv_alloc {
-    const struct ol_kv_slab *slab;
     uint32_t first_page, npages; /* this shard's pages: [first_page, first_page + npages) */
     uint32_t free_pages;
     uint8_t *page_class;         /* by local page: 0 = free, c+1 = class c, 0xFF = span tail */
@@ -163,8 +165,9 @@ struct ol_kv_alloc {
     struct ol_kv_class cls[OL_KV_MAX_CLASSES];
 };
 
-/* Gives a shard pages [first, first + n) of the slab. Returns 0 or -ENOMEM. */
-int ol_kv_alloc_init(struct ol_kv_alloc *a, const struct ol_kv_slab *s, uint32_t first, uint32_t n);
+/* Gives a shard pages [first, first + n) of a region of total_pages pages
+ * (the slab, or a disk tier file). Returns 0, -EINVAL or -ENOMEM. */
+int ol_kv_alloc_init(struct ol_kv_alloc *a, uint32_t total_pages, uint32_t first, uint32_t n);
 void ol_kv_alloc_exit(struct ol_kv_alloc *a);
 /* Class for value_size, created on first use. Returns the class number or
  * -ENOSPC (all OL_KV_MAX_CLASSES in use) / -E2BIG (larger than the shard). */
@@ -175,5 +178,12 @@ int64_t ol_kv_alloc_slot(struct ol_kv_alloc *a, int c);
 void ol_kv_alloc_free(struct ol_kv_alloc *a, int c, uint32_t id);
 /* Class of an allocated slot id. */
 int ol_kv_alloc_class_of(const struct ol_kv_alloc *a, uint32_t id);
+/*
+ * Marks slot id of class c as allocated (rebuilding an allocator from a
+ * persisted index). Returns 0, -EINVAL (id is not a slot position of class
+ * c, or out of range) or -EBUSY (the slot, or its page, is taken by another
+ * slot or class).
+ */
+int ol_kv_alloc_claim(struct ol_kv_alloc *a, int c, uint32_t id);
 
 #endif

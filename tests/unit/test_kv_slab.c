@@ -66,7 +66,7 @@ OLT_TEST(kv_slab_alloc_classes_fill_free_and_pages_return)
     struct ol_kv_slab s;
     struct ol_kv_alloc a;
     mk(&s, 16u << 20); /* 8 pages */
-    OLT_CHECK_EQ(ol_kv_alloc_init(&a, &s, 0, 8), 0);
+    OLT_CHECK_EQ(ol_kv_alloc_init(&a, s.npages, 0, 8), 0);
     int c64 = ol_kv_alloc_class(&a, 64 << 10);       /* 32 per page */
     int c1 = ol_kv_alloc_class(&a, 1000);            /* rounded to 16 KiB: 128 per page */
     OLT_CHECK(c64 >= 0 && c1 >= 0 && c64 != c1);
@@ -114,7 +114,7 @@ OLT_TEST(kv_slab_alloc_spans_and_class_limit)
     struct ol_kv_slab s;
     struct ol_kv_alloc a;
     mk(&s, 20u << 20); /* 10 pages */
-    OLT_CHECK_EQ(ol_kv_alloc_init(&a, &s, 2, 8), 0); /* a shard owning pages 2..9 */
+    OLT_CHECK_EQ(ol_kv_alloc_init(&a, s.npages, 2, 8), 0); /* a shard owning pages 2..9 */
     int big = ol_kv_alloc_class(&a, (3u << 20) + 1); /* 2 pages per slot */
     OLT_CHECK(big >= 0);
     OLT_CHECK_EQ(a.cls[big].span_pages, 2);
