@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define OL_NONE UINT32_MAX
@@ -615,7 +616,7 @@ static bool ol_sb_matches(struct ol_kv_disk *d, uint32_t nshards)
 int ol_kv_disk_open(struct ol_kv_disk **out, const struct ol_kv_disk_params *p, char *err,
                     size_t errlen)
 {
-    int rc;
+    int rc = 0;
     char path[sizeof ((struct ol_kv_disk *)0)->dir + 64];
     uint32_t npages = (uint32_t)(p->bytes / OL_KV_PAGE);
     if (npages == 0 || (uint64_t)npages * OL_KV_SLOTS_PER_PAGE > (1u << 31)) {
@@ -639,25 +640,6 @@ int ol_kv_disk_open(struct ol_kv_disk **out, const struct ol_kv_disk_params *p, 
     d->nents = npages * OL_KV_SLOTS_PER_PAGE;
     d->evict_kind = p->evict_kind;
     d->nios = p->queue_depth ? p->queue_depth : 32;
-    d->ents = calloc(d->nents, sizeof *d->ents);
-    d->erase_q = calloc(d->nents, sizeof *d->erase_q);
-    d->ios = aligned_alloc(OL_ALIGN, ol_up((size_t)d->nios * sizeof *d->ios, OL_ALIGN));
-    if (!d->ents || !d->erase_q || !d->ios) {
-        rc = -ENOMEM;
-        snprintf(err, errlen, "out of memory for the disk tier's index");
-        goto fail;
-    }
-    memset(d->ios, 0, (size_t)d->nios * sizeof *d->ios);
-    for (uint32_t i = 0; i < d->nios; i++) {
-        d->ios[i].d = d;
-        d->ios[i].next_free = i + 1 < d->nios ? i + 1 : OL_NONE;
-    }
-    d->free_io = 0;
-    if ((rc = ol_kv_alloc_init(&d->alloc, npages, 0, npages)) < 0 ||
-        (rc = ol_kv_index_init(&d->index, d->nents)) < 0) {
-        snprintf(err, errlen, "out of memory for the disk tier's index");
-        goto fail;
-    }
     snprintf(path, sizeof path, "%s/kv-disk", p->dir);
     if (mkdir(p->dir, 0700) < 0 && errno != EEXIST) {
         rc = -errno;
@@ -692,6 +674,7 @@ int ol_kv_disk_open(struct ol_kv_disk **out, const struct ol_kv_disk_params *p, 
         if (fstat(d->idx_fd, &stx) == 0 && stx.st_size > 0)
             ol_warn("kv_disk: %s/kv-disk/shard-%d: written for another layout (threads, capacity "
                     "or version changed); starting it empty", p->dir, p->shard);
+        rc = 0;
         if (ftruncate(d->idx_fd, 0) < 0 || ftruncate(d->data_fd, 0) < 0 ||
             (rc = ol_sb_write(d, (uint32_t)p->nshards)) < 0) {
             rc = rc < 0 ? rc : -errno;
@@ -705,8 +688,17 @@ int ol_kv_disk_open(struct ol_kv_disk **out, const struct ol_kv_disk_params *p, 
         goto fail;
     }
     /* Reserve the space now, so a full filesystem is an error at start,
-     * not a failed write later. */
-    int fr = fallocate(d->data_fd, 0, 0, (off_t)data_bytes) < 0 ? errno : 0;
+     * not a failed write later. Checked first: a fallocate that fails
+     * half way keeps what it got, and could fill the drive. */
+    struct stat dst;
+    struct statvfs vfs;
+    int fr = 0;
+    if (fstat(d->data_fd, &dst) == 0 && fstatvfs(d->data_fd, &vfs) == 0 &&
+        (uint64_t)dst.st_blocks * 512 < data_bytes &&
+        data_bytes - (uint64_t)dst.st_blocks * 512 > (uint64_t)vfs.f_bavail * vfs.f_frsize)
+        fr = ENOSPC;
+    if (!fr && fallocate(d->data_fd, 0, 0, (off_t)data_bytes) < 0)
+        fr = errno;
     if (fr == ENOSPC) {
         rc = -ENOSPC;
         snprintf(err, errlen,
@@ -721,6 +713,25 @@ int ol_kv_disk_open(struct ol_kv_disk **out, const struct ol_kv_disk_params *p, 
         goto fail;
     }
     d->st.bytes_capacity = data_bytes;
+    d->ents = calloc(d->nents, sizeof *d->ents);
+    d->erase_q = calloc(d->nents, sizeof *d->erase_q);
+    d->ios = aligned_alloc(OL_ALIGN, ol_up((size_t)d->nios * sizeof *d->ios, OL_ALIGN));
+    if (!d->ents || !d->erase_q || !d->ios) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory for the disk tier's index");
+        goto fail;
+    }
+    memset(d->ios, 0, (size_t)d->nios * sizeof *d->ios);
+    for (uint32_t i = 0; i < d->nios; i++) {
+        d->ios[i].d = d;
+        d->ios[i].next_free = i + 1 < d->nios ? i + 1 : OL_NONE;
+    }
+    d->free_io = 0;
+    if ((rc = ol_kv_alloc_init(&d->alloc, npages, 0, npages)) < 0 ||
+        (rc = ol_kv_index_init(&d->index, d->nents)) < 0) {
+        snprintf(err, errlen, "out of memory for the disk tier's index");
+        goto fail;
+    }
     if (!fresh && (rc = ol_recover(d, err, errlen)) < 0)
         goto fail;
     *out = d;
