@@ -121,6 +121,7 @@ bench-kv: deps
 	bash bench/kv/run_client.sh
 	bash bench/kv/run_evict.sh
 	bash bench/kv/run_peers.sh
+	bash bench/kv/run_disk.sh
 
 clean:
 	rm -rf build

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# KV disk tier read bandwidth vs fio O_DIRECT randread on the same
+# filesystem, in one run (bench/kv/disk_bench.py says how). Needs fio
+# (scripts/deps.sh bench installs it) and the openlake_client package in
+# .venv (installed from ./python here). The working set lives under build/
+# unless BENCH_DIR names another directory (put it on the drive to measure).
+# Knobs: ROUNDS=3 GIB=2 VALUE=1048576 QD=32
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ -x build/openlaked ] || make
+command -v fio >/dev/null || { echo "fio missing: bash scripts/deps.sh bench" >&2; exit 1; }
+.venv/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
+exec .venv/bin/python bench/kv/disk_bench.py --rounds "${ROUNDS:-3}" --gib "${GIB:-2}" \
+    --value "${VALUE:-1048576}" --qd "${QD:-32}" "$@"
