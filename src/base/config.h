@@ -112,6 +112,7 @@ struct ol_config {
         double cpu_ram_frac;            /* 0 = unset */
         double capacity_gb;             /* 0 = auto */
         int64_t reserve_ttl_secs;
+        double namespace_quota_gb;      /* 0 = no quota */
     } kv_slab;
     struct {
         char dirs[OL_CONFIG_MAX_KV_DISK_DIRS][OL_CONFIG_PATH_LEN];

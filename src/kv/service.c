@@ -171,6 +171,10 @@ int ol_kv_service_create(struct ol_kv_service **out, const struct ol_config *cfg
             snprintf(err, errlen, "kv shard %d: %s", i, strerror(-rc));
             goto fail;
         }
+        /* keys spread evenly over the shards: each enforces its share */
+        ol_kv_shard_set_quota(&svc->shards[i],
+                              (uint64_t)(cfg->kv_slab.namespace_quota_gb * (double)(1u << 30)) /
+                                  (uint64_t)nshards);
     }
     if (cfg->kv_disk.capacity_gb > 0 && (rc = ol_open_disks(svc, cfg, err, errlen)) < 0)
         goto fail;

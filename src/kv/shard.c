@@ -33,6 +33,8 @@ struct ol_kv_ent {
     uint8_t state, cls;
     uint8_t on_disk;       /* the disk tier holds this value */
     uint8_t wpin;          /* its write behind is in flight */
+    uint16_t nsi;          /* its namespace's ol_kv_nsu */
+    uint32_t nnext, nprev; /* namespace list of committed entries, oldest first */
 };
 
 /* A session's pins: open addressing over slot ids (key + 1; 0 = empty). */
@@ -63,6 +65,9 @@ int ol_kv_shard_init(struct ol_kv_shard *sh, const struct ol_kv_slab *slab, uint
     sh->id_base = first_page * OL_KV_SLOTS_PER_PAGE;
     sh->nents = npages * OL_KV_SLOTS_PER_PAGE;
     sh->res_head = sh->res_tail = OL_NONE;
+    for (int i = 0; i <= OL_KV_SHARD_NS; i++)
+        sh->nsu[i].head = sh->nsu[i].tail = OL_NONE;
+    sh->nsu[OL_KV_SHARD_NS].used = 1;
     if ((rc = ol_kv_alloc_init(&sh->alloc, slab->npages, first_page, npages)) < 0)
         return rc;
     if ((rc = ol_kv_index_init(&sh->index, sh->nents)) < 0)
@@ -119,6 +124,81 @@ static void ol_res_append(struct ol_kv_shard *sh, uint32_t lid)
     sh->res_tail = lid;
 }
 
+/* ---- namespaces ------------------------------------------------------------------------ */
+
+/* The usage record of ns (created on first use; the shared last one when
+ * the table is three quarters full). */
+static uint32_t ol_nsi(struct ol_kv_shard *sh, uint32_t ns)
+{
+    const uint32_t mask = OL_KV_SHARD_NS - 1;
+    for (uint32_t i = (ns * 2654435761u) & mask;; i = (i + 1) & mask) {
+        struct ol_kv_nsu *u = &sh->nsu[i];
+        if (u->used && u->ns == ns)
+            return i;
+        if (!u->used) {
+            if (sh->nsu_count >= OL_KV_SHARD_NS / 4 * 3)
+                return OL_KV_SHARD_NS;
+            u->used = 1;
+            u->ns = ns;
+            sh->nsu_count++;
+            return i;
+        }
+    }
+}
+
+static const struct ol_kv_nsu *ol_nsu_find(const struct ol_kv_shard *sh, uint32_t ns)
+{
+    const uint32_t mask = OL_KV_SHARD_NS - 1;
+    for (uint32_t i = (ns * 2654435761u) & mask;; i = (i + 1) & mask) {
+        if (sh->nsu[i].used && sh->nsu[i].ns == ns)
+            return &sh->nsu[i];
+        if (!sh->nsu[i].used)
+            return sh->nsu_count >= OL_KV_SHARD_NS / 4 * 3 ? &sh->nsu[OL_KV_SHARD_NS] : NULL;
+    }
+}
+
+/* Appends committed entry lid at the young end of its namespace's list. */
+static void ol_ns_link(struct ol_kv_shard *sh, uint32_t lid)
+{
+    struct ol_kv_ent *e = &sh->ents[lid];
+    struct ol_kv_nsu *u = &sh->nsu[e->nsi];
+    e->nnext = OL_NONE;
+    e->nprev = u->tail;
+    if (u->tail != OL_NONE)
+        sh->ents[u->tail].nnext = lid;
+    else
+        u->head = lid;
+    u->tail = lid;
+    u->entries++;
+    u->value_bytes += e->value_len;
+}
+
+static void ol_ns_unlink(struct ol_kv_shard *sh, uint32_t lid)
+{
+    struct ol_kv_ent *e = &sh->ents[lid];
+    struct ol_kv_nsu *u = &sh->nsu[e->nsi];
+    if (e->nprev != OL_NONE)
+        sh->ents[e->nprev].nnext = e->nnext;
+    else
+        u->head = e->nnext;
+    if (e->nnext != OL_NONE)
+        sh->ents[e->nnext].nprev = e->nprev;
+    else
+        u->tail = e->nprev;
+    u->entries--;
+    u->value_bytes -= e->value_len;
+}
+
+void ol_kv_shard_set_quota(struct ol_kv_shard *sh, uint64_t bytes) { sh->quota = bytes; }
+
+void ol_kv_shard_ns_usage(const struct ol_kv_shard *sh, uint32_t ns, uint64_t *entries,
+                          uint64_t *value_bytes)
+{
+    const struct ol_kv_nsu *u = ol_nsu_find(sh, ns);
+    *entries = u ? u->entries : 0;
+    *value_bytes = u ? u->value_bytes : 0;
+}
+
 /* ---- freeing ----------------------------------------------------------------------- */
 
 static void ol_ent_free(struct ol_kv_shard *sh, uint32_t lid)
@@ -127,6 +207,7 @@ static void ol_ent_free(struct ol_kv_shard *sh, uint32_t lid)
     struct ol_kv_class *k = &sh->alloc.cls[e->cls];
     ol_kv_alloc_free(&sh->alloc, e->cls, ol_slot(sh, lid));
     sh->st.bytes_used -= k->slot_size;
+    sh->nsu[e->nsi].bytes -= k->slot_size;
     e->state = OL_ENT_FREE;
     e->pins = 0;
     e->wpin = 0;
@@ -140,6 +221,7 @@ static void ol_ent_unpublish(struct ol_kv_shard *sh, uint32_t lid)
     ol_kv_index_remove(&sh->index, e->h);
     if (ol_evict_contains(&sh->evict[e->cls], lid))
         ol_evict_remove(&sh->evict[e->cls], lid);
+    ol_ns_unlink(sh, lid);
     sh->st.entries--;
     sh->st.value_bytes -= e->value_len;
 }
@@ -166,6 +248,7 @@ static void ol_evict_ent(void *ctx, uint32_t lid)
     struct ol_kv_shard *sh = ctx;
     struct ol_kv_ent *e = &sh->ents[lid];
     ol_kv_index_remove(&sh->index, e->h);
+    ol_ns_unlink(sh, lid);
     sh->st.entries--;
     sh->st.value_bytes -= e->value_len;
     sh->st.evictions++;
@@ -178,6 +261,22 @@ static int64_t ol_get_slot(struct ol_kv_shard *sh, int c)
 {
     struct ol_kv_space_ops ops = {.pinned = ol_pinned, .drop = ol_evict_ent, .ctx = sh};
     return ol_kv_space_slot(&sh->alloc, sh->evict, c, &ops);
+}
+
+/* Makes room for `need` more bytes of namespace u under the quota by
+ * evicting its own oldest committed entries. False if it cannot. */
+static bool ol_quota_room(struct ol_kv_shard *sh, struct ol_kv_nsu *u, uint64_t need)
+{
+    if (!sh->quota)
+        return true;
+    for (uint32_t lid = u->head, next; u->bytes + need > sh->quota && lid != OL_NONE; lid = next) {
+        next = sh->ents[lid].nnext;
+        if (ol_pinned(sh, lid))
+            continue;
+        ol_evict_remove(&sh->evict[sh->ents[lid].cls], lid);
+        ol_evict_ent(sh, lid);
+    }
+    return u->bytes + need <= sh->quota;
 }
 
 /* ---- sessions ----------------------------------------------------------------------- */
@@ -280,6 +379,9 @@ int ol_kv_shard_reserve(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_
         return OL_KV_TOO_LARGE_ST;
     if (!sh->evict[c].capacity && ol_evict_init(&sh->evict[c], sh->evict_kind, sh->nents) < 0)
         return OL_KV_INTERNAL;
+    uint32_t nsi = ol_nsi(sh, ns);
+    if (!ol_quota_room(sh, &sh->nsu[nsi], sh->alloc.cls[c].slot_size))
+        return OL_KV_QUOTA;
     int64_t slot = ol_get_slot(sh, c);
     if (slot < 0)
         return OL_KV_NOSPACE;
@@ -288,6 +390,7 @@ int ol_kv_shard_reserve(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_
     e->gen += 2;
     e->h = h;
     e->ns = ns;
+    e->nsi = (uint16_t)nsi;
     e->hint = hint;
     e->cls = (uint8_t)c;
     e->state = OL_ENT_RESERVED;
@@ -301,6 +404,7 @@ int ol_kv_shard_reserve(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_
     const struct ol_kv_class *k = &sh->alloc.cls[c];
     ol_kv_slab_hdr_begin(sh->slab, (uint32_t)slot, e->gen, ns, h, key, key_len);
     sh->st.bytes_used += k->slot_size;
+    sh->nsu[nsi].bytes += k->slot_size;
     sh->st.reserved++;
     sh->st.reserves++;
     *loc = (struct ol_kv_loc){.slot = (uint32_t)slot, .gen = e->gen,
@@ -335,6 +439,7 @@ int ol_kv_shard_commit(struct ol_kv_shard *sh, int sid, uint32_t slot, uint64_t 
     e->value_sum = value_sum;
     ol_kv_slab_hdr_publish(sh->slab, slot, value_len, value_sum, OL_KV_SLOT_COMMITTED);
     ol_evict_insert(&sh->evict[e->cls], lid, e->h.lo, e->hint);
+    ol_ns_link(sh, lid);
     sh->st.reserved--;
     sh->st.entries++;
     sh->st.value_bytes += value_len;
@@ -417,6 +522,8 @@ int ol_kv_shard_acquire(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_
     sh->st.acquires++;
     sh->st.hits++;
     ol_evict_hit(&sh->evict[e->cls], (uint32_t)lid);
+    ol_ns_unlink(sh, (uint32_t)lid); /* the namespace's young end */
+    ol_ns_link(sh, (uint32_t)lid);
     uint32_t ss = sh->alloc.cls[e->cls].slot_size;
     *loc = (struct ol_kv_loc){.slot = slot, .gen = e->gen, .offset = ol_kv_slab_off(sh->slab, slot, ss),
                               .capacity = ss, .value_len = e->value_len, .value_sum = e->value_sum};
@@ -539,6 +646,9 @@ int ol_kv_shard_promote(struct ol_kv_shard *sh, uint32_t ns, struct ol_kv_hash h
         return -ENOSPC;
     if (!sh->evict[c].capacity && ol_evict_init(&sh->evict[c], sh->evict_kind, sh->nents) < 0)
         return -ENOSPC;
+    uint32_t nsi = ol_nsi(sh, ns);
+    if (!ol_quota_room(sh, &sh->nsu[nsi], sh->alloc.cls[c].slot_size))
+        return -ENOSPC;
     int64_t slot = ol_get_slot(sh, c);
     if (slot < 0)
         return -ENOSPC;
@@ -547,6 +657,7 @@ int ol_kv_shard_promote(struct ol_kv_shard *sh, uint32_t ns, struct ol_kv_hash h
     e->gen += 2;
     e->h = h;
     e->ns = ns;
+    e->nsi = (uint16_t)nsi;
     e->hint = 0;
     e->cls = (uint8_t)c;
     e->state = OL_ENT_LOADING;
@@ -559,6 +670,7 @@ int ol_kv_shard_promote(struct ol_kv_shard *sh, uint32_t ns, struct ol_kv_hash h
     const struct ol_kv_class *k = &sh->alloc.cls[c];
     ol_kv_slab_hdr_begin(sh->slab, (uint32_t)slot, e->gen, ns, h, "", 0); /* odd until loaded */
     sh->st.bytes_used += k->slot_size;
+    sh->nsu[nsi].bytes += k->slot_size;
     int rc = ol_kv_disk_read(sh->disk, did,
                              sh->slab->base + ol_kv_slab_off(sh->slab, (uint32_t)slot, k->slot_size),
                              ol_tag(lid, e->gen));
@@ -645,6 +757,7 @@ void ol_kv_shard_disk_done(void *ctx, int ev, uint64_t tag, int status,
     e->state = OL_ENT_COMMITTED;
     ol_evict_insert(&sh->evict[e->cls], lid, e->h.lo, 0);
     ol_evict_hit(&sh->evict[e->cls], lid); /* wanted right now */
+    ol_ns_link(sh, lid);
     sh->st.entries++;
     sh->st.value_bytes += e->value_len;
     sh->st.promotions++;

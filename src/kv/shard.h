@@ -45,10 +45,20 @@
 #include "kv/slab.h"
 
 #define OL_KV_MAX_SESSIONS     4096
+#define OL_KV_SHARD_NS         1024    /* namespaces tracked per shard; more share one */
 #define OL_KV_SESSION_PINS     16384   /* distinct slots one session may pin */
 
 struct ol_kv_ent;
 struct ol_kv_session;
+
+/* A namespace's use of the shard: RAM bytes (slots of its reserved, loading
+ * and committed entries), and its committed entries oldest first (the
+ * order its quota evicts in; a hit moves an entry to the young end). */
+struct ol_kv_nsu {
+    uint32_t ns, used;
+    uint64_t bytes, entries, value_bytes;
+    uint32_t head, tail;
+};
 
 struct ol_kv_shard_stats {
     uint64_t entries, reserved, pinned_slots;
@@ -73,6 +83,9 @@ struct ol_kv_shard {
     struct ol_kv_session *sessions[OL_KV_MAX_SESSIONS];
     uint32_t ttl_ms;
     uint32_t res_head, res_tail; /* reservations, oldest first (local ids) */
+    uint64_t quota;              /* RAM bytes per namespace on this shard; 0 = none */
+    uint32_t nsu_count;
+    struct ol_kv_nsu nsu[OL_KV_SHARD_NS + 1]; /* open addressing; [OL_KV_SHARD_NS]: the rest */
     struct ol_kv_disk *disk;     /* NULL: no disk tier */
     struct ol_kv_wq { uint32_t lid; uint64_t gen; } *wq; /* committed, not yet on disk */
     uint32_t wq_head, wq_len;
@@ -108,7 +121,10 @@ void ol_kv_shard_session_close(struct ol_kv_shard *sh, int sid);
  * block's position in its prefix chain (eviction uses it). now_ms starts the
  * TTL. Returns OL_KV_OK with *loc, OL_KV_EXISTS (reserved or committed
  * already), OL_KV_NOSPACE (nothing evictable), OL_KV_TOO_LARGE_ST (value
- * larger than the shard), OL_KV_BUSY (too many size classes).
+ * larger than the shard), OL_KV_BUSY (too many size classes), OL_KV_QUOTA
+ * (the namespace is at its quota and none of its own entries can go: they
+ * are all pinned or reserved). Under a quota the namespace's own oldest
+ * committed entries are evicted first to make room.
  */
 int ol_kv_shard_reserve(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_kv_hash h,
                         const void *key, uint16_t key_len, uint64_t value_size, uint32_t hint,
@@ -142,6 +158,11 @@ uint64_t ol_kv_shard_reset(struct ol_kv_shard *sh, uint32_t ns);
 uint32_t ol_kv_shard_expire(struct ol_kv_shard *sh, uint64_t now_ms);
 
 void ol_kv_shard_stats(const struct ol_kv_shard *sh, struct ol_kv_shard_stats *out);
+/* Sets the per-namespace quota in RAM bytes (0 = none). */
+void ol_kv_shard_set_quota(struct ol_kv_shard *sh, uint64_t bytes);
+/* Committed entries and their value bytes of namespace ns on this shard. */
+void ol_kv_shard_ns_usage(const struct ol_kv_shard *sh, uint32_t ns, uint64_t *entries,
+                          uint64_t *value_bytes);
 
 /* ---- disk tier ---------------------------------------------------------- */
 

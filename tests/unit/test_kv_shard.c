@@ -280,3 +280,55 @@ OLT_TEST(kv_shard_random_stress_accounting)
     OLT_CHECK_EQ(st.pinned_slots, 0);
     fx_exit(&f);
 }
+
+OLT_TEST(kv_shard_namespace_quota_evicts_its_own_oldest_first)
+{
+    struct fx f;
+    fx_init(&f, 8, 1000); /* 8 pages = 256 slots of 64 KiB */
+    ol_kv_shard_set_quota(&f.sh, 10 * 65536);
+    /* tenant 2 fills part of the shard; tenant 1 then writes far past its quota */
+    for (uint64_t i = 0; i < 20; i++)
+        OLT_CHECK_EQ(put(&f, 2, 1000 + i, 65536), OL_KV_OK);
+    for (uint64_t i = 0; i < 30; i++)
+        OLT_CHECK_EQ(put(&f, 1, i, 65536), OL_KV_OK);
+    uint64_t n, bytes;
+    ol_kv_shard_ns_usage(&f.sh, 1, &n, &bytes);
+    OLT_CHECK_EQ(n, 10);
+    OLT_CHECK_EQ(bytes, 10 * 65536);
+    ol_kv_shard_ns_usage(&f.sh, 2, &n, &bytes);
+    OLT_CHECK_EQ(n, 10); /* over quota too: its own oldest went as it wrote */
+    /* the survivors of tenant 1 are its 10 newest */
+    uint8_t pres[30];
+    struct ol_kv_hash hs[30];
+    for (int i = 0; i < 30; i++)
+        hs[i] = K((uint64_t)i);
+    ol_kv_shard_lookup(&f.sh, 1, hs, 30, pres);
+    for (int i = 0; i < 30; i++)
+        OLT_CHECK_EQ(pres[i], i >= 20);
+    /* a hit makes an entry young: 20 survives the next write, 21 goes */
+    struct ol_kv_loc loc;
+    OLT_CHECK_EQ(ol_kv_shard_acquire(&f.sh, f.sid, 1, K(20), &loc), OL_KV_OK);
+    OLT_CHECK_EQ(ol_kv_shard_release(&f.sh, f.sid, loc.slot, loc.gen), OL_KV_OK);
+    OLT_CHECK_EQ(put(&f, 1, 100, 65536), OL_KV_OK);
+    ol_kv_shard_lookup(&f.sh, 1, hs + 20, 2, pres);
+    OLT_CHECK_EQ(pres[0], 1);
+    OLT_CHECK_EQ(pres[1], 0);
+    /* pinned and reserved entries are never taken for the quota: QUOTA */
+    struct ol_kv_hash all[10];
+    int k = 0;
+    for (int i = 22; i < 30; i++)
+        all[k++] = K((uint64_t)i);
+    all[k++] = K(20);
+    all[k++] = K(100);
+    struct ol_kv_loc pins[10];
+    for (int i = 0; i < 10; i++)
+        OLT_CHECK_EQ(ol_kv_shard_acquire(&f.sh, f.sid, 1, all[i], &pins[i]), OL_KV_OK);
+    OLT_CHECK_EQ(put(&f, 1, 200, 65536), OL_KV_QUOTA);
+    OLT_CHECK_EQ(put(&f, 3, 300, 65536), OL_KV_OK); /* other tenants are not affected */
+    for (int i = 0; i < 10; i++)
+        OLT_CHECK_EQ(ol_kv_shard_release(&f.sh, f.sid, pins[i].slot, pins[i].gen), OL_KV_OK);
+    OLT_CHECK_EQ(put(&f, 1, 200, 65536), OL_KV_OK);
+    ol_kv_shard_ns_usage(&f.sh, 1, &n, &bytes);
+    OLT_CHECK_EQ(n, 10);
+    fx_exit(&f);
+}
