@@ -607,8 +607,8 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
         ol_kv_shard_stats(sh, &st);
         struct ol_kv_stats o = {{0}};
         /* shard counters (all namespaces), then process-wide ones */
-        o.c[OL_KV_STAT_ENTRIES] = st.entries;
-        o.c[OL_KV_STAT_BYTES_USED] = st.value_bytes;
+        /* the session's namespace on this shard; the rest: the shard */
+        ol_kv_shard_ns_usage(sh, c->ns, &o.c[OL_KV_STAT_ENTRIES], &o.c[OL_KV_STAT_BYTES_USED]);
         o.c[OL_KV_STAT_HITS] = st.hits;
         o.c[OL_KV_STAT_MISSES] = st.misses;
         o.c[OL_KV_STAT_EVICTIONS] = st.evictions;
