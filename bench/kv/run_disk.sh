@@ -4,7 +4,7 @@
 # (scripts/deps.sh bench installs it) and the openlake_client package in
 # .venv (installed from ./python here). The working set lives under build/
 # unless BENCH_DIR names another directory (put it on the drive to measure).
-# Knobs: ROUNDS=3 GIB=2 VALUE=1048576 QD=32
+# Knobs: ROUNDS=3 GIB=2 VALUE=1048576 QD=32; --batch N (keys per ACQUIRE, default 128)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -x build/openlaked ] || make
