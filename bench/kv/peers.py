@@ -62,7 +62,6 @@ import numpy as np  # noqa: E402
 
 SYSTEMS = ["openlake-unix", "openlake-tcp", "mooncake-tcp", "redis-unix", "redis-tcp"]
 CLK = os.sysconf("SC_CLK_TCK")
-OPENLAKE_MAX_DATA_BODY = 16 << 20  # what openlaked announces as max_data_body today
 
 
 def free_ports(n):
@@ -240,15 +239,12 @@ class OpenLake:
         self.src = [memoryview(bufs.src_mm)[i * v:(i + 1) * v] for i in range(batch)]
         self.dst = [memoryview(bufs.dst_mm)[i * v:(i + 1) * v] for i in range(batch)]
         self.v = v
-        # Over TCP the values travel inline, and the server takes at most
-        # max_data_body (16 MiB, docs/kv-protocol.md) per PUT request and per
-        # GET answer. The C client does not split a batch to fit (a 32 x 1 MiB
-        # put fails with EIO), so this row splits each batch into calls that fit.
-        self.step = batch if want_shm else max(1, min(batch, (OPENLAKE_MAX_DATA_BODY - (64 << 10)) // (v + 256)))
-        self.api = ("Client(%r).put/get of %d-key batches%s, shared_memory=%s"
-                    % ("DIR/kv.sock" if want_shm else "127.0.0.1:PORT", batch,
-                       "" if want_shm else " (split into calls of <= 16 MiB of values: 32/15/7 keys for 256 KiB/1 MiB/2 MiB)",
-                       self.c.shared_memory))
+        # Over TCP the values travel inline; the client cuts a batch into
+        # frames within the server's max_data_body (16 MiB) and pipelines
+        # them, so every call is a whole batch, as for the other systems.
+        self.step = batch
+        self.api = ("Client(%r).put/get of %d-key batches, shared_memory=%s"
+                    % ("DIR/kv.sock" if want_shm else "127.0.0.1:PORT", batch, self.c.shared_memory))
 
     def put(self, keys):
         n = self.step

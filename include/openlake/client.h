@@ -67,11 +67,18 @@ bool ol_client_has_slab(const ol_client *c);
 /* Presence of n keys, in order; *leading = length of the leading run of hits. */
 int ol_client_lookup(ol_client *c, const struct ol_client_key *keys, uint32_t n,
                      uint8_t *present, uint32_t *leading);
-/* Stores n values (status[i] per key: OK, EXISTS, NOSPACE, ...). */
+/* Stores n values (status[i] per key: OK, EXISTS, NOSPACE, TOO_LARGE, ...).
+ * Over TCP a batch of any size is cut into frames within the server's
+ * limits and pipelined; a value that no frame can carry (over the server's
+ * max_data_body) gets TOO_LARGE and is not sent. The values must stay
+ * unchanged until the call returns (large ones are sent from them). */
 int ol_client_put(ol_client *c, const struct ol_client_key *keys, const void *const *values,
                   const uint64_t *lens, uint32_t n, uint16_t *status);
 /* Reads n values into bufs (caps: sizes). status[i] OK with lens[i] set,
- * NOT_FOUND, TOO_LARGE (cap too small), or CHECKSUM_MISMATCH: the bytes
+ * NOT_FOUND, TOO_LARGE (cap too small; over TCP also a value over the
+ * server's max_data_body, which cannot travel inline; GET frames are sized
+ * from min(cap, value_size) per key and keys the server could not fit are
+ * asked again), or CHECKSUM_MISMATCH: the bytes
  * failed their xxh3 (checked while copying) or, over the Unix socket, the
  * slot header disagreed (see ol_client_acquire); lens[i] is 0 and the
  * buffer's content must not be used. */

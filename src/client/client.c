@@ -16,7 +16,9 @@
  *
  * put and get are the slot calls with a copy in between: put = RESERVE,
  * copy-and-hash into the slots, COMMIT (ABORT what did not fit); get =
- * ACQUIRE, check the slot headers, copy-and-hash out, RELEASE.
+ * ACQUIRE, check the slot headers, copy-and-hash out, RELEASE. Over TCP
+ * they are PUT/GET frames cut to the server's limits and pipelined, several
+ * frames in flight per connection (see "TCP: values inline" below).
  *
  * A connection with a request whose answer is unread (pending) is out of
  * step: a call that fails drops exactly those, which makes the server
@@ -69,6 +71,10 @@ struct ol_cconn {
     uint64_t slot_size;        /* slot size of the session's value size */
     uint64_t hdr_off;          /* the slot header table, from the superblock */
     uint32_t hdr_slots;        /* headers in it */
+    /* the server's limits, from its HELLO answer */
+    uint32_t max_items, max_body, max_data, max_value;
+    struct iovec *iov;         /* a PUT frame being sent (TCP), reused across calls */
+    size_t iov_cap;
 };
 
 struct ol_client {
@@ -296,6 +302,12 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
             rc = -EPROTO;
         ol_c_consume(k, used);
     }
+    if (rc == 0) {
+        k->max_items = resp->max_items;
+        k->max_body = resp->max_body;
+        k->max_data = resp->max_data_body;
+        k->max_value = resp->max_value;
+    }
     if (rc == 0 && c->is_unix) {
         struct stat st;
         if (slab_fd < 0 || !(resp->flags & OL_KV_HELLO_SHM) || fstat(slab_fd, &st) < 0) {
@@ -462,6 +474,7 @@ void ol_client_close(ol_client *c)
             close(c->conns[i].fd);
         free(c->conns[i].out);
         free(c->conns[i].in);
+        free(c->conns[i].iov);
         pthread_mutex_destroy(&c->conns[i].mu);
     }
     free(c->conns);
@@ -614,14 +627,16 @@ static int ol_c_send_keys(ol_client *c, const struct ol_batch *b, uint32_t s, un
     return rc ? rc : ol_c_finish(k, &e);
 }
 
-/* Receives shard s's answer: 0 with h and d set (call ol_c_consume after use). */
-static int ol_c_answer(ol_client *c, uint32_t s, struct ol_kv_hdr *h, struct ol_kv_dec *d,
-                       size_t *used)
+/* Receives shard s's answer to request req: 0 with h and d set (call
+ * ol_c_consume after use). The caller sets k->pending again when more
+ * answers are due. */
+static int ol_c_answer_to(ol_client *c, uint32_t s, uint64_t req, struct ol_kv_hdr *h,
+                          struct ol_kv_dec *d, size_t *used)
 {
     struct ol_cconn *k = &c->conns[s];
     int rc = ol_c_recv(k, h, d, NULL, used);
-    if (rc == 0 && h->req_id != k->next_req - 1)
-        rc = -EIO; /* one frame in flight per connection: anything else is out of step */
+    if (rc == 0 && h->req_id != req)
+        rc = -EIO; /* answers come in request order: anything else is out of step */
     if (rc < 0) {
         ol_c_fail(k);
         return rc;
@@ -632,6 +647,13 @@ static int ol_c_answer(ol_client *c, uint32_t s, struct ol_kv_hdr *h, struct ol_
         return -EPROTO;
     }
     return 0;
+}
+
+/* Receives the answer to the one request in flight on shard s's connection. */
+static int ol_c_answer(ol_client *c, uint32_t s, struct ol_kv_hdr *h, struct ol_kv_dec *d,
+                       size_t *used)
+{
+    return ol_c_answer_to(c, s, c->conns[s].next_req - 1, h, d, used);
 }
 
 
@@ -1078,45 +1100,6 @@ static int ol_c_put_slab(ol_client *c, const struct ol_batch *b, const struct ol
     return rc;
 }
 
-/* TCP path: values inline in PUT frames. */
-static int ol_c_put_inline(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
-                           const void *const *values, const uint64_t *lens, uint16_t *status)
-{
-    int rc = 0;
-    for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
-        if (!ol_batch_len(b, s))
-            continue;
-        struct ol_cconn *k = &c->conns[s];
-        size_t need = 0;
-        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++)
-            need += 32 + OL_KV_MAX_KEY + ol_kv_align8(lens[b->order[j]]);
-        struct ol_kv_enc e;
-        if ((rc = ol_c_begin(k, &e, OL_KV_OP_PUT, need)) < 0)
-            break;
-        for (uint32_t j = b->start[s]; j < b->start[s + 1] && rc == 0; j++) {
-            uint32_t i = b->order[j];
-            if (ol_kv_enc_put(&e, keys[i].data, keys[i].len, values[i], lens[i],
-                              ol_kv_value_hash(values[i], lens[i]), NULL) < 0)
-                rc = -E2BIG;
-        }
-        if (rc == 0)
-            rc = ol_c_finish(k, &e);
-    }
-    return rc ? rc : ol_c_answers(c, b, ol_c_dec_statuses, status);
-}
-
-int ol_client_put(ol_client *c, const struct ol_client_key *keys, const void *const *values,
-                  const uint64_t *lens, uint32_t n, uint16_t *status)
-{
-    struct ol_batch b = {0};
-    int rc = ol_c_call_begin(c, &b, ol_batch_make(c, keys, n, &b));
-    if (rc < 0)
-        return rc;
-    rc = c->slab ? ol_c_put_slab(c, &b, keys, values, lens, status)
-                 : ol_c_put_inline(c, &b, keys, values, lens, status);
-    return ol_c_call_end(c, &b, rc);
-}
-
 /* Copies a value (checksum: its xxh3-64, 0 = none) into a caller buffer of
  * cap bytes, checking it on the way: *status becomes TOO_LARGE or
  * CHECKSUM_MISMATCH (with *len 0), or stays, with *len set. */
@@ -1155,36 +1138,305 @@ static int ol_c_get_slab(ol_client *c, const struct ol_batch *b, const struct ol
     return rc;
 }
 
-/* TCP path: values inline in GET answers. */
-struct ol_c_get_out {
-    void *const *bufs;
-    const uint64_t *caps;
-    uint64_t *lens;
-    uint16_t *status;
+/* ---- TCP: values inline in PUT and GET frames ------------------------------------- */
+
+/*
+ * Over TCP a put or get is a pipeline on each shard's connection. The
+ * shard's items are cut into frames that fit the server's limits from its
+ * HELLO answer (max_items; max_data_body for a PUT request's body and for
+ * the values of a GET answer; max_body for a GET request's keys), aiming at
+ * OL_C_DATA_FRAME value bytes per frame, and up to OL_C_WINDOW frames are in
+ * flight per connection, so the client hashes and sends frame i+1 while the
+ * server stores or reads frame i. Answers are read oldest first, shard after
+ * shard, each followed by the next frame of its shard.
+ *
+ * PUT: an item that fits no frame (its value over max_value, or the item
+ * over max_data_body) is answered TOO_LARGE without being sent. Values of
+ * OL_C_BY_REF bytes or more are not copied into the frame buffer: the frame
+ * goes out with sendmsg and an iovec pointing at the caller's bytes.
+ *
+ * GET: an answer's size is known only to the server, so frames are sized
+ * from what the caller expects per value: min(cap, value_size) (cap alone
+ * when the session's value_size is 0). The server answers TOO_LARGE for an
+ * item whose value would take the answer past max_data_body; such an item
+ * is asked again in a follow-up round, unless it was the first of its frame
+ * (its value alone is over the limit: TOO_LARGE is final). Every frame's
+ * first item is final, so the rounds end.
+ */
+#define OL_C_DATA_FRAME (4u << 20)
+#define OL_C_WINDOW     8
+#define OL_C_BY_REF     (64u << 10)
+
+/* ol_c_data.flag[i] */
+#define OL_C_FRAMED 1u /* in a frame sent this round: its answer has a result for it */
+#define OL_C_AGAIN  2u /* GET: answered TOO_LARGE behind other items; ask again */
+
+struct ol_c_lane {                  /* one connection's part of a round */
+    uint32_t next, end;             /* x->items[next..end): not framed yet */
+    uint32_t head, n;               /* frames in flight, oldest first: fr[head], ... (a ring) */
+    struct {
+        uint32_t from, to;          /* x->items[from..to) */
+        uint64_t req;
+    } fr[OL_C_WINDOW];
 };
 
-static int ol_c_dec_get(const struct ol_batch *b, uint32_t s, struct ol_kv_dec *d, void *arg)
+struct ol_c_data {
+    ol_client *c;
+    unsigned op;                    /* OL_KV_OP_PUT or OL_KV_OP_GET */
+    const struct ol_client_key *keys;
+    const void *const *values;      /* PUT */
+    const uint64_t *vlens;          /* PUT */
+    void *const *bufs;              /* GET */
+    const uint64_t *caps;           /* GET */
+    uint64_t *lens;                 /* GET */
+    uint16_t *status;
+    uint32_t *items;                /* item indexes of the round, grouped by shard */
+    uint8_t *flag;                  /* per item */
+};
+
+/* Sends n iovecs (advanced in place on short writes), at most 1024 per call. */
+static int ol_c_sendv(struct ol_cconn *k, struct iovec *iov, size_t n)
 {
-    struct ol_c_get_out *o = arg;
-    struct ol_kv_get_res g;
-    for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
-        uint32_t i = b->order[j];
-        if (ol_kv_dec_get_res(d, &g) != 1)
-            return -EPROTO;
-        o->status[i] = g.status;
-        o->lens[i] = 0;
-        if (g.status == OL_KV_OK)
-            ol_c_copy_out(o->bufs[i], o->caps[i], g.value, g.value_len, g.checksum, &o->status[i],
-                          &o->lens[i]);
+    while (n) {
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = n < 1024 ? n : 1024};
+        ssize_t w = sendmsg(k->fd, &m, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 && errno == EAGAIN ? -ETIMEDOUT : -EIO;
+        while (n && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
     }
     return 0;
 }
 
-static int ol_c_get_inline(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
-                           void *const *bufs, const uint64_t *caps, uint64_t *lens, uint16_t *status)
+/* Picks the items of lane ln's next frame, from x->items[ln->next] on, and
+ * moves ln->next past them. PUT items that fit no frame are finished here
+ * (TOO_LARGE) and not flagged. Returns the number of items flagged
+ * OL_C_FRAMED and in *body the request body's size (values included). */
+static uint32_t ol_c_data_pick(struct ol_c_data *x, const struct ol_cconn *k, struct ol_c_lane *ln,
+                               size_t *body)
 {
-    struct ol_c_get_out o = {bufs, caps, lens, status};
-    return ol_c_keys_round(c, b, OL_KV_OP_GET, keys, ol_c_dec_get, &o);
+    bool put = x->op == OL_KV_OP_PUT;
+    uint64_t body_max = put ? k->max_data : k->max_body;
+    uint64_t target = k->max_data < OL_C_DATA_FRAME ? k->max_data : OL_C_DATA_FRAME;
+    uint64_t req = 0, data = 0;
+    uint32_t count = 0, j = ln->next;
+    for (; j < ln->end; j++) {
+        uint32_t i = x->items[j];
+        uint64_t item = ol_kv_align8(2 + (uint64_t)x->keys[i].len), vals;
+        if (put) {
+            item += 16 + ol_kv_align8(x->vlens[i]);
+            vals = item;
+            if (x->vlens[i] > k->max_value || item > body_max) {
+                x->status[i] = OL_KV_TOO_LARGE_ST; /* no frame can carry it */
+                continue;
+            }
+        } else {
+            uint64_t want = x->caps[i];
+            if (x->c->value_size && x->c->value_size < want)
+                want = x->c->value_size;
+            vals = 24 + ol_kv_align8(want);
+        }
+        if (count && (count >= k->max_items || req + item > body_max || data + vals > target))
+            break;
+        req += item;
+        data += vals;
+        count++;
+        x->flag[i] = OL_C_FRAMED;
+    }
+    ln->next = j;
+    *body = (size_t)req;
+    return count;
+}
+
+/* Frames and sends lane ln's next items on shard s's connection. */
+static int ol_c_data_send(struct ol_c_data *x, uint32_t s, struct ol_c_lane *ln)
+{
+    struct ol_cconn *k = &x->c->conns[s];
+    uint32_t from = ln->next;
+    size_t body;
+    uint32_t count = ol_c_data_pick(x, k, ln, &body);
+    if (!count)
+        return 0;
+    if (x->op == OL_KV_OP_PUT && k->iov_cap < 2 * (size_t)count + 1) {
+        struct iovec *v = realloc(k->iov, (2 * (size_t)count + 1) * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        k->iov = v;
+        k->iov_cap = 2 * (size_t)count + 1;
+    }
+    struct ol_kv_enc e;
+    int rc = ol_c_begin(k, &e, x->op, body);
+    if (rc < 0)
+        return rc;
+    size_t niov = 0;
+    const uint8_t *seg = k->out; /* start of the frame bytes not yet in k->iov */
+    for (uint32_t j = from; j < ln->next; j++) {
+        uint32_t i = x->items[j];
+        if (!(x->flag[i] & OL_C_FRAMED))
+            continue;
+        if (x->op == OL_KV_OP_GET) {
+            if (ol_kv_enc_key(&e, x->keys[i].data, x->keys[i].len) < 0)
+                return -EINVAL;
+            continue;
+        }
+        /* a large value stays where it is: the frame leaves room for it
+         * (untouched) and the iovec points at the caller's bytes instead */
+        bool by_ref = x->vlens[i] >= OL_C_BY_REF;
+        void *at;
+        if (ol_kv_enc_put(&e, x->keys[i].data, x->keys[i].len, by_ref ? NULL : x->values[i],
+                          x->vlens[i], ol_kv_value_hash(x->values[i], x->vlens[i]), &at) < 0)
+            return -EINVAL;
+        if (by_ref) {
+            k->iov[niov++] = (struct iovec){(void *)seg, (size_t)((const uint8_t *)at - seg)};
+            k->iov[niov++] = (struct iovec){(void *)x->values[i], x->vlens[i]};
+            seg = (const uint8_t *)at + x->vlens[i];
+        }
+    }
+    long n = ol_kv_frame_end(&e);
+    if (n < 0)
+        return -EINVAL;
+    struct iovec one;
+    struct iovec *iov = niov ? k->iov : &one;
+    iov[niov++] = (struct iovec){(void *)seg, (size_t)(k->out + n - seg)};
+    if ((rc = ol_c_sendv(k, iov, niov)) < 0) {
+        ol_c_fail(k);
+        return rc;
+    }
+    k->pending = true;
+    uint32_t f = (ln->head + ln->n) % OL_C_WINDOW;
+    ln->fr[f].from = from;
+    ln->fr[f].to = ln->next;
+    ln->fr[f].req = k->next_req - 1;
+    ln->n++;
+    return 0;
+}
+
+/* Reads the answer to lane ln's oldest frame on shard s's connection. */
+static int ol_c_data_answer(struct ol_c_data *x, uint32_t s, struct ol_c_lane *ln)
+{
+    struct ol_cconn *k = &x->c->conns[s];
+    uint32_t from = ln->fr[ln->head].from, to = ln->fr[ln->head].to;
+    uint64_t req = ln->fr[ln->head].req;
+    ln->head = (ln->head + 1) % OL_C_WINDOW;
+    ln->n--;
+    struct ol_kv_hdr h;
+    struct ol_kv_dec d;
+    size_t used;
+    int rc = ol_c_answer_to(x->c, s, req, &h, &d, &used);
+    if (k->fd >= 0 && ln->n)
+        k->pending = true; /* later frames' answers are still due */
+    if (rc < 0)
+        return rc;
+    bool first = true;
+    for (uint32_t j = from; j < to && rc == 0; j++) {
+        uint32_t i = x->items[j];
+        if (!(x->flag[i] & OL_C_FRAMED))
+            continue;
+        if (x->op == OL_KV_OP_PUT) {
+            if (ol_kv_dec_status(&d, &x->status[i]) != 1)
+                rc = -EPROTO;
+        } else {
+            struct ol_kv_get_res g;
+            if (ol_kv_dec_get_res(&d, &g) != 1) {
+                rc = -EPROTO;
+                break;
+            }
+            x->status[i] = g.status;
+            if (g.status == OL_KV_OK)
+                ol_c_copy_out(x->bufs[i], x->caps[i], g.value, g.value_len, g.checksum,
+                              &x->status[i], &x->lens[i]);
+            else if (g.status == OL_KV_TOO_LARGE_ST && !first)
+                x->flag[i] |= OL_C_AGAIN; /* the answer was full: ask again */
+        }
+        first = false;
+    }
+    ol_c_consume(k, used);
+    if (rc < 0)
+        ol_c_fail(k); /* an answer that does not fit its request */
+    return rc;
+}
+
+/* One round over b's items (again: only those flagged OL_C_AGAIN). */
+static int ol_c_data_round(struct ol_c_data *x, const struct ol_batch *b, bool again)
+{
+    ol_client *c = x->c;
+    struct ol_c_lane *ln = calloc(c->nshards, sizeof *ln);
+    if (!ln)
+        return -ENOMEM;
+    uint32_t pos = 0;
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        ln[s].next = pos;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+            uint32_t i = b->order[j];
+            if (!again || (x->flag[i] & OL_C_AGAIN)) {
+                x->items[pos++] = i;
+                x->flag[i] = 0;
+            }
+        }
+        ln[s].end = pos;
+    }
+    int rc = 0;
+    for (uint32_t s = 0; s < c->nshards; s++)
+        while (rc == 0 && ln[s].n < OL_C_WINDOW && ln[s].next < ln[s].end)
+            rc = ol_c_data_send(x, s, &ln[s]);
+    for (bool more = true; rc == 0 && more;) {
+        more = false;
+        for (uint32_t s = 0; s < c->nshards && rc == 0; s++) {
+            if (!ln[s].n)
+                continue;
+            more = true;
+            rc = ol_c_data_answer(x, s, &ln[s]);
+            while (rc == 0 && ln[s].n < OL_C_WINDOW && ln[s].next < ln[s].end)
+                rc = ol_c_data_send(x, s, &ln[s]);
+        }
+    }
+    free(ln);
+    return rc;
+}
+
+/* A put or get over TCP: rounds until no item is to be asked again. */
+static int ol_c_data_call(struct ol_c_data *x, const struct ol_batch *b)
+{
+    x->items = malloc(((size_t)b->n + 1) * sizeof *x->items);
+    x->flag = calloc((size_t)b->n + 1, 1);
+    int rc = x->items && x->flag ? 0 : -ENOMEM;
+    if (x->lens)
+        memset(x->lens, 0, (size_t)b->n * sizeof *x->lens);
+    for (bool again = false; rc == 0;) {
+        if ((rc = ol_c_data_round(x, b, again)) < 0)
+            break;
+        again = false;
+        for (uint32_t i = 0; i < b->n && !again; i++)
+            again = x->flag[i] & OL_C_AGAIN;
+        if (!again)
+            break;
+    }
+    free(x->items);
+    free(x->flag);
+    return rc;
+}
+
+int ol_client_put(ol_client *c, const struct ol_client_key *keys, const void *const *values,
+                  const uint64_t *lens, uint32_t n, uint16_t *status)
+{
+    struct ol_batch b = {0};
+    int rc = ol_c_call_begin(c, &b, ol_batch_make(c, keys, n, &b));
+    if (rc < 0)
+        return rc;
+    rc = c->slab ? ol_c_put_slab(c, &b, keys, values, lens, status)
+                 : ol_c_data_call(&(struct ol_c_data){.c = c, .op = OL_KV_OP_PUT, .keys = keys,
+                                                         .values = values, .vlens = lens,
+                                                         .status = status}, &b);
+    return ol_c_call_end(c, &b, rc);
 }
 
 int ol_client_get(ol_client *c, const struct ol_client_key *keys, void *const *bufs,
@@ -1195,7 +1447,9 @@ int ol_client_get(ol_client *c, const struct ol_client_key *keys, void *const *b
     if (rc < 0)
         return rc;
     rc = c->slab ? ol_c_get_slab(c, &b, keys, bufs, caps, lens, status)
-                 : ol_c_get_inline(c, &b, keys, bufs, caps, lens, status);
+                 : ol_c_data_call(&(struct ol_c_data){.c = c, .op = OL_KV_OP_GET, .keys = keys,
+                                                         .bufs = bufs, .caps = caps, .lens = lens,
+                                                         .status = status}, &b);
     return ol_c_call_end(c, &b, rc);
 }
 

@@ -5,8 +5,10 @@
  * (metadata frames are small; values travel through the slab, or inline in
  * PUT/GET frames of at most 16 MiB for clients on other hosts), whole frames
  * are decoded in place and answered into the connection's output buffer;
- * one send per batch. Frame buffers come from a per-core pool and are held
- * only while a connection has bytes in flight. A frame is processed only when its worst-case answer
+ * one send per batch. Large GET values are not copied into it: they go out
+ * from their slots (sendmsg with an iovec), pinned until sent. Frame
+ * buffers come from a per-core pool and are held only while a connection
+ * has bytes in flight. A frame is processed only when its worst-case answer
  * fits in the output buffer, so a client that pipelines faster than it
  * reads is slowed, never dropped. Protocol errors get an ERROR frame, then
  * the connection closes.
@@ -31,6 +33,8 @@
 #include "rt/net.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -52,9 +56,25 @@
 #define OL_KVS_IN_PAUSE    (OL_KV_HDR_LEN + OL_KVS_MAX_DATA)
 #define OL_KVS_IN_CAP      (OL_KVS_IN_PAUSE + (2u << 20))
 #define OL_KVS_OUT_CAP     (OL_KV_HDR_LEN + OL_KVS_MAX_DATA + OL_KVS_MAX_ITEMS * 48u + 4096)
+/* GET values of OL_KVS_BY_REF bytes or more are not copied into the answer:
+ * the output buffer leaves their room untouched and the send takes them
+ * from the slab (struct ol_kv_ref, a table kept past OL_KVS_OUT_CAP in the
+ * same pooled buffer); OL_KVS_IOV iovecs per send. */
+#define OL_KVS_BY_REF      (16u << 10)
+#define OL_KVS_IOV         64
+#define OL_KVS_OUT_BUF     (OL_KVS_OUT_CAP + OL_KVS_MAX_ITEMS * sizeof(struct ol_kv_ref))
 #define OL_KVS_DEFAULT_VALUE (64u << 10)
 #define OL_KVS_TICK_MS     100
 #define OL_KVS_LOAD_WAIT_MS 2000
+
+/* A GET value sent from its slot: out[off, off + len) on the wire is
+ * src[0, len); the session pins (slot, gen) until those bytes are sent. */
+struct ol_kv_ref {
+    uint32_t off, len;
+    const char *src;
+    uint64_t gen;
+    uint32_t slot;
+};
 
 struct ol_kv_conn {
     struct ol_op recv_op, send_op;
@@ -73,6 +93,9 @@ struct ol_kv_conn {
     uint64_t session_id;
     char *in, *out;
     uint32_t in_len, out_len, out_sent;
+    uint32_t nrefs, refs_done; /* out's slab references, and how many are sent (unpinned) */
+    struct msghdr msg;         /* the send in flight when it has references */
+    struct iovec iov[OL_KVS_IOV];
     /* hand-over */
     struct ol_msg mig_msg, ack_msg;
     uint64_t hello_req_id;
@@ -183,17 +206,28 @@ static struct ol_kv_conn *ol_kvc_new(struct ol_kv_server *s, int fd, bool is_uni
 
 /* ---- output -------------------------------------------------------------------- */
 
+/* The slab references of c's output (GET values sent from their slots). */
+static struct ol_kv_ref *ol_kvc_refs(struct ol_kv_conn *c)
+{
+    return (struct ol_kv_ref *)(c->out + OL_KVS_OUT_CAP);
+}
+
 static void ol_on_kv_send(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
 {
     struct ol_kv_conn *c = OL_CONTAINER(op, struct ol_kv_conn, send_op);
     c->send_inflight = false;
     c->busy++;
     if (res < 0) {
-        ol_kvc_close(c);
+        ol_kvc_close(c); /* pins still held go with the session */
     } else if (!c->closing) {
         c->out_sent += (uint32_t)res;
+        struct ol_kv_ref *r = c->nrefs ? ol_kvc_refs(c) : NULL;
+        for (; c->refs_done < c->nrefs && r[c->refs_done].off + r[c->refs_done].len <= c->out_sent;
+             c->refs_done++)
+            ol_kv_shard_release(c->srv->shard, c->sid, r[c->refs_done].slot, r[c->refs_done].gen);
         if (c->out_sent == c->out_len) {
             c->out_len = c->out_sent = 0;
+            c->nrefs = c->refs_done = 0;
             ol_pool_put(&c->srv->outbufs, c->out); /* idle connections hold no buffer */
             c->out = NULL;
             if (c->close_after)
@@ -208,12 +242,37 @@ static void ol_on_kv_send(ol_loop *loop, struct ol_op *op, int res, unsigned fla
     ol_kvc_maybe_free(c);
 }
 
+/*
+ * Sends what is left of the output: out[out_sent, out_len), except that the
+ * ranges of unsent slab references come from the slab. A short send
+ * resumes from out_sent, which may lie inside a reference.
+ */
 static void ol_kvc_flush(struct ol_kv_conn *c)
 {
     if (c->send_inflight || c->closing || c->out_sent == c->out_len)
         return;
-    if (ol_loop_send(c->srv->loop, &c->send_op, c->fd, c->out + c->out_sent,
-                     c->out_len - c->out_sent) == 0)
+    int rc;
+    if (c->refs_done == c->nrefs) {
+        rc = ol_loop_send(c->srv->loop, &c->send_op, c->fd, c->out + c->out_sent,
+                          c->out_len - c->out_sent);
+    } else {
+        const struct ol_kv_ref *r = ol_kvc_refs(c);
+        uint32_t pos = c->out_sent, k = c->refs_done;
+        int n = 0;
+        for (; k < c->nrefs && n + 2 <= OL_KVS_IOV; k++) {
+            if (pos < r[k].off) {
+                c->iov[n++] = (struct iovec){c->out + pos, r[k].off - pos};
+                pos = r[k].off;
+            }
+            c->iov[n++] = (struct iovec){(char *)r[k].src + (pos - r[k].off), r[k].off + r[k].len - pos};
+            pos = r[k].off + r[k].len;
+        }
+        if (k == c->nrefs && pos < c->out_len)
+            c->iov[n++] = (struct iovec){c->out + pos, c->out_len - pos};
+        c->msg = (struct msghdr){.msg_iov = c->iov, .msg_iovlen = (size_t)n};
+        rc = ol_loop_sendmsg(c->srv->loop, &c->send_op, c->fd, &c->msg);
+    }
+    if (rc == 0)
         c->send_inflight = true;
     else
         ol_kvc_close(c);
@@ -571,20 +630,35 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
         break;
     }
     case OL_KV_OP_GET: {
-        /* copy each value out under a pin held only for the copy */
+        /* Small values are copied into the answer under a pin held for the
+         * copy. Large ones stay pinned in their slots and are sent from
+         * there (ol_kvc_flush), unpinned as their bytes go out (or with the
+         * session). The answer is the only one in the output (dispatch of a
+         * GET waits for an empty output), so its references fit the table.
+         * A body CRC covers the bytes in the buffer: with it, copy. */
         uint32_t n = ol_kvc_keys(c, d, &wrong, NULL, NULL);
         uint64_t value_bytes = 0; /* the answer carries at most OL_KVS_MAX_DATA of values */
+        struct ol_kv_ref *refs = ol_kvc_refs(c);
         for (uint32_t i = 0; i < n; i++) {
             struct ol_kv_loc loc;
             int st = s->mine[i] ? ol_kv_shard_acquire(sh, c->sid, c->ns, s->hs[i], &loc)
                                 : OL_KV_WRONG_SHARD;
             if (st == OL_KV_OK) {
+                const char *src = s->svc->slab.base + loc.offset;
+                bool by_ref = loc.value_len >= OL_KVS_BY_REF && !c->crc_flag;
+                void *at;
                 value_bytes += ol_kv_align8(loc.value_len);
-                if (value_bytes <= OL_KVS_MAX_DATA)
-                    ol_kv_enc_get_res(&e, OL_KV_OK, s->svc->slab.base + loc.offset,
-                                      loc.value_len, loc.value_sum, NULL);
-                else
+                if (value_bytes > OL_KVS_MAX_DATA) {
                     st = OL_KV_TOO_LARGE_ST; /* ask for fewer values per frame */
+                } else if (by_ref) {
+                    ol_kv_enc_get_res(&e, OL_KV_OK, NULL, loc.value_len, loc.value_sum, &at);
+                    refs[c->nrefs++] = (struct ol_kv_ref){
+                        .off = (uint32_t)((char *)at - c->out), .len = (uint32_t)loc.value_len,
+                        .src = src, .gen = loc.gen, .slot = loc.slot};
+                    continue; /* pinned until sent */
+                } else {
+                    ol_kv_enc_get_res(&e, OL_KV_OK, src, loc.value_len, loc.value_sum, NULL);
+                }
                 ol_kv_shard_release(sh, c->sid, loc.slot, loc.gen);
             }
             if (st != OL_KV_OK)
@@ -859,6 +933,12 @@ static void ol_kv_accepted(struct ol_kv_server *s, int fd, bool is_unix)
     }
     c->recv_op.cb = ol_on_kv_recv;
     c->send_op.cb = ol_on_kv_send;
+    if (!is_unix) {
+        /* answers go out at once: with several frames pipelined, Nagle would
+         * hold a small answer until the client's (delayed) ACK of the last */
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
     if (ol_loop_recv(s->loop, &c->recv_op, fd) == 0)
         c->recv_armed = true;
     else
@@ -915,7 +995,7 @@ int ol_kv_server_create(ol_loop *loop, int core, struct ol_kv_service *svc,
     s->tick.fn = ol_on_kv_tick;
     if ((rc = ol_pool_init(&s->conns, sizeof(struct ol_kv_conn), OL_KVS_CONNS)) < 0 ||
         (rc = ol_pool_init(&s->inbufs, OL_KVS_IN_CAP, OL_KVS_BUFS)) < 0 ||
-        (rc = ol_pool_init(&s->outbufs, OL_KVS_OUT_CAP, OL_KVS_BUFS)) < 0) {
+        (rc = ol_pool_init(&s->outbufs, OL_KVS_OUT_BUF, OL_KVS_BUFS)) < 0) {
         snprintf(err, errlen, "kv: cannot reserve connection pools");
         goto fail;
     }

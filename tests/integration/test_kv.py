@@ -1158,6 +1158,76 @@ def test_put_get_values_inline_over_tcp(kvd):
     healthy(d)
 
 
+def test_get_answers_after_partial_sends(kvd):
+    # Large GET values leave the server straight from their slots, pinned
+    # until sent. A reader with a small receive buffer that reads late makes
+    # the server's sends short; every answer must still be byte-exact, and
+    # no pin may outlive its answer.
+    d = kvd(capacity="0.25")
+    c = session(d, unix=False, value_size=1 << 20)
+    vals = {b"p-%02d" % i: blob(b"p-%02d" % i, n=(1 << 20) - 8 * i) for i in range(12)}
+    vals[b"small"] = b"tiny value"
+    items = list(vals.items())
+    for i in range(0, len(items), 4):
+        st, res = c.request(Op.PUT, items[i:i + 4])
+        assert st == St.OK and list(res) == [St.OK] * len(items[i:i + 4])
+    r = KvConn(tcp(d))
+    r.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    r.hello(TOKEN, b"test", 1 << 20)
+    keys = list(vals)
+    asks = [keys[0:5], [keys[5], b"missing", keys[12], keys[6]], keys[7:12], keys[::-1]]
+    for body_crc in (False, True):   # with a body CRC the server copies instead
+        data = []
+        for ks in asks:
+            body, count = kvwire.encode_items(Op.GET, ks)
+            rid = r.next_id
+            r.next_id += 1
+            f = kvwire.frame(Op.GET, rid, body, count, body_crc=body_crc)
+            r.sent.append((rid, Op.GET, count, f))
+            data.append(f)
+        r.send_raw(b"".join(data))
+        time.sleep(0.3)      # the server's sends stall on the full window meanwhile
+        for ks in asks:
+            st, got = r.read_response()
+            assert st == St.OK
+            for k, g in zip(ks, got):
+                if k == b"missing":
+                    assert g.status == St.NOT_FOUND
+                elif g.status == St.OK:
+                    assert g.value == vals[k] and g.checksum == kvwire.xxh3(vals[k]), k
+                else:        # the reversed ask is over max_data_body: the tail is refused
+                    assert ks is asks[3] and g.status == St.TOO_LARGE, (k, g.status)
+    assert poll(lambda: c.stats()["pins"] == 0), c.stats()
+    r.close()
+    c.close()
+    healthy(d)
+
+
+@pytest.mark.parametrize("reset", [False, True])
+def test_client_gone_mid_get_leaves_no_pins(kvd, reset):
+    d = kvd(threads=2, capacity="0.25")
+    c = KvClient(d.kv_sock, TOKEN, b"gone", 1 << 20, shm=True)
+    keys = keys_of(b"gone", 15)
+    vals = [blob(k, n=1 << 20) for k in keys]
+    assert c.put(list(zip(keys, vals))) == [St.OK] * len(keys)
+    for round_ in range(3):
+        for shard in range(2):
+            r = KvConn(tcp(d))
+            r.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            r.hello(TOKEN, b"gone", 1 << 20, shard=shard)
+            mine = [k for k in keys if kvwire.shard_of(b"gone", k, 2) == shard]
+            body, count = kvwire.encode_items(Op.GET, mine)
+            r.send_raw(kvwire.frame(Op.GET, 1, body, count) * 3)
+            time.sleep(0.05)
+            if round_:
+                r.sock.recv(100000)   # part of the first answer
+            r.close(reset=reset)
+        assert poll(lambda: c.stats()["pins"] == 0), c.stats()
+    assert c.get(keys) == vals
+    c.close()
+    healthy(d)
+
+
 def test_slab_ops_need_the_slab(kvd):
     d = kvd()
     c = session(d, unix=False)

@@ -299,3 +299,59 @@ def test_tcp_client_refuses_slot_calls(make_daemon):
             with pytest.raises(OSError) as e:
                 call()
             assert e.value.errno == errno.EOPNOTSUPP and "Unix socket" in str(e.value)
+
+
+def _stamped(n, size, salt):
+    """n distinct values of size bytes (random head, stamped index)."""
+    base = os.urandom(size)
+    out = []
+    for i in range(n):
+        v = bytearray(base)
+        v[:16] = f"{salt}-{i:08d}".encode()[:16].ljust(16, b".")
+        v[-8:] = i.to_bytes(8, "little")
+        out.append(v)
+    return out
+
+
+@pytest.mark.parametrize("n,size", [(32, 1 << 20), (40, 2 << 20)])
+def test_tcp_batches_past_max_data_body_round_trip(make_daemon, n, size):
+    # The server takes at most max_data_body (16 MiB) per PUT request and of
+    # values per GET answer; the client splits and pipelines the frames.
+    d = make_daemon(threads=2)
+    token = (d.data / "kv.token").read_text()
+    with Client(f"127.0.0.1:{d.kv_port}", token=token, namespace=f"big{n}", value_size=size) as t:
+        keys = [f"big-{n}-{i}" for i in range(n)]
+        vals = _stamped(n, size, n)
+        assert t.put(keys, vals) == [OK] * n
+        outs = [bytearray(size) for _ in range(n)]
+        assert t.get(keys, outs) == [size] * n
+        assert all(o == v for o, v in zip(outs, vals))
+        # a client that expects small values (value_size 64 KiB) sizes its
+        # GET frames too small: the server answers TOO_LARGE for what does
+        # not fit and the client asks again
+        with Client(f"127.0.0.1:{d.kv_port}", token=token, namespace=f"big{n}") as small:
+            outs = [bytearray(size) for _ in range(n)]
+            assert small.get(keys, outs) == [size] * n
+            assert all(o == v for o, v in zip(outs, vals))
+        assert t.stats()["pins"] == 0
+
+
+def test_tcp_value_over_max_data_body_is_too_large(make_daemon):
+    d = make_daemon(args=["--kv-slab.capacity-gb", "0.5"], threads=2)
+    u, _ = clients(d, ns="huge", value_size=32 << 20)
+    token = (d.data / "kv.token").read_text()
+    t = Client(f"127.0.0.1:{d.kv_port}", token=token, namespace="huge", value_size=32 << 20)
+    with u, t:
+        huge = os.urandom(20 << 20)  # over max_data_body (16 MiB)
+        small = os.urandom(1 << 20)
+        # PUT: refused without being sent, its neighbours stored
+        assert t.put(["a", "too-big", "b"], [small, huge, small]) == [OK, TOO_LARGE, OK]
+        assert t.exists(["too-big"])[0] == [False]
+        # GET: a value stored over the Unix socket cannot come back inline
+        assert u.put(["huge"], [huge]) == [OK]
+        outs = [bytearray(20 << 20) for _ in range(3)]
+        assert t.get(["a", "huge", "b"], outs) == [1 << 20, -TOO_LARGE, 1 << 20]
+        assert bytes(outs[0][:1 << 20]) == small and bytes(outs[2][:1 << 20]) == small
+        assert t.get(["huge"], outs[:1]) == [-TOO_LARGE]
+        assert u.get(["huge"], outs[:1]) == [20 << 20]
+        assert t.stats()["pins"] == 0
