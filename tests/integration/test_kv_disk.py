@@ -58,6 +58,9 @@ def restart(d, kill=False):
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait()
         d.stop(expect_rc=None)
+        # The killed daemon leaves its socket file; wait_kv waits for the new one.
+        if os.path.exists(d.kv_sock):
+            os.unlink(d.kv_sock)
     else:
         d.stop()
     d.start(wait=False)
