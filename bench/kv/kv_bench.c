@@ -10,12 +10,20 @@
  *       put = RESERVE a batch, copy the values into the slab, COMMIT;
  *       get = ACQUIRE a batch, copy the values out, RELEASE; GB/s of value
  *       bytes for each, and single-thread memcpy of the same bytes between
- *       the same kind of buffers in the same run, as the ceiling.
+ *       the same kind of buffers in the same run, as the ceiling. No value
+ *       checksums: the protocol and the copies alone.
+ *   kv_bench SOCKET TOKEN lib VALUE_BYTES SECONDS
+ *       the same through the C client library (ol_client_put / ol_client_get:
+ *       every value's xxh3-64 computed while copying in, checked while
+ *       copying out), next to three ceilings measured in the same run:
+ *       memcpy DRAM to DRAM, DRAM into a MAP_SHARED memfd mapping (what put
+ *       writes into) and out of it (what get reads from).
  *
  * Prints one JSON object. The daemon must run with --threads 1 (one shard):
  * this client does not route keys between shards.
  */
 #include "kv/proto.h"
+#include "openlake/client.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -202,15 +210,23 @@ static int rtt(double secs)
 
 #define WORK (256u << 20) /* DRAM-sized client buffers: no cache-resident ceiling */
 
+/* The client's source and destination buffers, WORK bytes each; src filled. */
+static void buffers(size_t nchunks, char **src, char **dst)
+{
+    *src = aligned_alloc(4096, WORK);
+    *dst = aligned_alloc(4096, WORK);
+    if (!*src || !*dst || nchunks < 2)
+        die("out of memory or value too large");
+    for (size_t i = 0; i < WORK; i++)
+        (*src)[i] = (char)(i * 31 + i / 4096);
+    memset(*dst, 0, WORK);
+}
+
 static int data(size_t vbytes, double secs)
 {
     size_t total = vbytes * BATCH, nchunks = WORK / total;
-    char *src = aligned_alloc(4096, WORK), *dst = aligned_alloc(4096, WORK);
-    if (!src || !dst || nchunks < 2)
-        die("out of memory or value too large");
-    for (size_t i = 0; i < WORK; i++)
-        src[i] = (char)(i * 31 + i / 4096);
-    memset(dst, 0, WORK);
+    char *src, *dst;
+    buffers(nchunks, &src, &dst);
     /* Ceiling: memcpy of the same batches between DRAM buffers, one thread. */
     uint64_t copied = 0, k = 0;
     double t0 = now_s(), t;
@@ -281,12 +297,160 @@ static int data(size_t vbytes, double secs)
     return 0;
 }
 
+/* The ceiling a client run is held to: single-thread memcpy of the same
+ * batches, from DRAM buffers to DRAM buffers and to and from a MAP_SHARED
+ * memfd mapping of the slab's kind (4 KiB pages unless shmem THP is on),
+ * pre-faulted like the client's mapping of a warm slab. */
+static void ceilings(char *src, char *dst, size_t total, double secs, double out[3])
+{
+    size_t nchunks = WORK / total, shm_size = 1u << 30, nshm = shm_size / total;
+    int fd = memfd_create("kv_bench", 0);
+    char *shm = fd < 0 || ftruncate(fd, (off_t)shm_size) < 0 ? MAP_FAILED :
+        mmap(NULL, shm_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (shm == MAP_FAILED)
+        die("memfd for the ceiling");
+    close(fd);
+    memset(shm, 1, shm_size);
+    for (int which = 0; which < 3; which++) {
+        uint64_t copied = 0, k = 0;
+        double t0 = now_s(), t;
+        do {
+            size_t off = (size_t)(k % nchunks) * total, soff = (size_t)(k % nshm) * total;
+            k++;
+            if (which == 0)
+                memcpy(dst + off, src + off, total);
+            else if (which == 1)
+                memcpy(shm + soff, src + off, total);
+            else
+                memcpy(dst + off, shm + soff, total);
+            copied += total;
+            t = now_s();
+        } while (t - t0 < secs);
+        out[which] = (double)copied / (t - t0) / 1e9;
+    }
+    munmap(shm, shm_size);
+}
+
+/* ol_client_put / ol_client_get of BATCH values per call: the checked data
+ * path of the library, against the memcpy ceilings of the same batches. */
+static int lib(const char *sock, const char *token, size_t vbytes, double secs)
+{
+    size_t total = vbytes * BATCH, nchunks = WORK / total;
+    char *src, *dst;
+    buffers(nchunks, &src, &dst);
+    double ceil[3];
+    ceilings(src, dst, total, secs / 4, ceil);
+
+    struct ol_client_opts o = {.addr = sock, .token = token, .ns = "bench-lib", .value_size = vbytes};
+    ol_client *c;
+    char err[256];
+    if (ol_client_open(&o, &c, err, sizeof err) < 0)
+        die(err);
+    uint64_t stats[OL_CLIENT_STATS];
+    if (ol_client_stats(c, stats) < 0)
+        die("stats");
+    size_t slab_batches = stats[OL_KV_STAT_BYTES_CAPACITY] / total;
+    struct ol_client_key keys[BATCH];
+    char names[BATCH][32];
+    const void *vp[BATCH];
+    void *bp[BATCH];
+    uint64_t lens[BATCH], got[BATCH];
+    uint16_t st[BATCH];
+    uint64_t run = (uint64_t)getpid() << 32, base = 0;
+    for (int i = 0; i < BATCH; i++) {
+        keys[i].data = names[i];
+        lens[i] = vbytes;
+    }
+#define LIB_KEYS(b) for (int i = 0; i < BATCH; i++) \
+        keys[i].len = (uint16_t)snprintf(names[i], sizeof names[i], "l%llx-%llu", \
+                                         (unsigned long long)run, (unsigned long long)((b) + (uint64_t)i))
+#define LIB_VALUES(from) for (int i = 0; i < BATCH; i++) vp[i] = (from) + (size_t)i * vbytes
+    /* Warm-up: one pass over the slab, so this process's mapping of it is
+     * faulted in (a one-time cost per client, not of the data path). */
+    double c0 = now_s();
+    for (size_t n = 0; n < slab_batches + 1; n++, base += BATCH) {
+        LIB_KEYS(base);
+        LIB_VALUES(src + (n % nchunks) * total);
+        if (ol_client_put(c, keys, vp, lens, BATCH, st) < 0)
+            die("put");
+    }
+    double cold_gbs = (double)(slab_batches + 1) * (double)total / (now_s() - c0) / 1e9;
+    uint64_t put_bytes = 0, k = 0;
+    double t0 = now_s(), t;
+    do {
+        LIB_KEYS(base);
+        LIB_VALUES(src + (size_t)(k++ % nchunks) * total);
+        if (ol_client_put(c, keys, vp, lens, BATCH, st) < 0)
+            die("put");
+        for (int i = 0; i < BATCH; i++)
+            if (st[i] != OL_KV_OK)
+                die("put: a value was not stored");
+        base += BATCH;
+        put_bytes += total;
+        t = now_s();
+    } while (t - t0 < secs / 4);
+    double put_gbs = (double)put_bytes / (t - t0) / 1e9;
+    /* get: the newest batches, as many as the slab still holds (its pages
+     * are shared with the other size classes and namespaces) */
+    size_t resident = 0;
+    uint8_t present[BATCH];
+    uint32_t leading = 0;
+    while (resident < nchunks && resident < k) {
+        LIB_KEYS(base - BATCH * (resident + 1));
+        if (ol_client_lookup(c, keys, BATCH, present, &leading) < 0)
+            die("lookup");
+        if (leading < BATCH)
+            break;
+        resident++;
+    }
+    if (!resident)
+        die("get: the newest batch is not in the slab");
+    uint64_t get_bytes = 0, puts = k;
+    k = 0;
+    t0 = now_s();
+    do {
+        uint64_t j = 1 + k % resident; /* batches back from the newest */
+        char *to = dst + (size_t)(k % nchunks) * total;
+        k++;
+        LIB_KEYS(base - BATCH * j);
+        for (int i = 0; i < BATCH; i++)
+            bp[i] = to + (size_t)i * vbytes;
+        if (ol_client_get(c, keys, bp, lens, got, BATCH, st) < 0)
+            die("get");
+        for (int i = 0; i < BATCH; i++)
+            if (st[i] != OL_KV_OK || got[i] != vbytes) {
+                fprintf(stderr, "kv_bench: get: batch -%llu key %d: %s\n", (unsigned long long)j, i,
+                        ol_kv_status_name(st[i]));
+                exit(1);
+            }
+        if (k == 1 && memcmp(to, src + (size_t)((puts - j) % nchunks) * total, total) != 0)
+            die("bytes read back differ from bytes written");
+        get_bytes += total;
+        t = now_s();
+    } while (t - t0 < secs / 4);
+    double get_gbs = (double)get_bytes / (t - t0) / 1e9;
+    ol_client_close(c);
+    double put_ceil = ceil[0] > ceil[1] ? ceil[0] : ceil[1];
+    double get_ceil = ceil[0] > ceil[2] ? ceil[0] : ceil[2];
+    printf("{\"value_bytes\":%zu,\"batch\":%d,\"memcpy_gbs\":%.2f,\"memcpy_to_shm_gbs\":%.2f,"
+           "\"memcpy_from_shm_gbs\":%.2f,\"put_gbs\":%.2f,\"get_gbs\":%.2f,"
+           "\"put_frac\":%.3f,\"get_frac\":%.3f,\"cold_put_gbs\":%.2f,\"get_mib\":%zu}\n",
+           vbytes, BATCH, ceil[0], ceil[1], ceil[2], put_gbs, get_gbs, put_gbs / put_ceil,
+           get_gbs / get_ceil, cold_gbs, resident * total >> 20);
+    free(src);
+    free(dst);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: kv_bench SOCKET TOKEN rtt SECONDS | data VALUE_BYTES SECONDS\n");
+        fprintf(stderr, "usage: kv_bench SOCKET TOKEN rtt SECONDS | data VALUE_BYTES SECONDS"
+                        " | lib VALUE_BYTES SECONDS\n");
         return 2;
     }
+    if (strcmp(argv[3], "lib") == 0)
+        return argc < 6 ? 2 : lib(argv[1], argv[2], strtoull(argv[4], NULL, 10), atof(argv[5]));
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", argv[1]);
     g_fd = socket(AF_UNIX, SOCK_STREAM, 0);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -146,6 +147,36 @@ OLT_TEST(kv_proto_crc32c_vectors)
     /* xxh3-64, seed 0 */
     OLT_CHECK(ol_kv_value_hash("", 0) == 0x2D06800538D394C2ull);
     OLT_CHECK(ol_kv_value_hash("123456789", 9) == 0x72DCB18B67A17DFFull);
+}
+
+/* ol_kv_value_hash and ol_kv_copy_hash (the dispatched AVX2/AVX-512 XXH3
+ * where libxxhash has it, in 64 KiB chunks) against the plain one-shot
+ * XXH3_64bits of libxxhash, on random bytes of lengths around every size
+ * boundary of XXH3 and of the chunking, at odd alignments. */
+OLT_TEST(kv_proto_value_hash_matches_reference)
+{
+    enum { MAX = (1 << 20) + 4096 };
+    uint8_t *src = malloc(MAX + 64), *dst = malloc(MAX + 64);
+    OLT_CHECK(src && dst);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < MAX + 64; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        src[i] = (uint8_t)x;
+    }
+    static const size_t lens[] = {0, 1, 3, 4, 8, 9, 16, 17, 128, 129, 240, 241, 255, 256, 1023,
+                                  1024, 1025, 65535, 65536, 65537, 131072, 131073, 200000,
+                                  (1 << 20) - 1, 1 << 20, (1 << 20) + 4095};
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+        for (size_t al = 0; al < 64; al += 21) {
+            size_t n = lens[k];
+            uint64_t want = XXH3_64bits(src + al, n);
+            OLT_CHECK(ol_kv_value_hash(src + al, n) == want);
+            memset(dst, 0, n + 64);
+            OLT_CHECK(ol_kv_copy_hash(dst + (al ^ 7), src + al, n) == want);
+            OLT_CHECK(memcmp(dst + (al ^ 7), src + al, n) == 0);
+        }
+    free(src);
+    free(dst);
 }
 
 OLT_TEST(kv_proto_doc_examples_encode_and_decode)
