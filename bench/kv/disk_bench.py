@@ -77,10 +77,11 @@ def fio_run(path, size, bs, qd, rw):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--gib", type=float, default=2.0, help="working set on the drive")
-    ap.add_argument("--ram-gib", type=float, default=0.25)
+    ap.add_argument("--gib", type=float, default=3.0, help="working set on the drive")
+    ap.add_argument("--ram-gib", type=float, default=1.0)
     ap.add_argument("--value", type=int, default=1 << 20)
-    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=512,
+                    help="keys per ACQUIRE: 512 x 1 MiB is one 8k-token prompt of an 8B model")
     ap.add_argument("--qd", type=int, default=32)
     ap.add_argument("--dir", default=os.environ.get("BENCH_DIR", os.path.join(ROOT, "build")))
     a = ap.parse_args()
@@ -182,7 +183,7 @@ round, alternating: **fio** `rw=read bs={a.value} direct=1 ioengine=io_uring iod
 CPU 0, reading once a file of the same size in the same directory (the same bytes as one tier pass; and `rw=randread` for reference; the tier
 reads below are in write order, which is file order, so the ratio is taken to the sequential read);
 **promote**: ACQUIRE of {a.batch} keys at a
-time then RELEASE, in write order, so every value is read from the drive into RAM and checked (header
+time (one long prompt's blocks) then RELEASE, in write order, so every value is read from the drive into RAM and checked (header
 CRC, key, sequence, XXH3-64 of the value) before it is granted; **get**: the same through `Client.get`
 into the caller's buffers (adds the client's checked copy). Fraction read from the drive (from
 `/proc/<pid>/io`): promote {med['promote_disk_fraction']:.2f}, get {med['get_disk_fraction']:.2f}.

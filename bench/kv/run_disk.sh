@@ -4,11 +4,12 @@
 # (scripts/deps.sh bench installs it) and the openlake_client package in
 # .venv (installed from ./python here). The working set lives under build/
 # unless BENCH_DIR names another directory (put it on the drive to measure).
-# Knobs: ROUNDS=3 GIB=2 VALUE=1048576 QD=32; --batch N (keys per ACQUIRE, default 128)
+# Knobs: ROUNDS=5 GIB=3 VALUE=1048576 QD=32; --batch N (keys per ACQUIRE, default 512),
+# --ram-gib G (slab, default 1)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -x build/openlaked ] || make
 command -v fio >/dev/null || { echo "fio missing: bash scripts/deps.sh bench" >&2; exit 1; }
 .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
-exec .venv/bin/python bench/kv/disk_bench.py --rounds "${ROUNDS:-3}" --gib "${GIB:-2}" \
+exec .venv/bin/python bench/kv/disk_bench.py --rounds "${ROUNDS:-5}" --gib "${GIB:-3}" \
     --value "${VALUE:-1048576}" --qd "${QD:-32}" "$@"
