@@ -16,12 +16,15 @@
  *
  * put and get are the slot calls with a copy in between: put = RESERVE,
  * copy-and-hash into the slots, COMMIT (ABORT what did not fit); get =
- * ACQUIRE, check the slot headers, copy-and-hash out, RELEASE. Over TCP
+ * ACQUIRE, check the slot headers, copy-and-hash out, RELEASE (sent without
+ * waiting: its answer is read before the next answer on that connection,
+ * see ol_c_release_nowait). Over TCP
  * they are PUT/GET frames cut to the server's limits and pipelined, several
  * frames in flight per connection (see "TCP: values inline" below).
  *
  * A connection with a request whose answer is unread (pending) is out of
- * step: a call that fails drops exactly those, which makes the server
+ * step (a get's RELEASE answer left for the next call, k->deferred, does
+ * not count): a call that fails drops exactly those, which makes the server
  * release their pins and reservations. Each loss bumps the connection's
  * epoch; a slot handle records the epoch it was granted in, so a handle
  * from before a loss is refused without a round trip and without touching
@@ -67,6 +70,9 @@ struct ol_cconn {
     size_t out_cap, in_cap, in_len;
     uint64_t backoff_ms, retry_at_ms;
     bool pending;              /* a request was sent and its answer is not read yet */
+    uint32_t deferred;         /* items of a get's RELEASE sent without waiting: its answer is
+                                  the first one due, read before the next answer (0: none) */
+    uint64_t deferred_req;     /* that RELEASE's request id */
     uint64_t epoch;            /* +1 at each loss (atomic: read without the lock) */
     char *map;                 /* the slab mapping this session's offsets refer to */
     size_t map_size;
@@ -245,11 +251,39 @@ static void ol_c_fail(struct ol_cconn *k)
     k->fd = -1;
     k->in_len = 0;
     k->pending = false;
+    k->deferred = 0; /* the server drops the session's pins with it */
     __atomic_add_fetch(&k->epoch, 1, __ATOMIC_ACQ_REL); /* its pins and reservations are gone */
     k->backoff_ms = k->backoff_ms ? k->backoff_ms * 2 : OL_C_BACKOFF_MIN;
     if (k->backoff_ms > OL_C_BACKOFF_MAX)
         k->backoff_ms = OL_C_BACKOFF_MAX;
     k->retry_at_ms = ol_c_now_ms() + k->backoff_ms;
+}
+
+/*
+ * Reads the answer of a get's RELEASE sent without waiting (k->deferred), if
+ * one is due: it must answer that request, OK, with one OK status per slot
+ * sent. Called under k's lock before any other answer on k is read. Returns
+ * 0, or an error with k out of step (the caller drops it).
+ */
+static int ol_c_deferred_read(struct ol_cconn *k)
+{
+    if (!k->deferred || k->fd < 0)
+        return 0;
+    struct ol_kv_hdr h;
+    struct ol_kv_dec d;
+    size_t used;
+    int rc = ol_c_recv(k, &h, &d, NULL, &used);
+    if (rc < 0)
+        return rc;
+    if (h.req_id != k->deferred_req || h.status != OL_KV_OK || d.count != k->deferred)
+        rc = -EIO;
+    for (uint16_t st; rc == 0 && (rc = ol_kv_dec_status(&d, &st)) == 1;)
+        rc = st == OL_KV_OK ? 0 : -EIO;
+    if (rc < 0)
+        return -EIO;
+    ol_c_consume(k, used);
+    k->deferred = 0;
+    return 0;
 }
 
 /* Checks a freshly mapped slab's superblock (docs/kv-slab.md): a client
@@ -279,6 +313,7 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
     k->fd = fd;
     k->in_len = 0;
     k->pending = false;
+    k->deferred = 0;
     struct ol_kv_hello_req q = {
         .min_version = 1, .max_version = 1,
         .flags = OL_KV_HELLO_SHARD | (c->is_unix ? OL_KV_HELLO_WANTS_SHM : 0),
@@ -478,6 +513,9 @@ void ol_client_close(ol_client *c)
     if (!c)
         return;
     for (uint32_t i = 0; c->conns && i < c->nshards; i++) {
+        /* a get's RELEASE still unanswered: wait for it (within the socket
+         * timeout), so its pins are gone when close returns */
+        ol_c_deferred_read(&c->conns[i]);
         if (c->conns[i].fd >= 0)
             close(c->conns[i].fd);
         free(c->conns[i].out);
@@ -645,7 +683,9 @@ static int ol_c_answer_to(ol_client *c, uint32_t s, uint64_t req, struct ol_kv_h
                           struct ol_kv_dec *d, size_t *used)
 {
     struct ol_cconn *k = &c->conns[s];
-    int rc = ol_c_recv(k, h, d, NULL, used);
+    int rc = ol_c_deferred_read(k);
+    if (rc == 0)
+        rc = ol_c_recv(k, h, d, NULL, used);
     if (rc == 0 && h->req_id != req)
         rc = -EIO; /* answers come in request order: anything else is out of step */
     if (rc < 0) {
@@ -1165,7 +1205,48 @@ static void ol_c_copy_out(void *buf, uint64_t cap, const void *src, uint64_t len
         *out_len = len;
 }
 
-/* Slab path: ACQUIRE (slot headers checked), copy out and check, RELEASE. */
+/*
+ * A get's RELEASE, sent without waiting for its answer: the connection stays
+ * in step (not pending) with k->deferred set, and the answer is read (and
+ * checked) by ol_c_answer_to before the next answer on that connection, so
+ * it overlaps the next call's request instead of costing a round trip of
+ * its own. The server handles frames in order, so the pins are gone before
+ * it reads anything the client sends next. A send that fails drops the
+ * connection (and the pins with it), as a failed RELEASE round would.
+ */
+static void ol_c_release_nowait(ol_client *c, const struct ol_batch *b, struct ol_client_slot *sl)
+{
+    for (uint32_t s = 0; s < c->nshards; s++) {
+        struct ol_cconn *k = &c->conns[s];
+        uint32_t items = 0;
+        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++)
+            items += sl[b->order[j]].state == OL_CLIENT_SLOT_PINNED;
+        if (!items || k->fd < 0 || k->pending || (k->deferred && ol_c_deferred_read(k) < 0)) {
+            if (items && k->fd >= 0)
+                ol_c_fail(k); /* out of step: the pins go with the connection */
+            continue;
+        }
+        struct ol_kv_enc e;
+        if (ol_c_begin(k, &e, OL_KV_OP_RELEASE, (size_t)items * 16) < 0) {
+            ol_c_fail(k);
+            continue;
+        }
+        for (uint32_t j = b->start[s]; j < b->start[s + 1]; j++) {
+            struct ol_client_slot *h = &sl[b->order[j]];
+            if (h->state == OL_CLIENT_SLOT_PINNED)
+                ol_kv_enc_slot_ref(&e, h->slot, h->gen);
+            ol_c_slot_done(h);
+        }
+        if (ol_c_finish(k, &e) == 0) {
+            k->pending = false;
+            k->deferred = items;
+            k->deferred_req = k->next_req - 1;
+        }
+    }
+}
+
+/* Slab path: ACQUIRE (slot headers checked), copy out and check, RELEASE
+ * (not waited for: ol_c_release_nowait). */
 static int ol_c_get_slab(ol_client *c, const struct ol_batch *b, const struct ol_client_key *keys,
                          void *const *bufs, const uint64_t *caps, uint64_t *lens, uint16_t *status)
 {
@@ -1180,7 +1261,10 @@ static int ol_c_get_slab(ol_client *c, const struct ol_batch *b, const struct ol
     }
     /* unpin; on a connection left out of step by a failure the pins go
      * with the connection (ol_batch_unlock drops it) */
-    ol_c_slots_round(c, b, OL_KV_OP_RELEASE, sl, NULL, NULL, 0, NULL);
+    if (rc == 0)
+        ol_c_release_nowait(c, b, sl);
+    else
+        ol_c_slots_round(c, b, OL_KV_OP_RELEASE, sl, NULL, NULL, 0, NULL);
     free(sl);
     return rc;
 }

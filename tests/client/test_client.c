@@ -382,6 +382,140 @@ OLT_TEST_T(client_pinned_slot_survives_eviction, 120)
     ol_client_close(u);
 }
 
+/* get sends its RELEASE without waiting; the answer is read by the next call
+ * on that connection. Back-to-back gets mixed with lookups, puts and stats
+ * on one client, from two threads, stay in step and leave no pins. */
+#define GB_KEYS 40
+#define GB_V 8192
+
+struct getter {
+    ol_client *c;
+    int id, errors;
+};
+
+static void *get_loop(void *arg)
+{
+    struct getter *w = arg;
+    char names[GB_KEYS][24];
+    struct ol_client_key keys[GB_KEYS];
+    static char vals[2][GB_KEYS][GB_V], back[2][GB_KEYS][GB_V];
+    const void *vp[GB_KEYS];
+    void *bp[GB_KEYS];
+    uint64_t lens[GB_KEYS], caps[GB_KEYS], got[GB_KEYS];
+    uint16_t st[GB_KEYS];
+    uint8_t present[GB_KEYS];
+    uint32_t leading;
+    for (int i = 0; i < GB_KEYS; i++) {
+        keys[i].len = (uint16_t)snprintf(names[i], sizeof names[i], "gb%d-%d", w->id, i);
+        keys[i].data = names[i];
+        fill(vals[w->id][i], GB_V, (unsigned)(w->id * 100 + i));
+        vp[i] = vals[w->id][i];
+        bp[i] = back[w->id][i];
+        lens[i] = GB_V - (uint64_t)i;
+        caps[i] = GB_V;
+    }
+    if (ol_client_put(w->c, keys, vp, lens, GB_KEYS, st) < 0)
+        w->errors++;
+    for (int r = 0; r < 200; r++) {
+        uint32_t n = 1 + (uint32_t)(r * 7) % GB_KEYS, off = (uint32_t)r % (GB_KEYS - n + 1);
+        memset(back[w->id], 0, sizeof back[w->id]);
+        if (ol_client_get(w->c, keys + off, bp + off, caps + off, got + off, n, st + off) < 0)
+            w->errors++;
+        for (uint32_t i = off; i < off + n; i++)
+            if (st[i] != OL_KV_OK || got[i] != lens[i] || memcmp(back[w->id][i], vals[w->id][i], lens[i]))
+                w->errors++;
+        if (r % 3 == 0 && (ol_client_lookup(w->c, keys, GB_KEYS, present, &leading) < 0 ||
+                           leading != GB_KEYS))
+            w->errors++;
+        if (r % 5 == 1) { /* a put right after a get: EXISTS */
+            if (ol_client_put(w->c, keys + off, vp + off, lens + off, 1, st) < 0 || st[0] != OL_KV_EXISTS)
+                w->errors++;
+        }
+        if (r % 11 == 2) {
+            struct ol_client_slot sl;
+            uint16_t s1;
+            if (ol_client_acquire(w->c, keys + off, 1, &sl, &s1) < 0 || s1 != OL_KV_OK ||
+                memcmp(sl.data, vals[w->id][off], lens[off]) != 0 ||
+                ol_client_release(w->c, &sl, 1, &s1) < 0 || s1 != OL_KV_OK)
+                w->errors++;
+        }
+    }
+    /* a get of keys that are not there, and of one that is */
+    char miss[] = "gb-missing";
+    struct ol_client_key mk[2] = {{miss, sizeof miss - 1}, keys[0]};
+    void *mb[2] = {back[w->id][1], back[w->id][0]};
+    uint64_t mc[2] = {GB_V, GB_V}, mg[2];
+    if (ol_client_get(w->c, mk, mb, mc, mg, 2, st) < 0 || st[0] != OL_KV_NOT_FOUND || st[1] != OL_KV_OK)
+        w->errors++;
+    return NULL;
+}
+
+OLT_TEST(client_back_to_back_gets_leave_no_pins)
+{
+    ol_client *c = open_client(0, "getloop", GB_V);
+    uint64_t stats[OL_CLIENT_STATS], errs;
+    OLT_CHECK_EQ(ol_client_stats(c, stats), 0);
+    errs = stats[OL_KV_STAT_PROTOCOL_ERRORS];
+    struct getter one = {c, 0, 0};
+    get_loop(&one);
+    OLT_CHECK_EQ(one.errors, 0);
+    OLT_CHECK_EQ(ol_client_stats(c, stats), 0);
+    OLT_CHECK_EQ(stats[OL_KV_STAT_PINS], 0);
+    pthread_t th[2];
+    struct getter w[2];
+    for (int i = 0; i < 2; i++) {
+        w[i] = (struct getter){c, i, 0};
+        pthread_create(&th[i], NULL, get_loop, &w[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        OLT_CHECK_EQ(w[i].errors, 0);
+    }
+    OLT_CHECK_EQ(ol_client_stats(c, stats), 0);
+    OLT_CHECK_EQ(stats[OL_KV_STAT_PINS], 0);
+    OLT_CHECK_EQ(stats[OL_KV_STAT_PROTOCOL_ERRORS], errs);
+    ol_client_close(c);
+}
+
+/* Closing right after a get (its RELEASE answer unread) neither hangs nor
+ * leaves pins: another client sees none. */
+OLT_TEST_T(client_close_right_after_get, 30)
+{
+    char names[GB_KEYS][24];
+    struct ol_client_key keys[GB_KEYS];
+    static char val[GB_V], back[GB_KEYS][GB_V];
+    const void *vp[GB_KEYS];
+    void *bp[GB_KEYS];
+    uint64_t lens[GB_KEYS], caps[GB_KEYS], got[GB_KEYS];
+    uint16_t st[GB_KEYS];
+    fill(val, GB_V, 3);
+    for (int i = 0; i < GB_KEYS; i++) {
+        keys[i].len = (uint16_t)snprintf(names[i], sizeof names[i], "cl-%d", i);
+        keys[i].data = names[i];
+        vp[i] = val;
+        bp[i] = back[i];
+        lens[i] = GB_V;
+        caps[i] = GB_V;
+    }
+    ol_client *w = open_client(0, "closeget", GB_V);
+    OLT_CHECK_EQ(ol_client_put(w, keys, vp, lens, GB_KEYS, st), 0);
+    ol_client_close(w);
+    for (int r = 0; r < 20; r++) {
+        ol_client *c = open_client(0, "closeget", GB_V);
+        OLT_CHECK_EQ(ol_client_get(c, keys, bp, caps, got, GB_KEYS, st), 0);
+        for (int i = 0; i < GB_KEYS; i++) {
+            OLT_CHECK_EQ(st[i], OL_KV_OK);
+            OLT_CHECK_MEM(back[i], val, GB_V);
+        }
+        ol_client_close(c);
+        ol_client *o = open_client(0, "closeget", GB_V);
+        uint64_t stats[OL_CLIENT_STATS];
+        OLT_CHECK_EQ(ol_client_stats(o, stats), 0);
+        OLT_CHECK_EQ(stats[OL_KV_STAT_PINS], 0);
+        ol_client_close(o);
+    }
+}
+
 struct worker {
     ol_client *c;
     int id, errors;
@@ -459,6 +593,9 @@ OLT_TEST_T(client_reconnects_after_daemon_restart, 60)
     OLT_CHECK_EQ(ol_client_acquire(c, &k, 1, &pin, &st), 0);
     OLT_CHECK_EQ(st, OL_KV_OK);
     OLT_CHECK_EQ(ol_client_reserve(c, rkeys, 4, 0, res, rst), 0);
+    /* and a get whose RELEASE answer is still unread when the daemon goes */
+    OLT_CHECK_EQ(ol_client_get(c, &k, &bp, &cap, &got, 1, &st), 0);
+    OLT_CHECK_EQ(st, OL_KV_OK);
     char b = 'r';
     OLT_CHECK_EQ(write(atoi(req), &b, 1), 1);
     OLT_CHECK_EQ(read(atoi(ack), &b, 1), 1); /* the daemon is back (empty cache) */
