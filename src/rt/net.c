@@ -69,9 +69,17 @@ out:
 int ol_net_listen_probe(const char *addr, char *err, size_t errlen)
 {
     /* Without SO_REUSEPORT, so a daemon already serving addr (whose cores
-     * share it with SO_REUSEPORT) makes this fail with EADDRINUSE. */
-    int port;
-    int fd = ol_net_listen(addr, 0, &port, err, errlen);
+     * share it with SO_REUSEPORT) makes this fail with EADDRINUSE. A daemon
+     * that was just killed can hold its listeners a moment longer (the
+     * kernel tears its io_uring rings, which reference them, down after the
+     * process is gone): EADDRINUSE is retried for up to 1.5 s. */
+    int port, fd = -1;
+    for (int tries = 0; tries < 30; tries++) {
+        fd = ol_net_listen(addr, 0, &port, err, errlen);
+        if (fd != -EADDRINUSE)
+            break;
+        usleep(50 * 1000);
+    }
     if (fd < 0)
         return fd;
     close(fd);

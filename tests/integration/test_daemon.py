@@ -316,7 +316,7 @@ def test_port_held_by_another_openlaked_exits_2(make_daemon, tmp_path):
                          env=clean_env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
     try:
-        rc = p.wait(timeout=5)
+        rc = p.wait(timeout=10)
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
