@@ -23,6 +23,9 @@
  * ol_kv_status in docs/kv-protocol.md: 0 OK, 1 EXISTS, 2 NOT_FOUND...).
  *
  * Every function returns 0 or a negative errno: -EINVAL (bad arguments),
+ * -E2BIG (a key-list call (lookup, delete, reserve, acquire) whose keys for
+ * one shard exceed the server's max_items, 8192, or its 1 MiB frame body:
+ * split the call),
  * -EAGAIN (a shard is reconnecting: retry), -ETIMEDOUT, -EIO (connection
  * lost during the call), -EPROTO (the server refused the frame, or its
  * answer made no sense; the client keeps working), -EACCES (bad token, from

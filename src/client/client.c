@@ -673,6 +673,8 @@ static int ol_c_send_keys(ol_client *c, const struct ol_batch *b, uint32_t s, un
     for (uint32_t j = b->start[s]; rc == 0 && j < b->start[s + 1]; j++)
         if (ol_kv_enc_key(&e, keys[b->order[j]].data, keys[b->order[j]].len) < 0)
             rc = -EINVAL;
+    if (rc == 0 && k->max_body && e.len > k->max_body)
+        rc = -E2BIG; /* over the server's max_body: split the call */
     return rc ? rc : ol_c_finish(k, &e);
 }
 
@@ -739,6 +741,11 @@ static int ol_c_answers(ol_client *c, const struct ol_batch *b, ol_c_answer_fn p
 static int ol_c_keys_round(ol_client *c, const struct ol_batch *b, unsigned op,
                            const struct ol_client_key *keys, ol_c_answer_fn per_answer, void *arg)
 {
+    /* One frame per shard: each shard's share of the keys must fit the
+     * server's max_items (HELLO); else -E2BIG before anything is sent. */
+    for (uint32_t s = 0; s < c->nshards; s++)
+        if (c->conns[s].max_items && ol_batch_len(b, s) > c->conns[s].max_items)
+            return -E2BIG;
     int rc = 0;
     for (uint32_t s = 0; s < c->nshards && rc == 0; s++)
         if (ol_batch_len(b, s))

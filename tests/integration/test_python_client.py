@@ -75,6 +75,16 @@ def test_errors_are_python_exceptions(make_daemon):
         u.put([b"a", b"b"], [b"only one"])
     with pytest.raises(BufferError):
         u.get([b"a"], [b"read-only bytes"])  # get needs writable buffers
+    # More keys for one shard than the server takes in a frame (max_items
+    # 8192): a clear E2BIG, nothing sent, and the client keeps working.
+    many = [b"k%06d" % i for i in range(9000)]
+    with pytest.raises(OSError) as ei:
+        u.exists(many)
+    assert ei.value.errno == errno.E2BIG
+    with pytest.raises(OSError) as ei:
+        u.delete(many)
+    assert ei.value.errno == errno.E2BIG
+    assert u.exists(many[:8192]) == ([False] * 8192, 0)
     u.close()
     with pytest.raises(ValueError):
         u.exists([b"a"])
