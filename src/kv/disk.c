@@ -362,6 +362,11 @@ static void ol_read_part(struct ol_kv_dio *io, bool want, int res, unsigned expe
     } else if (!e->doomed) {
         if (status == -EBADMSG)
             d->st.corrupt++;
+        /* rare, and an operator wants to know: one line per entry */
+        ol_warn("kv_disk: %s/kv-disk/shard-%u.dat slot %u: %s; entry dropped (%llu so far)",
+                d->dir, d->shard, io->id,
+                status == -EBADMSG ? "value or header failed its checks" : "read error",
+                (unsigned long long)(d->st.corrupt + d->st.io_errors));
         ol_d_unpublish(d, io->id); /* never served again */
         e->doomed = 1;
     }

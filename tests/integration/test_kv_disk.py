@@ -253,6 +253,7 @@ def test_damaged_bytes_on_disk_are_a_miss_never_served(kvd):
     look = c.lookup(keys)
     assert not look.present[3], "a value that failed its checksum is dropped"
     assert c.stats()["disk_entries"] == 10
+    assert "failed its checks; entry dropped" in d.stderr(), "the operator is told"
     c.close()
     healthy(d)
 
