@@ -57,21 +57,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+from benchutil import free_ports  # noqa: E402  (bench/kv, the script's directory)
 
 import numpy as np  # noqa: E402
 
 SYSTEMS = ["openlake-unix", "openlake-tcp", "mooncake-tcp", "redis-unix", "redis-tcp"]
 CLK = os.sysconf("SC_CLK_TCK")
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def wait_for(pred, what, timeout=30.0, proc=None, log=None):

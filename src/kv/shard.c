@@ -126,35 +126,42 @@ static void ol_res_append(struct ol_kv_shard *sh, uint32_t lid)
 
 /* ---- namespaces ------------------------------------------------------------------------ */
 
+/* The cell of ns in the open-addressed table, or the empty cell it would take. */
+static uint32_t ol_nsu_cell(const struct ol_kv_shard *sh, uint32_t ns)
+{
+    const uint32_t mask = OL_KV_SHARD_NS - 1;
+    uint32_t i = (ns * 2654435761u) & mask;
+    while (sh->nsu[i].used && sh->nsu[i].ns != ns)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static bool ol_nsu_full(const struct ol_kv_shard *sh)
+{
+    return sh->nsu_count >= OL_KV_SHARD_NS / 4 * 3;
+}
+
 /* The usage record of ns (created on first use; the shared last one when
  * the table is three quarters full). */
 static uint32_t ol_nsi(struct ol_kv_shard *sh, uint32_t ns)
 {
-    const uint32_t mask = OL_KV_SHARD_NS - 1;
-    for (uint32_t i = (ns * 2654435761u) & mask;; i = (i + 1) & mask) {
-        struct ol_kv_nsu *u = &sh->nsu[i];
-        if (u->used && u->ns == ns)
-            return i;
-        if (!u->used) {
-            if (sh->nsu_count >= OL_KV_SHARD_NS / 4 * 3)
-                return OL_KV_SHARD_NS;
-            u->used = 1;
-            u->ns = ns;
-            sh->nsu_count++;
-            return i;
-        }
-    }
+    uint32_t i = ol_nsu_cell(sh, ns);
+    if (sh->nsu[i].used)
+        return i;
+    if (ol_nsu_full(sh))
+        return OL_KV_SHARD_NS;
+    sh->nsu[i].used = 1;
+    sh->nsu[i].ns = ns;
+    sh->nsu_count++;
+    return i;
 }
 
 static const struct ol_kv_nsu *ol_nsu_find(const struct ol_kv_shard *sh, uint32_t ns)
 {
-    const uint32_t mask = OL_KV_SHARD_NS - 1;
-    for (uint32_t i = (ns * 2654435761u) & mask;; i = (i + 1) & mask) {
-        if (sh->nsu[i].used && sh->nsu[i].ns == ns)
-            return &sh->nsu[i];
-        if (!sh->nsu[i].used)
-            return sh->nsu_count >= OL_KV_SHARD_NS / 4 * 3 ? &sh->nsu[OL_KV_SHARD_NS] : NULL;
-    }
+    uint32_t i = ol_nsu_cell(sh, ns);
+    if (sh->nsu[i].used)
+        return &sh->nsu[i];
+    return ol_nsu_full(sh) ? &sh->nsu[OL_KV_SHARD_NS] : NULL;
 }
 
 /* Appends committed entry lid at the young end of its namespace's list. */
