@@ -1039,15 +1039,15 @@ class _Worker:
         # A block is usable only if every block before it is: vLLM recomputes
         # from the first bad one, and we report every block from there on.
         bad_from = good.index(False) if False in good else len(good)
-        with self._lock:
-            for i in range(bad_from, len(good)):
-                self._load_errors.update(t.block_ids[i])
-            self._done_loads.add(t.req_id)
         n_ok = bad_from
         per_block = sum(pl.nbytes for gp in self.planes for pl in gp)
         self.stats.add(loaded_blocks=n_ok, loaded_bytes=n_ok * per_block,
                        load_failed_blocks=len(good) - n_ok,
                        load_ms=(time.perf_counter() - t0) * 1e3)
+        with self._lock:  # after the stats: they travel in the same step
+            for i in range(bad_from, len(good)):
+                self._load_errors.update(t.block_ids[i])
+            self._done_loads.add(t.req_id)
         if n_ok < len(good):
             logger.warning("OpenLake: request %s: %d of %d blocks could not be loaded; "
                            "vLLM recomputes them", t.req_id, len(good) - n_ok, len(good))

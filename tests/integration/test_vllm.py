@@ -159,8 +159,15 @@ def test_second_engine_loads_every_full_block_but_the_last(kvd, engine, baseline
     # 384 tokens: blocks 0-1 (block 2 holds the last prompt token, vLLM
     # computes it); 434 tokens: all three full blocks.
     assert cached(second) == [256, 384]
-    ext = sum(c["counters"]["vllm:external_prefix_cache_hits"] for c in second["calls"])
-    assert ext == 256 + 384
+    def total(out, name):
+        return sum(c["counters"][name] for c in out["calls"])
+
+    assert total(second, "vllm:external_prefix_cache_hits") == 256 + 384
+    # The connector's Prometheus counters (build_prom_metrics).
+    assert total(second, "vllm:openlake_hit_tokens") == 256 + 384
+    assert total(second, "vllm:openlake_loaded_blocks") == 2 + 3
+    assert total(second, "vllm:openlake_load_failed_blocks") == 0
+    assert total(first, "vllm:openlake_saved_blocks") >= 3   # p384's blocks, at least
     same_as(baseline, second, names)
     assert "OpenLakeConnector is off" not in second["log"]
 
@@ -271,6 +278,10 @@ def test_corrupt_values_are_recomputed(kvd, engine, baseline, tmp_path):
     wait_kv(d)
     again = engine.run(["q1"], conn=conn_cfg(d))
     same_as(baseline, again, ["q1"])   # never the damaged bytes
+    # The blocks were found, their loads failed the checksum, vLLM recomputed.
+    failed = sum(c["counters"]["vllm:openlake_load_failed_blocks"] for c in again["calls"])
+    assert failed == 2, again["log"][-3000:]
+    assert "could not be loaded; vLLM recomputes them" in again["log"]
 
 
 def test_bad_config_names_the_key(kvd, engine):

@@ -42,7 +42,8 @@ out.json:
            counters are the engine's prometheus counters over that call:
            vllm:prefix_cache_{queries,hits} (vLLM's own, local prefix cache),
            vllm:external_prefix_cache_{queries,hits} (the KV connector's),
-           vllm:prompt_tokens, vllm:generation_tokens
+           vllm:prompt_tokens, vllm:generation_tokens, and OpenLakeConnector's
+           vllm:openlake_{hit_tokens,loaded_blocks,load_failed_blocks,saved_blocks}
   results: [{"index", "prompt_len", "token_ids", "logprobs", ("top_logprobs"),
              "num_cached_tokens", "finish_reason", "wall_s"}]  in prompt order
   num_cached_tokens is RequestOutput.num_cached_tokens: prompt tokens not
@@ -100,6 +101,11 @@ COUNTERS = (
     "vllm:external_prefix_cache_hits",
     "vllm:prompt_tokens",
     "vllm:generation_tokens",
+    # OpenLakeConnector's own (0 without it)
+    "vllm:openlake_hit_tokens",
+    "vllm:openlake_loaded_blocks",
+    "vllm:openlake_load_failed_blocks",
+    "vllm:openlake_saved_blocks",
 )
 
 
