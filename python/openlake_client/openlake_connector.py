@@ -9,13 +9,13 @@ Enable it with one flag, no code change:
 
 What this file owns (docs/vllm-connector.md is the user's reference):
 
-- Keys.  One OpenLake value per (KV block, layer, plane): the bytes one layer
-  keeps for one block of `block_size` tokens.  The key is the block's
+- Keys.  One OpenLake value per (KV block, layer): the bytes one layer keeps
+  for one block of `block_size` tokens.  The key is the block's
   chained prefix hash from vLLM (`request.block_hashes`, sha256 by default,
   so equal across processes; `cache_salt`, LoRA and multimodal inputs are
   already folded into it, and a salt is folded in again here), then the
   rank tag (TP rank folded when KV heads are replicated, PP, DCP/PCP) and
-  the layer tag (KV cache group, position in the group, plane).  The
+  the layer tag (KV cache group, position in the group).  The
   namespace carries the model fingerprint (model, dtype, KV cache dtype,
   block size, KV cache groups and their specs, device type, layout), so two
   models never read each other's bytes.
@@ -26,8 +26,9 @@ What this file owns (docs/vllm-connector.md is the user's reference):
   saves are done.
 - Worker side (`_Worker`): one I/O thread per worker.  Loads are copied
   straight from OpenLake into vLLM's paged KV tensors (on CPU: the client's
-  checked copy writes into the block's bytes, no staging), saves straight
-  out of them, so the forward pass never waits for the store.  Loads go
+  checked copy writes into the block's bytes, no staging; other layouts and
+  GPU tensors go through host rows, `_Layer`), saves straight out of them,
+  so the forward pass never waits for the store.  Loads go
   before saves; saves past `openlake_max_pending_save_mb` are dropped.
   A value that is missing, short or fails its xxh3 check makes the whole
   block a load error: vLLM recomputes it (the connector switches vLLM's
@@ -42,7 +43,6 @@ import atexit
 import hashlib
 import logging
 import os
-import queue
 import struct
 import threading
 import time
@@ -287,6 +287,31 @@ def _rank_tags(vllm_config: "VllmConfig") -> tuple[list[int], int]:
 
 def _layer_tag(group: int, pos: int, plane: int) -> bytes:
     return struct.pack("<BHB", group, pos, plane)
+
+
+def _block_parts(t, nb: int, name: str) -> list[torch.Tensor]:
+    """A layer's KV as tensors indexed by block id on dim 0: vLLM's CPU and
+    FlashInfer layouts put blocks first; FlashAttention's puts K/V first."""
+    if isinstance(t, (list, tuple)):
+        parts = list(t)
+    elif t.shape[0] == nb:
+        parts = [t]
+    elif t.dim() >= 2 and t.shape[0] == 2 and t.shape[1] == nb:
+        parts = [t[0], t[1]]
+    else:
+        raise ValueError(f"layer {name}: KV shape {tuple(t.shape)} has no block "
+                         f"dimension of {nb}")
+    if any(p.shape[0] != nb for p in parts):
+        raise ValueError(f"layer {name}: KV parts without {nb} blocks")
+    return parts
+
+
+class _nullctx:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 def _block_prefix(block_hash: bytes, salt: str | None) -> bytes:
@@ -565,7 +590,7 @@ class _ReqState:
     request: Any
     local_tokens: int = 0          # vLLM's own hit when we looked up
     stored_blocks: int = 0         # leading blocks known to be in OpenLake
-    pending_load: tuple[int, int] | None = None   # (first block, count)
+    looked_up: int = 0             # tokens the last lookup asked about
     had_saves: bool = False
 
 
@@ -604,7 +629,7 @@ class _Scheduler:
         st = self.reqs.get(request.request_id)
         if st is None:
             st = self.reqs[request.request_id] = _ReqState(request)
-        st.request, st.local_tokens, st.pending_load = request, num_computed_tokens, None
+        st.request, st.local_tokens = request, num_computed_tokens
         st.stored_blocks = 0
         if not self.c.enabled:
             return 0, False
@@ -617,7 +642,7 @@ class _Scheduler:
         found = self._leading_present(prefixes)
         st.stored_blocks = found
         hit = max(0, found * bs - num_computed_tokens)
-        self.stats.add(lookup_tokens=max(0, nblocks * bs - num_computed_tokens), hit_tokens=hit)
+        st.looked_up = max(0, nblocks * bs - num_computed_tokens)
         return (hit, True) if hit > 0 else (0, False)
 
     def _leading_present(self, prefixes: list[bytes]) -> int:
@@ -643,6 +668,9 @@ class _Scheduler:
         if st is None:
             st = self.reqs[request.request_id] = _ReqState(request)
         st.request = request
+        if st.looked_up:  # counted once per admission, not per lookup
+            self.stats.add(lookup_tokens=st.looked_up, hit_tokens=max(0, num_external_tokens))
+            st.looked_up = 0
         if num_external_tokens <= 0 or not self.c.enabled:
             return
         bs = self.c.block_size
@@ -759,25 +787,58 @@ class _Scheduler:
 # Worker side
 # ---------------------------------------------------------------------------
 
-class _Plane:
-    """One layer's (or one of its K/V halves') blocks: block b's bytes, as a
-    buffer the client can copy from or into."""
+class _Layer:
+    """One layer's KV for the blocks of one group: the tensor(s) vLLM indexes by
+    block id on dim 0 (one tensor, or K and V apart).  One OpenLake value per
+    block: the block's bytes of each part, in order.  On CPU with a single
+    part whose per-block bytes are contiguous (vLLM's CPU layout), the client
+    copies straight to and from the tensor (`buf`); otherwise the bytes go
+    through host rows (`stage_out` / `stage_in`), on a side CUDA stream for
+    GPU tensors."""
 
-    def __init__(self, t: torch.Tensor, suffix: bytes):
-        self.suffix = suffix
-        self.t = t
-        self.nbytes = t[0].numel() * t.element_size()
-        self.cpu = t.device.type == "cpu"
+    def __init__(self, parts: list[torch.Tensor], suffix: bytes):
+        self.parts, self.suffix = parts, suffix
+        self.part_bytes = [p[0].numel() * p.element_size() for p in parts]
+        self.nbytes = sum(self.part_bytes)
+        self.device = parts[0].device
         self.arr = None
-        if self.cpu:
-            u8 = t.view(torch.uint8) if t.dtype != torch.uint8 else t
-            arr = u8.numpy()
-            if not arr[0].flags["C_CONTIGUOUS"]:
-                raise ValueError("a block's bytes are not contiguous in this KV layout")
-            self.arr = arr
+        if len(parts) == 1 and self.device.type == "cpu":
+            t = parts[0]
+            arr = (t.view(torch.uint8) if t.dtype != torch.uint8 else t).numpy()
+            if arr[0].flags["C_CONTIGUOUS"]:
+                self.arr = arr
+
+    @property
+    def direct(self) -> bool:
+        return self.arr is not None
 
     def buf(self, b: int):
         return self.arr[b]
+
+    def rows(self, n: int) -> torch.Tensor:
+        return torch.empty((n, self.nbytes), dtype=torch.uint8,
+                           pin_memory=self.device.type == "cuda")
+
+    def stage_out(self, ids: list[int], rows: torch.Tensor) -> None:
+        """rows[i] = block ids[i]'s bytes (asynchronous on a CUDA stream)."""
+        idx = torch.tensor(ids, dtype=torch.long).to(self.device, non_blocking=True)
+        off = 0
+        for p, pb in zip(self.parts, self.part_bytes):
+            src = p.index_select(0, idx).reshape(len(ids), -1).view(torch.uint8)
+            rows[:, off:off + pb].copy_(src, non_blocking=True)
+            off += pb
+
+    def stage_in(self, ids: list[int], rows: torch.Tensor) -> None:
+        """Block ids[i] = rows[i]."""
+        if not ids:
+            return
+        idx = torch.tensor(ids, dtype=torch.long).to(self.device, non_blocking=True)
+        src = rows.to(self.device, non_blocking=True)
+        off = 0
+        for p, pb in zip(self.parts, self.part_bytes):
+            chunk = src[:, off:off + pb].contiguous().view(p.dtype)
+            p.index_copy_(0, idx, chunk.reshape(len(ids), *p.shape[1:]))
+            off += pb
 
 
 class _Job:
@@ -790,7 +851,8 @@ class _Job:
 class _Worker:
     def __init__(self, conn: "OpenLakeConnector"):
         self.c = conn
-        self.planes: list[list[_Plane]] = []   # per group: its planes
+        self.planes: list[list[_Layer]] = []   # per group: its layers
+        self.direct = True
         self.suffix_order: list[bytes] = []
         self.ready = False
         self._store: _Store | None = None
@@ -814,43 +876,32 @@ class _Worker:
     def register(self, kv_caches: dict[str, torch.Tensor]) -> None:
         kcc = self.c.kv_cache_config
         nb = kcc.num_blocks
-        planes: list[list[_Plane]] = []
+        layers: list[list[_Layer]] = []
         try:
             for g in self.c.groups:
-                group = kcc.kv_cache_groups[g]
-                gp: list[_Plane] = []
-                for pos, name in enumerate(group.layer_names):
-                    t = kv_caches[name]
-                    if isinstance(t, (list, tuple)):
-                        parts = list(t)
-                    elif t.shape[0] == nb:
-                        parts = [t]
-                    elif t.dim() >= 2 and t.shape[0] == 2 and t.shape[1] == nb:
-                        parts = [t[0], t[1]]
-                    else:
-                        raise ValueError(f"layer {name}: KV shape {tuple(t.shape)} has no "
-                                         f"block dimension of {nb}")
-                    for k, p in enumerate(parts):
-                        pl = _Plane(p, self.c.rank_suffix + _layer_tag(g, pos, k))
-                        gp.append(pl)
-                planes.append(gp)
+                gl: list[_Layer] = []
+                for pos, name in enumerate(kcc.kv_cache_groups[g].layer_names):
+                    gl.append(_Layer(_block_parts(kv_caches[name], nb, name),
+                                     self.c.rank_suffix + _layer_tag(g, pos, 0)))
+                layers.append(gl)
         except (KeyError, ValueError, RuntimeError) as e:
             logger.error("OpenLake: this KV cache layout is not supported (%s); the "
                          "connector is off on this worker: no loads, no saves", e)
             self.c.enabled = False
             return
-        sizes = {pl.nbytes for gp in planes for pl in gp}
-        self.planes = planes
-        self.suffix_order = [pl.suffix for gp in planes for pl in gp]
-        if sorted(self.suffix_order) != sorted(
-                s for s in self.c.all_suffixes if s.startswith(self.c.rank_suffix)):
-            logger.error("OpenLake: the layers this worker holds differ from the "
-                         "scheduler's view; the connector is off on this worker")
-            self.c.enabled = False
-            return
-        self.value_size = max(sizes)
-        if not all(pl.cpu for gp in planes for pl in gp):
-            self._stream = torch.cuda.Stream() if torch.cuda.is_available() else None
+        want = {g: kcc.kv_cache_groups[g].kv_cache_spec.page_size_bytes for g in self.c.groups}
+        for g, gl in zip(self.c.groups, layers):
+            if any(ly.nbytes != want[g] for ly in gl):
+                logger.error("OpenLake: a layer of KV cache group %d holds %d bytes a block, "
+                             "not the %d its spec says; the connector is off on this worker",
+                             g, gl[0].nbytes, want[g])
+                self.c.enabled = False
+                return
+        self.planes = layers
+        self.suffix_order = [ly.suffix for gl in layers for ly in gl]
+        self.direct = all(ly.direct for gl in layers for ly in gl)
+        if any(ly.device.type == "cuda" for gl in layers for ly in gl):
+            self._stream = torch.cuda.Stream()
         self.ready = True
         self._thread = threading.Thread(target=self._run, name="openlake-io", daemon=True)
         self._thread.start()
@@ -858,14 +909,18 @@ class _Worker:
         # before the interpreter exits (vLLM does not always call shutdown()).
         ref = weakref.ref(self)
         atexit.register(lambda: (w := ref()) is not None and w.shutdown())
-        logger.info("OpenLake: %d KV planes of %d bytes per block; namespace %s",
-                    len(self.suffix_order), self.value_size, self.c.namespace)
+        logger.info("OpenLake: %d layers, %d bytes a block each, %s copies; namespace %s",
+                    len(self.suffix_order), max(want.values()),
+                    "direct" if self.direct else "staged", self.c.namespace)
 
     @property
     def store(self) -> _Store:
         if self._store is None:
             self._store = _Store(self.c.cfg, self.c.namespace, self.c.value_size, "worker")
         return self._store
+
+    def _block_bytes(self) -> int:
+        return sum(ly.nbytes for gl in self.planes for ly in gl)
 
     # -- called from the model runner thread ---------------------------------
     def start_loads(self, meta: OpenLakeConnectorMetadata) -> None:
@@ -884,7 +939,7 @@ class _Worker:
         if not meta.saves:
             return
         limit = self.c.cfg.max_pending_save_mb << 20
-        per_block = sum(pl.nbytes for gp in self.planes for pl in gp)
+        per_block = self._block_bytes()
         with self._lock:
             for t in meta.saves:
                 self._saved_reqs.add(t.req_id)
@@ -980,48 +1035,45 @@ class _Worker:
         by_node: dict[int, tuple[list[bytes], list[Any], list[int]]] = {}
         for i, prefix in enumerate(t.prefixes):
             keys, bufs, blk = by_node.setdefault(store.node_of(prefix), ([], [], []))
-            p = 0
-            for gi, gp in enumerate(self.planes):
+            k = 0
+            for gi, gl in enumerate(self.planes):
                 b = t.block_ids[i][gi]
-                for pl in gp:
-                    keys.append(prefix + pl.suffix)
-                    bufs.append(pl.buf(b) if staged is None else staged[p][i].numpy())
+                for ly in gl:
+                    keys.append(prefix + ly.suffix)
+                    bufs.append(ly.buf(b) if staged is None else staged[k][i].numpy())
                     blk.append(i)
-                    p += 1
+                    k += 1
         return by_node
 
     def _stage(self, t: _Transfer, load: bool) -> list[torch.Tensor] | None:
-        """Device KV (not CPU): pinned host copies of the blocks, one per plane."""
-        if all(pl.cpu for gp in self.planes for pl in gp):
+        """Host rows per layer for layouts the client cannot reach directly;
+        for a save, filled with the blocks' bytes."""
+        if self.direct:
             return None
         out = []
-        for gi, gp in enumerate(self.planes):
-            ids = torch.tensor([b[gi] for b in t.block_ids], dtype=torch.long)
-            for pl in gp:
-                shape = (len(t.block_ids), pl.nbytes)
-                host = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
-                if not load:
-                    with torch.cuda.stream(self._stream):
-                        src = pl.t.index_select(0, ids.to(pl.t.device, non_blocking=True))
-                        host.copy_(src.reshape(len(ids), -1).view(torch.uint8),
-                                   non_blocking=True)
-                out.append(host)
-        if not load and self._stream is not None:
+        ctx = torch.cuda.stream(self._stream) if self._stream is not None else _nullctx()
+        with ctx:
+            for gi, gl in enumerate(self.planes):
+                ids = [b[gi] for b in t.block_ids]
+                for ly in gl:
+                    rows = ly.rows(len(ids))
+                    if not load:
+                        ly.stage_out(ids, rows)
+                    out.append(rows)
+        if self._stream is not None:
             self._stream.synchronize()
         return out
 
     def _unstage(self, t: _Transfer, staged: list[torch.Tensor], good: list[bool]) -> None:
+        ok = [i for i in range(len(t.block_ids)) if good[i]]
+        ctx = torch.cuda.stream(self._stream) if self._stream is not None else _nullctx()
         k = 0
-        for gi, gp in enumerate(self.planes):
-            ok_rows = [i for i in range(len(t.block_ids)) if good[i]]
-            ids = torch.tensor([t.block_ids[i][gi] for i in ok_rows], dtype=torch.long)
-            for pl in gp:
-                if ok_rows:
-                    with torch.cuda.stream(self._stream):
-                        src = staged[k][ok_rows].to(pl.t.device, non_blocking=True)
-                        dst = pl.t.view(pl.t.shape[0], -1).view(torch.uint8)
-                        dst.index_copy_(0, ids.to(pl.t.device), src)
-                k += 1
+        with ctx:
+            for gi, gl in enumerate(self.planes):
+                ids = [t.block_ids[i][gi] for i in ok]
+                for ly in gl:
+                    ly.stage_in(ids, staged[k][ok] if ok else staged[k][:0])
+                    k += 1
         if self._stream is not None:
             self._stream.synchronize()
 
@@ -1040,7 +1092,7 @@ class _Worker:
         # from the first bad one, and we report every block from there on.
         bad_from = good.index(False) if False in good else len(good)
         n_ok = bad_from
-        per_block = sum(pl.nbytes for gp in self.planes for pl in gp)
+        per_block = self._block_bytes()
         self.stats.add(loaded_blocks=n_ok, loaded_bytes=n_ok * per_block,
                        load_failed_blocks=len(good) - n_ok,
                        load_ms=(time.perf_counter() - t0) * 1e3)
@@ -1085,7 +1137,7 @@ class _Worker:
         if job.done:
             return
         job.done = True
-        per_block = sum(pl.nbytes for gp in self.planes for pl in gp)
+        per_block = self._block_bytes()
         self._pending_save_bytes -= per_block * len(job.t.block_ids)
         n = self._inflight_saves.get(job.t.req_id, 0) - 1
         if n > 0:
@@ -1148,18 +1200,10 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):
         self.rank_tags = tags
         self.rank_suffix = struct.pack("<H", mine)
         self.num_workers = int(getattr(vllm_config.parallel_config, "world_size", 1) or 1)
-        planes_per_layer = {}
-        sfx = []
-        for t in tags:
-            for g in self.groups:
-                n_layers = len(kv_cache_config.kv_cache_groups[g].layer_names)
-                for pos in range(n_layers):
-                    for k in range(self._planes_for(g)):
-                        sfx.append(struct.pack("<H", t) + _layer_tag(g, pos, k))
-                planes_per_layer[g] = self._planes_for(g)
-        self.all_suffixes = sfx
-        page = max((s.page_size_bytes for s in specs), default=0)
-        self.value_size = page // max(1, min(planes_per_layer.values(), default=1))
+        self.all_suffixes = [struct.pack("<H", t) + _layer_tag(g, pos, 0)
+                             for t in tags for g in self.groups
+                             for pos in range(len(kv_cache_config.kv_cache_groups[g].layer_names))]
+        self.value_size = max((s.page_size_bytes for s in specs), default=0)
         self.namespace = f"{self.cfg.namespace}/{_fingerprint(vllm_config, kv_cache_config)}"
         self.sched: _Scheduler | None = None
         self.worker: _Worker | None = None
@@ -1174,15 +1218,6 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):
         logger.info("OpenLakeConnector %s: %s via %s, namespace %s, block %d tokens, "
                     "%s", role.name, ",".join(self.cfg.nodes), self.cfg.device,
                     self.namespace, self.block_size, "on" if self.enabled else "OFF")
-
-    def _planes_for(self, g: int) -> int:
-        """K and V as one value (CPU and most layouts) or two (K/V-first layouts):
-        the scheduler cannot see tensors, so this follows the device type."""
-        dev = str(getattr(self._vllm_config.device_config, "device_type", "cpu"))
-        spec = self.kv_cache_config.kv_cache_groups[g].kv_cache_spec
-        if dev == "cpu" or "MLA" in type(spec).__name__:
-            return 1
-        return 2
 
     def _off(self, why: str) -> None:
         if self.enabled:

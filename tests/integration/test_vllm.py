@@ -348,3 +348,75 @@ def test_config_addresses(tmp_path, monkeypatch):
             {"openlake_socket": "/s", "openlake_nodes": ["a:1", "b:2"]}))
     with pytest.raises(ValueError, match=r"unknown key\(s\) openlake_sockett"):
         OpenLakeConfig.from_extra({"openlake_sockett": "/s"})
+
+
+@pytest.mark.parametrize("layout", ["blocks_first", "kv_first"])
+def test_worker_copy_paths_round_trip(kvd, layout):
+    """The worker's two copy paths against a real daemon, no engine: vLLM's CPU
+    layout (blocks first: the client copies straight into the tensor) and
+    FlashAttention's (K and V apart: staged through host rows, the path GPU
+    tensors take)."""
+    import types
+
+    import torch
+    from openlake_client import openlake_connector as oc
+
+    d = kvd(capacity="0.25")
+    nb, bs = 8, 32
+    g = torch.Generator().manual_seed(7)
+
+    def make():
+        if layout == "blocks_first":   # [blocks, kv_heads, block_size, 2*head_size]
+            return torch.randn(nb, 2, bs, 64, generator=g)
+        return torch.randn(2, nb, bs, 2, 32, generator=g).to(torch.bfloat16)
+
+    src = {"l0": make(), "l1": make()}
+    one = src["l0"][0] if layout == "blocks_first" else src["l0"][:, 0]
+    page = one.numel() * one.element_size()      # one layer's bytes for one block
+    spec = types.SimpleNamespace(page_size_bytes=page, block_size=bs)
+    kcc = types.SimpleNamespace(num_blocks=nb, kv_cache_groups=[
+        types.SimpleNamespace(layer_names=["l0", "l1"], kv_cache_spec=spec)])
+    cfg = oc.OpenLakeConfig.from_extra({"openlake_socket": d.kv_sock, "openlake_token": TOKEN})
+
+    def worker(kv):
+        conn = types.SimpleNamespace(kv_cache_config=kcc, groups=(0,), rank_suffix=b"\0\0",
+                                     cfg=cfg, namespace=f"t/{layout}", value_size=page,
+                                     enabled=True)
+        w = oc._Worker(conn)
+        w.register(kv)
+        assert w.ready and w.direct == (layout == "blocks_first")
+        return w
+
+    def wait(w, req, which):
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            sending, recving = w.get_finished({req})
+            if req in ((sending if which == "save" else recving) or ()):
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"{which} of {req} never finished")
+
+    prefixes = [bytes([i + 1]) * 32 for i in range(3)]
+    w1 = worker(src)
+    w1.queue_saves(oc.OpenLakeConnectorMetadata(
+        saves=[oc._Transfer("r1", 1, prefixes, [(5,), (1,), (6,)])]))
+    wait(w1, "r1", "save")
+    w1.shutdown()
+
+    dst = {k: torch.zeros_like(v) for k, v in src.items()}
+    w2 = worker(dst)
+    missing = b"\xee" * 32
+    w2.start_loads(oc.OpenLakeConnectorMetadata(
+        loads=[oc._Transfer("r2", 2, prefixes + [missing], [(0,), (2,), (3,), (4,)])]))
+    wait(w2, "r2", "load")
+    assert w2.take_load_errors() == {4}       # the block that was never saved
+    w2.shutdown()
+
+    def block(t, b):
+        return t[b] if layout == "blocks_first" else t[:, b]
+
+    for name in src:
+        for got, want in ((0, 5), (2, 1), (3, 6)):
+            assert torch.equal(block(dst[name], got), block(src[name], want)), (name, got)
+        assert not block(dst[name], 4).any()
+        assert not block(dst[name], 1).any()   # untouched
