@@ -8,6 +8,7 @@ a run without any connector.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -420,3 +421,47 @@ def test_worker_copy_paths_round_trip(kvd, layout):
             assert torch.equal(block(dst[name], got), block(src[name], want)), (name, got)
         assert not block(dst[name], 4).any()
         assert not block(dst[name], 1).any()   # untouched
+
+
+@pytest.mark.parametrize("kv_heads", [4, 1])
+def test_tensor_parallel_engines_share_blocks(kvd, tmp_path, kv_heads):
+    """TP=2: each rank saves and loads its own heads (4 KV heads: two each);
+    with 1 KV head both ranks hold it, their rank tags fold into one, and the
+    block is stored once."""
+    cfg = json.loads(open(os.path.join(ROOT, "tests", "vllm", "tiny-llama",
+                                       "config.json")).read())
+    cfg["num_key_value_heads"] = kv_heads
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    mdir = tmp_path / "model"
+    subprocess.run([sys.executable, MAKE, str(mdir), str(tmp_path / "cfg.json")], check=True,
+                   timeout=120)
+    d = kvd(capacity="0.5")
+    tp = {"llm_kwargs": {"tensor_parallel_size": 2, "distributed_executor_backend": "mp"},
+          "env": {"VLLM_ENABLE_V1_MULTIPROCESSING": "1", "VLLM_CPU_OMP_THREADS_BIND": "0|1"}}
+    eng = Engine(str(mdir), tmp_path)
+    base = eng.run(["q1", "q2"], **tp)
+    first = eng.run(["q1"], conn=conn_cfg(d), **tp)
+    assert first["results"][0]["token_ids"] == base["results"][0]["token_ids"]
+    second = eng.run(["q1", "q2"], conn=conn_cfg(d), **tp)
+    assert cached(second) == [2 * BS, 0]
+    for got, want in zip(second["results"], base["results"]):
+        assert got["token_ids"] == want["token_ids"]
+        assert got["logprobs"] == pytest.approx(want["logprobs"], abs=1e-4)
+    # q1 and q2: 2 full blocks x 2 layers each, per rank unless the ranks fold.
+    ns = re.search(r"namespace (vllm/[0-9a-f]+)", second["log"]).group(1)
+    from openlake_client import Client
+    with Client(d.kv_sock, token=TOKEN, namespace=ns) as c:
+        assert c.stats()["entries"] == 2 * 2 * 2 * (2 if kv_heads == 4 else 1)
+
+
+def test_reset_prefix_cache_clears_the_connector(kvd, engine, baseline):
+    d = kvd(capacity="0.5")
+    # An engine core in its own process (as `vllm serve`): it keeps stepping
+    # until the finished request's saves are done and its blocks are free.
+    out = engine.run(["q1", "q2"], conn=conn_cfg(d), reset_after=[0],
+                     env={"VLLM_ENABLE_V1_MULTIPROCESSING": "1"})
+    assert out["resets"] == [True]
+    same_as(baseline, out, ["q1", "q2"])
+    again = engine.run(["q1", "q2"], conn=conn_cfg(d))
+    assert cached(again) == [0, 2 * BS]      # q1 was saved before the reset
+    same_as(baseline, again, ["q1", "q2"])

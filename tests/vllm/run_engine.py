@@ -34,6 +34,12 @@ spec.json (only "prompts" is required):
   pause_after          null, or {"index": i, "dir": d, "timeout_s": 600}:
                        after the generate() that ran prompt i, create
                        d/paused-<i> and wait until d/go-<i> exists
+  reset_after          [] prompt indexes after which the engine calls
+                       llm.reset_prefix_cache(reset_connector=True), again
+                       every 0.1 s for up to 10 s while it answers False
+                       (blocks still held, e.g. by a connector's async save:
+                       only an engine core in its own process keeps stepping
+                       meanwhile); the last answers land in out.json "resets"
 
 out.json:
   vllm_version, model (the dir loaded), block_size (the one in effect),
@@ -79,6 +85,7 @@ DEFAULTS = {
     "sys_path": [],
     "llm_kwargs": {},
     "pause_after": None,
+    "reset_after": [],
 }
 
 # Offline, in-process engine (the scheduler and the worker, so both halves of
@@ -258,6 +265,7 @@ def run(spec):
     groups = [[i] for i in range(len(prompts))] if spec["sequential"] else [list(range(len(prompts)))]
     results = [None] * len(prompts)
     calls = []
+    resets = []
     for group in groups:
         before = counters(llm)
         t = time.perf_counter()
@@ -296,6 +304,12 @@ def run(spec):
             results[i] = r
         for i in group:
             pause(spec, i)
+            if i in spec["reset_after"]:
+                deadline = time.monotonic() + 10
+                while not (ok := llm.reset_prefix_cache(reset_connector=True)) \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                resets.append(ok)
 
     return {
         "vllm_version": vllm.__version__,
@@ -304,6 +318,7 @@ def run(spec):
         "init_s": round(init_s, 3),
         "total_s": round(time.perf_counter() - t0, 3),
         "calls": calls,
+        "resets": resets,
         "results": results,
     }
 
