@@ -92,6 +92,10 @@ int ol_client_delete(ol_client *c, const struct ol_client_key *keys, uint32_t n,
 int ol_client_reset(ol_client *c, uint64_t *removed);
 /* Counters summed over the shards (process-wide ones as reported). */
 int ol_client_stats(ol_client *c, uint64_t counters[OL_CLIENT_STATS]);
+/* Fills this process's page tables for the first max_bytes of the server's
+ * slab (0: all of it) ahead of use; otherwise each 2 MiB piece is filled the
+ * first time a call touches it. Unix socket only (-EOPNOTSUPP over TCP). */
+int ol_client_populate(ol_client *c, uint64_t max_bytes);
 
 /*
  * Zero-copy slots (shared-memory clients only: a Unix socket address).

@@ -69,6 +69,9 @@ class Client:
     def delete(self, keys: Sequence[Key]) -> list[int]: ...
     def reset(self) -> int: ...
     def stats(self) -> dict[str, int]: ...
+    def populate(self, max_bytes: int = 0) -> None:
+        """Fills this process's page tables for the first max_bytes of the server's slab
+        (0: all) now, instead of on first use (Unix socket only)."""
     def reserve(self, keys: Sequence[Key], size: int) -> list[Slot]:
         """A writable slot per key (Unix socket only): slot.status OK, or EXISTS, NOSPACE,
         TOO_LARGE...; size 0 means the whole slot. Write into slot.view, then commit/abort."""

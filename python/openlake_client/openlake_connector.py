@@ -102,6 +102,7 @@ class OpenLakeConfig:
     save_decode: bool = True
     reconnect_secs: float = 1.0
     load_failure_policy: str = "recompute"
+    populate_gb: float = 16.0
 
     _KEYS = {
         "openlake_nodes": "a non-empty list of \"host:port\" KV addresses",
@@ -115,6 +116,7 @@ class OpenLakeConfig:
         "openlake_save_decode": "true or false",
         "openlake_reconnect_secs": "a number from 0.05 to 600",
         "openlake_load_failure_policy": "\"recompute\" or \"fail\"",
+        "openlake_populate_gb": "a number from 0 to 1048576",
     }
 
     @classmethod
@@ -183,7 +185,8 @@ class OpenLakeConfig:
             max_pending_save_mb=num("openlake_max_pending_save_mb", 2048, 0, 1 << 20),
             save_decode=save_decode,
             reconnect_secs=num("openlake_reconnect_secs", 1.0, 0.05, 600.0, float),
-            load_failure_policy=policy)
+            load_failure_policy=policy,
+            populate_gb=num("openlake_populate_gb", 16.0, 0, 1 << 20, float))
 
 
 def _parse_hostport(s: str) -> bool:
@@ -304,6 +307,23 @@ def _block_parts(t, nb: int, name: str) -> list[torch.Tensor]:
     if any(p.shape[0] != nb for p in parts):
         raise ValueError(f"layer {name}: KV parts without {nb} blocks")
     return parts
+
+
+_MADV_POPULATE_WRITE = 23  # Linux 5.14
+
+
+def _populate_write(ptr: int, n: int) -> None:
+    """madvise(MADV_POPULATE_WRITE): fault the pages in without changing them.
+    Best effort: older kernels refuse it."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        start = ptr & ~4095
+        end = (ptr + n + 4095) & ~4095
+        libc.madvise(start, end - start, _MADV_POPULATE_WRITE)
+    except (OSError, AttributeError):
+        pass
 
 
 class _nullctx:
@@ -1001,7 +1021,39 @@ class _Worker:
             self._store.close()
 
     # -- the I/O thread ------------------------------------------------------
+    def _prefault(self) -> None:
+        """Before the first job: fill this process's page tables for the slab
+        and for vLLM's CPU KV tensors (up to openlake_populate_gb each), so the
+        first loads after a start copy instead of taking page faults."""
+        limit = int(self.c.cfg.populate_gb * (1 << 30))
+        if limit <= 0:
+            return
+        t0 = time.perf_counter()
+        try:
+            c = self.store._client(0)
+            if c is not None and c.shared_memory:
+                c.populate(limit)
+        except (OSError, ValueError):
+            pass
+        spans = {}
+        for gl in self.planes:
+            for ly in gl:
+                for p in ly.parts:
+                    if p.device.type == "cpu":
+                        st = p.untyped_storage()
+                        spans[st.data_ptr()] = st.nbytes()
+        done = 0
+        for ptr, n in sorted(spans.items()):
+            n = min(n, limit - done)
+            if n <= 0:
+                break
+            _populate_write(ptr, n)
+            done += n
+        logger.info("OpenLake: page tables filled in %.0f ms (slab, and %d MiB of KV cache)",
+                    (time.perf_counter() - t0) * 1e3, done >> 20)
+
     def _run(self) -> None:
+        self._prefault()
         while True:
             with self._lock:
                 while not self._loads and not self._saves and not self._stop:

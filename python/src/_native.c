@@ -352,6 +352,22 @@ static PyObject *Client_stats(ClientObject *self, PyObject *unused)
     return d;
 }
 
+static PyObject *Client_populate(ClientObject *self, PyObject *args)
+{
+    unsigned long long max_bytes = 0;
+    if (!PyArg_ParseTuple(args, "|K", &max_bytes) || check_open(self) < 0)
+        return NULL;
+    int rc;
+    ol_client *c = call_enter(self);
+    Py_BEGIN_ALLOW_THREADS
+    rc = ol_client_populate(c, max_bytes);
+    Py_END_ALLOW_THREADS
+    call_leave(self);
+    if (rc < 0)
+        return raise_rc(rc, "populate");
+    Py_RETURN_NONE;
+}
+
 static PyObject *Client_close(ClientObject *self, PyObject *unused)
 {
     if (self->exports) {
@@ -747,6 +763,9 @@ static PyMethodDef Client_methods[] = {
      "reset() -> int: delete every entry of this namespace on every shard; returns how many."},
     {"stats", (PyCFunction)Client_stats, METH_NOARGS,
      "stats() -> dict[str, int]: the service's counters summed over the shards."},
+    {"populate", (PyCFunction)Client_populate, METH_VARARGS,
+     "populate(max_bytes=0): fill this process's page tables for the first max_bytes of the\n"
+     "server's slab (0: all) now, instead of on first use (Unix socket only)."},
     {"reserve", (PyCFunction)(void (*)(void))Client_reserve, METH_VARARGS | METH_KEYWORDS,
      "reserve(keys, size) -> list[Slot]: a writable slot in shared memory per key (Unix socket\n"
      "only). slot.status is OK for a reservation (slot.view: size bytes, or the whole slot for\n"

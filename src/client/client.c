@@ -1652,3 +1652,25 @@ int ol_client_stats(ol_client *c, uint64_t counters[OL_CLIENT_STATS])
     memset(counters, 0, sizeof(uint64_t) * OL_CLIENT_STATS);
     return ol_c_each_shard(c, OL_KV_OP_STATS, ol_c_stats_one, counters);
 }
+
+int ol_client_populate(ol_client *c, uint64_t max_bytes)
+{
+    if (!c->is_unix)
+        return -EOPNOTSUPP;
+    pthread_mutex_lock(&c->slab_mu);
+    uint64_t n = c->slab ? c->slab_size : 0;
+    if (max_bytes && max_bytes < n)
+        n = max_bytes;
+    for (uint64_t off = 0; off < n; off += (uint64_t)1 << OL_C_POP_SHIFT) {
+        uint8_t *done = &c->slab_populated[off >> OL_C_POP_SHIFT];
+        if (__atomic_load_n(done, __ATOMIC_RELAXED))
+            continue;
+        uint64_t len = (uint64_t)1 << OL_C_POP_SHIFT;
+        if (len > c->slab_size - off)
+            len = c->slab_size - off;
+        madvise(c->slab + off, len, MADV_POPULATE_READ); /* best effort: < 5.14 kernels lack it */
+        __atomic_store_n(done, 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&c->slab_mu);
+    return 0;
+}

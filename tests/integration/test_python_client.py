@@ -311,6 +311,42 @@ def test_tcp_client_refuses_slot_calls(make_daemon):
             assert e.value.errno == errno.EOPNOTSUPP and "Unix socket" in str(e.value)
 
 
+def _minor_faults():
+    with open("/proc/self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
+def _get_faults(u, keys, size, populate):
+    if populate:
+        u.populate()
+        u.populate(1 << 20)                            # again, and a prefix: no-ops
+    out = [bytearray(size) for _ in keys]              # destinations faulted in first
+    for b in out:
+        b[::4096] = b"\1" * len(b[::4096])
+    before = _minor_faults()
+    lens = u.get(keys, out)
+    return _minor_faults() - before, lens, out
+
+
+def test_populate_fills_the_slab_page_tables_ahead(make_daemon):
+    d = make_daemon(threads=2)
+    src = os.urandom(1 << 20)
+    keys = [b"p%d" % i for i in range(32)]
+    faults = {}
+    for populate in (False, True):
+        u, t = clients(d, ns=f"pop{populate}", value_size=1 << 20)
+        with u, t:
+            assert t.put(keys, [src] * 32) == [OK] * 32   # over TCP: not mapped by u yet
+            faults[populate], lens, out = _get_faults(u, keys, 1 << 20, populate)
+            assert lens == [1 << 20] * 32 and all(bytes(b) == src for b in out)
+            if populate:
+                with pytest.raises(OSError) as e:
+                    t.populate()
+                assert e.value.errno == errno.EOPNOTSUPP
+    # Reading 32 MiB of slab: the first touch of each piece faults without populate().
+    assert faults[True] * 2 < faults[False], faults
+
+
 def _stamped(n, size, salt):
     """n distinct values of size bytes (random head, stamped index)."""
     base = os.urandom(size)
