@@ -842,11 +842,11 @@ class _Layer:
     def stage_out(self, ids: list[int], rows: torch.Tensor) -> None:
         """rows[i] = block ids[i]'s bytes (asynchronous on a CUDA stream)."""
         idx = torch.tensor(ids, dtype=torch.long).to(self.device, non_blocking=True)
-        off = 0
-        for p, pb in zip(self.parts, self.part_bytes):
-            src = p.index_select(0, idx).reshape(len(ids), -1).view(torch.uint8)
-            rows[:, off:off + pb].copy_(src, non_blocking=True)
-            off += pb
+        # Gathered on the tensor's device into whole rows, then one copy.
+        gathered = [p.index_select(0, idx).reshape(len(ids), -1).view(torch.uint8)
+                    for p in self.parts]
+        src = gathered[0] if len(gathered) == 1 else torch.cat(gathered, dim=1)
+        rows.copy_(src, non_blocking=True)
 
     def stage_in(self, ids: list[int], rows: torch.Tensor) -> None:
         """Block ids[i] = rows[i]."""
@@ -946,6 +946,10 @@ class _Worker:
     def start_loads(self, meta: OpenLakeConnectorMetadata) -> None:
         if not meta.loads:
             return
+        if not self.ready:
+            logger.warning("OpenLake: loads planned but this worker has no KV cache "
+                           "registered (layout refused, or vLLM never called "
+                           "register_kv_caches): vLLM recomputes them")
         with self._lock:
             for t in meta.loads:
                 if self.ready:
