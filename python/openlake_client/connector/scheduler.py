@@ -1,0 +1,219 @@
+"""The scheduler half: how many leading blocks of a prompt OpenLake holds
+(side-effect free), the loads into the blocks vLLM allocates, the saves of
+blocks that became full in a step, delayed frees while saves run, KV events
+and reset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable
+
+from .keys import _block_prefix
+from .meta import OpenLakeConnectorMetadata, OpenLakeWorkerMetadata, _Transfer
+from .stats import _StatsBox
+from .store import _Store
+
+if TYPE_CHECKING:
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.request import Request
+
+    from ..openlake_connector import OpenLakeConnector
+
+
+@dataclass
+class _ReqState:
+    request: Any
+    local_tokens: int = 0          # vLLM's own hit when we looked up
+    stored_blocks: int = 0         # leading blocks known to be in OpenLake
+    looked_up: int = 0             # tokens the last lookup asked about
+    had_saves: bool = False
+
+
+class _Scheduler:
+    def __init__(self, conn: "OpenLakeConnector"):
+        self.c = conn
+        self.reqs: dict[str, _ReqState] = {}
+        self.load_plan: list[_Transfer] = []
+        self.delayed: set[str] = set()
+        self.next_job = 1
+        self.save_jobs: dict[int, tuple[Any, int, int]] = {}  # job -> (req, first, count)
+        self.events: list[Any] = []
+        self.stats = _StatsBox()
+        self._store: _Store | None = None
+
+    @property
+    def store(self) -> _Store:
+        if self._store is None:
+            self._store = _Store(self.c.cfg, self.c.namespace, self.c.value_size, "scheduler")
+        return self._store
+
+    # Keys: per block, all (rank, group, layer, plane) suffixes.
+    def _block_keys(self, prefix: bytes) -> list[bytes]:
+        return [prefix + s for s in self.c.all_suffixes]
+
+    def _prefixes(self, request: "Request", nblocks: int) -> list[bytes]:
+        hashes = request.block_hashes
+        r = self.c.hash_ratio
+        salt = getattr(request, "cache_salt", None)
+        return [_block_prefix(hashes[(i + 1) * r - 1], salt) for i in range(nblocks)]
+
+    def _full_blocks(self, request: "Request", ntokens: int) -> int:
+        return min(ntokens // self.c.block_size, len(request.block_hashes) // self.c.hash_ratio)
+
+    def get_num_new_matched_tokens(self, request: "Request", num_computed_tokens: int):
+        st = self.reqs.get(request.request_id)
+        if st is None:
+            st = self.reqs[request.request_id] = _ReqState(request)
+        st.request, st.local_tokens = request, num_computed_tokens
+        st.stored_blocks = 0
+        if not self.c.enabled:
+            return 0, False
+        bs = self.c.block_size
+        # Never the block holding the prompt's last token: vLLM computes that one.
+        nblocks = self._full_blocks(request, max(request.num_tokens - 1, 0))
+        if nblocks == 0:
+            return 0, False
+        prefixes = self._prefixes(request, nblocks)
+        found = self._leading_present(prefixes)
+        st.stored_blocks = found
+        hit = max(0, found * bs - num_computed_tokens)
+        st.looked_up = max(0, nblocks * bs - num_computed_tokens)
+        return (hit, True) if hit > 0 else (0, False)
+
+    def _leading_present(self, prefixes: list[bytes]) -> int:
+        per = len(self.c.all_suffixes)
+        store = self.store
+        by_node: dict[int, list[int]] = {}
+        for i, p in enumerate(prefixes):
+            by_node.setdefault(store.node_of(p), []).append(i)
+        ok = [True] * len(prefixes)
+        for node, idx in by_node.items():
+            keys = [k for i in idx for k in self._block_keys(prefixes[i])]
+            present = store.exists(keys, node)
+            for j, i in enumerate(idx):
+                ok[i] = all(present[j * per:(j + 1) * per])
+        n = 0
+        while n < len(ok) and ok[n]:
+            n += 1
+        return n
+
+    def update_state_after_alloc(self, request: "Request", blocks: "KVCacheBlocks",
+                                 num_external_tokens: int):
+        st = self.reqs.get(request.request_id)
+        if st is None:
+            st = self.reqs[request.request_id] = _ReqState(request)
+        st.request = request
+        if st.looked_up:  # counted once per admission, not per lookup
+            self.stats.add(lookup_tokens=st.looked_up, hit_tokens=max(0, num_external_tokens))
+            st.looked_up = 0
+        if num_external_tokens <= 0 or not self.c.enabled:
+            return
+        bs = self.c.block_size
+        first = st.local_tokens // bs
+        count = num_external_tokens // bs
+        ids = blocks.get_block_ids()
+        groups = self.c.groups
+        prefixes = self._prefixes(request, first + count)[first:]
+        block_ids = [tuple(ids[g][first + i] for g in groups) for i in range(count)]
+        job = self._job()
+        self.load_plan.append(_Transfer(request.request_id, job, prefixes, block_ids))
+        st.stored_blocks = max(st.stored_blocks, first + count)
+
+    def _job(self) -> int:
+        j = self.next_job
+        self.next_job += 1
+        return j
+
+    def build_connector_meta(self, so: "SchedulerOutput") -> OpenLakeConnectorMetadata:
+        meta = OpenLakeConnectorMetadata(loads=self.load_plan,
+                                         preempted=set(so.preempted_req_ids or ()))
+        self.load_plan = []
+        if self.c.enabled:
+            for req_id, n in so.num_scheduled_tokens.items():
+                st = self.reqs.get(req_id)
+                if st is not None and n > 0:
+                    self._plan_saves(st, n, meta)
+        for req_id in meta.preempted:
+            st = self.reqs.get(req_id)
+            if st is not None:
+                st.stored_blocks = 0
+        return meta
+
+    def _plan_saves(self, st: _ReqState, n_sched: int, meta: OpenLakeConnectorMetadata):
+        req = st.request
+        after = req.num_computed_tokens + n_sched
+        if not self.c.cfg.save_decode:
+            after = min(after, req.num_prompt_tokens)
+        full = self._full_blocks(req, after)
+        if full <= st.stored_blocks:
+            return
+        first = st.stored_blocks
+        mgr = self.c._kv_cache_manager
+        if mgr is None:
+            return
+        ids = mgr.get_block_ids(req.request_id)
+        groups = self.c.groups
+        if any(len(ids[g]) < full for g in groups):
+            return
+        prefixes = self._prefixes(req, full)[first:]
+        block_ids = [tuple(ids[g][i] for g in groups) for i in range(first, full)]
+        job = self._job()
+        meta.saves.append(_Transfer(req.request_id, job, prefixes, block_ids))
+        self.save_jobs[job] = (req, first, full - first)
+        st.stored_blocks = full
+        st.had_saves = True
+
+    def request_finished(self, request: "Request") -> tuple[bool, dict[str, Any] | None]:
+        st = self.reqs.pop(request.request_id, None)
+        if st is not None and st.had_saves:
+            self.delayed.add(request.request_id)
+            return True, None
+        return False, None
+
+    def update_connector_output(self, out) -> None:
+        for rid in out.finished_sending or ():
+            self.delayed.discard(rid)
+        wm = getattr(out, "kv_connector_worker_meta", None)
+        if isinstance(wm, OpenLakeWorkerMetadata):
+            for job, n in wm.stored.items():
+                info = self.save_jobs.pop(job, None)
+                if info is not None and n >= self.c.num_workers:
+                    self._event(*info)
+        # Jobs never confirmed (dropped saves) must not pile up.
+        if len(self.save_jobs) > 65536:
+            for j in sorted(self.save_jobs)[:32768]:
+                del self.save_jobs[j]
+
+    def _event(self, req, first: int, count: int) -> None:
+        try:
+            from vllm.distributed.kv_events import BlockStored
+            from vllm.v1.core.kv_cache_utils import maybe_convert_block_hash
+        except ImportError:  # pragma: no cover
+            return
+        bs, r = self.c.block_size, self.c.hash_ratio
+        hashes = [req.block_hashes[(i + 1) * r - 1] for i in range(first, first + count)]
+        parent = req.block_hashes[first * r - 1] if first > 0 else None
+        toks = list(req.all_token_ids[first * bs:(first + count) * bs])
+        lora = getattr(req, "lora_request", None)
+        try:
+            self.events.append(BlockStored(
+                block_hashes=[maybe_convert_block_hash(h) for h in hashes],
+                parent_block_hash=maybe_convert_block_hash(parent) if parent else None,
+                token_ids=toks, block_size=bs, lora_id=getattr(lora, "lora_int_id", None),
+                medium="OPENLAKE", lora_name=getattr(lora, "lora_name", None)))
+        except TypeError:  # field drift between vLLM releases: skip the event
+            pass
+
+    def take_events(self) -> Iterable[Any]:
+        ev, self.events = self.events, []
+        return ev
+
+    def reset_cache(self) -> bool:
+        for st in self.reqs.values():
+            st.stored_blocks = 0
+        return self.store.reset()
+
+    def shutdown(self):
+        if self._store is not None:
+            self._store.close()
