@@ -47,7 +47,7 @@ LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC) $(CLIENT_SRC)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-.PHONY: all asan run test unit fuzz bench bench-http bench-kv deps test-deps clean FORCE
+.PHONY: all asan run test unit fuzz bench bench-http bench-kv bench-vllm deps test-deps clean FORCE
 all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(B)/client_tests $(if $(SAN),,$(B)/alloc_tests)
 
 $(B)/obj/%.o: %.c
@@ -108,7 +108,7 @@ FUZZ_SECONDS ?= 30
 fuzz: test-deps
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
-bench: bench-http bench-kv
+bench: bench-http bench-kv bench-vllm
 
 bench-http: deps
 	bash scripts/deps.sh bench
@@ -122,6 +122,9 @@ bench-kv: deps
 	bash bench/kv/run_evict.sh
 	bash bench/kv/run_peers.sh
 	bash bench/kv/run_disk.sh
+
+bench-vllm: deps
+	bash bench/vllm/run_ttft.sh
 
 clean:
 	rm -rf build

