@@ -35,9 +35,9 @@ class _Scheduler:
         self.c = conn
         self.reqs: dict[str, _ReqState] = {}
         self.load_plan: list[_Transfer] = []
-        self.delayed: set[str] = set()
         self.next_job = 1
-        self.save_jobs: dict[int, tuple[Any, int, int]] = {}  # job -> (req, first, count)
+        # save job -> [request, first block, blocks, workers that stored it all]
+        self.save_jobs: dict[int, list[Any]] = {}
         self.events: list[Any] = []
         self.stats = _StatsBox()
         self._store: _Store | None = None
@@ -160,29 +160,30 @@ class _Scheduler:
         block_ids = [tuple(ids[g][i] for g in groups) for i in range(first, full)]
         job = self._job()
         meta.saves.append(_Transfer(req.request_id, job, prefixes, block_ids))
-        self.save_jobs[job] = (req, first, full - first)
+        self.save_jobs[job] = [req, first, full - first, 0]
         st.stored_blocks = full
         st.had_saves = True
 
     def request_finished(self, request: "Request") -> tuple[bool, dict[str, Any] | None]:
         st = self.reqs.pop(request.request_id, None)
         if st is not None and st.had_saves:
-            self.delayed.add(request.request_id)
-            return True, None
+            return True, None  # the worker reports it in finished_sending
         return False, None
 
     def update_connector_output(self, out) -> None:
-        for rid in out.finished_sending or ():
-            self.delayed.discard(rid)
         wm = getattr(out, "kv_connector_worker_meta", None)
         if isinstance(wm, OpenLakeWorkerMetadata):
             for job, n in wm.stored.items():
-                info = self.save_jobs.pop(job, None)
-                if info is not None and n >= self.c.num_workers:
-                    self._event(*info)
-        # Jobs never confirmed (dropped saves) must not pile up.
-        if len(self.save_jobs) > 65536:
-            for j in sorted(self.save_jobs)[:32768]:
+                info = self.save_jobs.get(job)
+                if info is None:
+                    continue
+                info[3] += n   # workers may finish the same job in different steps
+                if info[3] >= self.c.num_workers:
+                    del self.save_jobs[job]
+                    self._event(*info[:3])
+        # Jobs some worker never confirmed (a dropped save) must not pile up.
+        if len(self.save_jobs) > 4096:
+            for j in sorted(self.save_jobs)[:2048]:
                 del self.save_jobs[j]
 
     def _event(self, req, first: int, count: int) -> None:
