@@ -14,16 +14,17 @@
 # Prompts of 2K, 8K and 32K tokens on bench/vllm/model/config.json (bf16,
 # 18 KiB of KV per token), plus single-thread memcpy of the same KV bytes.
 #
-# Installs what it needs: vLLM (CPU) and openlake_client in .venv
-# (scripts/deps.sh bench, when missing), libtcmalloc-minimal4 (Debian; vLLM's
-# recommended LD_PRELOAD for CPU, with the Intel OpenMP in .venv), and LMCache
+# Installs what it needs: vLLM (CPU), openlake_client and libtcmalloc-minimal4
+# (vLLM's recommended LD_PRELOAD for CPU, with the Intel OpenMP in .venv;
+# Debian) through scripts/deps.sh bench, and LMCache
 # into build/venv-lmcache: a venv that sees .venv's packages (a .pth file) and
 # adds lmcache==0.5.6 and the few pure-Python modules it imports that .venv
 # lacks, all --no-deps (its declared deps pull CUDA: cupy-cuda13x, cuda-python).
 # Builds openlaked with make.
 #
 # Servers pinned to CPU 0: openlaked --mode kv --threads 1 and LMCache's
-# server, STORE_GIB of store each (slab / L1). Engines on both cores.
+# server, STORE_GIB of store each (slab / L1); each is paused (SIGSTOP) while
+# another system's engine runs. Engines on both cores, KMP_BLOCKTIME=0.
 # Writes bench/results/vllm-ttft-*.json, prints the table and (DOC=1) rewrites
 # the vllm-ttft section of docs/benchmarks.md.
 #

@@ -60,6 +60,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -492,13 +493,18 @@ class Runner:
             penv["LD_PRELOAD"] = self.preload
         cpu0 = {n: cpu_seconds(p) for n, p in self.servers().items()}
         t = time.perf_counter()
-        with open(base + ".log", "w") as log:
-            try:
-                rc = subprocess.run([py, os.path.abspath(__file__), "engine", base + ".spec.json",
-                                     base + ".out.json"], stdout=log, stderr=subprocess.STDOUT,
-                                    env=penv, cwd=self.a.work, timeout=self.a.engine_timeout).returncode
-            except subprocess.TimeoutExpired:
-                rc = "timeout"
+        self.signal_others(system, signal.SIGSTOP)
+        try:
+            with open(base + ".log", "w") as log:
+                try:
+                    rc = subprocess.run([py, os.path.abspath(__file__), "engine",
+                                         base + ".spec.json", base + ".out.json"],
+                                        stdout=log, stderr=subprocess.STDOUT, env=penv,
+                                        cwd=self.a.work, timeout=self.a.engine_timeout).returncode
+                except subprocess.TimeoutExpired:
+                    rc = "timeout"
+        finally:
+            self.signal_others(system, signal.SIGCONT)
         wall = time.perf_counter() - t
         cpu1 = {n: cpu_seconds(p) for n, p in self.servers().items()}
         text = open(base + ".log", errors="replace").read()
@@ -530,6 +536,18 @@ class Runner:
             for f in [f"/tmp/vllm_dist_{ident}"] + glob.glob(f"/dev/shm/vllm_dist_{ident}*"):
                 try:
                     os.unlink(f)
+                except OSError:
+                    pass
+
+    # The server each system talks to; the others are paused (SIGSTOP) while
+    # its engine runs, so an idle peer server takes no CPU from the one measured.
+    SERVER_OF = {"openlake": "openlaked", "lmcache": "lmcache_server"}
+
+    def signal_others(self, system, sig):
+        for name, pid in self.servers().items():
+            if name != self.SERVER_OF.get(system):
+                try:
+                    os.kill(pid, sig)
                 except OSError:
                     pass
 
@@ -663,6 +681,7 @@ def report(path):
          f"{cfg['hidden_size']}, {cfg['num_attention_heads']} heads of {cfg.get('head_dim')} "
          f"({cfg['num_key_value_heads']} KV heads), MLP {cfg['intermediate_size']}, seeded random weights; "
          f"KV {kvpt // 1024} KiB per token. Servers (openlaked --threads 1, LMCache server) on CPU 0, "
+         "each paused (SIGSTOP) while another system's engine runs, "
          f"{res['store_gib']} GiB of store each; engines on both cores. {len(rounds)} rounds, "
          f"each a fresh engine per system (the warm ones after a restart, populated once before the "
          f"rounds), median (min–max) of per-round values. Command: `bash bench/vllm/run_ttft.sh`.", ""]
