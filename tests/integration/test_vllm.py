@@ -209,6 +209,22 @@ def test_store_killed_mid_run(kvd, engine, baseline):
         out["log"][-3000:]
 
 
+def test_store_hung_mid_run(kvd, engine, baseline):
+    """A store that stops answering (SIGSTOP) costs time, never an answer."""
+    d = kvd(capacity="0.5")
+
+    def hang():
+        d.proc.send_signal(signal.SIGSTOP)
+
+    try:
+        out = engine.run(["q1", "q2"], conn=conn_cfg(d, openlake_timeout_ms=1000),
+                         pause=(0, hang))
+    finally:
+        d.proc.send_signal(signal.SIGCONT)
+    same_as(baseline, out, ["q1", "q2"])
+    assert "reconnecting" in out["log"] or "running without it" in out["log"]
+
+
 def test_engine_reconnects_after_store_restart(kvd, engine, baseline):
     d = kvd(capacity="0.5")
 

@@ -28,6 +28,9 @@ class _Store:
         self._retry_at = [0.0] * len(self._addrs)
         self._last_warn = 0.0
         self.down = False
+        # The scheduler's lookups run on the engine's own thread: a store that
+        # hangs may stall a step for at most a second, not the full timeout.
+        self._timeout_ms = cfg.timeout_ms if who != "scheduler" else min(cfg.timeout_ms, 1000)
 
     @property
     def shared_memory(self) -> bool:
@@ -50,7 +53,7 @@ class _Store:
         addr, token, token_file = self._addrs[i]
         try:
             c = Client(addr, token=token, token_file=token_file, namespace=self._ns,
-                       value_size=self._value_size, timeout_ms=self._cfg.timeout_ms)
+                       value_size=self._value_size, timeout_ms=self._timeout_ms)
         except PermissionError as e:
             self._retry_at[i] = time.monotonic() + max(self._cfg.reconnect_secs, 5.0)
             self._warn("%s refused the token: %s (check openlake_token / "
