@@ -815,21 +815,27 @@ static int ol_c_call_end(ol_client *c, struct ol_batch *b, int rc)
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
-static void ol_c_populate(const struct ol_cconn *k, uint64_t offset, uint64_t size)
+static void ol_c_populate_map(char *map, size_t map_size, uint8_t *populated,
+                              uint64_t offset, uint64_t size)
 {
     if (!size)
         return;
     uint64_t first = offset >> OL_C_POP_SHIFT, last = (offset + size - 1) >> OL_C_POP_SHIFT;
-    while (first <= last && __atomic_load_n(&k->populated[first], __ATOMIC_RELAXED))
+    while (first <= last && __atomic_load_n(&populated[first], __ATOMIC_RELAXED))
         first++;
-    while (last >= first && last > 0 && __atomic_load_n(&k->populated[last], __ATOMIC_RELAXED))
+    while (last >= first && last > 0 && __atomic_load_n(&populated[last], __ATOMIC_RELAXED))
         last--;
     if (first > last)
         return;
     uint64_t from = first << OL_C_POP_SHIFT, to = (last + 1) << OL_C_POP_SHIFT;
-    madvise(k->map + from, (to < k->map_size ? to : k->map_size) - from, MADV_POPULATE_READ);
+    madvise(map + from, (to < map_size ? to : map_size) - from, MADV_POPULATE_READ);
     for (uint64_t p = first; p <= last; p++)
-        __atomic_store_n(&k->populated[p], 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&populated[p], 1, __ATOMIC_RELAXED);
+}
+
+static void ol_c_populate(const struct ol_cconn *k, uint64_t offset, uint64_t size)
+{
+    ol_c_populate_map(k->map, k->map_size, k->populated, offset, size);
 }
 
 /* Fills sl for a slot granted on connection k with `size` usable bytes (a
@@ -1658,18 +1664,9 @@ int ol_client_populate(ol_client *c, uint64_t max_bytes)
     if (!c->is_unix)
         return -EOPNOTSUPP;
     pthread_mutex_lock(&c->slab_mu);
-    uint64_t n = c->slab ? c->slab_size : 0;
-    if (max_bytes && max_bytes < n)
-        n = max_bytes;
-    for (uint64_t off = 0; off < n; off += (uint64_t)1 << OL_C_POP_SHIFT) {
-        uint8_t *done = &c->slab_populated[off >> OL_C_POP_SHIFT];
-        if (__atomic_load_n(done, __ATOMIC_RELAXED))
-            continue;
-        uint64_t len = (uint64_t)1 << OL_C_POP_SHIFT;
-        if (len > c->slab_size - off)
-            len = c->slab_size - off;
-        madvise(c->slab + off, len, MADV_POPULATE_READ); /* best effort: < 5.14 kernels lack it */
-        __atomic_store_n(done, 1, __ATOMIC_RELAXED);
+    if (c->slab) {
+        uint64_t n = max_bytes && max_bytes < c->slab_size ? max_bytes : c->slab_size;
+        ol_c_populate_map(c->slab, c->slab_size, c->slab_populated, 0, n);
     }
     pthread_mutex_unlock(&c->slab_mu);
     return 0;

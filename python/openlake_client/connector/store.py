@@ -102,30 +102,28 @@ class _Store:
                     self._retry_at[node] = 0.0
         return None
 
-    def exists(self, keys: list[bytes], node: int) -> list[bool]:
+    def _batched(self, node: int, what: str, method: str, keys: list[bytes],
+                 bufs: list[Any] | None = None) -> list | None:
+        """Client.<method> over keys (and bufs) in calls of _KEYS_PER_CALL keys."""
         def op(c):
-            out: list[bool] = []
+            fn, out = getattr(c, method), []
             for s in range(0, len(keys), _KEYS_PER_CALL):
-                out.extend(c.exists(keys[s:s + _KEYS_PER_CALL])[0])
+                args = (keys[s:s + _KEYS_PER_CALL],) if bufs is None else \
+                    (keys[s:s + _KEYS_PER_CALL], bufs[s:s + _KEYS_PER_CALL])
+                r = fn(*args)
+                out.extend(r[0] if method == "exists" else r)
             return out
-        r = self._call(node, "lookup", op)
+        return self._call(node, what, op)
+
+    def exists(self, keys: list[bytes], node: int) -> list[bool]:
+        r = self._batched(node, "lookup", "exists", keys)
         return r if r is not None else [False] * len(keys)
 
     def put(self, keys: list[bytes], bufs: list[Any], node: int) -> list[int] | None:
-        def op(c):
-            out: list[int] = []
-            for s in range(0, len(keys), _KEYS_PER_CALL):
-                out.extend(c.put(keys[s:s + _KEYS_PER_CALL], bufs[s:s + _KEYS_PER_CALL]))
-            return out
-        return self._call(node, "save", op)
+        return self._batched(node, "save", "put", keys, bufs)
 
     def get(self, keys: list[bytes], bufs: list[Any], node: int) -> list[int] | None:
-        def op(c):
-            out: list[int] = []
-            for s in range(0, len(keys), _KEYS_PER_CALL):
-                out.extend(c.get(keys[s:s + _KEYS_PER_CALL], bufs[s:s + _KEYS_PER_CALL]))
-            return out
-        return self._call(node, "load", op)
+        return self._batched(node, "load", "get", keys, bufs)
 
     def reset(self) -> bool:
         return all([self._call(i, "reset", lambda c: c.reset() or True) is not None

@@ -134,6 +134,7 @@ class _Worker:
     def __init__(self, conn: "OpenLakeConnector"):
         self.c = conn
         self.planes: list[list[_Layer]] = []   # per group: its layers
+        self.block_bytes = 0
         self.direct = True
         self.suffix_order: list[bytes] = []
         self.ready = False
@@ -180,6 +181,7 @@ class _Worker:
                 self.c.enabled = False
                 return
         self.planes = layers
+        self.block_bytes = sum(ly.nbytes for gl in layers for ly in gl)  # all layers, one block
         self.suffix_order = [ly.suffix for gl in layers for ly in gl]
         self.direct = all(ly.direct for gl in layers for ly in gl)
         if any(ly.device.type == "cuda" for gl in layers for ly in gl):
@@ -200,9 +202,6 @@ class _Worker:
         if self._store is None:
             self._store = _Store(self.c.cfg, self.c.namespace, self.c.value_size, "worker")
         return self._store
-
-    def _block_bytes(self) -> int:
-        return sum(ly.nbytes for gl in self.planes for ly in gl)
 
     # -- called from the model runner thread ---------------------------------
     def start_loads(self, meta: OpenLakeConnectorMetadata) -> None:
@@ -225,7 +224,7 @@ class _Worker:
         if not meta.saves:
             return
         limit = self.c.cfg.max_pending_save_mb << 20
-        per_block = self._block_bytes()
+        per_block = self.block_bytes
         with self._lock:
             for t in meta.saves:
                 self._saved_reqs.add(t.req_id)
@@ -410,7 +409,7 @@ class _Worker:
         # from the first bad one, and we report every block from there on.
         bad_from = good.index(False) if False in good else len(good)
         n_ok = bad_from
-        per_block = self._block_bytes()
+        per_block = self.block_bytes
         self.stats.add(loaded_blocks=n_ok, loaded_bytes=n_ok * per_block,
                        load_failed_blocks=len(good) - n_ok,
                        load_ms=(time.perf_counter() - t0) * 1e3)
@@ -455,7 +454,7 @@ class _Worker:
         if job.done:
             return
         job.done = True
-        per_block = self._block_bytes()
+        per_block = self.block_bytes
         self._pending_save_bytes -= per_block * len(job.t.block_ids)
         n = self._inflight_saves.get(job.t.req_id, 0) - 1
         if n > 0:
