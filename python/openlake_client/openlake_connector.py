@@ -22,10 +22,12 @@ is the user's reference. In short:
   block size, KV cache groups and their specs, device type, layout), so two
   models never read each other's bytes.
 - Scheduler side (`_Scheduler`): looks up how many leading blocks are fully
-  present (all layers, all ranks) beyond what vLLM already has, plans async
-  loads into the blocks vLLM allocates, plans saves of every block that
-  became full in a step, and holds a finished request's blocks until their
-  saves are done.
+  present (all layers, all ranks; for sliding-window groups only the blocks
+  the window still reads) beyond what vLLM already has, plans async loads
+  into the blocks vLLM allocates, plans saves of every block that became
+  full in a step, holds a finished request's blocks until their saves are
+  done, and fences sliding-window blocks vLLM frees and hands out again
+  while a save may still read them.
 - Worker side (`_Worker`): one I/O thread per worker.  Loads are copied
   straight from OpenLake into vLLM's paged KV tensors (on CPU: the client's
   checked copy writes into the block's bytes, no staging; other layouts and
@@ -82,6 +84,30 @@ __all__ = ["OpenLakeConnector", "OpenLakeConfig", "OpenLakeConnectorMetadata",
 logger = logging.getLogger("vllm.openlake_connector")
 
 
+def _group_kind(spec) -> tuple[int, int] | None | str:
+    """None for a full-attention group, (window, extra retained tokens) for a
+    sliding-window one, or why the connector cannot serve the group."""
+    from vllm.v1 import kv_cache_interface as kci
+    swa = getattr(kci, "SlidingWindowSpec", None)
+    if swa is not None and isinstance(spec, swa):
+        sw = int(getattr(spec, "sliding_window", 0) or 0)
+        if sw <= 0:
+            return "a sliding window without a size"
+        return sw, int(getattr(spec, "extra_retained_tokens", 0) or 0)
+    # vLLM frees a middle gap of these blocks during decode, or they hold
+    # something other than one block's KV of a prefix.
+    odd = tuple(c for c in (getattr(kci, n, None) for n in
+                            ("RSWASpec", "HiddenStateCacheSpec", "SinkFullAttentionSpec"))
+                if c is not None)
+    full = getattr(kci, "FullAttentionSpec", None)
+    if full is not None and isinstance(spec, full) and not isinstance(spec, odd):
+        return None
+    if type(spec).__name__.startswith("Mamba"):
+        return ("a Mamba (state-space) group keeps one running state per request, not "
+                "per-block KV; OpenLake does not store it yet")
+    return "OpenLake stores full-attention and sliding-window KV only"
+
+
 class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):
     """vLLM KV connector backed by OpenLake (see the module docstring)."""
 
@@ -99,15 +125,20 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):
         self.kv_cache_config = kv_cache_config
         self.enabled = True
         cc = vllm_config.cache_config
-        groups = []
+        groups, windows = [], []
         for g, group in enumerate(kv_cache_config.kv_cache_groups):
-            kind = type(group.kv_cache_spec).__name__
-            if "FullAttention" in kind or "MLAAttention" in kind:
-                groups.append(g)
-            else:
-                self._off(f"KV cache group {g} is {kind}; OpenLake stores full-attention "
-                          f"KV only, so this model runs without it")
+            how = _group_kind(group.kv_cache_spec)
+            if isinstance(how, str):
+                self._off(f"KV cache group {g} is {type(group.kv_cache_spec).__name__}: "
+                          f"{how}, so this model runs without OpenLake")
+                continue
+            groups.append(g)
+            windows.append(how)
         self.groups = tuple(groups)
+        # Per group: None (full attention: every block of a prefix is read) or
+        # (sliding_window, extra_retained_tokens): only the blocks inside the
+        # window before the hit point are read, so only those must be loaded.
+        self.windows = tuple(windows)
         specs = [kv_cache_config.kv_cache_groups[g].kv_cache_spec for g in self.groups]
         self.block_size = specs[0].block_size if specs else int(cc.block_size or 16)
         if any(s.block_size != self.block_size for s in specs):
@@ -130,9 +161,12 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):
         self.rank_tags = tags
         self.rank_suffix = struct.pack("<H", mine)
         self.num_workers = int(getattr(vllm_config.parallel_config, "world_size", 1) or 1)
-        self.all_suffixes = [struct.pack("<H", t) + _layer_tag(g, pos, 0)
-                             for t in tags for g in self.groups
-                             for pos in range(len(kv_cache_config.kv_cache_groups[g].layer_names))]
+        self.all_suffixes, self.suffix_group = [], []   # every key of a block; its group
+        for t in tags:
+            for gi, g in enumerate(self.groups):
+                for pos in range(len(kv_cache_config.kv_cache_groups[g].layer_names)):
+                    self.all_suffixes.append(struct.pack("<H", t) + _layer_tag(g, pos, 0))
+                    self.suffix_group.append(gi)
         self.value_size = max((s.page_size_bytes for s in specs), default=0)
         self.namespace = f"{self.cfg.namespace}/{_fingerprint(vllm_config, kv_cache_config)}"
         self.sched: _Scheduler | None = None
@@ -148,6 +182,16 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):
         logger.info("OpenLakeConnector %s: %s via %s, namespace %s, block %d tokens, "
                     "%s", role.name, ",".join(self.cfg.nodes), self.cfg.device,
                     self.namespace, self.block_size, "on" if self.enabled else "OFF")
+
+    def window_start(self, gi: int, ntokens: int) -> int:
+        """First block of group `gi` that attention still reads once `ntokens`
+        tokens are computed: vLLM holds null blocks before it (its sliding
+        window manager's rule, extra retained tokens included)."""
+        w = self.windows[gi]
+        if w is None:
+            return 0
+        sw, extra = w
+        return max(0, ntokens - sw + 1 - extra) // self.block_size
 
     def _off(self, why: str) -> None:
         if self.enabled:
@@ -166,7 +210,9 @@ class OpenLakeConnector(KVConnectorBase_V1, SupportsHMA):
     def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata):
         if self.worker is not None and isinstance(kv_connector_metadata,
                                                   OpenLakeConnectorMetadata):
+            # Before vLLM zeroes, copies or computes into this step's blocks.
             self.worker.wait_saves_of(kv_connector_metadata.preempted)
+            self.worker.wait_fence(kv_connector_metadata.fence)
 
     def start_load_kv(self, forward_context, **kwargs) -> None:
         meta = self._connector_metadata

@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -66,8 +67,9 @@ def model(tmp_path_factory):
 
 
 class Engine:
-    def __init__(self, model, tmp):
+    def __init__(self, model, tmp, prompts=None):
         self.model, self.tmp, self.n = model, tmp, 0
+        self.prompts = prompts or PROMPTS
 
     def run(self, names, conn=None, salts=None, expect_fail=False, env=None, pause=None,
             **spec):
@@ -79,7 +81,7 @@ class Engine:
         log = self.tmp / f"engine{self.n}.log"
         prompts = []
         for i, name in enumerate(names):
-            p = {"prompt_token_ids": PROMPTS[name]}
+            p = {"prompt_token_ids": self.prompts[name]}
             if salts and salts[i] is not None:
                 p["cache_salt"] = salts[i]
             prompts.append(p)
@@ -424,7 +426,7 @@ def test_worker_copy_paths_round_trip(kvd, layout):
     w2 = worker(dst)
     missing = b"\xee" * 32
     w2.start_loads(oc.OpenLakeConnectorMetadata(
-        loads=[oc._Transfer("r2", 2, prefixes + [missing], [(0,), (2,), (3,), (4,)])]))
+        loads=[oc._Transfer("r2", 2, prefixes + [missing], [(7,), (2,), (3,), (4,)])]))
     wait(w2, "r2", "load")
     assert w2.take_load_errors() == {4}       # the block that was never saved
     w2.shutdown()
@@ -433,10 +435,11 @@ def test_worker_copy_paths_round_trip(kvd, layout):
         return t[b] if layout == "blocks_first" else t[:, b]
 
     for name in src:
-        for got, want in ((0, 5), (2, 1), (3, 6)):
+        for got, want in ((7, 5), (2, 1), (3, 6)):
             assert torch.equal(block(dst[name], got), block(src[name], want)), (name, got)
         assert not block(dst[name], 4).any()
         assert not block(dst[name], 1).any()   # untouched
+        assert not block(dst[name], 0).any()   # vLLM's null block: never a target
 
 
 @pytest.mark.parametrize("kv_heads", [4, 1])
@@ -481,3 +484,81 @@ def test_reset_prefix_cache_clears_the_connector(kvd, engine, baseline):
     again = engine.run(["q1", "q2"], conn=conn_cfg(d))
     assert cached(again) == [0, 2 * BS]      # q1 was saved before the reset
     same_as(baseline, again, ["q1", "q2"])
+
+
+# -- hybrid model: full-attention and sliding-window layers -------------------
+# Layers 0 and 2 full attention, 1 and 3 a 200-token sliding window: vLLM
+# makes two KV cache groups and, in the sliding one, frees the blocks the
+# window has passed while the request still runs (null blocks in its table).
+SWA = os.path.join(ROOT, "tests", "vllm", "tiny-llama-swa", "config.json")
+SWA_PROMPTS = {"h818": toks(6 * BS + 50, 11), "h700": toks(5 * BS + 60, 12),
+               "h900": toks(7 * BS + 4, 13)}
+SWA_PROMPTS["h700cut"] = SWA_PROMPTS["h700"][:3 * BS + 10]
+SWA_SPEC = {"max_model_len": 1024}
+
+
+@pytest.fixture(scope="module")
+def swa_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("swa-model")
+    subprocess.run([sys.executable, MAKE, str(d), SWA], check=True, timeout=120)
+    return str(d)
+
+
+@pytest.fixture(scope="module")
+def swa_baseline(swa_model, tmp_path_factory):
+    eng = Engine(swa_model, tmp_path_factory.mktemp("swa-base"), SWA_PROMPTS)
+    names = list(SWA_PROMPTS)
+    out = eng.run(names, enable_prefix_caching=False, **SWA_SPEC)
+    assert "kv cache group sizes (2, 2)" in out["log"] or "group" in out["log"]
+    return {n: r for n, r in zip(names, out["results"])}
+
+
+def test_sliding_window_model_loads_only_what_the_window_reads(kvd, swa_model, swa_baseline,
+                                                               tmp_path):
+    d = kvd(capacity="0.5")
+    eng = Engine(swa_model, tmp_path, SWA_PROMPTS)
+    names = ["h818", "h700"]
+    first = eng.run(names, conn=conn_cfg(d), **SWA_SPEC)
+    assert "OpenLakeConnector is off" not in first["log"]
+    same_as(swa_baseline, first, names)
+    second = eng.run(names, conn=conn_cfg(d), **SWA_SPEC)
+    assert cached(second) == [6 * BS, 5 * BS]
+    same_as(swa_baseline, second, names)
+
+
+def test_sliding_window_blocks_reused_mid_request(kvd, swa_model, swa_baseline, tmp_path):
+    """A pool of 12 blocks, prefill one block a step: vLLM frees each
+    sliding-window block once the window has passed it and hands it out
+    again three steps later.  With the store stalled for 2.5 s those saves
+    are still waiting then; the fence makes the step that reuses a block wait
+    for its save, so every saved value is that block's own KV.  A later
+    engine loads the early window blocks (a hit at block 3 reads blocks 1-2)
+    and answers exactly as a run without OpenLake."""
+    d = kvd(capacity="0.5")
+    eng = Engine(swa_model, tmp_path, SWA_PROMPTS)
+    tight = {**SWA_SPEC, "llm_kwargs": {"max_num_batched_tokens": BS,
+                                        "enable_chunked_prefill": True,
+                                        "num_gpu_blocks_override": 13, "max_num_seqs": 1}}
+    timers = []
+
+    def stall():   # the store stops answering while the next prompt runs
+        d.proc.send_signal(signal.SIGSTOP)
+        timers.append(threading.Timer(2.5, d.proc.send_signal, (signal.SIGCONT,)))
+        timers[-1].start()
+
+    names = ["h818", "h700"]
+    try:
+        first = eng.run(names, conn=conn_cfg(d, openlake_timeout_ms=8000), pause=(0, stall),
+                        **tight)
+    finally:
+        for t in timers:
+            t.join()
+        d.proc.send_signal(signal.SIGCONT)
+    same_as(swa_baseline, first, names)
+    during = first["calls"][1]["counters"]
+    assert during["vllm:openlake_fenced_blocks"] > 0, first["log"][-3000:]
+    assert during["vllm:openlake_fence_waits"] > 0
+    assert during["vllm:openlake_save_dropped_blocks"] == 0
+    second = eng.run(["h700cut", "h700"], conn=conn_cfg(d), **SWA_SPEC)
+    assert cached(second) == [3 * BS, 5 * BS]
+    same_as(swa_baseline, second, ["h700cut", "h700"])

@@ -49,7 +49,8 @@ out.json:
            vllm:prefix_cache_{queries,hits} (vLLM's own, local prefix cache),
            vllm:external_prefix_cache_{queries,hits} (the KV connector's),
            vllm:prompt_tokens, vllm:generation_tokens, and OpenLakeConnector's
-           vllm:openlake_{hit_tokens,loaded_blocks,load_failed_blocks,saved_blocks}
+           vllm:openlake_{hit_tokens,loaded_blocks,load_failed_blocks,saved_blocks,
+           save_dropped_blocks,fenced_blocks,fence_waits}
   results: [{"index", "prompt_len", "token_ids", "logprobs", ("top_logprobs"),
              "num_cached_tokens", "finish_reason", "wall_s"}]  in prompt order
   num_cached_tokens is RequestOutput.num_cached_tokens: prompt tokens not
@@ -113,6 +114,9 @@ COUNTERS = (
     "vllm:openlake_loaded_blocks",
     "vllm:openlake_load_failed_blocks",
     "vllm:openlake_saved_blocks",
+    "vllm:openlake_save_dropped_blocks",
+    "vllm:openlake_fenced_blocks",
+    "vllm:openlake_fence_waits",
 )
 
 

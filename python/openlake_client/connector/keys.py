@@ -35,7 +35,9 @@ def _fingerprint(vllm_config: "VllmConfig", kv_cache_config: "KVCacheConfig") ->
         parts.append(f"g{g}:{type(spec).__name__}:{len(group.layer_names)}:"
                      f"{getattr(spec, 'block_size', '')}:{getattr(spec, 'num_kv_heads', '')}:"
                      f"{getattr(spec, 'head_size', '')}:{getattr(spec, 'dtype', '')}:"
-                     f"{getattr(spec, 'page_size_bytes', '')}")
+                     f"{getattr(spec, 'page_size_bytes', '')}"
+                     + (f":sw{spec.sliding_window}" if "SlidingWindow" in type(spec).__name__
+                        else ""))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 

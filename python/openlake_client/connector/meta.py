@@ -14,7 +14,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 @dataclass
 class _Transfer:
     """Blocks of one request: per block its key prefix and, per KV cache group,
-    the vLLM block id it goes to or comes from."""
+    the vLLM block id it goes to or comes from (0, vLLM's null block, in a
+    sliding-window group outside the window: nothing to copy)."""
     req_id: str
     job_id: int
     prefixes: list[bytes]
@@ -26,6 +27,9 @@ class OpenLakeConnectorMetadata(KVConnectorMetadata):
     loads: list[_Transfer] = field(default_factory=list)
     saves: list[_Transfer] = field(default_factory=list)
     preempted: set[str] = field(default_factory=set)
+    # Blocks allocated in this step that an earlier save may still read:
+    # workers finish those saves before the step writes any block.
+    fence: set[int] = field(default_factory=set)
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """The scheduler half: how many leading blocks of a prompt OpenLake holds
-(side-effect free), the loads into the blocks vLLM allocates, the saves of
-blocks that became full in a step, delayed frees while saves run, KV events
-and reset."""
+(side-effect free; sliding-window groups need only the blocks inside their
+window), the loads into the blocks vLLM allocates, the saves of blocks that
+became full in a step, delayed frees while saves run, fences for
+sliding-window blocks vLLM frees and reuses while their save may still run,
+KV events and reset."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from .keys import _block_prefix
 from .meta import OpenLakeConnectorMetadata, OpenLakeWorkerMetadata, _Transfer
 from .stats import _StatsBox
 from .store import _Store
+
+_NULL_BLOCK = 0  # vLLM's null block (block pool's first): no KV, never copied
 
 if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
@@ -36,9 +40,16 @@ class _Scheduler:
         self.reqs: dict[str, _ReqState] = {}
         self.load_plan: list[_Transfer] = []
         self.next_job = 1
-        # save job -> [request, first block, blocks, workers that stored it all]
+        # save job -> [request, first block, blocks, workers that stored it all,
+        #              its sliding-window block ids]
         self.save_jobs: dict[int, list[Any]] = {}
+        # Sliding-window block id -> the last save job that reads it.  vLLM
+        # frees such blocks while the request still runs; when one comes back
+        # in a later step's allocation, the workers must finish that save
+        # before the step writes the block (meta.fence).
+        self.swa_pending: dict[int, int] = {}
         self.events: list[Any] = []
+        self.fence: set[int] = set()
         self.stats = _StatsBox()
         self._store: _Store | None = None
 
@@ -51,6 +62,10 @@ class _Scheduler:
     # Keys: per block, all (rank, group, layer, plane) suffixes.
     def _block_keys(self, prefix: bytes) -> list[bytes]:
         return [prefix + s for s in self.c.all_suffixes]
+
+    def _swa_ids(self, block_ids: list[tuple[int, ...]]) -> list[int]:
+        return [ids[gi] for ids in block_ids for gi, w in enumerate(self.c.windows)
+                if w is not None and ids[gi] != _NULL_BLOCK]
 
     def _prefixes(self, request: "Request", nblocks: int) -> list[bytes]:
         hashes = request.block_hashes
@@ -75,28 +90,46 @@ class _Scheduler:
         if nblocks == 0:
             return 0, False
         prefixes = self._prefixes(request, nblocks)
-        found = self._leading_present(prefixes)
+        found = self._lookup(prefixes, num_computed_tokens // bs)
         st.stored_blocks = found
         hit = max(0, found * bs - num_computed_tokens)
         st.looked_up = max(0, nblocks * bs - num_computed_tokens)
         return (hit, True) if hit > 0 else (0, False)
 
-    def _leading_present(self, prefixes: list[bytes]) -> int:
-        per = len(self.c.all_suffixes)
+    def _lookup(self, prefixes: list[bytes], local_blocks: int) -> int:
+        """The most leading blocks a load can bring this request to: every
+        full-attention value of blocks 0..N-1 present, and of each
+        sliding-window group the values of the blocks its window still reads
+        at N (from `window_start`, or from what vLLM already holds)."""
+        sfx_group = self.c.suffix_group
+        per, ng = len(sfx_group), len(self.c.groups)
         store = self.store
         by_node: dict[int, list[int]] = {}
         for i, p in enumerate(prefixes):
             by_node.setdefault(store.node_of(p), []).append(i)
-        ok = [True] * len(prefixes)
+        ok = [[True] * ng for _ in prefixes]   # per block, per group: all values there
         for node, idx in by_node.items():
             keys = [k for i in idx for k in self._block_keys(prefixes[i])]
             present = store.exists(keys, node)
             for j, i in enumerate(idx):
-                ok[i] = all(present[j * per:(j + 1) * per])
+                row = ok[i]
+                for s, there in enumerate(present[j * per:(j + 1) * per]):
+                    if not there:
+                        row[sfx_group[s]] = False
+        windows = self.c.windows
+        full = [gi for gi, w in enumerate(windows) if w is None]
+        swa = [gi for gi, w in enumerate(windows) if w is not None]
         n = 0
-        while n < len(ok) and ok[n]:
+        while n < len(ok) and all(ok[n][gi] for gi in full):
             n += 1
-        return n
+        # A sliding-window group may miss early blocks (never saved: vLLM had
+        # freed them); the longest N whose windows are whole wins.
+        bs = self.c.block_size
+        for hit in range(n, local_blocks, -1):
+            if all(ok[i][gi] for gi in swa
+                   for i in range(max(self.c.window_start(gi, hit * bs), local_blocks), hit)):
+                return hit
+        return 0
 
     def update_state_after_alloc(self, request: "Request", blocks: "KVCacheBlocks",
                                  num_external_tokens: int):
@@ -119,16 +152,37 @@ class _Scheduler:
         job = self._job()
         self.load_plan.append(_Transfer(request.request_id, job, prefixes, block_ids))
         st.stored_blocks = max(st.stored_blocks, first + count)
+        self._fence_ids(b for ids in block_ids for b in ids)
 
     def _job(self) -> int:
         j = self.next_job
         self.next_job += 1
         return j
 
+    def _fence_ids(self, ids: Iterable[int]) -> None:
+        """Blocks vLLM just handed out: a save still reading one (a
+        sliding-window block freed while its request ran) must end first."""
+        if not self.swa_pending:
+            return
+        for b in ids:
+            if self.swa_pending.pop(b, None) is not None:
+                self.fence.add(b)
+
     def build_connector_meta(self, so: "SchedulerOutput") -> OpenLakeConnectorMetadata:
-        meta = OpenLakeConnectorMetadata(loads=self.load_plan,
+        if self.swa_pending:
+            for r in so.scheduled_new_reqs or ():
+                for ids in r.block_ids or ():
+                    self._fence_ids(ids)
+            cached = getattr(so, "scheduled_cached_reqs", None)
+            for per_group in getattr(cached, "new_block_ids", None) or ():
+                for ids in per_group or ():
+                    self._fence_ids(ids)
+            self._fence_ids(getattr(so, "new_block_ids_to_zero", None) or ())
+        if self.fence:
+            self.stats.add(fenced_blocks=len(self.fence))
+        meta = OpenLakeConnectorMetadata(loads=self.load_plan, fence=self.fence,
                                          preempted=set(so.preempted_req_ids or ()))
-        self.load_plan = []
+        self.load_plan, self.fence = [], set()
         if self.c.enabled:
             for req_id, n in so.num_scheduled_tokens.items():
                 st = self.reqs.get(req_id)
@@ -160,7 +214,10 @@ class _Scheduler:
         block_ids = [tuple(ids[g][i] for g in groups) for i in range(first, full)]
         job = self._job()
         meta.saves.append(_Transfer(req.request_id, job, prefixes, block_ids))
-        self.save_jobs[job] = [req, first, full - first, 0]
+        swa_ids = self._swa_ids(block_ids)
+        for b in swa_ids:
+            self.swa_pending[b] = job
+        self.save_jobs[job] = [req, first, full - first, 0, swa_ids]
         st.stored_blocks = full
         st.had_saves = True
 
@@ -181,7 +238,11 @@ class _Scheduler:
                 if info[3] >= self.c.num_workers:
                     del self.save_jobs[job]
                     self._event(*info[:3])
-        # Jobs some worker never confirmed (a dropped save) must not pile up.
+                    for b in info[4]:
+                        if self.swa_pending.get(b) == job:
+                            del self.swa_pending[b]
+        # Jobs some worker never confirmed (a dropped save) must not pile up;
+        # their swa_pending entries stay (a fence on a finished save is free).
         if len(self.save_jobs) > 4096:
             for j in sorted(self.save_jobs)[:2048]:
                 del self.save_jobs[j]

@@ -15,7 +15,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (
 
 _COUNTERS = ("lookup_tokens", "hit_tokens", "loaded_blocks", "loaded_bytes",
              "load_failed_blocks", "saved_blocks", "saved_bytes", "save_dropped_blocks",
-             "save_failed_blocks")
+             "save_failed_blocks", "fenced_blocks", "fence_waits")
 
 
 @dataclass
@@ -62,6 +62,10 @@ class OpenLakePromMetrics(KVConnectorPromMetrics):
         "saved_bytes": "KV bytes saved to OpenLake",
         "save_dropped_blocks": "KV block saves dropped (store busy, full or down)",
         "save_failed_blocks": "KV block saves the store refused",
+        "fenced_blocks": "Blocks vLLM handed out again while a save of theirs might "
+                         "still run (sliding-window blocks freed mid-request)",
+        "fence_waits": "Steps that waited for a save still reading a block vLLM reused "
+                       "(sliding-window blocks freed mid-request)",
     }
 
     def __init__(self, vllm_config, metric_types, labelnames, per_engine_labelvalues):

@@ -123,11 +123,15 @@ class _Layer:
             off += pb
 
 
+_NULL_BLOCK = 0  # vLLM's null block: a sliding-window block outside the window
+
+
 class _Job:
-    __slots__ = ("kind", "t", "done")
+    __slots__ = ("kind", "t", "done", "ids")
 
     def __init__(self, kind: str, t: _Transfer):
         self.kind, self.t, self.done = kind, t, False
+        self.ids = frozenset(b for ids in t.block_ids for b in ids) - {_NULL_BLOCK}
 
 
 class _Worker:
@@ -150,6 +154,7 @@ class _Worker:
         self._load_errors: set[int] = set()
         self._snap_errors: set[int] = set()
         self._stored_jobs: dict[int, int] = {}
+        self._running: _Job | None = None
         self._stop = False
         self.stats = _StatsBox()
         self._thread: threading.Thread | None = None
@@ -216,7 +221,7 @@ class _Worker:
                 if self.ready:
                     self._loads.append(_Job("load", t))
                 else:  # nowhere to load into: every block is an error
-                    self._load_errors.update(b for ids in t.block_ids for b in ids)
+                    self._load_errors.update(_Job("load", t).ids)
                     self._done_loads.add(t.req_id)
             self._lock.notify()
 
@@ -250,6 +255,21 @@ class _Worker:
             self._saves = kept
             while any(self._inflight_saves.get(r, 0) for r in req_ids):
                 self._lock.wait(0.5)
+
+    def wait_fence(self, fence: set[int]) -> None:
+        """Blocks vLLM hands out again in this step (sliding-window blocks it
+        freed while their request ran): every save still reading one must
+        finish before the step zeroes, copies or computes into it."""
+        if not fence:
+            return
+        waited = False
+        with self._lock:
+            while any(j.kind == "save" and not j.done and not j.ids.isdisjoint(fence)
+                      for j in (*self._saves, self._running) if j is not None):
+                waited = True
+                self._lock.wait(0.5)
+        if waited:
+            self.stats.add(fence_waits=1)
 
     def get_finished(self, finished: set[str]) -> tuple[set[str] | None, set[str] | None]:
         with self._lock:
@@ -329,6 +349,7 @@ class _Worker:
                     job = self._saves.popleft()
                 else:  # stopping, nothing left
                     return
+                self._running = job
             try:
                 if job.kind == "load":
                     self._do_load(job.t)
@@ -339,15 +360,19 @@ class _Worker:
                                  job.t.req_id, e)
                 with self._lock:
                     if job.kind == "load":
-                        self._load_errors.update(b for ids in job.t.block_ids for b in ids)
+                        self._load_errors.update(job.ids)
                         self._done_loads.add(job.t.req_id)
                     else:
                         self._finish_save_locked(job, dropped=True)
                         self._lock.notify_all()
+            finally:
+                with self._lock:
+                    self._running = None
 
     def _io_lists(self, t: _Transfer, staged: list[torch.Tensor] | None):
         """Keys and buffers of a transfer, block-major, grouped by node; per
-        buffer the transfer's block index."""
+        buffer the transfer's block index.  A group's null block (outside a
+        sliding window) has nothing to copy."""
         store = self.store
         by_node: dict[int, tuple[list[bytes], list[Any], list[int]]] = {}
         for i, prefix in enumerate(t.prefixes):
@@ -355,6 +380,9 @@ class _Worker:
             k = 0
             for gi, gl in enumerate(self.planes):
                 b = t.block_ids[i][gi]
+                if b == _NULL_BLOCK:
+                    k += len(gl)
+                    continue
                 for ly in gl:
                     keys.append(prefix + ly.suffix)
                     bufs.append(ly.buf(b) if staged is None else staged[k][i].numpy())
@@ -382,11 +410,12 @@ class _Worker:
         return out
 
     def _unstage(self, t: _Transfer, staged: list[torch.Tensor], good: list[bool]) -> None:
-        ok = [i for i in range(len(t.block_ids)) if good[i]]
         ctx = torch.cuda.stream(self._stream) if self._stream is not None else _nullctx()
         k = 0
         with ctx:
             for gi, gl in enumerate(self.planes):
+                ok = [i for i in range(len(t.block_ids))
+                      if good[i] and t.block_ids[i][gi] != _NULL_BLOCK]
                 ids = [t.block_ids[i][gi] for i in ok]
                 for ly in gl:
                     ly.stage_in(ids, staged[k][ok] if ok else staged[k][:0])
@@ -415,7 +444,7 @@ class _Worker:
                        load_ms=(time.perf_counter() - t0) * 1e3)
         with self._lock:  # after the stats: they travel in the same step
             for i in range(bad_from, len(good)):
-                self._load_errors.update(t.block_ids[i])
+                self._load_errors.update(b for b in t.block_ids[i] if b != _NULL_BLOCK)
             self._done_loads.add(t.req_id)
         if n_ok < len(good):
             logger.warning("OpenLake: request %s: %d of %d blocks could not be loaded; "
@@ -425,27 +454,25 @@ class _Worker:
         t = job.t
         t0 = time.perf_counter()
         staged = self._stage(t, load=False)
-        stored = dropped = failed = 0
+        # Per block: 0 stored, 1 dropped (store under pressure), 2 failed.
+        state = [0] * len(t.prefixes)
         nbytes = 0
         for node, (keys, bufs, blk) in self._io_lists(t, staged).items():
             res = self.store.put(keys, bufs, node)
-            if res is None:
-                dropped += len(keys)
-                continue
-            for j, r in enumerate(res):
+            for j, i in enumerate(blk):
+                r = None if res is None else res[j]
                 if r in (0, 1):  # OK, EXISTS
-                    stored += 1
                     nbytes += bufs[j].nbytes
-                elif r in (3, 11, 4):  # NOSPACE, QUOTA, BUSY: the store is under pressure
-                    dropped += 1
+                elif r in (None, 3, 11, 4):  # down, NOSPACE, QUOTA, BUSY
+                    state[i] = max(state[i], 1)
                 else:
-                    failed += 1
-        per = max(1, len(self.suffix_order))
-        self.stats.add(saved_blocks=stored // per, saved_bytes=nbytes,
-                       save_dropped_blocks=-(-dropped // per), save_failed_blocks=-(-failed // per),
+                    state[i] = 2
+        stored = state.count(0)
+        self.stats.add(saved_blocks=stored, saved_bytes=nbytes,
+                       save_dropped_blocks=state.count(1), save_failed_blocks=state.count(2),
                        save_ms=(time.perf_counter() - t0) * 1e3)
         with self._lock:
-            if stored == len(t.prefixes) * per:
+            if stored == len(state):
                 self._stored_jobs[t.job_id] = self._stored_jobs.get(t.job_id, 0) + 1
             self._finish_save_locked(job, dropped=False)
             self._lock.notify_all()
