@@ -8,7 +8,7 @@ secs=${1:-30}
 cd "$(dirname "$0")/.."
 out=build/fuzz
 mkdir -p "$out"
-lib_src=$(ls src/base/*.c src/rt/*.c src/http/*.c src/kv/*.c src/store/*.c 2>/dev/null | tr '\n' ' ')
+lib_src=$(ls src/base/*.c src/rt/*.c src/http/*.c src/kv/*.c src/store/*.c src/s3/*.c 2>/dev/null | tr '\n' ' ')
 flags="-std=c17 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 status=0
 for t in tests/fuzz/fuzz_*.c; do
