@@ -1,0 +1,109 @@
+/*
+ * awschunked.h - decoder of S3's aws-chunked request bodies.
+ *
+ * Owns: the framing of the three streaming payload modes a PUT or
+ * UploadPart may use (x-amz-content-sha256):
+ *
+ *   STREAMING-AWS4-HMAC-SHA256-PAYLOAD           hex;chunk-signature=SIG CRLF data CRLF
+ *                                                ... 0;chunk-signature=SIG CRLF CRLF
+ *   STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER   the same, then after the final
+ *                                                chunk: trailer lines, then
+ *                                                x-amz-trailer-signature:SIG CRLF, CRLF
+ *   STREAMING-UNSIGNED-PAYLOAD-TRAILER           hex CRLF data CRLF ... 0 CRLF,
+ *                                                trailer lines, CRLF
+ *
+ * and, in the signed modes, the chain of chunk signatures (seeded by the
+ * request's signature) and the trailer signature (sigv4.h). Data comes out
+ * as slices of the caller's input, no copy; a chunk's signature is checked
+ * when its last byte has been seen, so the caller must not commit anything
+ * before ol_awsc_finish() returns 0.
+ *
+ * Must not: allocate, block, or know what the body is for. The caller
+ * hands in the SHA-256 context (EVP_MD_CTX) it owns.
+ *
+ * Limits: a chunk header line is at most OL_AWSC_MAX_LINE bytes; the
+ * trailer at most OL_AWSC_MAX_TRAILER bytes and OL_AWSC_MAX_TRAILERS lines;
+ * chunk sizes at most 16 hex digits (no overflow).
+ *
+ * Errors (map to S3 errors): -EBADMSG bad framing (IncompleteBody /
+ * InvalidRequest); -EACCES a chunk or trailer signature does not match
+ * (SignatureDoesNotMatch); -EMSGSIZE the decoded length differs from
+ * x-amz-decoded-content-length (IncompleteBody); -E2BIG a limit above.
+ */
+#ifndef OL_S3_AWSCHUNKED_H
+#define OL_S3_AWSCHUNKED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/evp.h>
+
+#include "s3/sigv4.h"
+
+#define OL_AWSC_MAX_LINE     256u
+#define OL_AWSC_MAX_TRAILER  1024u
+#define OL_AWSC_MAX_TRAILERS 8u
+
+enum ol_awsc_mode {
+    OL_AWSC_SIGNED = 1,          /* STREAMING-AWS4-HMAC-SHA256-PAYLOAD */
+    OL_AWSC_SIGNED_TRAILER,      /* STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER */
+    OL_AWSC_UNSIGNED_TRAILER,    /* STREAMING-UNSIGNED-PAYLOAD-TRAILER */
+};
+
+struct ol_awsc {
+    int mode, state, err;
+    uint64_t left;                    /* data bytes left in this chunk */
+    uint64_t total;                   /* decoded bytes so far */
+    uint64_t expect;                  /* x-amz-decoded-content-length; UINT64_MAX: none */
+    unsigned line_len;
+    char line[OL_AWSC_MAX_LINE];
+    /* signed modes */
+    uint8_t key[32], prev[32], want[32];
+    char amz_date[17];
+    char scope[OL_SIGV4_SCOPE_MAX];
+    size_t scope_len;
+    EVP_MD_CTX *md;
+    /* trailer: canonical "name:value\n" lines (the signature line excluded) */
+    unsigned trailer_len, ntrailers;
+    char trailer[OL_AWSC_MAX_TRAILER];
+    bool trailer_signed;
+};
+
+/*
+ * ol_awsc_mode_of - the mode named by an x-amz-content-sha256 value, or 0
+ * when the value names no streaming mode.
+ */
+int ol_awsc_mode_of(const char *v, size_t n);
+
+/*
+ * ol_awsc_init - start decoding. For the signed modes: key is the signing
+ * key, amz_date the request's X-Amz-Date, scope its credential scope, seed
+ * the request's own (already verified) signature, md a SHA-256 context the
+ * caller owns until the body ends. For OL_AWSC_UNSIGNED_TRAILER those may
+ * be NULL. decoded_len: x-amz-decoded-content-length, or UINT64_MAX when
+ * the request did not send it.
+ */
+void ol_awsc_init(struct ol_awsc *st, int mode, const uint8_t key[32], const char *amz_date,
+                  const char *scope, size_t scope_len, const uint8_t seed[32],
+                  uint64_t decoded_len, EVP_MD_CTX *md);
+
+/*
+ * ol_awsc_feed - decode body bytes in[0..n). Returns the number of input
+ * bytes consumed (> 0 when n > 0) and sets *data and *data_len to the decoded
+ * bytes among them (a slice of in, possibly empty); call again with the
+ * rest. Returns a negative error (see above) once the body is bad; the
+ * decoder then stays failed.
+ */
+long ol_awsc_feed(struct ol_awsc *st, const char *in, size_t n, const char **data,
+                  size_t *data_len);
+
+/* The body has ended: 0 when the final chunk (and trailer) was complete and
+ * verified, else -EBADMSG / -EMSGSIZE / the earlier error. */
+int ol_awsc_finish(const struct ol_awsc *st);
+
+/* A trailer value by lower-case name (e.g. "x-amz-checksum-crc32"), valid
+ * while st lives; NULL when absent. */
+const char *ol_awsc_trailer(const struct ol_awsc *st, const char *name, size_t *len);
+
+#endif
