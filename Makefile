@@ -49,7 +49,7 @@ LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC) $(STORE_SRC) $(S3_SRC)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-.PHONY: all asan run test unit fuzz bench bench-http bench-kv bench-vllm deps test-deps clean FORCE
+.PHONY: all asan run test unit fuzz bench bench-http bench-kv bench-vllm bench-store deps test-deps clean FORCE
 all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(B)/client_tests $(if $(SAN),,$(B)/alloc_tests)
 
 $(B)/obj/%.o: %.c
@@ -110,7 +110,7 @@ FUZZ_SECONDS ?= 30
 fuzz: test-deps
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
-bench: bench-http bench-kv bench-vllm
+bench: bench-http bench-kv bench-vllm bench-store
 
 bench-http: deps
 	bash scripts/deps.sh bench
@@ -127,6 +127,9 @@ bench-kv: deps
 
 bench-vllm: deps
 	bash bench/vllm/run_ttft.sh
+
+bench-store: deps
+	bash bench/store/run_ec.sh
 
 clean:
 	rm -rf build
