@@ -244,6 +244,22 @@ int ol_loop_renameat(ol_loop *loop, struct ol_op *op, int olddfd, const char *ol
     return 0;
 }
 
+int ol_loop_mkdirat(ol_loop *loop, struct ol_op *op, int dfd, const char *path, mode_t mode)
+{
+    OL_GET_SQE(loop, sqe);
+    io_uring_prep_mkdirat(sqe, dfd, path, mode);
+    io_uring_sqe_set_data(sqe, op);
+    return 0;
+}
+
+int ol_loop_unlinkat(ol_loop *loop, struct ol_op *op, int dfd, const char *path, int flags)
+{
+    OL_GET_SQE(loop, sqe);
+    io_uring_prep_unlinkat(sqe, dfd, path, flags);
+    io_uring_sqe_set_data(sqe, op);
+    return 0;
+}
+
 int ol_loop_statx(ol_loop *loop, struct ol_op *op, int dfd, const char *path, int flags,
                   unsigned mask, struct statx *out)
 {

@@ -134,6 +134,10 @@ int ol_loop_write_fixed(ol_loop *loop, struct ol_op *op, int fd, const void *buf
 int ol_loop_fsync(ol_loop *loop, struct ol_op *op, int fd, int datasync);
 int ol_loop_renameat(ol_loop *loop, struct ol_op *op, int olddfd, const char *oldpath,
                      int newdfd, const char *newpath, unsigned flags);
+/* mkdirat(2) / unlinkat(2) (flags AT_REMOVEDIR removes a directory);
+ * kernel 5.15+ (the io_uring probe reports older kernels). */
+int ol_loop_mkdirat(ol_loop *loop, struct ol_op *op, int dfd, const char *path, mode_t mode);
+int ol_loop_unlinkat(ol_loop *loop, struct ol_op *op, int dfd, const char *path, int flags);
 int ol_loop_statx(ol_loop *loop, struct ol_op *op, int dfd, const char *path, int flags,
                   unsigned mask, struct statx *out);
 int ol_loop_close(ol_loop *loop, struct ol_op *op, int fd);

@@ -59,6 +59,8 @@ static const struct {
     OL_F(op_openat),
     OL_F(op_statx),
     OL_F(op_renameat),
+    OL_F(op_mkdirat),
+    OL_F(op_unlinkat),
     OL_F(op_fsync),
     OL_F(op_read),
     OL_F(op_write),
@@ -369,6 +371,8 @@ static void ol_probe_run(void)
         f->op_openat = io_uring_opcode_supported(op, IORING_OP_OPENAT);
         f->op_statx = io_uring_opcode_supported(op, IORING_OP_STATX);
         f->op_renameat = io_uring_opcode_supported(op, IORING_OP_RENAMEAT);
+        f->op_mkdirat = io_uring_opcode_supported(op, IORING_OP_MKDIRAT);
+        f->op_unlinkat = io_uring_opcode_supported(op, IORING_OP_UNLINKAT);
         f->op_fsync = io_uring_opcode_supported(op, IORING_OP_FSYNC);
         f->op_read = io_uring_opcode_supported(op, IORING_OP_READ);
         f->op_write = io_uring_opcode_supported(op, IORING_OP_WRITE);

@@ -49,6 +49,8 @@ struct ol_uring_features {
     bool op_openat;              /* IORING_OP_OPENAT */
     bool op_statx;               /* IORING_OP_STATX */
     bool op_renameat;            /* IORING_OP_RENAMEAT */
+    bool op_mkdirat;             /* IORING_OP_MKDIRAT (5.15) */
+    bool op_unlinkat;            /* IORING_OP_UNLINKAT */
     bool op_fsync;               /* IORING_OP_FSYNC */
     bool op_read;                /* IORING_OP_READ */
     bool op_write;               /* IORING_OP_WRITE */

@@ -277,6 +277,28 @@ static void fstep(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
         break;
     case 7:
         if (res < 0) return fcase_fail(loop, f, "close", res);
+        if (strlen(f->path2) + 3 > sizeof f->path)
+            return fcase_fail(loop, f, "path", -ENAMETOOLONG);
+        memcpy(f->path, f->path2, strlen(f->path2));
+        memcpy(f->path + strlen(f->path2), ".d", 3);
+        ol_loop_mkdirat(loop, op, AT_FDCWD, f->path, 0700);
+        break;
+    case 8:
+        if (res < 0) return fcase_fail(loop, f, "mkdirat", res);
+        ol_loop_mkdirat(loop, op, AT_FDCWD, f->path, 0700);
+        break;
+    case 9:
+        if (res != -EEXIST) return fcase_fail(loop, f, "mkdirat again", res < 0 ? res : -EIO);
+        ol_loop_unlinkat(loop, op, AT_FDCWD, f->path2, 0);
+        break;
+    case 10:
+        if (res < 0) return fcase_fail(loop, f, "unlinkat", res);
+        ol_loop_unlinkat(loop, op, AT_FDCWD, f->path, AT_REMOVEDIR);
+        break;
+    case 11:
+        if (res < 0) return fcase_fail(loop, f, "unlinkat dir", res);
+        if (access(f->path, F_OK) == 0 || access(f->path2, F_OK) == 0)
+            return fcase_fail(loop, f, "still there", -EIO);
         ol_loop_stop(loop);
         break;
     }
@@ -323,7 +345,7 @@ static void run_fcase(int direct)
     if (f.failed)
         olt_fail(__FILE__, __LINE__, "%s", f.err);
     OLT_CHECK_EQ(rc, 0);
-    OLT_CHECK_EQ(f.step, 8);
+    OLT_CHECK_EQ(f.step, 12);
     free(f.buf);
     ol_loop_destroy(l);
 }
