@@ -1,0 +1,202 @@
+/*
+ * auth.c - S3 request authentication (see auth.h).
+ */
+#include "s3/auth.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+
+#include "s3/awschunked.h"
+
+static const struct ol_http_header *hdr(const struct ol_http_header *h, size_t n,
+                                        const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < n; i++)
+        if (h[i].name_len == nl && strncasecmp(h[i].name, name, nl) == 0)
+            return &h[i];
+    return NULL;
+}
+
+static int find_cred(const struct ol_s3_creds *c, const char *ak, size_t n)
+{
+    int found = -1;
+    for (int i = 0; i < c->n; i++) {   /* no early exit: the same time for every key */
+        size_t kl = strlen(c->access_keys[i]);
+        if (kl == n && CRYPTO_memcmp(c->access_keys[i], ak, n) == 0)
+            found = i;
+    }
+    return found;
+}
+
+static enum ol_s3_err fail(struct ol_s3_auth *out, enum ol_s3_err e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum ol_s3_err fail(struct ol_s3_auth *out, enum ol_s3_err e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->message, sizeof out->message, fmt, ap);
+    va_end(ap);
+    return e;
+}
+
+/* Region and service of the scope, the scope's date against the request's. */
+static enum ol_s3_err check_scope(const struct ol_sigv4 *a, const char *amz_date,
+                                  const char *region, enum ol_s3_err malformed,
+                                  struct ol_s3_auth *out)
+{
+    if (a->service_len != 2 || memcmp(a->service, "s3", 2) != 0)
+        return fail(out, malformed, "The credential scope's service must be 's3'.");
+    size_t rl = strlen(region);
+    if (a->region_len != rl || memcmp(a->region, region, rl) != 0)
+        return fail(out, malformed, "The authorization header is malformed; the region '%.*s' "
+                    "is wrong; expecting '%s'", (int)(a->region_len < 64 ? a->region_len : 64),
+                    a->region, region);
+    if (memcmp(a->scope_date, amz_date, 8) != 0)
+        return fail(out, malformed, "The credential scope's date does not match the request "
+                    "date.");
+    return OL_S3_OK;
+}
+
+static enum ol_s3_err sign_and_compare(const struct ol_sigv4 *a, const char *secret,
+                                       const char *method, size_t method_len, const char *path,
+                                       size_t path_len, const char *query, size_t query_len,
+                                       const struct ol_http_header *hdrs, size_t nhdrs,
+                                       const char *payload, size_t payload_len,
+                                       const char *amz_date, struct ol_s3_auth *out)
+{
+    char canon[OL_SIGV4_MAX_CANONICAL];
+    int n = ol_sigv4_canonical_request(method, method_len, path, path_len, query, query_len,
+                                       a->presigned, hdrs, nhdrs, a->signed_headers,
+                                       a->signed_headers_len, payload, payload_len, canon,
+                                       sizeof canon);
+    if (n == -ENOENT)
+        return fail(out, OL_S3_ACCESS_DENIED, "A header named in SignedHeaders is missing.");
+    if (n == -ENOSPC)
+        return fail(out, OL_S3_INVALID_REQUEST, "The request is too large to sign (more than "
+                    "%u bytes of canonical request).", OL_SIGV4_MAX_CANONICAL);
+    if (n < 0)
+        return fail(out, OL_S3_INVALID_REQUEST, "The request URI has invalid percent-encoding.");
+    uint8_t sig[32];
+    if (ol_sigv4_signing_key(secret, strlen(secret), a, out->key) < 0)
+        return OL_S3_INTERNAL;
+    ol_sigv4_sign(out->key, amz_date, a->scope, a->scope_len, canon, (size_t)n, sig);
+    if (!ol_sigv4_equal(sig, a->signature))
+        return OL_S3_SIGNATURE_DOES_NOT_MATCH;
+    memcpy(out->seed, sig, 32);
+    memcpy(out->amz_date, amz_date, 16);
+    out->amz_date[16] = 0;
+    out->scope_len = a->scope_len;
+    memcpy(out->scope, a->scope, a->scope_len);
+    return OL_S3_OK;
+}
+
+static enum ol_s3_err header_auth(const struct ol_http_header *auth, const char *method,
+                                  size_t method_len, const char *path, size_t path_len,
+                                  const char *query, size_t query_len,
+                                  const struct ol_http_header *hdrs, size_t nhdrs,
+                                  const struct ol_s3_creds *creds, const char *region,
+                                  int64_t now, struct ol_s3_auth *out)
+{
+    struct ol_sigv4 a;
+    if (ol_sigv4_parse_header(auth->value, auth->value_len, &a) < 0)
+        return OL_S3_AUTH_HEADER_MALFORMED;
+    const struct ol_http_header *d = hdr(hdrs, nhdrs, "x-amz-date");
+    int64_t t;
+    if (!d || ol_sigv4_parse_amz_date(d->value, d->value_len, &t) < 0)
+        return fail(out, OL_S3_ACCESS_DENIED,
+                    "AWS authentication requires a valid x-amz-date header.");
+    enum ol_s3_err e = check_scope(&a, d->value, region, OL_S3_AUTH_HEADER_MALFORMED, out);
+    if (e)
+        return e;
+    if (t > now + OL_S3_MAX_SKEW_S || t < now - OL_S3_MAX_SKEW_S)
+        return OL_S3_REQUEST_TIME_TOO_SKEWED;
+    const struct ol_http_header *p = hdr(hdrs, nhdrs, "x-amz-content-sha256");
+    if (!p)
+        return fail(out, OL_S3_INVALID_REQUEST,
+                    "Missing required header for this request: x-amz-content-sha256");
+    int mode = ol_awsc_mode_of(p->value, p->value_len);
+    if (mode == OL_AWSC_SIGNED)
+        out->payload = OL_S3_PAY_STREAM_SIGNED;
+    else if (mode == OL_AWSC_SIGNED_TRAILER)
+        out->payload = OL_S3_PAY_STREAM_SIGNED_TRAILER;
+    else if (mode == OL_AWSC_UNSIGNED_TRAILER)
+        out->payload = OL_S3_PAY_STREAM_UNSIGNED_TRAILER;
+    else if (p->value_len == 16 && memcmp(p->value, "UNSIGNED-PAYLOAD", 16) == 0)
+        out->payload = OL_S3_PAY_UNSIGNED;
+    else if (ol_sigv4_from_hex(p->value, p->value_len, out->body_sha256) == 0)
+        out->payload = OL_S3_PAY_SHA256;
+    else
+        return fail(out, OL_S3_INVALID_ARGUMENT, "x-amz-content-sha256 must be "
+                    "UNSIGNED-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER], "
+                    "STREAMING-UNSIGNED-PAYLOAD-TRAILER, or a SHA-256 in hex.");
+    out->cred = find_cred(creds, a.access_key, a.access_key_len);
+    if (out->cred < 0)
+        return OL_S3_INVALID_ACCESS_KEY;
+    return sign_and_compare(&a, creds->secrets[out->cred], method, method_len, path, path_len,
+                            query, query_len, hdrs, nhdrs, p->value, p->value_len, d->value,
+                            out);
+}
+
+static enum ol_s3_err query_auth(const char *method, size_t method_len, const char *path,
+                                 size_t path_len, const char *query, size_t query_len,
+                                 const struct ol_http_header *hdrs, size_t nhdrs,
+                                 const struct ol_s3_creds *creds, const char *region,
+                                 int64_t now, struct ol_s3_auth *out, int *not_presigned)
+{
+    char scratch[OL_SIGV4_MAX_CANONICAL];
+    struct ol_sigv4 a;
+    if (query_len > sizeof scratch)
+        return fail(out, OL_S3_AUTH_QUERY_ERROR, "The query string is too long.");
+    int rc = ol_sigv4_parse_query(query, query_len, scratch, &a);
+    if (rc == -ENOENT) {
+        *not_presigned = 1;
+        return OL_S3_ACCESS_DENIED;
+    }
+    if (rc < 0)
+        return fail(out, OL_S3_AUTH_QUERY_ERROR, "X-Amz-Algorithm, -Credential, -Date, "
+                    "-Expires (1 to 604800 s), -SignedHeaders and -Signature must all be "
+                    "present and valid.");
+    enum ol_s3_err e = check_scope(&a, a.amz_date, region, OL_S3_AUTH_QUERY_ERROR, out);
+    if (e)
+        return e;
+    int64_t t;
+    ol_sigv4_parse_amz_date(a.amz_date, 16, &t);
+    if (t > now + OL_S3_MAX_SKEW_S)
+        return fail(out, OL_S3_ACCESS_DENIED, "Request is not valid yet.");
+    if (now > t + a.expires)
+        return fail(out, OL_S3_ACCESS_DENIED, "Request has expired.");
+    out->payload = OL_S3_PAY_UNSIGNED;
+    out->cred = find_cred(creds, a.access_key, a.access_key_len);
+    if (out->cred < 0)
+        return OL_S3_INVALID_ACCESS_KEY;
+    return sign_and_compare(&a, creds->secrets[out->cred], method, method_len, path, path_len,
+                            query, query_len, hdrs, nhdrs, "UNSIGNED-PAYLOAD", 16, a.amz_date,
+                            out);
+}
+
+enum ol_s3_err ol_s3_authenticate(const char *method, size_t method_len, const char *path,
+                                  size_t path_len, const char *query, size_t query_len,
+                                  const struct ol_http_header *hdrs, size_t nhdrs,
+                                  const struct ol_s3_creds *creds, const char *region,
+                                  int64_t now, struct ol_s3_auth *out)
+{
+    memset(out, 0, sizeof *out);
+    out->cred = -1;
+    const struct ol_http_header *auth = hdr(hdrs, nhdrs, "authorization");
+    if (auth)
+        return header_auth(auth, method, method_len, path, path_len, query, query_len, hdrs,
+                           nhdrs, creds, region, now, out);
+    int not_presigned = 0;
+    enum ol_s3_err e = query_auth(method, method_len, path, path_len, query, query_len, hdrs,
+                                  nhdrs, creds, region, now, out, &not_presigned);
+    if (not_presigned)
+        return fail(out, OL_S3_ACCESS_DENIED, "Anonymous access is not allowed: sign the "
+                    "request (SigV4) with one of the server's credentials.");
+    return e;
+}
