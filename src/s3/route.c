@@ -1,0 +1,258 @@
+/*
+ * route.c - S3 request routing (see route.h).
+ */
+#include "s3/route.h"
+
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include "store/layout.h"
+
+static const char *const op_names[OL_OP__COUNT] = {
+    [OL_OP_NONE] = "None",
+    [OL_OP_LIST_BUCKETS] = "ListBuckets",
+    [OL_OP_CREATE_BUCKET] = "CreateBucket",
+    [OL_OP_DELETE_BUCKET] = "DeleteBucket",
+    [OL_OP_HEAD_BUCKET] = "HeadBucket",
+    [OL_OP_GET_BUCKET_LOCATION] = "GetBucketLocation",
+    [OL_OP_GET_BUCKET_VERSIONING] = "GetBucketVersioning",
+    [OL_OP_PUT_BUCKET_VERSIONING] = "PutBucketVersioning",
+    [OL_OP_LIST_OBJECTS] = "ListObjects",
+    [OL_OP_LIST_OBJECTS_V2] = "ListObjectsV2",
+    [OL_OP_LIST_OBJECT_VERSIONS] = "ListObjectVersions",
+    [OL_OP_LIST_MULTIPART_UPLOADS] = "ListMultipartUploads",
+    [OL_OP_DELETE_OBJECTS] = "DeleteObjects",
+    [OL_OP_PUT_OBJECT] = "PutObject",
+    [OL_OP_COPY_OBJECT] = "CopyObject",
+    [OL_OP_GET_OBJECT] = "GetObject",
+    [OL_OP_HEAD_OBJECT] = "HeadObject",
+    [OL_OP_DELETE_OBJECT] = "DeleteObject",
+    [OL_OP_CREATE_MULTIPART] = "CreateMultipartUpload",
+    [OL_OP_UPLOAD_PART] = "UploadPart",
+    [OL_OP_UPLOAD_PART_COPY] = "UploadPartCopy",
+    [OL_OP_COMPLETE_MULTIPART] = "CompleteMultipartUpload",
+    [OL_OP_ABORT_MULTIPART] = "AbortMultipartUpload",
+    [OL_OP_LIST_PARTS] = "ListParts",
+    [OL_OP_GET_OBJECT_TAGGING] = "GetObjectTagging",
+    [OL_OP_PUT_OBJECT_TAGGING] = "PutObjectTagging",
+    [OL_OP_DELETE_OBJECT_TAGGING] = "DeleteObjectTagging",
+};
+
+const char *ol_s3_op_name(enum ol_s3_op op)
+{
+    return op >= 0 && op < OL_OP__COUNT && op_names[op] ? op_names[op] : "Unknown";
+}
+
+static int hexv(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes s[0..n) into out[cap]; plus: '+' is a space (query).
+ * Returns the length, -EINVAL, or -E2BIG. */
+static long decode(const char *s, size_t n, char *out, size_t cap, bool plus)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '%') {
+            if (i + 2 >= n || hexv(s[i + 1]) < 0 || hexv(s[i + 2]) < 0)
+                return -EINVAL;
+            c = (char)(hexv(s[i + 1]) << 4 | hexv(s[i + 2]));
+            i += 2;
+        } else if (c == '+' && plus) {
+            c = ' ';
+        }
+        if (o == cap)
+            return -E2BIG;
+        out[o++] = c;
+    }
+    return (long)o;
+}
+
+/* Finds parameter `name` (raw names compared decoded-equal for the plain
+ * ASCII names S3 uses). Sets *val and *vlen to the raw value. */
+static bool find_param(const char *q, size_t n, const char *name, const char **val,
+                       size_t *vlen)
+{
+    size_t nl = strlen(name), i = 0;
+    while (i < n) {
+        size_t s = i;
+        while (i < n && q[i] != '&')
+            i++;
+        const char *p = q + s;
+        size_t pl = i - s;
+        i++;
+        const char *eq = memchr(p, '=', pl);
+        size_t kl = eq ? (size_t)(eq - p) : pl;
+        if (kl == nl && memcmp(p, name, nl) == 0) {
+            *val = eq ? eq + 1 : p + pl;
+            *vlen = eq ? pl - kl - 1 : 0;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool ol_s3_query_has(const char *query, size_t query_len, const char *name)
+{
+    const char *v;
+    size_t vl;
+    return find_param(query, query_len, name, &v, &vl);
+}
+
+int ol_s3_query(const char *query, size_t query_len, const char *name, char *out, size_t cap)
+{
+    const char *v;
+    size_t vl;
+    if (!find_param(query, query_len, name, &v, &vl))
+        return -ENOENT;
+    if (cap == 0)
+        return -E2BIG;
+    long n = decode(v, vl, out, cap - 1, true);
+    if (n < 0)
+        return (int)n;
+    out[n] = 0;
+    return (int)n;
+}
+
+/* Sub-resources S3 has and OpenLake does not serve (yet): NotImplemented. */
+static const char *const unsupported[] = {
+    "acl", "policy", "policyStatus", "lifecycle", "cors", "website", "logging",
+    "notification", "replication", "encryption", "object-lock", "legal-hold", "retention",
+    "ownershipControls", "publicAccessBlock", "requestPayment", "accelerate", "analytics",
+    "inventory", "metrics", "intelligent-tiering", "restore", "select", "torrent",
+    "attributes", "session", "renameObject",
+};
+
+static bool has(const char *q, size_t n, const char *name)
+{
+    return ol_s3_query_has(q, n, name);
+}
+
+enum ol_s3_err ol_s3_route(const char *method, size_t method_len, const char *path,
+                           size_t path_len, const char *query, size_t query_len,
+                           const char *host, size_t host_len, const char *domain,
+                           bool copy_source, struct ol_s3_route *out)
+{
+    memset(out, 0, sizeof *out);
+    if (path_len == 0 || path[0] != '/')
+        return OL_S3_INVALID_REQUEST;
+    /* virtual host: "<bucket>.<domain>[:port]" */
+    const char *bucket = NULL;
+    size_t blen = 0;
+    size_t dl = domain ? strlen(domain) : 0;
+    if (dl && host) {
+        size_t hl = host_len;
+        const char *colon = memchr(host, ':', hl);
+        if (colon)
+            hl = (size_t)(colon - host);
+        if (hl > dl + 1 && host[hl - dl - 1] == '.' &&
+            strncasecmp(host + hl - dl, domain, dl) == 0) {
+            bucket = host;
+            blen = hl - dl - 1;
+            out->virtual_host = true;
+        }
+    }
+    const char *rest = path + 1;
+    size_t rest_len = path_len - 1;
+    if (!out->virtual_host) {   /* path style: the first segment is the bucket */
+        const char *slash = memchr(rest, '/', rest_len);
+        blen = slash ? (size_t)(slash - rest) : rest_len;
+        bucket = rest;
+        rest = slash ? slash + 1 : rest + rest_len;
+        rest_len = slash ? path_len - 2 - blen : 0;
+    }
+    if (blen) {
+        long n = decode(bucket, blen, out->bucket, sizeof out->bucket - 1, false);
+        if (n < 0 || ol_layout_bucket_ok(out->bucket, (size_t)n) < 0)
+            return OL_S3_INVALID_BUCKET_NAME;
+        out->bucket_len = (size_t)n;
+        out->bucket[n] = 0;
+    }
+    if (rest_len) {
+        long n = decode(rest, rest_len, out->key, sizeof out->key - 1, false);
+        if (n == -E2BIG)
+            return OL_S3_KEY_TOO_LONG;
+        if (n < 0)
+            return OL_S3_INVALID_ARGUMENT;
+        int rc = ol_layout_key_ok(out->key, (size_t)n);
+        if (rc == -ENAMETOOLONG)
+            return OL_S3_KEY_TOO_LONG;
+        if (rc < 0)
+            return OL_S3_INVALID_ARGUMENT;
+        out->key_len = (size_t)n;
+        out->key[n] = 0;
+    }
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (has(query, query_len, unsupported[i]))
+            return OL_S3_NOT_IMPLEMENTED;
+
+#define M(lit) (method_len == sizeof(lit) - 1 && memcmp(method, lit, method_len) == 0)
+    const char *q = query;
+    size_t ql = query_len;
+    enum ol_s3_op op = OL_OP_NONE;
+    if (!out->bucket_len) {
+        if (M("GET"))
+            op = OL_OP_LIST_BUCKETS;
+    } else if (!out->key_len) {
+        if (M("GET")) {
+            if (has(q, ql, "location")) op = OL_OP_GET_BUCKET_LOCATION;
+            else if (has(q, ql, "versioning")) op = OL_OP_GET_BUCKET_VERSIONING;
+            else if (has(q, ql, "versions")) op = OL_OP_LIST_OBJECT_VERSIONS;
+            else if (has(q, ql, "uploads")) op = OL_OP_LIST_MULTIPART_UPLOADS;
+            else if (has(q, ql, "tagging")) return OL_S3_NOT_IMPLEMENTED;
+            else {
+                char v[8];
+                int n = ol_s3_query(q, ql, "list-type", v, sizeof v);
+                if (n == 1 && v[0] == '2') op = OL_OP_LIST_OBJECTS_V2;
+                else if (n == -ENOENT) op = OL_OP_LIST_OBJECTS;
+                else return OL_S3_INVALID_ARGUMENT;
+            }
+        } else if (M("PUT")) {
+            if (has(q, ql, "versioning")) op = OL_OP_PUT_BUCKET_VERSIONING;
+            else if (has(q, ql, "tagging")) return OL_S3_NOT_IMPLEMENTED;
+            else op = OL_OP_CREATE_BUCKET;
+        } else if (M("DELETE")) {
+            if (has(q, ql, "tagging")) return OL_S3_NOT_IMPLEMENTED;
+            op = OL_OP_DELETE_BUCKET;
+        } else if (M("HEAD")) {
+            op = OL_OP_HEAD_BUCKET;
+        } else if (M("POST")) {
+            if (has(q, ql, "delete")) op = OL_OP_DELETE_OBJECTS;
+        }
+    } else {
+        bool upload = has(q, ql, "uploadId");
+        if (M("GET")) {
+            if (upload) op = OL_OP_LIST_PARTS;
+            else if (has(q, ql, "tagging")) op = OL_OP_GET_OBJECT_TAGGING;
+            else op = OL_OP_GET_OBJECT;
+        } else if (M("HEAD")) {
+            op = OL_OP_HEAD_OBJECT;
+        } else if (M("PUT")) {
+            if (upload || has(q, ql, "partNumber"))
+                op = copy_source ? OL_OP_UPLOAD_PART_COPY : OL_OP_UPLOAD_PART;
+            else if (has(q, ql, "tagging")) op = OL_OP_PUT_OBJECT_TAGGING;
+            else op = copy_source ? OL_OP_COPY_OBJECT : OL_OP_PUT_OBJECT;
+            if ((op == OL_OP_UPLOAD_PART || op == OL_OP_UPLOAD_PART_COPY) &&
+                !(upload && has(q, ql, "partNumber")))
+                return OL_S3_INVALID_ARGUMENT;
+        } else if (M("DELETE")) {
+            if (upload) op = OL_OP_ABORT_MULTIPART;
+            else if (has(q, ql, "tagging")) op = OL_OP_DELETE_OBJECT_TAGGING;
+            else op = OL_OP_DELETE_OBJECT;
+        } else if (M("POST")) {
+            if (has(q, ql, "uploads")) op = OL_OP_CREATE_MULTIPART;
+            else if (upload) op = OL_OP_COMPLETE_MULTIPART;
+        }
+    }
+#undef M
+    if (op == OL_OP_NONE)
+        return OL_S3_METHOD_NOT_ALLOWED;
+    out->op = op;
+    return OL_S3_OK;
+}

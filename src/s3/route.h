@@ -1,0 +1,91 @@
+/*
+ * route.h - which S3 operation a request is, on which bucket and key.
+ *
+ * Owns: path-style (/bucket/key) and virtual-host-style
+ * (bucket.<s3_domain>/key) addressing, percent-decoding and validation of
+ * the bucket name and key (store/layout.h rules), the sub-resource table
+ * (?uploads, ?uploadId, ?partNumber, ?versioning, ?location, ?tagging,
+ * ?delete, ?versions, list-type=2, ...) that picks the operation, and
+ * reading single query parameters. Sub-resources OpenLake does not serve
+ * (?acl, ?policy, ?lifecycle, ...) are NotImplemented, never silently
+ * treated as a plain GET or PUT.
+ *
+ * Must not: authenticate, touch storage, or allocate.
+ */
+#ifndef OL_S3_ROUTE_H
+#define OL_S3_ROUTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "s3/errors.h"
+
+#define OL_S3_KEY_MAX 1024u
+
+enum ol_s3_op {
+    OL_OP_NONE = 0,
+    OL_OP_LIST_BUCKETS,
+    OL_OP_CREATE_BUCKET,
+    OL_OP_DELETE_BUCKET,
+    OL_OP_HEAD_BUCKET,
+    OL_OP_GET_BUCKET_LOCATION,
+    OL_OP_GET_BUCKET_VERSIONING,
+    OL_OP_PUT_BUCKET_VERSIONING,
+    OL_OP_LIST_OBJECTS,            /* v1 */
+    OL_OP_LIST_OBJECTS_V2,
+    OL_OP_LIST_OBJECT_VERSIONS,
+    OL_OP_LIST_MULTIPART_UPLOADS,
+    OL_OP_DELETE_OBJECTS,
+    OL_OP_PUT_OBJECT,
+    OL_OP_COPY_OBJECT,
+    OL_OP_GET_OBJECT,
+    OL_OP_HEAD_OBJECT,
+    OL_OP_DELETE_OBJECT,
+    OL_OP_CREATE_MULTIPART,
+    OL_OP_UPLOAD_PART,
+    OL_OP_UPLOAD_PART_COPY,
+    OL_OP_COMPLETE_MULTIPART,
+    OL_OP_ABORT_MULTIPART,
+    OL_OP_LIST_PARTS,
+    OL_OP_GET_OBJECT_TAGGING,
+    OL_OP_PUT_OBJECT_TAGGING,
+    OL_OP_DELETE_OBJECT_TAGGING,
+    OL_OP__COUNT
+};
+
+struct ol_s3_route {
+    enum ol_s3_op op;
+    char bucket[64];                 /* "" for ListBuckets */
+    size_t bucket_len;
+    char key[OL_S3_KEY_MAX + 1];     /* decoded, NUL-terminated; "" for bucket ops */
+    size_t key_len;
+    bool virtual_host;
+};
+
+/*
+ * ol_s3_route - classify a request. method: the HTTP method; path, query:
+ * the raw request-target parts (query without '?'); host: the Host header
+ * value (NULL if absent); domain: the configured s3_domain ("" or NULL:
+ * path style only); copy_source: whether x-amz-copy-source was sent.
+ * Returns OL_S3_OK, or the error to answer: InvalidBucketName, KeyTooLong,
+ * InvalidArgument (key not UTF-8, bad percent-encoding), MethodNotAllowed,
+ * NotImplemented (a sub-resource OpenLake does not serve).
+ */
+enum ol_s3_err ol_s3_route(const char *method, size_t method_len, const char *path,
+                           size_t path_len, const char *query, size_t query_len,
+                           const char *host, size_t host_len, const char *domain,
+                           bool copy_source, struct ol_s3_route *out);
+
+/* The operation's name as in AWS's API reference ("PutObject"). */
+const char *ol_s3_op_name(enum ol_s3_op op);
+
+/*
+ * ol_s3_query - the decoded value of query parameter `name` into out[cap]
+ * (NUL-terminated). Returns its length, -ENOENT when absent, -EINVAL for
+ * bad percent-encoding, -E2BIG when it does not fit. A parameter without
+ * '=' has the empty value.
+ */
+int ol_s3_query(const char *query, size_t query_len, const char *name, char *out, size_t cap);
+bool ol_s3_query_has(const char *query, size_t query_len, const char *name);
+
+#endif
