@@ -158,7 +158,7 @@ size_t ol_ck_b64(const uint8_t *raw, size_t n, char out[OL_CK_MAX_B64 + 1])
     return (size_t)EVP_EncodeBlock((unsigned char *)out, raw, (int)n);
 }
 
-int ol_ck_from_b64(const char *s, size_t n, size_t want, uint8_t out[OL_CK_MAX_RAW])
+int ol_ck_from_b64(const char *s, size_t n, size_t want, uint8_t *out)
 {
     if (n == 0 || n % 4 || n > OL_CK_MAX_B64 || want > OL_CK_MAX_RAW)
         return -EINVAL;

@@ -62,9 +62,10 @@ size_t ol_ck_final(struct ol_ck *c, uint8_t out[OL_CK_MAX_RAW]);
 /* Base64 (with padding) of raw[0..n): writes 4*ceil(n/3) bytes + NUL,
  * returns the length. */
 size_t ol_ck_b64(const uint8_t *raw, size_t n, char out[OL_CK_MAX_B64 + 1]);
-/* Decodes a base64 value that must be exactly `want` raw bytes. Returns 0 or
+/* Decodes a base64 value that must be exactly `want` raw bytes (out holds
+ * want bytes, want <= OL_CK_MAX_RAW). Returns 0 or
  * -EINVAL (bad base64 or wrong size: S3's InvalidRequest). */
-int ol_ck_from_b64(const char *s, size_t n, size_t want, uint8_t out[OL_CK_MAX_RAW]);
+int ol_ck_from_b64(const char *s, size_t n, size_t want, uint8_t *out);
 
 /* CRC-64/NVME (poly 0xAD93D23594C93659, reflected, init and xorout ~0):
  * continue from `crc` (0 to start). The bitwise reference twin. */

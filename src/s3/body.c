@@ -1,0 +1,174 @@
+/*
+ * body.c - S3 request body verification (see body.h).
+ */
+#include "s3/body.h"
+
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+static const struct ol_http_header *hdr(const struct ol_http_header *h, size_t n,
+                                        const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < n; i++)
+        if (h[i].name_len == nl && strncasecmp(h[i].name, name, nl) == 0)
+            return &h[i];
+    return NULL;
+}
+
+static int parse_u64(const char *s, size_t n, uint64_t *out)
+{
+    if (n == 0 || n > 19)
+        return -EINVAL;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -EINVAL;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+enum ol_s3_err ol_s3_body_begin(struct ol_s3_body *b, const struct ol_s3_auth *auth,
+                                const struct ol_http_header *hdrs, size_t nhdrs,
+                                int64_t content_length, const struct ol_s3_body_ctx *ctx)
+{
+    memset(b, 0, sizeof *b);
+    b->ctx = *ctx;
+    b->payload = auth->payload;
+    b->chunked = auth->payload == OL_S3_PAY_STREAM_SIGNED ||
+                 auth->payload == OL_S3_PAY_STREAM_SIGNED_TRAILER ||
+                 auth->payload == OL_S3_PAY_STREAM_UNSIGNED_TRAILER;
+    if (content_length < 0)
+        return OL_S3_MISSING_CONTENT_LENGTH;
+    b->expect = (uint64_t)content_length;
+    if (b->chunked) {
+        const struct ol_http_header *d = hdr(hdrs, nhdrs, "x-amz-decoded-content-length");
+        if (!d || parse_u64(d->value, d->value_len, &b->expect) < 0)
+            return OL_S3_MISSING_CONTENT_LENGTH;
+        int mode = auth->payload == OL_S3_PAY_STREAM_SIGNED ? OL_AWSC_SIGNED
+                   : auth->payload == OL_S3_PAY_STREAM_SIGNED_TRAILER ? OL_AWSC_SIGNED_TRAILER
+                   : OL_AWSC_UNSIGNED_TRAILER;
+        ol_awsc_init(&b->awsc, mode, auth->key, auth->amz_date, auth->scope, auth->scope_len,
+                     auth->seed, b->expect, ctx->chunk);
+    }
+    if (auth->payload == OL_S3_PAY_SHA256) {
+        memcpy(b->body_sha256, auth->body_sha256, 32);
+        if (EVP_DigestInit_ex(ctx->payload, EVP_sha256(), NULL) != 1)
+            return OL_S3_INTERNAL;
+    }
+    if (EVP_DigestInit_ex(ctx->md5, EVP_md5(), NULL) != 1)
+        return OL_S3_INTERNAL;
+    const struct ol_http_header *m = hdr(hdrs, nhdrs, "content-md5");
+    if (m) {
+        if (ol_ck_from_b64(m->value, m->value_len, 16, b->md5_want) < 0)
+            return OL_S3_INVALID_DIGEST;
+        b->md5_given = true;
+    }
+    /* flexible checksum: a header value, or a trailer announced by x-amz-trailer */
+    for (size_t i = 0; i < nhdrs; i++) {
+        int a = ol_ck_algo_of_header(hdrs[i].name, hdrs[i].name_len);
+        if (!a)
+            continue;
+        if (b->ck_algo)
+            return OL_S3_INVALID_REQUEST;   /* more than one */
+        b->ck_algo = a;
+        if (ol_ck_from_b64(hdrs[i].value, hdrs[i].value_len, ol_ck_raw_size(a), b->ck_want) < 0)
+            return OL_S3_INVALID_REQUEST;
+        b->ck_given = true;
+    }
+    const struct ol_http_header *t = hdr(hdrs, nhdrs, "x-amz-trailer");
+    if (t) {
+        int a = ol_ck_algo_of_header(t->value, t->value_len);
+        if (!a || b->ck_algo || auth->payload == OL_S3_PAY_STREAM_SIGNED || !b->chunked)
+            return OL_S3_INVALID_REQUEST;
+        b->ck_algo = a;
+        b->ck_trailer = true;
+    } else if (auth->payload == OL_S3_PAY_STREAM_SIGNED_TRAILER ||
+               auth->payload == OL_S3_PAY_STREAM_UNSIGNED_TRAILER) {
+        /* a trailer mode without x-amz-trailer: nothing to check in it */
+    }
+    if (b->ck_algo && ol_ck_init(&b->ck, b->ck_algo, ctx->cksum) < 0)
+        return OL_S3_INTERNAL;
+    return OL_S3_OK;
+}
+
+static void hash_all(struct ol_s3_body *b, const char *p, size_t n)
+{
+    if (n == 0)
+        return;
+    if (b->payload == OL_S3_PAY_SHA256)
+        EVP_DigestUpdate(b->ctx.payload, p, n);
+    EVP_DigestUpdate(b->ctx.md5, p, n);
+    if (b->ck_algo)
+        ol_ck_update(&b->ck, p, n);
+    b->got += n;
+}
+
+long ol_s3_body_feed(struct ol_s3_body *b, const char *in, size_t n, const char **data,
+                     size_t *len)
+{
+    *data = in;
+    *len = 0;
+    if (b->err)
+        return -1;
+    if (!b->chunked) {
+        if (n > b->expect - b->got) {   /* the HTTP layer frames by Content-Length */
+            b->err = OL_S3_INCOMPLETE_BODY;
+            return -1;
+        }
+        hash_all(b, in, n);
+        *len = n;
+        return (long)n;
+    }
+    long used = ol_awsc_feed(&b->awsc, in, n, data, len);
+    if (used < 0) {
+        b->err = used == -EACCES ? OL_S3_SIGNATURE_DOES_NOT_MATCH
+                 : used == -EMSGSIZE ? OL_S3_INCOMPLETE_BODY
+                 : OL_S3_INVALID_REQUEST;
+        *len = 0;
+        return -1;
+    }
+    hash_all(b, *data, *len);
+    return used;
+}
+
+enum ol_s3_err ol_s3_body_end(struct ol_s3_body *b)
+{
+    if (b->err)
+        return b->err;
+    if (b->chunked) {
+        int rc = ol_awsc_finish(&b->awsc);
+        if (rc == -EACCES)
+            return b->err = OL_S3_SIGNATURE_DOES_NOT_MATCH;
+        if (rc < 0)
+            return b->err = OL_S3_INCOMPLETE_BODY;
+    }
+    if (b->got != b->expect)
+        return b->err = OL_S3_INCOMPLETE_BODY;
+    if (b->payload == OL_S3_PAY_SHA256) {
+        uint8_t h[32];
+        unsigned hl = 32;
+        EVP_DigestFinal_ex(b->ctx.payload, h, &hl);
+        if (memcmp(h, b->body_sha256, 32) != 0)
+            return b->err = OL_S3_XAMZ_SHA256_MISMATCH;
+    }
+    unsigned ml = 16;
+    EVP_DigestFinal_ex(b->ctx.md5, b->md5, &ml);
+    if (b->md5_given && memcmp(b->md5, b->md5_want, 16) != 0)
+        return b->err = OL_S3_BAD_DIGEST;
+    if (b->ck_algo) {
+        b->ck_len = ol_ck_final(&b->ck, b->ck_raw);
+        if (b->ck_trailer) {
+            size_t vl;
+            const char *v = ol_awsc_trailer(&b->awsc, ol_ck_header(b->ck_algo), &vl);
+            if (!v || ol_ck_from_b64(v, vl, b->ck_len, b->ck_want) < 0)
+                return b->err = OL_S3_INVALID_REQUEST;
+        }
+        if (memcmp(b->ck_raw, b->ck_want, b->ck_len) != 0)
+            return b->err = OL_S3_BAD_DIGEST;
+    }
+    return OL_S3_OK;
+}

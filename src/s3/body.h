@@ -1,0 +1,93 @@
+/*
+ * body.h - what an S3 request body must prove before anything it carries is
+ * committed: its payload signature mode (the body's SHA-256, or aws-chunked
+ * chunk signatures, or nothing), Content-MD5, and a flexible checksum from
+ * a header or a trailer; and the MD5 that becomes a PUT's ETag.
+ *
+ * Owns: one pass over the body bytes as they arrive, de-chunking
+ * aws-chunked bodies (awschunked.h) and feeding every hash at once; the
+ * verdict at the end. The decoded bytes go to the caller as slices of its
+ * input (no copy), before they are verified: the caller stages them and
+ * commits only when ol_s3_body_end() says OL_S3_OK.
+ *
+ * Must not: allocate (the caller lends four EVP_MD_CTX), or know where the
+ * bytes go.
+ */
+#ifndef OL_S3_BODY_H
+#define OL_S3_BODY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <openssl/evp.h>
+
+#include "http/parse.h"
+#include "s3/auth.h"
+#include "s3/awschunked.h"
+#include "s3/checksum.h"
+#include "s3/errors.h"
+
+/* The four hash contexts a body needs; owned by the caller, reusable. */
+struct ol_s3_body_ctx {
+    EVP_MD_CTX *payload;   /* SHA-256 of the body (UNSIGNED: unused) */
+    EVP_MD_CTX *chunk;     /* aws-chunked: SHA-256 of each chunk */
+    EVP_MD_CTX *md5;       /* the ETag */
+    EVP_MD_CTX *cksum;     /* a SHA-1 / SHA-256 flexible checksum */
+};
+
+struct ol_s3_body {
+    int payload;                     /* enum ol_s3_payload */
+    bool chunked;                    /* aws-chunked framing */
+    struct ol_awsc awsc;
+    struct ol_s3_body_ctx ctx;
+    uint8_t body_sha256[32];         /* OL_S3_PAY_SHA256 */
+    bool md5_given;
+    uint8_t md5_want[16];
+    int ck_algo;                     /* flexible checksum, or OL_CK_NONE */
+    bool ck_trailer;                 /* its value comes in the trailer */
+    bool ck_given;                   /* value known (header) */
+    uint8_t ck_want[OL_CK_MAX_RAW];
+    struct ol_ck ck;
+    uint64_t expect;                 /* decoded bytes announced */
+    uint64_t got;                    /* decoded bytes seen */
+    enum ol_s3_err err;              /* first failure while feeding */
+    /* results, valid after ol_s3_body_end() == OL_S3_OK */
+    uint8_t md5[16];
+    uint8_t ck_raw[OL_CK_MAX_RAW];
+    size_t ck_len;
+};
+
+/*
+ * ol_s3_body_begin - check the body's headers and get ready. auth: the
+ * request's authentication (auth.h); content_length: the Content-Length
+ * header (-1 when absent: S3 requires it for uploads, MissingContentLength).
+ * Checks: Content-MD5 (base64 of 16 bytes, else InvalidDigest); at most one
+ * x-amz-checksum-<algo> header, with a valid value (InvalidRequest);
+ * x-amz-trailer naming one checksum, only with a trailer mode
+ * (InvalidRequest); aws-chunked modes need x-amz-decoded-content-length
+ * (MissingContentLength). Returns OL_S3_OK or the error to answer.
+ */
+enum ol_s3_err ol_s3_body_begin(struct ol_s3_body *b, const struct ol_s3_auth *auth,
+                                const struct ol_http_header *hdrs, size_t nhdrs,
+                                int64_t content_length, const struct ol_s3_body_ctx *ctx);
+
+/*
+ * ol_s3_body_feed - the next bytes of the body as received. Returns the
+ * number of input bytes consumed (call again with the rest) and sets
+ * *data and *len to the decoded bytes among them; or -1 once the body is
+ * bad (b->err says which S3 error: SignatureDoesNotMatch, IncompleteBody,
+ * InvalidRequest, ...).
+ */
+long ol_s3_body_feed(struct ol_s3_body *b, const char *in, size_t n, const char **data,
+                     size_t *len);
+
+/*
+ * ol_s3_body_end - the body has ended. Verifies the length, the payload
+ * hash (XAmzContentSHA256Mismatch), the chunk and trailer signatures, the
+ * Content-MD5 (BadDigest) and the flexible checksum (BadDigest, or
+ * InvalidRequest when a trailer that was announced never came). On OL_S3_OK,
+ * b->md5 holds the body's MD5 and b->ck_raw / ck_len its flexible checksum.
+ */
+enum ol_s3_err ol_s3_body_end(struct ol_s3_body *b);
+
+#endif
