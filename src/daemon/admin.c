@@ -14,7 +14,8 @@
  *                                      bytes, byte i = i mod 251
  *
  * `_` is not allowed in bucket names, so /_openlake/ never clashes with S3.
- * Every other request gets an S3 error document: the S3 API is issue #5.
+ * Every other request goes to the S3 API (s3/server.h), which marks its
+ * per-request state so the body, drain and abort callbacks reach it too.
  *
  * Owns: route matching and the per-core pool of request states for the
  * streaming debug routes. Must not: block; everything answers from the loop.
@@ -54,7 +55,6 @@ struct ol_admin {
     EVP_MD_CTX *mds[OL_ADMIN_STATES];
     unsigned nmds;
     char *scratch;             /* metrics rendering, OL_METRICS_CAP bytes */
-    uint64_t req_counter;
 };
 
 static char ol_pattern[OL_SOURCE_CHUNK + 251];
@@ -97,48 +97,6 @@ static uint64_t ol_query_u64(const char *q, size_t qlen, const char *name, uint6
     return def;
 }
 
-static void ol_xml_escape(char *out, size_t cap, const char *s, size_t n)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 7 < cap; i++) {
-        const char *rep = NULL;
-        switch (s[i]) {
-        case '&': rep = "&amp;"; break;
-        case '<': rep = "&lt;"; break;
-        case '>': rep = "&gt;"; break;
-        case '"': rep = "&quot;"; break;
-        case '\'': rep = "&apos;"; break;
-        }
-        if (rep) {
-            size_t rl = strlen(rep);
-            memcpy(out + o, rep, rl);
-            o += rl;
-        } else if ((unsigned char)s[i] >= 0x20) {
-            out[o++] = s[i];
-        }
-    }
-    out[o] = 0;
-}
-
-static void ol_s3_error(struct ol_core *core, ol_http_req *r, int status, const char *code,
-                        const char *msg, const char *path, size_t plen)
-{
-    struct ol_admin *a = core->admin;
-    char res[512], body[1024], hdr[128];
-    uint64_t id = ((uint64_t)core->index << 48) | ++a->req_counter;
-    ol_xml_escape(res, sizeof res, path, plen);
-    int n = snprintf(body, sizeof body,
-                     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code>"
-                     "<Message>%s</Message><Resource>%s</Resource><RequestId>%016llX</RequestId>"
-                     "</Error>\n", code, msg, res, (unsigned long long)id);
-    snprintf(hdr, sizeof hdr, "Content-Type: application/xml\r\nx-amz-request-id: %016llX\r\n",
-             (unsigned long long)id);
-    if (ol_http_resp_start(r, status, hdr, n) == 0)
-        ol_http_resp_write(r, body, (size_t)n);
-    ol_http_resp_end(r);
-}
-
-/* 405 with the Allow header RFC 9110 requires. */
 static void ol_method_not_allowed(ol_http_req *r, const char *allow)
 {
     char hdr[96], body[64];
@@ -259,8 +217,7 @@ static void ol_admin_on_request(ol_http_req *r)
     int get = ol_method_is(h, "GET") || ol_method_is(h, "HEAD");
 
     if (plen < 10 || memcmp(path, "/_openlake", 10) != 0 || (plen > 10 && path[10] != '/')) {
-        ol_s3_error(core, r, 501, "NotImplemented",
-                    "The S3 API is not part of this build of openlaked yet.", path, plen);
+        ol_s3_on_request(core->s3api, r);
         return;
     }
     if (ol_path_is(path, plen, "/_openlake/health/live")) {
@@ -308,6 +265,10 @@ static void ol_admin_on_request(ol_http_req *r)
 
 static void ol_admin_on_body(ol_http_req *r, const char *data, size_t len)
 {
+    if (ol_s3_owns(ol_http_req_udata(r))) {
+        ol_s3_on_body(r, data, len);
+        return;
+    }
     struct ol_admin_req *s = ol_http_req_udata(r);
     if (!s || s->kind != OL_ADM_SINK)
         return;
@@ -317,6 +278,10 @@ static void ol_admin_on_body(ol_http_req *r, const char *data, size_t len)
 
 static void ol_admin_on_body_end(ol_http_req *r)
 {
+    if (ol_s3_owns(ol_http_req_udata(r))) {
+        ol_s3_on_body_end(r);
+        return;
+    }
     struct ol_admin_req *s = ol_http_req_udata(r);
     if (!s || s->kind != OL_ADM_SINK)
         return;
@@ -335,6 +300,10 @@ static void ol_admin_on_body_end(ol_http_req *r)
 
 static void ol_admin_on_drain(ol_http_req *r)
 {
+    if (ol_s3_owns(ol_http_req_udata(r))) {
+        ol_s3_on_drain(r);
+        return;
+    }
     struct ol_admin_req *s = ol_http_req_udata(r);
     if (s && s->kind == OL_ADM_SOURCE)
         ol_source_pump(r, s);
@@ -342,6 +311,10 @@ static void ol_admin_on_drain(ol_http_req *r)
 
 static void ol_admin_on_abort(ol_http_req *r)
 {
+    if (ol_s3_owns(ol_http_req_udata(r))) {
+        ol_s3_on_abort(r);
+        return;
+    }
     struct ol_admin_req *s = ol_http_req_udata(r);
     if (s)
         ol_state_free(s);

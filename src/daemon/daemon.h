@@ -13,6 +13,8 @@
 #include "http/server.h"
 #include "kv/server.h"
 #include "rt/loop.h"
+#include "s3/creds.h"
+#include "s3/server.h"
 
 struct ol_daemon;
 
@@ -26,6 +28,7 @@ struct ol_core {
     struct ol_msg drain_msg;   /* posted by the main thread on SIGTERM */
     struct ol_msg close_msg;   /* posted when the shutdown timeout expires */
     void *admin;               /* admin handler state (admin.c) */
+    struct ol_s3_server *s3api; /* the S3 API on this core */
     char err[256];
 };
 
@@ -37,10 +40,11 @@ struct ol_daemon {
     _Atomic int draining;      /* shutdown started */
     struct ol_kv_service *kv;  /* NULL in mode s3 */
     struct ol_kv_server **kv_servers; /* one per core */
+    struct ol_s3_credset creds;       /* S3 credentials (s3/creds.h) */
 };
 
-/* admin.c: the handler for the S3 listener (admin routes under /_openlake/;
- * anything else gets an S3 error until the S3 API exists). */
+/* admin.c: the handler for the S3 listener: admin routes under /_openlake/,
+ * everything else to the S3 API (s3/server.h). */
 int ol_admin_init(struct ol_core *core, char *err, size_t errlen);
 void ol_admin_exit(struct ol_core *core);
 extern const struct ol_http_handler ol_admin_handler;

@@ -96,6 +96,12 @@ static int ol_core_init(ol_loop *loop, void *arg)
     core->close_msg.fn = ol_core_on_close;
     if (ol_admin_init(core, core->err, sizeof core->err) < 0)
         return -1;
+    struct ol_s3_params sp = {.creds = &core->d->creds.view, .region = cfg->region,
+                              .domain = "", .core = core->index, .store = NULL};
+    if (ol_s3_server_create(&sp, &core->s3api) < 0) {
+        snprintf(core->err, sizeof core->err, "s3: out of memory");
+        return -1;
+    }
     if (ol_http_server_create(loop, cfg->s3_addr, &lim, &h, &core->s3, core->err,
                               sizeof core->err) < 0)
         return -1;
@@ -141,7 +147,15 @@ static void ol_banner(struct ol_daemon *d)
         snprintf(host, sizeof host, "127.0.0.1");
     printf("openlaked %s (%s) serving on %d core%s\n", OL_VERSION, OL_GIT_COMMIT, d->ncores,
            d->ncores == 1 ? "" : "s");
-    printf("  S3 endpoint:  http://%s:%d   (S3 API: not in this build yet)\n", host, port);
+    printf("  S3 endpoint:  http://%s:%d   (region %s; signed requests only)\n", host, port,
+           c->region);
+    if (d->creds.generated)   /* printed this once: the file keeps it */
+        printf("  S3 access key: %s\n  S3 secret key: %s\n  (generated; kept in %s, mode "
+               "0600)\n", d->creds.access_key[0], d->creds.secret[0], d->creds.path);
+    else if (d->creds.path[0])
+        printf("  S3 credentials: in %s (mode 0600)\n", d->creds.path);
+    else
+        printf("  S3 credentials: %d configured\n", d->creds.n);
     printf("  health:       curl http://%s:%d/_openlake/health/live\n", host, port);
     printf("  readiness:    curl http://%s:%d/_openlake/health/ready\n", host, port);
     printf("  metrics:      curl http://%s:%d/_openlake/metrics\n", host, port);
@@ -188,6 +202,11 @@ int main(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "openlaked: cannot create data directory %s: %s\n", d.cfg.data_dirs[0],
                 strerror(-rc));
+        return 2;
+    }
+
+    if (ol_s3_creds_load(&d.cfg, d.cfg.data_dirs[0], &d.creds, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: S3 credentials: %s\n", err);
         return 2;
     }
 
@@ -243,6 +262,7 @@ int main(int argc, char **argv)
             ol_http_server_destroy(core->s3);
             ol_kv_server_destroy(core->kv);
             ol_admin_exit(core);
+            ol_s3_server_destroy(core->s3api);
             ol_loop_destroy(core->loop);
             core->loop = NULL;
             break;
@@ -303,6 +323,7 @@ int main(int argc, char **argv)
         ol_http_server_destroy(d.cores[i].s3);
         ol_kv_server_destroy(d.cores[i].kv);
         ol_admin_exit(&d.cores[i]);
+        ol_s3_server_destroy(d.cores[i].s3api);
         ol_loop_destroy(d.cores[i].loop);
     }
     free(d.cores);

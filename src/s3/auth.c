@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -189,6 +190,12 @@ enum ol_s3_err ol_s3_authenticate(const char *method, size_t method_len, const c
     memset(out, 0, sizeof *out);
     out->cred = -1;
     const struct ol_http_header *auth = hdr(hdrs, nhdrs, "authorization");
+    bool v2 = auth ? auth->value_len > 4 && memcmp(auth->value, "AWS ", 4) == 0
+                   : ol_sigv4_query_has_v2(query, query_len);
+    if (v2)
+        return fail(out, OL_S3_ACCESS_DENIED, "Signature Version 2 is not supported: sign with "
+                    "SigV4 (boto3: Config(signature_version='s3v4'); aws CLI: "
+                    "s3.signature_version = s3v4).");
     if (auth)
         return header_auth(auth, method, method_len, path, path_len, query, query_len, hdrs,
                            nhdrs, creds, region, now, out);

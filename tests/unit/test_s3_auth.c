@@ -123,6 +123,10 @@ OLT_TEST(s3_auth_presigned_url)
                                     "us-east-1", T0 - 1000, &a), OL_S3_ACCESS_DENIED);
     OLT_CHECK_EQ(ol_s3_authenticate("PUT", 3, "/test.txt", 9, q, strlen(q), h, 1, &creds,
                                     "us-east-1", T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
+    const char *v2 = "AWSAccessKeyId=AK&Signature=abc%3D&Expires=1";
+    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, v2, strlen(v2), h, 1, &creds,
+                                    "us-east-1", T0, &a), OL_S3_ACCESS_DENIED);
+    OLT_CHECK(strstr(a.message, "Signature Version 2") != NULL);
     const char *broken = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=10";
     OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, broken, strlen(broken), h, 1,
                                     &creds, "us-east-1", T0, &a), OL_S3_AUTH_QUERY_ERROR);

@@ -1,0 +1,83 @@
+/*
+ * s3_int.h - what the S3 server (server.c) and its operations (ops_*.c)
+ * share: the per-request state and the helpers to answer.
+ *
+ * Owns: struct ol_s3_req and struct ol_s3_server. Not for use outside
+ * src/s3.
+ */
+#ifndef OL_S3_INT_H
+#define OL_S3_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/pool.h"
+#include "http/server.h"
+#include "s3/auth.h"
+#include "s3/body.h"
+#include "s3/errors.h"
+#include "s3/route.h"
+#include "s3/server.h"
+#include "s3/xml.h"
+
+#define OL_S3_REQ_MAGIC    0x53335251u  /* "S3RQ": udata that belongs to S3 */
+#define OL_S3_STATES       256u         /* requests in flight per core */
+#define OL_S3_MAX_XML_BODY (2u << 20)   /* request XML bodies (DeleteObjects: 1000 keys) */
+#define OL_S3_NS           "http://s3.amazonaws.com/doc/2006-03-01/"
+
+struct ol_s3_req;
+typedef void (*ol_s3_body_fn)(struct ol_s3_req *q, const char *data, size_t len);
+typedef void (*ol_s3_end_fn)(struct ol_s3_req *q, enum ol_s3_err body_verdict);
+typedef void (*ol_s3_fn)(struct ol_s3_req *q);
+
+struct ol_s3_req {
+    uint32_t magic;
+    int ctx_slot;                /* index of this request's hash contexts */
+    struct ol_s3_server *srv;
+    ol_http_req *r;              /* NULL once the client went away */
+    const char *path, *query;    /* raw request-target parts (valid while r is) */
+    size_t path_len, query_len;
+    char id[17];                 /* x-amz-request-id */
+    bool body_failed, xml_too_big;
+    ol_s3_body_fn body_handler;  /* decoded body bytes */
+    ol_s3_end_fn body_end_handler;
+    ol_s3_fn drain_handler;      /* streaming response wants more */
+    ol_s3_fn abort_handler;      /* client gone: undo, then ol_s3_req_free */
+    ol_s3_fn xml_done;           /* ol_s3_read_xml: the whole body is in xml */
+    char *xml;
+    size_t xml_len;
+    void *op_state;              /* the operation's own (e.g. a store handle) */
+    /* zeroed by the operations that need them */
+    struct ol_s3_route route;
+    struct ol_s3_auth auth;
+    struct ol_s3_body body;
+};
+
+struct ol_s3_server {
+    struct ol_s3_params p;
+    uint32_t started;            /* seconds, for request ids */
+    uint32_t counter;
+    struct ol_pool states;
+    struct ol_s3_body_ctx ctx[OL_S3_STATES];
+    unsigned ctx_free[OL_S3_STATES];
+    unsigned nctx_free;
+};
+
+/* Starts the operation of a routed, authenticated request (ops.c). */
+void ol_s3_dispatch(struct ol_s3_req *q);
+
+/* Answers with the error document and frees q. msg NULL: the default. */
+void ol_s3_error(struct ol_s3_req *q, enum ol_s3_err e, const char *msg);
+/* Answers status with extra header lines (each "\r\n"-terminated, may be
+ * NULL), a content type (may be NULL) and a complete body; frees q. */
+int ol_s3_reply(struct ol_s3_req *q, int status, const char *headers, const char *ctype,
+                const void *body, size_t len);
+/* Frees q without answering (after the operation answered itself). */
+void ol_s3_req_free(struct ol_s3_req *q);
+
+/* Checks the body's headers and makes on_body verify it (body.h). */
+enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q);
+/* Collects a small XML body (<= OL_S3_MAX_XML_BODY), verified, then calls done. */
+enum ol_s3_err ol_s3_read_xml(struct ol_s3_req *q, void (*done)(struct ol_s3_req *q));
+
+#endif

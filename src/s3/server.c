@@ -1,0 +1,304 @@
+/*
+ * server.c - the S3 request life cycle on one core (see server.h):
+ *
+ *   on_request  split the target, authenticate, route, start the operation
+ *   on_body     verify (body.h) and hand decoded bytes to the operation
+ *   on_body_end verdict on the body, then the operation finishes
+ *   on_drain    streaming responses refill (GET)
+ *   on_abort    the client went away: the operation undoes its work
+ *
+ * Operations live in ops_*.c and talk to this file through s3_int.h.
+ */
+#include "s3/s3_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+
+bool ol_s3_owns(const void *udata)
+{
+    return udata && ((const struct ol_s3_req *)udata)->magic == OL_S3_REQ_MAGIC;
+}
+
+int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out)
+{
+    struct ol_s3_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->p = *p;
+    s->started = (uint32_t)time(NULL);
+    if (ol_pool_init(&s->states, sizeof(struct ol_s3_req), OL_S3_STATES) < 0)
+        goto oom;
+    for (unsigned i = 0; i < OL_S3_STATES; i++) {
+        struct ol_s3_body_ctx *c = &s->ctx[i];
+        if (!(c->payload = EVP_MD_CTX_new()) || !(c->chunk = EVP_MD_CTX_new()) ||
+            !(c->md5 = EVP_MD_CTX_new()) || !(c->cksum = EVP_MD_CTX_new()))
+            goto oom;
+        s->ctx_free[i] = i;
+    }
+    s->nctx_free = OL_S3_STATES;
+    *out = s;
+    return 0;
+oom:
+    ol_s3_server_destroy(s);
+    return -ENOMEM;
+}
+
+void ol_s3_server_destroy(struct ol_s3_server *s)
+{
+    if (!s)
+        return;
+    for (unsigned i = 0; i < OL_S3_STATES; i++) {
+        EVP_MD_CTX_free(s->ctx[i].payload);
+        EVP_MD_CTX_free(s->ctx[i].chunk);
+        EVP_MD_CTX_free(s->ctx[i].md5);
+        EVP_MD_CTX_free(s->ctx[i].cksum);
+    }
+    ol_pool_exit(&s->states);
+    free(s);
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+void ol_s3_req_free(struct ol_s3_req *q)
+{
+    struct ol_s3_server *s = q->srv;
+    if (q->r)
+        ol_http_req_set_udata(q->r, NULL);
+    if (q->ctx_slot >= 0)
+        s->ctx_free[s->nctx_free++] = (unsigned)q->ctx_slot;
+    free(q->xml);
+    q->magic = 0;
+    ol_pool_put(&s->states, q);
+}
+
+static void req_id(struct ol_s3_server *s, char out[17])
+{
+    uint64_t id = ((uint64_t)(s->p.core & 0xff) << 56) | ((uint64_t)(s->started & 0xffffff) << 32) |
+                  (uint32_t)++s->counter;
+    snprintf(out, 17, "%016llX", (unsigned long long)id);
+}
+
+/* The request id header (plus extra lines) for a response. */
+static void id_headers(const char *id, const char *extra, char *out, size_t cap)
+{
+    snprintf(out, cap, "x-amz-request-id: %s\r\nx-amz-id-2: %s\r\n%s", id, id, extra ? extra : "");
+}
+
+static void send_error_raw(ol_http_req *r, const char *id, enum ol_s3_err e, const char *msg,
+                           const char *resource, size_t rlen, const char *extra)
+{
+    const struct ol_s3_err_info *info = ol_s3_err_info(e);
+    char body[4096], hdr[1024];
+    int n = ol_xml_error_doc(body, sizeof body, info->code, msg && msg[0] ? msg : info->message,
+                             resource, rlen > 1024 ? 1024 : rlen, id);
+    if (n < 0)
+        n = ol_xml_error_doc(body, sizeof body, info->code, info->message, "", 0, id);
+    char ct[600];
+    snprintf(ct, sizeof ct, "Content-Type: application/xml\r\n%s", extra ? extra : "");
+    id_headers(id, ct, hdr, sizeof hdr);
+    if (info->status == 304) {
+        ol_http_resp_start(r, 304, hdr, 0);
+    } else if (ol_http_resp_start(r, info->status, hdr, n) == 0) {
+        ol_http_resp_write(r, body, (size_t)n);
+    }
+    ol_http_resp_end(r);
+}
+
+void ol_s3_error(struct ol_s3_req *q, enum ol_s3_err e, const char *msg)
+{
+    ol_http_req *r = q->r;
+    char id[17];
+    memcpy(id, q->id, sizeof id);
+    const char *path = q->path;
+    size_t plen = q->path_len;
+    ol_s3_req_free(q);
+    send_error_raw(r, id, e, msg, path, plen, NULL);
+}
+
+int ol_s3_reply(struct ol_s3_req *q, int status, const char *headers, const char *ctype,
+                const void *body, size_t len)
+{
+    char hdr[8192];
+    char extra[7800];
+    snprintf(extra, sizeof extra, "%s%s%s%s", ctype ? "Content-Type: " : "", ctype ? ctype : "",
+             ctype ? "\r\n" : "", headers ? headers : "");
+    id_headers(q->id, extra, hdr, sizeof hdr);
+    ol_http_req *r = q->r;
+    ol_s3_req_free(q);
+    int rc = ol_http_resp_start(r, status, hdr, (int64_t)len);
+    if (rc == 0 && len)
+        rc = ol_http_resp_write(r, body, len);
+    ol_http_resp_end(r);
+    return rc;
+}
+
+/* ---- request life cycle ---------------------------------------------------- */
+
+static const struct ol_http_header *find_hdr(ol_http_req *r, const char *name)
+{
+    return ol_http_req_header(r, name);
+}
+
+void ol_s3_on_request(struct ol_s3_server *s, ol_http_req *r)
+{
+    const struct ol_http_request *h = ol_http_req_head(r);
+    const char *target = h->target;
+    const char *qm = memchr(target, '?', h->target_len);
+    size_t plen = qm ? (size_t)(qm - target) : h->target_len;
+    const char *query = qm ? qm + 1 : target + plen;
+    size_t qlen = h->target_len - plen - (qm ? 1 : 0);
+
+    struct ol_s3_req *q = ol_pool_get(&s->states);
+    if (!q || s->nctx_free == 0) {
+        char id[17];
+        req_id(s, id);
+        if (q)
+            ol_pool_put(&s->states, q);
+        send_error_raw(r, id, OL_S3_SLOW_DOWN, NULL, target, plen, NULL);
+        return;
+    }
+    memset(q, 0, offsetof(struct ol_s3_req, route));
+    q->magic = OL_S3_REQ_MAGIC;
+    q->srv = s;
+    q->r = r;
+    q->ctx_slot = (int)s->ctx_free[--s->nctx_free];
+    q->path = target;
+    q->path_len = plen;
+    q->query = query;
+    q->query_len = qlen;
+    q->xml = NULL;
+    q->xml_len = 0;
+    q->op_state = NULL;
+    req_id(s, q->id);
+    ol_http_req_set_udata(r, q);
+
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    enum ol_s3_err e = ol_s3_authenticate(h->method, h->method_len, target, plen, query, qlen,
+                                          h->headers, h->num_headers, s->p.creds, s->p.region,
+                                          now.tv_sec, &q->auth);
+    if (e) {
+        char msg[sizeof q->auth.message];
+        memcpy(msg, q->auth.message, sizeof msg);
+        ol_s3_error(q, e, msg);
+        return;
+    }
+    const struct ol_http_header *host = find_hdr(r, "host");
+    const struct ol_http_header *copy = find_hdr(r, "x-amz-copy-source");
+    e = ol_s3_route(h->method, h->method_len, target, plen, query, qlen,
+                    host ? host->value : NULL, host ? host->value_len : 0, s->p.domain,
+                    copy != NULL, &q->route);
+    if (e) {
+        ol_s3_error(q, e, NULL);
+        return;
+    }
+    ol_s3_dispatch(q);
+}
+
+void ol_s3_on_body(ol_http_req *r, const char *data, size_t len)
+{
+    struct ol_s3_req *q = ol_http_req_udata(r);
+    if (!ol_s3_owns(q) || !q->body_handler)
+        return;
+    while (len > 0 && !q->body_failed) {
+        const char *d;
+        size_t dl;
+        long used = ol_s3_body_feed(&q->body, data, len, &d, &dl);
+        if (used < 0) {
+            q->body_failed = true;   /* answered at body end: nothing is committed */
+            break;
+        }
+        if (dl)
+            q->body_handler(q, d, dl);
+        data += used;
+        len -= (size_t)used;
+    }
+}
+
+void ol_s3_on_body_end(ol_http_req *r)
+{
+    struct ol_s3_req *q = ol_http_req_udata(r);
+    if (!ol_s3_owns(q) || !q->body_end_handler)
+        return;
+    enum ol_s3_err e = ol_s3_body_end(&q->body);
+    q->body_end_handler(q, e);
+}
+
+void ol_s3_on_drain(ol_http_req *r)
+{
+    struct ol_s3_req *q = ol_http_req_udata(r);
+    if (ol_s3_owns(q) && q->drain_handler)
+        q->drain_handler(q);
+}
+
+void ol_s3_on_abort(ol_http_req *r)
+{
+    struct ol_s3_req *q = ol_http_req_udata(r);
+    if (!ol_s3_owns(q))
+        return;
+    q->r = NULL;   /* the request is gone: nothing may be sent */
+    if (q->abort_handler)
+        q->abort_handler(q);
+    else
+        ol_s3_req_free(q);
+}
+
+/* ---- helpers for operations ---------------------------------------------- */
+
+enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q)
+{
+    const struct ol_http_request *h = ol_http_req_head(q->r);
+    const struct ol_http_head_info *info = ol_http_req_info(q->r);
+    int64_t clen = info->content_length == OL_HTTP_NO_LENGTH || info->chunked
+                       ? -1 /* S3 needs Content-Length (aws-chunked is framed inside it) */
+                       : (int64_t)info->content_length;
+    return ol_s3_body_begin(&q->body, &q->auth, h->headers, h->num_headers, clen,
+                            &q->srv->ctx[q->ctx_slot]);
+}
+
+static void xml_body(struct ol_s3_req *q, const char *d, size_t n)
+{
+    if (q->xml_len + n > OL_S3_MAX_XML_BODY) {
+        q->body_failed = true;
+        q->xml_too_big = true;
+        return;
+    }
+    if (!q->xml) {
+        q->xml = malloc(OL_S3_MAX_XML_BODY);   /* bounded, rare (bucket-level calls) */
+        if (!q->xml) {
+            q->body_failed = true;
+            return;
+        }
+    }
+    memcpy(q->xml + q->xml_len, d, n);
+    q->xml_len += n;
+}
+
+static void xml_end(struct ol_s3_req *q, enum ol_s3_err e)
+{
+    if (q->xml_too_big)
+        e = OL_S3_ENTITY_TOO_LARGE;
+    else if (!e && q->body_failed)
+        e = OL_S3_INTERNAL;
+    if (e) {
+        ol_s3_error(q, e, NULL);
+        return;
+    }
+    q->xml_done(q);
+}
+
+enum ol_s3_err ol_s3_read_xml(struct ol_s3_req *q, void (*done)(struct ol_s3_req *q))
+{
+    enum ol_s3_err e = ol_s3_begin_body(q);
+    if (e)
+        return e;
+    q->xml_done = done;
+    q->body_handler = xml_body;
+    q->body_end_handler = xml_end;
+    return OL_S3_OK;
+}

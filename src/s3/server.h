@@ -1,0 +1,46 @@
+/*
+ * server.h - the S3 API on one core: the HTTP handler behind every request
+ * of the S3 listener that is not an admin route (/_openlake/...).
+ *
+ * Owns: per-request state (from a per-core pool), request ids
+ * (x-amz-request-id on every response), authentication of every request
+ * (auth.h), routing (route.h), body verification (body.h), error documents
+ * (errors.h, xml.h), and the operation handlers, which call the object
+ * store (store/engine.h) on this core.
+ *
+ * Must not: block, or allocate per request (pools sized at create; when
+ * empty the client gets 503 SlowDown).
+ */
+#ifndef OL_S3_SERVER_H
+#define OL_S3_SERVER_H
+
+#include <stdbool.h>
+
+#include "http/server.h"
+#include "s3/auth.h"
+
+struct ol_s3_server;
+struct ol_store_core;
+
+struct ol_s3_params {
+    const struct ol_s3_creds *creds;   /* outlives the server */
+    const char *region;                /* "us-east-1" */
+    const char *domain;                /* virtual-host style base domain, or "" */
+    int core;                          /* core index (request ids) */
+    struct ol_store_core *store;       /* this core's object store; NULL: none */
+};
+
+/* On the loop's thread. Returns 0 or -ENOMEM. */
+int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out);
+void ol_s3_server_destroy(struct ol_s3_server *s);
+
+/* The HTTP handler's callbacks; the daemon's router calls them for every
+ * request that is not an admin route (ol_s3_owns says whose udata it is). */
+void ol_s3_on_request(struct ol_s3_server *s, ol_http_req *r);
+void ol_s3_on_body(ol_http_req *r, const char *data, size_t len);
+void ol_s3_on_body_end(ol_http_req *r);
+void ol_s3_on_drain(ol_http_req *r);
+void ol_s3_on_abort(ol_http_req *r);
+bool ol_s3_owns(const void *udata);
+
+#endif
