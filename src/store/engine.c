@@ -1,0 +1,753 @@
+/*
+ * engine.c - see engine.h. This file: opening the store (format, drive
+ * directories, tmp cleanup), the per-core state (request pool, arena,
+ * erasure codes, counters), the plumbing every request kind shares
+ * (issuing ops, deferred completions, phases, dir fsyncs, metadata
+ * decoding, callbacks). PUT, GET, DELETE and the bucket operations are in
+ * engine_put.c, engine_get.c, engine_del.c and engine_bucket.c.
+ */
+#include "store/engine_int.h"
+
+#include "store/bitrot.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+static void ol_se_say(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void ol_se_say(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static size_t ol_se_round(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/* ---- opening the store (blocking: main thread) ----------------------------------- */
+
+/* Removes everything inside directory fd (which stays open). 0 or -errno. */
+static int ol_se_rm_inside(int fd, int depth)
+{
+    if (depth > 16)
+        return -ELOOP;
+    int dup_fd = dup(fd);
+    if (dup_fd < 0)
+        return -errno;
+    DIR *dir = fdopendir(dup_fd);
+    if (!dir) {
+        int rc = -errno;
+        close(dup_fd);
+        return rc;
+    }
+    rewinddir(dir);
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (unlinkat(fd, e->d_name, 0) == 0)
+            continue;
+        if (errno != EISDIR && errno != EPERM) {
+            rc = -errno;
+            break;
+        }
+        int sub = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            rc = -errno;
+            break;
+        }
+        rc = ol_se_rm_inside(sub, depth + 1);
+        close(sub);
+        if (rc == 0 && unlinkat(fd, e->d_name, AT_REMOVEDIR) < 0)
+            rc = -errno;
+        if (rc < 0)
+            break;
+    }
+    closedir(dir);
+    return rc;
+}
+
+static int ol_se_mkdir_at(int dfd, const char *path)
+{
+    if (mkdirat(dfd, path, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* Prepares drive i: its directory fd, .openlake/{tmp,buckets}, tmp emptied. */
+static int ol_se_open_drive(struct ol_store_drive *d, char *err, size_t errlen)
+{
+    d->dfd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d->dfd < 0) {
+        int rc = -errno;
+        ol_se_say(err, errlen, "%s: cannot open the drive directory: %s", d->path, strerror(-rc));
+        return rc;
+    }
+    int rc = ol_se_mkdir_at(d->dfd, OL_FORMAT_DIR "/tmp");
+    if (rc == 0)
+        rc = ol_se_mkdir_at(d->dfd, OL_FORMAT_DIR "/buckets");
+    if (rc < 0) {
+        ol_se_say(err, errlen, "%s: cannot make %s/tmp and %s/buckets: %s", d->path,
+                  OL_FORMAT_DIR, OL_FORMAT_DIR, strerror(-rc));
+        return rc;
+    }
+    int tfd = openat(d->dfd, OL_FORMAT_DIR "/tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tfd < 0) {
+        rc = -errno;
+    } else {
+        rc = ol_se_rm_inside(tfd, 0);
+        if (rc == 0 && fsync(tfd) < 0)
+            rc = -errno;
+        close(tfd);
+    }
+    if (rc < 0)
+        ol_se_say(err, errlen, "%s: cannot empty %s/tmp: %s", d->path, OL_FORMAT_DIR,
+                  strerror(-rc));
+    return rc;
+}
+
+int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    ol_se_say(err, errlen, "%s", "");
+    unsigned n = p->n, dps = p->drives_per_set;
+    if (!p->drives || n == 0 || dps == 0 || dps > OL_SE_MAXD || n % dps != 0 ||
+        n / dps > OL_FORMAT_MAX_SETS) {
+        ol_se_say(err, errlen, "store: %u drives in sets of %u: need 1..%u drives per set "
+                  "and a whole number of sets (at most %u)", n, dps, OL_SE_MAXD,
+                  OL_FORMAT_MAX_SETS);
+        return -EINVAL;
+    }
+    unsigned parity = p->parity < 0 ? ol_layout_default_parity(dps) : (unsigned)p->parity;
+    if (parity > dps / 2 || dps - parity > OL_EC_MAX_DATA || parity > OL_EC_MAX_PARITY) {
+        ol_se_say(err, errlen, "store: parity %u for sets of %u drives: need at most %u and at "
+                  "most %u data shards", parity, dps, dps / 2, OL_EC_MAX_DATA);
+        return -EINVAL;
+    }
+    uint32_t stripe = p->stripe_bytes ? p->stripe_bytes : OL_STORE_STRIPE_DEFAULT;
+    if (stripe < OL_STORE_STRIPE_MIN || stripe > OL_STORE_STRIPE_MAX) {
+        ol_se_say(err, errlen, "store: stripe of %u bytes: need %u..%u", stripe,
+                  OL_STORE_STRIPE_MIN, OL_STORE_STRIPE_MAX);
+        return -EINVAL;
+    }
+    uint64_t inl = p->inline_max < 0 ? OL_STORE_INLINE_DEFAULT : (uint64_t)p->inline_max;
+    if (inl > stripe)
+        inl = stripe;
+    if (inl > OL_META_MAX_INLINE)
+        inl = OL_META_MAX_INLINE;
+    /* The smallest k any PUT may use (parity up to dps / 2) must have a code. */
+    unsigned kmin = dps - dps / 2;
+
+    struct ol_format_plan plan;
+    memset(&plan, 0, sizeof plan);
+    int rc = ol_format_resolve(p->drives, n, dps, p->format_flags, &plan, err, errlen);
+    if (rc == 0)
+        rc = ol_format_apply(&plan, err, errlen);
+    if (rc < 0) {
+        ol_format_plan_free(&plan);
+        return rc;
+    }
+
+    struct ol_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        ol_format_plan_free(&plan);
+        return -ENOMEM;
+    }
+    s->drives = calloc(n, sizeof *s->drives);
+    if (!s->drives) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (unsigned i = 0; i < n; i++)
+        s->drives[i].dfd = -1;
+    s->n = n;
+    s->dps = dps;
+    s->sets = n / dps;
+    s->parity = parity;
+    s->stripe_bytes = stripe;
+    s->inline_max = (uint32_t)inl;
+    s->bmax = (uint32_t)ol_ec_shard_len(stripe, kmin);
+    s->meta_cap = (uint32_t)ol_se_round(ol_se_round(inl, OL_EC_ALIGN) + OL_SE_META_SLACK, 4096);
+    s->slot_size = ol_se_round((size_t)dps * (OL_BITROT_HDR_SIZE + s->bmax), 4096);
+    s->arena_size = OL_SE_SLOTS * s->slot_size + (2 * (size_t)dps + 1) * s->meta_cap;
+    s->max_requests = p->max_requests ? p->max_requests : OL_STORE_REQUESTS_DEFAULT;
+    memcpy(s->deployment, plan.deployment, 16);
+    for (unsigned i = 0; i < n; i++) {
+        struct ol_store_drive *d = &s->drives[i];
+        d->path = strdup(p->drives[i]);
+        if (!d->path) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        if (plan.drives[i].state == OL_FORMAT_OFFLINE)
+            continue; /* runs degraded: every request counts it failed */
+        rc = ol_se_open_drive(d, err, errlen);
+        if (rc < 0)
+            goto fail;
+    }
+    ol_format_plan_free(&plan);
+    *out = s;
+    return 0;
+fail:
+    ol_format_plan_free(&plan);
+    ol_store_close(s);
+    return rc;
+}
+
+void ol_store_close(struct ol_store *s)
+{
+    if (!s)
+        return;
+    if (s->drives) {
+        for (unsigned i = 0; i < s->n; i++) {
+            if (s->drives[i].dfd >= 0)
+                close(s->drives[i].dfd);
+            free(s->drives[i].path);
+        }
+        free(s->drives);
+    }
+    free(s);
+}
+
+unsigned ol_store_sets(const struct ol_store *s) { return s->sets; }
+unsigned ol_store_drives_per_set(const struct ol_store *s) { return s->dps; }
+unsigned ol_store_parity(const struct ol_store *s) { return s->parity; }
+uint32_t ol_store_inline_max(const struct ol_store *s) { return s->inline_max; }
+
+unsigned ol_store_set_of(const struct ol_store *s, const char *bucket, const char *key)
+{
+    return ol_layout_set_of(s->deployment, bucket, strlen(bucket), key, strlen(key), s->sets);
+}
+
+/* ---- cores ----------------------------------------------------------------------- */
+
+static uint64_t ol_se_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+/* xoshiro256**: ids need uniqueness, not secrecy; seeded from getrandom. */
+static uint64_t ol_se_rand(struct ol_store_core *c)
+{
+    uint64_t *s = c->rng;
+    uint64_t r = ol_se_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = ol_se_rotl(s[3], 45);
+    return r;
+}
+
+void ol_se_random_id(struct ol_store_core *c, uint8_t out[16])
+{
+    uint64_t a = ol_se_rand(c), b = ol_se_rand(c);
+    memcpy(out, &a, 8);
+    memcpy(out + 8, &b, 8);
+    out[6] = (uint8_t)((out[6] & 0x0f) | 0x40);
+    out[8] = (uint8_t)((out[8] & 0x3f) | 0x80);
+}
+
+int ol_store_core_create(struct ol_store *s, ol_loop *loop, struct ol_store_core **out)
+{
+    *out = NULL;
+    struct ol_store_core *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->s = s;
+    c->loop = loop;
+    int rc = -ENOMEM;
+    c->reqs = calloc(s->max_requests, sizeof *c->reqs);
+    c->freel = calloc(s->max_requests, sizeof *c->freel);
+    if (!c->reqs || !c->freel)
+        goto fail;
+    c->arena_total = s->arena_size * s->max_requests;
+    void *a = mmap(NULL, c->arena_total, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (a == MAP_FAILED) {
+        c->arena = NULL;
+        goto fail;
+    }
+    c->arena = a;
+    for (unsigned i = 0; i < s->max_requests; i++)
+        c->freel[c->nfree++] = s->max_requests - 1 - i;
+    for (unsigned m = 0; m <= s->dps / 2 && m <= OL_EC_MAX_PARITY; m++) {
+        unsigned k = s->dps - m;
+        if (k == 0 || k > OL_EC_MAX_DATA)
+            continue;
+        void *e = NULL;
+        if (posix_memalign(&e, 64, sizeof(struct ol_ec)) != 0)
+            goto fail;
+        c->ec[m] = e;
+        rc = ol_ec_init(c->ec[m], k, m);
+        if (rc < 0)
+            goto fail;
+        rc = -ENOMEM;
+    }
+    uint8_t seed[32];
+    if (getrandom(seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
+        uint64_t t = ol_se_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c;
+        for (unsigned i = 0; i < 32; i++)
+            seed[i] = (uint8_t)(XXH3_64bits_withSeed(&t, sizeof t, i) & 0xff);
+    }
+    memcpy(c->rng, seed, sizeof seed);
+    if (!(c->rng[0] | c->rng[1] | c->rng[2] | c->rng[3]))
+        c->rng[0] = 1;
+    *out = c;
+    return 0;
+fail:
+    ol_store_core_destroy(c);
+    return rc;
+}
+
+void ol_store_core_destroy(struct ol_store_core *c)
+{
+    if (!c)
+        return;
+    if (c->reqs) {
+        /* Requests still in use (the loop stopped under them): a crash. */
+        for (unsigned i = 0; i < c->s->max_requests; i++) {
+            struct ol_sreq *r = &c->reqs[i].r;
+            if (!r->in_use)
+                continue;
+            for (unsigned p = 0; p < OL_SE_MAXD; p++) {
+                if (r->d[p].fd >= 0)
+                    close(r->d[p].fd);
+                if (r->d[p].fd2 >= 0)
+                    close(r->d[p].fd2);
+            }
+        }
+    }
+    for (unsigned m = 0; m <= OL_EC_MAX_PARITY; m++)
+        free(c->ec[m]);
+    if (c->arena)
+        munmap(c->arena, c->arena_total);
+    free(c->reqs);
+    free(c->freel);
+    free(c);
+}
+
+unsigned ol_store_core_busy(const struct ol_store_core *c) { return c->s->max_requests - c->nfree; }
+const struct ol_store_stats *ol_store_core_stats(const struct ol_store_core *c) { return &c->st; }
+
+/* ---- requests ---------------------------------------------------------------------- */
+
+static void ol_se_on_timer(ol_loop *loop, struct ol_timer *t);
+
+struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb cb, void *ud)
+{
+    if (!c->nfree) {
+        c->st.busy++;
+        return NULL;
+    }
+    unsigned idx = c->freel[--c->nfree];
+    struct ol_sreq *r = &c->reqs[idx].r;
+    memset(r, 0, offsetof(struct ol_sreq, d));
+    memset(&r->w, 0, sizeof r->w);
+    memset(&r->slot, 0, sizeof r->slot);
+    memset(&r->tmpl, 0, sizeof *r - offsetof(struct ol_sreq, tmpl));
+    r->timer.fn = ol_se_on_timer;
+    r->c = c;
+    r->cb = cb;
+    r->ud = ud;
+    r->kind = kind;
+    r->in_use = true;
+    r->cur = -1;
+    r->sel = -1;
+    r->hold = -1;
+    r->arena = c->arena + (size_t)idx * c->s->arena_size;
+    for (unsigned i = 0; i < OL_SE_SLOTS; i++)
+        r->slot[i].base = r->arena + i * c->s->slot_size;
+    r->tmpl = r->arena + OL_SE_SLOTS * c->s->slot_size + 2 * (size_t)c->s->dps * c->s->meta_cap;
+    for (unsigned i = 0; i < OL_SE_MAXD; i++) {
+        struct ol_sdrv *d = &r->d[i];
+        d->fd = d->fd2 = -1;
+        d->s.r = r;
+        d->s.pos = (uint8_t)i;
+        d->s.slot = OL_SE_CTL;
+        d->s.deferred = false;
+        d->pos = (uint8_t)i;
+    }
+    for (unsigned sl = 0; sl < OL_SE_SLOTS; sl++)
+        for (unsigned i = 0; i < OL_SE_MAXD; i++) {
+            r->w[sl][i].r = r;
+            r->w[sl][i].pos = (uint8_t)i;
+            r->w[sl][i].slot = (uint8_t)sl;
+        }
+    return r;
+}
+
+void ol_se_req_put(struct ol_sreq *r)
+{
+    struct ol_store_core *c = r->c;
+    ol_timer_cancel(c->loop, &r->timer);
+    r->in_use = false;
+    c->freel[c->nfree++] = (uint32_t)((union ol_sreq_u *)r - c->reqs);
+}
+
+/* out = a + b + c (NULL parts skipped), cut at OL_SE_PATH - 1 bytes (never reached:
+ * the longest path is ~180 bytes). */
+void ol_se_join(char *out, const char *a, const char *b, const char *c)
+{
+    const char *parts[3] = {a, b, c};
+    size_t n = 0;
+    for (unsigned i = 0; i < 3; i++) {
+        if (!parts[i])
+            continue;
+        size_t l = strlen(parts[i]);
+        if (l > OL_SE_PATH - 1 - n)
+            l = OL_SE_PATH - 1 - n;
+        memcpy(out + n, parts[i], l);
+        n += l;
+    }
+    out[n] = 0;
+}
+
+void ol_se_names(struct ol_sreq *r, const char *bucket, const char *key)
+{
+    const struct ol_store *s = r->c->s;
+    r->blen = strnlen(bucket, OL_LAYOUT_BUCKET_MAX);
+    memcpy(r->bucket, bucket, r->blen);
+    r->bucket[r->blen] = 0;
+    ol_se_join(r->p_bucket, OL_FORMAT_DIR "/buckets/", r->bucket, NULL);
+    ol_se_join(r->p_objects, r->p_bucket, "/objects", NULL);
+    r->n = s->dps;
+    if (!key)
+        return;
+    r->klen = strnlen(key, OL_LAYOUT_KEY_MAX);
+    memcpy(r->key, key, r->klen);
+    r->key[r->klen] = 0;
+    r->set = ol_layout_set_of(s->deployment, r->bucket, r->blen, r->key, r->klen, s->sets);
+    char odir[OL_LAYOUT_DIR_LEN];
+    ol_layout_object_dir(s->deployment, r->key, r->klen, odir);
+    char ab[4] = {'/', odir[0], odir[1], 0};
+    ol_se_join(r->p_ab, r->p_objects, ab, NULL);
+    ol_se_join(r->p_obj, r->p_objects, "/", odir);
+    ol_se_join(r->p_meta, r->p_obj, "/meta", NULL);
+}
+
+void ol_se_drives_init(struct ol_sreq *r)
+{
+    const struct ol_store *s = r->c->s;
+    uint8_t *meta = r->arena + OL_SE_SLOTS * s->slot_size;
+    for (unsigned i = 0; i < r->n; i++) {
+        struct ol_sdrv *d = &r->d[i];
+        uint8_t *mbuf = meta + (size_t)i * s->meta_cap;
+        uint8_t *nbuf = meta + (size_t)(s->dps + i) * s->meta_cap;
+        memset(&d->err, 0, sizeof *d - offsetof(struct ol_sdrv, err));
+        d->fd = d->fd2 = -1;
+        d->pos = (uint8_t)i;
+        d->mbuf = mbuf;
+        d->nbuf = nbuf;
+        if (ol_se_dfd(r, i) < 0) {
+            d->err = -ENODEV;
+            d->ms = OL_SE_M_ERR;
+        }
+    }
+}
+
+int ol_se_dfd(const struct ol_sreq *r, unsigned pos)
+{
+    const struct ol_store *s = r->c->s;
+    return s->drives[r->set * s->dps + pos].dfd;
+}
+
+void ol_se_path_id(char *out, const char *prefix, const uint8_t id[16], const char *suffix)
+{
+    char u[38];
+    u[0] = '/';
+    ol_format_uuid_str(id, u + 1);
+    ol_se_join(out, prefix, u, suffix);
+}
+
+uint64_t ol_se_seed(const uint8_t ddir[16], unsigned shard)
+{
+    return XXH3_64bits_withSeed(ddir, 16, shard);
+}
+
+uint64_t ol_se_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- ops ------------------------------------------------------------------------- */
+
+static void ol_se_on_op(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    (void)loop;
+    (void)flags;
+    struct ol_sop *s = (struct ol_sop *)op;
+    struct ol_sreq *r = s->r;
+    r->inflight--;
+    if (s->slot == OL_SE_CTL) {
+        struct ol_sdrv *d = &r->d[s->pos];
+        switch (r->kind) {
+        case OL_SE_PUT: ol_se_put_drive(d, res); break;
+        case OL_SE_GET: ol_se_get_drive(d, res); break;
+        case OL_SE_DEL: ol_se_del_drive(d, res); break;
+        default: ol_se_bkt_drive(d, res); break;
+        }
+    } else if (r->kind == OL_SE_PUT) {
+        ol_se_put_slot(r, s->slot, s->pos, res);
+    } else {
+        ol_se_get_slot(r, s->slot, s->pos, res);
+    }
+}
+
+void ol_se_issue(struct ol_sreq *r, struct ol_sop *s, int rc)
+{
+    r->inflight++;
+    s->op.cb = ol_se_on_op;
+    if (rc < 0) {
+        s->deferred = true;
+        s->dres = rc;
+        ol_timer_arm(r->c->loop, &r->timer, 0);
+    }
+}
+
+void ol_se_kick(struct ol_sreq *r)
+{
+    r->kick = true;
+    ol_timer_arm(r->c->loop, &r->timer, 0);
+}
+
+static bool ol_se_step_kind(struct ol_sreq *r)
+{
+    switch (r->kind) {
+    case OL_SE_PUT: return ol_se_put_step(r);
+    case OL_SE_GET: return ol_se_get_step(r);
+    case OL_SE_DEL: return ol_se_del_step(r);
+    default: return ol_se_bkt_step(r);
+    }
+}
+
+bool ol_se_advance(struct ol_sreq *r)
+{
+    if (r->advancing) {
+        r->again = true;
+        return false;
+    }
+    r->advancing = true;
+    do {
+        r->again = false;
+        if (ol_se_step_kind(r))
+            return true;
+    } while (r->again);
+    r->advancing = false;
+    return false;
+}
+
+bool ol_se_can_emit(struct ol_sreq *r)
+{
+    if (!r->in_api)
+        return true;
+    ol_se_kick(r);
+    return false;
+}
+
+static void ol_se_on_timer(ol_loop *loop, struct ol_timer *t)
+{
+    struct ol_sreq *r = (struct ol_sreq *)((char *)t - offsetof(struct ol_sreq, timer));
+    struct ol_sop *list[OL_SE_MAXD * (OL_SE_SLOTS + 1)];
+    unsigned n = 0;
+    for (unsigned i = 0; i < OL_SE_MAXD; i++)
+        if (r->d[i].s.deferred)
+            list[n++] = &r->d[i].s;
+    for (unsigned sl = 0; sl < OL_SE_SLOTS; sl++)
+        for (unsigned i = 0; i < OL_SE_MAXD; i++)
+            if (r->w[sl][i].deferred)
+                list[n++] = &r->w[sl][i];
+    bool kick = r->kick;
+    r->kick = false;
+    /* Deferred ops count as in flight, so r outlives every call below until
+     * the last one; nothing touches r after that. */
+    if (kick && ol_se_advance(r))
+        return; /* released: there was nothing deferred */
+    for (unsigned i = 0; i < n; i++) {
+        list[i]->deferred = false;
+        ol_se_on_op(loop, &list[i]->op, list[i]->dres, 0);
+    }
+}
+
+#define OL_SE_LOOP(d) ((d)->s.r->c->loop)
+
+void ol_se_openat(struct ol_sdrv *d, const char *path, int flags, mode_t mode)
+{
+    struct ol_sreq *r = d->s.r;
+    ol_se_issue(r, &d->s, ol_loop_openat(OL_SE_LOOP(d), &d->s.op, ol_se_dfd(r, d->pos), path,
+                                         flags | O_CLOEXEC, mode));
+}
+
+void ol_se_read(struct ol_sdrv *d, int fd, void *buf, unsigned len, uint64_t off)
+{
+    ol_se_issue(d->s.r, &d->s, ol_loop_read(OL_SE_LOOP(d), &d->s.op, fd, buf, len, off));
+}
+
+void ol_se_write(struct ol_sdrv *d, int fd, const void *buf, unsigned len, uint64_t off)
+{
+    ol_se_issue(d->s.r, &d->s, ol_loop_write(OL_SE_LOOP(d), &d->s.op, fd, buf, len, off));
+}
+
+void ol_se_fsync(struct ol_sdrv *d, int fd, int datasync)
+{
+    ol_se_issue(d->s.r, &d->s, ol_loop_fsync(OL_SE_LOOP(d), &d->s.op, fd, datasync));
+}
+
+void ol_se_close(struct ol_sdrv *d, int fd)
+{
+    ol_se_issue(d->s.r, &d->s, ol_loop_close(OL_SE_LOOP(d), &d->s.op, fd));
+}
+
+void ol_se_mkdirat(struct ol_sdrv *d, const char *path)
+{
+    struct ol_sreq *r = d->s.r;
+    ol_se_issue(r, &d->s, ol_loop_mkdirat(OL_SE_LOOP(d), &d->s.op, ol_se_dfd(r, d->pos), path,
+                                          0700));
+}
+
+void ol_se_unlinkat(struct ol_sdrv *d, const char *path, int flags)
+{
+    struct ol_sreq *r = d->s.r;
+    ol_se_issue(r, &d->s, ol_loop_unlinkat(OL_SE_LOOP(d), &d->s.op, ol_se_dfd(r, d->pos), path,
+                                           flags));
+}
+
+void ol_se_renameat(struct ol_sdrv *d, const char *from, const char *to)
+{
+    struct ol_sreq *r = d->s.r;
+    int dfd = ol_se_dfd(r, d->pos);
+    ol_se_issue(r, &d->s, ol_loop_renameat(OL_SE_LOOP(d), &d->s.op, dfd, from, dfd, to, 0));
+}
+
+void ol_se_statx(struct ol_sdrv *d, const char *path)
+{
+    struct ol_sreq *r = d->s.r;
+    ol_se_issue(r, &d->s, ol_loop_statx(OL_SE_LOOP(d), &d->s.op, ol_se_dfd(r, d->pos), path,
+                                        AT_SYMLINK_NOFOLLOW, STATX_TYPE, &d->stx));
+}
+
+void ol_se_fsync_dir(struct ol_sdrv *d, const char *path, uint16_t after)
+{
+    d->after = after;
+    d->fs_err = 0;
+    d->step = OL_SE_FS_OPEN;
+    ol_se_openat(d, path, O_RDONLY | O_DIRECTORY, 0);
+}
+
+bool ol_se_fsync_step(struct ol_sdrv *d, int *res)
+{
+    switch (d->step) {
+    case OL_SE_FS_OPEN:
+        if (*res < 0) {
+            d->step = d->after;
+            return false;
+        }
+        d->fd2 = *res;
+        d->step = OL_SE_FS_SYNC;
+        ol_se_fsync(d, d->fd2, 0);
+        return true;
+    case OL_SE_FS_SYNC:
+        d->fs_err = *res < 0 ? *res : 0;
+        d->step = OL_SE_FS_CLOSE;
+        ol_se_close(d, d->fd2);
+        d->fd2 = -1;
+        return true;
+    case OL_SE_FS_CLOSE:
+        d->step = d->after;
+        *res = d->fs_err;
+        return false;
+    default:
+        return false;
+    }
+}
+
+void ol_se_phase_begin(struct ol_sreq *r) { r->active++; }
+
+void ol_se_drive_begin(struct ol_sdrv *d)
+{
+    d->active = true;
+    d->s.r->active++;
+}
+
+void ol_se_drive_end(struct ol_sdrv *d)
+{
+    struct ol_sreq *r = d->s.r;
+    d->active = false;
+    if (--r->active == 0)
+        ol_se_advance(r);
+}
+
+void ol_se_phase_started(struct ol_sreq *r)
+{
+    if (--r->active == 0)
+        ol_se_advance(r);
+}
+
+void ol_se_emit(struct ol_sreq *r, enum ol_store_ev type, int status)
+{
+    struct ol_store_event ev = {.type = type, .status = status};
+    r->cbdepth++;
+    r->cb(r->ud, &ev);
+    r->cbdepth--;
+}
+
+void ol_se_done(struct ol_sreq *r, int status)
+{
+    ol_store_cb cb = r->cb;
+    void *ud = r->ud;
+    ol_se_req_put(r);
+    struct ol_store_event ev = {.type = OL_STORE_EV_DONE, .status = status};
+    cb(ud, &ev);
+}
+
+/* ---- metadata ---------------------------------------------------------------------- */
+
+void ol_se_meta_decode(struct ol_sreq *r, struct ol_sdrv *d)
+{
+    if (d->mlen >= r->c->s->meta_cap) {
+        d->ms = OL_SE_M_ERR; /* larger than this store reads */
+        return;
+    }
+    int rc = ol_meta_open(d->mbuf, d->mlen, &d->mf);
+    if (rc == -EBADMSG) {
+        d->ms = OL_SE_M_BAD;
+        r->c->st.checksum_failures++;
+        return;
+    }
+    if (rc < 0) {
+        d->ms = OL_SE_M_ERR; /* a later format: not ours to read or overwrite */
+        return;
+    }
+    if (d->mf.key.len != r->klen || memcmp(d->mf.key.p, r->key, r->klen) != 0) {
+        d->ms = OL_SE_M_KEY;
+        return;
+    }
+    if (ol_meta_latest(&d->mf, &d->v) < 0 || d->v.type != OL_META_OBJECT) {
+        d->ms = OL_SE_M_OTHER;
+        return;
+    }
+    d->ms = OL_SE_M_OK;
+}
+
+bool ol_se_same_version(const struct ol_meta_version *a, const struct ol_meta_version *b)
+{
+    return a->mtime_ns == b->mtime_ns && a->size == b->size && a->ec.k == b->ec.k &&
+           a->ec.m == b->ec.m && a->ec.block_size == b->ec.block_size &&
+           a->has_inline == b->has_inline && a->etag_parts == b->etag_parts &&
+           memcmp(a->vid, b->vid, 16) == 0 && memcmp(a->data_dir, b->data_dir, 16) == 0 &&
+           memcmp(a->etag, b->etag, 16) == 0;
+}

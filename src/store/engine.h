@@ -1,0 +1,369 @@
+/*
+ * engine.h - the object engine of one node: durable erasure-coded PUT,
+ * GET (with reconstruction and checksum verification), HEAD and DELETE of
+ * whole objects, and plain buckets, as an asynchronous API on the per-core
+ * io_uring loops (rt/loop.h).
+ *
+ * Owns: the paths below on every drive, the commit order that makes an
+ * object visible, the shard-file contents (stripes cut into shard blocks,
+ * each framed by store/bitrot.h), quorum decisions, and the per-core pools
+ * of request states and stripe buffers. It uses, and does not re-decide:
+ * ec.h (Reed-Solomon), bitrot.h (block framing), layout.h (set, shard
+ * distribution, quorums, object directory names), format.h (drive format at
+ * open), meta.h (the metadata file codec).
+ *
+ * Must not: block a loop thread (every file operation after ol_store_open
+ * goes through ol_loop_*), allocate per request (pools are sized at
+ * ol_store_core_create; an empty pool is -EBUSY), validate bucket or key
+ * names (the S3 layer did: ol_layout_bucket_ok / ol_layout_key_ok), heal
+ * (it counts what needs healing), or know HTTP.
+ *
+ * ---- on one drive ------------------------------------------------------------
+ *
+ *   <drive>/.openlake/format                       drive format (format.h)
+ *   <drive>/.openlake/tmp/<tid>/part.1             shard file of a PUT in flight
+ *   <drive>/.openlake/tmp/<tid>.meta               metadata file being written
+ *   <drive>/.openlake/buckets/<bucket>/            a bucket
+ *   <drive>/.openlake/buckets/<bucket>/objects/<ab>/<hash>/meta
+ *                                                  the object's metadata (meta.h)
+ *   <drive>/.openlake/buckets/<bucket>/objects/<ab>/<hash>/<data-dir>/part.1
+ *                                                  this drive's shard of the object
+ *
+ * <ab>/<hash> is ol_layout_object_dir(deployment, key); <tid> and
+ * <data-dir> are random uuids written "xxxxxxxx-xxxx-...". ol_store_open
+ * removes everything under .openlake/tmp/ (writes a crash interrupted).
+ *
+ * ---- shard files ---------------------------------------------------------------
+ *
+ * An object of size S on a set of n = k + m drives (m parity) is cut into
+ * stripes of k * B bytes, B = ol_ec_shard_len(stripe_bytes, k) (a multiple
+ * of 64, so k * B >= stripe_bytes). Stripe s (0-based) of L bytes (L = k*B
+ * except for the last) is laid out as k data shards of b = ol_ec_shard_len(L,
+ * k) bytes each (shard j holds stripe bytes [j*b, (j+1)*b), the tail of the
+ * last zero-filled), encoded into m parity shards of b bytes. Shard i of
+ * every stripe goes to the drive at position p with dist[p] == i
+ * (ol_layout_distribution of ol_layout_object_hash), as block s of that
+ * drive's part.1: bitrot framing version 1 with block size B, so block s
+ * sits at offset s * (8 + B) and every block but the last is B bytes. The
+ * block seed is XXH3-64(data-dir id, 16 bytes, seed = shard index): a block
+ * of another object, another shard or another offset never verifies. The
+ * metadata records k, m, B (block_size), the data-dir id and dist; the
+ * reader derives everything else from them and the size.
+ *
+ * Inline objects: an object of at most inline_max bytes (one stripe) has no
+ * data dir and no shard files. Its stripe is erasure-coded the same way and
+ * each drive's metadata file carries that drive's shard (b bytes, no bitrot
+ * framing: the metadata file's own XXH3 checksums cover it) as inline data;
+ * the version's data-dir id is all zero. An empty object is always inline
+ * (no bytes at all), even with inline_max 0.
+ *
+ * ---- commit order of a PUT (per drive; a write quorum must finish it all) --------
+ *
+ *   1. statx buckets/<bucket>; mkdir tmp/<tid>; create tmp/<tid>/part.1
+ *   2. the shard blocks, stripe by stripe (at most OL_STORE_PUT_SLOTS stripes
+ *      in flight per PUT, from the request's fixed buffer)
+ *   3. fdatasync part.1, close; fsync tmp/<tid>
+ *      -- barrier: fewer than a write quorum of drives left: the tmp files
+ *         are removed and the PUT fails with -EIO; nothing was visible --
+ *   4. mkdir objects/<ab> and objects/<ab>/<hash> (each new directory's
+ *      parent fsynced); rename tmp/<tid> -> <hash>/<data-dir>
+ *   5. read <hash>/meta (the other versions are kept; the null version is
+ *      replaced: unversioned semantics), write the new file to tmp/<tid>.meta,
+ *      fsync it, rename it over <hash>/meta, fsync <hash>/    <- visible
+ *   6. quorum of drives through 5: the replaced version's data dir is
+ *      removed (its part files, then the directory) and EV_DONE(0).
+ *      Below quorum: each drive is put back (the old meta bytes rewritten
+ *      the same way, or meta unlinked when there was none; the new data
+ *      dir removed) and EV_DONE(-EIO).
+ * Inline objects skip 1's tmp dir, 2, 3 and 4's rename. A crash before 5's
+ * rename leaves only tmp files (removed at open) or an unreferenced data
+ * dir (for the scanner, later); after it, the drives that renamed hold the
+ * new version and reads take the newest version a read quorum agrees on.
+ *
+ * ---- reads ---------------------------------------------------------------------
+ *
+ * GET/HEAD read <hash>/meta on every drive of the set. A drive without it
+ * (ENOENT) is asked whether it has the bucket directory. The object is the
+ * latest version that a read quorum (k) of drives agree on (version id,
+ * mtime, data dir, size, ETag, geometry); when several do, the newest
+ * mtime. No agreement: -ENOENT when a read quorum of drives have the
+ * bucket but not the object (a delete marker or another key's file count
+ * as "not the object"), OL_STORE_ENOBUCKET when no drive has the bucket and
+ * a read quorum say so, else -EIO. Data: only the data shards a range needs
+ * are read; a block that is missing, short or fails ol_bitrot_verify is
+ * replaced by reading other shards (data first, then parity) and the
+ * stripe is rebuilt with ol_ec_reconstruct. Fewer than k good shards:
+ * -EIO. Corrupt bytes are never handed out.
+ *
+ * DELETE per drive: read meta (its data dirs), unlink meta, fsync <hash>/,
+ * remove the data dirs, rmdir <hash> and <ab> (when empty). Success when
+ * a write quorum of drives no longer hold the object (a missing object is
+ * success, as in S3).
+ *
+ * Concurrency: every request lives on the core that began it, without
+ * locks; two requests on one key at the same time (on one core or two) are
+ * not ordered yet (the per-object lock is the cluster layer's, later).
+ * Directory races between a DELETE removing empty <ab>/<hash> directories
+ * and a PUT creating them are retried by the PUT.
+ *
+ * Errors: 0 or -errno everywhere. Requests report through one callback
+ * (ol_store_cb). Statuses: -ENOENT no such object; OL_STORE_ENOBUCKET no such
+ * bucket; -EIO quorum not reached (too many drives missing, failing or
+ * corrupt); -EBUSY the core's pool is empty (503 SlowDown); -ERANGE range
+ * not satisfiable; -EINVAL a caller error (sizes, parity); -ENOTEMPTY bucket
+ * not empty; -EEXIST bucket exists.
+ *
+ * Threads: ol_store_open/close on a thread that runs no loop; everything
+ * else on the loop thread of the core passed to ol_store_core_create. The
+ * struct ol_store is read-only after open and shared by all cores.
+ */
+#ifndef OL_STORE_ENGINE_H
+#define OL_STORE_ENGINE_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt/loop.h"
+#include "store/meta.h"
+
+struct ol_store;       /* the drives and the geometry: one per process */
+struct ol_store_core;  /* per core: pools, erasure codes, counters */
+struct ol_put;         /* one streaming PUT */
+struct ol_get;         /* one GET / HEAD */
+
+/* The status that means "no such bucket" (the S3 layer's NoSuchBucket);
+ * -ENOENT is "no such key". */
+#define OL_STORE_ENOBUCKET (-ENXIO)
+
+#define OL_STORE_STRIPE_DEFAULT (1u << 20)  /* 1 MiB of data per stripe */
+#define OL_STORE_STRIPE_MIN     (64u << 10)
+#define OL_STORE_STRIPE_MAX     (16u << 20)
+/*
+ * Default inline threshold: 128 KiB (= OL_META_MAX_INLINE, the most one
+ * version's inline data may hold). Objects up to it cost one metadata file
+ * per drive instead of a data dir and a shard file; each drive's metadata
+ * grows by ~ size / k, and a GET of a small object reads nothing but the
+ * metadata files it reads anyway.
+ */
+#define OL_STORE_INLINE_DEFAULT (128u << 10)
+#define OL_STORE_REQUESTS_DEFAULT 64u
+#define OL_STORE_PUT_SLOTS 2u    /* stripes in flight per PUT / GET */
+/* ol_put_write takes at most this many bytes per call (see there). */
+#define OL_STORE_WRITE_MAX (64u << 10)
+
+struct ol_store_params {
+    const char *const *drives;  /* n drive directories in configured order;
+                                   each must exist (format.h never creates
+                                   one); copied */
+    unsigned n;
+    unsigned drives_per_set;    /* 1..32; n a multiple of it; sets = n / it */
+    int parity;                 /* -1 = ol_layout_default_parity; 0..dps/2,
+                                   and dps - parity <= 16 (ec.h) */
+    uint32_t stripe_bytes;      /* 0 = OL_STORE_STRIPE_DEFAULT; MIN..MAX.
+                                   Objects keep their own block size, but a
+                                   core's buffers fit the current stripe:
+                                   do not lower it under existing objects */
+    int64_t inline_max;         /* -1 = OL_STORE_INLINE_DEFAULT, 0 = never
+                                   inline; clamped to stripe_bytes and
+                                   OL_META_MAX_INLINE */
+    unsigned max_requests;      /* request states per core; 0 = 64 */
+    unsigned format_flags;      /* OL_FORMAT_ADOPT_* for ol_format_resolve */
+};
+
+/*
+ * Opens the store (main thread, before the loops run; blocking calls):
+ * ol_format_resolve + ol_format_apply over the drives (a refusal comes back
+ * as its error with the resolver's message), then on every drive that is
+ * not offline: mkdir .openlake/tmp and .openlake/buckets, remove everything
+ * under .openlake/tmp/, and open the drive directory (O_DIRECTORY) for the
+ * *at() calls. Offline drives stay in the layout and count as failed in
+ * every request. Returns 0 and *out; -EINVAL (params; err says which);
+ * -EUCLEAN (format refused); -ENOMEM; or -errno of a drive (err names it).
+ */
+int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *err,
+                  size_t errlen);
+/* Closes the drive directories and frees s. Every core must be destroyed first. */
+void ol_store_close(struct ol_store *s);
+
+/* Geometry, for callers and tests. */
+unsigned ol_store_sets(const struct ol_store *s);
+unsigned ol_store_drives_per_set(const struct ol_store *s);
+unsigned ol_store_parity(const struct ol_store *s);
+uint32_t ol_store_inline_max(const struct ol_store *s);
+/* The set (0..sets-1) that holds bucket/key. */
+unsigned ol_store_set_of(const struct ol_store *s, const char *bucket, const char *key);
+
+/*
+ * Per-core counters. Read on the core's loop thread (or after it stopped);
+ * the daemon exports the sum over cores.
+ */
+struct ol_store_stats {
+    uint64_t puts, put_bytes, put_errors, put_aborts;
+    uint64_t gets, get_bytes, get_errors;
+    uint64_t deletes, delete_errors;
+    uint64_t busy;                  /* requests refused: pool empty (-EBUSY) */
+    uint64_t reads_reconstructed;   /* stripes (or inline objects) rebuilt from parity */
+    uint64_t checksum_failures;     /* shard blocks / metadata files that failed their checksum */
+    uint64_t read_errors;           /* shard files missing, short, or failing to read */
+    uint64_t write_drive_failures;  /* drives that missed a PUT/DELETE that succeeded */
+    uint64_t needs_heal;            /* requests that found a drive to heal */
+};
+
+/*
+ * Creates the state of one core (on that loop's thread): max_requests
+ * request states, and for each one a fixed buffer region (stripe slots and
+ * metadata buffers) reserved with mmap(MAP_NORESERVE), so memory is only
+ * used as requests touch it; one Reed-Solomon code per allowed parity.
+ * Returns 0 and *out, -ENOMEM, or -EINVAL.
+ */
+int ol_store_core_create(struct ol_store *s, ol_loop *loop, struct ol_store_core **out);
+/*
+ * Frees the core. Call it on the loop's thread with no request in use, or
+ * after the loop has stopped: requests still in use are then dropped as a
+ * crash would drop them (their tmp files stay until the next open).
+ */
+void ol_store_core_destroy(struct ol_store_core *c);
+/* Request states in use (PUTs and GETs not yet released, DELETEs and bucket
+ * operations in flight, aborted PUTs still cleaning up). */
+unsigned ol_store_core_busy(const struct ol_store_core *c);
+const struct ol_store_stats *ol_store_core_stats(const struct ol_store_core *c);
+
+/* ---- requests ------------------------------------------------------------------ */
+
+enum ol_store_ev {
+    OL_STORE_EV_READY = 1, /* PUT: room again after ol_put_write returned 1 */
+    OL_STORE_EV_ERROR,     /* PUT before finish: it cannot succeed (status);
+                              call ol_put_abort */
+    OL_STORE_EV_META,      /* GET: the object's version (status 0) */
+    OL_STORE_EV_DATA,      /* GET: data[0..len) of the requested range, in order */
+    OL_STORE_EV_DONE,      /* the request ended with status */
+};
+
+struct ol_store_event {
+    enum ol_store_ev type;
+    int status;                            /* 0 or -errno */
+    const struct ol_meta_version *version; /* EV_META: valid until ol_get_end */
+    const uint8_t *data;                   /* EV_DATA: valid until the next */
+    size_t len;                            /*   ol_get_next or ol_get_end */
+};
+
+/* Runs on the core's loop thread. */
+typedef void (*ol_store_cb)(void *ud, const struct ol_store_event *ev);
+
+/* ---- PUT ---- */
+
+struct ol_put_args {
+    const char *bucket;   /* NUL-terminated, validated; copied */
+    const char *key;      /* NUL-terminated, validated; copied */
+    uint64_t size;        /* exactly this many bytes follow */
+    int parity;           /* -1 = the store's; else 0..dps/2 with dps - parity <= 16
+                             (storage class: ol_layout_parity_for_class) */
+};
+
+/*
+ * Starts a PUT. The engine picks the set, the distribution and the ids, and
+ * starts step 1 on the set's drives while the caller sends data.
+ * Returns 0 and *out (the caller owns the put until ol_put_finish returns 0
+ * or ol_put_abort); -EBUSY (pool empty); -EINVAL (parity out of range).
+ * No callback runs inside this call.
+ */
+int ol_put_begin(struct ol_store_core *c, const struct ol_put_args *a, ol_store_cb cb, void *ud,
+                 struct ol_put **out);
+/*
+ * Hands over len (<= OL_STORE_WRITE_MAX) more bytes, which are copied.
+ * Returns 0 (take more); 1 (taken, but less than OL_STORE_WRITE_MAX bytes
+ * of room are left: do not call again before EV_READY, e.g. pause the
+ * HTTP body); -EINVAL (more bytes than the size given at begin, len over
+ * OL_STORE_WRITE_MAX, or after finish); -ENOBUFS (called while paused:
+ * nothing taken); -errno (the PUT has failed, as EV_ERROR said or will
+ * say: call ol_put_abort). Never runs the callback.
+ */
+int ol_put_write(struct ol_put *p, const void *data, size_t len);
+/*
+ * Ends the body. v holds what the S3 layer decided (etag, etag_parts,
+ * hdr[], user (array form), tagging, storage_class, cks); the engine fills
+ * type, vid (null), mtime, size, ec, data_dir, one part and the inline
+ * data, encodes v at once (v and what it points to may go away when this
+ * returns). Returns 0: the put now belongs to the engine, EV_DONE comes
+ * with 0 once a write quorum holds it durably (or -EIO, OL_STORE_ENOBUCKET,
+ * ...) and the put is released after that callback. Returns -EINVAL (fewer
+ * bytes than the size; a field of v out of range) or the -errno of a
+ * failed PUT: the put is still the caller's: ol_put_abort it.
+ */
+int ol_put_finish(struct ol_put *p, const struct ol_meta_version *v);
+/*
+ * Abandons a PUT that ol_put_finish has not taken (client gone, checksum
+ * mismatch, EV_ERROR): nothing becomes visible, the tmp files are removed
+ * in the background, no more callbacks. May be called from the callback.
+ */
+void ol_put_abort(struct ol_put *p);
+
+/* ---- GET / HEAD ---- */
+
+struct ol_get_args {
+    const char *bucket;   /* NUL-terminated, validated; copied */
+    const char *key;
+    uint64_t offset;      /* first byte */
+    int64_t length;       /* bytes; -1 = to the end */
+};
+
+/*
+ * Starts a GET: reads the metadata from the set's drives, then the callback
+ * gets EV_META (status 0, the version) or EV_DONE (-ENOENT,
+ * OL_STORE_ENOBUCKET, -EIO). Either way the caller ends it with ol_get_end.
+ * Returns 0 and *out, or -EBUSY. No callback runs inside this call.
+ * HEAD: ol_get_end after EV_META.
+ */
+int ol_get_begin(struct ol_store_core *c, const struct ol_get_args *a, ol_store_cb cb, void *ud,
+                 struct ol_get **out);
+/*
+ * Replaces the range of args (after EV_META, before the first ol_get_next:
+ * suffix ranges need the size). Same meaning as in ol_get_args.
+ */
+void ol_get_set_range(struct ol_get *g, uint64_t offset, int64_t length);
+/*
+ * Asks for the next slice (after EV_META): the callback gets EV_DATA, or
+ * EV_DONE (0 after the last byte; -EIO when a stripe cannot be read
+ * correctly). It may run inside this call when the data is already in
+ * memory; calling ol_get_next or ol_get_end from the callback is fine.
+ * Returns 0; -ERANGE on the first call when the range is not satisfiable
+ * (offset >= size, except the whole of an empty object; length 0); -EINVAL
+ * when called before EV_META, after EV_DONE, or twice without an event
+ * in between.
+ */
+int ol_get_next(struct ol_get *g);
+/* Ends the GET (at any point, also from the callback): no more callbacks. */
+void ol_get_end(struct ol_get *g);
+
+/* ---- DELETE ---- */
+
+/*
+ * Removes the object (every version's metadata and data dirs) from every
+ * drive of its set. EV_DONE: 0 (also when there was no such object),
+ * OL_STORE_ENOBUCKET, -EIO (below write quorum: what was removed stays
+ * removed). Returns 0, or -EBUSY. No callback inside this call.
+ */
+int ol_delete(struct ol_store_core *c, const char *bucket, const char *key, ol_store_cb cb,
+              void *ud);
+
+/* ---- buckets ---- */
+
+/*
+ * Bucket operations touch every drive of every set, one set at a time.
+ * create: mkdir buckets/<b> and buckets/<b>/objects, fsync buckets/;
+ *   EV_DONE 0; -EEXIST when a write quorum of every set had it already;
+ *   -EIO when a set falls short of its write quorum (what this call
+ *   created is removed again).
+ * delete: -ENOTEMPTY when any drive holds an object directory (the empty
+ *   <ab> directories are removed while looking: rmdir of the 256 of them);
+ *   then rmdir objects/ and the bucket; 0, OL_STORE_ENOBUCKET, or -EIO.
+ * exists: 0 when a read quorum of every set has it, OL_STORE_ENOBUCKET when
+ *   it is on no drive of a set and a read quorum say so, else -EIO.
+ * Each returns 0 (EV_DONE follows) or -EBUSY.
+ */
+int ol_store_bucket_create(struct ol_store_core *c, const char *bucket, ol_store_cb cb, void *ud);
+int ol_store_bucket_delete(struct ol_store_core *c, const char *bucket, ol_store_cb cb, void *ud);
+int ol_store_bucket_exists(struct ol_store_core *c, const char *bucket, ol_store_cb cb, void *ud);
+
+#endif

@@ -1,0 +1,190 @@
+/*
+ * engine_del.c - DELETE of a whole object on every drive of its set: read
+ * the metadata (to learn the data dirs), unlink it, fsync the object
+ * directory, remove every version's data dir, then the object directory
+ * and its <ab> parent when they are empty. A drive without the file (or
+ * with another key's file) already does not hold the object.
+ */
+#include "store/engine_int.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { D_OPEN = 1, D_READ, D_CLOSE, D_STAT, D_UNLINK, D_SYNCED, D_DATA, D_RMOBJ, D_RMAB,
+       D_FAILCLOSE };
+
+static void drive_fail(struct ol_sdrv *d, int err)
+{
+    if (!d->err)
+        d->err = err;
+    if (d->fd >= 0) {
+        d->step = D_FAILCLOSE;
+        ol_se_close(d, d->fd);
+        d->fd = -1;
+        return;
+    }
+    ol_se_drive_end(d);
+}
+
+/* Next removal of a data dir of some version: its parts, then itself;
+ * then the object directory. d->old_dd: a version is being removed. */
+static void data_next(struct ol_sdrv *d)
+{
+    struct ol_sreq *r = d->s.r;
+    static const uint8_t zero[16];
+    while (!d->old_dd && (d->ms == OL_SE_M_OK || d->ms == OL_SE_M_OTHER)) {
+        if (ol_meta_next(&d->mf, &d->v) != 1)
+            break;
+        if (d->v.type == OL_META_OBJECT && !d->v.has_inline && memcmp(d->v.data_dir, zero, 16)) {
+            d->old_dd = true;
+            d->iter2 = 0;
+        }
+    }
+    if (d->old_dd) {
+        unsigned parts = d->v.part_count ? d->v.part_count : 1;
+        d->step = D_DATA;
+        if (d->iter2 < parts) {
+            struct ol_meta_part pt = {.number = 1};
+            if (d->v.part_count)
+                ol_meta_part_at(&d->v, d->iter2, &pt);
+            char sfx[24];
+            snprintf(sfx, sizeof sfx, "/part.%u", pt.number);
+            ol_se_path_id(d->path, r->p_obj, d->v.data_dir, sfx);
+            d->iter2++;
+            ol_se_unlinkat(d, d->path, 0);
+        } else {
+            ol_se_path_id(d->path, r->p_obj, d->v.data_dir, NULL);
+            d->old_dd = false;
+            ol_se_unlinkat(d, d->path, AT_REMOVEDIR);
+        }
+        return;
+    }
+    d->step = D_RMOBJ;
+    ol_se_unlinkat(d, r->p_obj, AT_REMOVEDIR);
+}
+
+void ol_se_del_drive(struct ol_sdrv *d, int res)
+{
+    struct ol_sreq *r = d->s.r;
+    if (ol_se_fsync_step(d, &res))
+        return;
+    switch (d->step) {
+    case D_OPEN:
+        if (res == -ENOENT || res == -ENOTDIR) {
+            d->step = D_STAT;
+            ol_se_statx(d, r->p_bucket);
+            return;
+        }
+        if (res < 0)
+            return drive_fail(d, res);
+        d->fd = res;
+        d->step = D_READ;
+        ol_se_read(d, d->fd, d->mbuf, r->c->s->meta_cap, 0);
+        return;
+    case D_READ:
+        if (res < 0)
+            return drive_fail(d, res);
+        d->mlen = (uint32_t)res;
+        d->step = D_CLOSE;
+        ol_se_close(d, d->fd);
+        d->fd = -1;
+        return;
+    case D_CLOSE:
+        ol_se_meta_decode(r, d);
+        if (d->ms == OL_SE_M_KEY)
+            return ol_se_drive_end(d); /* another key's object: not ours to remove */
+        if (d->ms == OL_SE_M_ERR)
+            return drive_fail(d, -EIO);
+        d->step = D_UNLINK;
+        ol_se_unlinkat(d, r->p_meta, 0);
+        return;
+    case D_STAT:
+        if (res == 0)
+            d->ms = OL_SE_M_NONE;
+        else if (res == -ENOENT || res == -ENOTDIR)
+            d->ms = OL_SE_M_NOBUCKET;
+        else
+            d->err = res;
+        return ol_se_drive_end(d);
+    case D_UNLINK:
+        if (res == -ENOENT) {
+            d->committed = true; /* gone already (a concurrent DELETE) */
+            return data_next(d);
+        }
+        if (res < 0)
+            return drive_fail(d, res);
+        return ol_se_fsync_dir(d, r->p_obj, D_SYNCED);
+    case D_SYNCED:
+        if (res < 0)
+            return drive_fail(d, res);
+        d->committed = true;
+        return data_next(d);
+    case D_DATA:
+        return data_next(d);
+    case D_RMOBJ:
+        if (res < 0)
+            return ol_se_drive_end(d); /* not empty (leftovers for the scanner) */
+        d->step = D_RMAB;
+        ol_se_unlinkat(d, r->p_ab, AT_REMOVEDIR);
+        return;
+    default: /* D_RMAB, D_FAILCLOSE */
+        return ol_se_drive_end(d);
+    }
+}
+
+bool ol_se_del_step(struct ol_sreq *r)
+{
+    if (r->active || !ol_se_can_emit(r))
+        return false;
+    const struct ol_store *s = r->c->s;
+    unsigned m = s->parity, ok = 0, nob = 0, present = 0;
+    for (unsigned i = 0; i < r->n; i++) {
+        const struct ol_sdrv *d = &r->d[i];
+        if (d->ms == OL_SE_M_OK && d->v.ec.k + d->v.ec.m == r->n)
+            m = d->v.ec.m;
+        ok += !d->err && (d->committed || d->ms == OL_SE_M_NONE || d->ms == OL_SE_M_KEY);
+        nob += d->ms == OL_SE_M_NOBUCKET;
+        present += !d->err && d->ms != OL_SE_M_NOBUCKET && d->ms != OL_SE_M_UNKNOWN;
+    }
+    struct ol_store_stats *st = &r->c->st;
+    if (ok >= ol_layout_write_quorum(r->n, m)) {
+        st->deletes++;
+        if (ok < r->n) {
+            st->write_drive_failures += r->n - ok;
+            st->needs_heal++;
+        }
+        ol_se_done(r, 0);
+        return true;
+    }
+    int status = present == 0 && nob >= ol_layout_read_quorum(r->n, s->parity)
+                     ? OL_STORE_ENOBUCKET : -EIO;
+    if (status == -EIO)
+        st->delete_errors++;
+    ol_se_done(r, status);
+    return true;
+}
+
+int ol_delete(struct ol_store_core *c, const char *bucket, const char *key, ol_store_cb cb,
+              void *ud)
+{
+    struct ol_sreq *r = ol_se_req_get(c, OL_SE_DEL, cb, ud);
+    if (!r)
+        return -EBUSY;
+    ol_se_names(r, bucket, key);
+    ol_se_drives_init(r);
+    r->phase = 1;
+    r->in_api = true;
+    ol_se_phase_begin(r);
+    for (unsigned p = 0; p < r->n; p++) {
+        struct ol_sdrv *d = &r->d[p];
+        if (d->err)
+            continue;
+        ol_se_drive_begin(d);
+        d->step = D_OPEN;
+        ol_se_openat(d, r->p_meta, O_RDONLY, 0);
+    }
+    ol_se_phase_started(r);
+    r->in_api = false;
+    return 0;
+}

@@ -1,0 +1,560 @@
+/*
+ * engine_get.c - GET and HEAD: metadata from every drive of the set, the
+ * version a read quorum agrees on, then the requested range stripe by
+ * stripe (two slots: one being handed out while the next is read), each
+ * shard block verified; missing, short or corrupt blocks are replaced by
+ * other shards and the stripe rebuilt. The caller pulls slices with
+ * ol_get_next; they point into the request's slots (or, for inline
+ * objects, into the metadata buffers).
+ *
+ * Phases: META (read meta / statx bucket per drive) -> WAIT (EV_META
+ * sent, waiting for the first ol_get_next) -> OPEN (part.1 opened on
+ * every usable drive) -> DATA (slots) ; FAILED (EV_DONE with an error
+ * before any data) ; at ol_get_end: CLOSE (open files closed) -> released.
+ */
+#include "store/engine_int.h"
+
+#include "store/bitrot.h"
+
+#include <fcntl.h>
+#include <string.h>
+
+enum { GPH_META = 1, GPH_WAIT, GPH_OPEN, GPH_DATA, GPH_FAILED, GPH_CLOSE };
+enum { M_OPEN = 1, M_READ, M_CLOSE, M_STAT, O_OPEN, X_CLOSE };
+
+static uint32_t stride(const struct ol_sreq *r) { return OL_BITROT_HDR_SIZE + r->B; }
+
+/* ---- drive steps ---------------------------------------------------------------------- */
+
+void ol_se_get_drive(struct ol_sdrv *d, int res)
+{
+    struct ol_sreq *r = d->s.r;
+    switch (d->step) {
+    case M_OPEN:
+        if (res == -ENOENT || res == -ENOTDIR) {
+            d->step = M_STAT;
+            ol_se_statx(d, r->p_bucket);
+            return;
+        }
+        if (res < 0) {
+            d->ms = OL_SE_M_ERR;
+            return ol_se_drive_end(d);
+        }
+        d->fd = res;
+        d->step = M_READ;
+        ol_se_read(d, d->fd, d->mbuf, r->c->s->meta_cap, 0);
+        return;
+    case M_READ:
+        if (res < 0)
+            d->ms = OL_SE_M_ERR;
+        else
+            d->mlen = (uint32_t)res;
+        d->step = M_CLOSE;
+        ol_se_close(d, d->fd);
+        d->fd = -1;
+        return;
+    case M_CLOSE:
+        if (d->ms != OL_SE_M_ERR)
+            ol_se_meta_decode(r, d);
+        return ol_se_drive_end(d);
+    case M_STAT:
+        if (res == 0)
+            d->ms = OL_SE_M_NONE;
+        else if (res == -ENOENT || res == -ENOTDIR)
+            d->ms = OL_SE_M_NOBUCKET;
+        else
+            d->ms = OL_SE_M_ERR;
+        return ol_se_drive_end(d);
+    case O_OPEN:
+        if (res >= 0) {
+            d->fd = res;
+        } else {
+            d->err = res; /* no shard file here: read others */
+            r->c->st.read_errors++;
+            r->healed = true;
+        }
+        return ol_se_drive_end(d);
+    default: /* X_CLOSE */
+        return ol_se_drive_end(d);
+    }
+}
+
+/* ---- choosing the version ---------------------------------------------------------------- */
+
+static bool geometry_ok(const struct ol_sreq *r, const struct ol_meta_version *v)
+{
+    const struct ol_store_core *c = r->c;
+    unsigned k = v->ec.k, m = v->ec.m;
+    if (k == 0 || k + m != r->n || m > OL_EC_MAX_PARITY || !c->ec[m] || v->ec.block_size == 0)
+        return false;
+    if (v->has_inline && v->size > (uint64_t)k * v->ec.block_size)
+        return false; /* an inline object is one stripe */
+    uint64_t blen = v->has_inline ? ol_ec_shard_len(v->size, k) : v->ec.block_size;
+    return blen <= c->s->bmax;
+}
+
+/* The drive whose version a read quorum agrees on (newest mtime), or -errno. */
+static int choose(struct ol_sreq *r)
+{
+    const struct ol_store *s = r->c->s;
+    int best = -1;
+    unsigned bestcnt = 0;
+    for (unsigned i = 0; i < r->n; i++) {
+        const struct ol_sdrv *d = &r->d[i];
+        if (d->ms != OL_SE_M_OK || !geometry_ok(r, &d->v))
+            continue;
+        unsigned cnt = 0;
+        for (unsigned j = 0; j < r->n; j++)
+            cnt += r->d[j].ms == OL_SE_M_OK && ol_se_same_version(&d->v, &r->d[j].v);
+        if (cnt >= d->v.ec.k && (best < 0 || d->v.mtime_ns > r->d[best].v.mtime_ns)) {
+            best = (int)i;
+            bestcnt = cnt;
+        }
+    }
+    if (best >= 0) {
+        if (bestcnt < r->n)
+            r->healed = true;
+        return best;
+    }
+    unsigned rq = ol_layout_read_quorum(r->n, s->parity);
+    unsigned present = 0, nob = 0, notobj = 0;
+    for (unsigned i = 0; i < r->n; i++) {
+        uint8_t ms = r->d[i].ms;
+        present += ms == OL_SE_M_OK || ms == OL_SE_M_OTHER || ms == OL_SE_M_KEY ||
+                   ms == OL_SE_M_BAD || ms == OL_SE_M_NONE;
+        nob += ms == OL_SE_M_NOBUCKET;
+        notobj += ms == OL_SE_M_NONE || ms == OL_SE_M_OTHER || ms == OL_SE_M_KEY;
+    }
+    if (present < rq)
+        return present == 0 && nob >= rq ? OL_STORE_ENOBUCKET : -EIO;
+    return notobj >= rq ? -ENOENT : -EIO;
+}
+
+static void setup(struct ol_sreq *r, int sel)
+{
+    const struct ol_meta_version *v = &r->d[sel].v;
+    r->sel = sel;
+    r->k = v->ec.k;
+    r->m = v->ec.m;
+    r->ec = r->c->ec[r->m];
+    r->B = v->ec.block_size;
+    r->SD = (uint64_t)r->k * r->B;
+    r->size = v->size;
+    r->inline_obj = v->has_inline;
+    memcpy(r->dist, v->ec.dist, r->n);
+    for (unsigned p = 0; p < r->n; p++)
+        r->drv_of[r->dist[p]] = (uint8_t)p;
+    memcpy(r->ddir, v->data_dir, 16);
+    ol_se_path_id(r->p_ddir, r->p_obj, r->ddir, NULL);
+    ol_se_path_id(r->p_part, r->p_obj, r->ddir, "/part.1");
+    for (unsigned p = 0; p < r->n; p++) {
+        struct ol_sdrv *d = &r->d[p];
+        if (!d->err && (d->ms == OL_SE_M_NOBUCKET || d->ms == OL_SE_M_ERR))
+            d->err = -ENODEV; /* not worth opening a shard on */
+    }
+}
+
+/* ---- stripes ------------------------------------------------------------------------------- */
+
+static uint64_t slot_end(const struct ol_sreq *r, const struct ol_sslot *sl)
+{
+    uint64_t e = sl->stripe * r->SD + sl->len;
+    return e < r->end ? e : r->end;
+}
+
+/* The data shards of stripe s that hold bytes of the range. */
+static uint32_t want_mask(const struct ol_sreq *r, const struct ol_sslot *sl)
+{
+    uint64_t base = sl->stripe * r->SD;
+    uint64_t lo = (r->off > base ? r->off : base) - base;
+    uint64_t hi = slot_end(r, sl) - base;
+    unsigned j0 = (unsigned)(lo / sl->blen), j1 = (unsigned)((hi - 1) / sl->blen);
+    uint32_t w = 0;
+    for (unsigned j = j0; j <= j1; j++)
+        w |= 1u << j;
+    return w;
+}
+
+static void rebuild(struct ol_sreq *r, struct ol_sslot *sl, uint32_t present, uint32_t missing)
+{
+    if (ol_ec_reconstruct(r->ec, sl->blen, sl->sp, present, missing) < 0) {
+        sl->state = OL_SE_SL_FAILED;
+        return;
+    }
+    r->c->st.reads_reconstructed++;
+    r->healed = true;
+    sl->state = OL_SE_SL_READY;
+}
+
+/* Reads what the stripe still needs; READY, FAILED, or reads in flight. */
+static void read_more(struct ol_sreq *r, unsigned si)
+{
+    struct ol_sslot *sl = &r->slot[si];
+    uint32_t st = stride(r);
+    for (;;) {
+        uint32_t missing = sl->want & ~sl->good;
+        if (!missing) {
+            sl->state = OL_SE_SL_READY;
+            return;
+        }
+        if (ol_se_popcount(sl->good) >= r->k)
+            return rebuild(r, sl, sl->good, missing);
+        uint32_t pick = sl->want & ~sl->tried;
+        if (!pick) { /* sources for a rebuild: data shards first, then parity */
+            unsigned need = r->k - ol_se_popcount(sl->good);
+            for (unsigned i = 0; i < r->n && need; i++)
+                if (!(sl->tried & (1u << i))) {
+                    pick |= 1u << i;
+                    need--;
+                }
+        }
+        if (!pick) {
+            sl->state = OL_SE_SL_FAILED;
+            return;
+        }
+        for (unsigned i = 0; i < r->n; i++) {
+            if (!(pick & (1u << i)))
+                continue;
+            sl->tried |= 1u << i;
+            unsigned pos = r->drv_of[i];
+            struct ol_sdrv *d = &r->d[pos];
+            if (d->err || d->fd < 0)
+                continue;
+            struct ol_sop *w = &r->w[si][pos];
+            ol_se_issue(r, w, ol_loop_read(r->c->loop, &w->op, d->fd, sl->base + (size_t)i * st,
+                                           OL_BITROT_HDR_SIZE + sl->blen, sl->stripe * st));
+            sl->pending++;
+        }
+        if (sl->pending)
+            return;
+    }
+}
+
+static void start_stripe(struct ol_sreq *r, unsigned si, uint64_t s)
+{
+    struct ol_sslot *sl = &r->slot[si];
+    uint64_t left = r->size - s * r->SD;
+    sl->stripe = s;
+    sl->len = (uint32_t)(left < r->SD ? left : r->SD);
+    sl->blen = (uint32_t)ol_ec_shard_len(sl->len, r->k);
+    sl->want = want_mask(r, sl);
+    sl->good = sl->tried = 0;
+    sl->pending = 0;
+    sl->state = OL_SE_SL_IO;
+    uint32_t st = stride(r);
+    for (unsigned i = 0; i < r->n; i++)
+        sl->sp[i] = sl->base + (size_t)i * st + OL_BITROT_HDR_SIZE;
+    read_more(r, si);
+}
+
+void ol_se_get_slot(struct ol_sreq *r, unsigned si, unsigned pos, int res)
+{
+    struct ol_sslot *sl = &r->slot[si];
+    struct ol_sdrv *d = &r->d[pos];
+    unsigned i = r->dist[pos];
+    if (!r->ended) {
+        uint8_t *hdr = sl->base + (size_t)i * stride(r);
+        if (res == (int)(OL_BITROT_HDR_SIZE + sl->blen)) {
+            if (ol_bitrot_verify(ol_se_seed(r->ddir, i), sl->stripe, hdr, sl->sp[i], sl->blen) == 0) {
+                sl->good |= 1u << i;
+            } else {
+                r->c->st.checksum_failures++;
+                r->healed = true;
+            }
+        } else {
+            r->c->st.read_errors++;
+            r->healed = true;
+            if (!d->err)
+                d->err = res < 0 ? res : -EIO; /* short: a truncated file */
+        }
+    }
+    if (--sl->pending == 0 && !r->ended)
+        read_more(r, si);
+    ol_se_advance(r);
+}
+
+/* Starts reads into the free slots, in stripe order. */
+static void fill(struct ol_sreq *r)
+{
+    if (r->inline_obj || r->end == 0)
+        return;
+    uint64_t last = (r->end - 1) / r->SD;
+    while (r->rd_next <= last) {
+        unsigned si = (unsigned)(r->rd_next % OL_SE_SLOTS);
+        if (r->slot[si].state != OL_SE_SL_FREE)
+            return;
+        start_stripe(r, si, r->rd_next++);
+    }
+}
+
+/* The inline object's one stripe: the shards are the metadata files' inline data. */
+static void inline_stripe(struct ol_sreq *r)
+{
+    struct ol_sslot *sl = &r->slot[0];
+    const struct ol_meta_version *sv = &r->d[r->sel].v;
+    sl->stripe = 0;
+    sl->len = (uint32_t)r->size;
+    sl->blen = (uint32_t)ol_ec_shard_len(r->size, r->k);
+    sl->want = want_mask(r, sl);
+    uint32_t present = 0, st = stride(r);
+    for (unsigned i = 0; i < r->n; i++)
+        sl->sp[i] = sl->base + (size_t)i * st + OL_BITROT_HDR_SIZE;
+    for (unsigned p = 0; p < r->n; p++) {
+        const struct ol_meta_version *v = &r->d[p].v;
+        unsigned idx = v->ec.index;
+        if (r->d[p].ms != OL_SE_M_OK || !ol_se_same_version(v, sv) || !v->has_inline ||
+            v->inline_data.len != sl->blen || idx >= r->n || (present & (1u << idx)))
+            continue;
+        sl->sp[idx] = (uint8_t *)(uintptr_t)v->inline_data.p;
+        present |= 1u << idx;
+    }
+    r->rd_next = 1;
+    uint32_t missing = sl->want & ~present;
+    if (!missing) {
+        sl->state = OL_SE_SL_READY;
+        return;
+    }
+    if (ol_se_popcount(present) < r->k) {
+        sl->state = OL_SE_SL_FAILED;
+        return;
+    }
+    rebuild(r, sl, present, missing);
+}
+
+/* ---- the step function ------------------------------------------------------------------------ */
+
+/* Counts the request once its outcome is known: before EV_DONE, or at
+ * ol_get_end (HEAD, or a GET ended early). */
+static void account(struct ol_sreq *r)
+{
+    if (r->counted)
+        return;
+    r->counted = true;
+    struct ol_store_stats *st = &r->c->st;
+    if (r->meta_sent) {
+        st->gets++;
+        st->get_bytes += r->delivered;
+    }
+    if (r->status == -EIO)
+        st->get_errors++;
+    if (r->healed)
+        st->needs_heal++;
+}
+
+static bool release(struct ol_sreq *r)
+{
+    account(r);
+    ol_se_req_put(r);
+    return true;
+}
+
+static bool ended(struct ol_sreq *r)
+{
+    if (r->inflight)
+        return false;
+    if (r->phase != GPH_CLOSE) {
+        r->phase = GPH_CLOSE;
+        ol_se_phase_begin(r);
+        for (unsigned p = 0; p < r->n; p++) {
+            struct ol_sdrv *d = &r->d[p];
+            if (d->fd < 0)
+                continue;
+            ol_se_drive_begin(d);
+            d->step = X_CLOSE;
+            ol_se_close(d, d->fd);
+            d->fd = -1;
+        }
+        ol_se_phase_started(r);
+        return false;
+    }
+    return release(r);
+}
+
+/* Hands out the next slice, or EV_DONE, when the caller wants one. */
+static bool pump(struct ol_sreq *r)
+{
+    if (!r->want)
+        return false;
+    if (r->hold >= 0) {
+        struct ol_sslot *sl = &r->slot[r->hold];
+        if (r->dl >= slot_end(r, sl))
+            sl->state = OL_SE_SL_FREE;
+        r->hold = -1;
+    }
+    fill(r);
+    if (r->dl >= r->end) {
+        r->want = false;
+        r->done_sent = true;
+        account(r);
+        ol_se_emit(r, OL_STORE_EV_DONE, 0);
+        return false;
+    }
+    uint64_t s = r->dl / r->SD;
+    unsigned si = r->inline_obj ? 0 : (unsigned)(s % OL_SE_SLOTS);
+    struct ol_sslot *sl = &r->slot[si];
+    if (sl->stripe != s || (sl->state != OL_SE_SL_READY && sl->state != OL_SE_SL_FAILED))
+        return false; /* reads in flight */
+    if (sl->state == OL_SE_SL_FAILED) {
+        r->want = false;
+        r->done_sent = true;
+        r->status = -EIO;
+        account(r);
+        ol_se_emit(r, OL_STORE_EV_DONE, -EIO);
+        return false;
+    }
+    uint64_t o = r->dl - s * r->SD;
+    uint32_t j = (uint32_t)(o / sl->blen), within = (uint32_t)(o % sl->blen);
+    uint64_t n = sl->blen - within;
+    if (n > r->end - r->dl)
+        n = r->end - r->dl;
+    if (n > sl->len - o)
+        n = sl->len - o;
+    r->dl += n;
+    r->delivered += n;
+    r->hold = (int)si;
+    r->want = false;
+    struct ol_store_event ev = {.type = OL_STORE_EV_DATA, .data = sl->sp[j] + within, .len = n};
+    r->cbdepth++;
+    r->cb(r->ud, &ev);
+    r->cbdepth--;
+    return false;
+}
+
+bool ol_se_get_step(struct ol_sreq *r)
+{
+    if (r->active)
+        return false;
+    if (r->ended)
+        return ended(r);
+    switch (r->phase) {
+    case GPH_META: {
+        int sel = choose(r);
+        if (sel < 0) {
+            if (!ol_se_can_emit(r))
+                return false;
+            r->status = sel;
+            r->phase = GPH_FAILED;
+            r->done_sent = true;
+            account(r);
+            ol_se_emit(r, OL_STORE_EV_DONE, sel);
+            return false;
+        }
+        setup(r, sel);
+        r->phase = GPH_WAIT;
+        r->again = true;
+        return false;
+    }
+    case GPH_WAIT:
+        if (!r->meta_sent) {
+            if (!ol_se_can_emit(r))
+                return false;
+            r->meta_sent = true;
+            struct ol_store_event ev = {.type = OL_STORE_EV_META, .version = &r->d[r->sel].v};
+            r->cbdepth++;
+            r->cb(r->ud, &ev);
+            r->cbdepth--;
+            return false;
+        }
+        if (!r->want)
+            return false;
+        if (r->inline_obj || r->end == 0) {
+            if (r->inline_obj && r->end > 0)
+                inline_stripe(r);
+            r->phase = GPH_DATA;
+            r->again = true;
+            return false;
+        }
+        r->phase = GPH_OPEN;
+        ol_se_phase_begin(r);
+        for (unsigned p = 0; p < r->n; p++) {
+            struct ol_sdrv *d = &r->d[p];
+            if (d->err)
+                continue;
+            ol_se_drive_begin(d);
+            d->step = O_OPEN;
+            ol_se_openat(d, r->p_part, O_RDONLY, 0);
+        }
+        ol_se_phase_started(r);
+        return false;
+    case GPH_OPEN:
+        r->phase = GPH_DATA;
+        r->rd_next = r->off / r->SD;
+        /* fall through */
+    case GPH_DATA:
+        return pump(r);
+    default: /* FAILED: waiting for ol_get_end */
+        return false;
+    }
+}
+
+/* ---- API ------------------------------------------------------------------------------------- */
+
+int ol_get_begin(struct ol_store_core *c, const struct ol_get_args *a, ol_store_cb cb, void *ud,
+                 struct ol_get **out)
+{
+    *out = NULL;
+    struct ol_sreq *r = ol_se_req_get(c, OL_SE_GET, cb, ud);
+    if (!r)
+        return -EBUSY;
+    ol_se_names(r, a->bucket, a->key);
+    ol_se_drives_init(r);
+    r->off = a->offset;
+    r->rlen = a->length;
+    r->phase = GPH_META;
+    r->in_api = true;
+    ol_se_phase_begin(r);
+    for (unsigned p = 0; p < r->n; p++) {
+        struct ol_sdrv *d = &r->d[p];
+        if (d->err)
+            continue;
+        ol_se_drive_begin(d);
+        d->step = M_OPEN;
+        ol_se_openat(d, r->p_meta, O_RDONLY, 0);
+    }
+    ol_se_phase_started(r);
+    r->in_api = false;
+    *out = (struct ol_get *)r;
+    return 0;
+}
+
+void ol_get_set_range(struct ol_get *g, uint64_t offset, int64_t length)
+{
+    struct ol_sreq *r = &g->r;
+    if (r->started)
+        return;
+    r->off = offset;
+    r->rlen = length;
+}
+
+int ol_get_next(struct ol_get *g)
+{
+    struct ol_sreq *r = &g->r;
+    if (r->ended || r->done_sent || !r->meta_sent || r->want)
+        return -EINVAL;
+    if (!r->started) {
+        if (r->off == 0 && r->rlen < 0) {
+            r->end = r->size;
+        } else {
+            if (r->rlen == 0 || r->off >= r->size)
+                return -ERANGE;
+            uint64_t e = r->rlen < 0 ? r->size : r->off + (uint64_t)r->rlen;
+            r->end = e < r->size && e > r->off ? e : r->size;
+        }
+        r->dl = r->off;
+        r->started = true;
+    }
+    r->want = true;
+    ol_se_advance(r);
+    return 0;
+}
+
+void ol_get_end(struct ol_get *g)
+{
+    struct ol_sreq *r = &g->r;
+    if (r->ended)
+        return;
+    r->ended = true;
+    r->want = false;
+    account(r);
+    ol_se_advance(r);
+}

@@ -1,0 +1,291 @@
+/*
+ * engine_int.h - the object engine's private structures, shared by
+ * engine.c (store, cores, request pool, op plumbing), engine_put.c (PUT),
+ * engine_get.c (GET), engine_del.c (DELETE) and engine_bucket.c (buckets).
+ * Nothing outside src/store/engine*.c includes it.
+ *
+ * A request is one struct ol_sreq from the core's pool, plus a fixed
+ * region of the core's arena (stripe slots, then per-drive metadata
+ * buffers). Per drive of the set it has one control op (struct ol_sdrv:
+ * one step in flight at a time), and per stripe slot and drive one data op.
+ * Every op goes through ol_se_issue: a submission that fails (ring not
+ * running) is completed later from the request's timer with its error, so
+ * no completion, and no user callback, ever runs inside the call that
+ * issued the op. A request is released only when none of its ops is in
+ * the ring (inflight == 0).
+ */
+#ifndef OL_STORE_ENGINE_INT_H
+#define OL_STORE_ENGINE_INT_H
+
+#include "store/ec.h"
+#include "store/engine.h"
+#include "store/format.h"
+#include "store/layout.h"
+#include "store/meta.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#define OL_SE_MAXD   OL_FORMAT_MAX_SET_DRIVES  /* 32 drives per set at most */
+#define OL_SE_SLOTS  OL_STORE_PUT_SLOTS
+#define OL_SE_PATH   256u      /* longest relative path built: ~180 bytes */
+#define OL_SE_CTL    0xffu     /* sop->slot of a drive's control op */
+/* Metadata buffer = inline shard + this: one version's largest record
+ * without parts is ~62 KiB (6 headers of 2 KiB, 48 KiB tagging, user
+ * metadata, key). */
+#define OL_SE_META_SLACK (80u << 10)
+
+struct ol_store_drive {
+    char *path;
+    int dfd;                   /* O_DIRECTORY fd of the drive, -1 = offline */
+};
+
+struct ol_store {
+    unsigned n, sets, dps, parity;
+    uint32_t stripe_bytes, inline_max;
+    uint32_t bmax;             /* largest shard block: ol_ec_shard_len(stripe, dps - dps/2) */
+    uint32_t meta_cap;         /* bytes of one metadata buffer */
+    size_t slot_size;          /* bytes of one stripe slot: dps * (8 + bmax), page-rounded */
+    size_t arena_size;         /* bytes of one request's region */
+    unsigned max_requests;
+    uint8_t deployment[16];
+    struct ol_store_drive *drives;  /* n, set-major */
+};
+
+struct ol_sreq;
+
+/* One asynchronous operation of a request. */
+struct ol_sop {
+    struct ol_op op;           /* first: a completion's op is the sop */
+    struct ol_sreq *r;
+    uint8_t pos;               /* drive position in the set */
+    uint8_t slot;              /* stripe slot, or OL_SE_CTL */
+    bool deferred;             /* submission failed: completed by the timer */
+    int dres;
+};
+
+/* Metadata state of one drive (GET, DELETE, PUT's old file). */
+enum {
+    OL_SE_M_UNKNOWN = 0,
+    OL_SE_M_OK,        /* valid file, key matches, latest is an object (d->v) */
+    OL_SE_M_OTHER,     /* valid file of this key whose latest is a delete marker or none */
+    OL_SE_M_KEY,       /* valid file of another key (hash collision) */
+    OL_SE_M_BAD,       /* corrupt file */
+    OL_SE_M_NONE,      /* no file, the bucket is there */
+    OL_SE_M_NOBUCKET,  /* no bucket directory on this drive */
+    OL_SE_M_ERR,       /* offline, I/O error, too big, newer format */
+};
+
+/* One drive of the set within a request. */
+struct ol_sdrv {
+    struct ol_sop s;           /* control op: one step in flight at a time */
+    int fd;                    /* file open for this drive's current work, or -1 */
+    int fd2;                   /* directory open for an fsync, or -1 */
+    int err;                   /* 0, or why this drive left the request */
+    int fs_err;                /* result of the dir-fsync sub-sequence */
+    uint16_t step;             /* what the pending completion is for */
+    uint16_t after;            /* step to continue at after a dir fsync */
+    uint8_t pos, shard;        /* position in the set, shard index it holds */
+    uint8_t ms;                /* OL_SE_M_* */
+    uint8_t retries;           /* PUT: directory races retried */
+    bool active;               /* has work in the current phase */
+    /* PUT */
+    bool bucket, made_tmp, made_part, made_ab, made_obj, renamed, tmeta, committed;
+    bool had_old, old_dd, meta_ready, synced;
+    uint32_t mlen, nlen;
+    uint32_t iter, iter2;
+    uint8_t *mbuf, *nbuf;      /* metadata read / new metadata (arena) */
+    const char *fpath;         /* directory being fsynced */
+    struct ol_meta_file mf;    /* decoded file (when ms is OK / OTHER) */
+    struct ol_meta_version v;  /* GET: latest; PUT: the replaced null version */
+    struct statx stx;
+    char path[OL_SE_PATH];     /* per-drive path (old data dirs, scans) */
+};
+
+/* Stripe slot states. */
+enum { OL_SE_SL_FREE = 0, OL_SE_SL_FILL, OL_SE_SL_SEALED, OL_SE_SL_IO, OL_SE_SL_READY,
+       OL_SE_SL_FAILED };
+
+struct ol_sslot {
+    uint8_t *base;             /* n blocks of 8 + B bytes: header, then the shard */
+    uint64_t stripe;
+    uint32_t len;              /* data bytes of this stripe */
+    uint32_t blen;             /* shard bytes of this stripe */
+    uint32_t fill;             /* PUT: data bytes copied in */
+    uint8_t state;
+    uint8_t pending;           /* data ops in flight */
+    uint32_t want, good, tried;/* GET: shard masks */
+    uint8_t *sp[OL_SE_MAXD];   /* GET: each shard's bytes */
+};
+
+enum { OL_SE_PUT = 1, OL_SE_GET, OL_SE_DEL, OL_SE_BKT };
+
+struct ol_sreq {
+    struct ol_timer timer;     /* deferred completions and kicks */
+    struct ol_store_core *c;
+    ol_store_cb cb;
+    void *ud;
+    uint8_t kind, phase;
+    bool in_use, kick;
+    unsigned set, n, k, m, wq, rq;
+    unsigned active;           /* drives with work in the current phase */
+    unsigned inflight;         /* ops in the ring (and deferred ones) */
+    unsigned cbdepth;          /* user callbacks running */
+    int status;
+    struct ol_ec *ec;
+    uint8_t dist[OL_SE_MAXD];  /* position -> shard */
+    uint8_t drv_of[OL_SE_MAXD];/* shard -> position */
+    uint32_t B;                /* shard block size of the object */
+    uint64_t SD;               /* data bytes of a full stripe: k * B */
+    uint64_t size, nstripes;
+    uint8_t ddir[16], tid[16];
+    size_t blen, klen;
+    char bucket[OL_LAYOUT_BUCKET_MAX + 1];
+    char key[OL_LAYOUT_KEY_MAX + 1];
+    /* paths relative to a drive directory, the same on every drive */
+    char p_bucket[OL_SE_PATH], p_objects[OL_SE_PATH], p_ab[OL_SE_PATH], p_obj[OL_SE_PATH];
+    char p_meta[OL_SE_PATH], p_ddir[OL_SE_PATH], p_part[OL_SE_PATH];
+    char p_tdir[OL_SE_PATH], p_tpart[OL_SE_PATH], p_tmeta[OL_SE_PATH];
+    struct ol_sdrv d[OL_SE_MAXD];
+    struct ol_sop w[OL_SE_SLOTS][OL_SE_MAXD];
+    struct ol_sslot slot[OL_SE_SLOTS];
+    uint8_t *arena;
+    uint8_t *tmpl;             /* PUT: the new version, encoded once */
+    uint32_t tmpl_len;
+    struct ol_meta_version tv; /* PUT: decoded from tmpl */
+    bool advancing, again, in_api;
+    /* PUT */
+    uint64_t written, next_stripe;
+    int cur;                   /* slot being filled, or -1 */
+    bool inline_obj, paused, finished, aborted, reported;
+    /* GET */
+    uint64_t off, end, dl, rd_next;
+    int64_t rlen;
+    int sel;                   /* drive whose version was chosen */
+    int hold;                  /* slot whose bytes the caller holds, or -1 */
+    bool want, ended, meta_sent, done_sent, started, healed, counted;
+    uint64_t delivered;
+    /* buckets */
+    uint8_t bop;
+    unsigned bset, sets_done, sets_existed, sets_absent, sets_present;
+    bool notempty;
+    uint8_t made_b[OL_FORMAT_MAX_DRIVES / 8], made_o[OL_FORMAT_MAX_DRIVES / 8];
+};
+
+struct ol_put { struct ol_sreq r; };
+struct ol_get { struct ol_sreq r; };
+union ol_sreq_u {
+    struct ol_sreq r;
+    struct ol_put p;
+    struct ol_get g;
+};
+
+struct ol_store_core {
+    struct ol_store *s;
+    ol_loop *loop;
+    union ol_sreq_u *reqs;
+    uint32_t *freel;           /* stack of free request indices */
+    unsigned nfree;
+    uint8_t *arena;
+    size_t arena_total;
+    struct ol_ec *ec[OL_EC_MAX_PARITY + 1];  /* by parity m; NULL = not allowed */
+    uint64_t rng[4];
+    struct ol_store_stats st;
+};
+
+/* ---- engine.c: plumbing shared by the request kinds ------------------------ */
+
+struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb cb, void *ud);
+void ol_se_req_put(struct ol_sreq *r);
+/* Copies bucket (and key, may be NULL), fills the set, object dir and paths. */
+void ol_se_names(struct ol_sreq *r, const char *bucket, const char *key);
+/* Resets the per-drive states for set r->set (n = dps drives). */
+void ol_se_drives_init(struct ol_sreq *r);
+int ol_se_dfd(const struct ol_sreq *r, unsigned pos);
+void ol_se_random_id(struct ol_store_core *c, uint8_t out[16]);
+void ol_se_join(char *out, const char *a, const char *b, const char *c);
+/* "<uuid>" of id appended to prefix "/" into out. */
+void ol_se_path_id(char *out, const char *prefix, const uint8_t id[16], const char *suffix);
+uint64_t ol_se_seed(const uint8_t ddir[16], unsigned shard);
+uint64_t ol_se_now_ns(void);
+
+/* Records the submission of op s (rc = the ol_loop_* return). */
+void ol_se_issue(struct ol_sreq *r, struct ol_sop *s, int rc);
+/* Runs the request's advance function from the timer (no user callback may
+ * run in the caller's frame). */
+void ol_se_kick(struct ol_sreq *r);
+
+/* Control-op helpers on drive d (all go through ol_se_issue). */
+void ol_se_openat(struct ol_sdrv *d, const char *path, int flags, mode_t mode);
+void ol_se_read(struct ol_sdrv *d, int fd, void *buf, unsigned len, uint64_t off);
+void ol_se_write(struct ol_sdrv *d, int fd, const void *buf, unsigned len, uint64_t off);
+void ol_se_fsync(struct ol_sdrv *d, int fd, int datasync);
+void ol_se_close(struct ol_sdrv *d, int fd);
+void ol_se_mkdirat(struct ol_sdrv *d, const char *path);
+void ol_se_unlinkat(struct ol_sdrv *d, const char *path, int flags);
+void ol_se_renameat(struct ol_sdrv *d, const char *from, const char *to);
+void ol_se_statx(struct ol_sdrv *d, const char *path);
+
+/*
+ * Dir fsync sub-sequence: open path (O_DIRECTORY), fsync, close; then the
+ * kind's step function runs with d->step = after and res = 0 or the first
+ * error. Step functions start with `if (ol_se_fsync_step(d, &res)) return;`.
+ */
+#define OL_SE_FS_OPEN  1000u
+#define OL_SE_FS_SYNC  1001u
+#define OL_SE_FS_CLOSE 1002u
+void ol_se_fsync_dir(struct ol_sdrv *d, const char *path, uint16_t after);
+bool ol_se_fsync_step(struct ol_sdrv *d, int *res);
+
+/*
+ * Phases: ol_se_phase_begin takes a token (so drives that finish at once
+ * cannot end the phase early), each drive with work calls
+ * ol_se_drive_begin, then its steps, then ol_se_drive_end (as a tail call:
+ * r may be gone after it); ol_se_phase_started drops the token. When the
+ * count reaches 0, ol_se_advance runs.
+ */
+void ol_se_phase_begin(struct ol_sreq *r);
+void ol_se_drive_begin(struct ol_sdrv *d);
+void ol_se_drive_end(struct ol_sdrv *d);
+void ol_se_phase_started(struct ol_sreq *r);
+
+/*
+ * Runs the kind's step function until nothing changes. Re-entrant: a call
+ * made while it runs (from a user callback, or a phase that ended at once)
+ * makes the running one loop again. Returns true when the request was
+ * released (do not touch it).
+ */
+bool ol_se_advance(struct ol_sreq *r);
+/* False (and a kick to retry from the timer) inside an API call that must
+ * not run the callback. */
+bool ol_se_can_emit(struct ol_sreq *r);
+
+/* Reads d->mbuf[0..mlen) as this request's key's metadata: sets d->ms,
+ * d->mf and d->v (when OK). Counts checksum failures. */
+void ol_se_meta_decode(struct ol_sreq *r, struct ol_sdrv *d);
+/* Same version on two drives (the fields a quorum must agree on). */
+bool ol_se_same_version(const struct ol_meta_version *a, const struct ol_meta_version *b);
+
+/* Calls the user's callback. */
+void ol_se_emit(struct ol_sreq *r, enum ol_store_ev type, int status);
+/* Releases r, then calls cb(ud, EV_DONE status) (the callback may reuse the slot). */
+void ol_se_done(struct ol_sreq *r, int status);
+
+/* ---- per kind ------------------------------------------------------------------ */
+
+/* Step functions return true when they released the request. */
+void ol_se_put_drive(struct ol_sdrv *d, int res);
+void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res);
+bool ol_se_put_step(struct ol_sreq *r);
+void ol_se_get_drive(struct ol_sdrv *d, int res);
+void ol_se_get_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res);
+bool ol_se_get_step(struct ol_sreq *r);
+void ol_se_del_drive(struct ol_sdrv *d, int res);
+bool ol_se_del_step(struct ol_sreq *r);
+void ol_se_bkt_drive(struct ol_sdrv *d, int res);
+bool ol_se_bkt_step(struct ol_sreq *r);
+
+static inline unsigned ol_se_popcount(uint32_t x) { return (unsigned)__builtin_popcount(x); }
+
+#endif
