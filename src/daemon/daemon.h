@@ -13,8 +13,10 @@
 #include "http/server.h"
 #include "kv/server.h"
 #include "rt/loop.h"
+#include "s3/buckets.h"
 #include "s3/creds.h"
 #include "s3/server.h"
+#include "store/engine.h"
 
 struct ol_daemon;
 
@@ -29,6 +31,7 @@ struct ol_core {
     struct ol_msg close_msg;   /* posted when the shutdown timeout expires */
     void *admin;               /* admin handler state (admin.c) */
     struct ol_s3_server *s3api; /* the S3 API on this core */
+    struct ol_store_core *store; /* the object store on this core (modes all, s3) */
     char err[256];
 };
 
@@ -41,6 +44,8 @@ struct ol_daemon {
     struct ol_kv_service *kv;  /* NULL in mode s3 */
     struct ol_kv_server **kv_servers; /* one per core */
     struct ol_s3_credset creds;       /* S3 credentials (s3/creds.h) */
+    struct ol_store *store;           /* the object store; NULL in mode kv */
+    struct ol_s3_buckets buckets;     /* for ListBuckets */
 };
 
 /* admin.c: the handler for the S3 listener: admin routes under /_openlake/,

@@ -96,8 +96,14 @@ static int ol_core_init(ol_loop *loop, void *arg)
     core->close_msg.fn = ol_core_on_close;
     if (ol_admin_init(core, core->err, sizeof core->err) < 0)
         return -1;
+    if (core->d->store && ol_store_core_create(core->d->store, loop, &core->store) < 0) {
+        snprintf(core->err, sizeof core->err, "object store: out of memory");
+        return -1;
+    }
     struct ol_s3_params sp = {.creds = &core->d->creds.view, .region = cfg->region,
-                              .domain = "", .core = core->index, .store = NULL};
+                              .domain = "", .core = core->index, .store = core->store,
+                              .store_all = core->d->store,
+                              .buckets = core->d->store ? &core->d->buckets : NULL};
     if (ol_s3_server_create(&sp, &core->s3api) < 0) {
         snprintf(core->err, sizeof core->err, "s3: out of memory");
         return -1;
@@ -132,6 +138,43 @@ static int ol_mkdirs(const char *path)
     if (mkdir(buf, 0700) < 0 && errno != EEXIST)
         return -errno;
     return 0;
+}
+
+/* The erasure sets over data_dirs: set_drive_count, or the largest divisor of
+ * the drive count up to 16 (one set of all drives when it has none). */
+static int ol_open_store(struct ol_daemon *d, char *err, size_t errlen)
+{
+    struct ol_config *c = &d->cfg;
+    unsigned n = (unsigned)c->n_data_dirs, dps = (unsigned)c->set_drive_count;
+    int parity = (int)c->default_parity_count;
+    if (dps && n % dps && c->n_nodes > 0) {
+        /* Sets that span nodes need the cluster store, which is not built
+         * yet: this node stores on its own drives until then. */
+        ol_warn("set_drive_count = %u spans nodes; the object store of this build keeps "
+                "erasure sets on this node's %u drive%s", dps, n, n == 1 ? "" : "s");
+        dps = 0;
+        parity = -1;
+    }
+    if (dps == 0) {
+        dps = n;
+        for (unsigned k = n < 16 ? n : 16; k >= 1; k--)
+            if (n % k == 0) {
+                dps = k;
+                break;
+            }
+    }
+    const char *drives[OL_CONFIG_MAX_DATA_DIRS];
+    for (unsigned i = 0; i < n; i++)
+        drives[i] = c->data_dirs[i];
+    struct ol_store_params p = {.drives = drives, .n = n, .drives_per_set = dps,
+                                .parity = parity, .inline_max = -1};
+    int rc = ol_store_open(&p, &d->store, err, errlen);
+    if (rc < 0)
+        return rc;
+    rc = ol_s3_buckets_load(&d->buckets, drives, n);
+    if (rc < 0)
+        snprintf(err, errlen, "bucket list: out of memory");
+    return rc;
 }
 
 static void ol_banner(struct ol_daemon *d)
@@ -210,6 +253,11 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    if (d.cfg.mode != OL_MODE_KV && ol_open_store(&d, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: object store: %s\n", err);
+        return 2;
+    }
+
     if (ol_net_listen_probe(d.cfg.s3_addr, err, sizeof err) < 0) {
         fprintf(stderr, "openlaked: s3_addr: %s\n", err);
         return 2;
@@ -263,6 +311,7 @@ int main(int argc, char **argv)
             ol_kv_server_destroy(core->kv);
             ol_admin_exit(core);
             ol_s3_server_destroy(core->s3api);
+            ol_store_core_destroy(core->store);
             ol_loop_destroy(core->loop);
             core->loop = NULL;
             break;
@@ -324,9 +373,14 @@ int main(int argc, char **argv)
         ol_kv_server_destroy(d.cores[i].kv);
         ol_admin_exit(&d.cores[i]);
         ol_s3_server_destroy(d.cores[i].s3api);
+        ol_store_core_destroy(d.cores[i].store);
         ol_loop_destroy(d.cores[i].loop);
     }
     free(d.cores);
+    if (d.store) {
+        ol_store_close(d.store);
+        ol_s3_buckets_free(&d.buckets);
+    }
     free(d.kv_servers);
     ol_kv_service_destroy(d.kv);
     if (status == 0)

@@ -970,6 +970,15 @@ int ol_http_resp_write(ol_http_req *r, const void *data, size_t len)
     return rc;
 }
 
+int ol_http_resp_abort(ol_http_req *r)
+{
+    if (!r->active || r->ended)
+        return -EINVAL;
+    r->c->close_after = true;
+    r->chunked_out = false;   /* no final chunk: the body must look cut short */
+    return ol_http_resp_end(r);
+}
+
 int ol_http_resp_end(ol_http_req *r)
 {
     struct ol_http_conn *c = r->c;

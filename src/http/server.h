@@ -120,6 +120,11 @@ int ol_http_resp_start(ol_http_req *r, int status, const char *headers, int64_t 
 int ol_http_resp_write(ol_http_req *r, const void *data, size_t len);
 /* Finishes the response. After this the request is gone: r must not be used. */
 int ol_http_resp_end(ol_http_req *r);
+/* Ends a response that cannot be completed (an error after its head was
+ * sent): queued output is sent, then the connection closes, so the client
+ * sees a body shorter than announced (or a chunked body without its final
+ * chunk), never a complete-looking one. */
+int ol_http_resp_abort(ol_http_req *r);
 /* start + write + end for a small complete response. */
 int ol_http_resp_simple(ol_http_req *r, int status, const char *content_type,
                         const void *body, size_t len);

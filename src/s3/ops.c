@@ -1,17 +1,959 @@
 /*
- * ops.c - the S3 operations: dispatch of a routed, authenticated request.
- *
+ * ops.c - the S3 operations on the object store (store/engine.h):
+ * ListBuckets, CreateBucket, DeleteBucket, HeadBucket, GetBucketLocation,
+ * GetBucketVersioning, PutObject, GetObject, HeadObject, DeleteObject.
  * Operations whose storage is not built yet answer NotImplemented (501),
  * naming the operation, so a client sees exactly what is missing.
+ *
+ * Every engine callback runs on this core's loop thread with the request
+ * state as its user data; a request whose client went away (q->r NULL) is
+ * only cleaned up.
  */
 #include "s3/s3_int.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "s3/buckets.h"
+#include "store/engine.h"
+#include "store/layout.h"
+#include "store/meta.h"
+
+#define OL_S3_MAX_OBJECT (5ull << 40)   /* 5 TiB, as S3 */
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static const struct ol_http_header *hdr(struct ol_s3_req *q, const char *name)
+{
+    return ol_http_req_header(q->r, name);
+}
+
+static void http_date(int64_t sec, char out[40])
+{
+    time_t t = (time_t)sec;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, 40, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
+static void iso_date(int64_t sec, char out[40])
+{
+    time_t t = (time_t)sec;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, 40, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+}
+
+/* An HTTP date (RFC 1123, the form clients send) as seconds; -1 if not one. */
+static int64_t parse_http_date(const char *s, size_t n)
+{
+    char buf[64];
+    if (n >= sizeof buf)
+        return -1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    struct tm tm = {0};
+    const char *end = strptime(buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (!end || *end)
+        return -1;
+    return (int64_t)timegm(&tm);
+}
+
+/* The quoted ETag of a version: "hex" or "hex-N". */
+static void etag_of(const struct ol_meta_version *v, char out[OL_META_ETAG_STRLEN + 2])
+{
+    char e[OL_META_ETAG_STRLEN];
+    ol_meta_etag_format(v->etag, v->etag_parts, e, sizeof e);
+    snprintf(out, OL_META_ETAG_STRLEN + 2, "\"%s\"", e);
+}
+
+/* An If-Match / If-None-Match list ("a", "b", W/"c", *) against etag. */
+static bool etag_listed(const char *list, size_t n, const char *etag)
+{
+    size_t el = strlen(etag);   /* quoted */
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (list[i] == ' ' || list[i] == ','))
+            i++;
+        size_t s = i;
+        while (i < n && list[i] != ',')
+            i++;
+        size_t e = i;
+        while (e > s && list[e - 1] == ' ')
+            e--;
+        const char *t = list + s;
+        size_t tl = e - s;
+        if (tl == 1 && t[0] == '*')
+            return true;
+        if (tl > 2 && t[0] == 'W' && t[1] == '/')
+            t += 2, tl -= 2;
+        if (tl == el && memcmp(t, etag, el) == 0)
+            return true;
+        if (tl + 2 == el && memcmp(t, etag + 1, tl) == 0)   /* sent unquoted */
+            return true;
+    }
+    return false;
+}
+
+static enum ol_s3_err store_err(int status, const char **msg)
+{
+    *msg = NULL;
+    switch (status) {
+    case -ENOENT: return OL_S3_NO_SUCH_KEY;
+    case OL_STORE_ENOBUCKET: return OL_S3_NO_SUCH_BUCKET;
+    case -EBUSY: return OL_S3_SLOW_DOWN;
+    case -ENOTEMPTY: return OL_S3_BUCKET_NOT_EMPTY;
+    case -EEXIST: return OL_S3_BUCKET_ALREADY_OWNED;
+    case -ERANGE: return OL_S3_INVALID_RANGE;
+    case -EIO:
+        *msg = "Not enough drives of the object's erasure set answered correctly.";
+        return OL_S3_SERVICE_UNAVAILABLE;
+    default: return OL_S3_INTERNAL;
+    }
+}
+
+static void store_error(struct ol_s3_req *q, int status)
+{
+    const char *msg;
+    enum ol_s3_err e = store_err(status, &msg);
+    ol_s3_error(q, e, msg);
+}
+
+static struct ol_store_core *store(struct ol_s3_req *q)
+{
+    return q->srv->p.store;
+}
+
+/* The client went away while an engine call runs: its callback frees q. */
+static void client_gone_plain(struct ol_s3_req *q)
+{
+    (void)q;
+}
+
+/* ---- buckets ---------------------------------------------------------------- */
+
+static void list_buckets(struct ol_s3_req *q)
+{
+    struct ol_s3_bucket *v = malloc(OL_S3_MAX_BUCKETS * sizeof *v);
+    size_t cap = 512 + (size_t)OL_S3_MAX_BUCKETS * 160;
+    char *out = malloc(cap);
+    if (!v || !out) {
+        free(v);
+        free(out);
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return;
+    }
+    unsigned n = q->srv->p.buckets ? ol_s3_buckets_list(q->srv->p.buckets, v,
+                                                        OL_S3_MAX_BUCKETS) : 0;
+    struct ol_xml_w w;
+    ol_xml_w_init(&w, out, cap);
+    ol_xml_decl(&w);
+    ol_xml_open(&w, "ListAllMyBucketsResult", OL_S3_NS);
+    ol_xml_open(&w, "Owner", NULL);
+    ol_xml_elem_s(&w, "ID", "openlake");
+    ol_xml_elem_s(&w, "DisplayName", "openlake");
+    ol_xml_close(&w, "Owner");
+    ol_xml_open(&w, "Buckets", NULL);
+    for (unsigned i = 0; i < n; i++) {
+        char d[40];
+        iso_date(v[i].created, d);
+        ol_xml_open(&w, "Bucket", NULL);
+        ol_xml_elem_s(&w, "Name", v[i].name);
+        ol_xml_elem_s(&w, "CreationDate", d);
+        ol_xml_close(&w, "Bucket");
+    }
+    ol_xml_close(&w, "Buckets");
+    ol_xml_close(&w, "ListAllMyBucketsResult");
+    if (w.err)
+        ol_s3_error(q, OL_S3_INTERNAL, NULL);
+    else
+        ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+    free(v);
+    free(out);
+}
+
+static void bucket_done(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    if (!q->r) {   /* the client went away meanwhile */
+        ol_s3_req_free(q);
+        return;
+    }
+    enum ol_s3_op op = q->route.op;
+    if (ev->status < 0) {
+        if (op == OL_OP_HEAD_BUCKET) {
+            const char *msg;
+            enum ol_s3_err e = store_err(ev->status, &msg);
+            ol_s3_error(q, e, msg);   /* HEAD: the status alone reaches the client */
+            return;
+        }
+        store_error(q, ev->status);
+        return;
+    }
+    char h[256];
+    switch (op) {
+    case OL_OP_CREATE_BUCKET:
+        if (q->srv->p.buckets)
+            ol_s3_buckets_add(q->srv->p.buckets, q->route.bucket, (int64_t)time(NULL));
+        snprintf(h, sizeof h, "Location: /%s\r\n", q->route.bucket);
+        ol_s3_reply(q, 200, h, NULL, NULL, 0);
+        break;
+    case OL_OP_DELETE_BUCKET:
+        if (q->srv->p.buckets)
+            ol_s3_buckets_remove(q->srv->p.buckets, q->route.bucket);
+        ol_s3_reply(q, 204, NULL, NULL, NULL, 0);
+        break;
+    case OL_OP_HEAD_BUCKET:
+        snprintf(h, sizeof h, "x-amz-bucket-region: %s\r\n", q->srv->p.region);
+        ol_s3_reply(q, 200, h, NULL, NULL, 0);
+        break;
+    case OL_OP_GET_BUCKET_LOCATION: {
+        char out[512];
+        struct ol_xml_w w;
+        ol_xml_w_init(&w, out, sizeof out);
+        ol_xml_decl(&w);
+        ol_xml_open(&w, "LocationConstraint", OL_S3_NS);
+        if (strcmp(q->srv->p.region, "us-east-1") != 0)   /* S3 leaves us-east-1 empty */
+            ol_xml_text(&w, q->srv->p.region, strlen(q->srv->p.region));
+        ol_xml_close(&w, "LocationConstraint");
+        ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+        break;
+    }
+    case OL_OP_GET_BUCKET_VERSIONING: {
+        static const char doc[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                                  "<VersioningConfiguration xmlns=\"" OL_S3_NS "\"/>";
+        ol_s3_reply(q, 200, NULL, "application/xml", doc, sizeof doc - 1);
+        break;
+    }
+    default:
+        ol_s3_error(q, OL_S3_INTERNAL, NULL);
+    }
+}
+
+struct create_cfg {
+    char location[64];
+    bool bad;
+};
+
+static int create_cfg_cb(void *ctx, const char *path, size_t depth, const char *text,
+                         size_t len, bool end)
+{
+    struct create_cfg *c = ctx;
+    if (!end)
+        return 0;
+    if (strcmp(path, "CreateBucketConfiguration/LocationConstraint") == 0) {
+        if (len >= sizeof c->location)
+            c->bad = true;
+        else
+            memcpy(c->location, text, len), c->location[len] = 0;
+    }
+    return 0;
+}
+
+static void create_bucket_body(struct ol_s3_req *q)
+{
+    if (q->xml_len) {
+        struct create_cfg c = {{0}, false};
+        if (ol_xml_parse(q->xml, q->xml_len, create_cfg_cb, &c) < 0 || c.bad) {
+            ol_s3_error(q, OL_S3_MALFORMED_XML, NULL);
+            return;
+        }
+        if (c.location[0] && strcmp(c.location, q->srv->p.region) != 0) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "The LocationConstraint '%s' is not this server's region "
+                     "'%s'.", c.location, q->srv->p.region);
+            ol_s3_error(q, OL_S3_INVALID_ARGUMENT, msg);
+            return;
+        }
+    }
+    int rc = ol_store_bucket_create(store(q), q->route.bucket, bucket_done, q);
+    if (rc < 0)
+        store_error(q, rc);
+    else
+        q->abort_handler = client_gone_plain;
+}
+
+static void bucket_op(struct ol_s3_req *q)
+{
+    int rc;
+    switch (q->route.op) {
+    case OL_OP_CREATE_BUCKET: {
+        enum ol_s3_err e = ol_s3_read_xml(q, create_bucket_body);
+        if (e)
+            ol_s3_error(q, e, NULL);
+        return;
+    }
+    case OL_OP_DELETE_BUCKET:
+        rc = ol_store_bucket_delete(store(q), q->route.bucket, bucket_done, q);
+        break;
+    default:   /* HEAD, location, versioning: the bucket must exist */
+        rc = ol_store_bucket_exists(store(q), q->route.bucket, bucket_done, q);
+        break;
+    }
+    if (rc < 0)
+        store_error(q, rc);
+    else
+        q->abort_handler = client_gone_plain;
+}
+
+/* ---- PutObject ------------------------------------------------------------ */
+
+static void put_abort(struct ol_s3_req *q)
+{
+    struct ol_s3_op_put *st = &q->op.put;
+    if (st->put && !st->finishing) {
+        ol_put_abort(st->put);
+        st->put = NULL;
+    }
+}
+
+static void put_fail(struct ol_s3_req *q, enum ol_s3_err e, const char *msg)
+{
+    put_abort(q);
+    ol_s3_error(q, e, msg);
+}
+
+/* Hands bytes to the engine; keeps what it cannot take yet in the spill. */
+static int put_push(struct ol_s3_req *q, const char *d, size_t n)
+{
+    struct ol_s3_op_put *st = &q->op.put;
+    while (n > 0) {
+        if (st->waiting_ready) {
+            if (n > OL_S3_SPILL - st->spill_len)
+                return -ENOBUFS;
+            memcpy(st->spill + st->spill_len, d, n);
+            st->spill_len += n;
+            return 0;
+        }
+        size_t take = n < OL_STORE_WRITE_MAX ? n : OL_STORE_WRITE_MAX;
+        int rc = ol_put_write(st->put, d, take);
+        if (rc < 0)
+            return rc;
+        d += take;
+        n -= take;
+        if (rc == 1) {
+            st->waiting_ready = true;
+            if (q->r)
+                ol_http_req_pause(q->r);
+        }
+    }
+    return 0;
+}
+
+static void put_finish(struct ol_s3_req *q);
+
+static void put_body(struct ol_s3_req *q, const char *d, size_t n)
+{
+    int rc = put_push(q, d, n);
+    if (rc < 0)
+        put_fail(q, rc == -ENOBUFS ? OL_S3_SLOW_DOWN : OL_S3_INTERNAL, NULL);
+}
+
+static void put_body_end(struct ol_s3_req *q, enum ol_s3_err verdict)
+{
+    struct ol_s3_op_put *st = &q->op.put;
+    if (verdict) {
+        put_fail(q, verdict, NULL);
+        return;
+    }
+    st->body_ended = true;
+    if (!st->waiting_ready && st->spill_len == 0)
+        put_finish(q);
+}
+
+/* Lower-cased x-amz-meta-* names and their values, sorted, within S3's 2 KiB. */
+struct user_meta {
+    struct ol_meta_kv kv[64];
+    char names[2048];
+    unsigned n;
+};
+
+static enum ol_s3_err collect_user_meta(struct ol_s3_req *q, struct user_meta *um)
+{
+    const struct ol_http_request *h = ol_http_req_head(q->r);
+    size_t used = 0, total = 0;
+    um->n = 0;
+    for (size_t i = 0; i < h->num_headers; i++) {
+        const struct ol_http_header *x = &h->headers[i];
+        if (x->name_len <= 11 || strncasecmp(x->name, "x-amz-meta-", 11) != 0)
+            continue;
+        size_t nl = x->name_len - 11;
+        total += nl + x->value_len;
+        if (total > OL_META_MAX_USER_BYTES || um->n == 64)
+            return OL_S3_METADATA_TOO_LARGE;
+        char *name = um->names + used;
+        for (size_t k = 0; k < nl; k++) {
+            char c = x->name[11 + k];
+            name[k] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+        }
+        used += nl;
+        struct ol_meta_kv kv = {{(const uint8_t *)name, (uint32_t)nl},
+                                {(const uint8_t *)x->value, (uint32_t)x->value_len}};
+        unsigned j = um->n++;   /* insertion sort by name */
+        while (j > 0) {
+            const struct ol_meta_kv *p = &um->kv[j - 1];
+            size_t m = p->name.len < nl ? p->name.len : nl;
+            int c = memcmp(p->name.p, name, m);
+            if (c < 0 || (c == 0 && p->name.len <= nl)) {
+                if (c == 0 && p->name.len == nl)
+                    return OL_S3_INVALID_ARGUMENT;   /* the same name twice */
+                break;
+            }
+            um->kv[j] = um->kv[j - 1];
+            j--;
+        }
+        um->kv[j] = kv;
+    }
+    return OL_S3_OK;
+}
+
+static void set_hdr(struct ol_meta_version *v, int which, const struct ol_http_header *x)
+{
+    if (x && x->value_len)
+        v->hdr[which] = (struct ol_meta_bytes){(const uint8_t *)x->value, (uint32_t)x->value_len};
+}
+
+static void put_finish(struct ol_s3_req *q)
+{
+    struct ol_s3_op_put *st = &q->op.put;
+    struct ol_meta_version v;
+    memset(&v, 0, sizeof v);
+    memcpy(v.etag, q->body.md5, 16);
+    struct user_meta um;
+    enum ol_s3_err e = collect_user_meta(q, &um);
+    if (e) {
+        put_fail(q, e, NULL);
+        return;
+    }
+    v.user = um.kv;
+    v.user_count = (uint16_t)um.n;
+    set_hdr(&v, OL_META_HDR_CONTENT_TYPE, hdr(q, "content-type"));
+    const struct ol_http_header *ce = hdr(q, "content-encoding");
+    /* aws-chunked is the transfer framing, not the object's encoding */
+    if (ce && !(ce->value_len == 11 && strncasecmp(ce->value, "aws-chunked", 11) == 0)) {
+        const char *val = ce->value;
+        size_t vl = ce->value_len;
+        if (vl > 12 && strncasecmp(val, "aws-chunked,", 12) == 0) {
+            val += 12, vl -= 12;
+            while (vl && *val == ' ')
+                val++, vl--;
+        }
+        if (vl)
+            v.hdr[OL_META_HDR_CONTENT_ENCODING] =
+                (struct ol_meta_bytes){(const uint8_t *)val, (uint32_t)vl};
+    }
+    set_hdr(&v, OL_META_HDR_CONTENT_DISPOSITION, hdr(q, "content-disposition"));
+    set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, hdr(q, "content-language"));
+    set_hdr(&v, OL_META_HDR_CACHE_CONTROL, hdr(q, "cache-control"));
+    set_hdr(&v, OL_META_HDR_EXPIRES, hdr(q, "expires"));
+    for (int i = 0; i < OL_META_HDR__COUNT; i++)
+        if (v.hdr[i].len > OL_META_MAX_HEADER) {
+            put_fail(q, OL_S3_METADATA_TOO_LARGE, NULL);
+            return;
+        }
+    const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
+    v.storage_class = sc && sc->value_len == 18 &&
+                      memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
+                          ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
+    if (q->body.ck_algo) {
+        v.cks.algo = (uint8_t)q->body.ck_algo;   /* ol_ck_algo and ol_meta_cks agree */
+        memcpy(v.cks.sum, q->body.ck_raw, q->body.ck_len);
+    }
+    int rc = ol_put_finish(st->put, &v);
+    if (rc < 0) {
+        put_fail(q, rc == -EINVAL ? OL_S3_INVALID_ARGUMENT : OL_S3_INTERNAL, NULL);
+        return;
+    }
+    st->finishing = true;
+}
+
+static void put_event(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct ol_s3_op_put *st = &q->op.put;
+    switch (ev->type) {
+    case OL_STORE_EV_READY:
+        st->waiting_ready = false;
+        if (st->spill_len) {
+            size_t n = st->spill_len;
+            st->spill_len = 0;
+            int rc = put_push(q, st->spill, n);   /* n <= OL_STORE_WRITE_MAX */
+            if (rc < 0) {
+                if (q->r)
+                    put_fail(q, OL_S3_INTERNAL, NULL);
+                else
+                    put_abort(q), ol_s3_req_free(q);
+                return;
+            }
+        }
+        if (!st->waiting_ready) {
+            if (st->body_ended)
+                put_finish(q);
+            else if (q->r)
+                ol_http_req_resume(q->r);
+        }
+        return;
+    case OL_STORE_EV_ERROR:
+        if (q->r) {
+            int status = ev->status;
+            put_abort(q);
+            store_error(q, status);
+        } else {
+            put_abort(q);
+            ol_s3_req_free(q);
+        }
+        return;
+    case OL_STORE_EV_DONE: {
+        st->put = NULL;   /* the engine released it */
+        if (!q->r) {
+            ol_s3_req_free(q);
+            return;
+        }
+        if (ev->status < 0) {
+            store_error(q, ev->status);
+            return;
+        }
+        char h[512], et[OL_META_ETAG_STRLEN + 2], b64[OL_CK_MAX_B64 + 1];
+        struct ol_meta_version tmp = {0};
+        memcpy(tmp.etag, q->body.md5, 16);
+        etag_of(&tmp, et);
+        int n = snprintf(h, sizeof h, "ETag: %s\r\n", et);
+        if (q->body.ck_algo) {
+            ol_ck_b64(q->body.ck_raw, q->body.ck_len, b64);
+            snprintf(h + n, sizeof h - (size_t)n, "%s: %s\r\n", ol_ck_header(q->body.ck_algo),
+                     b64);
+        }
+        ol_s3_reply(q, 200, h, NULL, NULL, 0);
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+static void put_client_gone(struct ol_s3_req *q)
+{
+    struct ol_s3_op_put *st = &q->op.put;
+    if (st->finishing)
+        return;   /* EV_DONE still comes: freed there */
+    put_abort(q);
+    ol_s3_req_free(q);
+}
+
+static void put_object(struct ol_s3_req *q)
+{
+    struct ol_s3_op_put *st = &q->op.put;
+    memset(st, 0, offsetof(struct ol_s3_op_put, spill));
+    if (hdr(q, "x-amz-copy-source")) {
+        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "CopyObject is not implemented yet.");
+        return;
+    }
+    if (hdr(q, "if-none-match") || hdr(q, "if-match")) {
+        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "Conditional writes are not implemented yet.");
+        return;
+    }
+    enum ol_s3_err e = ol_s3_begin_body(q);
+    if (e) {
+        ol_s3_error(q, e, NULL);
+        return;
+    }
+    if (q->body.expect > OL_S3_MAX_OBJECT) {
+        ol_s3_error(q, OL_S3_ENTITY_TOO_LARGE, NULL);
+        return;
+    }
+    struct user_meta um;
+    if ((e = collect_user_meta(q, &um))) {
+        ol_s3_error(q, e, NULL);
+        return;
+    }
+    int parity = -1;
+    const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
+    if (sc) {
+        const struct ol_store *all = q->srv->p.store_all;
+        unsigned p = 0;
+        if (!all || ol_layout_parity_for_class(sc->value, sc->value_len,
+                                               ol_store_drives_per_set(all),
+                                               ol_store_parity(all), &p) < 0) {
+            ol_s3_error(q, OL_S3_INVALID_STORAGE_CLASS, NULL);
+            return;
+        }
+        parity = (int)p;
+    }
+    struct ol_put_args a = {.bucket = q->route.bucket, .key = q->route.key,
+                            .size = q->body.expect, .parity = parity};
+    int rc = ol_put_begin(store(q), &a, put_event, q, &st->put);
+    if (rc < 0) {
+        store_error(q, rc);
+        return;
+    }
+    q->body_handler = put_body;
+    q->body_end_handler = put_body_end;
+    q->abort_handler = put_client_gone;
+}
+
+/* ---- GetObject / HeadObject ----------------------------------------------------- */
+
+static void get_release(struct ol_s3_req *q)
+{
+    struct ol_s3_op_get *st = &q->op.get;
+    if (st->get) {
+        ol_get_end(st->get);
+        st->get = NULL;
+    }
+}
+
+static void get_client_gone(struct ol_s3_req *q)
+{
+    get_release(q);
+    ol_s3_req_free(q);
+}
+
+/* The Range header against size: 0 whole object, 1 a range (*off, *len),
+ * -1 not satisfiable. Syntax S3 does not serve (several ranges, other
+ * units, nonsense) is ignored: the whole object, as RFC 9110 allows. */
+static int parse_range(const struct ol_http_header *h, uint64_t size, uint64_t *off,
+                       uint64_t *len)
+{
+    if (!h || h->value_len < 7 || strncmp(h->value, "bytes=", 6) != 0)
+        return 0;
+    const char *s = h->value + 6, *end = h->value + h->value_len;
+    if (memchr(s, ',', (size_t)(end - s)))
+        return 0;
+    uint64_t a = 0, b = 0;
+    bool has_a = false, has_b = false;
+    while (s < end && *s >= '0' && *s <= '9') {
+        if (a > (UINT64_MAX - 9) / 10)
+            return 0;
+        a = a * 10 + (uint64_t)(*s++ - '0');
+        has_a = true;
+    }
+    if (s == end || *s++ != '-')
+        return 0;
+    while (s < end && *s >= '0' && *s <= '9') {
+        if (b > (UINT64_MAX - 9) / 10)
+            return 0;
+        b = b * 10 + (uint64_t)(*s++ - '0');
+        has_b = true;
+    }
+    if (s != end || (!has_a && !has_b))
+        return 0;
+    if (!has_a) {   /* suffix: the last b bytes */
+        if (b == 0)
+            return -1;
+        *len = b < size ? b : size;
+        *off = size - *len;
+        return size == 0 ? -1 : 1;
+    }
+    if (has_b && b < a)
+        return 0;
+    if (a >= size)
+        return -1;
+    *off = a;
+    *len = (has_b && b < size - 1 ? b : size - 1) - a + 1;
+    return 1;
+}
+
+/* 0 go on, else the status to answer (304 / 412). */
+static int conditions(struct ol_s3_req *q, const struct ol_meta_version *v, const char *etag)
+{
+    int64_t mtime = (int64_t)(v->mtime_ns / 1000000000ull);
+    const struct ol_http_header *im = hdr(q, "if-match");
+    const struct ol_http_header *inm = hdr(q, "if-none-match");
+    const struct ol_http_header *ims = hdr(q, "if-modified-since");
+    const struct ol_http_header *ius = hdr(q, "if-unmodified-since");
+    if (im && !etag_listed(im->value, im->value_len, etag))
+        return 412;
+    if (!im && ius) {
+        int64_t t = parse_http_date(ius->value, ius->value_len);
+        if (t >= 0 && mtime > t)
+            return 412;
+    }
+    if (inm && etag_listed(inm->value, inm->value_len, etag))
+        return 304;
+    if (!inm && ims) {
+        int64_t t = parse_http_date(ims->value, ims->value_len);
+        if (t >= 0 && mtime <= t)
+            return 304;
+    }
+    return 0;
+}
+
+/* Response headers of an object version (and the response-* overrides). */
+static size_t object_headers(struct ol_s3_req *q, const struct ol_meta_version *v,
+                             const char *etag, bool whole, char *h, size_t cap)
+{
+    size_t n = 0;
+    char d[40];
+    http_date((int64_t)(v->mtime_ns / 1000000000ull), d);
+#define ADD(...) do { int k_ = snprintf(h + n, cap - n, __VA_ARGS__); \
+                      if (k_ > 0 && (size_t)k_ < cap - n) n += (size_t)k_; } while (0)
+    ADD("ETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n", etag, d);
+    static const struct { const char *param; int hdr; } over[] = {
+        {"response-content-type", OL_META_HDR_CONTENT_TYPE},
+        {"response-content-language", OL_META_HDR_CONTENT_LANGUAGE},
+        {"response-expires", OL_META_HDR_EXPIRES},
+        {"response-cache-control", OL_META_HDR_CACHE_CONTROL},
+        {"response-content-disposition", OL_META_HDR_CONTENT_DISPOSITION},
+        {"response-content-encoding", OL_META_HDR_CONTENT_ENCODING},
+    };
+    for (int i = 0; i < OL_META_HDR__COUNT; i++) {
+        const char *name = ol_meta_hdr_name((unsigned)i);
+        char val[OL_META_MAX_HEADER + 1];
+        int vl = -1;
+        for (size_t k = 0; k < sizeof over / sizeof over[0]; k++)
+            if (over[k].hdr == i && !q->op.get.head)
+                vl = ol_s3_query(q->query, q->query_len, over[k].param, val, sizeof val);
+        if (vl >= 0) {
+            bool clean = true;
+            for (int c = 0; c < vl; c++)
+                if ((unsigned char)val[c] < 0x20 && val[c] != '\t')
+                    clean = false;   /* no header injection through overrides */
+            if (clean)
+                ADD("%s: %.*s\r\n", name, vl, val);
+        } else if (v->hdr[i].len) {
+            ADD("%s: %.*s\r\n", name, (int)v->hdr[i].len, (const char *)v->hdr[i].p);
+        } else if (i == OL_META_HDR_CONTENT_TYPE) {
+            ADD("Content-Type: binary/octet-stream\r\n");
+        }
+    }
+    uint32_t pos = 0;
+    struct ol_meta_kv kv;
+    while (ol_meta_user_next(v, &pos, &kv) > 0)
+        ADD("x-amz-meta-%.*s: %.*s\r\n", (int)kv.name.len, (const char *)kv.name.p,
+            (int)kv.value.len, (const char *)kv.value.p);
+    if (v->storage_class == OL_META_SC_REDUCED_REDUNDANCY)
+        ADD("x-amz-storage-class: REDUCED_REDUNDANCY\r\n");
+    const struct ol_http_header *mode = hdr(q, "x-amz-checksum-mode");
+    /* the object's checksum covers the whole object: never on a range */
+    if (whole && v->cks.algo && mode && mode->value_len == 7 &&
+        strncasecmp(mode->value, "ENABLED", 7) == 0) {
+        char b64[OL_CK_MAX_B64 + 1];
+        ol_ck_b64(v->cks.sum, ol_ck_raw_size(v->cks.algo), b64);
+        ADD("%s: %s\r\n", ol_ck_header(v->cks.algo), b64);
+    }
+#undef ADD
+    return n;
+}
+
+static void get_pump(struct ol_s3_req *q);
+
+static void get_event(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct ol_s3_op_get *st = &q->op.get;
+    if (!q->r) {
+        get_client_gone(q);
+        return;
+    }
+    if (ev->type == OL_STORE_EV_META) {
+        const struct ol_meta_version *v = ev->version;
+        char etag[OL_META_ETAG_STRLEN + 2];
+        etag_of(v, etag);
+        int cond = conditions(q, v, etag);
+        char *h = malloc(16384);
+        if (!h) {
+            get_release(q);
+            ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+            return;
+        }
+        uint64_t off = 0, len = v->size;
+        int pr = parse_range(hdr(q, "range"), v->size, &off, &len);
+        size_t n = object_headers(q, v, etag, pr == 0 && cond == 0, h, 16384);
+        if (cond) {
+            get_release(q);
+            if (cond == 304) {
+                snprintf(h + n, 16384 - n, "%s", "");
+                ol_s3_reply(q, 304, h, NULL, NULL, 0);
+            } else {
+                ol_s3_error(q, OL_S3_PRECONDITION_FAILED, NULL);
+            }
+            free(h);
+            return;
+        }
+        int status = 200;
+        if (pr < 0) {
+            char cr[64];
+            snprintf(cr, sizeof cr, "Content-Range: bytes */%llu\r\n",
+                     (unsigned long long)v->size);
+            get_release(q);
+            free(h);
+            ol_s3_error_h(q, OL_S3_INVALID_RANGE, NULL, cr);
+            return;
+        }
+        if (pr == 1) {
+            status = 206;
+            snprintf(h + n, 16384 - n, "Content-Range: bytes %llu-%llu/%llu\r\n",
+                     (unsigned long long)off, (unsigned long long)(off + len - 1),
+                     (unsigned long long)v->size);
+            n += strlen(h + n);
+        }
+        if (st->head || len == 0) {
+            /* HEAD: the length of what a GET would send */
+            get_release(q);
+            char hh[16800];
+            snprintf(hh, sizeof hh, "x-amz-request-id: %s\r\nx-amz-id-2: %s\r\n%s", q->id,
+                     q->id, h);
+            free(h);
+            ol_http_req *r = q->r;
+            ol_s3_req_free(q);
+            ol_http_resp_start(r, status, hh, (int64_t)len);
+            ol_http_resp_end(r);
+            return;
+        }
+        if (pr == 1)
+            ol_get_set_range(st->get, off, (int64_t)len);
+        char hh[16800];
+        snprintf(hh, sizeof hh, "x-amz-request-id: %s\r\nx-amz-id-2: %s\r\n%s", q->id, q->id, h);
+        free(h);
+        if (ol_http_resp_start(q->r, status, hh, (int64_t)len) < 0) {
+            get_release(q);
+            ol_http_req *r = q->r;
+            ol_s3_req_free(q);
+            ol_http_resp_abort(r);
+            return;
+        }
+        st->started = true;
+        q->drain_handler = get_pump;
+        get_pump(q);
+        return;
+    }
+    if (ev->type == OL_STORE_EV_DATA) {
+        st->pending = ev->data;
+        st->pending_len = ev->len;
+        st->pending_off = 0;
+        get_pump(q);
+        return;
+    }
+    if (ev->type == OL_STORE_EV_DONE) {
+        st->done = true;
+        get_release(q);
+        if (!st->started) {
+            store_error(q, ev->status);
+            return;
+        }
+        ol_http_req *r = q->r;
+        ol_s3_req_free(q);
+        if (ev->status < 0)
+            ol_http_resp_abort(r);   /* the client sees a short body, never wrong bytes */
+        else
+            ol_http_resp_end(r);
+    }
+}
+
+/* Asks the engine for the next slice, once what was asked is written. */
+static void get_pump(struct ol_s3_req *q)
+{
+    struct ol_s3_op_get *st = &q->op.get;
+    /* The slice goes out in pieces the connection's output queue can take
+     * (it holds ~1 MiB); when it is full, on_drain brings us back here. */
+    while (st->pending && st->pending_off < st->pending_len) {
+        size_t n = st->pending_len - st->pending_off;
+        if (n > OL_S3_WRITE_PIECE)
+            n = OL_S3_WRITE_PIECE;
+        if (ol_http_resp_write(q->r, st->pending + st->pending_off, n) == -ENOBUFS)
+            return;
+        st->pending_off += n;
+    }
+    st->pending = NULL;
+    if (!st->get || st->done)
+        return;
+    int rc = ol_get_next(st->get);
+    if (rc < 0 && rc != -EINVAL) {
+        get_release(q);
+        ol_http_req *r = q->r;
+        ol_s3_req_free(q);
+        ol_http_resp_abort(r);
+    }
+}
+
+static void get_object(struct ol_s3_req *q, bool head)
+{
+    struct ol_s3_op_get *st = &q->op.get;
+    memset(st, 0, sizeof *st);
+    st->head = head;
+    if (ol_s3_query_has(q->query, q->query_len, "partNumber") ||
+        ol_s3_query_has(q->query, q->query_len, "versionId")) {
+        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "partNumber and versionId are not implemented "
+                    "yet.");
+        return;
+    }
+    struct ol_get_args a = {.bucket = q->route.bucket, .key = q->route.key, .offset = 0,
+                            .length = -1};
+    q->abort_handler = get_client_gone;
+    int rc = ol_get_begin(store(q), &a, get_event, q, &st->get);
+    if (rc < 0)
+        store_error(q, rc);
+}
+
+/* ---- DeleteObject --------------------------------------------------------------- */
+
+static void delete_done(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    if (!q->r) {
+        ol_s3_req_free(q);
+        return;
+    }
+    if (ev->status < 0)
+        store_error(q, ev->status);
+    else
+        ol_s3_reply(q, 204, NULL, NULL, NULL, 0);
+}
+
+static void delete_object(struct ol_s3_req *q)
+{
+    if (ol_s3_query_has(q->query, q->query_len, "versionId")) {
+        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "versionId is not implemented yet.");
+        return;
+    }
+    int rc = ol_delete(store(q), q->route.bucket, q->route.key, delete_done, q);
+    if (rc < 0)
+        store_error(q, rc);
+    else
+        q->abort_handler = client_gone_plain;
+}
+
+/* ---- dispatch -------------------------------------------------------------------- */
 
 void ol_s3_dispatch(struct ol_s3_req *q)
 {
-    char msg[160];
-    snprintf(msg, sizeof msg, "%s is not implemented by this build of openlaked yet.",
-             ol_s3_op_name(q->route.op));
-    ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, msg);
+    if (q->route.op == OL_OP_LIST_BUCKETS) {
+        list_buckets(q);
+        return;
+    }
+    if (!store(q)) {
+        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "This server has no object store configured.");
+        return;
+    }
+    switch (q->route.op) {
+    case OL_OP_CREATE_BUCKET:
+    case OL_OP_DELETE_BUCKET:
+    case OL_OP_HEAD_BUCKET:
+    case OL_OP_GET_BUCKET_LOCATION:
+    case OL_OP_GET_BUCKET_VERSIONING:
+        bucket_op(q);
+        return;
+    case OL_OP_PUT_OBJECT:
+        put_object(q);
+        return;
+    case OL_OP_GET_OBJECT:
+        get_object(q, false);
+        return;
+    case OL_OP_HEAD_OBJECT:
+        get_object(q, true);
+        return;
+    case OL_OP_DELETE_OBJECT:
+        delete_object(q);
+        return;
+    default: {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s is not implemented by this build of openlaked yet.",
+                 ol_s3_op_name(q->route.op));
+        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, msg);
+    }
+    }
 }

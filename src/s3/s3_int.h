@@ -23,7 +23,33 @@
 #define OL_S3_REQ_MAGIC    0x53335251u  /* "S3RQ": udata that belongs to S3 */
 #define OL_S3_STATES       256u         /* requests in flight per core */
 #define OL_S3_MAX_XML_BODY (2u << 20)   /* request XML bodies (DeleteObjects: 1000 keys) */
+#define OL_S3_WRITE_PIECE  (64u << 10) /* response bytes queued per write */
 #define OL_S3_NS           "http://s3.amazonaws.com/doc/2006-03-01/"
+
+/* PutObject in flight (ops.c). */
+#define OL_S3_SPILL (64u << 10)
+struct ol_put;
+struct ol_get;
+
+struct ol_s3_op_put {
+    struct ol_put *put;          /* the engine's PUT; NULL once finished/aborted */
+    bool waiting_ready;          /* ol_put_write said "full": body paused */
+    bool failed;                 /* the engine reported EV_ERROR */
+    int fail_status;
+    bool finishing;              /* ol_put_finish took it: waiting for EV_DONE */
+    bool body_ended;
+    enum ol_s3_err verdict;
+    size_t spill_len;            /* decoded bytes not yet taken by the engine */
+    char spill[OL_S3_SPILL];
+};
+
+/* GetObject / HeadObject in flight (ops.c). */
+struct ol_s3_op_get {
+    struct ol_get *get;
+    bool head, started, done;
+    const uint8_t *pending;      /* the engine's slice being written out */
+    size_t pending_len, pending_off;
+};
 
 struct ol_s3_req;
 typedef void (*ol_s3_body_fn)(struct ol_s3_req *q, const char *data, size_t len);
@@ -47,6 +73,12 @@ struct ol_s3_req {
     char *xml;
     size_t xml_len;
     void *op_state;              /* the operation's own (e.g. a store handle) */
+    struct ol_s3_op_put *put;    /* PutObject: its state (ops.c) */
+    struct ol_s3_op_get *get;    /* GetObject / HeadObject */
+    union {
+        struct ol_s3_op_put put;
+        struct ol_s3_op_get get;
+    } op;
     /* zeroed by the operations that need them */
     struct ol_s3_route route;
     struct ol_s3_auth auth;
@@ -68,6 +100,8 @@ void ol_s3_dispatch(struct ol_s3_req *q);
 
 /* Answers with the error document and frees q. msg NULL: the default. */
 void ol_s3_error(struct ol_s3_req *q, enum ol_s3_err e, const char *msg);
+/* The same, with extra header lines (each "\r\n"-terminated). */
+void ol_s3_error_h(struct ol_s3_req *q, enum ol_s3_err e, const char *msg, const char *extra);
 /* Answers status with extra header lines (each "\r\n"-terminated, may be
  * NULL), a content type (may be NULL) and a complete body; frees q. */
 int ol_s3_reply(struct ol_s3_req *q, int status, const char *headers, const char *ctype,

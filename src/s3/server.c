@@ -109,7 +109,7 @@ static void send_error_raw(ol_http_req *r, const char *id, enum ol_s3_err e, con
     ol_http_resp_end(r);
 }
 
-void ol_s3_error(struct ol_s3_req *q, enum ol_s3_err e, const char *msg)
+void ol_s3_error_h(struct ol_s3_req *q, enum ol_s3_err e, const char *msg, const char *extra)
 {
     ol_http_req *r = q->r;
     char id[17];
@@ -117,7 +117,12 @@ void ol_s3_error(struct ol_s3_req *q, enum ol_s3_err e, const char *msg)
     const char *path = q->path;
     size_t plen = q->path_len;
     ol_s3_req_free(q);
-    send_error_raw(r, id, e, msg, path, plen, NULL);
+    send_error_raw(r, id, e, msg, path, plen, extra);
+}
+
+void ol_s3_error(struct ol_s3_req *q, enum ol_s3_err e, const char *msg)
+{
+    ol_s3_error_h(q, e, msg, NULL);
 }
 
 int ol_s3_reply(struct ol_s3_req *q, int status, const char *headers, const char *ctype,
@@ -162,7 +167,7 @@ void ol_s3_on_request(struct ol_s3_server *s, ol_http_req *r)
         send_error_raw(r, id, OL_S3_SLOW_DOWN, NULL, target, plen, NULL);
         return;
     }
-    memset(q, 0, offsetof(struct ol_s3_req, route));
+    memset(q, 0, offsetof(struct ol_s3_req, op));   /* the rest: by whoever uses it */
     q->magic = OL_S3_REQ_MAGIC;
     q->srv = s;
     q->r = r;
@@ -254,9 +259,11 @@ enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q)
 {
     const struct ol_http_request *h = ol_http_req_head(q->r);
     const struct ol_http_head_info *info = ol_http_req_info(q->r);
-    int64_t clen = info->content_length == OL_HTTP_NO_LENGTH || info->chunked
-                       ? -1 /* S3 needs Content-Length (aws-chunked is framed inside it) */
-                       : (int64_t)info->content_length;
+    /* S3 frames bodies with Content-Length (aws-chunked lives inside it);
+     * no length and no Transfer-Encoding is an empty body. */
+    int64_t clen = info->chunked ? -1
+                   : info->content_length == OL_HTTP_NO_LENGTH ? 0
+                   : (int64_t)info->content_length;
     return ol_s3_body_begin(&q->body, &q->auth, h->headers, h->num_headers, clen,
                             &q->srv->ctx[q->ctx_slot]);
 }

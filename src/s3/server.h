@@ -21,6 +21,8 @@
 
 struct ol_s3_server;
 struct ol_store_core;
+struct ol_store;
+struct ol_s3_buckets;
 
 struct ol_s3_params {
     const struct ol_s3_creds *creds;   /* outlives the server */
@@ -28,6 +30,8 @@ struct ol_s3_params {
     const char *domain;                /* virtual-host style base domain, or "" */
     int core;                          /* core index (request ids) */
     struct ol_store_core *store;       /* this core's object store; NULL: none */
+    const struct ol_store *store_all;  /* the store (geometry), or NULL */
+    struct ol_s3_buckets *buckets;     /* the daemon's bucket list (ListBuckets) */
 };
 
 /* On the loop's thread. Returns 0 or -ENOMEM. */
