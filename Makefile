@@ -130,6 +130,7 @@ bench-vllm: deps
 
 bench-store: deps
 	bash bench/store/run_ec.sh
+	bash bench/store/run_index.sh
 
 clean:
 	rm -rf build
