@@ -16,6 +16,7 @@
 #include "s3/buckets.h"
 #include "s3/creds.h"
 #include "s3/server.h"
+#include "store/catalog.h"
 #include "store/engine.h"
 
 struct ol_daemon;
@@ -46,6 +47,7 @@ struct ol_daemon {
     struct ol_s3_credset creds;       /* S3 credentials (s3/creds.h) */
     struct ol_store *store;           /* the object store; NULL in mode kv */
     struct ol_s3_buckets buckets;     /* for ListBuckets */
+    struct ol_catalog *catalog;       /* key indexes for ListObjects */
 };
 
 /* admin.c: the handler for the S3 listener: admin routes under /_openlake/,

@@ -103,7 +103,8 @@ static int ol_core_init(ol_loop *loop, void *arg)
     struct ol_s3_params sp = {.creds = &core->d->creds.view, .region = cfg->region,
                               .domain = "", .core = core->index, .store = core->store,
                               .store_all = core->d->store,
-                              .buckets = core->d->store ? &core->d->buckets : NULL};
+                              .buckets = core->d->store ? &core->d->buckets : NULL,
+                              .catalog = core->d->catalog};
     if (ol_s3_server_create(&sp, &core->s3api) < 0) {
         snprintf(core->err, sizeof core->err, "s3: out of memory");
         return -1;
@@ -172,8 +173,16 @@ static int ol_open_store(struct ol_daemon *d, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     rc = ol_s3_buckets_load(&d->buckets, drives, n);
-    if (rc < 0)
+    if (rc < 0) {
         snprintf(err, errlen, "bucket list: out of memory");
+        return rc;
+    }
+    struct ol_catalog_info ci;
+    rc = ol_catalog_open(drives, n, &d->catalog, &ci, err, errlen);
+    if (rc == 0)
+        ol_info("listing indexes: %u bucket%s, %llu keys, %u rebuilt from %llu metadata "
+                "files, %.2f s", ci.buckets, ci.buckets == 1 ? "" : "s", ci.keys, ci.rebuilt,
+                ci.metas, ci.seconds);
     return rc;
 }
 
@@ -378,6 +387,8 @@ int main(int argc, char **argv)
     }
     free(d.cores);
     if (d.store) {
+        if (ol_catalog_close(d.catalog) < 0)
+            ol_warn("could not save the listing indexes: the next start rebuilds them");
         ol_store_close(d.store);
         ol_s3_buckets_free(&d.buckets);
     }

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "s3/buckets.h"
+#include "store/catalog.h"
 #include "store/engine.h"
 #include "store/layout.h"
 #include "store/meta.h"
@@ -199,12 +200,16 @@ static void bucket_done(void *ud, const struct ol_store_event *ev)
     case OL_OP_CREATE_BUCKET:
         if (q->srv->p.buckets)
             ol_s3_buckets_add(q->srv->p.buckets, q->route.bucket, (int64_t)time(NULL));
+        if (q->srv->p.catalog)
+            ol_catalog_bucket_add(q->srv->p.catalog, q->route.bucket);
         snprintf(h, sizeof h, "Location: /%s\r\n", q->route.bucket);
         ol_s3_reply(q, 200, h, NULL, NULL, 0);
         break;
     case OL_OP_DELETE_BUCKET:
         if (q->srv->p.buckets)
             ol_s3_buckets_remove(q->srv->p.buckets, q->route.bucket);
+        if (q->srv->p.catalog)
+            ol_catalog_bucket_remove(q->srv->p.catalog, q->route.bucket);
         ol_s3_reply(q, 204, NULL, NULL, NULL, 0);
         break;
     case OL_OP_HEAD_BUCKET:
@@ -516,6 +521,20 @@ static void put_event(void *ud, const struct ol_store_event *ev)
         if (ev->status < 0) {
             store_error(q, ev->status);
             return;
+        }
+        if (q->srv->p.catalog) {
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
+            struct ol_index_rec rec = {
+                .size = q->body.expect,
+                .mtime_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
+                .storage_class = sc && sc->value_len == 18 &&
+                                 memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
+                                     ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD};
+            memcpy(rec.etag, q->body.md5, 16);
+            ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len,
+                           &rec);
         }
         char h[512], et[OL_META_ETAG_STRLEN + 2], b64[OL_CK_MAX_B64 + 1];
         struct ol_meta_version tmp = {0};
@@ -898,10 +917,13 @@ static void delete_done(void *ud, const struct ol_store_event *ev)
         ol_s3_req_free(q);
         return;
     }
-    if (ev->status < 0)
+    if (ev->status < 0) {
         store_error(q, ev->status);
-    else
-        ol_s3_reply(q, 204, NULL, NULL, NULL, 0);
+        return;
+    }
+    if (q->srv->p.catalog)
+        ol_catalog_remove(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len);
+    ol_s3_reply(q, 204, NULL, NULL, NULL, 0);
 }
 
 static void delete_object(struct ol_s3_req *q)
@@ -915,6 +937,230 @@ static void delete_object(struct ol_s3_req *q)
         store_error(q, rc);
     else
         q->abort_handler = client_gone_plain;
+}
+
+/* ---- ListObjects (v1 and v2) ---------------------------------------------------- */
+
+/* S3's encoding-type=url: every byte but unreserved ones and '/' as %XX. */
+static void url_text(struct ol_xml_w *w, const char *s, size_t n, bool url)
+{
+    if (!url) {
+        ol_xml_text(w, s, n);
+        return;
+    }
+    static const char d[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+            char x = (char)c;
+            ol_xml_text(w, &x, 1);
+        } else {
+            char e[3] = {'%', d[c >> 4], d[c & 15]};
+            ol_xml_text(w, e, 3);
+        }
+    }
+}
+
+static void url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url)
+{
+    ol_xml_open(w, tag, NULL);
+    url_text(w, s, n, url);
+    ol_xml_close(w, tag);
+}
+
+struct list_ctx {
+    struct ol_xml_w *w, *cp;   /* Contents, CommonPrefixes (appended after) */
+    bool url, owner;
+};
+
+static int list_entry(void *arg, const uint8_t *name, size_t len, const struct ol_index_rec *rec)
+{
+    struct list_ctx *lc = arg;
+    if (!rec) {
+        ol_xml_open(lc->cp, "CommonPrefixes", NULL);
+        url_elem(lc->cp, "Prefix", (const char *)name, len, lc->url);
+        ol_xml_close(lc->cp, "CommonPrefixes");
+        return 0;
+    }
+    struct ol_xml_w *w = lc->w;
+    char d[80], et[OL_META_ETAG_STRLEN + 2];
+    time_t sec = (time_t)(rec->mtime_ns / 1000000000ull);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    snprintf(d, sizeof d, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (unsigned)(rec->mtime_ns / 1000000ull % 1000));
+    struct ol_meta_version v = {0};
+    memcpy(v.etag, rec->etag, 16);
+    v.etag_parts = rec->etag_parts;
+    etag_of(&v, et);
+    ol_xml_open(w, "Contents", NULL);
+    url_elem(w, "Key", (const char *)name, len, lc->url);
+    ol_xml_elem_s(w, "LastModified", d);
+    ol_xml_elem_s(w, "ETag", et);
+    ol_xml_elem_u64(w, "Size", rec->size);
+    ol_xml_elem_s(w, "StorageClass", rec->storage_class == OL_META_SC_REDUCED_REDUNDANCY
+                                         ? "REDUCED_REDUNDANCY" : "STANDARD");
+    if (lc->owner) {
+        ol_xml_open(w, "Owner", NULL);
+        ol_xml_elem_s(w, "ID", "openlake");
+        ol_xml_elem_s(w, "DisplayName", "openlake");
+        ol_xml_close(w, "Owner");
+    }
+    ol_xml_close(w, "Contents");
+    return w->err;
+}
+
+/* A query parameter into buf; -1 when present but bad. */
+static int qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap)
+{
+    int n = ol_s3_query(q->query, q->query_len, name, buf, cap);
+    if (n == -ENOENT) {
+        buf[0] = 0;
+        return 0;
+    }
+    return n < 0 ? -1 : n;
+}
+
+static void list_objects(struct ol_s3_req *q, bool v2)
+{
+    static __thread char prefix[OL_S3_KEY_MAX + 1], delim[OL_S3_KEY_MAX + 1],
+        start[OL_S3_KEY_MAX * 2 + 8], tok[OL_S3_KEY_MAX * 2 + 8], num[24], enc[16], owner[8];
+    int pl = qparam(q, "prefix", prefix, sizeof prefix);
+    int dl = qparam(q, "delimiter", delim, sizeof delim);
+    int ml = qparam(q, "max-keys", num, sizeof num);
+    int el = qparam(q, "encoding-type", enc, sizeof enc);
+    int sl = qparam(q, v2 ? "start-after" : "marker", start, sizeof start);
+    int tl = v2 ? qparam(q, "continuation-token", tok, sizeof tok) : 0;
+    int ol = v2 ? qparam(q, "fetch-owner", owner, sizeof owner) : 0;
+    if (pl < 0 || dl < 0 || ml < 0 || el < 0 || sl < 0 || tl < 0 || ol < 0) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "A listing parameter is malformed or too long.");
+        return;
+    }
+    if (el > 0 && strcmp(enc, "url") != 0) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Invalid Encoding Method specified in Request");
+        return;
+    }
+    unsigned max_keys = 1000;
+    if (ml > 0) {
+        char *end;
+        long v = strtol(num, &end, 10);
+        if (*end || v < 0) {
+            ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "max-keys must be a non-negative integer.");
+            return;
+        }
+        max_keys = v > 1000 ? 1000 : (unsigned)v;
+    }
+    /* the continuation token: base64 of the key to resume after */
+    uint8_t after[OL_S3_KEY_MAX + 4];
+    size_t after_len = 0;
+    if (tl > 0) {
+        int n = EVP_DecodeBlock(after, (const unsigned char *)tok, tl);
+        size_t pad = (tl >= 1 && tok[tl - 1] == '=') + (tl >= 2 && tok[tl - 2] == '=');
+        if (n < 0 || tl % 4 || (size_t)n < pad || (size_t)n - pad > OL_S3_KEY_MAX) {
+            ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "The continuation token provided is "
+                        "incorrect.");
+            return;
+        }
+        after_len = (size_t)n - pad;
+    } else if (sl > 0) {
+        memcpy(after, start, (size_t)sl);
+        after_len = (size_t)sl;
+    }
+    bool url = el > 0;
+    size_t cap = 64 * 1024 + (size_t)max_keys * (OL_S3_KEY_MAX * 3 + 512);
+    char *buf = malloc(cap), *cpbuf = malloc(cap / 2);
+    if (!buf || !cpbuf) {
+        free(buf);
+        free(cpbuf);
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return;
+    }
+    struct ol_xml_w w, cp;
+    ol_xml_w_init(&w, buf, cap);
+    ol_xml_w_init(&cp, cpbuf, cap / 2);
+    struct ol_index_list_req req = {.prefix = prefix, .prefix_len = (size_t)pl,
+                                    .delim = delim, .delim_len = (size_t)dl,
+                                    .start = after, .start_len = after_len,
+                                    .max_keys = max_keys, .skip_deleted = true};
+    struct ol_index_list_out out;
+    struct list_ctx lc = {&w, &cp, url, ol > 0 && strcmp(owner, "true") == 0};
+    ol_xml_decl(&w);
+    ol_xml_open(&w, "ListBucketResult", OL_S3_NS);
+    ol_xml_elem(&w, "Name", q->route.bucket, q->route.bucket_len);
+    url_elem(&w, "Prefix", prefix, (size_t)pl, url);
+    size_t head_len = w.n;   /* the summary goes here, once the listing is known */
+    int rc = ol_catalog_list(q->srv->p.catalog, q->route.bucket, &req, list_entry, &lc, &out);
+    if (rc == -ENOENT) {
+        free(buf);
+        free(cpbuf);
+        ol_s3_error(q, OL_S3_NO_SUCH_BUCKET, NULL);
+        return;
+    }
+    if (rc < 0 || w.err || cp.err) {
+        free(buf);
+        free(cpbuf);
+        ol_s3_error(q, OL_S3_INTERNAL, NULL);
+        return;
+    }
+    char tail_buf[8192];
+    struct ol_xml_w t;
+    ol_xml_w_init(&t, tail_buf, sizeof tail_buf);
+    if (v2) {
+        ol_xml_elem_u64(&t, "KeyCount", out.nkeys + out.nprefixes);
+        if (tl > 0)
+            ol_xml_elem(&t, "ContinuationToken", tok, (size_t)tl);
+        if (out.truncated && out.next_len) {
+            char nt[OL_S3_KEY_MAX * 2 + 8];
+            int n = EVP_EncodeBlock((unsigned char *)nt, out.next, out.next_len);
+            ol_xml_elem(&t, "NextContinuationToken", nt, (size_t)n);
+        }
+        if (sl > 0)
+            url_elem(&t, "StartAfter", start, (size_t)sl, url);
+    } else {
+        url_elem(&t, "Marker", start, (size_t)sl, url);
+        if (out.truncated && dl > 0 && out.next_len)
+            url_elem(&t, "NextMarker", (const char *)out.next, out.next_len, url);
+    }
+    ol_xml_elem_u64(&t, "MaxKeys", max_keys);
+    if (dl > 0)
+        url_elem(&t, "Delimiter", delim, (size_t)dl, url);
+    ol_xml_elem_s(&t, "IsTruncated", out.truncated ? "true" : "false");
+    if (url)
+        ol_xml_elem_s(&t, "EncodingType", "url");
+    if (t.err) {
+        free(buf);
+        free(cpbuf);
+        ol_s3_error(q, OL_S3_INTERNAL, NULL);
+        return;
+    }
+    /* body = header + summary + Contents + CommonPrefixes + close */
+    size_t cp_len = cp.n;
+    size_t total = w.n + t.n + cp_len + 32;
+    char *body = malloc(total);
+    if (!body) {
+        free(buf);
+        free(cpbuf);
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return;
+    }
+    /* w holds decl, <ListBucketResult>, Name, Prefix, then the Contents */
+    size_t n = 0;
+    memcpy(body, buf, head_len);
+    n += head_len;
+    memcpy(body + n, t.p, t.n);
+    n += t.n;
+    memcpy(body + n, buf + head_len, w.n - head_len);
+    n += w.n - head_len;
+    memcpy(body + n, cpbuf, cp_len);
+    n += cp_len;
+    memcpy(body + n, "</ListBucketResult>", 19);
+    n += 19;
+    ol_s3_reply(q, 200, NULL, "application/xml", body, n);
+    free(body);
+    free(buf);
+    free(cpbuf);
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */
@@ -949,11 +1195,19 @@ void ol_s3_dispatch(struct ol_s3_req *q)
     case OL_OP_DELETE_OBJECT:
         delete_object(q);
         return;
-    default: {
+    case OL_OP_LIST_OBJECTS:
+    case OL_OP_LIST_OBJECTS_V2:
+        if (!q->srv->p.catalog)
+            break;
+        list_objects(q, q->route.op == OL_OP_LIST_OBJECTS_V2);
+        return;
+    default:
+        break;
+    }
+    {
         char msg[160];
         snprintf(msg, sizeof msg, "%s is not implemented by this build of openlaked yet.",
                  ol_s3_op_name(q->route.op));
         ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, msg);
-    }
     }
 }

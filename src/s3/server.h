@@ -23,6 +23,7 @@ struct ol_s3_server;
 struct ol_store_core;
 struct ol_store;
 struct ol_s3_buckets;
+struct ol_catalog;
 
 struct ol_s3_params {
     const struct ol_s3_creds *creds;   /* outlives the server */
@@ -32,6 +33,7 @@ struct ol_s3_params {
     struct ol_store_core *store;       /* this core's object store; NULL: none */
     const struct ol_store *store_all;  /* the store (geometry), or NULL */
     struct ol_s3_buckets *buckets;     /* the daemon's bucket list (ListBuckets) */
+    struct ol_catalog *catalog;        /* the buckets' key indexes (ListObjects) */
 };
 
 /* On the loop's thread. Returns 0 or -ENOMEM. */

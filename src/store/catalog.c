@@ -1,0 +1,429 @@
+/*
+ * catalog.c - per-bucket listing indexes: load or rebuild at start, memory
+ * while serving, checkpoint at a clean shutdown (see catalog.h).
+ */
+#include "store/catalog.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store/layout.h"
+#include "store/meta.h"
+
+#define OL_CATALOG_MAX_BUCKETS 4096u
+
+struct cbucket {
+    char name[64];
+    struct ol_index *idx;      /* memory-only while serving */
+    pthread_mutex_t mu;
+};
+
+struct ol_catalog {
+    pthread_rwlock_t lock;     /* the table */
+    struct cbucket *b[OL_CATALOG_MAX_BUCKETS];
+    unsigned n;
+    char root[4200];           /* <first drive>/.openlake/index */
+    char **drives;
+    unsigned ndrives;
+};
+
+static void say(char *err, size_t errlen, const char *fmt, const char *a, int e)
+{
+    snprintf(err, errlen, fmt, a, strerror(e));
+}
+
+static struct cbucket *find_locked(struct ol_catalog *c, const char *name)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (strcmp(c->b[i]->name, name) == 0)
+            return c->b[i];
+    return NULL;
+}
+
+static int add_locked(struct ol_catalog *c, const char *name, struct ol_index *idx)
+{
+    if (c->n == OL_CATALOG_MAX_BUCKETS)
+        return -ENOSPC;
+    struct cbucket *b = calloc(1, sizeof *b);
+    if (!b)
+        return -ENOMEM;
+    snprintf(b->name, sizeof b->name, "%s", name);
+    b->idx = idx;
+    pthread_mutex_init(&b->mu, NULL);
+    c->b[c->n++] = b;
+    return 0;
+}
+
+/* ---- rebuild from object metadata ------------------------------------------------ */
+
+static int read_file(const char *path, uint8_t *buf, size_t cap, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -errno;
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + got, cap - got);
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+        if (got == cap)
+            break;
+    }
+    close(fd);
+    *len = got;
+    return 0;
+}
+
+/* Every object of bucket on every drive; the newest version of a key wins. */
+static int rebuild(struct ol_catalog *c, const char *bucket, struct ol_index *idx,
+                   uint8_t *buf, unsigned long long *metas)
+{
+    for (unsigned d = 0; d < c->ndrives; d++) {
+        char objs[4400];
+        snprintf(objs, sizeof objs, "%s/.openlake/buckets/%s/objects", c->drives[d], bucket);
+        DIR *top = opendir(objs);
+        if (!top)
+            continue;
+        struct dirent *e1;
+        while ((e1 = readdir(top))) {
+            if (e1->d_name[0] == '.')
+                continue;
+            char fan[4700];
+            snprintf(fan, sizeof fan, "%s/%s", objs, e1->d_name);
+            DIR *mid = opendir(fan);
+            if (!mid)
+                continue;
+            struct dirent *e2;
+            while ((e2 = readdir(mid))) {
+                if (e2->d_name[0] == '.')
+                    continue;
+                char meta[5000];
+                snprintf(meta, sizeof meta, "%s/%s/meta", fan, e2->d_name);
+                size_t len = 0;
+                if (read_file(meta, buf, OL_META_MAX_FILE, &len) < 0)
+                    continue;
+                (*metas)++;
+                struct ol_meta_file f;
+                struct ol_meta_version v;
+                if (ol_meta_open(buf, len, &f) < 0 || ol_meta_latest(&f, &v) < 0 ||
+                    v.type != OL_META_OBJECT)
+                    continue;   /* damaged copies are left to the other drives and heal */
+                struct ol_index_rec rec = {.size = v.size, .mtime_ns = v.mtime_ns,
+                                           .etag_parts = v.etag_parts,
+                                           .storage_class = v.storage_class};
+                memcpy(rec.etag, v.etag, 16);
+                memcpy(rec.version_id, v.vid, 16);
+                struct ol_index_rec old;
+                if (ol_index_get(idx, f.key.p, f.key.len, &old) == 0 &&
+                    old.mtime_ns >= rec.mtime_ns)
+                    continue;
+                int rc = ol_index_put(idx, f.key.p, f.key.len, &rec);
+                if (rc < 0) {
+                    closedir(mid);
+                    closedir(top);
+                    return rc;
+                }
+            }
+            closedir(mid);
+        }
+        closedir(top);
+    }
+    return 0;
+}
+
+/* The saved index of bucket, copied into a new memory-only one. */
+static int load(const char *dir, struct ol_index **out)
+{
+    struct ol_index *disk, *mem;
+    int rc = ol_index_open(dir, &disk, NULL);
+    if (rc < 0)
+        return rc;
+    rc = ol_index_create_empty(NULL, &mem);
+    if (rc < 0) {
+        ol_index_close(disk);
+        return rc;
+    }
+    struct ol_index_cursor cur;
+    int more = ol_index_seek(disk, &cur, NULL, 0, false);
+    while (more == 1 && rc >= 0) {
+        rc = ol_index_put(mem, cur.key, cur.klen, &cur.rec);
+        more = ol_index_next(&cur);
+    }
+    ol_index_close(disk);
+    if (rc < 0 || more < 0) {
+        ol_index_close(mem);
+        return rc < 0 ? rc : more;
+    }
+    *out = mem;
+    return 0;
+}
+
+static void fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+int ol_catalog_open(const char *const *drives, unsigned n, struct ol_catalog **out,
+                    struct ol_catalog_info *info, char *err, size_t errlen)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct ol_catalog_info inf = {0};
+    struct ol_catalog *c = calloc(1, sizeof *c);
+    uint8_t *buf = malloc(OL_META_MAX_FILE);
+    if (!c || !buf || !(c->drives = calloc(n, sizeof *c->drives))) {
+        free(buf);
+        if (c)
+            free(c->drives);
+        free(c);
+        snprintf(err, errlen, "catalog: out of memory");
+        return -ENOMEM;
+    }
+    pthread_rwlock_init(&c->lock, NULL);
+    c->ndrives = n;
+    for (unsigned i = 0; i < n; i++)
+        c->drives[i] = strdup(drives[i]);
+    snprintf(c->root, sizeof c->root, "%s/.openlake/index", drives[0]);
+    if (mkdir(c->root, 0700) < 0 && errno != EEXIST) {
+        int e = errno;
+        say(err, errlen, "%s: %s", c->root, e);
+        free(buf);
+        ol_catalog_close(c);
+        return -e;
+    }
+    char marker[4300];
+    snprintf(marker, sizeof marker, "%s/clean", c->root);
+    bool clean = access(marker, F_OK) == 0;
+
+    /* the buckets: directories under .openlake/buckets on any drive */
+    int rc = 0;
+    for (unsigned d = 0; d < n && rc == 0; d++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/.openlake/buckets", drives[d]);
+        DIR *dir = opendir(path);
+        if (!dir)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(dir)) && rc == 0) {
+            if (ol_layout_bucket_ok(e->d_name, strlen(e->d_name)) < 0 ||
+                find_locked(c, e->d_name))
+                continue;
+            struct ol_index *idx = NULL;
+            char idir[4400];
+            snprintf(idir, sizeof idir, "%s/%s", c->root, e->d_name);
+            if (!clean || load(idir, &idx) < 0) {
+                rc = ol_index_create_empty(NULL, &idx);
+                if (rc == 0)
+                    rc = rebuild(c, e->d_name, idx, buf, &inf.metas);
+                inf.rebuilt++;
+            }
+            if (rc == 0)
+                rc = add_locked(c, e->d_name, idx);
+            else if (idx)
+                ol_index_close(idx);
+        }
+        closedir(dir);
+    }
+    free(buf);
+    if (rc < 0) {
+        snprintf(err, errlen, "catalog: building the bucket indexes: %s", strerror(-rc));
+        ol_catalog_close(c);
+        return rc;
+    }
+    /* From here on the saved indexes are stale until the next clean close. */
+    if (clean) {
+        unlink(marker);
+        fsync_dir(c->root);
+    }
+    inf.buckets = c->n;
+    for (unsigned i = 0; i < c->n; i++)
+        inf.keys += ol_index_count(c->b[i]->idx);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    inf.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (info)
+        *info = inf;
+    *out = c;
+    return 0;
+}
+
+/* Removes an index directory's files, then the directory. */
+static void remove_dir(const char *path)
+{
+    DIR *dir = opendir(path);
+    if (!dir)
+        return;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char f[4800];
+        snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+        unlink(f);
+    }
+    closedir(dir);
+    rmdir(path);
+}
+
+static int save(struct ol_catalog *c, struct cbucket *b)
+{
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/%s", c->root, b->name);
+    struct ol_index *disk;
+    int rc = ol_index_create_empty(dir, &disk);
+    if (rc < 0)
+        return rc;
+    struct ol_index_cursor cur;
+    int more = ol_index_seek(b->idx, &cur, NULL, 0, false);
+    while (more == 1 && rc >= 0) {
+        rc = ol_index_put(disk, cur.key, cur.klen, &cur.rec);
+        more = ol_index_next(&cur);
+    }
+    if (rc >= 0 && more >= 0)
+        rc = ol_index_checkpoint(disk);
+    else if (rc >= 0)
+        rc = more;
+    ol_index_close(disk);
+    return rc < 0 ? rc : 0;
+}
+
+int ol_catalog_close(struct ol_catalog *c)
+{
+    if (!c)
+        return 0;
+    int first = 0;
+    if (c->root[0]) {
+        for (unsigned i = 0; i < c->n; i++) {
+            int rc = save(c, c->b[i]);
+            if (rc < 0 && !first)
+                first = rc;
+        }
+        /* indexes of buckets deleted meanwhile */
+        DIR *dir = opendir(c->root);
+        if (dir) {
+            struct dirent *e;
+            while ((e = readdir(dir))) {
+                if (ol_layout_bucket_ok(e->d_name, strlen(e->d_name)) < 0 ||
+                    find_locked(c, e->d_name))
+                    continue;
+                char p[4400];
+                snprintf(p, sizeof p, "%s/%s", c->root, e->d_name);
+                remove_dir(p);
+            }
+            closedir(dir);
+        }
+        if (first == 0) {
+            char marker[4300];
+            snprintf(marker, sizeof marker, "%s/clean", c->root);
+            int fd = open(marker, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            if (fd < 0 || fsync(fd) < 0)
+                first = -errno;
+            if (fd >= 0)
+                close(fd);
+            fsync_dir(c->root);
+        }
+    }
+    for (unsigned i = 0; i < c->n; i++) {
+        ol_index_close(c->b[i]->idx);
+        pthread_mutex_destroy(&c->b[i]->mu);
+        free(c->b[i]);
+    }
+    for (unsigned i = 0; i < c->ndrives; i++)
+        free(c->drives[i]);
+    free(c->drives);
+    pthread_rwlock_destroy(&c->lock);
+    free(c);
+    return first;
+}
+
+/* ---- serving ----------------------------------------------------------------------- */
+
+int ol_catalog_bucket_add(struct ol_catalog *c, const char *bucket)
+{
+    struct ol_index *idx;
+    int rc = ol_index_create_empty(NULL, &idx);
+    if (rc < 0)
+        return rc;
+    pthread_rwlock_wrlock(&c->lock);
+    rc = find_locked(c, bucket) ? 0 : add_locked(c, bucket, idx);
+    bool used = rc == 0 && c->n && c->b[c->n - 1]->idx == idx;
+    pthread_rwlock_unlock(&c->lock);
+    if (!used)
+        ol_index_close(idx);
+    return rc;
+}
+
+void ol_catalog_bucket_remove(struct ol_catalog *c, const char *bucket)
+{
+    struct cbucket *gone = NULL;
+    pthread_rwlock_wrlock(&c->lock);
+    for (unsigned i = 0; i < c->n; i++)
+        if (strcmp(c->b[i]->name, bucket) == 0) {
+            gone = c->b[i];
+            c->b[i] = c->b[--c->n];
+            break;
+        }
+    pthread_rwlock_unlock(&c->lock);
+    if (gone) {   /* no one holds it: lookups hold the table lock */
+        ol_index_close(gone->idx);
+        pthread_mutex_destroy(&gone->mu);
+        free(gone);
+    }
+}
+
+/* Runs op on the bucket's index with its mutex held (and the table read-locked,
+ * so the bucket cannot go away meanwhile). */
+#define WITH_BUCKET(c, bucket, stmt)                                  \
+    do {                                                              \
+        pthread_rwlock_rdlock(&(c)->lock);                            \
+        struct cbucket *b_ = find_locked((c), (bucket));              \
+        if (!b_) {                                                    \
+            rc = -ENOENT;                                             \
+        } else {                                                      \
+            pthread_mutex_lock(&b_->mu);                              \
+            struct ol_index *idx = b_->idx;                           \
+            stmt;                                                     \
+            pthread_mutex_unlock(&b_->mu);                            \
+        }                                                             \
+        pthread_rwlock_unlock(&(c)->lock);                            \
+    } while (0)
+
+int ol_catalog_put(struct ol_catalog *c, const char *bucket, const void *key, size_t klen,
+                   const struct ol_index_rec *rec)
+{
+    int rc = 0;
+    WITH_BUCKET(c, bucket, rc = ol_index_put(idx, key, klen, rec));
+    return rc < 0 ? rc : 0;
+}
+
+int ol_catalog_remove(struct ol_catalog *c, const char *bucket, const void *key, size_t klen)
+{
+    int rc = 0;
+    WITH_BUCKET(c, bucket, rc = ol_index_remove(idx, key, klen));
+    return rc == -ENOENT ? 0 : rc;
+}
+
+int ol_catalog_list(struct ol_catalog *c, const char *bucket, const struct ol_index_list_req *req,
+                    ol_index_list_fn cb, void *arg, struct ol_index_list_out *out)
+{
+    int rc = 0;
+    WITH_BUCKET(c, bucket, rc = ol_index_list(idx, req, cb, arg, out));
+    return rc;
+}
