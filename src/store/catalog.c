@@ -227,7 +227,7 @@ int ol_catalog_open(const char *const *drives, unsigned n, struct ol_catalog **o
                 find_locked(c, e->d_name))
                 continue;
             struct ol_index *idx = NULL;
-            char idir[4400];
+            char idir[sizeof c->root + 260];
             snprintf(idir, sizeof idir, "%s/%s", c->root, e->d_name);
             if (!clean || load(idir, &idx) < 0) {
                 rc = ol_index_create_empty(NULL, &idx);
@@ -274,7 +274,7 @@ static void remove_dir(const char *path)
     while ((e = readdir(dir))) {
         if (e->d_name[0] == '.')
             continue;
-        char f[4800];
+        char f[sizeof ((struct ol_catalog *)0)->root + 600];
         snprintf(f, sizeof f, "%s/%s", path, e->d_name);
         unlink(f);
     }
@@ -284,7 +284,7 @@ static void remove_dir(const char *path)
 
 static int save(struct ol_catalog *c, struct cbucket *b)
 {
-    char dir[4400];
+    char dir[sizeof c->root + 80];
     snprintf(dir, sizeof dir, "%s/%s", c->root, b->name);
     struct ol_index *disk;
     int rc = ol_index_create_empty(dir, &disk);
@@ -323,7 +323,7 @@ int ol_catalog_close(struct ol_catalog *c)
                 if (ol_layout_bucket_ok(e->d_name, strlen(e->d_name)) < 0 ||
                     find_locked(c, e->d_name))
                     continue;
-                char p[4400];
+                char p[sizeof c->root + 260];
                 snprintf(p, sizeof p, "%s/%s", c->root, e->d_name);
                 remove_dir(p);
             }
