@@ -435,3 +435,26 @@ def test_listing_survives_restart(make_daemon, tmp_path, how):
     assert keys == sorted(want)
     # the start-up line says which way the indexes came back
     assert ("1 rebuilt from" if how == "kill" else "0 rebuilt from") in d.stderr()
+
+
+def test_delete_objects(s3d):
+    c = client(s3d)
+    c.create_bucket(Bucket="multi")
+    for i in range(30):
+        c.put_object(Bucket="multi", Key=f"d/{i}", Body=b"x")
+    objs = [{"Key": f"d/{i}"} for i in range(20)] + [{"Key": "never/there"}]
+    r = c.delete_objects(Bucket="multi", Delete={"Objects": objs})
+    assert sorted(d["Key"] for d in r["Deleted"]) == sorted(o["Key"] for o in objs)
+    assert "Errors" not in r
+    assert all_keys(c, "multi")[0] == sorted(f"d/{i}" for i in range(20, 30))
+    r = c.delete_objects(Bucket="multi", Delete={"Objects": [{"Key": "d/20"},
+                                                             {"Key": "d/21", "VersionId": "v9"}],
+                                                 "Quiet": True})
+    assert "Deleted" not in r
+    assert [(e["Key"], e["Code"]) for e in r["Errors"]] == [("d/21", "NoSuchVersion")]
+    too_many = [{"Key": f"k{i}"} for i in range(1001)]
+    assert error_of(lambda: c.delete_objects(Bucket="multi",
+                                             Delete={"Objects": too_many}))[0] == "MalformedXML"
+    assert error_of(lambda: c.delete_objects(Bucket="nomulti",
+                                             Delete={"Objects": [{"Key": "a"}]}))[0] in \
+        ("NoSuchBucket",)
