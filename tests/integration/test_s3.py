@@ -458,3 +458,52 @@ def test_delete_objects(s3d):
     assert error_of(lambda: c.delete_objects(Bucket="nomulti",
                                              Delete={"Objects": [{"Key": "a"}]}))[0] in \
         ("NoSuchBucket",)
+
+
+# -- the aws CLI ----------------------------------------------------------------
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+
+def aws(d, tmp_path, *args, check=True):
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path),
+           "AWS_ACCESS_KEY_ID": AK, "AWS_SECRET_ACCESS_KEY": SK,
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": str(tmp_path / "none"),
+           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+    cli = os.path.join(os.path.dirname(sys.executable), "aws")
+    p = subprocess.run([cli, "--endpoint-url", d.url, *args], env=env, capture_output=True,
+                       text=True, timeout=120)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_aws_cli_cp_ls_sync_rm(s3d, tmp_path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    files = {"a.txt": b"alpha", "sub/b.bin": os.urandom(3 << 20), "sub/c": b""}
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    aws(s3d, tmp_path, "s3", "mb", "s3://cli")
+    aws(s3d, tmp_path, "s3", "cp", str(src / "a.txt"), "s3://cli/one/a.txt")
+    aws(s3d, tmp_path, "s3", "sync", str(src), "s3://cli/tree")
+    out = aws(s3d, tmp_path, "s3", "ls", "--recursive", "s3://cli").stdout
+    listed = sorted(line.split()[-1] for line in out.splitlines())
+    assert listed == ["one/a.txt", "tree/a.txt", "tree/sub/b.bin", "tree/sub/c"], out
+    out = aws(s3d, tmp_path, "s3", "ls", "s3://cli/tree/").stdout
+    assert "PRE sub/" in out and "a.txt" in out
+    dst = tmp_path / "dst"
+    aws(s3d, tmp_path, "s3", "sync", "s3://cli/tree", str(dst))
+    for name, data in files.items():
+        assert (dst / name).read_bytes() == data, name
+    head = aws(s3d, tmp_path, "s3api", "head-object", "--bucket", "cli", "--key",
+               "tree/sub/b.bin").stdout
+    assert '"ContentLength": %d' % (3 << 20) in head
+    aws(s3d, tmp_path, "s3", "rm", "--recursive", "s3://cli/tree")
+    out = aws(s3d, tmp_path, "s3", "ls", "--recursive", "s3://cli").stdout
+    assert [line.split()[-1] for line in out.splitlines()] == ["one/a.txt"]
+    p = aws(s3d, tmp_path, "s3", "rb", "s3://cli", check=False)
+    assert p.returncode != 0 and "BucketNotEmpty" in p.stderr
+    aws(s3d, tmp_path, "s3", "rb", "--force", "s3://cli")
+    assert "cli" not in aws(s3d, tmp_path, "s3", "ls").stdout
