@@ -567,10 +567,6 @@ static void put_object(struct ol_s3_req *q)
 {
     struct ol_s3_op_put *st = &q->op.put;
     memset(st, 0, offsetof(struct ol_s3_op_put, spill));
-    if (hdr(q, "x-amz-copy-source")) {
-        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "CopyObject is not implemented yet.");
-        return;
-    }
     if (hdr(q, "if-none-match") || hdr(q, "if-match")) {
         ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "Conditional writes are not implemented yet.");
         return;
@@ -612,6 +608,381 @@ static void put_object(struct ol_s3_req *q)
     q->body_handler = put_body;
     q->body_end_handler = put_body_end;
     q->abort_handler = put_client_gone;
+}
+
+/* ---- CopyObject ------------------------------------------------------------------ */
+
+#define OL_S3_MAX_COPY (5ull << 30)   /* S3's limit for a single CopyObject */
+
+/* What the copy keeps of the source (COPY directive) once its GET ends. */
+struct copy_state {
+    struct ol_get *get;
+    struct ol_put *put;
+    bool replace, waiting_ready, get_done, put_finishing;
+    uint64_t size;
+    struct ol_meta_version v;            /* the new version's fields */
+    struct ol_meta_kv kv[64];
+    struct ol_ck ck;
+    char strings[OL_META_HDR__COUNT * OL_META_MAX_HEADER + OL_META_MAX_USER_BYTES + 64];
+    size_t used;
+    const uint8_t *pending;              /* a GET slice not yet taken by the PUT */
+    size_t pending_len, pending_off;
+    char src_bucket[64];
+    char src_key[OL_S3_KEY_MAX + 1];
+};
+
+static struct ol_meta_bytes keep(struct copy_state *c, const uint8_t *p, uint32_t len)
+{
+    char *dst = c->strings + c->used;
+    memcpy(dst, p, len);
+    c->used += len;
+    return (struct ol_meta_bytes){(const uint8_t *)dst, len};
+}
+
+static void copy_free(struct ol_s3_req *q)
+{
+    struct copy_state *c = q->op_state;
+    if (c) {
+        if (c->get)
+            ol_get_end(c->get);
+        if (c->put && !c->put_finishing)
+            ol_put_abort(c->put);
+        free(c);
+        q->op_state = NULL;
+    }
+}
+
+static void copy_fail(struct ol_s3_req *q, enum ol_s3_err e, const char *msg)
+{
+    copy_free(q);
+    if (q->r)
+        ol_s3_error(q, e, msg);
+    else
+        ol_s3_req_free(q);
+}
+
+static void copy_client_gone(struct ol_s3_req *q)
+{
+    struct copy_state *c = q->op_state;
+    if (c && c->put_finishing)
+        return;   /* the PUT's EV_DONE frees q */
+    copy_free(q);
+    ol_s3_req_free(q);
+}
+
+static void copy_pump(struct ol_s3_req *q);
+
+static void copy_put_event(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct copy_state *c = q->op_state;
+    if (ev->type == OL_STORE_EV_READY) {
+        c->waiting_ready = false;
+        copy_pump(q);
+    } else if (ev->type == OL_STORE_EV_ERROR) {
+        const char *msg;
+        enum ol_s3_err e = store_err(ev->status, &msg);
+        copy_fail(q, e, msg);
+    } else if (ev->type == OL_STORE_EV_DONE) {
+        c->put = NULL;
+        if (!q->r || ev->status < 0) {
+            int st = ev->status;
+            copy_free(q);
+            if (q->r)
+                store_error(q, st);
+            else
+                ol_s3_req_free(q);
+            return;
+        }
+        if (q->srv->p.catalog) {
+            struct ol_index_rec rec = {.size = c->size, .mtime_ns = c->v.mtime_ns,
+                                       .storage_class = c->v.storage_class};
+            memcpy(rec.etag, c->v.etag, 16);
+            ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len,
+                           &rec);
+        }
+        char out[512], d[40], et[OL_META_ETAG_STRLEN + 2];
+        iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);
+        etag_of(&c->v, et);
+        struct ol_xml_w w;
+        ol_xml_w_init(&w, out, sizeof out);
+        ol_xml_decl(&w);
+        ol_xml_open(&w, "CopyObjectResult", OL_S3_NS);
+        ol_xml_elem_s(&w, "LastModified", d);
+        ol_xml_elem_s(&w, "ETag", et);
+        ol_xml_close(&w, "CopyObjectResult");
+        copy_free(q);
+        ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+    }
+}
+
+static void copy_finish(struct ol_s3_req *q)
+{
+    struct copy_state *c = q->op_state;
+    struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
+    unsigned ml = 16;
+    EVP_DigestFinal_ex(ctx->md5, c->v.etag, &ml);
+    if (c->v.cks.algo)
+        ol_ck_final(&c->ck, c->v.cks.sum);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    c->v.mtime_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    int rc = ol_put_finish(c->put, &c->v);
+    if (rc < 0) {
+        copy_fail(q, OL_S3_INTERNAL, NULL);
+        return;
+    }
+    c->put_finishing = true;
+}
+
+/* Moves GET slices into the PUT as fast as both allow. */
+static void copy_pump(struct ol_s3_req *q)
+{
+    struct copy_state *c = q->op_state;
+    struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
+    while (c->pending && !c->waiting_ready) {
+        size_t n = c->pending_len - c->pending_off;
+        if (n > OL_STORE_WRITE_MAX)
+            n = OL_STORE_WRITE_MAX;
+        const uint8_t *p = c->pending + c->pending_off;
+        int rc = ol_put_write(c->put, p, n);
+        if (rc < 0) {
+            copy_fail(q, OL_S3_INTERNAL, NULL);
+            return;
+        }
+        EVP_DigestUpdate(ctx->md5, p, n);
+        if (c->v.cks.algo)
+            ol_ck_update(&c->ck, p, n);
+        c->pending_off += n;
+        if (c->pending_off == c->pending_len)
+            c->pending = NULL;
+        if (rc == 1)
+            c->waiting_ready = true;
+    }
+    if (c->pending || c->waiting_ready)
+        return;
+    if (c->get_done) {
+        copy_finish(q);
+        return;
+    }
+    int rc = ol_get_next(c->get);
+    if (rc < 0)
+        copy_fail(q, rc == -ERANGE ? OL_S3_INVALID_RANGE : OL_S3_INTERNAL, NULL);
+}
+
+/* The x-amz-copy-source-if-* conditions: 0, or the error (412). */
+static int copy_conditions(struct ol_s3_req *q, const struct ol_meta_version *v)
+{
+    char etag[OL_META_ETAG_STRLEN + 2];
+    etag_of(v, etag);
+    int64_t mtime = (int64_t)(v->mtime_ns / 1000000000ull);
+    const struct ol_http_header *im = hdr(q, "x-amz-copy-source-if-match");
+    const struct ol_http_header *inm = hdr(q, "x-amz-copy-source-if-none-match");
+    const struct ol_http_header *ims = hdr(q, "x-amz-copy-source-if-modified-since");
+    const struct ol_http_header *ius = hdr(q, "x-amz-copy-source-if-unmodified-since");
+    if (im && !etag_listed(im->value, im->value_len, etag))
+        return 412;
+    if (inm && etag_listed(inm->value, inm->value_len, etag))
+        return 412;
+    if (ius && !im) {
+        int64_t t = parse_http_date(ius->value, ius->value_len);
+        if (t >= 0 && mtime > t)
+            return 412;
+    }
+    if (ims && !inm) {
+        int64_t t = parse_http_date(ims->value, ims->value_len);
+        if (t >= 0 && mtime <= t)
+            return 412;
+    }
+    return 0;
+}
+
+static void copy_get_event(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct copy_state *c = q->op_state;
+    if (ev->type == OL_STORE_EV_META) {
+        const struct ol_meta_version *sv = ev->version;
+        if (copy_conditions(q, sv)) {
+            copy_fail(q, OL_S3_PRECONDITION_FAILED, NULL);
+            return;
+        }
+        if (sv->size > OL_S3_MAX_COPY) {
+            copy_fail(q, OL_S3_INVALID_REQUEST, "The specified copy source is larger than the "
+                      "maximum allowable size for a copy source: 5368709120");
+            return;
+        }
+        c->size = sv->size;
+        if (!c->replace) {   /* COPY: the source's headers and user metadata */
+            for (int i = 0; i < OL_META_HDR__COUNT; i++)
+                if (sv->hdr[i].len)
+                    c->v.hdr[i] = keep(c, sv->hdr[i].p, sv->hdr[i].len);
+            uint32_t pos = 0;
+            struct ol_meta_kv kv;
+            unsigned n = 0;
+            while (n < 64 && ol_meta_user_next(sv, &pos, &kv) > 0) {
+                c->kv[n].name = keep(c, kv.name.p, kv.name.len);
+                c->kv[n].value = keep(c, kv.value.p, kv.value.len);
+                n++;
+            }
+            c->v.user = c->kv;
+            c->v.user_count = (uint16_t)n;
+            c->v.storage_class = sv->storage_class;
+        }
+        c->v.cks.algo = sv->cks.algo && !(sv->cks.flags & OL_META_CKS_COMPOSITE)
+                            ? sv->cks.algo : 0;
+        struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
+        EVP_DigestInit_ex(ctx->md5, EVP_md5(), NULL);
+        if (c->v.cks.algo && ol_ck_init(&c->ck, c->v.cks.algo, ctx->cksum) < 0)
+            c->v.cks.algo = 0;
+        struct ol_put_args a = {.bucket = q->route.bucket, .key = q->route.key,
+                                .size = c->size, .parity = -1};
+        int rc = ol_put_begin(store(q), &a, copy_put_event, q, &c->put);
+        if (rc < 0) {
+            const char *msg;
+            enum ol_s3_err e = store_err(rc, &msg);
+            copy_fail(q, e, msg);
+            return;
+        }
+        copy_pump(q);
+        return;
+    }
+    if (ev->type == OL_STORE_EV_DATA) {
+        c->pending = ev->data;
+        c->pending_len = ev->len;
+        c->pending_off = 0;
+        copy_pump(q);
+        return;
+    }
+    /* EV_DONE */
+    if (ev->status < 0 || !c->put) {
+        int st = ev->status < 0 ? ev->status : -EIO;
+        ol_get_end(c->get);
+        c->get = NULL;
+        if (st == -ENOENT) {
+            copy_fail(q, OL_S3_NO_SUCH_KEY, NULL);
+            return;
+        }
+        const char *msg;
+        enum ol_s3_err e = store_err(st, &msg);
+        copy_fail(q, e, msg);
+        return;
+    }
+    ol_get_end(c->get);
+    c->get = NULL;
+    c->get_done = true;
+    copy_pump(q);
+}
+
+static void copy_object(struct ol_s3_req *q)
+{
+    const struct ol_http_header *src = hdr(q, "x-amz-copy-source");
+    char raw[2 * OL_S3_KEY_MAX + 80], dec[OL_S3_KEY_MAX + 80];
+    if (!src || src->value_len >= sizeof raw) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Copy Source must mention the source bucket "
+                    "and key: sourcebucket/sourcekey");
+        return;
+    }
+    memcpy(raw, src->value, src->value_len);
+    raw[src->value_len] = 0;
+    char *qm = strchr(raw, '?');
+    if (qm) {
+        if (strcmp(qm, "?versionId=null") != 0) {
+            ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "Copying a version is not implemented yet.");
+            return;
+        }
+        *qm = 0;
+    }
+    /* percent-decode, then bucket/key */
+    size_t o = 0;
+    const char *p = raw[0] == '/' ? raw + 1 : raw;
+    for (; *p; p++) {
+        char ch = *p;
+        if (ch == '%' && p[1] && p[2]) {
+            char hx[3] = {p[1], p[2], 0};
+            char *end;
+            long v = strtol(hx, &end, 16);
+            if (*end) {
+                o = 0;
+                break;
+            }
+            ch = (char)v;
+            p += 2;
+        }
+        if (o == sizeof dec - 1)
+            break;
+        dec[o++] = ch;
+    }
+    dec[o] = 0;
+    char *slash = memchr(dec, '/', o);
+    size_t bl = slash ? (size_t)(slash - dec) : 0;
+    size_t kl = slash ? o - bl - 1 : 0;
+    if (!slash || ol_layout_bucket_ok(dec, bl) < 0 || kl == 0 || kl > OL_S3_KEY_MAX ||
+        ol_layout_key_ok(slash + 1, kl) < 0) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Copy Source must mention the source bucket "
+                    "and key: sourcebucket/sourcekey");
+        return;
+    }
+    const struct ol_http_header *dir = hdr(q, "x-amz-metadata-directive");
+    bool replace = dir && dir->value_len == 7 && memcmp(dir->value, "REPLACE", 7) == 0;
+    if (dir && !replace && !(dir->value_len == 4 && memcmp(dir->value, "COPY", 4) == 0)) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Unknown metadata directive.");
+        return;
+    }
+    if (!replace && bl == q->route.bucket_len && memcmp(dec, q->route.bucket, bl) == 0 &&
+        kl == q->route.key_len && memcmp(slash + 1, q->route.key, kl) == 0) {
+        ol_s3_error(q, OL_S3_INVALID_REQUEST, "This copy request is illegal because it is "
+                    "trying to copy an object to itself without changing the object's "
+                    "metadata, storage class, website redirect location or encryption "
+                    "attributes.");
+        return;
+    }
+    struct copy_state *c = calloc(1, sizeof *c);
+    if (!c) {
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return;
+    }
+    memcpy(c->src_bucket, dec, bl);
+    memcpy(c->src_key, slash + 1, kl);
+    c->replace = replace;
+    q->op_state = c;
+    if (replace) {   /* REPLACE: the request's headers, as PutObject takes them */
+        struct user_meta *um = malloc(sizeof *um);
+        enum ol_s3_err e = um ? collect_user_meta(q, um) : OL_S3_SLOW_DOWN;
+        if (e) {
+            free(um);
+            copy_fail(q, e, NULL);
+            return;
+        }
+        for (unsigned i = 0; i < um->n; i++) {
+            c->kv[i].name = keep(c, um->kv[i].name.p, um->kv[i].name.len);
+            c->kv[i].value = keep(c, um->kv[i].value.p, um->kv[i].value.len);
+        }
+        c->v.user = c->kv;
+        c->v.user_count = (uint16_t)um->n;
+        free(um);
+        static const char *const names[OL_META_HDR__COUNT] = {
+            "content-type", "content-encoding", "content-disposition", "content-language",
+            "cache-control", "expires"};
+        for (int i = 0; i < OL_META_HDR__COUNT; i++) {
+            const struct ol_http_header *x = hdr(q, names[i]);
+            if (x && x->value_len && x->value_len <= OL_META_MAX_HEADER)
+                c->v.hdr[i] = keep(c, (const uint8_t *)x->value, (uint32_t)x->value_len);
+        }
+        const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
+        c->v.storage_class = sc && sc->value_len == 18 &&
+                             memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
+                                 ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
+    }
+    struct ol_get_args a = {.bucket = c->src_bucket, .key = c->src_key, .offset = 0,
+                            .length = -1};
+    q->abort_handler = copy_client_gone;
+    int rc = ol_get_begin(store(q), &a, copy_get_event, q, &c->get);
+    if (rc < 0) {
+        const char *msg;
+        enum ol_s3_err e = store_err(rc, &msg);
+        copy_fail(q, e, msg);
+    }
 }
 
 /* ---- GetObject / HeadObject ----------------------------------------------------- */
@@ -1384,6 +1755,9 @@ void ol_s3_dispatch(struct ol_s3_req *q)
         return;
     case OL_OP_PUT_OBJECT:
         put_object(q);
+        return;
+    case OL_OP_COPY_OBJECT:
+        copy_object(q);
         return;
     case OL_OP_GET_OBJECT:
         get_object(q, false);

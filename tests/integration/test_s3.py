@@ -507,3 +507,37 @@ def test_aws_cli_cp_ls_sync_rm(s3d, tmp_path):
     assert p.returncode != 0 and "BucketNotEmpty" in p.stderr
     aws(s3d, tmp_path, "s3", "rb", "--force", "s3://cli")
     assert "cli" not in aws(s3d, tmp_path, "s3", "ls").stdout
+
+
+def test_copy_object(s3d):
+    c = client(s3d)
+    c.create_bucket(Bucket="csrc")
+    c.create_bucket(Bucket="cdst")
+    body = os.urandom(3 * (1 << 20) + 11)
+    etag = c.put_object(Bucket="csrc", Key="a", Body=body, ContentType="text/x-a",
+                        Metadata={"m": "1"})["ETag"]
+    r = c.copy_object(Bucket="cdst", Key="b c", CopySource={"Bucket": "csrc", "Key": "a"})
+    assert r["CopyObjectResult"]["ETag"] == etag
+    g = c.get_object(Bucket="cdst", Key="b c")
+    assert g["Body"].read() == body
+    assert g["ContentType"] == "text/x-a" and g["Metadata"] == {"m": "1"}
+    # REPLACE takes the request's metadata; a self-copy needs it
+    assert error_of(lambda: c.copy_object(Bucket="csrc", Key="a",
+                                          CopySource={"Bucket": "csrc", "Key": "a"}))[0] == \
+        "InvalidRequest"
+    c.copy_object(Bucket="csrc", Key="a", CopySource={"Bucket": "csrc", "Key": "a"},
+                  MetadataDirective="REPLACE", Metadata={"new": "2"}, ContentType="text/x-b")
+    h = c.head_object(Bucket="csrc", Key="a")
+    assert h["Metadata"] == {"new": "2"} and h["ContentType"] == "text/x-b"
+    assert c.get_object(Bucket="csrc", Key="a")["Body"].read() == body
+    assert error_of(lambda: c.copy_object(Bucket="cdst", Key="x",
+                                          CopySource={"Bucket": "csrc", "Key": "a"},
+                                          CopySourceIfMatch='"nope"'))[:2] == \
+        ("PreconditionFailed", 412)
+    assert error_of(lambda: c.copy_object(Bucket="cdst", Key="x",
+                                          CopySource={"Bucket": "csrc", "Key": "none"}))[0] == \
+        "NoSuchKey"
+    assert error_of(lambda: c.copy_object(Bucket="nodst", Key="x",
+                                          CopySource={"Bucket": "csrc", "Key": "a"}))[0] == \
+        "NoSuchBucket"
+    assert "b c" in all_keys(c, "cdst")[0]
