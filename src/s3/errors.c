@@ -45,6 +45,9 @@ static const struct ol_s3_err_info tab[OL_S3_ERR_COUNT] = {
     [OL_S3_INVALID_REQUEST] = {"InvalidRequest", 400, "Invalid request."},
     [OL_S3_INVALID_STORAGE_CLASS] = {"InvalidStorageClass", 400,
                                      "The storage class you specified is not valid."},
+    [OL_S3_INVALID_TAG] = {"InvalidTag", 400,
+                           "The tag set is not valid: at most 10 tags, unique keys of 1 to 128 "
+                           "characters, values of up to 256, no aws: prefix."},
     [OL_S3_KEY_TOO_LONG] = {"KeyTooLongError", 400, "Your key is too long."},
     [OL_S3_MALFORMED_XML] = {"MalformedXML", 400,
                              "The XML you provided was not well-formed or did not validate "

@@ -305,6 +305,74 @@ static void bucket_op(struct ol_s3_req *q)
         q->abort_handler = client_gone_plain;
 }
 
+/* ---- tags --------------------------------------------------------------------- */
+
+/* Characters of a UTF-8 string (not bytes). */
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80)
+            c++;
+    return c;
+}
+
+/* One tag set in x-amz-tagging form (k=v&k2=v2, URL-encoded): calls fn per
+ * decoded pair. Returns the tag count, or -1 when S3 would refuse it. */
+static int tags_each(const char *s, size_t n, void (*fn)(void *, const char *, size_t,
+                                                        const char *, size_t), void *arg)
+{
+    char keys[10][129 * 4];
+    size_t klen[10];
+    int count = 0;
+    size_t i = 0;
+    while (i < n) {
+        size_t st = i;
+        while (i < n && s[i] != '&')
+            i++;
+        const char *p = s + st;
+        size_t pl = i - st;
+        i++;
+        if (pl == 0)
+            continue;
+        if (count == 10)
+            return -1;
+        const char *eq = memchr(p, '=', pl);
+        size_t kl = eq ? (size_t)(eq - p) : pl;
+        char k[129 * 4 + 1], v[257 * 4 + 1];
+        char qk[600], qv[1200];
+        if (kl >= sizeof qk || (eq && pl - kl - 1 >= sizeof qv))
+            return -1;
+        /* decode through the query helper: "x=" + value */
+        snprintf(qk, sizeof qk, "k=%.*s", (int)kl, p);
+        snprintf(qv, sizeof qv, "v=%.*s", eq ? (int)(pl - kl - 1) : 0, eq ? eq + 1 : "");
+        int dk = ol_s3_query(qk, strlen(qk), "k", k, sizeof k);
+        int dv = ol_s3_query(qv, strlen(qv), "v", v, sizeof v);
+        if (dk <= 0 || dv < 0 || utf8_chars(k, (size_t)dk) > 128 ||
+            utf8_chars(v, (size_t)dv) > 256 || ol_layout_key_ok(k, (size_t)dk) < 0 ||
+            (dk >= 4 && strncmp(k, "aws:", 4) == 0))
+            return -1;
+        for (int j = 0; j < count; j++)
+            if (klen[j] == (size_t)dk && memcmp(keys[j], k, (size_t)dk) == 0)
+                return -1;   /* the same key twice */
+        memcpy(keys[count], k, (size_t)dk);
+        klen[count] = (size_t)dk;
+        if (fn)
+            fn(arg, k, (size_t)dk, v, (size_t)dv);
+        count++;
+    }
+    return count;
+}
+
+static void tag_xml(void *arg, const char *k, size_t kl, const char *v, size_t vl)
+{
+    struct ol_xml_w *w = arg;
+    ol_xml_open(w, "Tag", NULL);
+    ol_xml_elem(w, "Key", k, kl);
+    ol_xml_elem(w, "Value", v, vl);
+    ol_xml_close(w, "Tag");
+}
+
 /* ---- PutObject ------------------------------------------------------------ */
 
 static void put_abort(struct ol_s3_req *q)
@@ -455,6 +523,9 @@ static void put_finish(struct ol_s3_req *q)
     set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, hdr(q, "content-language"));
     set_hdr(&v, OL_META_HDR_CACHE_CONTROL, hdr(q, "cache-control"));
     set_hdr(&v, OL_META_HDR_EXPIRES, hdr(q, "expires"));
+    const struct ol_http_header *tg = hdr(q, "x-amz-tagging");
+    if (tg && tg->value_len)
+        v.tagging = (struct ol_meta_bytes){(const uint8_t *)tg->value, (uint32_t)tg->value_len};
     for (int i = 0; i < OL_META_HDR__COUNT; i++)
         if (v.hdr[i].len > OL_META_MAX_HEADER) {
             put_fail(q, OL_S3_METADATA_TOO_LARGE, NULL);
@@ -583,6 +654,12 @@ static void put_object(struct ol_s3_req *q)
     struct user_meta um;
     if ((e = collect_user_meta(q, &um))) {
         ol_s3_error(q, e, NULL);
+        return;
+    }
+    const struct ol_http_header *tg = hdr(q, "x-amz-tagging");
+    if (tg && (tg->value_len > OL_META_MAX_TAGGING ||
+               tags_each(tg->value, tg->value_len, NULL, NULL) < 0)) {
+        ol_s3_error(q, OL_S3_INVALID_TAG, NULL);
         return;
     }
     int parity = -1;
@@ -1117,6 +1194,11 @@ static size_t object_headers(struct ol_s3_req *q, const struct ol_meta_version *
             (int)kv.value.len, (const char *)kv.value.p);
     if (v->storage_class == OL_META_SC_REDUCED_REDUNDANCY)
         ADD("x-amz-storage-class: REDUCED_REDUNDANCY\r\n");
+    if (v->tagging.len) {
+        int nt = tags_each((const char *)v->tagging.p, v->tagging.len, NULL, NULL);
+        if (nt > 0)
+            ADD("x-amz-tagging-count: %d\r\n", nt);
+    }
     const struct ol_http_header *mode = hdr(q, "x-amz-checksum-mode");
     /* the object's checksum covers the whole object: never on a range */
     if (whole && v->cks.algo && mode && mode->value_len == 7 &&
@@ -1137,6 +1219,24 @@ static void get_event(void *ud, const struct ol_store_event *ev)
     struct ol_s3_op_get *st = &q->op.get;
     if (!q->r) {
         get_client_gone(q);
+        return;
+    }
+    if (ev->type == OL_STORE_EV_META && st->tagging) {
+        const struct ol_meta_version *v = ev->version;
+        char out[16384];
+        struct ol_xml_w w;
+        ol_xml_w_init(&w, out, sizeof out);
+        ol_xml_decl(&w);
+        ol_xml_open(&w, "Tagging", OL_S3_NS);
+        ol_xml_open(&w, "TagSet", NULL);
+        tags_each((const char *)v->tagging.p, v->tagging.len, tag_xml, &w);
+        ol_xml_close(&w, "TagSet");
+        ol_xml_close(&w, "Tagging");
+        get_release(q);
+        if (w.err)
+            ol_s3_error(q, OL_S3_INTERNAL, NULL);
+        else
+            ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
         return;
     }
     if (ev->type == OL_STORE_EV_META) {
@@ -1260,11 +1360,12 @@ static void get_pump(struct ol_s3_req *q)
     }
 }
 
-static void get_object(struct ol_s3_req *q, bool head)
+static void get_object(struct ol_s3_req *q, bool head, bool tagging)
 {
     struct ol_s3_op_get *st = &q->op.get;
     memset(st, 0, sizeof *st);
     st->head = head;
+    st->tagging = tagging;
     if (ol_s3_query_has(q->query, q->query_len, "partNumber") ||
         ol_s3_query_has(q->query, q->query_len, "versionId")) {
         ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "partNumber and versionId are not implemented "
@@ -1760,10 +1861,13 @@ void ol_s3_dispatch(struct ol_s3_req *q)
         copy_object(q);
         return;
     case OL_OP_GET_OBJECT:
-        get_object(q, false);
+        get_object(q, false, false);
         return;
     case OL_OP_HEAD_OBJECT:
-        get_object(q, true);
+        get_object(q, true, false);
+        return;
+    case OL_OP_GET_OBJECT_TAGGING:
+        get_object(q, false, true);
         return;
     case OL_OP_DELETE_OBJECT:
         delete_object(q);

@@ -47,6 +47,7 @@ struct ol_s3_op_put {
 struct ol_s3_op_get {
     struct ol_get *get;
     bool head, started, done;
+    bool tagging;                /* GetObjectTagging: answer the tag set at META */
     const uint8_t *pending;      /* the engine's slice being written out */
     size_t pending_len, pending_off;
 };

@@ -541,3 +541,20 @@ def test_copy_object(s3d):
                                           CopySource={"Bucket": "csrc", "Key": "a"}))[0] == \
         "NoSuchBucket"
     assert "b c" in all_keys(c, "cdst")[0]
+
+
+def test_tags_on_put_and_get_object_tagging(s3d):
+    c = client(s3d)
+    c.create_bucket(Bucket="tags")
+    c.put_object(Bucket="tags", Key="t", Body=b"x", Tagging="project=open%20lake&tier=hot")
+    r = c.get_object_tagging(Bucket="tags", Key="t")
+    assert {t["Key"]: t["Value"] for t in r["TagSet"]} == {"project": "open lake", "tier": "hot"}
+    assert c.head_object(Bucket="tags", Key="t")["ResponseMetadata"]["HTTPHeaders"][
+        "x-amz-tagging-count"] == "2"
+    c.put_object(Bucket="tags", Key="u", Body=b"x")
+    assert c.get_object_tagging(Bucket="tags", Key="u")["TagSet"] == []
+    for bad in ["a=1&a=2", "aws:x=1", "&".join(f"k{i}=v" for i in range(11)),
+                "k=" + "v" * 257, "k" * 129 + "=v"]:
+        assert error_of(lambda: c.put_object(Bucket="tags", Key="bad", Body=b"x",
+                                             Tagging=bad))[:2] == ("InvalidTag", 400), bad
+    assert error_of(lambda: c.get_object_tagging(Bucket="tags", Key="none"))[0] == "NoSuchKey"
