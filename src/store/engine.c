@@ -4,7 +4,8 @@
  * erasure codes, counters), the plumbing every request kind shares
  * (issuing ops, deferred completions, phases, dir fsyncs, metadata
  * decoding, callbacks). PUT, GET, DELETE and the bucket operations are in
- * engine_put.c, engine_get.c, engine_del.c and engine_bucket.c.
+ * engine_put.c, engine_get.c, engine_del.c and engine_bucket.c; multipart
+ * uploads in engine_mpu.c (and the PUT and GET files).
  */
 #include "store/engine_int.h"
 
@@ -39,8 +40,7 @@ static size_t ol_se_round(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 /* ---- opening the store (blocking: main thread) ----------------------------------- */
 
-/* Removes everything inside directory fd (which stays open). 0 or -errno. */
-static int ol_se_rm_inside(int fd, int depth)
+int ol_se_rm_inside(int fd, int depth)
 {
     if (depth > 16)
         return -ELOOP;
@@ -144,6 +144,11 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
                   OL_STORE_STRIPE_MIN, OL_STORE_STRIPE_MAX);
         return -EINVAL;
     }
+    if (p->mpu_expiry_s < -1) {
+        ol_se_say(err, errlen, "store: mpu_expiry_s %lld: need -1 (never), 0 (default) or "
+                  "seconds", (long long)p->mpu_expiry_s);
+        return -EINVAL;
+    }
     uint64_t inl = p->inline_max < 0 ? OL_STORE_INLINE_DEFAULT : (uint64_t)p->inline_max;
     if (inl > stripe)
         inl = stripe;
@@ -181,11 +186,18 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
     s->stripe_bytes = stripe;
     s->inline_max = (uint32_t)inl;
     s->bmax = (uint32_t)ol_ec_shard_len(stripe, kmin);
-    s->meta_cap = (uint32_t)ol_se_round(ol_se_round(inl, OL_EC_ALIGN) + OL_SE_META_SLACK, 4096);
+    /* room for a version of 10000 parts with the longest checksums (~680 KB) */
+    s->meta_cap = (uint32_t)ol_se_round(ol_se_round(inl, OL_EC_ALIGN) + OL_SE_META_SLACK +
+                                        (size_t)OL_META_MAX_PARTS *
+                                            (OL_META_PART_FIXED + OL_META_CKS_MAX), 4096);
     s->slot_size = ol_se_round((size_t)dps * (OL_BITROT_HDR_SIZE + s->bmax), 4096);
     s->arena_size = OL_SE_SLOTS * s->slot_size + (2 * (size_t)dps + 1) * s->meta_cap;
     s->max_requests = p->max_requests ? p->max_requests : OL_STORE_REQUESTS_DEFAULT;
     memcpy(s->deployment, plan.deployment, 16);
+    s->mpu_min_part = p->mpu_min_part ? p->mpu_min_part : OL_STORE_MPU_MIN_PART;
+    s->mpu_expiry_ns = p->mpu_expiry_s < 0 ? -1
+                       : (p->mpu_expiry_s ? p->mpu_expiry_s : OL_STORE_MPU_EXPIRY_S) *
+                             (int64_t)1000000000;
     for (unsigned i = 0; i < n; i++) {
         struct ol_store_drive *d = &s->drives[i];
         d->path = strdup(p->drives[i]);
@@ -199,6 +211,9 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
         if (rc < 0)
             goto fail;
     }
+    rc = ol_se_mpu_open(s, p, err, errlen);
+    if (rc < 0)
+        goto fail;
     ol_format_plan_free(&plan);
     *out = s;
     return 0;
@@ -212,6 +227,7 @@ void ol_store_close(struct ol_store *s)
 {
     if (!s)
         return;
+    ol_se_mpu_close(s);
     if (s->drives) {
         for (unsigned i = 0; i < s->n; i++) {
             if (s->drives[i].dfd >= 0)
@@ -367,6 +383,8 @@ struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb
     r->cur = -1;
     r->sel = -1;
     r->hold = -1;
+    r->uidx = -1;
+    r->pnum = 1;
     r->arena = c->arena + (size_t)idx * c->s->arena_size;
     for (unsigned i = 0; i < OL_SE_SLOTS; i++)
         r->slot[i].base = r->arena + i * c->s->slot_size;
@@ -486,6 +504,17 @@ uint64_t ol_se_now_ns(void)
 
 /* ---- ops ------------------------------------------------------------------------- */
 
+void ol_se_dispatch(struct ol_sdrv *d, int res)
+{
+    switch (d->s.r->kind) {
+    case OL_SE_PUT: ol_se_put_drive(d, res); break;
+    case OL_SE_GET: ol_se_get_drive(d, res); break;
+    case OL_SE_DEL: ol_se_del_drive(d, res); break;
+    case OL_SE_MPU: ol_se_mpu_drive(d, res); break;
+    default: ol_se_bkt_drive(d, res); break;
+    }
+}
+
 static void ol_se_on_op(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
 {
     (void)loop;
@@ -494,13 +523,7 @@ static void ol_se_on_op(ol_loop *loop, struct ol_op *op, int res, unsigned flags
     struct ol_sreq *r = s->r;
     r->inflight--;
     if (s->slot == OL_SE_CTL) {
-        struct ol_sdrv *d = &r->d[s->pos];
-        switch (r->kind) {
-        case OL_SE_PUT: ol_se_put_drive(d, res); break;
-        case OL_SE_GET: ol_se_get_drive(d, res); break;
-        case OL_SE_DEL: ol_se_del_drive(d, res); break;
-        default: ol_se_bkt_drive(d, res); break;
-        }
+        ol_se_dispatch(&r->d[s->pos], res);
     } else if (r->kind == OL_SE_PUT) {
         ol_se_put_slot(r, s->slot, s->pos, res);
     } else {
@@ -531,6 +554,7 @@ static bool ol_se_step_kind(struct ol_sreq *r)
     case OL_SE_PUT: return ol_se_put_step(r);
     case OL_SE_GET: return ol_se_get_step(r);
     case OL_SE_DEL: return ol_se_del_step(r);
+    case OL_SE_MPU: return ol_se_mpu_step(r);
     default: return ol_se_bkt_step(r);
     }
 }
@@ -637,7 +661,7 @@ void ol_se_statx(struct ol_sdrv *d, const char *path)
 {
     struct ol_sreq *r = d->s.r;
     ol_se_issue(r, &d->s, ol_loop_statx(OL_SE_LOOP(d), &d->s.op, ol_se_dfd(r, d->pos), path,
-                                        AT_SYMLINK_NOFOLLOW, STATX_TYPE, &d->stx));
+                                        AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_SIZE, &d->stx));
 }
 
 void ol_se_fsync_dir(struct ol_sdrv *d, const char *path, uint16_t after)

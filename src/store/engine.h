@@ -1,13 +1,15 @@
 /*
  * engine.h - the object engine of one node: durable erasure-coded PUT,
  * GET (with reconstruction and checksum verification), HEAD and DELETE of
- * whole objects, and plain buckets, as an asynchronous API on the per-core
- * io_uring loops (rt/loop.h).
+ * whole objects, S3 multipart uploads (create, upload part, complete,
+ * abort, list, expiry; GET of objects made of parts), and plain buckets,
+ * as an asynchronous API on the per-core io_uring loops (rt/loop.h).
  *
  * Owns: the paths below on every drive, the commit order that makes an
  * object visible, the shard-file contents (stripes cut into shard blocks,
- * each framed by store/bitrot.h), quorum decisions, and the per-core pools
- * of request states and stripe buffers. It uses, and does not re-decide:
+ * each framed by store/bitrot.h), quorum decisions, the per-core pools
+ * of request states and stripe buffers, and the registry of multipart
+ * uploads in progress. It uses, and does not re-decide:
  * ec.h (Reed-Solomon), bitrot.h (block framing), layout.h (set, shard
  * distribution, quorums, object directory names), format.h (drive format at
  * open), meta.h (the metadata file codec).
@@ -26,8 +28,15 @@
  *   <drive>/.openlake/buckets/<bucket>/            a bucket
  *   <drive>/.openlake/buckets/<bucket>/objects/<ab>/<hash>/meta
  *                                                  the object's metadata (meta.h)
- *   <drive>/.openlake/buckets/<bucket>/objects/<ab>/<hash>/<data-dir>/part.1
- *                                                  this drive's shard of the object
+ *   <drive>/.openlake/buckets/<bucket>/objects/<ab>/<hash>/<data-dir>/part.<n>
+ *                                                  this drive's shard of part n
+ *                                                  (part.1 alone for a PUT)
+ *   <drive>/.openlake/buckets/<bucket>/uploads/<ab>/<hash>/<upload>/upload
+ *                                                  a multipart upload in progress
+ *                                                  (see "multipart uploads" below)
+ *   <drive>/.openlake/buckets/<bucket>/uploads/<ab>/<hash>/<upload>/data/part.<n>
+ *                                                  this drive's shard of uploaded part n
+ *   <drive>/.openlake/tmp/<tid>.part               shard file of an UploadPart in flight
  *
  * <ab>/<hash> is ol_layout_object_dir(deployment, key); <tid> and
  * <data-dir> are random uuids written "xxxxxxxx-xxxx-...". ol_store_open
@@ -49,6 +58,16 @@
  * of another object, another shard or another offset never verifies. The
  * metadata records k, m, B (block_size), the data-dir id and dist; the
  * reader derives everything else from them and the size.
+ *
+ * Parts: an object made by CompleteMultipartUpload has one shard file per
+ * part, part.<number>, each laid out as above from its own first byte (its
+ * own stripes, the last one short), with block seeds XXH3-64(data-dir id ||
+ * part number as u32 LE, 20 bytes, seed = shard index) for parts other
+ * than 1 (part 1 keeps the 16-byte seed above, so a PUT's part.1 is the
+ * same thing). The version's parts[] give each part's number and size, in
+ * object order; their sizes add up to the object's. A part file ends with
+ * its part record after the last block (see "multipart uploads"); readers
+ * never look past the last block.
  *
  * Inline objects: an object of at most inline_max bytes (one stripe) has no
  * data dir and no shard files. Its stripe is erasure-coded the same way and
@@ -100,6 +119,76 @@
  * a write quorum of drives no longer hold the object (a missing object is
  * success, as in S3).
  *
+ * ---- multipart uploads ------------------------------------------------------------
+ *
+ * An upload lives on the drives of its object's set, in
+ * uploads/<ab>/<hash>/<upload>/ (<ab>/<hash> as for the object, <upload>
+ * the upload id written as a uuid):
+ *
+ *   upload          the upload record: a metadata file (meta.h) of the
+ *                   object's key with one object version, the template
+ *                   fixed at create: headers, user metadata, tagging,
+ *                   storage class, checksum algorithm, k, m, B, dist,
+ *                   data dir = the upload id, mtime = initiated. Its
+ *                   presence is the upload's existence on that drive.
+ *   data/part.<n>   this drive's shard of part n, laid out as in an object
+ *                   (the data dir id is the upload id), followed by the
+ *                   part record: a metadata file of the object's key with
+ *                   one version (size, etag = the part's MD5, cks = the
+ *                   part's checksum, k, m, B, index, dist, data dir = the
+ *                   upload id, mtime, parts[0] = this part), then an
+ *                   8-byte footer: u32 LE record length, "OLPT". Blocks
+ *                   and record are one file, replaced by one rename: a
+ *                   drive never pairs the bytes of one upload of part n
+ *                   with the record of another.
+ *
+ * Create (per drive): statx the bucket; mkdir uploads, <ab>, <hash> (as
+ * needed), <upload>, <upload>/data; write tmp/<tid>.meta, fsync, rename it
+ * to <upload>/upload; fsync <upload>, <hash> and the parent of each
+ * directory made. A write quorum (of the upload's k + m) must finish it,
+ * else it is undone.
+ *
+ * UploadPart (per drive): statx <upload>/upload; create tmp/<tid>.part;
+ * the blocks as in a PUT; at the end the part record and its footer,
+ * fdatasync, close; rename tmp/<tid>.part over <upload>/data/part.<n>
+ * (replacing an earlier upload of n atomically); fsync <upload>/data.
+ * Below write quorum the tmp files go and the status is -EIO; drives that
+ * renamed keep the new part (Complete reads every drive's records and
+ * uses only drives whose records match what the client lists).
+ *
+ * Complete (per drive): read <upload>/upload and every listed part's
+ * record (statx for the length, then the file's tail); a drive whose
+ * records do not all match (number, etag, checksum, k, m, B, the file's
+ * length) is left out. A write quorum of matching drives is needed, else
+ * InvalidPart (too few drives could hold the listed parts) or -EIO. Then
+ * the parts uploaded but not listed are unlinked, and the PUT commit
+ * (steps 4-6) runs with rename <upload>/data -> objects/<ab>/<hash>/<upload>
+ * as the data dir and the new version (parts[] = the listed parts, size =
+ * their sum, etag = MD5 of their binary MD5s, etag_parts = their count,
+ * the template's headers). After the quorum: the replaced version's data
+ * dir goes, then <upload>/upload, <upload>, and the empty <hash> and <ab>
+ * under uploads/; drives left out lose the whole upload. Below quorum the
+ * drives are put back (metadata as before, the data dir renamed back
+ * into the upload; unlisted parts stay deleted).
+ *
+ * Abort (per drive): unlink <upload>/upload, fsync <upload> (the upload
+ * is gone from the drive), then unlink the parts, rmdir data, <upload>,
+ * <hash>, <ab>. Success at a write quorum.
+ *
+ * The registry: the uploads in progress are also kept in memory, in one
+ * table shared by the cores (a mutex held for table updates only, never
+ * across I/O): bucket, key, id, initiated, m, B, storage class, checksum
+ * algorithm, and a bitmap of the part numbers ever begun (io_uring has no
+ * getdents: Abort, Complete and ListParts learn the part files from it).
+ * ol_store_open rebuilds it by scanning the drives (blocking, before the
+ * loops run): an upload whose record is on fewer than a read quorum of its
+ * set's drives, or older than mpu_expiry_s, is removed; directories
+ * without a record are removed; an upload whose data/ is missing (a crash
+ * inside Complete) is finished on that drive when the object's metadata
+ * there names the upload as a data dir, else its data dir is renamed back.
+ * A crash therefore leaves an upload whole or gone on each drive, and the
+ * object old or new as after a PUT, never a mix.
+ *
  * Concurrency: every request lives on the core that began it, without
  * locks; two requests on one key at the same time (on one core or two) are
  * not ordered yet (the per-object lock is the cluster layer's, later).
@@ -111,7 +200,9 @@
  * bucket; -EIO quorum not reached (too many drives missing, failing or
  * corrupt); -EBUSY the core's pool is empty (503 SlowDown); -ERANGE range
  * not satisfiable; -EINVAL a caller error (sizes, parity); -ENOTEMPTY bucket
- * not empty; -EEXIST bucket exists.
+ * not empty; -EEXIST bucket exists. Multipart uploads add
+ * OL_STORE_ENOUPLOAD, OL_STORE_EPARTORDER, OL_STORE_EBADPART,
+ * OL_STORE_ETOOSMALL and -ENOSPC (the registry is full).
  *
  * Threads: ol_store_open/close on a thread that runs no loop; everything
  * else on the loop thread of the core passed to ol_store_core_create. The
@@ -121,6 +212,7 @@
 #define OL_STORE_ENGINE_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -135,6 +227,11 @@ struct ol_get;         /* one GET / HEAD */
 /* The status that means "no such bucket" (the S3 layer's NoSuchBucket);
  * -ENOENT is "no such key". */
 #define OL_STORE_ENOBUCKET (-ENXIO)
+/* Multipart statuses (the S3 errors they stand for). */
+#define OL_STORE_ENOUPLOAD  (-ESRCH)    /* NoSuchUpload */
+#define OL_STORE_EPARTORDER (-EDOM)     /* InvalidPartOrder */
+#define OL_STORE_EBADPART   (-EBADR)    /* InvalidPart */
+#define OL_STORE_ETOOSMALL  (-EMSGSIZE) /* EntityTooSmall */
 
 #define OL_STORE_STRIPE_DEFAULT (1u << 20)  /* 1 MiB of data per stripe */
 #define OL_STORE_STRIPE_MIN     (64u << 10)
@@ -151,6 +248,14 @@ struct ol_get;         /* one GET / HEAD */
 #define OL_STORE_PUT_SLOTS 2u    /* stripes in flight per PUT / GET */
 /* ol_put_write takes at most this many bytes per call (see there). */
 #define OL_STORE_WRITE_MAX (64u << 10)
+/* Multipart: S3's smallest part (every part but the last), the default
+ * expiry of an incomplete upload (Flink keeps uploads open across
+ * checkpoints), the default registry size, S3's largest part number. */
+#define OL_STORE_MPU_MIN_PART     (5ull << 20)
+#define OL_STORE_MPU_EXPIRY_S     (7 * 24 * 3600)
+#define OL_STORE_MPU_UPLOADS      4096u
+#define OL_STORE_MPU_MAX_PART_NUM 10000u
+#define OL_STORE_MPU_ID_LEN       16u
 
 struct ol_store_params {
     const char *const *drives;  /* n drive directories in configured order;
@@ -169,6 +274,16 @@ struct ol_store_params {
                                    OL_META_MAX_INLINE */
     unsigned max_requests;      /* request states per core; 0 = 64 */
     unsigned format_flags;      /* OL_FORMAT_ADOPT_* for ol_format_resolve */
+    uint64_t mpu_min_part;      /* the smallest part but the last at Complete
+                                   (EntityTooSmall); 0 = OL_STORE_MPU_MIN_PART */
+    int64_t mpu_expiry_s;       /* incomplete uploads older than this are
+                                   removed by ol_store_open and
+                                   ol_store_mpu_cleanup; 0 = OL_STORE_MPU_EXPIRY_S,
+                                   -1 = never */
+    unsigned mpu_max_uploads;   /* uploads in progress at once (registry
+                                   entries, ~2.4 KiB each, touched as used);
+                                   0 = OL_STORE_MPU_UPLOADS. ol_store_open adds
+                                   room for the uploads it finds */
 };
 
 /*
@@ -177,8 +292,10 @@ struct ol_store_params {
  * as its error with the resolver's message), then on every drive that is
  * not offline: mkdir .openlake/tmp and .openlake/buckets, remove everything
  * under .openlake/tmp/, and open the drive directory (O_DIRECTORY) for the
- * *at() calls. Offline drives stay in the layout and count as failed in
- * every request. Returns 0 and *out; -EINVAL (params; err says which);
+ * *at() calls; then the multipart registry is rebuilt from the drives'
+ * uploads/ directories (expired, orphaned and below-quorum uploads are
+ * removed; see "multipart uploads"). Offline drives stay in the layout and
+ * count as failed in every request. Returns 0 and *out; -EINVAL (params; err says which);
  * -EUCLEAN (format refused); -ENOMEM; or -errno of a drive (err names it).
  */
 int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *err,
@@ -208,6 +325,8 @@ struct ol_store_stats {
     uint64_t read_errors;           /* shard files missing, short, or failing to read */
     uint64_t write_drive_failures;  /* drives that missed a PUT/DELETE that succeeded */
     uint64_t needs_heal;            /* requests that found a drive to heal */
+    uint64_t mpu_created, mpu_completed, mpu_aborted;  /* uploads (aborted: also expired) */
+    uint64_t mpu_parts;             /* parts uploaded (also counted in puts) */
 };
 
 /*
@@ -237,7 +356,8 @@ enum ol_store_ev {
                               call ol_put_abort */
     OL_STORE_EV_META,      /* GET: the object's version (status 0) */
     OL_STORE_EV_DATA,      /* GET: data[0..len) of the requested range, in order */
-    OL_STORE_EV_DONE,      /* the request ended with status */
+    OL_STORE_EV_DONE,      /* the request ended with status (ol_store_mpu_cleanup:
+                              len = the uploads removed) */
 };
 
 struct ol_store_event {
@@ -323,6 +443,21 @@ int ol_get_begin(struct ol_store_core *c, const struct ol_get_args *a, ol_store_
  */
 void ol_get_set_range(struct ol_get *g, uint64_t offset, int64_t length);
 /*
+ * S3 GetObject?partNumber=N: restricts the GET to part `number` of the
+ * version (after EV_META, before the first ol_get_next). An object from a
+ * PUT has one part, number 1, the whole object. Returns 0; -ENOENT when
+ * the version has no such part (S3: InvalidPartNumber, 416); -EINVAL when
+ * called at the wrong time. A part of 0 bytes makes ol_get_next -ERANGE.
+ */
+int ol_get_set_part(struct ol_get *g, uint32_t number);
+/*
+ * Where part `number` of v lies in the object: *offset, *length (OUT).
+ * Pure; for the S3 layer's Content-Range and x-amz-mp-parts-count
+ * (v->part_count). Returns 0 or -ENOENT.
+ */
+int ol_store_part_range(const struct ol_meta_version *v, uint32_t number, uint64_t *offset,
+                        uint64_t *length);
+/*
  * Asks for the next slice (after EV_META): the callback gets EV_DATA, or
  * EV_DONE (0 after the last byte; -EIO when a stripe cannot be read
  * correctly). It may run inside this call when the data is already in
@@ -365,5 +500,187 @@ int ol_delete(struct ol_store_core *c, const char *bucket, const char *key, ol_s
 int ol_store_bucket_create(struct ol_store_core *c, const char *bucket, ol_store_cb cb, void *ud);
 int ol_store_bucket_delete(struct ol_store_core *c, const char *bucket, ol_store_cb cb, void *ud);
 int ol_store_bucket_exists(struct ol_store_core *c, const char *bucket, ol_store_cb cb, void *ud);
+
+/* ---- multipart uploads ------------------------------------------------------------ */
+
+/*
+ * Upload ids are 16 random bytes (the S3 layer prints them as 32 hex
+ * digits); an upload is addressed by bucket, key and id, and a wrong key
+ * for an id is OL_STORE_ENOUPLOAD. Every call below runs on the loop
+ * thread of the core; none runs the callback inside itself.
+ */
+
+struct ol_mpu_create_args {
+    const char *bucket;   /* NUL-terminated, validated; copied */
+    const char *key;
+    int parity;           /* as in ol_put_args (storage class) */
+    const struct ol_meta_version *v; /* what S3 decided at create: hdr[], user,
+                                        tagging, storage_class, cks.algo (the
+                                        upload's checksum algorithm; cks flags,
+                                        parts and sum ignored). Encoded at once */
+    uint8_t upload_id[OL_STORE_MPU_ID_LEN]; /* OUT: set before ol_mpu_create
+                                               returns 0; valid once EV_DONE 0 */
+};
+
+/*
+ * CreateMultipartUpload: reserves a registry entry, then writes the upload
+ * record to the set's drives. EV_DONE: 0 (durable on a write quorum),
+ * OL_STORE_ENOBUCKET, -EIO (what was written is removed). Returns 0; -EBUSY
+ * (pool empty); -ENOSPC (registry full: mpu_max_uploads in progress);
+ * -EINVAL (parity, or a field of v out of range).
+ */
+int ol_mpu_create(struct ol_store_core *c, struct ol_mpu_create_args *a, ol_store_cb cb,
+                  void *ud);
+
+struct ol_mpu_part_args {
+    const char *bucket;   /* NUL-terminated, validated; copied */
+    const char *key;
+    const uint8_t *upload_id;  /* 16 bytes; copied */
+    uint32_t number;      /* 1..10000 */
+    uint64_t size;        /* exactly this many bytes follow */
+};
+
+/*
+ * UploadPart: a streaming write driven exactly like a PUT: ol_put_write
+ * (flow control, EV_READY), ol_put_finish, ol_put_abort, EV_ERROR and
+ * EV_DONE as there. At ol_put_finish, v gives etag (the part's MD5) and
+ * cks (the part's checksum: algorithm none or the upload's); the other
+ * fields are ignored. EV_DONE / EV_ERROR statuses: 0, OL_STORE_ENOUPLOAD
+ * (not on a read quorum of drives, or aborted meanwhile),
+ * OL_STORE_ENOBUCKET, -EIO. Returns 0 and *out; -EBUSY; -EINVAL (number
+ * out of range); OL_STORE_ENOUPLOAD (no such upload in the registry, or it
+ * is being completed or aborted); -EIO (the upload's block size no longer
+ * fits this store's buffers: stripe_bytes was lowered since the create).
+ * ol_put_finish also returns -EINVAL when v's checksum algorithm is
+ * neither none nor the upload's, or v's checksum is composite.
+ */
+int ol_mpu_part_begin(struct ol_store_core *c, const struct ol_mpu_part_args *a, ol_store_cb cb,
+                      void *ud, struct ol_put **out);
+
+struct ol_mpu_complete_args {
+    const char *bucket;   /* NUL-terminated, validated; copied */
+    const char *key;
+    const uint8_t *upload_id;  /* 16 bytes; copied */
+    struct ol_meta_part *parts;  /* the client's list, caller-owned until EV_DONE:
+                                    number and etag in (cks too when the upload
+                                    has a checksum algorithm); size and
+                                    actual_size are filled in (OUT) */
+    unsigned nparts;      /* 1..10000 */
+    const struct ol_meta_checksum *cks;  /* the object's checksum (composite,
+                                            computed by S3 from the parts'):
+                                            required, with the upload's algorithm,
+                                            when it has one; else NULL. Copied */
+    uint64_t size;        /* OUT, valid at EV_DONE 0: the object's size */
+    uint8_t etag[16];     /* OUT, valid at EV_DONE 0: MD5 of the parts' MD5s;
+                             the ETag is "<hex>-<nparts>" */
+    uint64_t mtime_ns;    /* OUT, valid at EV_DONE 0: the version's mtime */
+    uint8_t storage_class;/* OUT, valid at EV_DONE 0: the upload's (for the
+                             listing index, with size, etag, nparts, mtime) */
+};
+
+/*
+ * CompleteMultipartUpload: a stays the caller's and must stay valid until
+ * EV_DONE. EV_DONE: 0 (the object is visible, the upload gone; a->size and
+ * a->etag set); OL_STORE_EBADPART (a listed part is missing, or its etag
+ * or checksum differs); OL_STORE_ETOOSMALL (a part but the last is under
+ * mpu_min_part); OL_STORE_ENOUPLOAD; OL_STORE_ENOBUCKET; -EIO (quorum: the
+ * upload stays, less its unlisted parts when the commit itself failed).
+ * Returns 0; OL_STORE_EPARTORDER (part numbers not strictly ascending);
+ * OL_STORE_ENOUPLOAD (not in the registry); -EBUSY (pool empty, or an
+ * UploadPart, Complete or Abort of this upload is still running: S3
+ * SlowDown, the client retries); -EINVAL (nparts or a number out of range,
+ * cks against the upload's algorithm).
+ */
+int ol_mpu_complete(struct ol_store_core *c, struct ol_mpu_complete_args *a, ol_store_cb cb,
+                    void *ud);
+
+/*
+ * AbortMultipartUpload: removes the upload from every drive of its set.
+ * EV_DONE: 0 (gone from a write quorum), -EIO (the upload stays listed; a
+ * retry finishes it). Parts still being uploaded fail (OL_STORE_ENOUPLOAD).
+ * Returns 0; OL_STORE_ENOUPLOAD; -EBUSY (pool empty, or a Complete or
+ * Abort of it is running).
+ */
+int ol_mpu_abort(struct ol_store_core *c, const char *bucket, const char *key,
+                 const uint8_t upload_id[OL_STORE_MPU_ID_LEN], ol_store_cb cb, void *ud);
+
+struct ol_mpu_part_info {
+    uint32_t number;
+    uint64_t size;
+    uint8_t etag[16];
+    uint64_t mtime_ns;                /* when the part's upload finished */
+    uint8_t cks[OL_META_CKS_MAX];     /* the part's checksum (upload's algorithm) */
+};
+
+struct ol_mpu_list_parts_args {
+    const char *bucket;   /* NUL-terminated; copied */
+    const char *key;
+    const uint8_t *upload_id;   /* 16 bytes; copied */
+    uint32_t marker;      /* part-number-marker: parts after it */
+    unsigned max;         /* max-parts, >= 1 */
+    struct ol_mpu_part_info *out;  /* caller's, max entries */
+    /* OUT, valid at EV_DONE 0 */
+    unsigned count;
+    bool truncated;       /* more parts after out[count - 1] */
+    uint64_t initiated_ns;
+    uint8_t storage_class, cks_algo;
+};
+
+/*
+ * ListParts: the parts of the upload after marker, ascending, each as a
+ * read quorum of drives have it (the newest upload of that number). a
+ * stays the caller's until EV_DONE. EV_DONE: 0, -EIO. Returns 0;
+ * OL_STORE_ENOUPLOAD; -EBUSY; -EINVAL (max 0).
+ */
+int ol_mpu_list_parts(struct ol_store_core *c, struct ol_mpu_list_parts_args *a, ol_store_cb cb,
+                      void *ud);
+
+struct ol_mpu_upload_info {
+    const char *key;      /* NUL-terminated, in the args' keys buffer */
+    uint16_t key_len;
+    uint8_t upload_id[OL_STORE_MPU_ID_LEN];
+    uint64_t initiated_ns;
+    uint8_t storage_class, cks_algo;
+};
+
+struct ol_mpu_list_uploads_args {
+    const char *bucket;   /* NUL-terminated; copied */
+    const char *prefix;   /* NULL or "" = every key */
+    const char *key_marker;          /* NULL = from the first key */
+    const uint8_t *upload_id_marker; /* NULL, or 16 bytes: with key_marker,
+                                        uploads of that key after this one */
+    unsigned max;         /* max-uploads, >= 1 */
+    struct ol_mpu_upload_info *out;  /* caller's, max entries */
+    char *keys;           /* caller's: the keys, NUL-terminated */
+    size_t keys_cap;      /* max * (OL_LAYOUT_KEY_MAX + 1) always suffices */
+    /* OUT, valid at EV_DONE 0 */
+    unsigned count;
+    bool truncated;       /* more after out[count - 1] (the next markers) */
+};
+
+/*
+ * ListMultipartUploads: the bucket's uploads in progress from the
+ * registry, ordered by key (bytes), then initiation time, then id. Without
+ * upload_id_marker, the uploads of key_marker itself are skipped (S3); with
+ * it, those after that id. No delimiter grouping (the S3 layer may group
+ * keys by a delimiter itself). a stays the caller's until EV_DONE.
+ * EV_DONE: 0, OL_STORE_ENOBUCKET, -EIO (as ol_store_bucket_exists).
+ * Returns 0, -EBUSY, -EINVAL (max 0).
+ */
+int ol_mpu_list_uploads(struct ol_store_core *c, struct ol_mpu_list_uploads_args *a,
+                        ol_store_cb cb, void *ud);
+
+/*
+ * Expiry for a periodic task on a core's loop: aborts, one after the
+ * other, every upload initiated more than mpu_expiry_s before now_ns (no
+ * UploadPart of it running). EV_DONE: status 0 and len = the uploads
+ * removed, or -EIO (len removed before it). Returns 0; -ENOENT (nothing has
+ * expired: no callback); -EBUSY. ol_store_open removes expired uploads
+ * too, so a daemon restarted now and then needs no task.
+ */
+int ol_store_mpu_cleanup(struct ol_store_core *c, uint64_t now_ns, ol_store_cb cb, void *ud);
+
+/* Uploads in the registry (tests, metrics). Any thread. */
+unsigned ol_store_mpu_count(struct ol_store *s);
 
 #endif

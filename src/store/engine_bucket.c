@@ -7,8 +7,10 @@
  * MAIN mkdirs per set; on a set below write quorum, phase UNDO removes what
  * MAIN made in the sets so far. Delete: phase SCAN goes over every set
  * (statx, then rmdir of the 256 <ab> directories, stopping at a non-empty
- * one); phase RM removes objects/ and the bucket per set. Exists: statx per
- * set (phase MAIN).
+ * one); phase RM removes objects/, uploads/ and the bucket per set. Exists:
+ * statx per set (phase MAIN). ListMultipartUploads is Exists, then a read
+ * of the upload registry (engine_mpu.c). A bucket with uploads in progress
+ * is not empty (-ENOTEMPTY: abort them first).
  */
 #include "store/engine_int.h"
 
@@ -16,13 +18,13 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { OL_SE_BOP_CREATE = 1, OL_SE_BOP_DELETE, OL_SE_BOP_EXISTS };
+enum { OL_SE_BOP_CREATE = 1, OL_SE_BOP_DELETE, OL_SE_BOP_EXISTS, OL_SE_BOP_UPLOADS };
 enum { OL_SE_BPH_MAIN = 1, OL_SE_BPH_UNDO, OL_SE_BPH_SCAN, OL_SE_BPH_RM };
 enum {
     OL_SE_B_MK = 1, OL_SE_B_MKO, OL_SE_B_SYNC1, OL_SE_B_SYNC2,
     OL_SE_B_UNO, OL_SE_B_UNB,
     OL_SE_B_STAT, OL_SE_B_SCAN,
-    OL_SE_B_RMO, OL_SE_B_RMB, OL_SE_B_RMSYNC,
+    OL_SE_B_RMO, OL_SE_B_RMU, OL_SE_B_RMB, OL_SE_B_RMSYNC,
     OL_SE_B_XSTAT,
 };
 
@@ -119,6 +121,16 @@ void ol_se_bkt_drive(struct ol_sdrv *d, int res)
     /* delete, removal */
     case OL_SE_B_RMO:
         if (res == -ENOTEMPTY || res == -EEXIST) {
+            r->notempty = true;
+            return ol_se_bkt_fail(d, -ENOTEMPTY);
+        }
+        if (res < 0 && res != -ENOENT)
+            return ol_se_bkt_fail(d, res);
+        d->step = OL_SE_B_RMU;
+        ol_se_unlinkat(d, r->p_uploads, AT_REMOVEDIR);
+        return;
+    case OL_SE_B_RMU:
+        if (res == -ENOTEMPTY || res == -EEXIST) { /* leftovers of uploads (open removes them) */
             r->notempty = true;
             return ol_se_bkt_fail(d, -ENOTEMPTY);
         }
@@ -235,10 +247,13 @@ bool ol_se_bkt_step(struct ol_sreq *r)
             ol_se_bkt_start_set(r);
             return false;
         }
-        if (r->bop == OL_SE_BOP_CREATE)
+        if (r->bop == OL_SE_BOP_CREATE) {
             ol_se_done(r, r->sets_existed == s->sets ? -EEXIST : 0);
-        else if (r->sets_present == s->sets)
+        } else if (r->sets_present == s->sets) {
+            if (r->bop == OL_SE_BOP_UPLOADS)
+                ol_se_mpu_list_fill(r);
             ol_se_done(r, 0);
+        }
         else
             ol_se_done(r, r->sets_absent == s->sets ? OL_STORE_ENOBUCKET : -EIO);
         return true;
@@ -252,7 +267,7 @@ bool ol_se_bkt_step(struct ol_sreq *r)
     case OL_SE_BPH_SCAN:
         if (present == 0 && absent >= rq)
             r->sets_absent++;
-        if (r->notempty) {
+        if (r->notempty || (r->bset + 1 == s->sets && ol_se_mpu_bucket_busy(r->c->s, r->bucket))) {
             ol_se_done(r, -ENOTEMPTY);
             return true;
         }
@@ -289,6 +304,7 @@ static int ol_se_bkt_begin(struct ol_store_core *c, uint8_t bop, const char *buc
     if (!r)
         return -EBUSY;
     ol_se_names(r, bucket, NULL);
+    ol_se_join(r->p_uploads, r->p_bucket, "/uploads", NULL);
     r->bop = bop;
     r->bset = 0;
     r->phase = bop == OL_SE_BOP_DELETE ? OL_SE_BPH_SCAN : OL_SE_BPH_MAIN;
@@ -311,4 +327,25 @@ int ol_store_bucket_delete(struct ol_store_core *c, const char *bucket, ol_store
 int ol_store_bucket_exists(struct ol_store_core *c, const char *bucket, ol_store_cb cb, void *ud)
 {
     return ol_se_bkt_begin(c, OL_SE_BOP_EXISTS, bucket, cb, ud);
+}
+
+int ol_mpu_list_uploads(struct ol_store_core *c, struct ol_mpu_list_uploads_args *a,
+                        ol_store_cb cb, void *ud)
+{
+    if (a->max == 0)
+        return -EINVAL;
+    a->count = 0;
+    a->truncated = false;
+    struct ol_sreq *r = ol_se_req_get(c, OL_SE_BKT, cb, ud);
+    if (!r)
+        return -EBUSY;
+    ol_se_names(r, a->bucket, NULL);
+    r->lu = a;
+    r->bop = OL_SE_BOP_UPLOADS;
+    r->bset = 0;
+    r->phase = OL_SE_BPH_MAIN;
+    r->in_api = true;
+    ol_se_bkt_start_set(r);
+    r->in_api = false;
+    return 0;
 }

@@ -8,18 +8,25 @@
  * objects, into the metadata buffers).
  *
  * Phases: META (read meta / statx bucket per drive) -> WAIT (EV_META
- * sent, waiting for the first ol_get_next) -> OPEN (part.1 opened on
- * every usable drive) -> DATA (slots) ; FAILED (EV_DONE with an error
- * before any data) ; at ol_get_end: CLOSE (open files closed) -> released.
+ * sent, waiting for the first ol_get_next) -> OPEN (the part's shard file
+ * opened on every usable drive) -> DATA (slots) ; SWITCH (the range goes
+ * on in the next part: this part's files closed, then OPEN again) ; FAILED
+ * (EV_DONE with an error before any data) ; at ol_get_end: CLOSE (open
+ * files closed) -> released.
+ *
+ * Parts: an object is read one part at a time (r->pi, the part's object
+ * offset r->pbase and size r->psize); stripes, slots and the range bounds
+ * r->poff / r->pend are relative to the part. A PUT's object is one part.
  */
 #include "store/engine_int.h"
 
 #include "store/bitrot.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 
-enum { GPH_META = 1, GPH_WAIT, GPH_OPEN, GPH_DATA, GPH_FAILED, GPH_CLOSE };
+enum { GPH_META = 1, GPH_WAIT, GPH_OPEN, GPH_DATA, GPH_FAILED, GPH_CLOSE, GPH_SWITCH };
 enum { M_OPEN = 1, M_READ, M_CLOSE, M_STAT, O_OPEN, X_CLOSE };
 
 static uint32_t stride(const struct ol_sreq *r) { return OL_BITROT_HDR_SIZE + r->B; }
@@ -79,6 +86,69 @@ void ol_se_get_drive(struct ol_sdrv *d, int res)
     }
 }
 
+/* ---- parts ---------------------------------------------------------------------------------- */
+
+/* Part i of v (a version without parts is one part, number 1). */
+static int part_at(const struct ol_meta_version *v, unsigned i, struct ol_meta_part *pt)
+{
+    if (v->part_count == 0) {
+        if (i)
+            return -ENOENT;
+        memset(pt, 0, sizeof *pt);
+        pt->number = 1;
+        pt->size = v->size;
+        return 0;
+    }
+    return ol_meta_part_at(v, i, pt);
+}
+
+int ol_store_part_range(const struct ol_meta_version *v, uint32_t number, uint64_t *offset,
+                        uint64_t *length)
+{
+    struct ol_meta_part pt;
+    uint64_t base = 0;
+    for (unsigned i = 0; part_at(v, i, &pt) == 0; i++) {
+        if (pt.number == number) {
+            *offset = base;
+            *length = pt.size;
+            return 0;
+        }
+        base += pt.size;
+    }
+    return -ENOENT;
+}
+
+/* Loads part r->pi (at object offset r->pbase): its size, number, file and
+ * the range's share of it. */
+static void part_load(struct ol_sreq *r)
+{
+    struct ol_meta_part pt;
+    if (part_at(&r->d[r->sel].v, r->pi, &pt) < 0) {
+        pt.number = 0; /* past the last part: an empty share */
+        pt.size = 0;
+    }
+    r->pnum = pt.number;
+    r->psize = pt.size;
+    uint64_t lo = r->off > r->pbase ? r->off : r->pbase;
+    uint64_t hi = r->end < r->pbase + r->psize ? r->end : r->pbase + r->psize;
+    r->poff = lo - r->pbase;
+    r->pend = hi > lo ? hi - r->pbase : r->poff;
+    char sfx[24];
+    snprintf(sfx, sizeof sfx, "/part.%u", r->pnum);
+    ol_se_join(r->p_part, r->p_ddir, sfx, NULL);
+}
+
+/* Moves to the first part (from r->pi on) with bytes of the range after r->dl. */
+static void part_seek(struct ol_sreq *r)
+{
+    part_load(r);
+    while (r->pnum && (r->poff >= r->pend || r->dl >= r->pbase + r->pend)) {
+        r->pbase += r->psize;
+        r->pi++;
+        part_load(r);
+    }
+}
+
 /* ---- choosing the version ---------------------------------------------------------------- */
 
 static bool geometry_ok(const struct ol_sreq *r, const struct ol_meta_version *v)
@@ -87,8 +157,19 @@ static bool geometry_ok(const struct ol_sreq *r, const struct ol_meta_version *v
     unsigned k = v->ec.k, m = v->ec.m;
     if (k == 0 || k + m != r->n || m > OL_EC_MAX_PARITY || !c->ec[m] || v->ec.block_size == 0)
         return false;
-    if (v->has_inline && v->size > (uint64_t)k * v->ec.block_size)
+    if (v->has_inline && (v->size > (uint64_t)k * v->ec.block_size || v->part_count > 1))
         return false; /* an inline object is one stripe */
+    if (v->part_count) { /* the parts make up the object */
+        uint64_t sum = 0;
+        struct ol_meta_part pt;
+        for (unsigned i = 0; i < v->part_count; i++) {
+            if (ol_meta_part_at(v, i, &pt) < 0 || pt.size > v->size - sum)
+                return false;
+            sum += pt.size;
+        }
+        if (sum != v->size)
+            return false;
+    }
     uint64_t blen = v->has_inline ? ol_ec_shard_len(v->size, k) : v->ec.block_size;
     return blen <= c->s->bmax;
 }
@@ -146,7 +227,6 @@ static void setup(struct ol_sreq *r, int sel)
         r->drv_of[r->dist[p]] = (uint8_t)p;
     memcpy(r->ddir, v->data_dir, 16);
     ol_se_path_id(r->p_ddir, r->p_obj, r->ddir, NULL);
-    ol_se_path_id(r->p_part, r->p_obj, r->ddir, "/part.1");
     for (unsigned p = 0; p < r->n; p++) {
         struct ol_sdrv *d = &r->d[p];
         if (!d->err && (d->ms == OL_SE_M_NOBUCKET || d->ms == OL_SE_M_ERR))
@@ -156,17 +236,18 @@ static void setup(struct ol_sreq *r, int sel)
 
 /* ---- stripes ------------------------------------------------------------------------------- */
 
+/* (Part-relative offsets from here on.) */
 static uint64_t slot_end(const struct ol_sreq *r, const struct ol_sslot *sl)
 {
     uint64_t e = sl->stripe * r->SD + sl->len;
-    return e < r->end ? e : r->end;
+    return e < r->pend ? e : r->pend;
 }
 
 /* The data shards of stripe s that hold bytes of the range. */
 static uint32_t want_mask(const struct ol_sreq *r, const struct ol_sslot *sl)
 {
     uint64_t base = sl->stripe * r->SD;
-    uint64_t lo = (r->off > base ? r->off : base) - base;
+    uint64_t lo = (r->poff > base ? r->poff : base) - base;
     uint64_t hi = slot_end(r, sl) - base;
     unsigned j0 = (unsigned)(lo / sl->blen), j1 = (unsigned)((hi - 1) / sl->blen);
     uint32_t w = 0;
@@ -233,7 +314,7 @@ static void read_more(struct ol_sreq *r, unsigned si)
 static void start_stripe(struct ol_sreq *r, unsigned si, uint64_t s)
 {
     struct ol_sslot *sl = &r->slot[si];
-    uint64_t left = r->size - s * r->SD;
+    uint64_t left = r->psize - s * r->SD;
     sl->stripe = s;
     sl->len = (uint32_t)(left < r->SD ? left : r->SD);
     sl->blen = (uint32_t)ol_ec_shard_len(sl->len, r->k);
@@ -255,7 +336,8 @@ void ol_se_get_slot(struct ol_sreq *r, unsigned si, unsigned pos, int res)
     if (!r->ended) {
         uint8_t *hdr = sl->base + (size_t)i * stride(r);
         if (res == (int)(OL_BITROT_HDR_SIZE + sl->blen)) {
-            if (ol_bitrot_verify(ol_se_seed(r->ddir, i), sl->stripe, hdr, sl->sp[i], sl->blen) == 0) {
+            if (ol_bitrot_verify(ol_se_part_seed(r->ddir, r->pnum, i), sl->stripe, hdr, sl->sp[i],
+                                 sl->blen) == 0) {
                 sl->good |= 1u << i;
             } else {
                 r->c->st.checksum_failures++;
@@ -276,9 +358,9 @@ void ol_se_get_slot(struct ol_sreq *r, unsigned si, unsigned pos, int res)
 /* Starts reads into the free slots, in stripe order. */
 static void fill(struct ol_sreq *r)
 {
-    if (r->inline_obj || r->end == 0)
+    if (r->inline_obj || r->pend <= r->poff)
         return;
-    uint64_t last = (r->end - 1) / r->SD;
+    uint64_t last = (r->pend - 1) / r->SD;
     while (r->rd_next <= last) {
         unsigned si = (unsigned)(r->rd_next % OL_SE_SLOTS);
         if (r->slot[si].state != OL_SE_SL_FREE)
@@ -370,6 +452,44 @@ static bool ended(struct ol_sreq *r)
     return release(r);
 }
 
+/* Opens the current part's shard file on every drive still usable. */
+static void open_part(struct ol_sreq *r)
+{
+    r->phase = GPH_OPEN;
+    ol_se_phase_begin(r);
+    for (unsigned p = 0; p < r->n; p++) {
+        struct ol_sdrv *d = &r->d[p];
+        if (d->err)
+            continue;
+        ol_se_drive_begin(d);
+        d->step = O_OPEN;
+        ol_se_openat(d, r->p_part, O_RDONLY, 0);
+    }
+    ol_se_phase_started(r);
+}
+
+/* The range goes on in a later part: close this part's files (then
+ * GPH_SWITCH's step opens the next). Every slot is free here: the last
+ * stripe of the part was handed out and released. */
+static void switch_part(struct ol_sreq *r)
+{
+    r->pbase += r->psize;
+    r->pi++;
+    part_seek(r);
+    r->phase = GPH_SWITCH;
+    ol_se_phase_begin(r);
+    for (unsigned p = 0; p < r->n; p++) {
+        struct ol_sdrv *d = &r->d[p];
+        if (d->fd < 0)
+            continue;
+        ol_se_drive_begin(d);
+        d->step = X_CLOSE;
+        ol_se_close(d, d->fd);
+        d->fd = -1;
+    }
+    ol_se_phase_started(r);
+}
+
 /* Hands out the next slice, or EV_DONE, when the caller wants one. */
 static bool pump(struct ol_sreq *r)
 {
@@ -377,11 +497,10 @@ static bool pump(struct ol_sreq *r)
         return false;
     if (r->hold >= 0) {
         struct ol_sslot *sl = &r->slot[r->hold];
-        if (r->dl >= slot_end(r, sl))
+        if (r->dl - r->pbase >= slot_end(r, sl))
             sl->state = OL_SE_SL_FREE;
         r->hold = -1;
     }
-    fill(r);
     if (r->dl >= r->end) {
         r->want = false;
         r->done_sent = true;
@@ -389,7 +508,13 @@ static bool pump(struct ol_sreq *r)
         ol_se_emit(r, OL_STORE_EV_DONE, 0);
         return false;
     }
-    uint64_t s = r->dl / r->SD;
+    if (r->dl >= r->pbase + r->pend) {
+        switch_part(r);
+        return false;
+    }
+    fill(r);
+    uint64_t ldl = r->dl - r->pbase;
+    uint64_t s = ldl / r->SD;
     unsigned si = r->inline_obj ? 0 : (unsigned)(s % OL_SE_SLOTS);
     struct ol_sslot *sl = &r->slot[si];
     if (sl->stripe != s || (sl->state != OL_SE_SL_READY && sl->state != OL_SE_SL_FAILED))
@@ -402,11 +527,11 @@ static bool pump(struct ol_sreq *r)
         ol_se_emit(r, OL_STORE_EV_DONE, -EIO);
         return false;
     }
-    uint64_t o = r->dl - s * r->SD;
+    uint64_t o = ldl - s * r->SD;
     uint32_t j = (uint32_t)(o / sl->blen), within = (uint32_t)(o % sl->blen);
     uint64_t n = sl->blen - within;
-    if (n > r->end - r->dl)
-        n = r->end - r->dl;
+    if (n > r->pend - ldl)
+        n = r->pend - ldl;
     if (n > sl->len - o)
         n = sl->len - o;
     r->dl += n;
@@ -457,6 +582,9 @@ bool ol_se_get_step(struct ol_sreq *r)
         }
         if (!r->want)
             return false;
+        r->pi = 0;
+        r->pbase = 0;
+        part_seek(r);
         if (r->inline_obj || r->end == 0) {
             if (r->inline_obj && r->end > 0)
                 inline_stripe(r);
@@ -464,21 +592,17 @@ bool ol_se_get_step(struct ol_sreq *r)
             r->again = true;
             return false;
         }
-        r->phase = GPH_OPEN;
-        ol_se_phase_begin(r);
-        for (unsigned p = 0; p < r->n; p++) {
-            struct ol_sdrv *d = &r->d[p];
-            if (d->err)
-                continue;
-            ol_se_drive_begin(d);
-            d->step = O_OPEN;
-            ol_se_openat(d, r->p_part, O_RDONLY, 0);
-        }
-        ol_se_phase_started(r);
+        open_part(r);
+        return false;
+    case GPH_SWITCH:
+        for (unsigned p = 0; p < r->n; p++) /* a new file on each drive */
+            if (r->d[p].err != -ENODEV)
+                r->d[p].err = 0;
+        open_part(r);
         return false;
     case GPH_OPEN:
         r->phase = GPH_DATA;
-        r->rd_next = r->off / r->SD;
+        r->rd_next = r->poff / r->SD;
         /* fall through */
     case GPH_DATA:
         return pump(r);
@@ -524,6 +648,19 @@ void ol_get_set_range(struct ol_get *g, uint64_t offset, int64_t length)
         return;
     r->off = offset;
     r->rlen = length;
+}
+
+int ol_get_set_part(struct ol_get *g, uint32_t number)
+{
+    struct ol_sreq *r = &g->r;
+    if (!r->meta_sent || r->started || r->ended || r->done_sent)
+        return -EINVAL;
+    uint64_t off, len;
+    if (ol_store_part_range(&r->d[r->sel].v, number, &off, &len) < 0)
+        return -ENOENT;
+    r->off = off;
+    r->rlen = (int64_t)len;
+    return 0;
 }
 
 int ol_get_next(struct ol_get *g)

@@ -1,8 +1,11 @@
 /*
  * engine_int.h - the object engine's private structures, shared by
- * engine.c (store, cores, request pool, op plumbing), engine_put.c (PUT),
- * engine_get.c (GET), engine_del.c (DELETE) and engine_bucket.c (buckets).
- * Nothing outside src/store/engine*.c includes it.
+ * engine.c (store, cores, request pool, op plumbing), engine_put.c (PUT,
+ * UploadPart, CompleteMultipartUpload's commit), engine_get.c (GET),
+ * engine_del.c (DELETE), engine_bucket.c (buckets, ListMultipartUploads)
+ * and engine_mpu.c (the upload registry, the scan at open, create, abort,
+ * ListParts, Complete's checks). Nothing outside src/store/engine*.c
+ * includes it.
  *
  * A request is one struct ol_sreq from the core's pool, plus a fixed
  * region of the core's arena (stripe slots, then per-drive metadata
@@ -31,15 +34,19 @@
 #define OL_SE_SLOTS  OL_STORE_PUT_SLOTS
 #define OL_SE_PATH   256u      /* longest relative path built: ~180 bytes */
 #define OL_SE_CTL    0xffu     /* sop->slot of a drive's control op */
-/* Metadata buffer = inline shard + this: one version's largest record
+/* Metadata buffer = inline shard + this + room for 10000 parts with the
+ * longest checksums (~680 KB, ol_store_open): one version's largest record
  * without parts is ~62 KiB (6 headers of 2 KiB, 48 KiB tagging, user
- * metadata, key). */
+ * metadata, key). The buffers are reserved, not touched: a read only
+ * touches the pages of the file it reads. */
 #define OL_SE_META_SLACK (80u << 10)
 
 struct ol_store_drive {
     char *path;
     int dfd;                   /* O_DIRECTORY fd of the drive, -1 = offline */
 };
+
+struct ol_se_reg;              /* the multipart registry (engine_mpu.c) */
 
 struct ol_store {
     unsigned n, sets, dps, parity;
@@ -51,6 +58,9 @@ struct ol_store {
     unsigned max_requests;
     uint8_t deployment[16];
     struct ol_store_drive *drives;  /* n, set-major */
+    uint64_t mpu_min_part;
+    int64_t mpu_expiry_ns;     /* < 0: never */
+    struct ol_se_reg *reg;     /* shared by the cores, own mutex */
 };
 
 struct ol_sreq;
@@ -93,6 +103,16 @@ struct ol_sdrv {
     /* PUT */
     bool bucket, made_tmp, made_part, made_ab, made_obj, renamed, tmeta, committed;
     bool had_old, old_dd, meta_ready, synced;
+    /* multipart */
+    bool made_up;              /* create: made uploads/ */
+    bool urec;                 /* the upload record is on this drive */
+    bool valid;                /* Complete: every listed part's record matches */
+    bool moved;                /* removal: data/ was renamed into the object */
+    bool gone;                 /* removal: the upload record is gone */
+    uint16_t pr_after;         /* part-record read: step to continue at */
+    uint32_t pr_num;           /* part-record read: part number */
+    uint32_t vi;               /* Complete: listed part being checked */
+    int pr_res;                /* part-record read: the read's result */
     uint32_t mlen, nlen;
     uint32_t iter, iter2;
     uint8_t *mbuf, *nbuf;      /* metadata read / new metadata (arena) */
@@ -119,7 +139,9 @@ struct ol_sslot {
     uint8_t *sp[OL_SE_MAXD];   /* GET: each shard's bytes */
 };
 
-enum { OL_SE_PUT = 1, OL_SE_GET, OL_SE_DEL, OL_SE_BKT };
+enum { OL_SE_PUT = 1, OL_SE_GET, OL_SE_DEL, OL_SE_BKT, OL_SE_MPU };
+/* PUT kind: what it writes. */
+enum { OL_SE_MODE_PUT = 0, OL_SE_MODE_PART, OL_SE_MODE_COMPLETE };
 
 struct ol_sreq {
     struct ol_timer timer;     /* deferred completions and kicks */
@@ -147,6 +169,9 @@ struct ol_sreq {
     char p_bucket[OL_SE_PATH], p_objects[OL_SE_PATH], p_ab[OL_SE_PATH], p_obj[OL_SE_PATH];
     char p_meta[OL_SE_PATH], p_ddir[OL_SE_PATH], p_part[OL_SE_PATH];
     char p_tdir[OL_SE_PATH], p_tpart[OL_SE_PATH], p_tmeta[OL_SE_PATH];
+    /* multipart: uploads/, <ab>, <hash>, <upload>, its record, its data/ */
+    char p_uploads[OL_SE_PATH], p_uab[OL_SE_PATH], p_uhash[OL_SE_PATH];
+    char p_udir[OL_SE_PATH], p_urec[OL_SE_PATH], p_udata[OL_SE_PATH];
     struct ol_sdrv d[OL_SE_MAXD];
     struct ol_sop w[OL_SE_SLOTS][OL_SE_MAXD];
     struct ol_sslot slot[OL_SE_SLOTS];
@@ -171,6 +196,29 @@ struct ol_sreq {
     unsigned bset, sets_done, sets_existed, sets_absent, sets_present;
     bool notempty;
     uint8_t made_b[OL_FORMAT_MAX_DRIVES / 8], made_o[OL_FORMAT_MAX_DRIVES / 8];
+    /* multipart (PUT kind modes, MPU kind, list uploads) */
+    uint8_t mode;              /* PUT kind: OL_SE_MODE_* */
+    uint8_t mop;               /* MPU kind: what it does (engine_mpu.c) */
+    uint32_t pnum;             /* part number: seeds and part.<n> (PUT, GET: 1..) */
+    uint64_t toff;             /* PART: where the part record goes in the shard file */
+    int uidx;                  /* registry entry held, or -1 */
+    uint8_t uid[16];           /* the upload id */
+    uint8_t ualgo, usc;        /* the upload's checksum algorithm, storage class */
+    bool reg_gone, expire;
+    uint8_t *bits;             /* part numbers begun (a copy of the registry's) */
+    uint8_t *lbits;            /* COMPLETE: part numbers listed */
+    uint8_t *sbits;            /* COMPLETE: listed parts whose size is known */
+    struct ol_mpu_complete_args *ca;
+    struct ol_meta_checksum ccks;
+    bool has_ccks;
+    struct ol_mpu_list_parts_args *la;
+    struct ol_mpu_list_uploads_args *lu;
+    unsigned removed;          /* cleanup: uploads removed */
+    uint64_t now_ns;
+    /* GET: the part being read (object offsets; poff/pend relative to the part) */
+    unsigned pi;
+    uint64_t pbase, psize, poff, pend;
+    bool pswitch;              /* GET: closing one part's files to open the next */
 };
 
 struct ol_put { struct ol_sreq r; };
@@ -203,6 +251,9 @@ void ol_se_names(struct ol_sreq *r, const char *bucket, const char *key);
 /* Resets the per-drive states for set r->set (n = dps drives). */
 void ol_se_drives_init(struct ol_sreq *r);
 int ol_se_dfd(const struct ol_sreq *r, unsigned pos);
+/* Blocking (ol_store_open only): removes everything inside directory fd,
+ * which stays open; depth 0 at the top. 0 or -errno. */
+int ol_se_rm_inside(int fd, int depth);
 void ol_se_random_id(struct ol_store_core *c, uint8_t out[16]);
 void ol_se_join(char *out, const char *a, const char *b, const char *c);
 /* "<uuid>" of id appended to prefix "/" into out. */
@@ -285,6 +336,66 @@ void ol_se_del_drive(struct ol_sdrv *d, int res);
 bool ol_se_del_step(struct ol_sreq *r);
 void ol_se_bkt_drive(struct ol_sdrv *d, int res);
 bool ol_se_bkt_step(struct ol_sreq *r);
+void ol_se_mpu_drive(struct ol_sdrv *d, int res);
+bool ol_se_mpu_step(struct ol_sreq *r);
+/* Runs d's kind's step function for d->step (after a shared sub-sequence). */
+void ol_se_dispatch(struct ol_sdrv *d, int res);
+
+/* ---- multipart (engine_mpu.c) ---------------------------------------------------- */
+
+/* Part numbers 0..10000 as bits: bytes of one bitmap. */
+#define OL_SE_PBITS ((OL_STORE_MPU_MAX_PART_NUM + 8u) / 8u)
+static inline bool ol_se_bit_get(const uint8_t *b, unsigned i) { return b[i >> 3] >> (i & 7) & 1; }
+static inline void ol_se_bit_put(uint8_t *b, unsigned i) { b[i >> 3] |= (uint8_t)(1u << (i & 7)); }
+/* Steps at or above this are engine_mpu.c's (any kind forwards them there). */
+#define OL_SE_MPU_STEPS 300u
+/* Part record: footer "OLPT" + u32 length; a tail read of this many bytes holds it. */
+#define OL_SE_PREC_MAGIC "OLPT"
+#define OL_SE_PREC_TAIL  4096u
+
+/* Opening and closing: the scan of the drives and the registry. */
+int ol_se_mpu_open(struct ol_store *s, const struct ol_store_params *p, char *err, size_t errlen);
+void ol_se_mpu_close(struct ol_store *s);
+/* Fills r->p_uploads .. p_udata for upload id (after ol_se_names). */
+void ol_se_upload_names(struct ol_sreq *r, const uint8_t id[16]);
+/* Block seed of shard `shard` of part `number` (part 1: ol_se_seed). */
+uint64_t ol_se_part_seed(const uint8_t ddir[16], uint32_t number, unsigned shard);
+/* Shard file bytes of a part of size bytes: blocks and headers (not the record). */
+uint64_t ol_se_part_blocks(uint64_t size, unsigned k, uint32_t B);
+
+/* UploadPart: takes the registry entry (LIVE) as a writer and marks the
+ * part number; fills r->uidx, r->m, r->B, r->ualgo. 0 or OL_STORE_ENOUPLOAD. */
+int ol_se_mpu_part_enter(struct ol_sreq *r, uint32_t number);
+/* Still LIVE (not being aborted)? */
+bool ol_se_mpu_live(const struct ol_sreq *r);
+/* Complete: takes the entry exclusively (writers 0); copies the bitmap to
+ * r->bits; fills r->m, r->B, r->ualgo, r->usc. 0, OL_STORE_ENOUPLOAD, -EBUSY. */
+int ol_se_mpu_excl_enter(struct ol_sreq *r);
+/* Lets go of the entry: a writer leaves; an exclusive holder frees it
+ * (gone) or makes it LIVE again. */
+void ol_se_mpu_leave(struct ol_sreq *r, bool gone);
+/* Any upload of bucket in the registry? */
+bool ol_se_mpu_bucket_busy(struct ol_store *s, const char *bucket);
+/* ListMultipartUploads: fills r->lu from the registry. */
+void ol_se_mpu_list_fill(struct ol_sreq *r);
+
+/* Per-drive sub-sequences (they end with ol_se_drive_end). */
+void ol_se_mpu_rm_start(struct ol_sdrv *d, bool moved);  /* remove the upload */
+void ol_se_mpu_val_start(struct ol_sdrv *d);             /* Complete: read and check */
+void ol_se_mpu_trim_start(struct ol_sdrv *d);            /* Complete: unlisted parts */
+/* Complete, after the checks: the status, and r->tmpl / r->tv on success. */
+int ol_se_mpu_val_decide(struct ol_sreq *r);
+/* UploadPart: d->nbuf = this drive's part record and footer (d->nlen). */
+int ol_se_mpu_prec_build(struct ol_sreq *r, struct ol_sdrv *d);
+/* MD5 (RFC 1321), for the multipart ETag: no allocation, no library. */
+struct ol_se_md5 {
+    uint32_t h[4];
+    uint64_t len;
+    uint8_t buf[64];
+};
+void ol_se_md5_init(struct ol_se_md5 *m);
+void ol_se_md5_update(struct ol_se_md5 *m, const void *p, size_t n);
+void ol_se_md5_final(struct ol_se_md5 *m, uint8_t out[16]);
 
 static inline unsigned ol_se_popcount(uint32_t x) { return (unsigned)__builtin_popcount(x); }
 

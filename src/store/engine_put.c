@@ -12,6 +12,17 @@
  *   CLEAN   old data dirs removed; failed drives' leftovers undone
  *   UNDO    every drive put back (below quorum)
  *   ABORT   like UNDO, for ol_put_abort; no callback at the end
+ *
+ * Two more modes of the same request (r->mode, engine.h "multipart uploads"):
+ *   PART      UploadPart: PREP statx's the upload record and creates
+ *             tmp/<tid>.part (no tmp dir); SYNC writes the part record
+ *             after the blocks first; COMMIT renames the file over
+ *             <upload>/data/part.<n> and fsyncs data/; UNDO keeps parts
+ *             already renamed.
+ *   COMPLETE  no data: MVAL (engine_mpu.c: records read and checked) ->
+ *             MTRIM (unlisted parts unlinked) -> COMMIT with <upload>/data
+ *             as the directory renamed into the object -> CLEAN (then the
+ *             upload removed on every drive) or UNDO (data dir renamed back).
  */
 #include "store/engine_int.h"
 
@@ -21,11 +32,12 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { PH_PREP = 1, PH_DATA, PH_SYNC, PH_COMMIT, PH_CLEAN, PH_UNDO, PH_ABORT };
+enum { PH_PREP = 1, PH_DATA, PH_SYNC, PH_COMMIT, PH_CLEAN, PH_UNDO, PH_ABORT, PH_MVAL,
+       PH_MTRIM };
 
 enum {
-    P_STAT = 1, P_MKTMP, P_OPEN,
-    S_SYNC, S_CLOSE, S_DIRSYNCED,
+    P_STAT = 1, P_STAT2, P_MKTMP, P_OPEN,
+    S_TRAIL, S_SYNC, S_CLOSE, S_DIRSYNCED, C_PRENAME,
     C_MKAB, C_MKOBJ, C_AB_SYNCED, C_OBJ_SYNCED, C_RENAME, C_MOPEN, C_MREAD, C_MCLOSE,
     C_TOPEN, C_TWRITE, C_TSYNC, C_TCLOSE, C_MRENAME, C_OSYNCED, C_FAILCLOSE,
     K_UNLINK, K_RMDIR,
@@ -112,7 +124,8 @@ static void seal(struct ol_sreq *r, struct ol_sslot *sl)
         if (!r->inline_obj)
             for (unsigned i = 0; i < r->n; i++) {
                 uint8_t *b = sl->base + (size_t)i * st;
-                ol_bitrot_seal(ol_se_seed(r->ddir, i), sl->stripe, b + OL_BITROT_HDR_SIZE, blen, b);
+                ol_bitrot_seal(ol_se_part_seed(r->ddir, r->pnum, i), sl->stripe,
+                               b + OL_BITROT_HDR_SIZE, blen, b);
             }
     }
     sl->state = OL_SE_SL_SEALED;
@@ -202,8 +215,18 @@ static void drive_fail(struct ol_sdrv *d, int err)
 
 static void commit_start(struct ol_sdrv *d)
 {
+    struct ol_sreq *r = d->s.r;
+    if (r->mode == OL_SE_MODE_PART) {
+        if (!ol_se_mpu_live(r)) { /* aborted meanwhile: not into its directory */
+            r->status = OL_STORE_ENOUPLOAD;
+            return drive_fail(d, OL_STORE_ENOUPLOAD);
+        }
+        d->step = C_PRENAME;
+        ol_se_renameat(d, r->p_tpart, r->p_part);
+        return;
+    }
     d->step = C_MKAB;
-    ol_se_mkdirat(d, d->s.r->p_ab);
+    ol_se_mkdirat(d, r->p_ab);
 }
 
 /* Encodes this drive's new metadata file (old versions kept, the null
@@ -304,8 +327,8 @@ static void undo_next(struct ol_sdrv *d)
             }
             break;
         case 1:
-            if (!d->committed)
-                break;
+            if (!d->committed || r->mode == OL_SE_MODE_PART)
+                break; /* a part that replaced another stays: Complete reads the records */
             if (d->had_old && d->mlen) { /* rewrite the old bytes */
                 d->step = U_TOPEN;
                 ol_se_openat(d, r->p_tmeta, O_CREAT | O_TRUNC | O_WRONLY, 0600);
@@ -315,13 +338,24 @@ static void undo_next(struct ol_sdrv *d)
             }
             return;
         case 2:
-            if (d->renamed || d->made_part) {
+            if (r->mode == OL_SE_MODE_COMPLETE) {
+                if (d->renamed) { /* the data dir goes back into the upload */
+                    d->step = U_STEP;
+                    ol_se_renameat(d, r->p_ddir, r->p_udata);
+                    return;
+                }
+                break;
+            }
+            if (r->mode == OL_SE_MODE_PART ? d->made_part && !d->renamed
+                                           : d->renamed || d->made_part) {
                 d->step = U_STEP;
                 ol_se_unlinkat(d, d->renamed ? r->p_part : r->p_tpart, 0);
                 return;
             }
             break;
         case 3:
+            if (r->mode != OL_SE_MODE_PUT)
+                break;
             if (d->renamed || d->made_tmp) {
                 d->step = U_STEP;
                 ol_se_unlinkat(d, d->renamed ? r->p_ddir : r->p_tdir, AT_REMOVEDIR);
@@ -350,6 +384,9 @@ static void undo_next(struct ol_sdrv *d)
             }
             break;
         default:
+            /* Complete succeeded: a drive that did not commit loses the upload */
+            if (r->mode == OL_SE_MODE_COMPLETE && r->phase == PH_CLEAN && d->urec)
+                return ol_se_mpu_rm_start(d, false);
             return ol_se_drive_end(d);
         }
     }
@@ -360,21 +397,40 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
     struct ol_sreq *r = d->s.r;
     if (ol_se_fsync_step(d, &res))
         return;
+    if (d->step >= OL_SE_MPU_STEPS)
+        return ol_se_mpu_drive(d, res);
     switch (d->step) {
     /* PREP */
     case P_STAT:
+        if (r->mode == OL_SE_MODE_PART && (res == -ENOENT || res == -ENOTDIR)) {
+            d->step = P_STAT2; /* no upload here: is there a bucket? */
+            ol_se_statx(d, r->p_bucket);
+            return;
+        }
         if (res == -ENOENT || res == -ENOTDIR) {
             d->ms = OL_SE_M_NOBUCKET;
             return drive_fail(d, -ENOENT);
         }
         if (res < 0)
             return drive_fail(d, res);
-        d->bucket = true;
+        d->bucket = true; /* PART: the upload record */
         if (r->inline_obj)
             return ol_se_drive_end(d);
+        if (r->mode == OL_SE_MODE_PART) {
+            d->urec = true;
+            d->step = P_OPEN;
+            ol_se_openat(d, r->p_tpart, O_CREAT | O_EXCL | O_WRONLY, 0600);
+            return;
+        }
         d->step = P_MKTMP;
         ol_se_mkdirat(d, r->p_tdir);
         return;
+    case P_STAT2:
+        if (res == 0)
+            d->ms = OL_SE_M_NONE;
+        else if (res == -ENOENT || res == -ENOTDIR)
+            d->ms = OL_SE_M_NOBUCKET;
+        return drive_fail(d, res < 0 && d->ms != OL_SE_M_NOBUCKET ? res : -ENOENT);
     case P_MKTMP:
         if (res < 0)
             return drive_fail(d, res);
@@ -389,6 +445,12 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         d->made_part = true;
         return ol_se_drive_end(d);
     /* SYNC */
+    case S_TRAIL:
+        if (res != (int)d->nlen && !d->err)
+            d->err = res < 0 ? res : -EIO;
+        d->step = S_SYNC;
+        ol_se_fsync(d, d->fd, 1);
+        return;
     case S_SYNC:
         if (res < 0 && !d->err)
             d->err = res;
@@ -397,14 +459,20 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         d->fd = -1;
         return;
     case S_CLOSE:
-        if (d->err)
-            return ol_se_drive_end(d);
+        if (d->err || r->mode == OL_SE_MODE_PART)
+            return ol_se_drive_end(d); /* a part file: its directory is fsynced after the rename */
         return ol_se_fsync_dir(d, r->p_tdir, S_DIRSYNCED);
     case S_DIRSYNCED:
         if (res < 0 && !d->err)
             d->err = res;
         return ol_se_drive_end(d);
     /* COMMIT */
+    case C_PRENAME:
+        if (res < 0)
+            return drive_fail(d, res == -ENOENT ? OL_STORE_ENOUPLOAD : res);
+        d->renamed = d->committed = true;
+        d->made_part = false;
+        return ol_se_fsync_dir(d, r->p_udata, C_OSYNCED);
     case C_MKAB:
         if (res == 0)
             d->made_ab = true;
@@ -510,6 +578,8 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         d->iter++;
         return clean_next(d);
     case K_RMDIR:
+        if (r->mode == OL_SE_MODE_COMPLETE)
+            return ol_se_mpu_rm_start(d, true);
         return ol_se_drive_end(d);
     /* UNDO / ABORT */
     case U_STEP:
@@ -555,6 +625,16 @@ static void start_phase(struct ol_sreq *r, uint8_t phase)
             if (d->fd < 0)
                 break;
             ol_se_drive_begin(d);
+            if (!d->err && r->mode == OL_SE_MODE_PART) {
+                int rc = ol_se_mpu_prec_build(r, d);
+                if (rc < 0) {
+                    d->err = rc;
+                } else { /* the part record after the blocks, then the sync */
+                    d->step = S_TRAIL;
+                    ol_se_write(d, d->fd, d->nbuf, d->nlen, r->toff);
+                    break;
+                }
+            }
             if (d->err) { /* failed during DATA: only its file to close */
                 d->step = S_CLOSE;
                 ol_se_close(d, d->fd);
@@ -564,6 +644,16 @@ static void start_phase(struct ol_sreq *r, uint8_t phase)
                 ol_se_fsync(d, d->fd, 1);
             }
             break;
+        case PH_MVAL:
+            ol_se_drive_begin(d);
+            ol_se_mpu_val_start(d);
+            break;
+        case PH_MTRIM:
+            if (d->err)
+                break;
+            ol_se_drive_begin(d);
+            ol_se_mpu_trim_start(d);
+            break;
         case PH_COMMIT:
             if (d->err)
                 break;
@@ -571,7 +661,15 @@ static void start_phase(struct ol_sreq *r, uint8_t phase)
             commit_start(d);
             break;
         case PH_CLEAN:
-            if (d->committed && !d->err) {
+            if (d->committed && r->mode == OL_SE_MODE_COMPLETE) {
+                ol_se_drive_begin(d);
+                if (d->old_dd && !d->err) {
+                    d->iter = 0;
+                    clean_next(d); /* then the upload's leftovers (K_RMDIR) */
+                } else {
+                    ol_se_mpu_rm_start(d, true);
+                }
+            } else if (d->committed && !d->err) {
                 if (!d->old_dd)
                     break;
                 ol_se_drive_begin(d);
@@ -598,12 +696,19 @@ static bool put_done(struct ol_sreq *r, int status)
     if (!ol_se_can_emit(r))
         return false;
     struct ol_store_stats *st = &r->c->st;
+    if (r->mode != OL_SE_MODE_PUT)
+        ol_se_mpu_leave(r, r->mode == OL_SE_MODE_COMPLETE && status == 0);
     if (status == 0) {
         unsigned ok = 0;
         for (unsigned i = 0; i < r->n; i++)
             ok += r->d[i].committed && !r->d[i].err;
-        st->puts++;
-        st->put_bytes += r->size;
+        if (r->mode == OL_SE_MODE_COMPLETE) {
+            st->mpu_completed++;
+        } else {
+            st->puts++;
+            st->put_bytes += r->size;
+            st->mpu_parts += r->mode == OL_SE_MODE_PART;
+        }
         if (ok < r->n) {
             st->write_drive_failures += r->n - ok;
             st->needs_heal++;
@@ -618,13 +723,16 @@ static bool put_done(struct ol_sreq *r, int status)
 /* After PREP: is the bucket there, are enough drives ready? */
 static void prep_check(struct ol_sreq *r)
 {
-    unsigned has = 0, nob = 0;
+    unsigned has = 0, nob = 0, none = 0;
     for (unsigned i = 0; i < r->n; i++) {
         has += r->d[i].bucket;
         nob += r->d[i].ms == OL_SE_M_NOBUCKET;
+        none += r->d[i].ms == OL_SE_M_NONE;
     }
     if (has < r->rq)
-        r->status = has == 0 && nob >= r->rq ? OL_STORE_ENOBUCKET : -EIO;
+        r->status = has == 0 && nob >= r->rq                          ? OL_STORE_ENOBUCKET
+                    : r->mode == OL_SE_MODE_PART && none + nob >= r->rq ? OL_STORE_ENOUPLOAD
+                                                                      : -EIO;
     else if (healthy(r) < r->wq)
         r->status = -EIO;
 }
@@ -691,7 +799,8 @@ bool ol_se_put_step(struct ol_sreq *r)
         for (unsigned i = 0; i < r->n; i++)
             ok += r->d[i].committed && !r->d[i].err;
         if (ok < r->wq) {
-            r->status = -EIO;
+            if (r->status >= 0)
+                r->status = -EIO;
             start_phase(r, PH_UNDO);
         } else {
             start_phase(r, PH_CLEAN);
@@ -705,48 +814,46 @@ bool ol_se_put_step(struct ol_sreq *r)
     case PH_ABORT:
         if (r->inflight)
             return false;
+        if (r->mode != OL_SE_MODE_PUT)
+            ol_se_mpu_leave(r, false);
         ol_se_req_put(r);
         return true;
+    case PH_MVAL: {
+        int st = ol_se_mpu_val_decide(r);
+        if (st < 0)
+            return put_done(r, st);
+        start_phase(r, PH_MTRIM);
+        return false;
+    }
+    case PH_MTRIM:
+        start_phase(r, PH_COMMIT);
+        return false;
     }
     return false;
 }
 
 /* ---- API --------------------------------------------------------------------------------- */
 
-int ol_put_begin(struct ol_store_core *c, const struct ol_put_args *a, ol_store_cb cb, void *ud,
-                 struct ol_put **out)
+/* The object's geometry with parity m and blocks of B bytes; its distribution. */
+static void geometry(struct ol_sreq *r, unsigned m, uint32_t B)
 {
-    const struct ol_store *s = c->s;
-    *out = NULL;
-    unsigned m = a->parity < 0 ? s->parity : (unsigned)a->parity;
-    if (m > s->dps / 2 || m > OL_EC_MAX_PARITY || !c->ec[m])
-        return -EINVAL;
-    struct ol_sreq *r = ol_se_req_get(c, OL_SE_PUT, cb, ud);
-    if (!r)
-        return -EBUSY;
-    ol_se_names(r, a->bucket, a->key);
+    const struct ol_store *s = r->c->s;
     r->m = m;
     r->k = r->n - m;
-    r->ec = c->ec[m];
+    r->ec = r->c->ec[m];
     r->wq = ol_layout_write_quorum(r->n, m);
     r->rq = ol_layout_read_quorum(r->n, m);
     uint64_t h = ol_layout_object_hash(s->deployment, r->bucket, r->blen, r->key, r->klen);
     ol_layout_distribution(h, r->n, r->dist);
     for (unsigned p = 0; p < r->n; p++)
         r->drv_of[r->dist[p]] = (uint8_t)p;
-    r->size = a->size;
-    r->B = (uint32_t)ol_ec_shard_len(s->stripe_bytes, r->k);
+    r->B = B;
     r->SD = (uint64_t)r->k * r->B;
-    r->nstripes = (r->size + r->SD - 1) / r->SD;
-    r->inline_obj = r->size <= s->inline_max;
-    ol_se_random_id(c, r->tid);
-    if (!r->inline_obj)
-        ol_se_random_id(c, r->ddir);
-    ol_se_path_id(r->p_tdir, OL_FORMAT_DIR "/tmp", r->tid, NULL);
-    ol_se_path_id(r->p_tpart, OL_FORMAT_DIR "/tmp", r->tid, "/part.1");
-    ol_se_path_id(r->p_tmeta, OL_FORMAT_DIR "/tmp", r->tid, ".meta");
-    ol_se_path_id(r->p_ddir, r->p_obj, r->ddir, NULL);
-    ol_se_path_id(r->p_part, r->p_obj, r->ddir, "/part.1");
+}
+
+/* Starts PREP: statx of path (the bucket, or the upload record) on every drive. */
+static void prep_start(struct ol_sreq *r, const char *path)
+{
     ol_se_drives_init(r);
     for (unsigned p = 0; p < r->n; p++)
         r->d[p].shard = r->dist[p];
@@ -760,11 +867,131 @@ int ol_put_begin(struct ol_store_core *c, const struct ol_put_args *a, ol_store_
             continue;
         ol_se_drive_begin(d);
         d->step = P_STAT;
-        ol_se_statx(d, r->p_bucket);
+        ol_se_statx(d, path);
     }
     ol_se_phase_started(r);
     r->in_api = false;
+}
+
+int ol_put_begin(struct ol_store_core *c, const struct ol_put_args *a, ol_store_cb cb, void *ud,
+                 struct ol_put **out)
+{
+    const struct ol_store *s = c->s;
+    *out = NULL;
+    unsigned m = a->parity < 0 ? s->parity : (unsigned)a->parity;
+    if (m > s->dps / 2 || m > OL_EC_MAX_PARITY || !c->ec[m])
+        return -EINVAL;
+    struct ol_sreq *r = ol_se_req_get(c, OL_SE_PUT, cb, ud);
+    if (!r)
+        return -EBUSY;
+    ol_se_names(r, a->bucket, a->key);
+    geometry(r, m, (uint32_t)ol_ec_shard_len(s->stripe_bytes, r->n - m));
+    r->size = a->size;
+    r->nstripes = (r->size + r->SD - 1) / r->SD;
+    r->inline_obj = r->size <= s->inline_max;
+    ol_se_random_id(c, r->tid);
+    if (!r->inline_obj)
+        ol_se_random_id(c, r->ddir);
+    ol_se_path_id(r->p_tdir, OL_FORMAT_DIR "/tmp", r->tid, NULL);
+    ol_se_path_id(r->p_tpart, OL_FORMAT_DIR "/tmp", r->tid, "/part.1");
+    ol_se_path_id(r->p_tmeta, OL_FORMAT_DIR "/tmp", r->tid, ".meta");
+    ol_se_path_id(r->p_ddir, r->p_obj, r->ddir, NULL);
+    ol_se_path_id(r->p_part, r->p_obj, r->ddir, "/part.1");
+    prep_start(r, r->p_bucket);
     *out = (struct ol_put *)r;
+    return 0;
+}
+
+int ol_mpu_part_begin(struct ol_store_core *c, const struct ol_mpu_part_args *a, ol_store_cb cb,
+                      void *ud, struct ol_put **out)
+{
+    *out = NULL;
+    if (a->number < 1 || a->number > OL_STORE_MPU_MAX_PART_NUM)
+        return -EINVAL;
+    struct ol_sreq *r = ol_se_req_get(c, OL_SE_PUT, cb, ud);
+    if (!r)
+        return -EBUSY;
+    ol_se_names(r, a->bucket, a->key);
+    ol_se_upload_names(r, a->upload_id);
+    r->mode = OL_SE_MODE_PART;
+    r->pnum = a->number;
+    int rc = ol_se_mpu_part_enter(r, a->number); /* r->m, r->B, r->ualgo */
+    if (rc == 0 && (r->B > c->s->bmax || !c->ec[r->m])) {
+        ol_se_mpu_leave(r, false); /* the stripe was made smaller since the create */
+        rc = -EIO;
+    }
+    if (rc < 0) {
+        ol_se_req_put(r);
+        return rc;
+    }
+    geometry(r, r->m, r->B);
+    r->size = a->size;
+    r->nstripes = (r->size + r->SD - 1) / r->SD;
+    r->toff = ol_se_part_blocks(r->size, r->k, r->B);
+    memcpy(r->ddir, r->uid, 16);
+    ol_se_random_id(c, r->tid);
+    char sfx[24];
+    snprintf(sfx, sizeof sfx, "/part.%u", a->number);
+    ol_se_path_id(r->p_tpart, OL_FORMAT_DIR "/tmp", r->tid, ".part");
+    ol_se_join(r->p_part, r->p_udata, sfx, NULL);
+    prep_start(r, r->p_urec);
+    *out = (struct ol_put *)r;
+    return 0;
+}
+
+int ol_mpu_complete(struct ol_store_core *c, struct ol_mpu_complete_args *a, ol_store_cb cb,
+                    void *ud)
+{
+    if (a->nparts == 0 || a->nparts > OL_META_MAX_PARTS)
+        return -EINVAL;
+    for (unsigned i = 0; i < a->nparts; i++) {
+        uint32_t n = a->parts[i].number;
+        if (n < 1 || n > OL_STORE_MPU_MAX_PART_NUM)
+            return -EINVAL;
+        if (i && n <= a->parts[i - 1].number)
+            return OL_STORE_EPARTORDER;
+    }
+    struct ol_sreq *r = ol_se_req_get(c, OL_SE_PUT, cb, ud);
+    if (!r)
+        return -EBUSY;
+    ol_se_names(r, a->bucket, a->key);
+    ol_se_upload_names(r, a->upload_id);
+    r->mode = OL_SE_MODE_COMPLETE;
+    r->bits = r->slot[1].base;   /* no stripes here: the slots hold bitmaps */
+    r->lbits = r->bits + OL_SE_PBITS;
+    r->sbits = r->lbits + OL_SE_PBITS;
+    int rc = ol_se_mpu_excl_enter(r);
+    if (rc == 0 && (a->cks ? a->cks->algo != r->ualgo || r->ualgo == OL_META_CKS_NONE
+                           : r->ualgo != OL_META_CKS_NONE)) {
+        ol_se_mpu_leave(r, false);
+        rc = -EINVAL;
+    }
+    if (rc < 0) {
+        ol_se_req_put(r);
+        return rc;
+    }
+    if (a->cks) {
+        r->ccks = *a->cks;
+        r->has_ccks = true;
+    }
+    r->ca = a;
+    geometry(r, r->m, r->B);
+    memcpy(r->ddir, r->uid, 16);
+    ol_se_random_id(c, r->tid);
+    memset(r->lbits, 0, 2 * OL_SE_PBITS);
+    for (unsigned i = 0; i < a->nparts; i++) {
+        ol_se_bit_put(r->lbits, a->parts[i].number);
+        ol_se_bit_put(r->bits, a->parts[i].number); /* removed with the upload too */
+    }
+    ol_se_join(r->p_tdir, r->p_udata, NULL, NULL);  /* what COMMIT renames */
+    ol_se_path_id(r->p_tmeta, OL_FORMAT_DIR "/tmp", r->tid, ".meta");
+    ol_se_path_id(r->p_ddir, r->p_obj, r->ddir, NULL);
+    ol_se_drives_init(r);
+    for (unsigned p = 0; p < r->n; p++)
+        r->d[p].shard = r->dist[p];
+    r->in_api = true;
+    start_phase(r, PH_MVAL);
+    r->in_api = false;
     return 0;
 }
 
@@ -817,10 +1044,21 @@ int ol_put_finish(struct ol_put *p, const struct ol_meta_version *v)
     struct ol_meta_version t = *v;
     struct ol_meta_part part;
     memset(&part, 0, sizeof part);
-    part.number = 1;
+    part.number = r->pnum;
     part.size = part.actual_size = r->size;
     memcpy(part.etag, v->etag, 16);
     memcpy(part.cks, v->cks.sum, sizeof part.cks);
+    if (r->mode == OL_SE_MODE_PART) {
+        /* the part record: only what a part has */
+        if ((v->cks.algo != OL_META_CKS_NONE && v->cks.algo != r->ualgo) || v->cks.flags ||
+            v->cks.parts)
+            return -EINVAL;
+        memset(&t, 0, sizeof t);
+        memcpy(t.etag, v->etag, 16);
+        t.cks.algo = v->cks.algo;
+        memcpy(t.cks.sum, v->cks.sum, sizeof t.cks.sum);
+        t.storage_class = r->usc;
+    }
     t.type = OL_META_OBJECT;
     memset(t.vid, 0, sizeof t.vid);
     t.mtime_ns = ol_se_now_ns();
@@ -863,6 +1101,8 @@ void ol_put_abort(struct ol_put *p)
         return;
     r->aborted = true;
     r->c->st.put_aborts++;
+    if (r->mode == OL_SE_MODE_PART)
+        ol_se_mpu_leave(r, false); /* it can no longer commit: Complete need not wait */
     r->in_api = true;
     if (!ol_se_advance(r))
         r->in_api = false;
