@@ -540,6 +540,13 @@ static void put_finish(struct ol_s3_req *q)
         memcpy(v.cks.sum, q->body.ck_raw, q->body.ck_len);
     }
     int rc = ol_put_finish(st->put, &v);
+    if (rc == -EINVAL && st->is_part && v.cks.algo) {
+        /* an upload created without a checksum algorithm: the part's checksum
+         * was verified against its bytes above, it is just not kept */
+        v.cks.algo = 0;
+        memset(v.cks.sum, 0, sizeof v.cks.sum);
+        rc = ol_put_finish(st->put, &v);
+    }
     if (rc < 0) {
         put_fail(q, rc == -EINVAL ? OL_S3_INVALID_ARGUMENT : OL_S3_INTERNAL, NULL);
         return;
@@ -593,7 +600,7 @@ static void put_event(void *ud, const struct ol_store_event *ev)
             store_error(q, ev->status);
             return;
         }
-        if (q->srv->p.catalog) {
+        if (q->srv->p.catalog && !st->is_part) {
             struct timespec now;
             clock_gettime(CLOCK_REALTIME, &now);
             const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
@@ -685,6 +692,712 @@ static void put_object(struct ol_s3_req *q)
     q->body_handler = put_body;
     q->body_end_handler = put_body_end;
     q->abort_handler = put_client_gone;
+}
+
+/* ---- multipart uploads ---------------------------------------------------------- */
+
+/* A key as a URL path: unreserved bytes and '/' as they are, the rest %XX. */
+static void url_text_path(struct ol_xml_w *w, const char *s, size_t n)
+{
+    static const char d[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char e[3] = {'%', d[c >> 4], d[c & 15]};
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~' || c == '/')
+            ol_xml_text(w, (const char *)&s[i], 1);
+        else
+            ol_xml_text(w, e, 3);
+    }
+}
+
+#define OL_S3_MAX_PARTS 10000u
+
+static void hex16(const uint8_t id[16], char out[33])
+{
+    static const char d[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = d[id[i] >> 4];
+        out[2 * i + 1] = d[id[i] & 15];
+    }
+    out[32] = 0;
+}
+
+static int unhex16(const char *s, size_t n, uint8_t out[16])
+{
+    if (n != 32)
+        return -1;
+    for (int i = 0; i < 16; i++) {
+        int hi = -1, lo = -1;
+        char a = s[2 * i], b = s[2 * i + 1];
+        hi = a >= '0' && a <= '9' ? a - '0' : a >= 'a' && a <= 'f' ? a - 'a' + 10 : -1;
+        lo = b >= '0' && b <= '9' ? b - '0' : b >= 'a' && b <= 'f' ? b - 'a' + 10 : -1;
+        if (hi < 0 || lo < 0)
+            return -1;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+/* The request's uploadId, or an error answered. */
+static bool upload_id_of(struct ol_s3_req *q, uint8_t id[16])
+{
+    char v[80];
+    int n = ol_s3_query(q->query, q->query_len, "uploadId", v, sizeof v);
+    if (n < 0 || unhex16(v, (size_t)n, id) < 0) {
+        ol_s3_error(q, OL_S3_NO_SUCH_UPLOAD, NULL);
+        return false;
+    }
+    return true;
+}
+
+static enum ol_s3_err mpu_err(int status, const char **msg)
+{
+    *msg = NULL;
+    switch (status) {
+    case OL_STORE_ENOUPLOAD: return OL_S3_NO_SUCH_UPLOAD;
+    case OL_STORE_EPARTORDER: return OL_S3_INVALID_PART_ORDER;
+    case OL_STORE_EBADPART: return OL_S3_INVALID_PART;
+    case OL_STORE_ETOOSMALL: return OL_S3_ENTITY_TOO_SMALL;
+    case -ENOSPC:
+        *msg = "Too many multipart uploads in progress: complete or abort some.";
+        return OL_S3_SLOW_DOWN;
+    default: return store_err(status, msg);
+    }
+}
+
+static void mpu_error(struct ol_s3_req *q, int status)
+{
+    const char *msg;
+    enum ol_s3_err e = mpu_err(status, &msg);
+    ol_s3_error(q, e, msg);
+}
+
+/* State of the multipart calls that are not streams (create, complete,
+ * abort, list), kept in op_state. */
+struct mpu_state {
+    struct ol_mpu_create_args create;
+    struct ol_mpu_complete_args complete;
+    struct ol_mpu_list_parts_args lparts;
+    struct ol_mpu_list_uploads_args luploads;
+    struct ol_meta_checksum cks;
+    uint8_t id[16];
+    struct ol_meta_part *parts;
+    struct ol_mpu_part_info *pinfo;
+    struct ol_mpu_upload_info *uinfo;
+    char *keys;
+    int algo;
+    char prefix[OL_S3_KEY_MAX + 1], delim[OL_S3_KEY_MAX + 1];
+};
+
+static void mpu_free(struct ol_s3_req *q)
+{
+    struct mpu_state *m = q->op_state;
+    if (!m)
+        return;
+    free(m->parts);
+    free(m->pinfo);
+    free(m->uinfo);
+    free(m->keys);
+    free(m);
+    q->op_state = NULL;
+}
+
+static void mpu_gone(struct ol_s3_req *q)
+{
+    (void)q;   /* the engine's callback comes and frees */
+}
+
+static struct mpu_state *mpu_new(struct ol_s3_req *q)
+{
+    struct mpu_state *m = calloc(1, sizeof *m);
+    if (!m)
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+    q->op_state = m;
+    return m;
+}
+
+static void create_done(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct mpu_state *m = q->op_state;
+    if (!q->r) {
+        mpu_free(q);
+        ol_s3_req_free(q);
+        return;
+    }
+    if (ev->status < 0) {
+        mpu_free(q);
+        mpu_error(q, ev->status);
+        return;
+    }
+    char out[4096], id[33], h[128] = "";
+    hex16(m->create.upload_id, id);
+    struct ol_xml_w w;
+    ol_xml_w_init(&w, out, sizeof out);
+    ol_xml_decl(&w);
+    ol_xml_open(&w, "InitiateMultipartUploadResult", OL_S3_NS);
+    ol_xml_elem(&w, "Bucket", q->route.bucket, q->route.bucket_len);
+    ol_xml_elem(&w, "Key", q->route.key, q->route.key_len);
+    ol_xml_elem_s(&w, "UploadId", id);
+    ol_xml_close(&w, "InitiateMultipartUploadResult");
+    if (m->algo)
+        snprintf(h, sizeof h, "x-amz-checksum-algorithm: %s\r\n", ol_ck_name(m->algo));
+    mpu_free(q);
+    ol_s3_reply(q, 200, h, "application/xml", out, w.n);
+}
+
+static void create_upload(struct ol_s3_req *q)
+{
+    struct user_meta um;
+    enum ol_s3_err e = collect_user_meta(q, &um);
+    if (e) {
+        ol_s3_error(q, e, NULL);
+        return;
+    }
+    const struct ol_http_header *tg = hdr(q, "x-amz-tagging");
+    if (tg && (tg->value_len > OL_META_MAX_TAGGING ||
+               tags_each(tg->value, tg->value_len, NULL, NULL) < 0)) {
+        ol_s3_error(q, OL_S3_INVALID_TAG, NULL);
+        return;
+    }
+    int algo = 0;
+    const struct ol_http_header *ca = hdr(q, "x-amz-checksum-algorithm");
+    if (ca && !(algo = ol_ck_algo_of_name(ca->value, ca->value_len))) {
+        ol_s3_error(q, OL_S3_INVALID_REQUEST, "Unknown x-amz-checksum-algorithm.");
+        return;
+    }
+    int parity = -1;
+    const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
+    if (sc) {
+        const struct ol_store *all = q->srv->p.store_all;
+        unsigned p = 0;
+        if (!all || ol_layout_parity_for_class(sc->value, sc->value_len,
+                                               ol_store_drives_per_set(all),
+                                               ol_store_parity(all), &p) < 0) {
+            ol_s3_error(q, OL_S3_INVALID_STORAGE_CLASS, NULL);
+            return;
+        }
+        parity = (int)p;
+    }
+    struct mpu_state *m = mpu_new(q);
+    if (!m)
+        return;
+    m->algo = algo;
+    struct ol_meta_version v;
+    memset(&v, 0, sizeof v);
+    v.user = um.kv;
+    v.user_count = (uint16_t)um.n;
+    set_hdr(&v, OL_META_HDR_CONTENT_TYPE, hdr(q, "content-type"));
+    set_hdr(&v, OL_META_HDR_CONTENT_DISPOSITION, hdr(q, "content-disposition"));
+    set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, hdr(q, "content-language"));
+    set_hdr(&v, OL_META_HDR_CACHE_CONTROL, hdr(q, "cache-control"));
+    set_hdr(&v, OL_META_HDR_EXPIRES, hdr(q, "expires"));
+    set_hdr(&v, OL_META_HDR_CONTENT_ENCODING, hdr(q, "content-encoding"));
+    if (tg && tg->value_len)
+        v.tagging = (struct ol_meta_bytes){(const uint8_t *)tg->value, (uint32_t)tg->value_len};
+    v.storage_class = sc && sc->value_len == 18 && memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
+                          ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
+    v.cks.algo = (uint8_t)algo;
+    m->create = (struct ol_mpu_create_args){.bucket = q->route.bucket, .key = q->route.key,
+                                            .parity = parity, .v = &v};
+    int rc = ol_mpu_create(store(q), &m->create, create_done, q);
+    if (rc < 0) {
+        mpu_free(q);
+        mpu_error(q, rc);
+        return;
+    }
+    q->abort_handler = mpu_gone;
+}
+
+static void upload_part(struct ol_s3_req *q)
+{
+    struct ol_s3_op_put *st = &q->op.put;
+    memset(st, 0, offsetof(struct ol_s3_op_put, spill));
+    st->is_part = true;
+    uint8_t id[16];
+    if (!upload_id_of(q, id))
+        return;
+    char num[16];
+    int nl = ol_s3_query(q->query, q->query_len, "partNumber", num, sizeof num);
+    char *end;
+    long pn = nl > 0 ? strtol(num, &end, 10) : 0;
+    if (nl <= 0 || *end || pn < 1 || pn > (long)OL_S3_MAX_PARTS) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Part number must be an integer between 1 and "
+                    "10000, inclusive.");
+        return;
+    }
+    enum ol_s3_err e = ol_s3_begin_body(q);
+    if (e) {
+        ol_s3_error(q, e, NULL);
+        return;
+    }
+    if (q->body.expect > (5ull << 30)) {
+        ol_s3_error(q, OL_S3_ENTITY_TOO_LARGE, NULL);
+        return;
+    }
+    struct ol_mpu_part_args a = {.bucket = q->route.bucket, .key = q->route.key,
+                                 .upload_id = id, .number = (uint32_t)pn,
+                                 .size = q->body.expect};
+    int rc = ol_mpu_part_begin(store(q), &a, put_event, q, &st->put);
+    if (rc < 0) {
+        mpu_error(q, rc);
+        return;
+    }
+    q->body_handler = put_body;
+    q->body_end_handler = put_body_end;
+    q->abort_handler = put_client_gone;
+}
+
+/* ---- CompleteMultipartUpload ---- */
+
+struct complete_parse {
+    struct mpu_state *m;
+    unsigned n;
+    bool bad;
+    int algo;
+};
+
+static int complete_cb(void *ctx, const char *path, size_t depth, const char *text, size_t len,
+                       bool end)
+{
+    struct complete_parse *cp = ctx;
+    if (depth == 1 && strcmp(path, "CompleteMultipartUpload") != 0)
+        return -EINVAL;
+    if (!end) {
+        if (strcmp(path, "CompleteMultipartUpload/Part") == 0) {
+            if (cp->n == OL_S3_MAX_PARTS)
+                return -E2BIG;
+            memset(&cp->m->parts[cp->n], 0, sizeof cp->m->parts[0]);
+        }
+        return 0;
+    }
+    struct ol_meta_part *p = &cp->m->parts[cp->n];
+    if (strcmp(path, "CompleteMultipartUpload/Part/PartNumber") == 0) {
+        char b[16];
+        if (len == 0 || len >= sizeof b)
+            return -EINVAL;
+        memcpy(b, text, len);
+        b[len] = 0;
+        char *e;
+        long v = strtol(b, &e, 10);
+        if (*e || v < 1 || v > (long)OL_S3_MAX_PARTS)
+            return -EINVAL;
+        p->number = (uint32_t)v;
+    } else if (strcmp(path, "CompleteMultipartUpload/Part/ETag") == 0) {
+        const char *t = text;
+        if (len >= 2 && t[0] == '"' && t[len - 1] == '"')
+            t++, len -= 2;
+        char lower[33];
+        for (size_t i = 0; i < len && i < 32; i++)
+            lower[i] = (char)(t[i] >= 'A' && t[i] <= 'F' ? t[i] + 32 : t[i]);
+        if (len != 32 || unhex16(lower, 32, p->etag) < 0)
+            cp->bad = true;   /* an ETag we never gave: InvalidPart */
+    } else if (strncmp(path, "CompleteMultipartUpload/Part/Checksum", 37) == 0) {
+        char hn[64];
+        snprintf(hn, sizeof hn, "x-amz-checksum-%s", path + 37);
+        for (char *c = hn; *c; c++)
+            *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+        int a = ol_ck_algo_of_header(hn, strlen(hn));
+        if (a && a == cp->algo &&
+            ol_ck_from_b64(text, len, ol_ck_raw_size(a), p->cks) < 0)
+            return -EINVAL;
+    } else if (strcmp(path, "CompleteMultipartUpload/Part") == 0) {
+        if (p->number == 0)
+            return -EINVAL;
+        cp->n++;
+    }
+    return 0;
+}
+
+static void complete_done(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct mpu_state *m = q->op_state;
+    if (!q->r) {
+        mpu_free(q);
+        ol_s3_req_free(q);
+        return;
+    }
+    if (ev->status < 0) {
+        mpu_free(q);
+        mpu_error(q, ev->status);
+        return;
+    }
+    struct ol_mpu_complete_args *a = &m->complete;
+    if (q->srv->p.catalog) {
+        struct ol_index_rec rec = {.size = a->size, .mtime_ns = a->mtime_ns,
+                                   .etag_parts = (uint16_t)a->nparts,
+                                   .storage_class = a->storage_class};
+        memcpy(rec.etag, a->etag, 16);
+        ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len, &rec);
+    }
+    struct ol_meta_version v = {0};
+    memcpy(v.etag, a->etag, 16);
+    v.etag_parts = (uint16_t)a->nparts;
+    char et[OL_META_ETAG_STRLEN + 2], out[4096 + 3 * OL_S3_KEY_MAX];
+    etag_of(&v, et);
+    struct ol_xml_w w;
+    ol_xml_w_init(&w, out, sizeof out);
+    ol_xml_decl(&w);
+    ol_xml_open(&w, "CompleteMultipartUploadResult", OL_S3_NS);
+    char loc[256];
+    snprintf(loc, sizeof loc, "/%s/", q->route.bucket);
+    ol_xml_open(&w, "Location", NULL);
+    ol_xml_text(&w, loc, strlen(loc));
+    url_text_path(&w, q->route.key, q->route.key_len);
+    ol_xml_close(&w, "Location");
+    ol_xml_elem(&w, "Bucket", q->route.bucket, q->route.bucket_len);
+    ol_xml_elem(&w, "Key", q->route.key, q->route.key_len);
+    ol_xml_elem_s(&w, "ETag", et);
+    if (m->cks.algo) {
+        char b64[OL_CK_MAX_B64 + 1], tag[40], val[OL_CK_MAX_B64 + 8];
+        ol_ck_b64(m->cks.sum, ol_ck_raw_size(m->cks.algo), b64);
+        snprintf(val, sizeof val, "%s-%u", b64, a->nparts);
+        snprintf(tag, sizeof tag, "Checksum%s", ol_ck_name(m->cks.algo));
+        ol_xml_elem_s(&w, tag, val);
+    }
+    ol_xml_close(&w, "CompleteMultipartUploadResult");
+    mpu_free(q);
+    ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+}
+
+static void complete_body(struct ol_s3_req *q)
+{
+    struct mpu_state *m = q->op_state;
+    m->parts = malloc(OL_S3_MAX_PARTS * sizeof *m->parts);
+    if (!m->parts) {
+        mpu_free(q);
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return;
+    }
+    /* the upload's checksum algorithm: the parts' checksums name it */
+    struct complete_parse cp = {m, 0, false, 0};
+    for (int a = 1; a < OL_CK_COUNT; a++) {
+        char tag[48];
+        snprintf(tag, sizeof tag, "<Checksum%s>", ol_ck_name(a));
+        if (q->xml_len && memmem(q->xml, q->xml_len, tag, strlen(tag)))
+            cp.algo = a;
+    }
+    int rc = ol_xml_parse(q->xml, q->xml_len, complete_cb, &cp);
+    if (rc < 0 || cp.n == 0) {
+        mpu_free(q);
+        ol_s3_error(q, OL_S3_MALFORMED_XML, NULL);
+        return;
+    }
+    if (cp.bad) {
+        mpu_free(q);
+        ol_s3_error(q, OL_S3_INVALID_PART, NULL);
+        return;
+    }
+    const struct ol_meta_checksum *cks = NULL;
+    if (cp.algo) {   /* composite: the checksum of the parts' checksums, "-N" */
+        struct ol_ck ck;
+        struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
+        ol_ck_init(&ck, cp.algo, ctx->cksum);
+        for (unsigned i = 0; i < cp.n; i++)
+            ol_ck_update(&ck, m->parts[i].cks, ol_ck_raw_size(cp.algo));
+        m->cks.algo = (uint8_t)cp.algo;
+        m->cks.flags = OL_META_CKS_COMPOSITE;
+        m->cks.parts = (uint16_t)cp.n;
+        ol_ck_final(&ck, m->cks.sum);
+        cks = &m->cks;
+    }
+    m->complete = (struct ol_mpu_complete_args){.bucket = q->route.bucket, .key = q->route.key,
+                                                .upload_id = m->id, .parts = m->parts,
+                                                .nparts = cp.n, .cks = cks};
+    rc = ol_mpu_complete(store(q), &m->complete, complete_done, q);
+    if (rc == -EINVAL && cks) {
+        /* the parts carry checksums but the upload was created without an
+         * algorithm: the parts were verified when uploaded; keep none */
+        m->cks.algo = 0;
+        m->complete.cks = NULL;
+        rc = ol_mpu_complete(store(q), &m->complete, complete_done, q);
+    }
+    if (rc < 0) {
+        mpu_free(q);
+        mpu_error(q, rc);
+        return;
+    }
+    q->abort_handler = mpu_gone;
+}
+
+static void complete_upload(struct ol_s3_req *q)
+{
+    struct mpu_state *m = mpu_new(q);
+    if (!m)
+        return;
+    if (!upload_id_of(q, m->id)) {
+        q->op_state = NULL;
+        free(m);
+        return;
+    }
+    enum ol_s3_err e = ol_s3_read_xml(q, complete_body);
+    if (e) {
+        mpu_free(q);
+        ol_s3_error(q, e, NULL);
+    }
+}
+
+static void abort_done(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    if (!q->r) {
+        ol_s3_req_free(q);
+        return;
+    }
+    if (ev->status < 0)
+        mpu_error(q, ev->status);
+    else
+        ol_s3_reply(q, 204, NULL, NULL, NULL, 0);
+}
+
+static void abort_upload(struct ol_s3_req *q)
+{
+    uint8_t id[16];
+    if (!upload_id_of(q, id))
+        return;
+    int rc = ol_mpu_abort(store(q), q->route.bucket, q->route.key, id, abort_done, q);
+    if (rc < 0)
+        mpu_error(q, rc);
+    else
+        q->abort_handler = mpu_gone;
+}
+
+/* ---- ListParts / ListMultipartUploads ---- */
+
+static void list_parts_done(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct mpu_state *m = q->op_state;
+    if (!q->r || ev->status < 0) {
+        int st = ev->status;
+        mpu_free(q);
+        if (q->r)
+            mpu_error(q, st);
+        else
+            ol_s3_req_free(q);
+        return;
+    }
+    struct ol_mpu_list_parts_args *a = &m->lparts;
+    size_t cap = 8192 + (size_t)a->count * 512;
+    char *out = malloc(cap), id[33], d[40], et[OL_META_ETAG_STRLEN + 2];
+    if (!out) {
+        mpu_free(q);
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return;
+    }
+    hex16(m->id, id);
+    struct ol_xml_w w;
+    ol_xml_w_init(&w, out, cap);
+    ol_xml_decl(&w);
+    ol_xml_open(&w, "ListPartsResult", OL_S3_NS);
+    ol_xml_elem(&w, "Bucket", q->route.bucket, q->route.bucket_len);
+    ol_xml_elem(&w, "Key", q->route.key, q->route.key_len);
+    ol_xml_elem_s(&w, "UploadId", id);
+    ol_xml_elem_u64(&w, "PartNumberMarker", a->marker);
+    if (a->count)
+        ol_xml_elem_u64(&w, "NextPartNumberMarker", a->out[a->count - 1].number);
+    ol_xml_elem_u64(&w, "MaxParts", a->max);
+    ol_xml_elem_s(&w, "IsTruncated", a->truncated ? "true" : "false");
+    ol_xml_elem_s(&w, "StorageClass", a->storage_class == OL_META_SC_REDUCED_REDUNDANCY
+                                          ? "REDUCED_REDUNDANCY" : "STANDARD");
+    for (unsigned i = 0; i < a->count; i++) {
+        struct ol_mpu_part_info *p = &a->out[i];
+        struct ol_meta_version v = {0};
+        memcpy(v.etag, p->etag, 16);
+        etag_of(&v, et);
+        iso_date((int64_t)(p->mtime_ns / 1000000000ull), d);
+        ol_xml_open(&w, "Part", NULL);
+        ol_xml_elem_u64(&w, "PartNumber", p->number);
+        ol_xml_elem_s(&w, "LastModified", d);
+        ol_xml_elem_s(&w, "ETag", et);
+        ol_xml_elem_u64(&w, "Size", p->size);
+        if (a->cks_algo) {
+            char b64[OL_CK_MAX_B64 + 1], tag[40];
+            ol_ck_b64(p->cks, ol_ck_raw_size(a->cks_algo), b64);
+            snprintf(tag, sizeof tag, "Checksum%s", ol_ck_name(a->cks_algo));
+            ol_xml_elem_s(&w, tag, b64);
+        }
+        ol_xml_close(&w, "Part");
+    }
+    ol_xml_close(&w, "ListPartsResult");
+    mpu_free(q);
+    if (w.err)
+        ol_s3_error(q, OL_S3_INTERNAL, NULL);
+    else
+        ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+    free(out);
+}
+
+static void list_parts(struct ol_s3_req *q)
+{
+    struct mpu_state *m = mpu_new(q);
+    if (!m)
+        return;
+    if (!upload_id_of(q, m->id)) {
+        q->op_state = NULL;
+        free(m);
+        return;
+    }
+    char v[24];
+    unsigned max = 1000;
+    uint32_t marker = 0;
+    int n = ol_s3_query(q->query, q->query_len, "max-parts", v, sizeof v);
+    if (n > 0) {
+        long x = strtol(v, NULL, 10);
+        max = x < 1 ? 1 : x > 1000 ? 1000 : (unsigned)x;
+    }
+    n = ol_s3_query(q->query, q->query_len, "part-number-marker", v, sizeof v);
+    if (n > 0)
+        marker = (uint32_t)strtoul(v, NULL, 10);
+    m->pinfo = malloc(max * sizeof *m->pinfo);
+    if (!m->pinfo) {
+        mpu_free(q);
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return;
+    }
+    m->lparts = (struct ol_mpu_list_parts_args){.bucket = q->route.bucket, .key = q->route.key,
+                                                .upload_id = m->id, .marker = marker,
+                                                .max = max, .out = m->pinfo};
+    int rc = ol_mpu_list_parts(store(q), &m->lparts, list_parts_done, q);
+    if (rc < 0) {
+        mpu_free(q);
+        mpu_error(q, rc);
+        return;
+    }
+    q->abort_handler = mpu_gone;
+}
+
+static void list_uploads_done(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct mpu_state *m = q->op_state;
+    if (!q->r || ev->status < 0) {
+        int st = ev->status;
+        mpu_free(q);
+        if (q->r)
+            mpu_error(q, st);
+        else
+            ol_s3_req_free(q);
+        return;
+    }
+    struct ol_mpu_list_uploads_args *a = &m->luploads;
+    size_t cap = 8192 + (size_t)a->count * (OL_S3_KEY_MAX * 2 + 512);
+    char *out = malloc(cap), id[33], d[40];
+    if (!out) {
+        mpu_free(q);
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return;
+    }
+    size_t pl = strlen(m->prefix), dl = strlen(m->delim);
+    struct ol_xml_w w;
+    ol_xml_w_init(&w, out, cap);
+    ol_xml_decl(&w);
+    ol_xml_open(&w, "ListMultipartUploadsResult", OL_S3_NS);
+    ol_xml_elem(&w, "Bucket", q->route.bucket, q->route.bucket_len);
+    ol_xml_elem_s(&w, "KeyMarker", a->key_marker ? a->key_marker : "");
+    char idm[33] = "";
+    if (a->upload_id_marker)
+        hex16(a->upload_id_marker, idm);
+    ol_xml_elem_s(&w, "UploadIdMarker", idm);
+    if (a->count) {
+        hex16(a->out[a->count - 1].upload_id, id);
+        ol_xml_elem_s(&w, "NextKeyMarker", a->out[a->count - 1].key);
+        ol_xml_elem_s(&w, "NextUploadIdMarker", id);
+    }
+    ol_xml_elem_s(&w, "Prefix", m->prefix);
+    if (dl)
+        ol_xml_elem_s(&w, "Delimiter", m->delim);
+    ol_xml_elem_u64(&w, "MaxUploads", a->max);
+    ol_xml_elem_s(&w, "IsTruncated", a->truncated ? "true" : "false");
+    const char *last_cp = NULL;
+    size_t last_cpl = 0;
+    for (unsigned i = 0; i < a->count; i++) {
+        struct ol_mpu_upload_info *u = &a->out[i];
+        if (dl) {   /* roll keys up to their CommonPrefix, as ListObjects does */
+            const char *hit = u->key_len > pl ? memmem(u->key + pl, u->key_len - pl, m->delim, dl)
+                                              : NULL;
+            if (hit) {
+                size_t cl = (size_t)(hit - u->key) + dl;
+                if (!(last_cp && last_cpl == cl && memcmp(last_cp, u->key, cl) == 0)) {
+                    ol_xml_open(&w, "CommonPrefixes", NULL);
+                    ol_xml_elem(&w, "Prefix", u->key, cl);
+                    ol_xml_close(&w, "CommonPrefixes");
+                }
+                last_cp = u->key;
+                last_cpl = cl;
+                continue;
+            }
+        }
+        hex16(u->upload_id, id);
+        iso_date((int64_t)(u->initiated_ns / 1000000000ull), d);
+        ol_xml_open(&w, "Upload", NULL);
+        ol_xml_elem(&w, "Key", u->key, u->key_len);
+        ol_xml_elem_s(&w, "UploadId", id);
+        ol_xml_open(&w, "Initiator", NULL);
+        ol_xml_elem_s(&w, "ID", "openlake");
+        ol_xml_elem_s(&w, "DisplayName", "openlake");
+        ol_xml_close(&w, "Initiator");
+        ol_xml_open(&w, "Owner", NULL);
+        ol_xml_elem_s(&w, "ID", "openlake");
+        ol_xml_elem_s(&w, "DisplayName", "openlake");
+        ol_xml_close(&w, "Owner");
+        ol_xml_elem_s(&w, "StorageClass", u->storage_class == OL_META_SC_REDUCED_REDUNDANCY
+                                              ? "REDUCED_REDUNDANCY" : "STANDARD");
+        ol_xml_elem_s(&w, "Initiated", d);
+        ol_xml_close(&w, "Upload");
+    }
+    ol_xml_close(&w, "ListMultipartUploadsResult");
+    mpu_free(q);
+    if (w.err)
+        ol_s3_error(q, OL_S3_INTERNAL, NULL);
+    else
+        ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+    free(out);
+}
+
+static void list_uploads(struct ol_s3_req *q)
+{
+    struct mpu_state *m = mpu_new(q);
+    if (!m)
+        return;
+    static __thread char key_marker[OL_S3_KEY_MAX + 1];
+    char v[80];
+    unsigned max = 1000;
+    int n = ol_s3_query(q->query, q->query_len, "max-uploads", v, sizeof v);
+    if (n > 0) {
+        long x = strtol(v, NULL, 10);
+        max = x < 1 ? 1 : x > 1000 ? 1000 : (unsigned)x;
+    }
+    int pl = ol_s3_query(q->query, q->query_len, "prefix", m->prefix, sizeof m->prefix);
+    int dl = ol_s3_query(q->query, q->query_len, "delimiter", m->delim, sizeof m->delim);
+    int kl = ol_s3_query(q->query, q->query_len, "key-marker", key_marker, sizeof key_marker);
+    int il = ol_s3_query(q->query, q->query_len, "upload-id-marker", v, sizeof v);
+    if (pl < 0)
+        m->prefix[0] = 0;
+    if (dl < 0)
+        m->delim[0] = 0;
+    m->uinfo = malloc(max * sizeof *m->uinfo);
+    m->keys = malloc((size_t)max * (OL_S3_KEY_MAX + 1));
+    if (!m->uinfo || !m->keys) {
+        mpu_free(q);
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return;
+    }
+    bool have_id = il == 32 && unhex16(v, 32, m->id) == 0;
+    m->luploads = (struct ol_mpu_list_uploads_args){
+        .bucket = q->route.bucket, .prefix = m->prefix,
+        .key_marker = kl > 0 ? key_marker : NULL,
+        .upload_id_marker = kl > 0 && have_id ? m->id : NULL, .max = max, .out = m->uinfo,
+        .keys = m->keys, .keys_cap = (size_t)max * (OL_S3_KEY_MAX + 1)};
+    int rc = ol_mpu_list_uploads(store(q), &m->luploads, list_uploads_done, q);
+    if (rc < 0) {
+        mpu_free(q);
+        mpu_error(q, rc);
+        return;
+    }
+    q->abort_handler = mpu_gone;
 }
 
 /* ---- CopyObject ------------------------------------------------------------------ */
@@ -1205,7 +1918,10 @@ static size_t object_headers(struct ol_s3_req *q, const struct ol_meta_version *
         strncasecmp(mode->value, "ENABLED", 7) == 0) {
         char b64[OL_CK_MAX_B64 + 1];
         ol_ck_b64(v->cks.sum, ol_ck_raw_size(v->cks.algo), b64);
-        ADD("%s: %s\r\n", ol_ck_header(v->cks.algo), b64);
+        if (v->cks.flags & OL_META_CKS_COMPOSITE)   /* of the parts' checksums: "-N" */
+            ADD("%s: %s-%u\r\n", ol_ck_header(v->cks.algo), b64, (unsigned)v->cks.parts);
+        else
+            ADD("%s: %s\r\n", ol_ck_header(v->cks.algo), b64);
     }
 #undef ADD
     return n;
@@ -1859,6 +2575,24 @@ void ol_s3_dispatch(struct ol_s3_req *q)
         return;
     case OL_OP_COPY_OBJECT:
         copy_object(q);
+        return;
+    case OL_OP_CREATE_MULTIPART:
+        create_upload(q);
+        return;
+    case OL_OP_UPLOAD_PART:
+        upload_part(q);
+        return;
+    case OL_OP_COMPLETE_MULTIPART:
+        complete_upload(q);
+        return;
+    case OL_OP_ABORT_MULTIPART:
+        abort_upload(q);
+        return;
+    case OL_OP_LIST_PARTS:
+        list_parts(q);
+        return;
+    case OL_OP_LIST_MULTIPART_UPLOADS:
+        list_uploads(q);
         return;
     case OL_OP_GET_OBJECT:
         get_object(q, false, false);

@@ -38,6 +38,7 @@ struct ol_s3_op_put {
     int fail_status;
     bool finishing;              /* ol_put_finish took it: waiting for EV_DONE */
     bool body_ended;
+    bool is_part;                /* UploadPart: no listing entry */
     enum ol_s3_err verdict;
     size_t spill_len;            /* decoded bytes not yet taken by the engine */
     char spill[OL_S3_SPILL];

@@ -558,3 +558,96 @@ def test_tags_on_put_and_get_object_tagging(s3d):
         assert error_of(lambda: c.put_object(Bucket="tags", Key="bad", Body=b"x",
                                              Tagging=bad))[:2] == ("InvalidTag", 400), bad
     assert error_of(lambda: c.get_object_tagging(Bucket="tags", Key="none"))[0] == "NoSuchKey"
+
+
+# -- multipart uploads ----------------------------------------------------------
+
+MiB = 1 << 20
+
+
+def test_multipart_with_boto3_transfer(s3d):
+    from boto3.s3.transfer import TransferConfig
+    import io
+    c = client(s3d)
+    c.create_bucket(Bucket="mpu")
+    data = os.urandom(12 * MiB + 5)
+    cfg = TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB,
+                         max_concurrency=2)
+    c.upload_fileobj(io.BytesIO(data), "mpu", "big/obj", Config=cfg)
+    h = c.head_object(Bucket="mpu", Key="big/obj")
+    assert h["ContentLength"] == len(data)
+    md5s = b"".join(hashlib.md5(data[i:i + 5 * MiB]).digest()
+                    for i in range(0, len(data), 5 * MiB))
+    assert h["ETag"] == '"%s-3"' % hashlib.md5(md5s).hexdigest()
+    assert c.get_object(Bucket="mpu", Key="big/obj")["Body"].read() == data
+    lo, hi = 5 * MiB - 10, 10 * MiB + 10        # across both part boundaries
+    r = c.get_object(Bucket="mpu", Key="big/obj", Range=f"bytes={lo}-{hi}")
+    assert r["Body"].read() == data[lo:hi + 1]
+    assert all_keys(c, "mpu")[0] == ["big/obj"]
+
+
+def test_multipart_api_and_errors(s3d):
+    c = client(s3d)
+    c.create_bucket(Bucket="mpa")
+    uid = c.create_multipart_upload(Bucket="mpa", Key="k", ContentType="text/x-m",
+                                    Metadata={"a": "b"})["UploadId"]
+    assert re.fullmatch(r"[0-9a-f]{32}", uid)
+    p2 = c.upload_part(Bucket="mpa", Key="k", UploadId=uid, PartNumber=2, Body=b"tail")
+    p1 = c.upload_part(Bucket="mpa", Key="k", UploadId=uid, PartNumber=1, Body=b"x" * (5 * MiB))
+    p3 = c.upload_part(Bucket="mpa", Key="k", UploadId=uid, PartNumber=3, Body=b"unused")
+    parts = c.list_parts(Bucket="mpa", Key="k", UploadId=uid)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in parts] == [(1, 5 * MiB), (2, 4), (3, 6)]
+    ups = c.list_multipart_uploads(Bucket="mpa")["Uploads"]
+    assert [(u["Key"], u["UploadId"]) for u in ups] == [("k", uid)]
+
+    def complete(lst):
+        return c.complete_multipart_upload(Bucket="mpa", Key="k", UploadId=uid,
+                                           MultipartUpload={"Parts": lst})
+    one = {"PartNumber": 1, "ETag": p1["ETag"]}
+    two = {"PartNumber": 2, "ETag": p2["ETag"]}
+    assert error_of(lambda: complete([two, one]))[0] == "InvalidPartOrder"
+    assert error_of(lambda: complete([one, {"PartNumber": 2, "ETag": p3["ETag"]}]))[0] == \
+        "InvalidPart"
+    assert error_of(lambda: complete([one, {"PartNumber": 7, "ETag": p2["ETag"]}]))[0] == \
+        "InvalidPart"
+    assert error_of(lambda: complete([two, {"PartNumber": 3, "ETag": p3["ETag"]}]))[0] == \
+        "EntityTooSmall"
+    r = complete([one, two])                   # part 3 left out: dropped
+    assert r["ETag"].endswith('-2"')
+    g = c.get_object(Bucket="mpa", Key="k")
+    assert g["Body"].read() == b"x" * (5 * MiB) + b"tail"
+    assert g["ContentType"] == "text/x-m" and g["Metadata"] == {"a": "b"}
+    assert "Uploads" not in c.list_multipart_uploads(Bucket="mpa")
+    assert error_of(lambda: c.list_parts(Bucket="mpa", Key="k", UploadId=uid))[0] == \
+        "NoSuchUpload"
+    u2 = c.create_multipart_upload(Bucket="mpa", Key="gone")["UploadId"]
+    c.abort_multipart_upload(Bucket="mpa", Key="gone", UploadId=u2)
+    assert error_of(lambda: c.upload_part(Bucket="mpa", Key="gone", UploadId=u2,
+                                          PartNumber=1, Body=b"x"))[0] == "NoSuchUpload"
+    assert error_of(lambda: c.abort_multipart_upload(Bucket="mpa", Key="gone",
+                                                     UploadId="0" * 32))[0] == "NoSuchUpload"
+    assert error_of(lambda: c.upload_part(Bucket="mpa", Key="k", UploadId="zz",
+                                          PartNumber=1, Body=b"x"))[0] == "NoSuchUpload"
+    assert error_of(lambda: c.create_multipart_upload(Bucket="nompa", Key="k"))[0] == \
+        "NoSuchBucket"
+
+
+def test_aws_cli_large_file_multipart(s3d, tmp_path):
+    """The aws CLI uploads files over 8 MiB in parts; a 110 MiB file."""
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        for _ in range(110):
+            f.write(os.urandom(MiB))
+    aws(s3d, tmp_path, "s3", "mb", "s3://large")
+    aws(s3d, tmp_path, "s3", "cp", str(big), "s3://large/big.bin")
+    out = tmp_path / "back.bin"
+    aws(s3d, tmp_path, "s3", "cp", "s3://large/big.bin", str(out))
+    with open(big, "rb") as a, open(out, "rb") as b:
+        while True:
+            x, y = a.read(MiB), b.read(MiB)
+            assert x == y
+            if not x:
+                break
+    head = aws(s3d, tmp_path, "s3api", "head-object", "--bucket", "large", "--key",
+               "big.bin").stdout
+    assert '"ContentLength": %d' % (110 * MiB) in head and '-14\\""' in head
