@@ -9,6 +9,8 @@
  */
 #include "s3/awschunked.h"
 
+#include "s3/pct.h"
+
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
@@ -60,14 +62,6 @@ static long fail(struct ol_awsc *st, int err)
     return err;
 }
 
-static int hexv(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 static bool is_signed(const struct ol_awsc *st)
 {
     return st->mode != OL_AWSC_UNSIGNED_TRAILER;
@@ -78,10 +72,10 @@ static int chunk_header(struct ol_awsc *st, const char *l, size_t n)
 {
     size_t i = 0;
     uint64_t size = 0;
-    while (i < n && hexv(l[i]) >= 0) {
+    while (i < n && ol_hexval(l[i]) >= 0) {
         if (i == 16)
             return -EBADMSG;
-        size = size << 4 | (uint64_t)hexv(l[i]);
+        size = size << 4 | (uint64_t)ol_hexval(l[i]);
         i++;
     }
     if (i == 0)

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "s3/buckets.h"
+#include "s3/pct.h"
 #include "store/catalog.h"
 #include "store/engine.h"
 #include "store/layout.h"
@@ -375,6 +376,26 @@ static void tag_xml(void *arg, const char *k, size_t kl, const char *v, size_t v
 
 /* ---- PutObject ------------------------------------------------------------ */
 
+/* The parity for x-amz-storage-class (-1: the store's default). false when
+ * the class is not one S3 knows (answered InvalidStorageClass). */
+static bool parity_of(struct ol_s3_req *q, int *parity)
+{
+    *parity = -1;
+    const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
+    if (!sc)
+        return true;
+    const struct ol_store *all = q->srv->p.store_all;
+    unsigned p = 0;
+    if (!all || ol_layout_parity_for_class(sc->value, sc->value_len,
+                                           ol_store_drives_per_set(all), ol_store_parity(all),
+                                           &p) < 0) {
+        ol_s3_error(q, OL_S3_INVALID_STORAGE_CLASS, NULL);
+        return false;
+    }
+    *parity = (int)p;
+    return true;
+}
+
 static void put_abort(struct ol_s3_req *q)
 {
     struct ol_s3_op_put *st = &q->op.put;
@@ -669,19 +690,9 @@ static void put_object(struct ol_s3_req *q)
         ol_s3_error(q, OL_S3_INVALID_TAG, NULL);
         return;
     }
-    int parity = -1;
-    const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
-    if (sc) {
-        const struct ol_store *all = q->srv->p.store_all;
-        unsigned p = 0;
-        if (!all || ol_layout_parity_for_class(sc->value, sc->value_len,
-                                               ol_store_drives_per_set(all),
-                                               ol_store_parity(all), &p) < 0) {
-            ol_s3_error(q, OL_S3_INVALID_STORAGE_CLASS, NULL);
-            return;
-        }
-        parity = (int)p;
-    }
+    int parity;
+    if (!parity_of(q, &parity))
+        return;
     struct ol_put_args a = {.bucket = q->route.bucket, .key = q->route.key,
                             .size = q->body.expect, .parity = parity};
     int rc = ol_put_begin(store(q), &a, put_event, q, &st->put);
@@ -728,12 +739,10 @@ static int unhex16(const char *s, size_t n, uint8_t out[16])
     if (n != 32)
         return -1;
     for (int i = 0; i < 16; i++) {
-        int hi = -1, lo = -1;
         char a = s[2 * i], b = s[2 * i + 1];
-        hi = a >= '0' && a <= '9' ? a - '0' : a >= 'a' && a <= 'f' ? a - 'a' + 10 : -1;
-        lo = b >= '0' && b <= '9' ? b - '0' : b >= 'a' && b <= 'f' ? b - 'a' + 10 : -1;
-        if (hi < 0 || lo < 0)
-            return -1;
+        int hi = ol_hexval(a), lo = ol_hexval(b);
+        if (hi < 0 || lo < 0 || (a >= 'A' && a <= 'F') || (b >= 'A' && b <= 'F'))
+            return -1;   /* upload ids are printed in lower case */
         out[i] = (uint8_t)(hi << 4 | lo);
     }
     return 0;
@@ -808,6 +817,31 @@ static void mpu_gone(struct ol_s3_req *q)
     (void)q;   /* the engine's callback comes and frees */
 }
 
+/* The start of every multipart callback: true when the request ended here
+ * (the client left, or the engine failed: answered). */
+static bool mpu_ended(struct ol_s3_req *q, const struct ol_store_event *ev)
+{
+    if (q->r && ev->status >= 0)
+        return false;
+    int st = ev->status;
+    mpu_free(q);
+    if (q->r)
+        mpu_error(q, st);
+    else
+        ol_s3_req_free(q);
+    return true;
+}
+
+/* The end of the XML-answering callbacks. */
+static void mpu_reply_xml(struct ol_s3_req *q, const struct ol_xml_w *w)
+{
+    mpu_free(q);
+    if (w->err)
+        ol_s3_error(q, OL_S3_INTERNAL, NULL);
+    else
+        ol_s3_reply(q, 200, NULL, "application/xml", w->p, w->n);
+}
+
 static struct mpu_state *mpu_new(struct ol_s3_req *q)
 {
     struct mpu_state *m = calloc(1, sizeof *m);
@@ -821,16 +855,8 @@ static void create_done(void *ud, const struct ol_store_event *ev)
 {
     struct ol_s3_req *q = ud;
     struct mpu_state *m = q->op_state;
-    if (!q->r) {
-        mpu_free(q);
-        ol_s3_req_free(q);
+    if (mpu_ended(q, ev))
         return;
-    }
-    if (ev->status < 0) {
-        mpu_free(q);
-        mpu_error(q, ev->status);
-        return;
-    }
     char out[4096], id[33], h[128] = "";
     hex16(m->create.upload_id, id);
     struct ol_xml_w w;
@@ -867,19 +893,9 @@ static void create_upload(struct ol_s3_req *q)
         ol_s3_error(q, OL_S3_INVALID_REQUEST, "Unknown x-amz-checksum-algorithm.");
         return;
     }
-    int parity = -1;
-    const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
-    if (sc) {
-        const struct ol_store *all = q->srv->p.store_all;
-        unsigned p = 0;
-        if (!all || ol_layout_parity_for_class(sc->value, sc->value_len,
-                                               ol_store_drives_per_set(all),
-                                               ol_store_parity(all), &p) < 0) {
-            ol_s3_error(q, OL_S3_INVALID_STORAGE_CLASS, NULL);
-            return;
-        }
-        parity = (int)p;
-    }
+    int parity;
+    if (!parity_of(q, &parity))
+        return;
     struct mpu_state *m = mpu_new(q);
     if (!m)
         return;
@@ -896,6 +912,7 @@ static void create_upload(struct ol_s3_req *q)
     set_hdr(&v, OL_META_HDR_CONTENT_ENCODING, hdr(q, "content-encoding"));
     if (tg && tg->value_len)
         v.tagging = (struct ol_meta_bytes){(const uint8_t *)tg->value, (uint32_t)tg->value_len};
+    const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
     v.storage_class = sc && sc->value_len == 18 && memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
                           ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
     v.cks.algo = (uint8_t)algo;
@@ -1014,16 +1031,8 @@ static void complete_done(void *ud, const struct ol_store_event *ev)
 {
     struct ol_s3_req *q = ud;
     struct mpu_state *m = q->op_state;
-    if (!q->r) {
-        mpu_free(q);
-        ol_s3_req_free(q);
+    if (mpu_ended(q, ev))
         return;
-    }
-    if (ev->status < 0) {
-        mpu_free(q);
-        mpu_error(q, ev->status);
-        return;
-    }
     struct ol_mpu_complete_args *a = &m->complete;
     if (q->srv->p.catalog) {
         struct ol_index_rec rec = {.size = a->size, .mtime_ns = a->mtime_ns,
@@ -1170,15 +1179,8 @@ static void list_parts_done(void *ud, const struct ol_store_event *ev)
 {
     struct ol_s3_req *q = ud;
     struct mpu_state *m = q->op_state;
-    if (!q->r || ev->status < 0) {
-        int st = ev->status;
-        mpu_free(q);
-        if (q->r)
-            mpu_error(q, st);
-        else
-            ol_s3_req_free(q);
+    if (mpu_ended(q, ev))
         return;
-    }
     struct ol_mpu_list_parts_args *a = &m->lparts;
     size_t cap = 8192 + (size_t)a->count * 512;
     char *out = malloc(cap), id[33], d[40], et[OL_META_ETAG_STRLEN + 2];
@@ -1222,11 +1224,7 @@ static void list_parts_done(void *ud, const struct ol_store_event *ev)
         ol_xml_close(&w, "Part");
     }
     ol_xml_close(&w, "ListPartsResult");
-    mpu_free(q);
-    if (w.err)
-        ol_s3_error(q, OL_S3_INTERNAL, NULL);
-    else
-        ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+    mpu_reply_xml(q, &w);
     free(out);
 }
 
@@ -1273,15 +1271,8 @@ static void list_uploads_done(void *ud, const struct ol_store_event *ev)
 {
     struct ol_s3_req *q = ud;
     struct mpu_state *m = q->op_state;
-    if (!q->r || ev->status < 0) {
-        int st = ev->status;
-        mpu_free(q);
-        if (q->r)
-            mpu_error(q, st);
-        else
-            ol_s3_req_free(q);
+    if (mpu_ended(q, ev))
         return;
-    }
     struct ol_mpu_list_uploads_args *a = &m->luploads;
     size_t cap = 8192 + (size_t)a->count * (OL_S3_KEY_MAX * 2 + 512);
     char *out = malloc(cap), id[33], d[40];
@@ -1349,11 +1340,7 @@ static void list_uploads_done(void *ud, const struct ol_store_event *ev)
         ol_xml_close(&w, "Upload");
     }
     ol_xml_close(&w, "ListMultipartUploadsResult");
-    mpu_free(q);
-    if (w.err)
-        ol_s3_error(q, OL_S3_INTERNAL, NULL);
-    else
-        ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+    mpu_reply_xml(q, &w);
     free(out);
 }
 
@@ -1684,25 +1671,9 @@ static void copy_object(struct ol_s3_req *q)
         *qm = 0;
     }
     /* percent-decode, then bucket/key */
-    size_t o = 0;
     const char *p = raw[0] == '/' ? raw + 1 : raw;
-    for (; *p; p++) {
-        char ch = *p;
-        if (ch == '%' && p[1] && p[2]) {
-            char hx[3] = {p[1], p[2], 0};
-            char *end;
-            long v = strtol(hx, &end, 16);
-            if (*end) {
-                o = 0;
-                break;
-            }
-            ch = (char)v;
-            p += 2;
-        }
-        if (o == sizeof dec - 1)
-            break;
-        dec[o++] = ch;
-    }
+    long dn = ol_pct_decode(p, strlen(p), dec, sizeof dec - 1, false);
+    size_t o = dn < 0 ? 0 : (size_t)dn;
     dec[o] = 0;
     char *slash = memchr(dec, '/', o);
     size_t bl = slash ? (size_t)(slash - dec) : 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "s3/pct.h"
 #include "store/layout.h"
 
 static const char *const op_names[OL_OP__COUNT] = {
@@ -42,36 +43,6 @@ static const char *const op_names[OL_OP__COUNT] = {
 const char *ol_s3_op_name(enum ol_s3_op op)
 {
     return op >= 0 && op < OL_OP__COUNT && op_names[op] ? op_names[op] : "Unknown";
-}
-
-static int hexv(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes s[0..n) into out[cap]; plus: '+' is a space (query).
- * Returns the length, -EINVAL, or -E2BIG. */
-static long decode(const char *s, size_t n, char *out, size_t cap, bool plus)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%') {
-            if (i + 2 >= n || hexv(s[i + 1]) < 0 || hexv(s[i + 2]) < 0)
-                return -EINVAL;
-            c = (char)(hexv(s[i + 1]) << 4 | hexv(s[i + 2]));
-            i += 2;
-        } else if (c == '+' && plus) {
-            c = ' ';
-        }
-        if (o == cap)
-            return -E2BIG;
-        out[o++] = c;
-    }
-    return (long)o;
 }
 
 /* Finds parameter `name` (raw names compared decoded-equal for the plain
@@ -113,7 +84,7 @@ int ol_s3_query(const char *query, size_t query_len, const char *name, char *out
         return -ENOENT;
     if (cap == 0)
         return -E2BIG;
-    long n = decode(v, vl, out, cap - 1, true);
+    long n = ol_pct_decode(v, vl, out, cap - 1, true);
     if (n < 0)
         return (int)n;
     out[n] = 0;
@@ -168,14 +139,14 @@ enum ol_s3_err ol_s3_route(const char *method, size_t method_len, const char *pa
         rest_len = slash ? path_len - 2 - blen : 0;
     }
     if (blen) {
-        long n = decode(bucket, blen, out->bucket, sizeof out->bucket - 1, false);
+        long n = ol_pct_decode(bucket, blen, out->bucket, sizeof out->bucket - 1, false);
         if (n < 0 || ol_layout_bucket_ok(out->bucket, (size_t)n) < 0)
             return OL_S3_INVALID_BUCKET_NAME;
         out->bucket_len = (size_t)n;
         out->bucket[n] = 0;
     }
     if (rest_len) {
-        long n = decode(rest, rest_len, out->key, sizeof out->key - 1, false);
+        long n = ol_pct_decode(rest, rest_len, out->key, sizeof out->key - 1, false);
         if (n == -E2BIG)
             return OL_S3_KEY_TOO_LONG;
         if (n < 0)

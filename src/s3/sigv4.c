@@ -11,6 +11,8 @@
  */
 #include "s3/sigv4.h"
 
+#include "s3/pct.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -21,14 +23,6 @@
 #define OL_SIGV4_MAX_PARAMS 100
 
 /* ---- small helpers --------------------------------------------------------- */
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 void ol_sigv4_hex(const uint8_t in[32], char out[64])
 {
@@ -44,7 +38,7 @@ int ol_sigv4_from_hex(const char *s, size_t n, uint8_t out[32])
     if (n != 64)
         return -EINVAL;
     for (int i = 0; i < 32; i++) {
-        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        int hi = ol_hexval(s[2 * i]), lo = ol_hexval(s[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return -EINVAL;
         out[i] = (uint8_t)(hi << 4 | lo);
@@ -112,9 +106,9 @@ static int sb_recode(struct sb *b, const char *s, size_t n, int keep_slash, int 
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '%') {
-            if (i + 2 >= n || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
+            if (i + 2 >= n || ol_hexval(s[i + 1]) < 0 || ol_hexval(s[i + 2]) < 0)
                 return -EINVAL;
-            c = (unsigned char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+            c = (unsigned char)(ol_hexval(s[i + 1]) << 4 | ol_hexval(s[i + 2]));
             i += 2;
         } else if (c == '+' && plus) {
             c = ' ';
@@ -122,26 +116,6 @@ static int sb_recode(struct sb *b, const char *s, size_t n, int keep_slash, int 
         sb_enc(b, c, keep_slash);
     }
     return 0;
-}
-
-/* Percent-decodes s[0..n) into out (n bytes suffice). Returns the length or
- * -EINVAL. */
-static long pct_decode(const char *s, size_t n, char *out)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%') {
-            if (i + 2 >= n || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
-                return -EINVAL;
-            c = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
-            i += 2;
-        } else if (c == '+') {
-            c = ' ';
-        }
-        out[o++] = c;
-    }
-    return (long)o;
 }
 
 static int is_digits(const char *s, size_t n)
@@ -326,7 +300,7 @@ int ol_sigv4_parse_query(const char *q, size_t n, char *scratch, struct ol_sigv4
         size_t nl = eq ? (size_t)(eq - p) : pl;
         const char *raw = eq ? eq + 1 : p + pl;
         char *val = scratch + used;
-        long vl = pct_decode(raw, pl - nl - (eq ? 1 : 0), val);
+        long vl = ol_pct_decode(raw, pl - nl - (eq ? 1 : 0), val, n - used, true);
         if (vl < 0) {
             bad = 1;
             continue;
