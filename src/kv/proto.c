@@ -8,11 +8,13 @@
  * body to validate it, and the iterators afterwards only read.
  *
  * Must not: do I/O, allocate, read outside [buf, buf + len), include
- * anything but libc, proto.h (and the index.h it names), ISA-L's crc.h
- * and xxhash.h. Integers are loaded and stored byte by byte, so buffers
- * need no alignment.
+ * anything but libc, proto.h (and the index.h it names), base/le.h,
+ * ISA-L's crc.h and xxhash.h. Integers are loaded and stored byte by byte
+ * (base/le.h), so buffers need no alignment.
  */
 #include "kv/proto.h"
+
+#include "base/le.h"
 
 #include <errno.h>
 #include <string.h>
@@ -22,40 +24,6 @@
 #include <xxhash.h>
 
 /* ---- byte access ---------------------------------------------------------- */
-
-static inline uint16_t ld16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (unsigned)p[1] << 8);
-}
-
-static inline uint32_t ld32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t ld64(const uint8_t *p)
-{
-    return (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
-}
-
-static inline void st16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static inline void st32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline void st64(uint8_t *p, uint64_t v)
-{
-    st32(p, (uint32_t)v);
-    st32(p + 4, (uint32_t)(v >> 32));
-}
 
 static bool all_zero(const uint8_t *p, size_t n)
 {
@@ -309,21 +277,21 @@ int ol_kv_frame_parse_header(const void *buf, size_t len, struct ol_kv_hdr *out)
     size_t m = len < 4 ? len : 4;
     if (memcmp(b, OL_KV_MAGIC, m) != 0)
         return OL_KV_INVALID;
-    if (len >= 6 && ld16(b + 4) != OL_KV_VERSION)
+    if (len >= 6 && ol_le_ld16(b + 4) != OL_KV_VERSION)
         return OL_KV_BAD_VERSION;
     if (len < OL_KV_HDR_LEN)
         return OL_KV_INCOMPLETE;
-    if (ol_kv_crc32c(0, b, 28) != ld32(b + 28))
+    if (ol_kv_crc32c(0, b, 28) != ol_le_ld32(b + 28))
         return OL_KV_INVALID;
 
     struct ol_kv_hdr h = {
-        .version = ld16(b + 4),
-        .opcode = ld16(b + 6),
-        .req_id = ld64(b + 8),
-        .body_len = ld32(b + 16),
-        .count = ld32(b + 20),
-        .status = ld16(b + 24),
-        .flags = ld16(b + 26),
+        .version = ol_le_ld16(b + 4),
+        .opcode = ol_le_ld16(b + 6),
+        .req_id = ol_le_ld64(b + 8),
+        .body_len = ol_le_ld32(b + 16),
+        .count = ol_le_ld32(b + 20),
+        .status = ol_le_ld16(b + 24),
+        .flags = ol_le_ld16(b + 26),
     };
     if (h.flags & ~OL_KV_F_ALL)
         return OL_KV_INVALID;
@@ -358,7 +326,7 @@ static uint32_t key_item(const uint8_t *b, uint64_t left)
 {
     if (left < 2)
         return 0;
-    uint32_t k = ld16(b);
+    uint32_t k = ol_le_ld16(b);
     uint32_t size = (uint32_t)ol_kv_align8(2 + k);
     if (k < 1 || k > OL_KV_MAX_KEY || size > left)
         return 0;
@@ -375,10 +343,10 @@ int ol_kv_parse_put_head(const void *buf, size_t len, uint64_t body_left,
         return OL_KV_INVALID;
     if (len < PUT_HEAD_FIXED + 2)
         return OL_KV_INCOMPLETE;
-    uint64_t vlen = ld64(b);
+    uint64_t vlen = ol_le_ld64(b);
     if (vlen > OL_KV_MAX_VALUE)
         return OL_KV_TOO_LARGE;
-    uint32_t k = ld16(b + PUT_HEAD_FIXED);
+    uint32_t k = ol_le_ld16(b + PUT_HEAD_FIXED);
     uint32_t head = PUT_HEAD_FIXED + (uint32_t)ol_kv_align8(2 + k);
     if (k < 1 || k > OL_KV_MAX_KEY || head + ol_kv_align8(vlen) > body_left)
         return OL_KV_INVALID;
@@ -387,7 +355,7 @@ int ol_kv_parse_put_head(const void *buf, size_t len, uint64_t body_left,
     if (!key_item(b + PUT_HEAD_FIXED, head - PUT_HEAD_FIXED))
         return OL_KV_INVALID;
     out->value_len = vlen;
-    out->checksum = ld64(b + 8);
+    out->checksum = ol_le_ld64(b + 8);
     out->key.p = b + PUT_HEAD_FIXED + 2;
     out->key.len = k;
     out->value = NULL;
@@ -402,8 +370,8 @@ int ol_kv_parse_get_head(const void *buf, size_t len, uint64_t body_left,
         return OL_KV_INVALID;
     if (len < GET_HEAD)
         return OL_KV_INCOMPLETE;
-    uint16_t st = ld16(b);
-    uint64_t vlen = ld64(b + 8), sum = ld64(b + 16);
+    uint16_t st = ol_le_ld16(b);
+    uint64_t vlen = ol_le_ld64(b + 8), sum = ol_le_ld64(b + 16);
     if (st >= OL_KV_STATUS__COUNT || !all_zero(b + 2, 6))
         return OL_KV_INVALID;
     if (st != OL_KV_OK && (vlen | sum))
@@ -422,20 +390,20 @@ int ol_kv_parse_get_head(const void *buf, size_t len, uint64_t body_left,
 /* A status field: known, and the fields of a failed item all zero. */
 static bool item_status_ok(const uint8_t *b, size_t rest_off, size_t rest_len)
 {
-    uint16_t st = ld16(b);
-    if (st >= OL_KV_STATUS__COUNT || ld16(b + 2) != 0)
+    uint16_t st = ol_le_ld16(b);
+    if (st >= OL_KV_STATUS__COUNT || ol_le_ld16(b + 2) != 0)
         return false;
     return st == OL_KV_OK || all_zero(b + rest_off, rest_len);
 }
 
 static int validate_hello_req(const uint8_t *b, uint32_t p)
 {
-    uint16_t lo = ld16(b), hi = ld16(b + 2);
-    uint32_t flags = ld32(b + 4);
-    uint64_t vsize = ld64(b + 8);
-    uint32_t tl = ld16(b + 16), nl = ld16(b + 18);
+    uint16_t lo = ol_le_ld16(b), hi = ol_le_ld16(b + 2);
+    uint32_t flags = ol_le_ld32(b + 4);
+    uint64_t vsize = ol_le_ld64(b + 8);
+    uint32_t tl = ol_le_ld16(b + 16), nl = ol_le_ld16(b + 18);
     if (lo < 1 || lo > hi || (flags & ~(OL_KV_HELLO_WANTS_SHM | OL_KV_HELLO_SHARD)) ||
-        (!(flags & OL_KV_HELLO_SHARD) && ld32(b + 20)))
+        (!(flags & OL_KV_HELLO_SHARD) && ol_le_ld32(b + 20)))
         return OL_KV_INVALID;
     if (vsize > OL_KV_MAX_VALUE)
         return OL_KV_TOO_LARGE;
@@ -468,25 +436,25 @@ static bool hello_resp_fields_ok(const struct ol_kv_hello_resp *r)
 
 static void get_hello_resp(const uint8_t *b, struct ol_kv_hello_resp *r)
 {
-    r->session_id = ld64(b);
-    r->version = ld16(b + 8);
-    r->flags = ld16(b + 10);
-    r->shards = ld32(b + 12);
-    r->slab_size = ld64(b + 16);
-    r->slot_size = ld64(b + 24);
-    r->value_offset = ld64(b + 32);
-    r->slot_count = ld32(b + 40);
-    r->max_items = ld32(b + 44);
-    r->max_body = ld32(b + 48);
-    r->max_data_body = ld32(b + 52);
-    r->max_value = ld32(b + 56);
-    r->max_key = ld16(b + 60);
+    r->session_id = ol_le_ld64(b);
+    r->version = ol_le_ld16(b + 8);
+    r->flags = ol_le_ld16(b + 10);
+    r->shards = ol_le_ld32(b + 12);
+    r->slab_size = ol_le_ld64(b + 16);
+    r->slot_size = ol_le_ld64(b + 24);
+    r->value_offset = ol_le_ld64(b + 32);
+    r->slot_count = ol_le_ld32(b + 40);
+    r->max_items = ol_le_ld32(b + 44);
+    r->max_body = ol_le_ld32(b + 48);
+    r->max_data_body = ol_le_ld32(b + 52);
+    r->max_value = ol_le_ld32(b + 56);
+    r->max_key = ol_le_ld16(b + 60);
 }
 
 static int validate_lookup_res(const uint8_t *b, uint32_t n, uint32_t p)
 {
-    uint32_t lead = ld32(b);
-    if (lead > n || ld32(b + 4) != 0)
+    uint32_t lead = ol_le_ld32(b);
+    if (lead > n || ol_le_ld32(b + 4) != 0)
         return OL_KV_INVALID;
     const uint8_t *bm = b + LOOKUP_HEAD;
     uint32_t full = lead / 8;
@@ -523,7 +491,7 @@ static int validate_body(enum shape s, const uint8_t *b, uint32_t n, uint32_t p)
     case SH_HELLO_RESP: {
         struct ol_kv_hello_resp r;
         get_hello_resp(b, &r);
-        return hello_resp_fields_ok(&r) && ld16(b + 62) == 0 ? 0 : OL_KV_INVALID;
+        return hello_resp_fields_ok(&r) && ol_le_ld16(b + 62) == 0 ? 0 : OL_KV_INVALID;
     }
     case SH_KEYS:
         for (uint32_t i = 0; i < n; i++) {
@@ -535,15 +503,15 @@ static int validate_body(enum shape s, const uint8_t *b, uint32_t n, uint32_t p)
         break;
     case SH_COMMIT:
         for (uint32_t i = 0; i < n; i++, off += COMMIT_ITEM) {
-            if (ld32(b + off + 4))
+            if (ol_le_ld32(b + off + 4))
                 return OL_KV_INVALID;
-            if (ld64(b + off + 16) > OL_KV_MAX_VALUE)
+            if (ol_le_ld64(b + off + 16) > OL_KV_MAX_VALUE)
                 return OL_KV_TOO_LARGE;
         }
         break;
     case SH_SLOT_REF:
         for (uint32_t i = 0; i < n; i++, off += SLOT_REF_ITEM)
-            if (ld32(b + off + 4))
+            if (ol_le_ld32(b + off + 4))
                 return OL_KV_INVALID;
         break;
     case SH_RESERVE_RES:
@@ -555,13 +523,13 @@ static int validate_body(enum shape s, const uint8_t *b, uint32_t n, uint32_t p)
         for (uint32_t i = 0; i < n; i++, off += ACQUIRE_RES_ITEM) {
             if (!item_status_ok(b + off, 4, ACQUIRE_RES_ITEM - 4))
                 return OL_KV_INVALID;
-            if (ld64(b + off + 24) > OL_KV_MAX_VALUE)
+            if (ol_le_ld64(b + off + 24) > OL_KV_MAX_VALUE)
                 return OL_KV_TOO_LARGE;
         }
         break;
     case SH_STATUS:
         for (uint32_t i = 0; i < n; i++)
-            if (ld16(b + 2 * i) >= OL_KV_STATUS__COUNT)
+            if (ol_le_ld16(b + 2 * i) >= OL_KV_STATUS__COUNT)
                 return OL_KV_INVALID;
         return all_zero(b + 2 * n, p - 2 * n) ? 0 : OL_KV_INVALID;
     case SH_LOOKUP_RES:
@@ -596,7 +564,7 @@ static int validate_body(enum shape s, const uint8_t *b, uint32_t n, uint32_t p)
     case SH_STATS:
         return 0;
     case SH_MESSAGE: {
-        uint32_t ml = ld16(b);
+        uint32_t ml = ol_le_ld16(b);
         if (ml > OL_KV_MAX_MESSAGE || ol_kv_align8(2 + ml) != p)
             return OL_KV_INVALID;
         return all_zero(b + 2 + ml, p - 2 - ml) ? 0 : OL_KV_INVALID;
@@ -618,7 +586,7 @@ long ol_kv_body_open(struct ol_kv_dec *d, const struct ol_kv_hdr *h,
     uint32_t p = h->body_len;
     if (h->flags & OL_KV_F_BODY_CRC) {
         p -= OL_KV_TRAILER_LEN;
-        if (ld32(b + p + 4) != 0 || ld32(b + p) != ol_kv_crc32c(0, b, p))
+        if (ol_le_ld32(b + p + 4) != 0 || ol_le_ld32(b + p) != ol_kv_crc32c(0, b, p))
             return OL_KV_INVALID;
     }
     int rc = validate_body(s, b, h->count, p);
@@ -666,7 +634,7 @@ int ol_kv_dec_key(struct ol_kv_dec *d, struct ol_kv_bytes *out)
     const uint8_t *b = next_item(d, SH_KEYS, &rc);
     if (!b)
         return rc;
-    out->len = ld16(b);
+    out->len = ol_le_ld16(b);
     out->p = b + 2;
     d->off += (uint32_t)ol_kv_align8(2 + out->len);
     return 1;
@@ -678,8 +646,8 @@ int ol_kv_dec_slot_ref(struct ol_kv_dec *d, struct ol_kv_slot_ref *out)
     const uint8_t *b = next_item(d, SH_SLOT_REF, &rc);
     if (!b)
         return rc;
-    out->slot = ld32(b);
-    out->gen = ld64(b + 8);
+    out->slot = ol_le_ld32(b);
+    out->gen = ol_le_ld64(b + 8);
     d->off += SLOT_REF_ITEM;
     return 1;
 }
@@ -690,10 +658,10 @@ int ol_kv_dec_commit(struct ol_kv_dec *d, struct ol_kv_commit_item *out)
     const uint8_t *b = next_item(d, SH_COMMIT, &rc);
     if (!b)
         return rc;
-    out->slot = ld32(b);
-    out->gen = ld64(b + 8);
-    out->value_len = ld64(b + 16);
-    out->checksum = ld64(b + 24);
+    out->slot = ol_le_ld32(b);
+    out->gen = ol_le_ld64(b + 8);
+    out->value_len = ol_le_ld64(b + 16);
+    out->checksum = ol_le_ld64(b + 24);
     d->off += COMMIT_ITEM;
     return 1;
 }
@@ -716,10 +684,10 @@ int ol_kv_dec_reserve_res(struct ol_kv_dec *d, struct ol_kv_reserve_res *out)
     const uint8_t *b = next_item(d, SH_RESERVE_RES, &rc);
     if (!b)
         return rc;
-    out->status = ld16(b);
-    out->slot = ld32(b + 4);
-    out->gen = ld64(b + 8);
-    out->offset = ld64(b + 16);
+    out->status = ol_le_ld16(b);
+    out->slot = ol_le_ld32(b + 4);
+    out->gen = ol_le_ld64(b + 8);
+    out->offset = ol_le_ld64(b + 16);
     d->off += RESERVE_RES_ITEM;
     return 1;
 }
@@ -730,12 +698,12 @@ int ol_kv_dec_acquire_res(struct ol_kv_dec *d, struct ol_kv_acquire_res *out)
     const uint8_t *b = next_item(d, SH_ACQUIRE_RES, &rc);
     if (!b)
         return rc;
-    out->status = ld16(b);
-    out->slot = ld32(b + 4);
-    out->gen = ld64(b + 8);
-    out->offset = ld64(b + 16);
-    out->value_len = ld64(b + 24);
-    out->checksum = ld64(b + 32);
+    out->status = ol_le_ld16(b);
+    out->slot = ol_le_ld32(b + 4);
+    out->gen = ol_le_ld64(b + 8);
+    out->offset = ol_le_ld64(b + 16);
+    out->value_len = ol_le_ld64(b + 24);
+    out->checksum = ol_le_ld64(b + 32);
     d->off += ACQUIRE_RES_ITEM;
     return 1;
 }
@@ -746,7 +714,7 @@ int ol_kv_dec_status(struct ol_kv_dec *d, uint16_t *out)
     const uint8_t *b = next_item(d, SH_STATUS, &rc);
     if (!b)
         return rc;
-    *out = ld16(b);
+    *out = ol_le_ld16(b);
     d->off += 2;
     return 1;
 }
@@ -757,9 +725,9 @@ int ol_kv_dec_get_res(struct ol_kv_dec *d, struct ol_kv_get_res *out)
     const uint8_t *b = next_item(d, SH_GET_RES, &rc);
     if (!b)
         return rc;
-    out->status = ld16(b);
-    out->value_len = ld64(b + 8);
-    out->checksum = ld64(b + 16);
+    out->status = ol_le_ld16(b);
+    out->value_len = ol_le_ld64(b + 8);
+    out->checksum = ol_le_ld64(b + 16);
     out->value = b + GET_HEAD;
     d->off += (uint32_t)(GET_HEAD + ol_kv_align8(out->value_len));
     return 1;
@@ -770,13 +738,13 @@ int ol_kv_dec_hello_req(const struct ol_kv_dec *d, struct ol_kv_hello_req *out)
     if (d->shape != SH_HELLO_REQ)
         return -1;
     const uint8_t *b = d->p;
-    out->min_version = ld16(b);
-    out->max_version = ld16(b + 2);
-    out->flags = ld32(b + 4);
-    out->value_size = ld64(b + 8);
-    out->shard = ld32(b + 20);
-    out->token.len = ld16(b + 16);
-    out->ns.len = ld16(b + 18);
+    out->min_version = ol_le_ld16(b);
+    out->max_version = ol_le_ld16(b + 2);
+    out->flags = ol_le_ld32(b + 4);
+    out->value_size = ol_le_ld64(b + 8);
+    out->shard = ol_le_ld32(b + 20);
+    out->token.len = ol_le_ld16(b + 16);
+    out->ns.len = ol_le_ld16(b + 18);
     out->token.p = b + HELLO_REQ_FIXED;
     out->ns.p = b + HELLO_REQ_FIXED + out->token.len;
     return 0;
@@ -795,7 +763,7 @@ int ol_kv_dec_lookup_res(const struct ol_kv_dec *d, struct ol_kv_lookup_res *out
     if (d->shape != SH_LOOKUP_RES)
         return -1;
     out->count = d->count;
-    out->leading = ld32(d->p);
+    out->leading = ol_le_ld32(d->p);
     out->bitmap = d->p + LOOKUP_HEAD;
     return 0;
 }
@@ -804,7 +772,7 @@ int ol_kv_dec_reset_res(const struct ol_kv_dec *d, uint64_t *removed)
 {
     if (d->shape != SH_RESET_RES)
         return -1;
-    *removed = ld64(d->p);
+    *removed = ol_le_ld64(d->p);
     return 0;
 }
 
@@ -813,7 +781,7 @@ int ol_kv_dec_stats(const struct ol_kv_dec *d, struct ol_kv_stats *out)
     if (d->shape != SH_STATS)
         return -1;
     for (int i = 0; i < OL_KV_STAT__COUNT; i++)
-        out->c[i] = ld64(d->p + 8 * i);
+        out->c[i] = ol_le_ld64(d->p + 8 * i);
     return 0;
 }
 
@@ -821,7 +789,7 @@ int ol_kv_dec_message(const struct ol_kv_dec *d, struct ol_kv_bytes *out)
 {
     if (d->shape != SH_MESSAGE)
         return -1;
-    out->len = ld16(d->p);
+    out->len = ol_le_ld16(d->p);
     out->p = d->p + 2;
     return 0;
 }
@@ -899,11 +867,11 @@ int ol_kv_frame_begin(struct ol_kv_enc *e, void *buf, size_t cap,
         return -ENOSPC;
     memset(e->buf, 0, OL_KV_HDR_LEN);
     memcpy(e->buf, OL_KV_MAGIC, 4);
-    st16(e->buf + 4, OL_KV_VERSION);
-    st16(e->buf + 6, (uint16_t)opcode);
-    st64(e->buf + 8, req_id);
-    st16(e->buf + 24, (uint16_t)status);
-    st16(e->buf + 26, (uint16_t)flags);
+    ol_le_st16(e->buf + 4, OL_KV_VERSION);
+    ol_le_st16(e->buf + 6, (uint16_t)opcode);
+    ol_le_st64(e->buf + 8, req_id);
+    ol_le_st16(e->buf + 24, (uint16_t)status);
+    ol_le_st16(e->buf + 26, (uint16_t)flags);
     if (s == SH_LOOKUP_RES) {
         memset(e->buf + OL_KV_HDR_LEN, 0, LOOKUP_HEAD);
         e->len = LOOKUP_HEAD;
@@ -928,7 +896,7 @@ long ol_kv_frame_end(struct ol_kv_enc *e)
         }
         break;
     case SH_LOOKUP_RES:
-        st32(body, e->lead);
+        ol_le_st32(body, e->lead);
         break;
     default:
         break;
@@ -938,13 +906,13 @@ long ol_kv_frame_end(struct ol_kv_enc *e)
     e->len = p;
     uint32_t total = p;
     if (e->flags & OL_KV_F_BODY_CRC) {
-        st32(body + p, ol_kv_crc32c(0, body, p));
-        st32(body + p + 4, 0);
+        ol_le_st32(body + p, ol_kv_crc32c(0, body, p));
+        ol_le_st32(body + p + 4, 0);
         total += OL_KV_TRAILER_LEN;
     }
-    st32(e->buf + 16, total);
-    st32(e->buf + 20, e->count);
-    st32(e->buf + 28, ol_kv_crc32c(0, e->buf, 28));
+    ol_le_st32(e->buf + 16, total);
+    ol_le_st32(e->buf + 20, e->count);
+    ol_le_st32(e->buf + 28, ol_kv_crc32c(0, e->buf, 28));
     return (long)(OL_KV_HDR_LEN + total);
 }
 
@@ -957,7 +925,7 @@ int ol_kv_enc_key(struct ol_kv_enc *e, const void *key, size_t key_len)
     uint8_t *p = enc_item(e, SH_KEYS, size, true, &rc);
     if (!p)
         return rc;
-    st16(p, (uint16_t)key_len);
+    ol_le_st16(p, (uint16_t)key_len);
     memcpy(p + 2, key, key_len);
     enc_commit_item(e, size, true);
     return 0;
@@ -969,8 +937,8 @@ int ol_kv_enc_slot_ref(struct ol_kv_enc *e, uint32_t slot, uint64_t gen)
     uint8_t *p = enc_item(e, SH_SLOT_REF, SLOT_REF_ITEM, true, &rc);
     if (!p)
         return rc;
-    st32(p, slot);
-    st64(p + 8, gen);
+    ol_le_st32(p, slot);
+    ol_le_st64(p + 8, gen);
     enc_commit_item(e, SLOT_REF_ITEM, true);
     return 0;
 }
@@ -983,10 +951,10 @@ int ol_kv_enc_commit(struct ol_kv_enc *e, const struct ol_kv_commit_item *it)
     uint8_t *p = enc_item(e, SH_COMMIT, COMMIT_ITEM, true, &rc);
     if (!p)
         return rc;
-    st32(p, it->slot);
-    st64(p + 8, it->gen);
-    st64(p + 16, it->value_len);
-    st64(p + 24, it->checksum);
+    ol_le_st32(p, it->slot);
+    ol_le_st64(p + 8, it->gen);
+    ol_le_st64(p + 16, it->value_len);
+    ol_le_st64(p + 24, it->checksum);
     enc_commit_item(e, COMMIT_ITEM, true);
     return 0;
 }
@@ -999,11 +967,11 @@ int ol_kv_enc_reserve_res(struct ol_kv_enc *e, const struct ol_kv_reserve_res *i
     uint8_t *p = enc_item(e, SH_RESERVE_RES, RESERVE_RES_ITEM, true, &rc);
     if (!p)
         return rc;
-    st16(p, it->status);
+    ol_le_st16(p, it->status);
     if (it->status == OL_KV_OK) {
-        st32(p + 4, it->slot);
-        st64(p + 8, it->gen);
-        st64(p + 16, it->offset);
+        ol_le_st32(p + 4, it->slot);
+        ol_le_st64(p + 8, it->gen);
+        ol_le_st64(p + 16, it->offset);
     }
     enc_commit_item(e, RESERVE_RES_ITEM, true);
     return 0;
@@ -1020,13 +988,13 @@ int ol_kv_enc_acquire_res(struct ol_kv_enc *e, const struct ol_kv_acquire_res *i
     uint8_t *p = enc_item(e, SH_ACQUIRE_RES, ACQUIRE_RES_ITEM, true, &rc);
     if (!p)
         return rc;
-    st16(p, it->status);
+    ol_le_st16(p, it->status);
     if (ok) {
-        st32(p + 4, it->slot);
-        st64(p + 8, it->gen);
-        st64(p + 16, it->offset);
-        st64(p + 24, it->value_len);
-        st64(p + 32, it->checksum);
+        ol_le_st32(p + 4, it->slot);
+        ol_le_st64(p + 8, it->gen);
+        ol_le_st64(p + 16, it->offset);
+        ol_le_st64(p + 24, it->value_len);
+        ol_le_st64(p + 32, it->checksum);
     }
     enc_commit_item(e, ACQUIRE_RES_ITEM, true);
     return 0;
@@ -1040,7 +1008,7 @@ int ol_kv_enc_status(struct ol_kv_enc *e, unsigned status)
     uint8_t *p = enc_item(e, SH_STATUS, 2, true, &rc);
     if (!p)
         return rc;
-    st16(p, (uint16_t)status);
+    ol_le_st16(p, (uint16_t)status);
     enc_commit_item(e, 2, true);
     return 0;
 }
@@ -1087,9 +1055,9 @@ int ol_kv_enc_put(struct ol_kv_enc *e, const void *key, size_t key_len,
     memset(p, 0, head);
     if (size > head)
         memset(p + size - 8, 0, 8);          /* the value's last word + pad */
-    st64(p, value_len);
-    st64(p + 8, checksum);
-    st16(p + PUT_HEAD_FIXED, (uint16_t)key_len);
+    ol_le_st64(p, value_len);
+    ol_le_st64(p + 8, checksum);
+    ol_le_st16(p + PUT_HEAD_FIXED, (uint16_t)key_len);
     memcpy(p + PUT_HEAD_FIXED + 2, key, key_len);
     if (value && value_len)
         memcpy(p + head, value, value_len);
@@ -1118,9 +1086,9 @@ int ol_kv_enc_get_res(struct ol_kv_enc *e, unsigned status, const void *value,
     memset(p, 0, GET_HEAD);
     if (size > GET_HEAD)
         memset(p + size - 8, 0, 8);
-    st16(p, (uint16_t)status);
-    st64(p + 8, value_len);
-    st64(p + 16, checksum);
+    ol_le_st16(p, (uint16_t)status);
+    ol_le_st64(p + 8, value_len);
+    ol_le_st64(p + 16, checksum);
     if (value && value_len)
         memcpy(p + GET_HEAD, value, value_len);
     if (value_at)
@@ -1144,13 +1112,13 @@ int ol_kv_enc_hello_req(struct ol_kv_enc *e, const struct ol_kv_hello_req *r)
     uint8_t *p = enc_item(e, SH_HELLO_REQ, size, false, &rc);
     if (!p)
         return rc;
-    st16(p, r->min_version);
-    st16(p + 2, r->max_version);
-    st32(p + 4, r->flags);
-    st64(p + 8, r->value_size);
-    st16(p + 16, (uint16_t)r->token.len);
-    st16(p + 18, (uint16_t)r->ns.len);
-    st32(p + 20, r->shard);
+    ol_le_st16(p, r->min_version);
+    ol_le_st16(p + 2, r->max_version);
+    ol_le_st32(p + 4, r->flags);
+    ol_le_st64(p + 8, r->value_size);
+    ol_le_st16(p + 16, (uint16_t)r->token.len);
+    ol_le_st16(p + 18, (uint16_t)r->ns.len);
+    ol_le_st32(p + 20, r->shard);
     if (r->token.len)
         memcpy(p + HELLO_REQ_FIXED, r->token.p, r->token.len);
     memcpy(p + HELLO_REQ_FIXED + r->token.len, r->ns.p, r->ns.len);
@@ -1166,19 +1134,19 @@ int ol_kv_enc_hello_resp(struct ol_kv_enc *e, const struct ol_kv_hello_resp *r)
     uint8_t *p = enc_item(e, SH_HELLO_RESP, HELLO_RESP_LEN, false, &rc);
     if (!p)
         return rc;
-    st64(p, r->session_id);
-    st16(p + 8, r->version);
-    st16(p + 10, r->flags);
-    st32(p + 12, r->shards);
-    st64(p + 16, r->slab_size);
-    st64(p + 24, r->slot_size);
-    st64(p + 32, r->value_offset);
-    st32(p + 40, r->slot_count);
-    st32(p + 44, r->max_items);
-    st32(p + 48, r->max_body);
-    st32(p + 52, r->max_data_body);
-    st32(p + 56, r->max_value);
-    st16(p + 60, r->max_key);
+    ol_le_st64(p, r->session_id);
+    ol_le_st16(p + 8, r->version);
+    ol_le_st16(p + 10, r->flags);
+    ol_le_st32(p + 12, r->shards);
+    ol_le_st64(p + 16, r->slab_size);
+    ol_le_st64(p + 24, r->slot_size);
+    ol_le_st64(p + 32, r->value_offset);
+    ol_le_st32(p + 40, r->slot_count);
+    ol_le_st32(p + 44, r->max_items);
+    ol_le_st32(p + 48, r->max_body);
+    ol_le_st32(p + 52, r->max_data_body);
+    ol_le_st32(p + 56, r->max_value);
+    ol_le_st16(p + 60, r->max_key);
     enc_commit_item(e, HELLO_RESP_LEN, false);
     return 0;
 }
@@ -1189,7 +1157,7 @@ int ol_kv_enc_reset_res(struct ol_kv_enc *e, uint64_t removed)
     uint8_t *p = enc_item(e, SH_RESET_RES, RESET_RES_LEN, false, &rc);
     if (!p)
         return rc;
-    st64(p, removed);
+    ol_le_st64(p, removed);
     enc_commit_item(e, RESET_RES_LEN, false);
     return 0;
 }
@@ -1201,7 +1169,7 @@ int ol_kv_enc_stats(struct ol_kv_enc *e, const struct ol_kv_stats *s)
     if (!p)
         return rc;
     for (int i = 0; i < OL_KV_STAT__COUNT; i++)
-        st64(p + 8 * i, s->c[i]);
+        ol_le_st64(p + 8 * i, s->c[i]);
     enc_commit_item(e, STATS_LEN, false);
     return 0;
 }
@@ -1215,7 +1183,7 @@ int ol_kv_enc_message(struct ol_kv_enc *e, const char *msg, size_t len)
     uint8_t *p = enc_item(e, SH_MESSAGE, size, false, &rc);
     if (!p)
         return rc;
-    st16(p, (uint16_t)len);
+    ol_le_st16(p, (uint16_t)len);
     if (len)
         memcpy(p + 2, msg, len);
     enc_commit_item(e, size, false);

@@ -2,7 +2,8 @@
  * engine.c - see engine.h. This file: opening the store (format, drive
  * directories, tmp cleanup), the per-core state (request pool, arena,
  * erasure codes, counters), the plumbing every request kind shares
- * (issuing ops, deferred completions, phases, dir fsyncs, metadata
+ * (issuing ops, deferred completions, phases, common drive steps (open
+ * phases, failing a drive, a bucket's statx), dir fsyncs, metadata
  * decoding, callbacks). PUT, GET, DELETE and the bucket operations are in
  * engine_put.c, engine_get.c, engine_del.c and engine_bucket.c; multipart
  * uploads in engine_mpu.c (and the PUT and GET files).
@@ -719,6 +720,58 @@ void ol_se_phase_started(struct ol_sreq *r)
 {
     if (--r->active == 0)
         ol_se_advance(r);
+}
+
+/* A phase of one op per drive still usable: openat read-only, or statx. */
+static void ol_se_path_phase(struct ol_sreq *r, const char *path, uint16_t step, bool stat)
+{
+    ol_se_phase_begin(r);
+    for (unsigned p = 0; p < r->n; p++) {
+        struct ol_sdrv *d = &r->d[p];
+        if (d->err)
+            continue;
+        ol_se_drive_begin(d);
+        d->step = step;
+        if (stat)
+            ol_se_statx(d, path);
+        else
+            ol_se_openat(d, path, O_RDONLY, 0);
+    }
+    ol_se_phase_started(r);
+}
+
+void ol_se_open_phase(struct ol_sreq *r, const char *path, uint16_t step)
+{
+    ol_se_path_phase(r, path, step, false);
+}
+
+void ol_se_statx_phase(struct ol_sreq *r, const char *path, uint16_t step)
+{
+    ol_se_path_phase(r, path, step, true);
+}
+
+void ol_se_drive_fail(struct ol_sdrv *d, int err, uint16_t close_step)
+{
+    if (!d->err)
+        d->err = err;
+    if (d->fd >= 0) {
+        d->step = close_step;
+        ol_se_close(d, d->fd);
+        d->fd = -1;
+        return;
+    }
+    ol_se_drive_end(d);
+}
+
+void ol_se_bucket_stat_end(struct ol_sdrv *d, int res)
+{
+    if (res == 0)
+        d->ms = OL_SE_M_NONE;
+    else if (res == -ENOENT || res == -ENOTDIR)
+        d->ms = OL_SE_M_NOBUCKET;
+    else
+        d->err = res;
+    ol_se_drive_end(d);
 }
 
 void ol_se_emit(struct ol_sreq *r, enum ol_store_ev type, int status)

@@ -150,13 +150,7 @@ void ol_se_bkt_drive(struct ol_sdrv *d, int res)
         return ol_se_drive_end(d);
     /* exists */
     case OL_SE_B_XSTAT:
-        if (res == 0)
-            d->ms = OL_SE_M_NONE;
-        else if (res == -ENOENT || res == -ENOTDIR)
-            d->ms = OL_SE_M_NOBUCKET;
-        else
-            d->err = res;
-        return ol_se_drive_end(d);
+        return ol_se_bucket_stat_end(d, res);
     default:
         return ol_se_drive_end(d);
     }

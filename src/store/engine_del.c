@@ -14,18 +14,7 @@
 enum { D_OPEN = 1, D_READ, D_CLOSE, D_STAT, D_UNLINK, D_SYNCED, D_DATA, D_RMOBJ, D_RMAB,
        D_FAILCLOSE };
 
-static void drive_fail(struct ol_sdrv *d, int err)
-{
-    if (!d->err)
-        d->err = err;
-    if (d->fd >= 0) {
-        d->step = D_FAILCLOSE;
-        ol_se_close(d, d->fd);
-        d->fd = -1;
-        return;
-    }
-    ol_se_drive_end(d);
-}
+static void drive_fail(struct ol_sdrv *d, int err) { ol_se_drive_fail(d, err, D_FAILCLOSE); }
 
 /* Next removal of a data dir of some version: its parts, then itself;
  * then the object directory. d->old_dd: a version is being removed. */
@@ -100,13 +89,7 @@ void ol_se_del_drive(struct ol_sdrv *d, int res)
         ol_se_unlinkat(d, r->p_meta, 0);
         return;
     case D_STAT:
-        if (res == 0)
-            d->ms = OL_SE_M_NONE;
-        else if (res == -ENOENT || res == -ENOTDIR)
-            d->ms = OL_SE_M_NOBUCKET;
-        else
-            d->err = res;
-        return ol_se_drive_end(d);
+        return ol_se_bucket_stat_end(d, res);
     case D_UNLINK:
         if (res == -ENOENT) {
             d->committed = true; /* gone already (a concurrent DELETE) */
@@ -175,16 +158,7 @@ int ol_delete(struct ol_store_core *c, const char *bucket, const char *key, ol_s
     ol_se_drives_init(r);
     r->phase = 1;
     r->in_api = true;
-    ol_se_phase_begin(r);
-    for (unsigned p = 0; p < r->n; p++) {
-        struct ol_sdrv *d = &r->d[p];
-        if (d->err)
-            continue;
-        ol_se_drive_begin(d);
-        d->step = D_OPEN;
-        ol_se_openat(d, r->p_meta, O_RDONLY, 0);
-    }
-    ol_se_phase_started(r);
+    ol_se_open_phase(r, r->p_meta, D_OPEN);
     r->in_api = false;
     return 0;
 }

@@ -430,53 +430,10 @@ static bool release(struct ol_sreq *r)
     return true;
 }
 
-static bool ended(struct ol_sreq *r)
+/* Starts phase `phase`: the files open on the drives are closed. */
+static void close_phase(struct ol_sreq *r, uint8_t phase)
 {
-    if (r->inflight)
-        return false;
-    if (r->phase != GPH_CLOSE) {
-        r->phase = GPH_CLOSE;
-        ol_se_phase_begin(r);
-        for (unsigned p = 0; p < r->n; p++) {
-            struct ol_sdrv *d = &r->d[p];
-            if (d->fd < 0)
-                continue;
-            ol_se_drive_begin(d);
-            d->step = X_CLOSE;
-            ol_se_close(d, d->fd);
-            d->fd = -1;
-        }
-        ol_se_phase_started(r);
-        return false;
-    }
-    return release(r);
-}
-
-/* Opens the current part's shard file on every drive still usable. */
-static void open_part(struct ol_sreq *r)
-{
-    r->phase = GPH_OPEN;
-    ol_se_phase_begin(r);
-    for (unsigned p = 0; p < r->n; p++) {
-        struct ol_sdrv *d = &r->d[p];
-        if (d->err)
-            continue;
-        ol_se_drive_begin(d);
-        d->step = O_OPEN;
-        ol_se_openat(d, r->p_part, O_RDONLY, 0);
-    }
-    ol_se_phase_started(r);
-}
-
-/* The range goes on in a later part: close this part's files (then
- * GPH_SWITCH's step opens the next). Every slot is free here: the last
- * stripe of the part was handed out and released. */
-static void switch_part(struct ol_sreq *r)
-{
-    r->pbase += r->psize;
-    r->pi++;
-    part_seek(r);
-    r->phase = GPH_SWITCH;
+    r->phase = phase;
     ol_se_phase_begin(r);
     for (unsigned p = 0; p < r->n; p++) {
         struct ol_sdrv *d = &r->d[p];
@@ -488,6 +445,35 @@ static void switch_part(struct ol_sreq *r)
         d->fd = -1;
     }
     ol_se_phase_started(r);
+}
+
+static bool ended(struct ol_sreq *r)
+{
+    if (r->inflight)
+        return false;
+    if (r->phase != GPH_CLOSE) {
+        close_phase(r, GPH_CLOSE);
+        return false;
+    }
+    return release(r);
+}
+
+/* Opens the current part's shard file on every drive still usable. */
+static void open_part(struct ol_sreq *r)
+{
+    r->phase = GPH_OPEN;
+    ol_se_open_phase(r, r->p_part, O_OPEN);
+}
+
+/* The range goes on in a later part: close this part's files (then
+ * GPH_SWITCH's step opens the next). Every slot is free here: the last
+ * stripe of the part was handed out and released. */
+static void switch_part(struct ol_sreq *r)
+{
+    r->pbase += r->psize;
+    r->pi++;
+    part_seek(r);
+    close_phase(r, GPH_SWITCH);
 }
 
 /* Hands out the next slice, or EV_DONE, when the caller wants one. */
@@ -626,16 +612,7 @@ int ol_get_begin(struct ol_store_core *c, const struct ol_get_args *a, ol_store_
     r->rlen = a->length;
     r->phase = GPH_META;
     r->in_api = true;
-    ol_se_phase_begin(r);
-    for (unsigned p = 0; p < r->n; p++) {
-        struct ol_sdrv *d = &r->d[p];
-        if (d->err)
-            continue;
-        ol_se_drive_begin(d);
-        d->step = M_OPEN;
-        ol_se_openat(d, r->p_meta, O_RDONLY, 0);
-    }
-    ol_se_phase_started(r);
+    ol_se_open_phase(r, r->p_meta, M_OPEN);
     r->in_api = false;
     *out = (struct ol_get *)r;
     return 0;

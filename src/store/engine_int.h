@@ -300,6 +300,18 @@ void ol_se_phase_begin(struct ol_sreq *r);
 void ol_se_drive_begin(struct ol_sdrv *d);
 void ol_se_drive_end(struct ol_sdrv *d);
 void ol_se_phase_started(struct ol_sreq *r);
+/* A whole phase that opens path read-only (statx's it) on every drive
+ * still usable (d->err == 0), each drive's completion at `step`. */
+void ol_se_open_phase(struct ol_sreq *r, const char *path, uint16_t step);
+void ol_se_statx_phase(struct ol_sreq *r, const char *path, uint16_t step);
+/* Drive d leaves the request with err (the first error stays): its open
+ * file is closed first (the close completes at close_step, which ends the
+ * drive), or it ends at once. */
+void ol_se_drive_fail(struct ol_sdrv *d, int err, uint16_t close_step);
+/* The statx (res) of the bucket directory of a key without metadata on d:
+ * d->ms = NONE (the bucket is there) or NOBUCKET, or d->err = res; the
+ * drive ends. */
+void ol_se_bucket_stat_end(struct ol_sdrv *d, int res);
 
 /*
  * Runs the kind's step function until nothing changes. Re-entrant: a call

@@ -28,6 +28,7 @@
  */
 #include "store/engine_int.h"
 
+#include "base/le.h"
 #include "store/bitrot.h"
 
 #include <dirent.h>
@@ -42,26 +43,13 @@
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
-static void st32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t ld32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 uint64_t ol_se_part_seed(const uint8_t ddir[16], uint32_t number, unsigned shard)
 {
     if (number == 1)
         return ol_se_seed(ddir, shard);
     uint8_t b[20];
     memcpy(b, ddir, 16);
-    st32(b + 16, number);
+    ol_le_st32(b + 16, number);
     return XXH3_64bits_withSeed(b, sizeof b, shard);
 }
 
@@ -121,7 +109,7 @@ static void md5_block(uint32_t h[4], const uint8_t *p)
 {
     uint32_t w[16];
     for (unsigned i = 0; i < 16; i++)
-        w[i] = ld32(p + 4 * i);
+        w[i] = ol_le_ld32(p + 4 * i);
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3];
     for (unsigned i = 0; i < 64; i++) {
         uint32_t f;
@@ -181,7 +169,7 @@ void ol_se_md5_final(struct ol_se_md5 *m, uint8_t out[16])
         lb[i] = (uint8_t)(bits >> (8 * i));
     ol_se_md5_update(m, lb, 8);
     for (unsigned i = 0; i < 4; i++)
-        st32(out + 4 * i, m->h[i]);
+        ol_le_st32(out + 4 * i, m->h[i]);
 }
 
 /* ---- the registry ------------------------------------------------------------------------ */
@@ -920,7 +908,7 @@ static int prec_parse(struct ol_sreq *r, struct ol_sdrv *d)
     uint32_t len = d->mlen;
     if (len < 8 || memcmp(d->mbuf + len - 4, OL_SE_PREC_MAGIC, 4) != 0)
         return -EBADMSG;
-    uint32_t L = ld32(d->mbuf + len - 8);
+    uint32_t L = ol_le_ld32(d->mbuf + len - 8);
     if (L > len - 8)
         return -EBADMSG;
     struct ol_meta_version *v = &d->v;
@@ -944,7 +932,7 @@ int ol_se_mpu_prec_build(struct ol_sreq *r, struct ol_sdrv *d)
     int n = ol_meta_encode(r->key, r->klen, &vp, 1, d->nbuf, OL_SE_PREC_TAIL - 8);
     if (n < 0)
         return n == -ENOSPC ? -EFBIG : n;
-    st32(d->nbuf + n, (uint32_t)n);
+    ol_le_st32(d->nbuf + n, (uint32_t)n);
     memcpy(d->nbuf + n + 4, OL_SE_PREC_MAGIC, 4);
     d->nlen = (uint32_t)n + 8;
     return 0;
@@ -1097,18 +1085,7 @@ void ol_se_mpu_trim_start(struct ol_sdrv *d)
 enum { MOP_CREATE = 1, MOP_ABORT, MOP_PARTS };
 enum { MPH_MAIN = 1, MPH_UNDO, MPH_FIN };
 
-static void cr_fail(struct ol_sdrv *d, int err)
-{
-    if (!d->err)
-        d->err = err;
-    if (d->fd >= 0) {
-        d->step = CR_FAILCLOSE;
-        ol_se_close(d, d->fd);
-        d->fd = -1;
-        return;
-    }
-    ol_se_drive_end(d);
-}
+static void cr_fail(struct ol_sdrv *d, int err) { ol_se_drive_fail(d, err, CR_FAILCLOSE); }
 
 /* Create, put back: one op per item, errors ignored. */
 static void cu_next(struct ol_sdrv *d)
@@ -1696,16 +1673,7 @@ int ol_mpu_create(struct ol_store_core *c, struct ol_mpu_create_args *a, ol_stor
     ol_se_drives_init(r);
     r->phase = MPH_MAIN;
     r->in_api = true;
-    ol_se_phase_begin(r);
-    for (unsigned p = 0; p < r->n; p++) {
-        struct ol_sdrv *d = &r->d[p];
-        if (d->err)
-            continue;
-        ol_se_drive_begin(d);
-        d->step = CR_STAT;
-        ol_se_statx(d, r->p_bucket);
-    }
-    ol_se_phase_started(r);
+    ol_se_statx_phase(r, r->p_bucket, CR_STAT);
     r->in_api = false;
     return 0;
 }

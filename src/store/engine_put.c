@@ -200,18 +200,7 @@ void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res)
 
 /* ---- drive steps ---------------------------------------------------------------------- */
 
-static void drive_fail(struct ol_sdrv *d, int err)
-{
-    if (!d->err)
-        d->err = err;
-    if (d->fd >= 0) {
-        d->step = C_FAILCLOSE;
-        ol_se_close(d, d->fd);
-        d->fd = -1;
-        return;
-    }
-    ol_se_drive_end(d);
-}
+static void drive_fail(struct ol_sdrv *d, int err) { ol_se_drive_fail(d, err, C_FAILCLOSE); }
 
 static void commit_start(struct ol_sdrv *d)
 {
@@ -860,16 +849,7 @@ static void prep_start(struct ol_sreq *r, const char *path)
     next_fill(r);
     r->phase = PH_PREP;
     r->in_api = true;
-    ol_se_phase_begin(r);
-    for (unsigned p = 0; p < r->n; p++) {
-        struct ol_sdrv *d = &r->d[p];
-        if (d->err)
-            continue;
-        ol_se_drive_begin(d);
-        d->step = P_STAT;
-        ol_se_statx(d, path);
-    }
-    ol_se_phase_started(r);
+    ol_se_statx_phase(r, path, P_STAT);
     r->in_api = false;
 }
 

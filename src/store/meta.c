@@ -9,11 +9,13 @@
  * encoder and the decoder check the same rules.
  *
  * Must not: do I/O, allocate, read outside [buf, buf + len), include
- * anything but libc, meta.h and xxhash.h. Integers are loaded and stored
- * byte by byte, so buffers need no alignment. Stack use: a 16 KiB bitmap
+ * anything but libc, meta.h, base/le.h and xxhash.h. Integers are loaded
+ * and stored byte by byte (base/le.h), so buffers need no alignment. Stack use: a 16 KiB bitmap
  * in ol_meta_open and ol_meta_encode (duplicate version ids).
  */
 #include "store/meta.h"
+
+#include "base/le.h"
 
 #include <errno.h>
 #include <string.h>
@@ -21,40 +23,6 @@
 #include <xxhash.h>
 
 /* ---- byte access ---------------------------------------------------------- */
-
-static inline uint16_t ld16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (unsigned)p[1] << 8);
-}
-
-static inline uint32_t ld32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t ld64(const uint8_t *p)
-{
-    return (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
-}
-
-static inline void st16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static inline void st32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline void st64(uint8_t *p, uint64_t v)
-{
-    st32(p, (uint32_t)v);
-    st32(p + 4, (uint32_t)(v >> 32));
-}
 
 /* memcpy that takes (NULL, 0); returns the end of the copy. */
 static inline uint8_t *put(uint8_t *q, const void *src, size_t n)
@@ -158,7 +126,7 @@ static int user_walk(const uint8_t *p, uint32_t n, uint32_t count)
     for (uint32_t i = 0; i < count; i++) {
         if (n - off < 2)
             return -1;
-        uint32_t nl = ld16(p + off);
+        uint32_t nl = ol_le_ld16(p + off);
         off += 2;
         if (nl == 0 || n - off < nl)
             return -1;
@@ -166,7 +134,7 @@ static int user_walk(const uint8_t *p, uint32_t n, uint32_t count)
         off += nl;
         if (n - off < 2)
             return -1;
-        uint32_t vl = ld16(p + off);
+        uint32_t vl = ol_le_ld16(p + off);
         off += 2;
         if (n - off < vl)
             return -1;
@@ -188,7 +156,7 @@ static bool parts_ok(const uint8_t *p, uint32_t count, uint32_t L)
 {
     uint32_t prev = 0;
     for (uint32_t i = 0; i < count; i++) {
-        uint32_t num = ld32(p + (size_t)i * (OL_META_PART_FIXED + L));
+        uint32_t num = ol_le_ld32(p + (size_t)i * (OL_META_PART_FIXED + L));
         if (num <= prev || num > OL_META_MAX_PARTS)
             return false;
         prev = num;
@@ -348,66 +316,66 @@ static void vwrite(const struct ol_meta_version *v, uint8_t *q, uint32_t size)
 {
     uint8_t *p = q;
     bool obj = v->type == OL_META_OBJECT;
-    st32(p, size);
+    ol_le_st32(p, size);
     p[4] = v->type;
     p[5] = (uint8_t)(obj && v->has_inline ? OL_META_VF_INLINE : 0);
-    st16(p + 6, 0);
+    ol_le_st16(p + 6, 0);
     memcpy(p + 8, v->vid, OL_META_ID_LEN);
-    st64(p + 24, v->mtime_ns);
+    ol_le_st64(p + 24, v->mtime_ns);
     if (!obj)
         return;
     uint32_t L = cks_lens[v->cks.algo];
     unsigned n = (unsigned)v->ec.k + v->ec.m;
-    st64(p + 32, v->size);
+    ol_le_st64(p + 32, v->size);
     memcpy(p + 40, v->etag, 16);
-    st16(p + 56, v->etag_parts);
-    st16(p + 58, v->part_count);
+    ol_le_st16(p + 56, v->etag_parts);
+    ol_le_st16(p + 58, v->part_count);
     p[60] = v->storage_class;
     p[61] = v->cks.algo;
     p[62] = v->cks.flags;
     p[63] = v->ec.k;
     p[64] = v->ec.m;
     p[65] = v->ec.index;
-    st16(p + 66, v->cks.parts);
-    st32(p + 68, v->ec.block_size);
+    ol_le_st16(p + 66, v->cks.parts);
+    ol_le_st32(p + 68, v->ec.block_size);
     memcpy(p + 72, v->data_dir, OL_META_ID_LEN);
     q = p + OL_META_OBJ_FIXED;
     q = put(q, v->cks.sum, L);
     q = put(q, v->ec.dist, n);
     for (int i = 0; i < OL_META_HDR__COUNT; i++) {
-        st16(q, (uint16_t)v->hdr[i].len);
+        ol_le_st16(q, (uint16_t)v->hdr[i].len);
         q = put(q + 2, v->hdr[i].p, v->hdr[i].len);
     }
-    st16(q, v->user_count);
+    ol_le_st16(q, v->user_count);
     q += 2;
     if (v->user_enc.p) {
         q = put(q, v->user_enc.p, v->user_enc.len);
     } else {
         for (uint32_t i = 0; i < v->user_count; i++) {
             const struct ol_meta_kv *kv = &v->user[i];
-            st16(q, (uint16_t)kv->name.len);
+            ol_le_st16(q, (uint16_t)kv->name.len);
             q = put(q + 2, kv->name.p, kv->name.len);
-            st16(q, (uint16_t)kv->value.len);
+            ol_le_st16(q, (uint16_t)kv->value.len);
             q = put(q + 2, kv->value.p, kv->value.len);
         }
     }
-    st16(q, (uint16_t)v->tagging.len);
+    ol_le_st16(q, (uint16_t)v->tagging.len);
     q = put(q + 2, v->tagging.p, v->tagging.len);
     if (v->parts_enc) {
         q = put(q, v->parts_enc, (size_t)v->part_count * (OL_META_PART_FIXED + L));
     } else {
         for (uint32_t i = 0; i < v->part_count; i++) {
             const struct ol_meta_part *pt = &v->parts[i];
-            st32(q, pt->number);
-            st64(q + 4, pt->size);
-            st64(q + 12, pt->actual_size);
+            ol_le_st32(q, pt->number);
+            ol_le_st64(q + 4, pt->size);
+            ol_le_st64(q + 12, pt->actual_size);
             memcpy(q + 20, pt->etag, 16);
             q = put(q + OL_META_PART_FIXED, pt->cks, L);
         }
     }
     if (v->has_inline) {
-        st32(q, v->inline_data.len);
-        st64(q + 4, hash64(v->inline_data.p, v->inline_data.len));
+        ol_le_st32(q, v->inline_data.len);
+        ol_le_st64(q + 4, hash64(v->inline_data.p, v->inline_data.len));
         q = put(q + 12, v->inline_data.p, v->inline_data.len);
     }
 }
@@ -433,7 +401,7 @@ static bool take_str(struct rd *r, uint32_t max, struct ol_meta_bytes *out)
     const uint8_t *q = take(r, 2);
     if (!q)
         return false;
-    uint32_t len = ld16(q);
+    uint32_t len = ol_le_ld16(q);
     const uint8_t *s = len <= max ? take(r, len) : NULL;
     if (!s)
         return false;
@@ -450,30 +418,30 @@ static int vdecode(const uint8_t *p, uint32_t n, struct ol_meta_version *v)
     memset(v, 0, sizeof *v);
     if (n < OL_META_DM_LEN)
         return -1;
-    uint32_t rl = ld32(p);
-    if (rl < OL_META_DM_LEN || rl > n || ld16(p + 6) != 0)
+    uint32_t rl = ol_le_ld32(p);
+    if (rl < OL_META_DM_LEN || rl > n || ol_le_ld16(p + 6) != 0)
         return -1;
     v->type = p[4];
     memcpy(v->vid, p + 8, OL_META_ID_LEN);
-    v->mtime_ns = ld64(p + 24);
+    v->mtime_ns = ol_le_ld64(p + 24);
     v->raw = (struct ol_meta_bytes){p, rl};
     uint8_t flags = p[5];
     if (v->type == OL_META_DELETE_MARKER)
         return flags == 0 && rl == OL_META_DM_LEN ? (int)rl : -1;
     if (v->type != OL_META_OBJECT || (flags & ~OL_META_VF_INLINE) || rl < OL_META_OBJ_FIXED)
         return -1;
-    v->size = ld64(p + 32);
+    v->size = ol_le_ld64(p + 32);
     memcpy(v->etag, p + 40, 16);
-    v->etag_parts = ld16(p + 56);
-    v->part_count = ld16(p + 58);
+    v->etag_parts = ol_le_ld16(p + 56);
+    v->part_count = ol_le_ld16(p + 58);
     v->storage_class = p[60];
     v->cks.algo = p[61];
     v->cks.flags = p[62];
     v->ec.k = p[63];
     v->ec.m = p[64];
     v->ec.index = p[65];
-    v->cks.parts = ld16(p + 66);
-    v->ec.block_size = ld32(p + 68);
+    v->cks.parts = ol_le_ld16(p + 66);
+    v->ec.block_size = ol_le_ld32(p + 68);
     memcpy(v->data_dir, p + 72, OL_META_ID_LEN);
     int L = cks_check(&v->cks);
     if (L < 0 || v->storage_class >= OL_META_SC__COUNT || v->etag_parts > OL_META_MAX_PARTS ||
@@ -498,7 +466,7 @@ static int vdecode(const uint8_t *p, uint32_t n, struct ol_meta_version *v)
             return -1;
     if (!(q = take(&r, 2)))
         return -1;
-    v->user_count = ld16(q);
+    v->user_count = ol_le_ld16(q);
     int used = user_walk(p + r.off, rl - r.off, v->user_count);
     if (used < 0)
         return -1;
@@ -512,8 +480,8 @@ static int vdecode(const uint8_t *p, uint32_t n, struct ol_meta_version *v)
     if (flags & OL_META_VF_INLINE) {
         if (!(q = take(&r, 12)))
             return -1;
-        uint32_t ilen = ld32(q);
-        v->inline_sum = ld64(q + 4);
+        uint32_t ilen = ol_le_ld32(q);
+        v->inline_sum = ol_le_ld64(q + 4);
         const uint8_t *data = ilen <= OL_META_MAX_INLINE ? take(&r, ilen) : NULL;
         if (!data || hash64(data, ilen) != v->inline_sum)
             return -1;
@@ -537,10 +505,10 @@ int ol_meta_user_next(const struct ol_meta_version *v, uint32_t *pos, struct ol_
     uint32_t n = v->user_enc.len, o = *pos;
     if (!p || o > n || n - o < 2)
         return 0;
-    uint32_t nl = ld16(p + o);
+    uint32_t nl = ol_le_ld16(p + o);
     if (n - o - 2 < nl || n - o - 2 - nl < 2)
         return 0;
-    uint32_t vl = ld16(p + o + 2 + nl);
+    uint32_t vl = ol_le_ld16(p + o + 2 + nl);
     if (n - o - 4 - nl < vl)
         return 0;
     out->name = (struct ol_meta_bytes){p + o + 2, nl};
@@ -562,9 +530,9 @@ int ol_meta_part_at(const struct ol_meta_version *v, unsigned i, struct ol_meta_
         return -ENOENT;
     const uint8_t *q = v->parts_enc + (size_t)i * (OL_META_PART_FIXED + (uint32_t)L);
     memset(out, 0, sizeof *out);
-    out->number = ld32(q);
-    out->size = ld64(q + 4);
-    out->actual_size = ld64(q + 12);
+    out->number = ol_le_ld32(q);
+    out->size = ol_le_ld64(q + 4);
+    out->actual_size = ol_le_ld64(q + 12);
     memcpy(out->etag, q + 20, 16);
     memcpy(out->cks, q + OL_META_PART_FIXED, (size_t)L);
     return 0;
@@ -594,11 +562,11 @@ static uint8_t *write_header(uint8_t *out, const void *key, uint32_t klen, uint3
                              uint32_t total)
 {
     memcpy(out, OL_META_MAGIC, 4);
-    st16(out + 4, OL_META_FORMAT);
-    st16(out + 6, 0);
-    st32(out + 8, count);
-    st32(out + 12, total);
-    st16(out + 16, (uint16_t)klen);
+    ol_le_st16(out + 4, OL_META_FORMAT);
+    ol_le_st16(out + 6, 0);
+    ol_le_st32(out + 8, count);
+    ol_le_st32(out + 12, total);
+    ol_le_st16(out + 16, (uint16_t)klen);
     return put(out + 18, key, klen);
 }
 
@@ -609,7 +577,7 @@ static bool key_ok(const char *key, size_t klen)
 
 static void write_trailer(uint8_t *out, uint32_t total)
 {
-    st64(out + total - OL_META_TRAILER_LEN, hash64(out, total - OL_META_TRAILER_LEN));
+    ol_le_st64(out + total - OL_META_TRAILER_LEN, hash64(out, total - OL_META_TRAILER_LEN));
 }
 
 int ol_meta_version_size(const struct ol_meta_version *v)
@@ -660,13 +628,13 @@ int ol_meta_open(const uint8_t *buf, size_t len, struct ol_meta_file *f)
         return -EBADMSG;
     if (len < 6 + OL_META_TRAILER_LEN || len > OL_META_MAX_FILE)
         return -EBADMSG;
-    if (hash64(buf, len - OL_META_TRAILER_LEN) != ld64(buf + len - OL_META_TRAILER_LEN))
+    if (hash64(buf, len - OL_META_TRAILER_LEN) != ol_le_ld64(buf + len - OL_META_TRAILER_LEN))
         return -EBADMSG;
-    if (ld16(buf + 4) != OL_META_FORMAT)
+    if (ol_le_ld16(buf + 4) != OL_META_FORMAT)
         return -ENOTSUP;
-    if (len < OL_META_EMPTY_LEN(1) || ld16(buf + 6) != 0 || ld32(buf + 12) != len)
+    if (len < OL_META_EMPTY_LEN(1) || ol_le_ld16(buf + 6) != 0 || ol_le_ld32(buf + 12) != len)
         return -EBADMSG;
-    uint32_t count = ld32(buf + 8), klen = ld16(buf + 16);
+    uint32_t count = ol_le_ld32(buf + 8), klen = ol_le_ld16(buf + 16);
     if (count > OL_META_MAX_VERSIONS || klen == 0 || klen > OL_META_MAX_KEY ||
         len < OL_META_EMPTY_LEN(klen))
         return -EBADMSG;
@@ -681,7 +649,7 @@ int ol_meta_open(const uint8_t *buf, size_t len, struct ol_meta_file *f)
         if (rl < 0)
             return -EBADMSG;
         if (count > 1 && dup_add(&d, buf + off + 8)) {
-            for (uint32_t o = first; o < off; o += ld32(buf + o))
+            for (uint32_t o = first; o < off; o += ol_le_ld32(buf + o))
                 if (memcmp(buf + o + 8, buf + off + 8, OL_META_ID_LEN) == 0)
                     return -EBADMSG;
         }
@@ -733,7 +701,7 @@ static int locate(const struct ol_meta_file *f, const uint8_t *vid, uint32_t *of
     for (uint32_t i = 0; i < f->count; i++) {
         if (end - o < OL_META_DM_LEN)
             return -EBADMSG;
-        uint32_t l = ld32(f->buf + o);
+        uint32_t l = ol_le_ld32(f->buf + o);
         if (l < OL_META_DM_LEN || l > end - o)
             return -EBADMSG;
         if (memcmp(f->buf + o + 8, vid, OL_META_ID_LEN) == 0) {

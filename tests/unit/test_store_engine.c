@@ -8,298 +8,63 @@
  *
  * The test thread drives the engine synchronously: each call posts a
  * message to the loop thread, which starts the operation, and the engine's
- * callback wakes the test thread when it is done.
+ * callback wakes the test thread when it is done (store_harness.h, shared
+ * with test_store_mpu.c; the PUTs here finish with an ETag made of the size).
  */
 #include "olt.h"
+#include "store_harness.h"
 
-#include "rt/loop.h"
 #include "store/bitrot.h"
 #include "store/ec.h"
 #include "store/engine.h"
 #include "store/format.h"
-#include "store/layout.h"
 #include "store/meta.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <semaphore.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAXD 8
-#define STRIPE (64u << 10)   /* small stripes: several per object, fast */
+/* ---- this file's environment and PUTs (the rest: store_harness.h) ------------------ */
 
-struct env {
-    char path[MAXD][512];
-    const char *dp[MAXD];
-    unsigned n, dps;
-    struct ol_store_params p;
-    struct ol_store *s;
-    struct ol_store_core *c;
-    ol_loop *loop;
-};
-
-/* ---- running things on the loop thread --------------------------------------- */
-
-struct tcall {
-    struct ol_msg m;
-    struct env *e;
-    void (*fn)(struct tcall *);
-    sem_t sem;
-    int status;
-    bool posted;
-    /* put */
-    const char *bucket, *key;
-    const uint8_t *data;
-    uint64_t size, stop, written;
-    size_t chunk;
-    int parity;
-    struct ol_put *put;
-    unsigned ones, readies;
-    /* get */
-    struct ol_get *get;
-    uint64_t off;
-    int64_t len;
-    bool head;
-    uint8_t *out;
-    uint64_t cap, got, msize;
-    uint8_t etag[16];
-    bool meta;
-    /* several at once: sub-calls report to their parent */
-    struct tcall *parent;
-    unsigned remaining;
-    /* misc */
-    struct ol_store_stats st;
-    unsigned busy;
-    int which;
-};
-
-static void done(struct tcall *t, int status)
+static void env_open(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max)
 {
-    if (t->posted)
-        return;
-    t->status = status;
-    t->posted = true;
-    if (t->parent) {
-        if (--t->parent->remaining == 0)
-            done(t->parent, 0);
-        return;
-    }
-    sem_post(&t->sem);
+    sh_env_open(e, n, dps, inline_max, 0);
 }
 
-static void on_msg(ol_loop *l, struct ol_msg *m)
+static void env_reopen(struct sh_env *e)
 {
-    (void)l;
-    struct tcall *t = (struct tcall *)m;
-    t->fn(t);
+    sh_env_stop(e, false);
+    sh_env_start(e);
 }
 
-static int call(struct env *e, struct tcall *t, void (*fn)(struct tcall *))
+static void env_close(struct sh_env *e) { sh_env_stop(e, false); }
+
+/* The version the PUTs of these tests finish with: an ETag made of the size. */
+static void fill_version(struct sh_call *t, struct ol_meta_version *v)
 {
-    t->e = e;
-    t->fn = fn;
-    t->posted = false;
-    t->m.fn = on_msg;
-    sem_init(&t->sem, 0, 0);
-    ol_loop_post(e->loop, &t->m);
-    while (sem_wait(&t->sem) < 0 && errno == EINTR)
-        ;
-    sem_destroy(&t->sem);
-    return t->status;
-}
-
-static void fn_core_create(struct tcall *t)
-{
-    done(t, ol_store_core_create(t->e->s, t->e->loop, &t->e->c));
-}
-
-static void fn_core_destroy(struct tcall *t)
-{
-    ol_store_core_destroy(t->e->c);
-    t->e->c = NULL;
-    done(t, 0);
-}
-
-static void fn_stats(struct tcall *t)
-{
-    t->st = *ol_store_core_stats(t->e->c);
-    t->busy = ol_store_core_busy(t->e->c);
-    done(t, 0);
-}
-
-static struct ol_store_stats stats(struct env *e)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    call(e, &t, fn_stats);
-    return t.st;
-}
-
-static unsigned busy(struct env *e)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    call(e, &t, fn_stats);
-    return t.busy;
-}
-
-/* Waits until no request state is in use (background cleanups done). */
-static void settle(struct env *e)
-{
-    for (int i = 0; i < 500 && busy(e); i++)
-        usleep(10000);
-    OLT_CHECK_EQ(busy(e), 0);
-}
-
-/* ---- environment -------------------------------------------------------------- */
-
-static void env_start(struct env *e)
-{
-    char err[512] = "";
-    int rc = ol_store_open(&e->p, &e->s, err, sizeof err);
-    if (rc < 0)
-        olt_fail(__FILE__, __LINE__, "ol_store_open: %d %s", rc, err);
-    struct ol_loop_params lp = {.index = 0, .cpu = -1, .recv_bufs = 64, .recv_buf_size = 4096};
-    rc = ol_loop_create(&lp, &e->loop, err, sizeof err);
-    if (rc == -EPERM || rc == -ENOSYS)
-        OLT_SKIP("io_uring not available here");
-    if (rc < 0)
-        olt_fail(__FILE__, __LINE__, "ol_loop_create: %s", err);
-    OLT_CHECK_EQ(ol_loop_start(e->loop, NULL, NULL), 0);
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    OLT_CHECK_EQ(call(e, &t, fn_core_create), 0);
-}
-
-/* Stops the loop; with crash set, the core is dropped as a crash would drop it. */
-static void env_stop(struct env *e, bool crash)
-{
-    if (!crash) {
-        struct tcall t;
-        memset(&t, 0, sizeof t);
-        call(e, &t, fn_core_destroy);
-    }
-    ol_loop_stop(e->loop);
-    ol_loop_join(e->loop);
-    ol_loop_destroy(e->loop);
-    e->loop = NULL;
-    if (crash) {
-        ol_store_core_destroy(e->c);
-        e->c = NULL;
-    }
-    ol_store_close(e->s);
-    e->s = NULL;
-}
-
-static void env_open(struct env *e, unsigned n, unsigned dps, int64_t inline_max)
-{
-    memset(e, 0, sizeof *e);
-    e->n = n;
-    e->dps = dps;
-    for (unsigned i = 0; i < n; i++) {
-        snprintf(e->path[i], sizeof e->path[i], "%s/d%u", olt_tmpdir(), i);
-        OLT_CHECK(mkdir(e->path[i], 0700) == 0);
-        e->dp[i] = e->path[i];
-    }
-    e->p = (struct ol_store_params){.drives = e->dp, .n = n, .drives_per_set = dps,
-                                    .parity = -1, .stripe_bytes = STRIPE,
-                                    .inline_max = inline_max};
-    env_start(e);
-}
-
-static void env_reopen(struct env *e)
-{
-    env_stop(e, false);
-    env_start(e);
-}
-
-static void env_close(struct env *e) { env_stop(e, false); }
-
-/* ---- operations ------------------------------------------------------------------ */
-
-static void put_pump(struct tcall *t);
-
-static void put_cb(void *ud, const struct ol_store_event *ev)
-{
-    struct tcall *t = ud;
-    switch (ev->type) {
-    case OL_STORE_EV_READY:
-        t->readies++;
-        put_pump(t);
-        break;
-    case OL_STORE_EV_ERROR:
-        ol_put_abort(t->put);
-        t->put = NULL;
-        done(t, ev->status);
-        break;
-    case OL_STORE_EV_DONE:
-        t->put = NULL;
-        done(t, ev->status);
-        break;
-    default:
-        break;
-    }
-}
-
-static void put_pump(struct tcall *t)
-{
-    while (t->written < t->stop) {
-        uint64_t n = t->stop - t->written;
-        if (n > t->chunk)
-            n = t->chunk;
-        int rc = ol_put_write(t->put, t->data + t->written, (size_t)n);
-        if (rc < 0) {
-            ol_put_abort(t->put);
-            t->put = NULL;
-            return done(t, rc);
-        }
-        t->written += n;
-        if (rc == 1) {
-            t->ones++;
-            return;
-        }
-    }
-    if (t->stop < t->size)
-        return done(t, 0); /* a partial PUT, left open for the test */
-    struct ol_meta_version v;
-    memset(&v, 0, sizeof v);
     for (unsigned i = 0; i < 16; i++)
-        v.etag[i] = (uint8_t)(t->size * 31 + i);
+        v->etag[i] = (uint8_t)(t->size * 31 + i);
     static const char ct[] = "application/test";
-    v.hdr[OL_META_HDR_CONTENT_TYPE] = (struct ol_meta_bytes){(const uint8_t *)ct, sizeof ct - 1};
-    int rc = ol_put_finish(t->put, &v);
-    if (rc < 0) {
-        ol_put_abort(t->put);
-        t->put = NULL;
-        done(t, rc);
-    }
+    v->hdr[OL_META_HDR_CONTENT_TYPE] = (struct ol_meta_bytes){(const uint8_t *)ct, sizeof ct - 1};
 }
 
-static void fn_put(struct tcall *t)
+static void fn_put(struct sh_call *t)
 {
     struct ol_put_args a = {.bucket = t->bucket, .key = t->key, .size = t->size,
                             .parity = t->parity};
-    int rc = ol_put_begin(t->e->c, &a, put_cb, t, &t->put);
+    t->fill = fill_version;
+    int rc = ol_put_begin(t->e->c, &a, sh_put_cb, t, &t->put);
     if (rc < 0)
-        return done(t, rc);
-    put_pump(t);
+        return sh_done(t, rc);
+    sh_put_pump(t);
 }
 
-static void fn_abort(struct tcall *t)
+static int put_full(struct sh_env *e, const char *b, const char *k, const uint8_t *data,
+                    uint64_t size, int parity, struct sh_call *out)
 {
-    ol_put_abort(t->put);
-    t->put = NULL;
-    done(t, 0);
-}
-
-static int put_full(struct env *e, const char *b, const char *k, const uint8_t *data,
-                    uint64_t size, int parity, struct tcall *out)
-{
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.bucket = b;
     t.key = k;
@@ -307,283 +72,38 @@ static int put_full(struct env *e, const char *b, const char *k, const uint8_t *
     t.size = t.stop = size;
     t.chunk = OL_STORE_WRITE_MAX;
     t.parity = parity;
-    int rc = call(e, &t, fn_put);
+    int rc = sh_call(e, &t, fn_put);
     if (out)
         *out = t;
     return rc;
 }
 
-static int put(struct env *e, const char *b, const char *k, const uint8_t *data, uint64_t size)
+static int put(struct sh_env *e, const char *b, const char *k, const uint8_t *data, uint64_t size)
 {
     return put_full(e, b, k, data, size, -1, NULL);
 }
 
-static void get_cb(void *ud, const struct ol_store_event *ev)
+static int head(struct sh_env *e, const char *b, const char *k, uint64_t *size)
 {
-    struct tcall *t = ud;
-    int rc;
-    switch (ev->type) {
-    case OL_STORE_EV_META:
-        t->meta = true;
-        t->msize = ev->version->size;
-        memcpy(t->etag, ev->version->etag, 16);
-        if (t->head) {
-            ol_get_end(t->get);
-            return done(t, 0);
-        }
-        if (t->off || t->len >= 0)
-            ol_get_set_range(t->get, t->off, t->len);
-        rc = ol_get_next(t->get);
-        if (rc < 0) {
-            ol_get_end(t->get);
-            done(t, rc);
-        }
-        break;
-    case OL_STORE_EV_DATA:
-        if (t->got + ev->len > t->cap) {
-            ol_get_end(t->get);
-            return done(t, -EOVERFLOW);
-        }
-        memcpy(t->out + t->got, ev->data, ev->len);
-        t->got += ev->len;
-        rc = ol_get_next(t->get); /* from inside the callback: the engine loops */
-        if (rc < 0) {
-            ol_get_end(t->get);
-            done(t, rc);
-        }
-        break;
-    case OL_STORE_EV_DONE:
-        ol_get_end(t->get);
-        done(t, ev->status);
-        break;
-    default:
-        break;
-    }
-}
-
-static void fn_get(struct tcall *t)
-{
-    struct ol_get_args a = {.bucket = t->bucket, .key = t->key, .offset = 0, .length = -1};
-    int rc = ol_get_begin(t->e->c, &a, get_cb, t, &t->get);
-    if (rc < 0)
-        done(t, rc);
-}
-
-/* GET of [off, off + len) (len -1: to the end) into out; *got = bytes. */
-static int get_range(struct env *e, const char *b, const char *k, uint64_t off, int64_t len,
-                     uint8_t *out, uint64_t cap, uint64_t *got)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.key = k;
-    t.off = off;
-    t.len = len;
-    t.out = out;
-    t.cap = cap;
-    int rc = call(e, &t, fn_get);
-    if (got)
-        *got = t.got;
-    return rc;
-}
-
-/* Full GET compared with want[0..size). */
-static void check_get(struct env *e, const char *b, const char *k, const uint8_t *want,
-                      uint64_t size)
-{
-    uint8_t *buf = malloc(size + 1);
-    uint64_t got = 0;
-    int rc = get_range(e, b, k, 0, -1, buf, size + 1, &got);
-    if (rc != 0)
-        olt_fail(__FILE__, __LINE__, "get %s/%s (%llu bytes): %d", b, k,
-                 (unsigned long long)size, rc);
-    OLT_CHECK_EQ(got, size);
-    if (size)
-        OLT_CHECK_MEM(buf, want, size);
-    free(buf);
-}
-
-static int head(struct env *e, const char *b, const char *k, uint64_t *size)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.key = k;
-    t.head = true;
-    int rc = call(e, &t, fn_get);
+    struct sh_call t;
+    int rc = sh_head(e, b, k, &t);
     if (size)
         *size = t.msize;
     return rc;
 }
 
-static void simple_cb(void *ud, const struct ol_store_event *ev)
-{
-    done(ud, ev->status);
-}
-
-static void fn_delete(struct tcall *t)
-{
-    int rc = ol_delete(t->e->c, t->bucket, t->key, simple_cb, t);
-    if (rc < 0)
-        done(t, rc);
-}
-
-static int del(struct env *e, const char *b, const char *k)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.key = k;
-    return call(e, &t, fn_delete);
-}
-
-static void fn_bucket(struct tcall *t)
-{
-    int rc = t->which == 0 ? ol_store_bucket_create(t->e->c, t->bucket, simple_cb, t)
-             : t->which == 1 ? ol_store_bucket_delete(t->e->c, t->bucket, simple_cb, t)
-                             : ol_store_bucket_exists(t->e->c, t->bucket, simple_cb, t);
-    if (rc < 0)
-        done(t, rc);
-}
-
-static int bucket_op(struct env *e, int which, const char *b)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.which = which;
-    return call(e, &t, fn_bucket);
-}
-#define bucket_create(e, b) bucket_op(e, 0, b)
-#define bucket_delete(e, b) bucket_op(e, 1, b)
-#define bucket_exists(e, b) bucket_op(e, 2, b)
-
 /* ---- looking at the drives --------------------------------------------------------- */
 
-static uint8_t *pattern(uint64_t size, unsigned seed)
-{
-    uint8_t *p = malloc(size ? size : 1);
-    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
-    for (uint64_t i = 0; i < size; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)x;
-    }
-    return p;
-}
-
-/* <drive i>/.openlake/buckets/<b>/objects/<ab>/<hash> */
-static void obj_dir(const struct env *e, unsigned i, const char *b, const char *k, char *out,
-                    size_t len)
-{
-    struct ol_format f;
-    OLT_CHECK_EQ(ol_format_read(e->path[0], &f), 0);
-    char od[OL_LAYOUT_DIR_LEN];
-    ol_layout_object_dir(f.deployment, k, strlen(k), od);
-    ol_format_free(&f);
-    snprintf(out, len, "%s/.openlake/buckets/%s/objects/%s", e->path[i], b, od);
-}
-
-/* Drive index (0..n-1) of position pos of the object's set. */
-static unsigned drive_of(const struct env *e, const char *b, const char *k, unsigned pos)
-{
-    return ol_store_set_of(e->s, b, k) * e->dps + pos;
-}
-
-static size_t read_file(const char *path, uint8_t *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, cap);
-    close(fd);
-    return n < 0 ? 0 : (size_t)n;
-}
-
-/* The latest version in drive i's metadata of b/k; false when none. */
-static bool drive_meta(const struct env *e, unsigned i, const char *b, const char *k,
-                       uint8_t *buf, size_t cap, struct ol_meta_version *v)
-{
-    char p[900];
-    obj_dir(e, i, b, k, p, sizeof p);
-    strcat(p, "/meta");
-    size_t n = read_file(p, buf, cap);
-    struct ol_meta_file f;
-    return n && ol_meta_open(buf, n, &f) == 0 && ol_meta_latest(&f, v) == 0;
-}
-
-/* Drive index holding shard `shard` of b/k. */
-static unsigned drive_with_shard(const struct env *e, const char *b, const char *k,
-                                 unsigned shard)
-{
-    static uint8_t buf[1 << 20];
-    for (unsigned pos = 0; pos < e->dps; pos++) {
-        unsigned i = drive_of(e, b, k, pos);
-        struct ol_meta_version v;
-        if (drive_meta(e, i, b, k, buf, sizeof buf, &v) && v.ec.index == shard)
-            return i;
-    }
-    olt_fail(__FILE__, __LINE__, "no drive holds shard %u of %s", shard, k);
-}
-
-static void part_path(const struct env *e, unsigned i, const char *b, const char *k, char *out,
+static void part_path(const struct sh_env *e, unsigned i, const char *b, const char *k, char *out,
                       size_t len)
 {
     static uint8_t buf[1 << 20];
     struct ol_meta_version v;
-    OLT_CHECK(drive_meta(e, i, b, k, buf, sizeof buf, &v));
+    OLT_CHECK(sh_drive_meta(e, i, b, k, buf, sizeof buf, &v));
     char dir[700], u[37];
-    obj_dir(e, i, b, k, dir, sizeof dir);
+    sh_obj_dir(e, i, b, k, dir, sizeof dir);
     ol_format_uuid_str(v.data_dir, u);
     snprintf(out, len, "%s/%s/part.1", dir, u);
-}
-
-/* Entries of a directory (-1 when it does not exist). */
-static int count_entries(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *x;
-    while ((x = readdir(d)))
-        if (strcmp(x->d_name, ".") && strcmp(x->d_name, ".."))
-            n++;
-    closedir(d);
-    return n;
-}
-
-/* After the core is idle (aborted PUTs clean up in the background). */
-static void check_tmp_empty(struct env *e)
-{
-    settle(e);
-    for (unsigned i = 0; i < e->n; i++) {
-        char p[600];
-        snprintf(p, sizeof p, "%s/.openlake/tmp", e->path[i]);
-        int n = count_entries(p);
-        if (n > 0)
-            { char cmd[700]; snprintf(cmd, sizeof cmd, "ls -laR %s >&2", p); if (system(cmd)) {} olt_fail(__FILE__, __LINE__, "%s holds %d entries", p, n); }
-    }
-}
-
-static const char *g_wipe_root;
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    if (strcmp(p, g_wipe_root) != 0)
-        remove(p);
-    return 0;
-}
-
-/* rm -rf of everything inside the drive: the drive's contents are gone, the directory stays. */
-static void wipe(const char *drive)
-{
-    g_wipe_root = drive;
-    nftw(drive, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    OLT_CHECK_EQ(count_entries(drive), 0);
 }
 
 static void flip_byte(const char *path, uint64_t off)
@@ -601,28 +121,28 @@ static void flip_byte(const char *path, uint64_t off)
 
 OLT_TEST_T(store_engine_put_get_sizes, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, -1);   /* one set, k 2 + m 2 */
     OLT_CHECK_EQ(ol_store_parity(e.s), 2);
     uint32_t inl = ol_store_inline_max(e.s);
-    OLT_CHECK_EQ(inl, STRIPE); /* the default 128 KiB, clamped to the stripe */
-    OLT_CHECK_EQ(bucket_create(&e, "bkt"), 0);
-    uint64_t sd = 2 * ol_ec_shard_len(STRIPE, 2); /* data bytes per stripe */
+    OLT_CHECK_EQ(inl, SH_STRIPE); /* the default 128 KiB, clamped to the stripe */
+    OLT_CHECK_EQ(sh_bucket_create(&e, "bkt"), 0);
+    uint64_t sd = 2 * ol_ec_shard_len(SH_STRIPE, 2); /* data bytes per stripe */
     uint64_t sizes[] = {0, 1, 63, inl, inl + 1, 3 * sd, 2 * sd + sd / 2 + 7, 5 * sd + 1};
     for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         char key[64];
         snprintf(key, sizeof key, "dir/obj-%u", i);
-        uint8_t *data = pattern(sizes[i], i);
+        uint8_t *data = sh_pattern(sizes[i], i);
         OLT_CHECK_EQ(put(&e, "bkt", key, data, sizes[i]), 0);
-        check_get(&e, "bkt", key, data, sizes[i]);
+        sh_check_get(&e, "bkt", key, data, sizes[i]);
         uint64_t hs = 99;
         OLT_CHECK_EQ(head(&e, "bkt", key, &hs), 0);
         OLT_CHECK_EQ(hs, sizes[i]);
         /* on disk: inline objects are one file per drive; others a data dir */
         for (unsigned d = 0; d < 4; d++) {
             char dir[700];
-            obj_dir(&e, d, "bkt", key, dir, sizeof dir);
-            OLT_CHECK_EQ(count_entries(dir), sizes[i] <= inl ? 1 : 2);
+            sh_obj_dir(&e, d, "bkt", key, dir, sizeof dir);
+            OLT_CHECK_EQ(sh_count_entries(dir), sizes[i] <= inl ? 1 : 2);
             if (sizes[i] > inl) {
                 char pp[900];
                 part_path(&e, d, "bkt", key, pp, sizeof pp);
@@ -635,53 +155,53 @@ OLT_TEST_T(store_engine_put_get_sizes, 120)
         }
         free(data);
     }
-    struct ol_store_stats st = stats(&e);
+    struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK_EQ(st.puts, sizeof sizes / sizeof *sizes);
     OLT_CHECK_EQ(st.reads_reconstructed, 0);
     OLT_CHECK_EQ(st.checksum_failures, 0);
-    check_tmp_empty(&e);
-    settle(&e);
+    sh_check_tmp_empty(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_two_sets_and_parity_override, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 6, 3, 0);    /* two sets of k 2 + m 1; nothing inline */
     OLT_CHECK_EQ(ol_store_sets(e.s), 2);
-    OLT_CHECK_EQ(bucket_create(&e, "two"), 0);
-    OLT_CHECK_EQ(bucket_exists(&e, "two"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "two"), 0);
+    OLT_CHECK_EQ(sh_bucket_exists(&e, "two"), 0);
     unsigned in_set[2] = {0, 0};
     for (unsigned i = 0; i < 12; i++) {
         char key[32];
         snprintf(key, sizeof key, "k%u", i);
         uint64_t size = 1000 + 7919u * i;
-        uint8_t *data = pattern(size, 100 + i);
+        uint8_t *data = sh_pattern(size, 100 + i);
         OLT_CHECK_EQ(put(&e, "two", key, data, size), 0);
         in_set[ol_store_set_of(e.s, "two", key)]++;
-        check_get(&e, "two", key, data, size);
+        sh_check_get(&e, "two", key, data, size);
         free(data);
     }
     OLT_CHECK(in_set[0] > 0 && in_set[1] > 0);
     /* parity 0 (k 3): every drive of the set is needed, and holds a data shard */
-    uint8_t *data = pattern(200000, 7);
-    struct tcall t;
+    uint8_t *data = sh_pattern(200000, 7);
+    struct sh_call t;
     OLT_CHECK_EQ(put_full(&e, "two", "p0", data, 200000, 0, &t), 0);
-    check_get(&e, "two", "p0", data, 200000);
+    sh_check_get(&e, "two", "p0", data, 200000);
     OLT_CHECK_EQ(put_full(&e, "two", "p9", data, 10, 9, &t), -EINVAL);
     free(data);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_range_reads, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, 4096);
-    OLT_CHECK_EQ(bucket_create(&e, "rng"), 0);
-    uint64_t sd = 2 * ol_ec_shard_len(STRIPE, 2);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "rng"), 0);
+    uint64_t sd = 2 * ol_ec_shard_len(SH_STRIPE, 2);
     uint64_t size = 2 * sd + sd / 3;
-    uint8_t *data = pattern(size, 3), *buf = malloc(size);
+    uint8_t *data = sh_pattern(size, 3), *buf = malloc(size);
     OLT_CHECK_EQ(put(&e, "rng", "big", data, size), 0);
     OLT_CHECK_EQ(put(&e, "rng", "small", data, 1000), 0);
     struct { uint64_t off; int64_t len; uint64_t want_off, want_len; } cases[] = {
@@ -697,260 +217,262 @@ OLT_TEST_T(store_engine_range_reads, 120)
     };
     for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++) {
         uint64_t got = 0;
-        OLT_CHECK_EQ(get_range(&e, "rng", "big", cases[i].off, cases[i].len, buf, size, &got), 0);
+        OLT_CHECK_EQ(sh_get_range(&e, "rng", "big", cases[i].off, cases[i].len, buf, size, &got),
+                     0);
         OLT_CHECK_EQ(got, cases[i].want_len);
         OLT_CHECK_MEM(buf, data + cases[i].want_off, got);
     }
     uint64_t got = 0;
-    OLT_CHECK_EQ(get_range(&e, "rng", "big", size, 1, buf, size, &got), -ERANGE);
-    OLT_CHECK_EQ(get_range(&e, "rng", "big", size + 5, -1, buf, size, &got), -ERANGE);
-    OLT_CHECK_EQ(get_range(&e, "rng", "big", 5, 0, buf, size, &got), -ERANGE);
+    OLT_CHECK_EQ(sh_get_range(&e, "rng", "big", size, 1, buf, size, &got), -ERANGE);
+    OLT_CHECK_EQ(sh_get_range(&e, "rng", "big", size + 5, -1, buf, size, &got), -ERANGE);
+    OLT_CHECK_EQ(sh_get_range(&e, "rng", "big", 5, 0, buf, size, &got), -ERANGE);
     /* inline object */
-    OLT_CHECK_EQ(get_range(&e, "rng", "small", 999, 1, buf, size, &got), 0);
+    OLT_CHECK_EQ(sh_get_range(&e, "rng", "small", 999, 1, buf, size, &got), 0);
     OLT_CHECK_EQ(got, 1);
     OLT_CHECK_EQ(buf[0], data[999]);
-    OLT_CHECK_EQ(get_range(&e, "rng", "small", 100, 300, buf, size, &got), 0);
+    OLT_CHECK_EQ(sh_get_range(&e, "rng", "small", 100, 300, buf, size, &got), 0);
     OLT_CHECK_EQ(got, 300);
     OLT_CHECK_MEM(buf, data + 100, 300);
-    OLT_CHECK_EQ(get_range(&e, "rng", "small", 1000, 1, buf, size, &got), -ERANGE);
+    OLT_CHECK_EQ(sh_get_range(&e, "rng", "small", 1000, 1, buf, size, &got), -ERANGE);
     free(data);
     free(buf);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_overwrite_removes_old_data, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, 4096);
-    OLT_CHECK_EQ(bucket_create(&e, "ow"), 0);
-    uint8_t *a = pattern(300000, 1), *b = pattern(150000, 2), *c = pattern(100, 3);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ow"), 0);
+    uint8_t *a = sh_pattern(300000, 1), *b = sh_pattern(150000, 2), *c = sh_pattern(100, 3);
     OLT_CHECK_EQ(put(&e, "ow", "x", a, 300000), 0);
     char old[4][900];
     for (unsigned d = 0; d < 4; d++)
         part_path(&e, d, "ow", "x", old[d], sizeof old[d]);
     OLT_CHECK_EQ(put(&e, "ow", "x", b, 150000), 0);
-    check_get(&e, "ow", "x", b, 150000);
+    sh_check_get(&e, "ow", "x", b, 150000);
     for (unsigned d = 0; d < 4; d++) {
         OLT_CHECK(access(old[d], F_OK) != 0);          /* old part gone */
         *strrchr(old[d], '/') = 0;
         OLT_CHECK(access(old[d], F_OK) != 0);          /* and its data dir */
         char dir[700];
-        obj_dir(&e, d, "ow", "x", dir, sizeof dir);
-        OLT_CHECK_EQ(count_entries(dir), 2);           /* meta + the new data dir */
+        sh_obj_dir(&e, d, "ow", "x", dir, sizeof dir);
+        OLT_CHECK_EQ(sh_count_entries(dir), 2);           /* meta + the new data dir */
     }
     /* overwrite with an inline object: the data dir goes too */
     OLT_CHECK_EQ(put(&e, "ow", "x", c, 100), 0);
-    check_get(&e, "ow", "x", c, 100);
+    sh_check_get(&e, "ow", "x", c, 100);
     for (unsigned d = 0; d < 4; d++) {
         char dir[700];
-        obj_dir(&e, d, "ow", "x", dir, sizeof dir);
-        OLT_CHECK_EQ(count_entries(dir), 1);
+        sh_obj_dir(&e, d, "ow", "x", dir, sizeof dir);
+        OLT_CHECK_EQ(sh_count_entries(dir), 1);
     }
     free(a);
     free(b);
     free(c);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_delete_then_get, 60)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, -1);
-    OLT_CHECK_EQ(bucket_create(&e, "del"), 0);
-    uint8_t *a = pattern(200000, 4);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "del"), 0);
+    uint8_t *a = sh_pattern(200000, 4);
     OLT_CHECK_EQ(put(&e, "del", "gone", a, 200000), 0);
     OLT_CHECK_EQ(put(&e, "del", "tiny", a, 10), 0);
-    OLT_CHECK_EQ(del(&e, "del", "gone"), 0);
-    OLT_CHECK_EQ(get_range(&e, "del", "gone", 0, -1, NULL, 0, NULL), -ENOENT);
+    OLT_CHECK_EQ(sh_del(&e, "del", "gone"), 0);
+    OLT_CHECK_EQ(sh_get_range(&e, "del", "gone", 0, -1, NULL, 0, NULL), -ENOENT);
     OLT_CHECK_EQ(head(&e, "del", "gone", NULL), -ENOENT);
-    OLT_CHECK_EQ(del(&e, "del", "gone"), 0);           /* missing: still success */
-    OLT_CHECK_EQ(del(&e, "del", "never"), 0);
+    OLT_CHECK_EQ(sh_del(&e, "del", "gone"), 0);           /* missing: still success */
+    OLT_CHECK_EQ(sh_del(&e, "del", "never"), 0);
     for (unsigned d = 0; d < 4; d++) {
         char dir[700];
-        obj_dir(&e, d, "del", "gone", dir, sizeof dir);
-        OLT_CHECK_EQ(count_entries(dir), -1);
+        sh_obj_dir(&e, d, "del", "gone", dir, sizeof dir);
+        OLT_CHECK_EQ(sh_count_entries(dir), -1);
     }
-    check_get(&e, "del", "tiny", a, 10);
-    OLT_CHECK_EQ(del(&e, "del", "tiny"), 0);
+    sh_check_get(&e, "del", "tiny", a, 10);
+    OLT_CHECK_EQ(sh_del(&e, "del", "tiny"), 0);
     OLT_CHECK_EQ(head(&e, "del", "tiny", NULL), -ENOENT);
     /* put after delete works (directories made again) */
     OLT_CHECK_EQ(put(&e, "del", "gone", a, 1234), 0);
-    check_get(&e, "del", "gone", a, 1234);
+    sh_check_get(&e, "del", "gone", a, 1234);
     free(a);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_buckets, 60)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 6, 3, -1);
-    uint8_t *a = pattern(500000, 5);
-    OLT_CHECK_EQ(bucket_exists(&e, "nob"), OL_STORE_ENOBUCKET);
-    OLT_CHECK_EQ(get_range(&e, "nob", "k", 0, -1, NULL, 0, NULL), OL_STORE_ENOBUCKET);
+    uint8_t *a = sh_pattern(500000, 5);
+    OLT_CHECK_EQ(sh_bucket_exists(&e, "nob"), OL_STORE_ENOBUCKET);
+    OLT_CHECK_EQ(sh_get_range(&e, "nob", "k", 0, -1, NULL, 0, NULL), OL_STORE_ENOBUCKET);
     OLT_CHECK_EQ(head(&e, "nob", "k", NULL), OL_STORE_ENOBUCKET);
     OLT_CHECK_EQ(put(&e, "nob", "k", a, 5000), OL_STORE_ENOBUCKET);
     OLT_CHECK_EQ(put(&e, "nob", "k", a, 500000), OL_STORE_ENOBUCKET);
-    OLT_CHECK_EQ(del(&e, "nob", "k"), OL_STORE_ENOBUCKET);
-    OLT_CHECK_EQ(bucket_delete(&e, "nob"), OL_STORE_ENOBUCKET);
-    OLT_CHECK_EQ(bucket_create(&e, "yes"), 0);
-    OLT_CHECK_EQ(bucket_create(&e, "yes"), -EEXIST);
-    OLT_CHECK_EQ(bucket_exists(&e, "yes"), 0);
+    OLT_CHECK_EQ(sh_del(&e, "nob", "k"), OL_STORE_ENOBUCKET);
+    OLT_CHECK_EQ(sh_bucket_delete(&e, "nob"), OL_STORE_ENOBUCKET);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "yes"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "yes"), -EEXIST);
+    OLT_CHECK_EQ(sh_bucket_exists(&e, "yes"), 0);
     OLT_CHECK_EQ(put(&e, "yes", "k", a, 5000), 0);
-    OLT_CHECK_EQ(bucket_delete(&e, "yes"), -ENOTEMPTY);
-    check_get(&e, "yes", "k", a, 5000);
-    OLT_CHECK_EQ(del(&e, "yes", "k"), 0);
-    OLT_CHECK_EQ(bucket_delete(&e, "yes"), 0);
-    OLT_CHECK_EQ(bucket_exists(&e, "yes"), OL_STORE_ENOBUCKET);
+    OLT_CHECK_EQ(sh_bucket_delete(&e, "yes"), -ENOTEMPTY);
+    sh_check_get(&e, "yes", "k", a, 5000);
+    OLT_CHECK_EQ(sh_del(&e, "yes", "k"), 0);
+    OLT_CHECK_EQ(sh_bucket_delete(&e, "yes"), 0);
+    OLT_CHECK_EQ(sh_bucket_exists(&e, "yes"), OL_STORE_ENOBUCKET);
     for (unsigned d = 0; d < 6; d++) {
         char p[600];
         snprintf(p, sizeof p, "%s/.openlake/buckets", e.path[d]);
-        OLT_CHECK_EQ(count_entries(p), 0);
+        OLT_CHECK_EQ(sh_count_entries(p), 0);
     }
     free(a);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_durable_across_reopen, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 6, 3, -1);
-    OLT_CHECK_EQ(bucket_create(&e, "dur"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "dur"), 0);
     uint64_t sizes[] = {0, 17, 40000, 300001};
     uint8_t *data[4];
     for (unsigned i = 0; i < 4; i++) {
         char key[16];
         snprintf(key, sizeof key, "o%u", i);
-        data[i] = pattern(sizes[i], 40 + i);
+        data[i] = sh_pattern(sizes[i], 40 + i);
         OLT_CHECK_EQ(put(&e, "dur", key, data[i], sizes[i]), 0);
     }
     env_reopen(&e);
-    OLT_CHECK_EQ(bucket_exists(&e, "dur"), 0);
+    OLT_CHECK_EQ(sh_bucket_exists(&e, "dur"), 0);
     for (unsigned i = 0; i < 4; i++) {
         char key[16];
         snprintf(key, sizeof key, "o%u", i);
-        check_get(&e, "dur", key, data[i], sizes[i]);
+        sh_check_get(&e, "dur", key, data[i], sizes[i]);
         free(data[i]);
     }
-    check_tmp_empty(&e);
-    settle(&e);
+    sh_check_tmp_empty(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_reconstructs_after_m_drives_lost, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, 4096);
-    OLT_CHECK_EQ(bucket_create(&e, "rc"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "rc"), 0);
     uint64_t size = 400000;
-    uint8_t *a = pattern(size, 8), *s = pattern(3000, 9);
+    uint8_t *a = sh_pattern(size, 8), *s = sh_pattern(3000, 9);
     OLT_CHECK_EQ(put(&e, "rc", "big", a, size), 0);
     OLT_CHECK_EQ(put(&e, "rc", "small", s, 3000), 0);
     /* wipe the two drives with the data shards of "big": both must be rebuilt */
-    unsigned d0 = drive_with_shard(&e, "rc", "big", 0), d1 = drive_with_shard(&e, "rc", "big", 1);
-    wipe(e.path[d0]);
-    wipe(e.path[d1]);
-    check_get(&e, "rc", "big", a, size);
-    check_get(&e, "rc", "small", s, 3000);
+    unsigned d0 = sh_drive_with_shard(&e, "rc", "big", 0);
+    unsigned d1 = sh_drive_with_shard(&e, "rc", "big", 1);
+    sh_wipe(e.path[d0]);
+    sh_wipe(e.path[d1]);
+    sh_check_get(&e, "rc", "big", a, size);
+    sh_check_get(&e, "rc", "small", s, 3000);
     uint8_t buf[64];
     uint64_t got = 0;
-    OLT_CHECK_EQ(get_range(&e, "rc", "big", 200000, 64, buf, 64, &got), 0);
+    OLT_CHECK_EQ(sh_get_range(&e, "rc", "big", 200000, 64, buf, 64, &got), 0);
     OLT_CHECK_MEM(buf, a + 200000, 64);
-    struct ol_store_stats st = stats(&e);
+    struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK(st.reads_reconstructed >= 7); /* every stripe of big, and small */
     OLT_CHECK(st.needs_heal >= 3);
     OLT_CHECK_EQ(st.checksum_failures, 0);
     free(a);
     free(s);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_flipped_byte_is_never_served, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, 4096);
-    OLT_CHECK_EQ(bucket_create(&e, "rot"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "rot"), 0);
     uint64_t size = 300000;
-    uint32_t B = (uint32_t)ol_ec_shard_len(STRIPE, 2);
-    uint8_t *a = pattern(size, 10), *s = pattern(2000, 11);
+    uint32_t B = (uint32_t)ol_ec_shard_len(SH_STRIPE, 2);
+    uint8_t *a = sh_pattern(size, 10), *s = sh_pattern(2000, 11);
     OLT_CHECK_EQ(put(&e, "rot", "big", a, size), 0);
     OLT_CHECK_EQ(put(&e, "rot", "small", s, 2000), 0);
     /* a data byte of stripe 1 of shard 0 */
     char pp[900];
-    part_path(&e, drive_with_shard(&e, "rot", "big", 0), "rot", "big", pp, sizeof pp);
+    part_path(&e, sh_drive_with_shard(&e, "rot", "big", 0), "rot", "big", pp, sizeof pp);
     flip_byte(pp, (uint64_t)(B + OL_BITROT_HDR_SIZE) + OL_BITROT_HDR_SIZE + 5);
-    check_get(&e, "rot", "big", a, size);
-    struct ol_store_stats st = stats(&e);
+    sh_check_get(&e, "rot", "big", a, size);
+    struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK_EQ(st.checksum_failures, 1);
     OLT_CHECK_EQ(st.reads_reconstructed, 1);
     /* a byte of a block header (shard 1, stripe 0) */
-    part_path(&e, drive_with_shard(&e, "rot", "big", 1), "rot", "big", pp, sizeof pp);
+    part_path(&e, sh_drive_with_shard(&e, "rot", "big", 1), "rot", "big", pp, sizeof pp);
     flip_byte(pp, 3);
-    check_get(&e, "rot", "big", a, size);
-    st = stats(&e);
+    sh_check_get(&e, "rot", "big", a, size);
+    st = sh_stats(&e);
     OLT_CHECK_EQ(st.checksum_failures, 3);  /* the first flip is read again */
     /* an inline object's metadata on one drive */
     char mp[800];
-    obj_dir(&e, drive_with_shard(&e, "rot", "small", 0), "rot", "small", mp, sizeof mp);
+    sh_obj_dir(&e, sh_drive_with_shard(&e, "rot", "small", 0), "rot", "small", mp, sizeof mp);
     strcat(mp, "/meta");
     struct stat sst;
     OLT_CHECK_EQ(stat(mp, &sst), 0);
     flip_byte(mp, (uint64_t)sst.st_size - 100);
-    check_get(&e, "rot", "small", s, 2000);
-    st = stats(&e);
+    sh_check_get(&e, "rot", "small", s, 2000);
+    st = sh_stats(&e);
     OLT_CHECK_EQ(st.checksum_failures, 4);
     OLT_CHECK(st.reads_reconstructed >= 3);
     free(a);
     free(s);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_too_many_lost_is_eio, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, 4096);
-    OLT_CHECK_EQ(bucket_create(&e, "eio"), 0);
-    uint32_t B = (uint32_t)ol_ec_shard_len(STRIPE, 2);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "eio"), 0);
+    uint32_t B = (uint32_t)ol_ec_shard_len(SH_STRIPE, 2);
     uint64_t sd = 2ull * B, size = 3 * sd;
-    uint8_t *a = pattern(size, 12), *buf = malloc(size);
+    uint8_t *a = sh_pattern(size, 12), *buf = malloc(size);
     OLT_CHECK_EQ(put(&e, "eio", "obj", a, size), 0);
     /* m + 1 corrupt shards of stripe 1: stripe 0 is served, then -EIO, no wrong byte */
     for (unsigned sh = 0; sh < 3; sh++) {
         char pp[900];
-        part_path(&e, drive_with_shard(&e, "eio", "obj", sh), "eio", "obj", pp, sizeof pp);
+        part_path(&e, sh_drive_with_shard(&e, "eio", "obj", sh), "eio", "obj", pp, sizeof pp);
         flip_byte(pp, (uint64_t)(B + OL_BITROT_HDR_SIZE) + OL_BITROT_HDR_SIZE + 100);
     }
     uint64_t got = 0;
-    OLT_CHECK_EQ(get_range(&e, "eio", "obj", 0, -1, buf, size, &got), -EIO);
+    OLT_CHECK_EQ(sh_get_range(&e, "eio", "obj", 0, -1, buf, size, &got), -EIO);
     OLT_CHECK(got <= sd);
     OLT_CHECK_MEM(buf, a, got);
-    OLT_CHECK_EQ(get_range(&e, "eio", "obj", 2 * sd, 100, buf, size, &got), 0);
+    OLT_CHECK_EQ(sh_get_range(&e, "eio", "obj", 2 * sd, 100, buf, size, &got), 0);
     OLT_CHECK_MEM(buf, a + 2 * sd, 100);
     /* m + 1 drives gone */
     OLT_CHECK_EQ(put(&e, "eio", "small", a, 100), 0);
     OLT_CHECK_EQ(put(&e, "eio", "mid", a, 100000), 0);
     for (unsigned d = 0; d < 3; d++)
-        wipe(e.path[d]);
-    OLT_CHECK_EQ(get_range(&e, "eio", "mid", 0, -1, buf, size, &got), -EIO);
-    OLT_CHECK_EQ(get_range(&e, "eio", "small", 0, -1, buf, size, &got), -EIO);
+        sh_wipe(e.path[d]);
+    OLT_CHECK_EQ(sh_get_range(&e, "eio", "mid", 0, -1, buf, size, &got), -EIO);
+    OLT_CHECK_EQ(sh_get_range(&e, "eio", "small", 0, -1, buf, size, &got), -EIO);
     OLT_CHECK_EQ(head(&e, "eio", "small", NULL), -EIO);
     OLT_CHECK_EQ(put(&e, "eio", "new", a, 100), -EIO);
     OLT_CHECK_EQ(put(&e, "eio", "new", a, 200000), -EIO);
-    OLT_CHECK_EQ(del(&e, "eio", "mid"), -EIO);
-    check_tmp_empty(&e);
+    OLT_CHECK_EQ(sh_del(&e, "eio", "mid"), -EIO);
+    sh_check_tmp_empty(&e);
     free(a);
     free(buf);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 /* Writes `stop` of `size` bytes of a PUT and leaves it open. */
-static void put_partial(struct env *e, struct tcall *t, const char *b, const char *k,
+static void put_partial(struct sh_env *e, struct sh_call *t, const char *b, const char *k,
                         const uint8_t *data, uint64_t size, uint64_t stop)
 {
     memset(t, 0, sizeof *t);
@@ -961,120 +483,120 @@ static void put_partial(struct env *e, struct tcall *t, const char *b, const cha
     t->stop = stop;
     t->chunk = 10000;
     t->parity = -1;
-    OLT_CHECK_EQ(call(e, t, fn_put), 0);
+    OLT_CHECK_EQ(sh_call(e, t, fn_put), 0);
     OLT_CHECK(t->put != NULL);
 }
 
 OLT_TEST_T(store_engine_abort_leaves_nothing, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, 4096);
-    OLT_CHECK_EQ(bucket_create(&e, "ab"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ab"), 0);
     uint64_t size = 500000;
-    uint8_t *a = pattern(size, 13);
+    uint8_t *a = sh_pattern(size, 13);
     OLT_CHECK_EQ(put(&e, "ab", "k", a, 1000), 0);   /* an old version stays visible */
-    struct tcall t;
+    struct sh_call t;
     put_partial(&e, &t, "ab", "k", a, size, size / 2);
     usleep(50000);                                  /* let the writes land */
     for (unsigned d = 0; d < 4; d++) {
         char p[600];
         snprintf(p, sizeof p, "%s/.openlake/tmp", e.path[d]);
-        OLT_CHECK_EQ(count_entries(p), 1);           /* tmp/<tid>/ */
+        OLT_CHECK_EQ(sh_count_entries(p), 1);           /* tmp/<tid>/ */
     }
-    call(&e, &t, fn_abort);
-    settle(&e);
-    check_tmp_empty(&e);
-    check_get(&e, "ab", "k", a, 1000);
+    sh_call(&e, &t, sh_fn_abort_put);
+    sh_settle(&e);
+    sh_check_tmp_empty(&e);
+    sh_check_get(&e, "ab", "k", a, 1000);
     /* abort of an inline PUT and of one that wrote nothing */
     put_partial(&e, &t, "ab", "k2", a, 3000, 1000);
-    call(&e, &t, fn_abort);
+    sh_call(&e, &t, sh_fn_abort_put);
     put_partial(&e, &t, "ab", "k3", a, size, 0);
-    call(&e, &t, fn_abort);
-    settle(&e);
+    sh_call(&e, &t, sh_fn_abort_put);
+    sh_settle(&e);
     OLT_CHECK_EQ(head(&e, "ab", "k2", NULL), -ENOENT);
     OLT_CHECK_EQ(head(&e, "ab", "k3", NULL), -ENOENT);
     env_reopen(&e);
-    check_tmp_empty(&e);
-    check_get(&e, "ab", "k", a, 1000);
-    OLT_CHECK_EQ(stats(&e).puts, 0);
+    sh_check_tmp_empty(&e);
+    sh_check_get(&e, "ab", "k", a, 1000);
+    OLT_CHECK_EQ(sh_stats(&e).puts, 0);
     free(a);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_interrupted_put_invisible_after_reopen, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, 4096);
-    OLT_CHECK_EQ(bucket_create(&e, "cr"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "cr"), 0);
     uint64_t size = 500000;
-    uint8_t *a = pattern(size, 14);
-    struct tcall t;
+    uint8_t *a = sh_pattern(size, 14);
+    struct sh_call t;
     put_partial(&e, &t, "cr", "half", a, size, size - 1);
     usleep(50000);
-    env_stop(&e, true);       /* a crash: the PUT never finishes */
-    env_start(&e);
-    check_tmp_empty(&e);
+    sh_env_stop(&e, true);       /* a crash: the PUT never finishes */
+    sh_env_start(&e);
+    sh_check_tmp_empty(&e);
     OLT_CHECK_EQ(head(&e, "cr", "half", NULL), -ENOENT);
-    OLT_CHECK_EQ(get_range(&e, "cr", "half", 0, -1, NULL, 0, NULL), -ENOENT);
+    OLT_CHECK_EQ(sh_get_range(&e, "cr", "half", 0, -1, NULL, 0, NULL), -ENOENT);
     OLT_CHECK_EQ(put(&e, "cr", "half", a, size), 0);
-    check_get(&e, "cr", "half", a, size);
+    sh_check_get(&e, "cr", "half", a, size);
     free(a);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_flow_control_pauses_writer, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, -1);
-    OLT_CHECK_EQ(bucket_create(&e, "fc"), 0);
-    uint64_t size = 40ull * STRIPE + 12345;
-    uint8_t *a = pattern(size, 15);
-    struct tcall t;
+    OLT_CHECK_EQ(sh_bucket_create(&e, "fc"), 0);
+    uint64_t size = 40ull * SH_STRIPE + 12345;
+    uint8_t *a = sh_pattern(size, 15);
+    struct sh_call t;
     OLT_CHECK_EQ(put_full(&e, "fc", "stream", a, size, -1, &t), 0);
     OLT_CHECK(t.ones > 0);                /* ol_put_write said "full" */
     OLT_CHECK_EQ(t.readies, t.ones);      /* and EV_READY came each time */
-    check_get(&e, "fc", "stream", a, size);
+    sh_check_get(&e, "fc", "stream", a, size);
     free(a);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
-static void fn_busy(struct tcall *t)
+static void fn_busy(struct sh_call *t)
 {
     struct ol_get *g[3];
     struct ol_get_args a = {.bucket = "bz", .key = "k", .offset = 0, .length = -1};
     int rc = 0;
     for (unsigned i = 0; i < 2 && rc == 0; i++)
-        rc = ol_get_begin(t->e->c, &a, get_cb, t, &g[i]);
+        rc = ol_get_begin(t->e->c, &a, sh_get_cb, t, &g[i]);
     if (rc == 0)
-        rc = ol_get_begin(t->e->c, &a, get_cb, t, &g[2]) == -EBUSY ? 0 : -EPROTO;
+        rc = ol_get_begin(t->e->c, &a, sh_get_cb, t, &g[2]) == -EBUSY ? 0 : -EPROTO;
     struct ol_put_args pa = {.bucket = "bz", .key = "k", .size = 1, .parity = -1};
     struct ol_put *p;
-    if (rc == 0 && ol_put_begin(t->e->c, &pa, put_cb, t, &p) != -EBUSY)
+    if (rc == 0 && ol_put_begin(t->e->c, &pa, sh_put_cb, t, &p) != -EBUSY)
         rc = -EPROTO;
-    if (rc == 0 && ol_delete(t->e->c, "bz", "k", simple_cb, t) != -EBUSY)
+    if (rc == 0 && ol_delete(t->e->c, "bz", "k", sh_simple_cb, t) != -EBUSY)
         rc = -EPROTO;
     ol_get_end(g[0]);   /* before any callback: allowed */
     ol_get_end(g[1]);
-    done(t, rc);
+    sh_done(t, rc);
 }
 
 OLT_TEST_T(store_engine_pool_exhausted_is_ebusy, 60)
 {
-    struct env e;
+    struct sh_env e;
     memset(&e, 0, sizeof e);
     env_open(&e, 4, 4, -1);
-    OLT_CHECK_EQ(bucket_create(&e, "bz"), 0);
-    env_stop(&e, false);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "bz"), 0);
+    sh_env_stop(&e, false);
     e.p.max_requests = 2;
-    env_start(&e);
-    struct tcall t;
+    sh_env_start(&e);
+    struct sh_call t;
     memset(&t, 0, sizeof t);
-    OLT_CHECK_EQ(call(&e, &t, fn_busy), 0);
-    settle(&e);
-    OLT_CHECK_EQ(stats(&e).busy, 3);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_busy), 0);
+    sh_settle(&e);
+    OLT_CHECK_EQ(sh_stats(&e).busy, 3);
     env_close(&e);
 }
 
@@ -1082,42 +604,42 @@ OLT_TEST_T(store_engine_pool_exhausted_is_ebusy, 60)
 
 #define NCONC 10
 struct conc {
-    struct tcall sub[NCONC];
+    struct sh_call sub[NCONC];
     uint8_t *data[NCONC], *out[NCONC];
     uint64_t size[NCONC];
     char key[NCONC][16];
 };
 static struct conc g_conc;
 
-static void fn_conc(struct tcall *t)
+static void fn_conc(struct sh_call *t)
 {
     t->remaining = NCONC;
     for (unsigned i = 0; i < NCONC; i++) {
-        struct tcall *u = &g_conc.sub[i];
+        struct sh_call *u = &g_conc.sub[i];
         u->e = t->e;
         u->parent = t;
         u->posted = false;
         if (t->which == 0)
             fn_put(u);
         else
-            fn_get(u);
+            sh_fn_get(u);
     }
 }
 
 OLT_TEST_T(store_engine_concurrent_requests_one_core, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 6, 6, 8192);   /* one set, k 3 + m 3: blocks not a divisor of the stripe */
     OLT_CHECK_EQ(ol_store_parity(e.s), 3);
-    OLT_CHECK_EQ(bucket_create(&e, "cc"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "cc"), 0);
     struct conc *c = &g_conc;
     memset(c, 0, sizeof *c);
     for (unsigned i = 0; i < NCONC; i++) {
         c->size[i] = i % 3 == 0 ? 100 + i : 90000 * i + 17;
-        c->data[i] = pattern(c->size[i], 60 + i);
+        c->data[i] = sh_pattern(c->size[i], 60 + i);
         c->out[i] = malloc(c->size[i] + 1);
         snprintf(c->key[i], sizeof c->key[i], "c%u", i);
-        struct tcall *u = &c->sub[i];
+        struct sh_call *u = &c->sub[i];
         u->bucket = "cc";
         u->key = c->key[i];
         u->data = c->data[i];
@@ -1125,14 +647,14 @@ OLT_TEST_T(store_engine_concurrent_requests_one_core, 120)
         u->chunk = 7000;       /* odd chunks: writes cross shard and stripe edges */
         u->parity = -1;
     }
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.which = 0;
-    OLT_CHECK_EQ(call(&e, &t, fn_conc), 0);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_conc), 0);
     for (unsigned i = 0; i < NCONC; i++)
         OLT_CHECK_EQ(c->sub[i].status, 0);
     for (unsigned i = 0; i < NCONC; i++) {
-        struct tcall *u = &c->sub[i];
+        struct sh_call *u = &c->sub[i];
         memset(u, 0, sizeof *u);
         u->bucket = "cc";
         u->key = c->key[i];
@@ -1142,7 +664,7 @@ OLT_TEST_T(store_engine_concurrent_requests_one_core, 120)
     }
     memset(&t, 0, sizeof t);
     t.which = 1;
-    OLT_CHECK_EQ(call(&e, &t, fn_conc), 0);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_conc), 0);
     for (unsigned i = 0; i < NCONC; i++) {
         OLT_CHECK_EQ(c->sub[i].status, 0);
         OLT_CHECK_EQ(c->sub[i].got, c->size[i]);
@@ -1150,75 +672,75 @@ OLT_TEST_T(store_engine_concurrent_requests_one_core, 120)
         free(c->data[i]);
         free(c->out[i]);
     }
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_degraded_writes_and_blank_drives, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 6, 6, 8192);   /* k 3 + m 3: write quorum 4 */
-    OLT_CHECK_EQ(bucket_create(&e, "dg"), 0);
-    uint8_t *a = pattern(700000, 70), *b = pattern(5000, 71);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "dg"), 0);
+    uint8_t *a = sh_pattern(700000, 70), *b = sh_pattern(5000, 71);
     OLT_CHECK_EQ(put(&e, "dg", "before", a, 700000), 0);
-    wipe(e.path[1]);
-    wipe(e.path[4]);
+    sh_wipe(e.path[1]);
+    sh_wipe(e.path[4]);
     OLT_CHECK_EQ(put(&e, "dg", "during", a, 650000), 0);  /* 4 drives: enough */
     OLT_CHECK_EQ(put(&e, "dg", "small", b, 5000), 0);
-    struct ol_store_stats st = stats(&e);
+    struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK_EQ(st.write_drive_failures, 4);
     OLT_CHECK_EQ(st.needs_heal, 2);
-    check_get(&e, "dg", "before", a, 700000);
-    check_get(&e, "dg", "during", a, 650000);
-    check_get(&e, "dg", "small", b, 5000);
-    check_tmp_empty(&e);
+    sh_check_get(&e, "dg", "before", a, 700000);
+    sh_check_get(&e, "dg", "during", a, 650000);
+    sh_check_get(&e, "dg", "small", b, 5000);
+    sh_check_tmp_empty(&e);
     /* re-open: the wiped drives are blank, adopted (formatted), not healed yet */
     env_reopen(&e);
-    check_get(&e, "dg", "before", a, 700000);
-    check_get(&e, "dg", "during", a, 650000);
-    OLT_CHECK_EQ(bucket_exists(&e, "dg"), 0);
+    sh_check_get(&e, "dg", "before", a, 700000);
+    sh_check_get(&e, "dg", "during", a, 650000);
+    OLT_CHECK_EQ(sh_bucket_exists(&e, "dg"), 0);
     OLT_CHECK_EQ(put(&e, "dg", "after", b, 4000), 0);
-    check_get(&e, "dg", "after", b, 4000);
+    sh_check_get(&e, "dg", "after", b, 4000);
     /* a third drive lost: 3 left = k: reads still work, writes do not */
-    wipe(e.path[0]);
-    check_get(&e, "dg", "during", a, 650000);
-    check_get(&e, "dg", "after", b, 4000);
+    sh_wipe(e.path[0]);
+    sh_check_get(&e, "dg", "during", a, 650000);
+    sh_check_get(&e, "dg", "after", b, 4000);
     OLT_CHECK_EQ(put(&e, "dg", "more", b, 4000), -EIO);
     OLT_CHECK_EQ(put(&e, "dg", "more", a, 300000), -EIO);
-    check_tmp_empty(&e);
+    sh_check_tmp_empty(&e);
     free(a);
     free(b);
-    settle(&e);
+    sh_settle(&e);
     env_close(&e);
 }
 
 OLT_TEST_T(store_engine_commit_below_quorum_is_undone, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4, 4096);   /* k 2 + m 2: write quorum 3 */
-    OLT_CHECK_EQ(bucket_create(&e, "uq"), 0);
-    uint8_t *a = pattern(300000, 80), *b = pattern(250000, 81);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "uq"), 0);
+    uint8_t *a = sh_pattern(300000, 80), *b = sh_pattern(250000, 81);
     OLT_CHECK_EQ(put(&e, "uq", "x", a, 300000), 0);
     /* two drives cannot take a new metadata file: "meta" became a directory
      * there (the old version stays readable on the other two) */
     for (unsigned d = 0; d < 2; d++) {
         char p[800], q[820];
-        obj_dir(&e, d, "uq", "x", p, sizeof p);
+        sh_obj_dir(&e, d, "uq", "x", p, sizeof p);
         snprintf(q, sizeof q, "%s/meta", p);
         OLT_CHECK_EQ(unlink(q), 0);
         OLT_CHECK_EQ(mkdir(q, 0700), 0);
     }
     OLT_CHECK_EQ(put(&e, "uq", "x", b, 250000), -EIO);
-    check_get(&e, "uq", "x", a, 300000);  /* the old version, put back */
+    sh_check_get(&e, "uq", "x", a, 300000);  /* the old version, put back */
     for (unsigned d = 0; d < 4; d++) {
         char p[800];
-        obj_dir(&e, d, "uq", "x", p, sizeof p);
-        OLT_CHECK_EQ(count_entries(p), 2);  /* meta + the old data dir: the new one is gone */
+        sh_obj_dir(&e, d, "uq", "x", p, sizeof p);
+        OLT_CHECK_EQ(sh_count_entries(p), 2);  /* meta + the old data dir: the new one is gone */
     }
     /* a new key whose object directory is a file on two drives */
     for (unsigned d = 0; d < 2; d++) {
         char p[800];
-        obj_dir(&e, d, "uq", "y", p, sizeof p);
+        sh_obj_dir(&e, d, "uq", "y", p, sizeof p);
         char ab[800];
         snprintf(ab, sizeof ab, "%s", p);
         *strrchr(ab, '/') = 0;
@@ -1232,11 +754,11 @@ OLT_TEST_T(store_engine_commit_below_quorum_is_undone, 120)
     OLT_CHECK_EQ(head(&e, "uq", "y", NULL), -ENOENT);
     for (unsigned d = 2; d < 4; d++) {
         char p[800];
-        obj_dir(&e, d, "uq", "y", p, sizeof p);
-        OLT_CHECK_EQ(count_entries(p), -1);  /* undone: not even the directory */
+        sh_obj_dir(&e, d, "uq", "y", p, sizeof p);
+        OLT_CHECK_EQ(sh_count_entries(p), -1);  /* undone: not even the directory */
     }
-    check_tmp_empty(&e);
-    struct ol_store_stats st = stats(&e);
+    sh_check_tmp_empty(&e);
+    struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK_EQ(st.put_errors, 3);
     free(a);
     free(b);
@@ -1245,26 +767,26 @@ OLT_TEST_T(store_engine_commit_below_quorum_is_undone, 120)
 
 OLT_TEST_T(store_engine_default_stripe_large_object, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 6, 6, -1);
-    env_stop(&e, false);
+    sh_env_stop(&e, false);
     e.p.stripe_bytes = 0;        /* the default: 1 MiB, k 3: blocks of 349568 bytes */
-    env_start(&e);
+    sh_env_start(&e);
     OLT_CHECK_EQ(ol_store_inline_max(e.s), OL_STORE_INLINE_DEFAULT);
-    OLT_CHECK_EQ(bucket_create(&e, "big"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "big"), 0);
     uint64_t size = (9u << 20) + 333;
-    uint8_t *a = pattern(size, 90), *buf = malloc(4096);
+    uint8_t *a = sh_pattern(size, 90), *buf = malloc(4096);
     OLT_CHECK_EQ(put(&e, "big", "obj", a, size), 0);
     OLT_CHECK_EQ(put(&e, "big", "inl", a, OL_STORE_INLINE_DEFAULT), 0);
-    check_get(&e, "big", "obj", a, size);
-    check_get(&e, "big", "inl", a, OL_STORE_INLINE_DEFAULT);
+    sh_check_get(&e, "big", "obj", a, size);
+    sh_check_get(&e, "big", "inl", a, OL_STORE_INLINE_DEFAULT);
     uint64_t got = 0;
-    OLT_CHECK_EQ(get_range(&e, "big", "obj", (5u << 20) + 7, 4096, buf, 4096, &got), 0);
+    OLT_CHECK_EQ(sh_get_range(&e, "big", "obj", (5u << 20) + 7, 4096, buf, 4096, &got), 0);
     OLT_CHECK_EQ(got, 4096);
     OLT_CHECK_MEM(buf, a + (5u << 20) + 7, 4096);
-    wipe(e.path[drive_with_shard(&e, "big", "obj", 1)]);
-    check_get(&e, "big", "obj", a, size);
-    OLT_CHECK(stats(&e).reads_reconstructed >= 9);
+    sh_wipe(e.path[sh_drive_with_shard(&e, "big", "obj", 1)]);
+    sh_check_get(&e, "big", "obj", a, size);
+    OLT_CHECK(sh_stats(&e).reads_reconstructed >= 9);
     free(a);
     free(buf);
     env_close(&e);

@@ -10,13 +10,12 @@
  * checksum checks, flow control, and the engine's MD5 against OpenSSL's.
  *
  * As in test_store_engine.c, the test thread drives the engine through
- * messages to the loop thread and waits for the callback.
+ * messages to the loop thread and waits for the callback (store_harness.h,
+ * shared with it; the PUTs and parts here finish with their MD5 as ETag).
  */
 #include "olt.h"
+#include "store_harness.h"
 
-#include "rt/loop.h"
-#include "store/bitrot.h"
-#include "store/ec.h"
 #include "store/engine.h"
 #include "store/engine_int.h"
 #include "store/format.h"
@@ -26,227 +25,36 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <semaphore.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
 
-#define MAXD 8
-#define STRIPE (64u << 10)
 #define MINPART 100000u       /* mpu_min_part of these tests */
 
-struct env {
-    char path[MAXD][512];
-    const char *dp[MAXD];
-    unsigned n, dps;
-    struct ol_store_params p;
-    struct ol_store *s;
-    struct ol_store_core *c;
-    ol_loop *loop;
-};
+/* ---- environment ---------------------------------------------------------------- */
 
-/* ---- running things on the loop thread --------------------------------------- */
-
-struct tcall {
-    struct ol_msg m;
-    struct env *e;
-    void (*fn)(struct tcall *);
-    sem_t sem;
-    int status;
-    bool posted;
-    const char *bucket, *key;
-    /* put / part */
-    const uint8_t *data;
-    uint64_t size, stop, written;
-    size_t chunk;
-    struct ol_put *put;
-    unsigned ones, readies;
-    bool part;
-    uint8_t id[16];
-    uint32_t number;
-    uint8_t etag[16];
-    uint8_t cks_algo;
-    uint8_t cks[OL_META_CKS_MAX];
-    /* get */
-    struct ol_get *get;
-    uint64_t off;
-    int64_t len;
-    uint32_t part_no;
-    bool head;
-    uint8_t *out;
-    uint64_t cap, got, msize;
-    uint16_t etag_parts, part_count;
-    int set_rc;
-    /* multipart */
-    struct ol_mpu_create_args ca;
-    struct ol_mpu_complete_args cpa;
-    struct ol_mpu_list_parts_args lpa;
-    struct ol_mpu_list_uploads_args lua;
-    size_t len_out;
-    uint64_t now_ns;
-    int which;
-    unsigned busy;
-    struct ol_store_stats st;
-};
-
-static void done(struct tcall *t, int status)
+static void env_open(struct sh_env *e, unsigned n, unsigned dps)
 {
-    if (t->posted)
-        return;
-    t->status = status;
-    t->posted = true;
-    sem_post(&t->sem);
+    sh_env_open(e, n, dps, 4096, MINPART);
 }
-
-static void on_msg(ol_loop *l, struct ol_msg *m)
-{
-    (void)l;
-    struct tcall *t = (struct tcall *)m;
-    t->fn(t);
-}
-
-static int call(struct env *e, struct tcall *t, void (*fn)(struct tcall *))
-{
-    t->e = e;
-    t->fn = fn;
-    t->posted = false;
-    t->m.fn = on_msg;
-    sem_init(&t->sem, 0, 0);
-    ol_loop_post(e->loop, &t->m);
-    while (sem_wait(&t->sem) < 0 && errno == EINTR)
-        ;
-    sem_destroy(&t->sem);
-    return t->status;
-}
-
-static void fn_core_create(struct tcall *t)
-{
-    done(t, ol_store_core_create(t->e->s, t->e->loop, &t->e->c));
-}
-
-static void fn_core_destroy(struct tcall *t)
-{
-    ol_store_core_destroy(t->e->c);
-    t->e->c = NULL;
-    done(t, 0);
-}
-
-static void fn_stats(struct tcall *t)
-{
-    t->st = *ol_store_core_stats(t->e->c);
-    t->busy = ol_store_core_busy(t->e->c);
-    done(t, 0);
-}
-
-static struct ol_store_stats stats(struct env *e)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    call(e, &t, fn_stats);
-    return t.st;
-}
-
-static void settle(struct env *e)
-{
-    struct tcall t;
-    for (int i = 0; i < 500; i++) {
-        memset(&t, 0, sizeof t);
-        call(e, &t, fn_stats);
-        if (!t.busy)
-            return;
-        usleep(10000);
-    }
-    OLT_CHECK_EQ(t.busy, 0);
-}
-
-/* ---- environment -------------------------------------------------------------- */
-
-static void env_start(struct env *e)
-{
-    char err[512] = "";
-    int rc = ol_store_open(&e->p, &e->s, err, sizeof err);
-    if (rc < 0)
-        olt_fail(__FILE__, __LINE__, "ol_store_open: %d %s", rc, err);
-    struct ol_loop_params lp = {.index = 0, .cpu = -1, .recv_bufs = 64, .recv_buf_size = 4096};
-    rc = ol_loop_create(&lp, &e->loop, err, sizeof err);
-    if (rc == -EPERM || rc == -ENOSYS)
-        OLT_SKIP("io_uring not available here");
-    if (rc < 0)
-        olt_fail(__FILE__, __LINE__, "ol_loop_create: %s", err);
-    OLT_CHECK_EQ(ol_loop_start(e->loop, NULL, NULL), 0);
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    OLT_CHECK_EQ(call(e, &t, fn_core_create), 0);
-}
-
-static void env_stop(struct env *e, bool crash)
-{
-    if (!crash) {
-        struct tcall t;
-        memset(&t, 0, sizeof t);
-        call(e, &t, fn_core_destroy);
-    }
-    ol_loop_stop(e->loop);
-    ol_loop_join(e->loop);
-    ol_loop_destroy(e->loop);
-    e->loop = NULL;
-    if (crash) {
-        ol_store_core_destroy(e->c);
-        e->c = NULL;
-    }
-    ol_store_close(e->s);
-    e->s = NULL;
-}
-
-static void env_open(struct env *e, unsigned n, unsigned dps)
-{
-    memset(e, 0, sizeof *e);
-    e->n = n;
-    e->dps = dps;
-    for (unsigned i = 0; i < n; i++) {
-        snprintf(e->path[i], sizeof e->path[i], "%s/d%u", olt_tmpdir(), i);
-        OLT_CHECK(mkdir(e->path[i], 0700) == 0);
-        e->dp[i] = e->path[i];
-    }
-    e->p = (struct ol_store_params){.drives = e->dp, .n = n, .drives_per_set = dps,
-                                    .parity = -1, .stripe_bytes = STRIPE, .inline_max = 4096,
-                                    .mpu_min_part = MINPART};
-    env_start(e);
-}
-
-static void settle(struct env *e);
 
 /* Clean stops wait for background work (aborted PUTs clean up after their callback). */
-static void env_reopen(struct env *e)
+static void env_reopen(struct sh_env *e)
 {
-    settle(e);
-    env_stop(e, false);
-    env_start(e);
+    sh_settle(e);
+    sh_env_stop(e, false);
+    sh_env_start(e);
 }
 
-static void env_close(struct env *e)
+static void env_close(struct sh_env *e)
 {
-    settle(e);
-    env_stop(e, false);
+    sh_settle(e);
+    sh_env_stop(e, false);
 }
 
 /* ---- data ------------------------------------------------------------------------ */
-
-static uint8_t *pattern(uint64_t size, unsigned seed)
-{
-    uint8_t *p = malloc(size ? size : 1);
-    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
-    for (uint64_t i = 0; i < size; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)x;
-    }
-    return p;
-}
 
 static void md5(const void *p, size_t n, uint8_t out[16])
 {
@@ -256,83 +64,35 @@ static void md5(const void *p, size_t n, uint8_t out[16])
 
 /* ---- PUT and parts ----------------------------------------------------------------- */
 
-static void put_pump(struct tcall *t);
-
-static void put_cb(void *ud, const struct ol_store_event *ev)
+/* The version the PUTs and parts of these tests finish with: ETag and checksum of t. */
+static void fill_version(struct sh_call *t, struct ol_meta_version *v)
 {
-    struct tcall *t = ud;
-    switch (ev->type) {
-    case OL_STORE_EV_READY:
-        t->readies++;
-        put_pump(t);
-        break;
-    case OL_STORE_EV_ERROR:
-        ol_put_abort(t->put);
-        t->put = NULL;
-        done(t, ev->status);
-        break;
-    case OL_STORE_EV_DONE:
-        t->put = NULL;
-        done(t, ev->status);
-        break;
-    default:
-        break;
-    }
+    memcpy(v->etag, t->etag, 16);
+    v->cks.algo = t->cks_algo;
+    memcpy(v->cks.sum, t->cks, sizeof v->cks.sum);
 }
 
-static void put_pump(struct tcall *t)
-{
-    while (t->written < t->stop) {
-        uint64_t n = t->stop - t->written;
-        if (n > t->chunk)
-            n = t->chunk;
-        int rc = ol_put_write(t->put, t->data + t->written, (size_t)n);
-        if (rc < 0) {
-            ol_put_abort(t->put);
-            t->put = NULL;
-            return done(t, rc);
-        }
-        t->written += n;
-        if (rc == 1) {
-            t->ones++;
-            return;
-        }
-    }
-    if (t->stop < t->size)
-        return done(t, 0); /* left open for the test */
-    struct ol_meta_version v;
-    memset(&v, 0, sizeof v);
-    memcpy(v.etag, t->etag, 16);
-    v.cks.algo = t->cks_algo;
-    memcpy(v.cks.sum, t->cks, sizeof v.cks.sum);
-    int rc = ol_put_finish(t->put, &v);
-    if (rc < 0) {
-        ol_put_abort(t->put);
-        t->put = NULL;
-        done(t, rc);
-    }
-}
-
-static void fn_put(struct tcall *t)
+static void fn_put(struct sh_call *t)
 {
     int rc;
+    t->fill = fill_version;
     if (t->part) {
         struct ol_mpu_part_args a = {.bucket = t->bucket, .key = t->key, .upload_id = t->id,
                                      .number = t->number, .size = t->size};
-        rc = ol_mpu_part_begin(t->e->c, &a, put_cb, t, &t->put);
+        rc = ol_mpu_part_begin(t->e->c, &a, sh_put_cb, t, &t->put);
     } else {
         struct ol_put_args a = {.bucket = t->bucket, .key = t->key, .size = t->size,
                                 .parity = -1};
-        rc = ol_put_begin(t->e->c, &a, put_cb, t, &t->put);
+        rc = ol_put_begin(t->e->c, &a, sh_put_cb, t, &t->put);
     }
     if (rc < 0)
-        return done(t, rc);
-    put_pump(t);
+        return sh_done(t, rc);
+    sh_put_pump(t);
 }
 
-static int put(struct env *e, const char *b, const char *k, const uint8_t *data, uint64_t size)
+static int put(struct sh_env *e, const char *b, const char *k, const uint8_t *data, uint64_t size)
 {
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.bucket = b;
     t.key = k;
@@ -340,15 +100,15 @@ static int put(struct env *e, const char *b, const char *k, const uint8_t *data,
     t.size = t.stop = size;
     t.chunk = OL_STORE_WRITE_MAX;
     md5(data, size, t.etag);
-    return call(e, &t, fn_put);
+    return sh_call(e, &t, fn_put);
 }
 
 /* UploadPart of data[0..size); *etag (OUT) = its MD5. */
-static int part_full(struct env *e, const char *b, const char *k, const uint8_t id[16],
+static int part_full(struct sh_env *e, const char *b, const char *k, const uint8_t id[16],
                      uint32_t number, const uint8_t *data, uint64_t size, uint8_t etag[16],
-                     struct tcall *out)
+                     struct sh_call *out)
 {
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.part = true;
     t.bucket = b;
@@ -361,107 +121,24 @@ static int part_full(struct env *e, const char *b, const char *k, const uint8_t 
     md5(data, size, t.etag);
     if (etag)
         memcpy(etag, t.etag, 16);
-    int rc = call(e, &t, fn_put);
+    int rc = sh_call(e, &t, fn_put);
     if (out)
         *out = t;
     return rc;
 }
 
-static int part(struct env *e, const char *b, const char *k, const uint8_t id[16],
+static int part(struct sh_env *e, const char *b, const char *k, const uint8_t id[16],
                 uint32_t number, const uint8_t *data, uint64_t size, uint8_t etag[16])
 {
     return part_full(e, b, k, id, number, data, size, etag, NULL);
 }
 
-static void fn_abort_put(struct tcall *t)
-{
-    ol_put_abort(t->put);
-    t->put = NULL;
-    done(t, 0);
-}
-
 /* ---- GET ---------------------------------------------------------------------------- */
 
-static void get_cb(void *ud, const struct ol_store_event *ev)
-{
-    struct tcall *t = ud;
-    int rc;
-    switch (ev->type) {
-    case OL_STORE_EV_META:
-        t->msize = ev->version->size;
-        memcpy(t->etag, ev->version->etag, 16);
-        t->etag_parts = ev->version->etag_parts;
-        t->part_count = ev->version->part_count;
-        if (t->head) {
-            ol_get_end(t->get);
-            return done(t, 0);
-        }
-        if (t->part_no) {
-            t->set_rc = ol_get_set_part(t->get, t->part_no);
-            if (t->set_rc < 0) {
-                ol_get_end(t->get);
-                return done(t, t->set_rc);
-            }
-        } else if (t->off || t->len >= 0) {
-            ol_get_set_range(t->get, t->off, t->len);
-        }
-        rc = ol_get_next(t->get);
-        if (rc < 0) {
-            ol_get_end(t->get);
-            done(t, rc);
-        }
-        break;
-    case OL_STORE_EV_DATA:
-        if (t->got + ev->len > t->cap) {
-            ol_get_end(t->get);
-            return done(t, -EOVERFLOW);
-        }
-        memcpy(t->out + t->got, ev->data, ev->len);
-        t->got += ev->len;
-        rc = ol_get_next(t->get);
-        if (rc < 0) {
-            ol_get_end(t->get);
-            done(t, rc);
-        }
-        break;
-    case OL_STORE_EV_DONE:
-        ol_get_end(t->get);
-        done(t, ev->status);
-        break;
-    default:
-        break;
-    }
-}
-
-static void fn_get(struct tcall *t)
-{
-    struct ol_get_args a = {.bucket = t->bucket, .key = t->key, .offset = 0, .length = -1};
-    int rc = ol_get_begin(t->e->c, &a, get_cb, t, &t->get);
-    if (rc < 0)
-        done(t, rc);
-}
-
-static int get_range(struct env *e, const char *b, const char *k, uint64_t off, int64_t len,
-                     uint8_t *out, uint64_t cap, uint64_t *got)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.key = k;
-    t.off = off;
-    t.len = len;
-    t.out = out;
-    t.cap = cap;
-    int rc = call(e, &t, fn_get);
-    if (got)
-        *got = t.got;
-    return rc;
-}
-
-static int get_part(struct env *e, const char *b, const char *k, uint32_t number, uint8_t *out,
+static int get_part(struct sh_env *e, const char *b, const char *k, uint32_t number, uint8_t *out,
                     uint64_t cap, uint64_t *got)
 {
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.bucket = b;
     t.key = k;
@@ -469,77 +146,24 @@ static int get_part(struct env *e, const char *b, const char *k, uint32_t number
     t.len = -1;
     t.out = out;
     t.cap = cap;
-    int rc = call(e, &t, fn_get);
+    int rc = sh_call(e, &t, sh_fn_get);
     if (got)
         *got = t.got;
     return rc;
 }
 
-static void check_get(struct env *e, const char *b, const char *k, const uint8_t *want,
-                      uint64_t size)
-{
-    uint8_t *buf = malloc(size + 1);
-    uint64_t got = 0;
-    int rc = get_range(e, b, k, 0, -1, buf, size + 1, &got);
-    if (rc != 0)
-        olt_fail(__FILE__, __LINE__, "get %s/%s: %d", b, k, rc);
-    OLT_CHECK_EQ(got, size);
-    if (size)
-        OLT_CHECK_MEM(buf, want, size);
-    free(buf);
-}
-
-static int head(struct env *e, const char *b, const char *k, struct tcall *out)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.key = k;
-    t.head = true;
-    int rc = call(e, &t, fn_get);
-    if (out)
-        *out = t;
-    return rc;
-}
-
-static void simple_cb(void *ud, const struct ol_store_event *ev)
-{
-    struct tcall *t = ud;
-    t->len_out = ev->len;
-    done(t, ev->status);
-}
-
-static void fn_bucket(struct tcall *t)
-{
-    int rc = t->which == 0 ? ol_store_bucket_create(t->e->c, t->bucket, simple_cb, t)
-                           : ol_store_bucket_delete(t->e->c, t->bucket, simple_cb, t);
-    if (rc < 0)
-        done(t, rc);
-}
-
-static int bucket_op(struct env *e, int which, const char *b)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.which = which;
-    return call(e, &t, fn_bucket);
-}
-#define bucket_create(e, b) bucket_op(e, 0, b)
-#define bucket_delete(e, b) bucket_op(e, 1, b)
-
 /* ---- multipart calls -------------------------------------------------------------------- */
 
-static void fn_create(struct tcall *t)
+static void fn_create(struct sh_call *t)
 {
-    int rc = ol_mpu_create(t->e->c, &t->ca, simple_cb, t);
+    int rc = ol_mpu_create(t->e->c, &t->ca, sh_simple_cb, t);
     if (rc < 0)
-        done(t, rc);
+        sh_done(t, rc);
 }
 
-static int create_full(struct env *e, const char *b, const char *k, uint8_t algo, uint8_t id[16])
+static int create_full(struct sh_env *e, const char *b, const char *k, uint8_t algo, uint8_t id[16])
 {
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     struct ol_meta_version v;
     memset(&v, 0, sizeof v);
@@ -551,194 +175,119 @@ static int create_full(struct env *e, const char *b, const char *k, uint8_t algo
     v.user_count = 1;
     v.cks.algo = algo;
     t.ca = (struct ol_mpu_create_args){.bucket = b, .key = k, .parity = -1, .v = &v};
-    int rc = call(e, &t, fn_create);
+    int rc = sh_call(e, &t, fn_create);
     memcpy(id, t.ca.upload_id, 16);
     return rc;
 }
 
-static int create(struct env *e, const char *b, const char *k, uint8_t id[16])
+static int create(struct sh_env *e, const char *b, const char *k, uint8_t id[16])
 {
     return create_full(e, b, k, OL_META_CKS_NONE, id);
 }
 
-static void fn_complete(struct tcall *t)
+static void fn_complete(struct sh_call *t)
 {
-    int rc = ol_mpu_complete(t->e->c, &t->cpa, simple_cb, t);
+    int rc = ol_mpu_complete(t->e->c, &t->cpa, sh_simple_cb, t);
     if (rc < 0)
-        done(t, rc);
+        sh_done(t, rc);
 }
 
 /* Complete with parts[0..n) (number, etag, cks); sizes and the ETag come back in *out. */
-static int complete_full(struct env *e, const char *b, const char *k, const uint8_t id[16],
+static int complete_full(struct sh_env *e, const char *b, const char *k, const uint8_t id[16],
                          struct ol_meta_part *parts, unsigned n,
-                         const struct ol_meta_checksum *cks, struct tcall *out)
+                         const struct ol_meta_checksum *cks, struct sh_call *out)
 {
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.cpa = (struct ol_mpu_complete_args){.bucket = b, .key = k, .upload_id = id,
                                           .parts = parts, .nparts = n, .cks = cks};
-    int rc = call(e, &t, fn_complete);
+    int rc = sh_call(e, &t, fn_complete);
     if (out)
         *out = t;
     return rc;
 }
 
-static int complete(struct env *e, const char *b, const char *k, const uint8_t id[16],
+static int complete(struct sh_env *e, const char *b, const char *k, const uint8_t id[16],
                     struct ol_meta_part *parts, unsigned n)
 {
     return complete_full(e, b, k, id, parts, n, NULL, NULL);
 }
 
-static void fn_mabort(struct tcall *t)
+static void fn_mabort(struct sh_call *t)
 {
-    int rc = ol_mpu_abort(t->e->c, t->bucket, t->key, t->id, simple_cb, t);
+    int rc = ol_mpu_abort(t->e->c, t->bucket, t->key, t->id, sh_simple_cb, t);
     if (rc < 0)
-        done(t, rc);
+        sh_done(t, rc);
 }
 
-static int mabort(struct env *e, const char *b, const char *k, const uint8_t id[16])
+static int mabort(struct sh_env *e, const char *b, const char *k, const uint8_t id[16])
 {
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.bucket = b;
     t.key = k;
     memcpy(t.id, id, 16);
-    return call(e, &t, fn_mabort);
+    return sh_call(e, &t, fn_mabort);
 }
 
-static void fn_list_parts(struct tcall *t)
+static void fn_list_parts(struct sh_call *t)
 {
-    int rc = ol_mpu_list_parts(t->e->c, &t->lpa, simple_cb, t);
+    int rc = ol_mpu_list_parts(t->e->c, &t->lpa, sh_simple_cb, t);
     if (rc < 0)
-        done(t, rc);
+        sh_done(t, rc);
 }
 
-static int list_parts(struct env *e, const char *b, const char *k, const uint8_t id[16],
+static int list_parts(struct sh_env *e, const char *b, const char *k, const uint8_t id[16],
                       uint32_t marker, unsigned max, struct ol_mpu_part_info *out,
-                      struct tcall *res)
+                      struct sh_call *res)
 {
     memset(res, 0, sizeof *res);
     res->lpa = (struct ol_mpu_list_parts_args){.bucket = b, .key = k, .upload_id = id,
                                                .marker = marker, .max = max, .out = out};
-    return call(e, res, fn_list_parts);
+    return sh_call(e, res, fn_list_parts);
 }
 
-static void fn_list_uploads(struct tcall *t)
+static void fn_list_uploads(struct sh_call *t)
 {
-    int rc = ol_mpu_list_uploads(t->e->c, &t->lua, simple_cb, t);
+    int rc = ol_mpu_list_uploads(t->e->c, &t->lua, sh_simple_cb, t);
     if (rc < 0)
-        done(t, rc);
+        sh_done(t, rc);
 }
 
 static char g_keys[64 * 1025];
 
-static int list_uploads(struct env *e, const char *b, const char *prefix, const char *km,
+static int list_uploads(struct sh_env *e, const char *b, const char *prefix, const char *km,
                         const uint8_t *idm, unsigned max, struct ol_mpu_upload_info *out,
-                        struct tcall *res)
+                        struct sh_call *res)
 {
     memset(res, 0, sizeof *res);
     res->lua = (struct ol_mpu_list_uploads_args){.bucket = b, .prefix = prefix, .key_marker = km,
                                                  .upload_id_marker = idm, .max = max,
                                                  .out = out, .keys = g_keys,
                                                  .keys_cap = sizeof g_keys};
-    return call(e, res, fn_list_uploads);
+    return sh_call(e, res, fn_list_uploads);
 }
 
-static void fn_cleanup(struct tcall *t)
+static void fn_cleanup(struct sh_call *t)
 {
-    int rc = ol_store_mpu_cleanup(t->e->c, t->now_ns, simple_cb, t);
+    int rc = ol_store_mpu_cleanup(t->e->c, t->now_ns, sh_simple_cb, t);
     if (rc < 0)
-        done(t, rc);
-}
-
-static void fn_delete(struct tcall *t)
-{
-    int rc = ol_delete(t->e->c, t->bucket, t->key, simple_cb, t);
-    if (rc < 0)
-        done(t, rc);
-}
-
-static int del(struct env *e, const char *b, const char *k)
-{
-    struct tcall t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.key = k;
-    return call(e, &t, fn_delete);
+        sh_done(t, rc);
 }
 
 /* ---- looking at the drives ---------------------------------------------------------- */
 
-static void obj_hash(const struct env *e, const char *k, char od[OL_LAYOUT_DIR_LEN])
-{
-    struct ol_format f;
-    OLT_CHECK_EQ(ol_format_read(e->path[0], &f), 0);
-    ol_layout_object_dir(f.deployment, k, strlen(k), od);
-    ol_format_free(&f);
-}
-
-/* <drive i>/.openlake/buckets/<b>/objects/<ab>/<hash> */
-static void obj_dir(const struct env *e, unsigned i, const char *b, const char *k, char *out,
-                    size_t len)
-{
-    char od[OL_LAYOUT_DIR_LEN];
-    obj_hash(e, k, od);
-    snprintf(out, len, "%s/.openlake/buckets/%s/objects/%s", e->path[i], b, od);
-}
-
 /* <drive i>/.openlake/buckets/<b>/uploads/<ab>/<hash>/<upload> */
-static void upload_dir(const struct env *e, unsigned i, const char *b, const char *k,
+static void upload_dir(const struct sh_env *e, unsigned i, const char *b, const char *k,
                        const uint8_t id[16], char *out, size_t len)
 {
     char od[OL_LAYOUT_DIR_LEN], u[37];
-    obj_hash(e, k, od);
+    sh_obj_hash(e, k, od);
     ol_format_uuid_str(id, u);
     snprintf(out, len, "%s/.openlake/buckets/%s/uploads/%s/%s", e->path[i], b, od, u);
 }
 
-static int count_entries(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *x;
-    while ((x = readdir(d)))
-        if (strcmp(x->d_name, ".") && strcmp(x->d_name, ".."))
-            n++;
-    closedir(d);
-    return n;
-}
-
 static bool exists(const char *p) { return access(p, F_OK) == 0; }
-
-static const char *g_wipe_root;
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    if (strcmp(p, g_wipe_root) != 0)
-        remove(p);
-    return 0;
-}
-
-static void wipe(const char *drive)
-{
-    g_wipe_root = drive;
-    nftw(drive, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    OLT_CHECK_EQ(count_entries(drive), 0);
-}
-
-static void check_tmp_empty(struct env *e)
-{
-    settle(e);
-    for (unsigned i = 0; i < e->n; i++) {
-        char p[600];
-        snprintf(p, sizeof p, "%s/.openlake/tmp", e->path[i]);
-        OLT_CHECK(count_entries(p) <= 0);
-    }
-}
 
 static void etag_of(struct ol_meta_part *parts, unsigned n, uint8_t out[16])
 {
@@ -752,7 +301,7 @@ static void etag_of(struct ol_meta_part *parts, unsigned n, uint8_t out[16])
 
 OLT_TEST_T(store_mpu_md5_matches_openssl, 30)
 {
-    uint8_t *p = pattern(5000, 1), a[16], b[16];
+    uint8_t *p = sh_pattern(5000, 1), a[16], b[16];
     for (size_t n = 0; n < 5000; n += n < 200 ? 1 : 997) {
         struct ol_se_md5 m;
         ol_se_md5_init(&m);
@@ -768,12 +317,12 @@ OLT_TEST_T(store_mpu_md5_matches_openssl, 30)
 
 OLT_TEST_T(store_mpu_three_parts_round_trip, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4); /* k 2 + m 2 */
-    OLT_CHECK_EQ(bucket_create(&e, "mp"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "mp"), 0);
     uint64_t sz[3] = {200001, 150007, 77777}; /* no multiple of a stripe */
     uint64_t total = sz[0] + sz[1] + sz[2];
-    uint8_t *all = pattern(total, 7), id[16];
+    uint8_t *all = sh_pattern(total, 7), id[16];
     OLT_CHECK_EQ(create(&e, "mp", "video/a.mp4", id), 0);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 1);
     /* parts out of order: 3, 1, 2 */
@@ -792,10 +341,10 @@ OLT_TEST_T(store_mpu_three_parts_round_trip, 120)
         snprintf(p, sizeof p, "%s/upload", u);
         OLT_CHECK(exists(p));
         snprintf(p, sizeof p, "%s/data", u);
-        OLT_CHECK_EQ(count_entries(p), 3);
+        OLT_CHECK_EQ(sh_count_entries(p), 3);
     }
-    OLT_CHECK_EQ(head(&e, "mp", "video/a.mp4", NULL), -ENOENT); /* not visible yet */
-    struct tcall c;
+    OLT_CHECK_EQ(sh_head(&e, "mp", "video/a.mp4", NULL), -ENOENT); /* not visible yet */
+    struct sh_call c;
     OLT_CHECK_EQ(complete_full(&e, "mp", "video/a.mp4", id, parts, 3, NULL, &c), 0);
     uint8_t want[16];
     etag_of(parts, 3, want);
@@ -807,13 +356,13 @@ OLT_TEST_T(store_mpu_three_parts_round_trip, 120)
         OLT_CHECK_EQ(parts[i].size, sz[i]);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 0);
     /* HEAD: the multipart ETag, parts */
-    struct tcall h;
-    OLT_CHECK_EQ(head(&e, "mp", "video/a.mp4", &h), 0);
+    struct sh_call h;
+    OLT_CHECK_EQ(sh_head(&e, "mp", "video/a.mp4", &h), 0);
     OLT_CHECK_EQ(h.msize, total);
     OLT_CHECK_MEM(h.etag, want, 16);
     OLT_CHECK_EQ(h.etag_parts, 3);
     OLT_CHECK_EQ(h.part_count, 3);
-    check_get(&e, "mp", "video/a.mp4", all, total);
+    sh_check_get(&e, "mp", "video/a.mp4", all, total);
     /* ranges across the part boundaries */
     uint8_t *buf = malloc(total);
     struct { uint64_t off; int64_t len; } cases[] = {
@@ -823,7 +372,7 @@ OLT_TEST_T(store_mpu_three_parts_round_trip, 120)
     };
     for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++) {
         uint64_t got = 0, want_len = cases[i].len < 0 ? total - cases[i].off : (uint64_t)cases[i].len;
-        OLT_CHECK_EQ(get_range(&e, "mp", "video/a.mp4", cases[i].off, cases[i].len, buf, total,
+        OLT_CHECK_EQ(sh_get_range(&e, "mp", "video/a.mp4", cases[i].off, cases[i].len, buf, total,
                                &got), 0);
         OLT_CHECK_EQ(got, want_len);
         OLT_CHECK_MEM(buf, all + cases[i].off, got);
@@ -839,11 +388,11 @@ OLT_TEST_T(store_mpu_three_parts_round_trip, 120)
     /* on the drives: meta + the data dir (named by the upload id) with part.1..3; no upload */
     for (unsigned d = 0; d < 4; d++) {
         char dir[700], dd[800], u[37];
-        obj_dir(&e, d, "mp", "video/a.mp4", dir, sizeof dir);
-        OLT_CHECK_EQ(count_entries(dir), 2);
+        sh_obj_dir(&e, d, "mp", "video/a.mp4", dir, sizeof dir);
+        OLT_CHECK_EQ(sh_count_entries(dir), 2);
         ol_format_uuid_str(id, u);
         snprintf(dd, sizeof dd, "%s/%s", dir, u);
-        OLT_CHECK_EQ(count_entries(dd), 3);
+        OLT_CHECK_EQ(sh_count_entries(dd), 3);
         char up[700];
         upload_dir(&e, d, "mp", "video/a.mp4", id, up, sizeof up);
         OLT_CHECK(!exists(up));
@@ -857,7 +406,7 @@ OLT_TEST_T(store_mpu_three_parts_round_trip, 120)
     OLT_CHECK_EQ(got, 150000);
     OLT_CHECK_MEM(buf, all, 150000);
     OLT_CHECK_EQ(get_part(&e, "mp", "single", 2, buf, total, NULL), -ENOENT);
-    struct ol_store_stats st = stats(&e);
+    struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK_EQ(st.mpu_created, 1);
     OLT_CHECK_EQ(st.mpu_completed, 1);
     OLT_CHECK_EQ(st.mpu_parts, 3);
@@ -865,8 +414,8 @@ OLT_TEST_T(store_mpu_three_parts_round_trip, 120)
     OLT_CHECK_EQ(st.reads_reconstructed, 0);
     /* durable: after a re-open, still the same */
     env_reopen(&e);
-    check_get(&e, "mp", "video/a.mp4", all, total);
-    check_tmp_empty(&e);
+    sh_check_get(&e, "mp", "video/a.mp4", all, total);
+    sh_check_tmp_empty(&e);
     free(buf);
     free(all);
     env_close(&e);
@@ -874,10 +423,11 @@ OLT_TEST_T(store_mpu_three_parts_round_trip, 120)
 
 OLT_TEST_T(store_mpu_reupload_replaces_part, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    OLT_CHECK_EQ(bucket_create(&e, "re"), 0);
-    uint8_t *a = pattern(120000, 1), *b1 = pattern(130000, 2), *b2 = pattern(90001, 3), id[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "re"), 0);
+    uint8_t *a = sh_pattern(120000, 1), *b1 = sh_pattern(130000, 2), *b2 = sh_pattern(90001, 3);
+    uint8_t id[16];
     OLT_CHECK_EQ(create(&e, "re", "k", id), 0);
     struct ol_meta_part p[2], old;
     memset(p, 0, sizeof p);
@@ -895,8 +445,8 @@ OLT_TEST_T(store_mpu_reupload_replaces_part, 120)
     uint8_t *want = malloc(210001);
     memcpy(want, a, 120000);
     memcpy(want + 120000, b2, 90001);
-    check_get(&e, "re", "k", want, 210001);
-    check_tmp_empty(&e);
+    sh_check_get(&e, "re", "k", want, 210001);
+    sh_check_tmp_empty(&e);
     free(want);
     free(a);
     free(b1);
@@ -906,16 +456,16 @@ OLT_TEST_T(store_mpu_reupload_replaces_part, 120)
 
 OLT_TEST_T(store_mpu_complete_errors_and_subset, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 6, 6); /* k 3 + m 3 */
-    OLT_CHECK_EQ(bucket_create(&e, "ce"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ce"), 0);
     uint64_t sz[4] = {110000, 50000, 120000, 100003};
     uint8_t *d[4], id[16];
     struct ol_meta_part p[4];
     memset(p, 0, sizeof p);
     OLT_CHECK_EQ(create(&e, "ce", "obj", id), 0);
     for (unsigned i = 0; i < 4; i++) {
-        d[i] = pattern(sz[i], 20 + i);
+        d[i] = sh_pattern(sz[i], 20 + i);
         p[i].number = i + 1;
         OLT_CHECK_EQ(part(&e, "ce", "obj", id, i + 1, d[i], sz[i], p[i].etag), 0);
     }
@@ -937,27 +487,27 @@ OLT_TEST_T(store_mpu_complete_errors_and_subset, 120)
     /* EntityTooSmall: part 2 (50000) is not the last */
     OLT_CHECK_EQ(complete(&e, "ce", "obj", id, p, 4), OL_STORE_ETOOSMALL);
     /* none of that changed anything */
-    OLT_CHECK_EQ(head(&e, "ce", "obj", NULL), -ENOENT);
+    OLT_CHECK_EQ(sh_head(&e, "ce", "obj", NULL), -ENOENT);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 1);
     /* a subset: parts 1 and 3 (the last may be small: here 3 is the last) */
     struct ol_meta_part sub[2] = {p[0], p[2]};
-    struct tcall c;
+    struct sh_call c;
     OLT_CHECK_EQ(complete_full(&e, "ce", "obj", id, sub, 2, NULL, &c), 0);
     uint64_t total = sz[0] + sz[2];
     uint8_t *want = malloc(total);
     memcpy(want, d[0], sz[0]);
     memcpy(want + sz[0], d[2], sz[2]);
-    check_get(&e, "ce", "obj", want, total);
-    struct tcall h;
-    OLT_CHECK_EQ(head(&e, "ce", "obj", &h), 0);
+    sh_check_get(&e, "ce", "obj", want, total);
+    struct sh_call h;
+    OLT_CHECK_EQ(sh_head(&e, "ce", "obj", &h), 0);
     OLT_CHECK_EQ(h.etag_parts, 2);
     /* the unlisted parts 2 and 4 are gone; the data dir has part.1 and part.3 */
     for (unsigned dr = 0; dr < 6; dr++) {
         char dir[700], dd[800], pp[820], u[37];
-        obj_dir(&e, dr, "ce", "obj", dir, sizeof dir);
+        sh_obj_dir(&e, dr, "ce", "obj", dir, sizeof dir);
         ol_format_uuid_str(id, u);
         snprintf(dd, sizeof dd, "%s/%s", dir, u);
-        OLT_CHECK_EQ(count_entries(dd), 2);
+        OLT_CHECK_EQ(sh_count_entries(dd), 2);
         snprintf(pp, sizeof pp, "%s/part.1", dd);
         OLT_CHECK(exists(pp));
         snprintf(pp, sizeof pp, "%s/part.3", dd);
@@ -972,7 +522,7 @@ OLT_TEST_T(store_mpu_complete_errors_and_subset, 120)
     OLT_CHECK_EQ(got, sz[2]);
     OLT_CHECK_MEM(buf, d[2], sz[2]);
     OLT_CHECK_EQ(get_part(&e, "ce", "obj", 2, buf, total, NULL), -ENOENT);
-    check_tmp_empty(&e);
+    sh_check_tmp_empty(&e);
     for (unsigned i = 0; i < 4; i++)
         free(d[i]);
     free(want);
@@ -982,10 +532,10 @@ OLT_TEST_T(store_mpu_complete_errors_and_subset, 120)
 
 OLT_TEST_T(store_mpu_abort_then_no_such_upload, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    OLT_CHECK_EQ(bucket_create(&e, "ab"), 0);
-    uint8_t *a = pattern(150000, 5), id[16], id2[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ab"), 0);
+    uint8_t *a = sh_pattern(150000, 5), id[16], id2[16];
     struct ol_meta_part p[2];
     memset(p, 0, sizeof p);
     p[0].number = 1;
@@ -999,7 +549,7 @@ OLT_TEST_T(store_mpu_abort_then_no_such_upload, 120)
     OLT_CHECK_EQ(complete(&e, "ab", "k", id, p, 2), OL_STORE_ENOUPLOAD);
     OLT_CHECK_EQ(mabort(&e, "ab", "k", id), OL_STORE_ENOUPLOAD);
     struct ol_mpu_part_info info[4];
-    struct tcall lp;
+    struct sh_call lp;
     OLT_CHECK_EQ(list_parts(&e, "ab", "k", id, 0, 4, info, &lp), OL_STORE_ENOUPLOAD);
     /* a wrong key for an id is no such upload */
     OLT_CHECK_EQ(mabort(&e, "ab", "other", id2), OL_STORE_ENOUPLOAD);
@@ -1015,25 +565,25 @@ OLT_TEST_T(store_mpu_abort_then_no_such_upload, 120)
     for (unsigned d = 0; d < 4; d++) { /* uploads/ is empty again */
         char u[700];
         snprintf(u, sizeof u, "%s/.openlake/buckets/ab/uploads", e.path[d]);
-        OLT_CHECK_EQ(count_entries(u), 0);
+        OLT_CHECK_EQ(sh_count_entries(u), 0);
     }
-    OLT_CHECK_EQ(stats(&e).mpu_aborted, 2);
-    OLT_CHECK_EQ(head(&e, "ab", "k", NULL), -ENOENT);
+    OLT_CHECK_EQ(sh_stats(&e).mpu_aborted, 2);
+    OLT_CHECK_EQ(sh_head(&e, "ab", "k", NULL), -ENOENT);
     /* no such bucket */
     OLT_CHECK_EQ(create(&e, "nob", "k", id), OL_STORE_ENOBUCKET);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 0);
-    check_tmp_empty(&e);
+    sh_check_tmp_empty(&e);
     free(a);
     env_close(&e);
 }
 
 OLT_TEST_T(store_mpu_list_parts_and_uploads, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 6, 3); /* two sets */
-    OLT_CHECK_EQ(bucket_create(&e, "ls"), 0);
-    OLT_CHECK_EQ(bucket_create(&e, "ls2"), 0);
-    uint8_t *a = pattern(30000, 9);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ls"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ls2"), 0);
+    uint8_t *a = sh_pattern(30000, 9);
     uint8_t ids[5][16];
     const char *keys[5] = {"b/x", "a/y", "b/x", "c", "a/z"};
     for (unsigned i = 0; i < 5; i++) {
@@ -1049,7 +599,7 @@ OLT_TEST_T(store_mpu_list_parts_and_uploads, 120)
     OLT_CHECK_EQ(part(&e, "ls", "b/x", ids[0], 2, a + 5, 20000, et[2]), 0);
     OLT_CHECK_EQ(part(&e, "ls", "b/x", ids[0], 5, a + 7, 2222, et[5]), 0);
     struct ol_mpu_part_info info[8];
-    struct tcall r;
+    struct sh_call r;
     OLT_CHECK_EQ(list_parts(&e, "ls", "b/x", ids[0], 0, 8, info, &r), 0);
     OLT_CHECK_EQ(r.lpa.count, 3);
     OLT_CHECK(!r.lpa.truncated);
@@ -1126,12 +676,12 @@ OLT_TEST_T(store_mpu_list_parts_and_uploads, 120)
 
 OLT_TEST_T(store_mpu_lost_drives_after_complete, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    OLT_CHECK_EQ(bucket_create(&e, "lost"), 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "lost"), 0);
     uint64_t sz[3] = {140001, 133333, 5};
     uint64_t total = sz[0] + sz[1] + sz[2];
-    uint8_t *all = pattern(total, 11), id[16];
+    uint8_t *all = sh_pattern(total, 11), id[16];
     struct ol_meta_part p[3];
     memset(p, 0, sizeof p);
     OLT_CHECK_EQ(create(&e, "lost", "o", id), 0);
@@ -1140,26 +690,26 @@ OLT_TEST_T(store_mpu_lost_drives_after_complete, 120)
         OLT_CHECK_EQ(part(&e, "lost", "o", id, i + 1, all + o, sz[i], p[i].etag), 0);
     }
     OLT_CHECK_EQ(complete(&e, "lost", "o", id, p, 3), 0);
-    wipe(e.path[0]);
-    wipe(e.path[2]); /* m = 2 drives gone */
-    check_get(&e, "lost", "o", all, total);
+    sh_wipe(e.path[0]);
+    sh_wipe(e.path[2]); /* m = 2 drives gone */
+    sh_check_get(&e, "lost", "o", all, total);
     uint8_t buf[300];
     uint64_t got = 0;
-    OLT_CHECK_EQ(get_range(&e, "lost", "o", sz[0] - 150, 300, buf, 300, &got), 0);
+    OLT_CHECK_EQ(sh_get_range(&e, "lost", "o", sz[0] - 150, 300, buf, 300, &got), 0);
     OLT_CHECK_EQ(got, 300);
     OLT_CHECK_MEM(buf, all + sz[0] - 150, 300);
-    OLT_CHECK(stats(&e).reads_reconstructed > 0);
-    OLT_CHECK_EQ(stats(&e).checksum_failures, 0);
+    OLT_CHECK(sh_stats(&e).reads_reconstructed > 0);
+    OLT_CHECK_EQ(sh_stats(&e).checksum_failures, 0);
     free(all);
     env_close(&e);
 }
 
 OLT_TEST_T(store_mpu_crash_leaves_upload_usable, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    OLT_CHECK_EQ(bucket_create(&e, "cr"), 0);
-    uint8_t *a = pattern(400000, 13), id[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "cr"), 0);
+    uint8_t *a = sh_pattern(400000, 13), id[16];
     struct ol_meta_part p[3];
     memset(p, 0, sizeof p);
     OLT_CHECK_EQ(create(&e, "cr", "k", id), 0);
@@ -1167,7 +717,7 @@ OLT_TEST_T(store_mpu_crash_leaves_upload_usable, 120)
     p[1].number = 2;
     OLT_CHECK_EQ(part(&e, "cr", "k", id, 1, a, 150000, p[0].etag), 0);
     /* part 2 half sent when the process dies */
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.part = true;
     t.bucket = "cr";
@@ -1178,19 +728,19 @@ OLT_TEST_T(store_mpu_crash_leaves_upload_usable, 120)
     t.size = 200000;
     t.stop = 100000;
     t.chunk = 10000;
-    OLT_CHECK_EQ(call(&e, &t, fn_put), 0);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_put), 0);
     usleep(50000);
-    env_stop(&e, true);
-    env_start(&e);
-    check_tmp_empty(&e);
+    sh_env_stop(&e, true);
+    sh_env_start(&e);
+    sh_check_tmp_empty(&e);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 1);
     struct ol_mpu_part_info info[4];
-    struct tcall r;
+    struct sh_call r;
     OLT_CHECK_EQ(list_parts(&e, "cr", "k", id, 0, 4, info, &r), 0);
     OLT_CHECK_EQ(r.lpa.count, 1); /* only the finished part */
     OLT_CHECK_EQ(part(&e, "cr", "k", id, 2, a + 150000, 200000, p[1].etag), 0);
     OLT_CHECK_EQ(complete(&e, "cr", "k", id, p, 2), 0);
-    check_get(&e, "cr", "k", a, 350000);
+    sh_check_get(&e, "cr", "k", a, 350000);
     /* an aborted part upload: nothing of it stays */
     uint8_t id2[16];
     OLT_CHECK_EQ(create(&e, "cr", "k2", id2), 0);
@@ -1204,10 +754,10 @@ OLT_TEST_T(store_mpu_crash_leaves_upload_usable, 120)
     t.size = 200000;
     t.stop = 100000;
     t.chunk = 10000;
-    OLT_CHECK_EQ(call(&e, &t, fn_put), 0);
-    call(&e, &t, fn_abort_put);
-    settle(&e);
-    check_tmp_empty(&e);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_put), 0);
+    sh_call(&e, &t, sh_fn_abort_put);
+    sh_settle(&e);
+    sh_check_tmp_empty(&e);
     OLT_CHECK_EQ(list_parts(&e, "cr", "k2", id2, 0, 4, info, &r), 0);
     OLT_CHECK_EQ(r.lpa.count, 0);
     free(a);
@@ -1231,10 +781,10 @@ static void copy_file(const char *from, const char *to)
 
 OLT_TEST_T(store_mpu_complete_cut_short_recovers, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    OLT_CHECK_EQ(bucket_create(&e, "cc"), 0);
-    uint8_t *a = pattern(300000, 17), *old = pattern(200000, 18), id[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "cc"), 0);
+    uint8_t *a = sh_pattern(300000, 17), *old = sh_pattern(200000, 18), id[16];
     OLT_CHECK_EQ(put(&e, "cc", "k", old, 200000), 0);
     struct ol_meta_part p[2];
     memset(p, 0, sizeof p);
@@ -1247,21 +797,21 @@ OLT_TEST_T(store_mpu_complete_cut_short_recovers, 120)
      * before any metadata: the data dirs go back into the upload at open */
     char u[37];
     ol_format_uuid_str(id, u);
-    settle(&e);
-    env_stop(&e, false);
+    sh_settle(&e);
+    sh_env_stop(&e, false);
     for (unsigned d = 0; d < 4; d++) {
         char ud[700], from[800], to[800];
         upload_dir(&e, d, "cc", "k", id, ud, sizeof ud);
         snprintf(from, sizeof from, "%s/data", ud);
-        obj_dir(&e, d, "cc", "k", to, sizeof to);
+        sh_obj_dir(&e, d, "cc", "k", to, sizeof to);
         snprintf(to + strlen(to), sizeof to - strlen(to), "/%s", u);
         OLT_CHECK_EQ(rename(from, to), 0);
     }
-    env_start(&e);
-    check_get(&e, "cc", "k", old, 200000); /* the old object, untouched */
+    sh_env_start(&e);
+    sh_check_get(&e, "cc", "k", old, 200000); /* the old object, untouched */
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 1);
     struct ol_mpu_part_info info[4];
-    struct tcall r;
+    struct sh_call r;
     OLT_CHECK_EQ(list_parts(&e, "cc", "k", id, 0, 4, info, &r), 0);
     OLT_CHECK_EQ(r.lpa.count, 2);
     /* (2) a crash after the commit, before the upload's record was removed:
@@ -1277,9 +827,9 @@ OLT_TEST_T(store_mpu_complete_cut_short_recovers, 120)
         copy_file(rec, saved[d]);
     }
     OLT_CHECK_EQ(complete(&e, "cc", "k", id, p, 2), 0);
-    check_get(&e, "cc", "k", a, 300000);
-    settle(&e);
-    env_stop(&e, false);
+    sh_check_get(&e, "cc", "k", a, 300000);
+    sh_settle(&e);
+    sh_env_stop(&e, false);
     for (unsigned d = 0; d < 4; d++) {
         char ud[700], rec[800];
         upload_dir(&e, d, "cc", "k", id, ud, sizeof ud);
@@ -1289,27 +839,27 @@ OLT_TEST_T(store_mpu_complete_cut_short_recovers, 120)
         snprintf(rec, sizeof rec, "%s/upload", ud);
         copy_file(saved[d], rec);
     }
-    env_start(&e);
+    sh_env_start(&e);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 0);
     for (unsigned d = 0; d < 4; d++) {
         char ud[700];
         upload_dir(&e, d, "cc", "k", id, ud, sizeof ud);
         OLT_CHECK(!exists(ud));
     }
-    check_get(&e, "cc", "k", a, 300000);
+    sh_check_get(&e, "cc", "k", a, 300000);
     /* (3) an upload whose record is on fewer than a read quorum of drives
      * (a create cut short) is removed at open */
     uint8_t id2[16];
     OLT_CHECK_EQ(create(&e, "cc", "k2", id2), 0);
-    settle(&e);
-    env_stop(&e, false);
+    sh_settle(&e);
+    sh_env_stop(&e, false);
     for (unsigned d = 1; d < 4; d++) {
         char ud[700], rec[800];
         upload_dir(&e, d, "cc", "k2", id2, ud, sizeof ud);
         snprintf(rec, sizeof rec, "%s/upload", ud);
         OLT_CHECK_EQ(unlink(rec), 0);
     }
-    env_start(&e);
+    sh_env_start(&e);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 0);
     for (unsigned d = 0; d < 4; d++) {
         char ud[700];
@@ -1323,35 +873,35 @@ OLT_TEST_T(store_mpu_complete_cut_short_recovers, 120)
 
 OLT_TEST_T(store_mpu_expiry, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    OLT_CHECK_EQ(bucket_create(&e, "ex"), 0);
-    uint8_t *a = pattern(50000, 19), id[16], id2[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ex"), 0);
+    uint8_t *a = sh_pattern(50000, 19), id[16], id2[16];
     OLT_CHECK_EQ(create(&e, "ex", "k", id), 0);
     OLT_CHECK_EQ(part(&e, "ex", "k", id, 1, a, 50000, NULL), 0);
     OLT_CHECK_EQ(create(&e, "ex", "k2", id2), 0);
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.now_ns = 1; /* nothing is older than the expiry yet */
-    OLT_CHECK_EQ(call(&e, &t, fn_cleanup), -ENOENT);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_cleanup), -ENOENT);
     memset(&t, 0, sizeof t);
     t.now_ns = UINT64_MAX / 2; /* far in the future: both expired */
-    OLT_CHECK_EQ(call(&e, &t, fn_cleanup), 0);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_cleanup), 0);
     OLT_CHECK_EQ(t.len_out, 2);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 0);
     OLT_CHECK_EQ(part(&e, "ex", "k", id, 2, a, 50000, NULL), OL_STORE_ENOUPLOAD);
     for (unsigned d = 0; d < 4; d++) {
         char u[700];
         snprintf(u, sizeof u, "%s/.openlake/buckets/ex/uploads", e.path[d]);
-        OLT_CHECK_EQ(count_entries(u), 0);
+        OLT_CHECK_EQ(sh_count_entries(u), 0);
     }
     /* at open, with an expiry of 1 s */
     OLT_CHECK_EQ(create(&e, "ex", "k3", id), 0);
-    settle(&e);
-    env_stop(&e, false);
+    sh_settle(&e);
+    sh_env_stop(&e, false);
     usleep(1100000);
     e.p.mpu_expiry_s = 1;
-    env_start(&e);
+    sh_env_start(&e);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 0);
     for (unsigned d = 0; d < 4; d++) {
         char u[700];
@@ -1360,27 +910,27 @@ OLT_TEST_T(store_mpu_expiry, 120)
     }
     /* -1: never */
     OLT_CHECK_EQ(create(&e, "ex", "k4", id), 0);
-    settle(&e);
-    env_stop(&e, false);
+    sh_settle(&e);
+    sh_env_stop(&e, false);
     e.p.mpu_expiry_s = -1;
-    env_start(&e);
+    sh_env_start(&e);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 1);
     memset(&t, 0, sizeof t);
     t.now_ns = UINT64_MAX / 2;
-    OLT_CHECK_EQ(call(&e, &t, fn_cleanup), -ENOENT);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_cleanup), -ENOENT);
     free(a);
     env_close(&e);
 }
 
 OLT_TEST_T(store_mpu_overwrites_remove_old_data, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    OLT_CHECK_EQ(bucket_create(&e, "ow"), 0);
-    uint8_t *a = pattern(300000, 21), *b = pattern(250000, 22), id[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ow"), 0);
+    uint8_t *a = sh_pattern(300000, 21), *b = sh_pattern(250000, 22), id[16];
     OLT_CHECK_EQ(put(&e, "ow", "x", a, 300000), 0);
     char dir[700];
-    obj_dir(&e, 0, "ow", "x", dir, sizeof dir);
+    sh_obj_dir(&e, 0, "ow", "x", dir, sizeof dir);
     /* the single-part object's data dir */
     DIR *dd = opendir(dir);
     char olddd[1000] = "";
@@ -1397,36 +947,36 @@ OLT_TEST_T(store_mpu_overwrites_remove_old_data, 120)
     p[1].number = 2;
     OLT_CHECK_EQ(part(&e, "ow", "x", id, 1, b, 150000, p[0].etag), 0);
     OLT_CHECK_EQ(part(&e, "ow", "x", id, 2, b + 150000, 100000, p[1].etag), 0);
-    check_get(&e, "ow", "x", a, 300000); /* the old object until Complete */
+    sh_check_get(&e, "ow", "x", a, 300000); /* the old object until Complete */
     OLT_CHECK_EQ(complete(&e, "ow", "x", id, p, 2), 0);
-    check_get(&e, "ow", "x", b, 250000);
+    sh_check_get(&e, "ow", "x", b, 250000);
     OLT_CHECK(!exists(olddd));
     for (unsigned d = 0; d < 4; d++) {
-        obj_dir(&e, d, "ow", "x", dir, sizeof dir);
-        OLT_CHECK_EQ(count_entries(dir), 2); /* meta + the new data dir */
+        sh_obj_dir(&e, d, "ow", "x", dir, sizeof dir);
+        OLT_CHECK_EQ(sh_count_entries(dir), 2); /* meta + the new data dir */
     }
     /* a PUT over the multipart object removes every part */
     OLT_CHECK_EQ(put(&e, "ow", "x", a, 200000), 0);
-    check_get(&e, "ow", "x", a, 200000);
+    sh_check_get(&e, "ow", "x", a, 200000);
     char u[37], mdd[900];
     ol_format_uuid_str(id, u);
     for (unsigned d = 0; d < 4; d++) {
-        obj_dir(&e, d, "ow", "x", dir, sizeof dir);
+        sh_obj_dir(&e, d, "ow", "x", dir, sizeof dir);
         snprintf(mdd, sizeof mdd, "%s/%s", dir, u);
         OLT_CHECK(!exists(mdd));
-        OLT_CHECK_EQ(count_entries(dir), 2);
+        OLT_CHECK_EQ(sh_count_entries(dir), 2);
     }
     /* DELETE of a multipart object */
     OLT_CHECK_EQ(create(&e, "ow", "y", id), 0);
     OLT_CHECK_EQ(part(&e, "ow", "y", id, 1, b, 150000, p[0].etag), 0);
     OLT_CHECK_EQ(part(&e, "ow", "y", id, 2, b + 150000, 100000, p[1].etag), 0);
     OLT_CHECK_EQ(complete(&e, "ow", "y", id, p, 2), 0);
-    OLT_CHECK_EQ(del(&e, "ow", "y"), 0);
+    OLT_CHECK_EQ(sh_del(&e, "ow", "y"), 0);
     for (unsigned d = 0; d < 4; d++) {
-        obj_dir(&e, d, "ow", "y", dir, sizeof dir);
-        OLT_CHECK_EQ(count_entries(dir), -1);
+        sh_obj_dir(&e, d, "ow", "y", dir, sizeof dir);
+        OLT_CHECK_EQ(sh_count_entries(dir), -1);
     }
-    check_tmp_empty(&e);
+    sh_check_tmp_empty(&e);
     free(a);
     free(b);
     env_close(&e);
@@ -1434,14 +984,14 @@ OLT_TEST_T(store_mpu_overwrites_remove_old_data, 120)
 
 OLT_TEST_T(store_mpu_bucket_delete_and_busy, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    OLT_CHECK_EQ(bucket_create(&e, "bd"), 0);
-    uint8_t *a = pattern(400000, 23), id[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "bd"), 0);
+    uint8_t *a = sh_pattern(400000, 23), id[16];
     OLT_CHECK_EQ(create(&e, "bd", "k", id), 0);
-    OLT_CHECK_EQ(bucket_delete(&e, "bd"), -ENOTEMPTY);
+    OLT_CHECK_EQ(sh_bucket_delete(&e, "bd"), -ENOTEMPTY);
     /* Complete while an UploadPart of the upload is still open: busy */
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.part = true;
     t.bucket = "bd";
@@ -1453,7 +1003,7 @@ OLT_TEST_T(store_mpu_bucket_delete_and_busy, 120)
     t.stop = 100000;
     t.chunk = 10000;
     md5(a, 200000, t.etag);
-    OLT_CHECK_EQ(call(&e, &t, fn_put), 0);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_put), 0);
     struct ol_meta_part p;
     memset(&p, 0, sizeof p);
     p.number = 1;
@@ -1462,28 +1012,28 @@ OLT_TEST_T(store_mpu_bucket_delete_and_busy, 120)
     /* abort meanwhile: the part cannot land in the removed upload */
     OLT_CHECK_EQ(mabort(&e, "bd", "k", id), 0);
     t.stop = t.size; /* the rest of the part, then finish */
-    OLT_CHECK_EQ(call(&e, &t, put_pump), OL_STORE_ENOUPLOAD);
-    settle(&e);
-    check_tmp_empty(&e);
-    OLT_CHECK_EQ(bucket_delete(&e, "bd"), 0);
+    OLT_CHECK_EQ(sh_call(&e, &t, sh_put_pump), OL_STORE_ENOUPLOAD);
+    sh_settle(&e);
+    sh_check_tmp_empty(&e);
+    OLT_CHECK_EQ(sh_bucket_delete(&e, "bd"), 0);
     free(a);
     env_close(&e);
 }
 
 OLT_TEST_T(store_mpu_checksums_and_flow_control, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    OLT_CHECK_EQ(bucket_create(&e, "ck"), 0);
-    uint64_t big = 30ull * STRIPE + 777;
-    uint8_t *a = pattern(big, 25), id[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ck"), 0);
+    uint64_t big = 30ull * SH_STRIPE + 777;
+    uint8_t *a = sh_pattern(big, 25), id[16];
     OLT_CHECK_EQ(create_full(&e, "ck", "k", OL_META_CKS_CRC32, id), 0);
     struct ol_meta_part p[2];
     memset(p, 0, sizeof p);
     p[0].number = 1;
     p[1].number = 2;
     /* the part's checksum (any 4 bytes here: the engine stores, S3 computes) */
-    struct tcall t;
+    struct sh_call t;
     memset(&t, 0, sizeof t);
     t.part = true;
     t.bucket = "ck";
@@ -1496,7 +1046,7 @@ OLT_TEST_T(store_mpu_checksums_and_flow_control, 120)
     t.cks_algo = OL_META_CKS_CRC32;
     memcpy(t.cks, "\x01\x02\x03\x04", 4);
     md5(a, big, t.etag);
-    OLT_CHECK_EQ(call(&e, &t, fn_put), 0);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_put), 0);
     OLT_CHECK(t.ones > 0); /* flow control as for a PUT */
     OLT_CHECK_EQ(t.readies, t.ones);
     memcpy(p[0].etag, t.etag, 16);
@@ -1512,12 +1062,12 @@ OLT_TEST_T(store_mpu_checksums_and_flow_control, 120)
     t.size = t.stop = 1000;
     t.chunk = 1000;
     t.cks_algo = OL_META_CKS_SHA1;
-    OLT_CHECK_EQ(call(&e, &t, fn_put), -EINVAL);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_put), -EINVAL);
     t.cks_algo = OL_META_CKS_CRC32;
     memcpy(t.cks, "\x05\x06\x07\x08", 4);
     t.written = 0;
     md5(a, 1000, t.etag);
-    OLT_CHECK_EQ(call(&e, &t, fn_put), 0);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_put), 0);
     memcpy(p[1].etag, t.etag, 16);
     memcpy(p[1].cks, t.cks, 4);
     struct ol_meta_checksum obj = {.algo = OL_META_CKS_CRC32, .flags = OL_META_CKS_COMPOSITE,
@@ -1533,11 +1083,11 @@ OLT_TEST_T(store_mpu_checksums_and_flow_control, 120)
     uint8_t *want = malloc(big + 1000);
     memcpy(want, a, big);
     memcpy(want + big, a, 1000);
-    check_get(&e, "ck", "k", want, big + 1000);
+    sh_check_get(&e, "ck", "k", want, big + 1000);
     free(want);
     /* the version carries the composite checksum and each part's */
     char dir[700], mp[800];
-    obj_dir(&e, 0, "ck", "k", dir, sizeof dir);
+    sh_obj_dir(&e, 0, "ck", "k", dir, sizeof dir);
     snprintf(mp, sizeof mp, "%s/meta", dir);
     static uint8_t buf[1 << 20];
     int fd = open(mp, O_RDONLY);
@@ -1561,7 +1111,7 @@ OLT_TEST_T(store_mpu_checksums_and_flow_control, 120)
 }
 
 /* Uploads two parts of 150000 and 120000 bytes of a[] to a new upload of b/k. */
-static void two_parts(struct env *e, const char *b, const char *k, const uint8_t *a,
+static void two_parts(struct sh_env *e, const char *b, const char *k, const uint8_t *a,
                       uint8_t id[16], struct ol_meta_part p[2])
 {
     memset(p, 0, 2 * sizeof *p);
@@ -1574,10 +1124,10 @@ static void two_parts(struct env *e, const char *b, const char *k, const uint8_t
 
 OLT_TEST_T(store_mpu_complete_leaves_out_a_drive_missing_a_part, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 6, 3); /* two sets of k 2 + m 1: write quorum 2 */
-    OLT_CHECK_EQ(bucket_create(&e, "dg"), 0);
-    uint8_t *a = pattern(270000, 31), id[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "dg"), 0);
+    uint8_t *a = sh_pattern(270000, 31), id[16];
     struct ol_meta_part p[2];
     two_parts(&e, "dg", "obj", a, id, p);
     unsigned set = ol_store_set_of(e.s, "dg", "obj"), lost = set * 3 + 1;
@@ -1586,12 +1136,12 @@ OLT_TEST_T(store_mpu_complete_leaves_out_a_drive_missing_a_part, 120)
     snprintf(pp, sizeof pp, "%s/data/part.2", ud);
     OLT_CHECK_EQ(unlink(pp), 0);
     OLT_CHECK_EQ(complete(&e, "dg", "obj", id, p, 2), 0);
-    check_get(&e, "dg", "obj", a, 270000);
+    sh_check_get(&e, "dg", "obj", a, 270000);
     OLT_CHECK(!exists(ud)); /* the drive left out lost the upload too */
     char dir[700];
-    obj_dir(&e, lost, "dg", "obj", dir, sizeof dir);
-    OLT_CHECK_EQ(count_entries(dir), -1); /* and never got the object */
-    struct ol_store_stats st = stats(&e);
+    sh_obj_dir(&e, lost, "dg", "obj", dir, sizeof dir);
+    OLT_CHECK_EQ(sh_count_entries(dir), -1); /* and never got the object */
+    struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK_EQ(st.write_drive_failures, 1);
     OLT_CHECK_EQ(st.needs_heal, 2); /* the Complete, and the GET that saw the drive */
     /* two drives of three without the part: no quorum can hold it */
@@ -1610,83 +1160,60 @@ OLT_TEST_T(store_mpu_complete_leaves_out_a_drive_missing_a_part, 120)
 
 OLT_TEST_T(store_mpu_complete_below_quorum_is_undone, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4); /* k 2 + m 2: write quorum 3 */
-    OLT_CHECK_EQ(bucket_create(&e, "uq"), 0);
-    uint8_t *a = pattern(270000, 33), *old = pattern(100000, 34), id[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "uq"), 0);
+    uint8_t *a = sh_pattern(270000, 33), *old = sh_pattern(100000, 34), id[16];
     OLT_CHECK_EQ(put(&e, "uq", "x", old, 100000), 0);
     struct ol_meta_part p[2];
     two_parts(&e, "uq", "x", a, id, p);
     /* two drives cannot take new metadata ("meta" became a directory) */
     for (unsigned d = 0; d < 2; d++) {
         char dir[700], q[800];
-        obj_dir(&e, d, "uq", "x", dir, sizeof dir);
+        sh_obj_dir(&e, d, "uq", "x", dir, sizeof dir);
         snprintf(q, sizeof q, "%s/meta", dir);
         OLT_CHECK_EQ(unlink(q), 0);
         OLT_CHECK_EQ(mkdir(q, 0700), 0);
     }
     OLT_CHECK_EQ(complete(&e, "uq", "x", id, p, 2), -EIO);
-    check_get(&e, "uq", "x", old, 100000); /* the old object, put back */
+    sh_check_get(&e, "uq", "x", old, 100000); /* the old object, put back */
     char u[37];
     ol_format_uuid_str(id, u);
     for (unsigned d = 0; d < 4; d++) { /* the data went back into the upload */
         char ud[700], dd[800], dir[700], od[800];
         upload_dir(&e, d, "uq", "x", id, ud, sizeof ud);
         snprintf(dd, sizeof dd, "%s/data", ud);
-        OLT_CHECK_EQ(count_entries(dd), 2);
-        obj_dir(&e, d, "uq", "x", dir, sizeof dir);
+        OLT_CHECK_EQ(sh_count_entries(dd), 2);
+        sh_obj_dir(&e, d, "uq", "x", dir, sizeof dir);
         snprintf(od, sizeof od, "%s/%s", dir, u);
         OLT_CHECK(!exists(od));
     }
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 1);
     struct ol_mpu_part_info info[4];
-    struct tcall r;
+    struct sh_call r;
     OLT_CHECK_EQ(list_parts(&e, "uq", "x", id, 0, 4, info, &r), 0);
     OLT_CHECK_EQ(r.lpa.count, 2);
     /* repaired: the same Complete now succeeds */
     for (unsigned d = 0; d < 2; d++) {
         char dir[700], q[800];
-        obj_dir(&e, d, "uq", "x", dir, sizeof dir);
+        sh_obj_dir(&e, d, "uq", "x", dir, sizeof dir);
         snprintf(q, sizeof q, "%s/meta", dir);
         OLT_CHECK_EQ(rmdir(q), 0);
     }
     OLT_CHECK_EQ(complete(&e, "uq", "x", id, p, 2), 0);
-    check_get(&e, "uq", "x", a, 270000);
-    check_tmp_empty(&e);
+    sh_check_get(&e, "uq", "x", a, 270000);
+    sh_check_tmp_empty(&e);
     free(a);
     free(old);
     env_close(&e);
 }
 
-/* Drive index holding shard `shard` of b/k. */
-static unsigned drive_with_shard(const struct env *e, const char *b, const char *k,
-                                 unsigned shard)
-{
-    static uint8_t buf[1 << 20];
-    for (unsigned i = 0; i < e->n; i++) {
-        char dir[700], mp[800];
-        obj_dir(e, i, b, k, dir, sizeof dir);
-        snprintf(mp, sizeof mp, "%s/meta", dir);
-        int fd = open(mp, O_RDONLY);
-        if (fd < 0)
-            continue;
-        ssize_t n = read(fd, buf, sizeof buf);
-        close(fd);
-        struct ol_meta_file f;
-        struct ol_meta_version v;
-        if (n > 0 && ol_meta_open(buf, (size_t)n, &f) == 0 && ol_meta_latest(&f, &v) == 0 &&
-            v.ec.index == shard)
-            return i;
-    }
-    olt_fail(__FILE__, __LINE__, "no drive holds shard %u of %s", shard, k);
-}
-
 OLT_TEST_T(store_mpu_part_files_swapped_never_verify, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    OLT_CHECK_EQ(bucket_create(&e, "sw"), 0);
-    uint8_t *a = pattern(200000, 35), id[16];
+    OLT_CHECK_EQ(sh_bucket_create(&e, "sw"), 0);
+    uint8_t *a = sh_pattern(200000, 35), id[16];
     struct ol_meta_part p[2];
     memset(p, 0, sizeof p);
     OLT_CHECK_EQ(create(&e, "sw", "k", id), 0);
@@ -1695,9 +1222,9 @@ OLT_TEST_T(store_mpu_part_files_swapped_never_verify, 120)
     OLT_CHECK_EQ(part(&e, "sw", "k", id, 1, a, 100000, p[0].etag), 0); /* same sizes */
     OLT_CHECK_EQ(part(&e, "sw", "k", id, 2, a + 100000, 100000, p[1].etag), 0);
     OLT_CHECK_EQ(complete(&e, "sw", "k", id, p, 2), 0);
-    unsigned d = drive_with_shard(&e, "sw", "k", 0);
+    unsigned d = sh_drive_with_shard(&e, "sw", "k", 0);
     char dir[700], p1[800], p2[800], tmp[800], u[37];
-    obj_dir(&e, d, "sw", "k", dir, sizeof dir);
+    sh_obj_dir(&e, d, "sw", "k", dir, sizeof dir);
     ol_format_uuid_str(id, u);
     snprintf(p1, sizeof p1, "%s/%s/part.1", dir, u);
     snprintf(p2, sizeof p2, "%s/%s/part.2", dir, u);
@@ -1705,8 +1232,8 @@ OLT_TEST_T(store_mpu_part_files_swapped_never_verify, 120)
     OLT_CHECK_EQ(rename(p1, tmp), 0);
     OLT_CHECK_EQ(rename(p2, p1), 0);
     OLT_CHECK_EQ(rename(tmp, p2), 0);
-    check_get(&e, "sw", "k", a, 200000);
-    struct ol_store_stats st = stats(&e);
+    sh_check_get(&e, "sw", "k", a, 200000);
+    struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK(st.checksum_failures >= 2); /* each part's blocks fail in the other's file */
     OLT_CHECK(st.reads_reconstructed >= 2);
     free(a);
@@ -1715,12 +1242,12 @@ OLT_TEST_T(store_mpu_part_files_swapped_never_verify, 120)
 
 OLT_TEST_T(store_mpu_many_sparse_parts, 120)
 {
-    struct env e;
+    struct sh_env e;
     env_open(&e, 4, 4);
-    env_stop(&e, false);
+    sh_env_stop(&e, false);
     e.p.mpu_min_part = 1; /* parts of any size */
-    env_start(&e);
-    OLT_CHECK_EQ(bucket_create(&e, "many"), 0);
+    sh_env_start(&e);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "many"), 0);
     enum { N = 41 };
     struct ol_meta_part p[N];
     uint64_t off[N + 1];
@@ -1731,29 +1258,29 @@ OLT_TEST_T(store_mpu_many_sparse_parts, 120)
         off[i + 1] = off[i] + 1 + (i * 7919u) % 3000;
     }
     uint64_t total = off[N];
-    uint8_t *all = pattern(total, 41), id[16];
+    uint8_t *all = sh_pattern(total, 41), id[16];
     OLT_CHECK_EQ(create(&e, "many", "k", id), 0);
     for (unsigned i = N; i-- > 0;)
         OLT_CHECK_EQ(part(&e, "many", "k", id, p[i].number, all + off[i], off[i + 1] - off[i],
                           p[i].etag), 0);
     OLT_CHECK_EQ(part(&e, "many", "k", id, 9999, all, 10, NULL), 0); /* not listed */
     struct ol_mpu_part_info info[N + 2];
-    struct tcall r;
+    struct sh_call r;
     OLT_CHECK_EQ(list_parts(&e, "many", "k", id, 0, N + 2, info, &r), 0);
     OLT_CHECK_EQ(r.lpa.count, N + 1);
     OLT_CHECK_EQ(info[N - 1].number, 9999);
     OLT_CHECK_EQ(info[N].number, 10000);
-    struct tcall c;
+    struct sh_call c;
     OLT_CHECK_EQ(complete_full(&e, "many", "k", id, p, N, NULL, &c), 0);
     uint8_t want[16], cat[16 * N];
     for (unsigned i = 0; i < N; i++)
         memcpy(cat + 16 * i, p[i].etag, 16);
     md5(cat, sizeof cat, want);
     OLT_CHECK_MEM(c.cpa.etag, want, 16);
-    check_get(&e, "many", "k", all, total);
+    sh_check_get(&e, "many", "k", all, total);
     uint8_t *buf = malloc(total);
     uint64_t got = 0;
-    OLT_CHECK_EQ(get_range(&e, "many", "k", off[3] + 1, (int64_t)(off[20] - off[3]), buf, total,
+    OLT_CHECK_EQ(sh_get_range(&e, "many", "k", off[3] + 1, (int64_t)(off[20] - off[3]), buf, total,
                            &got), 0); /* across 17 parts */
     OLT_CHECK_EQ(got, off[20] - off[3]);
     OLT_CHECK_MEM(buf, all + off[3] + 1, got);
@@ -1762,10 +1289,10 @@ OLT_TEST_T(store_mpu_many_sparse_parts, 120)
     OLT_CHECK_MEM(buf, all + off[N - 1], got);
     OLT_CHECK_EQ(get_part(&e, "many", "k", 9999, buf, total, NULL), -ENOENT);
     char dir[700], dd[800], u[37];
-    obj_dir(&e, 0, "many", "k", dir, sizeof dir);
+    sh_obj_dir(&e, 0, "many", "k", dir, sizeof dir);
     ol_format_uuid_str(id, u);
     snprintf(dd, sizeof dd, "%s/%s", dir, u);
-    OLT_CHECK_EQ(count_entries(dd), N); /* 9999 was removed */
+    OLT_CHECK_EQ(sh_count_entries(dd), N); /* 9999 was removed */
     free(buf);
     free(all);
     env_close(&e);

@@ -1,0 +1,480 @@
+/*
+ * store_harness.c - the object-engine test harness of store_harness.h,
+ * shared by test_store_engine.c and test_store_mpu.c: the environment
+ * (drives in the test's tmpdir, store, loop, core), calls run on the loop
+ * thread, the PUT pump and GET collector with their wrappers, and looking
+ * at the drives. Helpers only: it holds no test.
+ */
+#include "store_harness.h"
+
+#include "store/format.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- running things on the loop thread --------------------------------------- */
+
+void sh_done(struct sh_call *t, int status)
+{
+    if (t->posted)
+        return;
+    t->status = status;
+    t->posted = true;
+    if (t->parent) {
+        if (--t->parent->remaining == 0)
+            sh_done(t->parent, 0);
+        return;
+    }
+    sem_post(&t->sem);
+}
+
+static void on_msg(ol_loop *l, struct ol_msg *m)
+{
+    (void)l;
+    struct sh_call *t = (struct sh_call *)m;
+    t->fn(t);
+}
+
+int sh_call(struct sh_env *e, struct sh_call *t, void (*fn)(struct sh_call *))
+{
+    t->e = e;
+    t->fn = fn;
+    t->posted = false;
+    t->m.fn = on_msg;
+    sem_init(&t->sem, 0, 0);
+    ol_loop_post(e->loop, &t->m);
+    while (sem_wait(&t->sem) < 0 && errno == EINTR)
+        ;
+    sem_destroy(&t->sem);
+    return t->status;
+}
+
+static void fn_core_create(struct sh_call *t)
+{
+    sh_done(t, ol_store_core_create(t->e->s, t->e->loop, &t->e->c));
+}
+
+static void fn_core_destroy(struct sh_call *t)
+{
+    ol_store_core_destroy(t->e->c);
+    t->e->c = NULL;
+    sh_done(t, 0);
+}
+
+static void fn_stats(struct sh_call *t)
+{
+    t->st = *ol_store_core_stats(t->e->c);
+    t->busy = ol_store_core_busy(t->e->c);
+    sh_done(t, 0);
+}
+
+struct ol_store_stats sh_stats(struct sh_env *e)
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    sh_call(e, &t, fn_stats);
+    return t.st;
+}
+
+unsigned sh_busy(struct sh_env *e)
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    sh_call(e, &t, fn_stats);
+    return t.busy;
+}
+
+void sh_settle(struct sh_env *e)
+{
+    for (int i = 0; i < 500 && sh_busy(e); i++)
+        usleep(10000);
+    OLT_CHECK_EQ(sh_busy(e), 0);
+}
+
+/* ---- environment -------------------------------------------------------------- */
+
+void sh_env_start(struct sh_env *e)
+{
+    char err[512] = "";
+    int rc = ol_store_open(&e->p, &e->s, err, sizeof err);
+    if (rc < 0)
+        olt_fail(__FILE__, __LINE__, "ol_store_open: %d %s", rc, err);
+    struct ol_loop_params lp = {.index = 0, .cpu = -1, .recv_bufs = 64, .recv_buf_size = 4096};
+    rc = ol_loop_create(&lp, &e->loop, err, sizeof err);
+    if (rc == -EPERM || rc == -ENOSYS)
+        OLT_SKIP("io_uring not available here");
+    if (rc < 0)
+        olt_fail(__FILE__, __LINE__, "ol_loop_create: %s", err);
+    OLT_CHECK_EQ(ol_loop_start(e->loop, NULL, NULL), 0);
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    OLT_CHECK_EQ(sh_call(e, &t, fn_core_create), 0);
+}
+
+void sh_env_stop(struct sh_env *e, bool crash)
+{
+    if (!crash) {
+        struct sh_call t;
+        memset(&t, 0, sizeof t);
+        sh_call(e, &t, fn_core_destroy);
+    }
+    ol_loop_stop(e->loop);
+    ol_loop_join(e->loop);
+    ol_loop_destroy(e->loop);
+    e->loop = NULL;
+    if (crash) {
+        ol_store_core_destroy(e->c);
+        e->c = NULL;
+    }
+    ol_store_close(e->s);
+    e->s = NULL;
+}
+
+void sh_env_open(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max,
+                 uint64_t mpu_min_part)
+{
+    memset(e, 0, sizeof *e);
+    e->n = n;
+    e->dps = dps;
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(e->path[i], sizeof e->path[i], "%s/d%u", olt_tmpdir(), i);
+        OLT_CHECK(mkdir(e->path[i], 0700) == 0);
+        e->dp[i] = e->path[i];
+    }
+    e->p = (struct ol_store_params){.drives = e->dp, .n = n, .drives_per_set = dps,
+                                    .parity = -1, .stripe_bytes = SH_STRIPE,
+                                    .inline_max = inline_max, .mpu_min_part = mpu_min_part};
+    sh_env_start(e);
+}
+
+/* ---- operations ------------------------------------------------------------------ */
+
+void sh_put_cb(void *ud, const struct ol_store_event *ev)
+{
+    struct sh_call *t = ud;
+    switch (ev->type) {
+    case OL_STORE_EV_READY:
+        t->readies++;
+        sh_put_pump(t);
+        break;
+    case OL_STORE_EV_ERROR:
+        ol_put_abort(t->put);
+        t->put = NULL;
+        sh_done(t, ev->status);
+        break;
+    case OL_STORE_EV_DONE:
+        t->put = NULL;
+        sh_done(t, ev->status);
+        break;
+    default:
+        break;
+    }
+}
+
+void sh_put_pump(struct sh_call *t)
+{
+    while (t->written < t->stop) {
+        uint64_t n = t->stop - t->written;
+        if (n > t->chunk)
+            n = t->chunk;
+        int rc = ol_put_write(t->put, t->data + t->written, (size_t)n);
+        if (rc < 0) {
+            ol_put_abort(t->put);
+            t->put = NULL;
+            return sh_done(t, rc);
+        }
+        t->written += n;
+        if (rc == 1) {
+            t->ones++;
+            return;
+        }
+    }
+    if (t->stop < t->size)
+        return sh_done(t, 0); /* a partial PUT, left open for the test */
+    struct ol_meta_version v;
+    memset(&v, 0, sizeof v);
+    t->fill(t, &v);
+    int rc = ol_put_finish(t->put, &v);
+    if (rc < 0) {
+        ol_put_abort(t->put);
+        t->put = NULL;
+        sh_done(t, rc);
+    }
+}
+
+void sh_fn_abort_put(struct sh_call *t)
+{
+    ol_put_abort(t->put);
+    t->put = NULL;
+    sh_done(t, 0);
+}
+
+void sh_get_cb(void *ud, const struct ol_store_event *ev)
+{
+    struct sh_call *t = ud;
+    int rc;
+    switch (ev->type) {
+    case OL_STORE_EV_META:
+        t->meta = true;
+        t->msize = ev->version->size;
+        memcpy(t->etag, ev->version->etag, 16);
+        t->etag_parts = ev->version->etag_parts;
+        t->part_count = ev->version->part_count;
+        if (t->head) {
+            ol_get_end(t->get);
+            return sh_done(t, 0);
+        }
+        if (t->part_no) {
+            t->set_rc = ol_get_set_part(t->get, t->part_no);
+            if (t->set_rc < 0) {
+                ol_get_end(t->get);
+                return sh_done(t, t->set_rc);
+            }
+        } else if (t->off || t->len >= 0) {
+            ol_get_set_range(t->get, t->off, t->len);
+        }
+        rc = ol_get_next(t->get);
+        if (rc < 0) {
+            ol_get_end(t->get);
+            sh_done(t, rc);
+        }
+        break;
+    case OL_STORE_EV_DATA:
+        if (t->got + ev->len > t->cap) {
+            ol_get_end(t->get);
+            return sh_done(t, -EOVERFLOW);
+        }
+        memcpy(t->out + t->got, ev->data, ev->len);
+        t->got += ev->len;
+        rc = ol_get_next(t->get); /* from inside the callback: the engine loops */
+        if (rc < 0) {
+            ol_get_end(t->get);
+            sh_done(t, rc);
+        }
+        break;
+    case OL_STORE_EV_DONE:
+        ol_get_end(t->get);
+        sh_done(t, ev->status);
+        break;
+    default:
+        break;
+    }
+}
+
+void sh_fn_get(struct sh_call *t)
+{
+    struct ol_get_args a = {.bucket = t->bucket, .key = t->key, .offset = 0, .length = -1};
+    int rc = ol_get_begin(t->e->c, &a, sh_get_cb, t, &t->get);
+    if (rc < 0)
+        sh_done(t, rc);
+}
+
+int sh_get_range(struct sh_env *e, const char *b, const char *k, uint64_t off, int64_t len,
+                 uint8_t *out, uint64_t cap, uint64_t *got)
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    t.bucket = b;
+    t.key = k;
+    t.off = off;
+    t.len = len;
+    t.out = out;
+    t.cap = cap;
+    int rc = sh_call(e, &t, sh_fn_get);
+    if (got)
+        *got = t.got;
+    return rc;
+}
+
+void sh_check_get(struct sh_env *e, const char *b, const char *k, const uint8_t *want,
+                  uint64_t size)
+{
+    uint8_t *buf = malloc(size + 1);
+    uint64_t got = 0;
+    int rc = sh_get_range(e, b, k, 0, -1, buf, size + 1, &got);
+    if (rc != 0)
+        olt_fail(__FILE__, __LINE__, "get %s/%s (%llu bytes): %d", b, k,
+                 (unsigned long long)size, rc);
+    OLT_CHECK_EQ(got, size);
+    if (size)
+        OLT_CHECK_MEM(buf, want, size);
+    free(buf);
+}
+
+int sh_head(struct sh_env *e, const char *b, const char *k, struct sh_call *out)
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    t.bucket = b;
+    t.key = k;
+    t.head = true;
+    int rc = sh_call(e, &t, sh_fn_get);
+    if (out)
+        *out = t;
+    return rc;
+}
+
+void sh_simple_cb(void *ud, const struct ol_store_event *ev)
+{
+    struct sh_call *t = ud;
+    t->len_out = ev->len;
+    sh_done(t, ev->status);
+}
+
+static void fn_delete(struct sh_call *t)
+{
+    int rc = ol_delete(t->e->c, t->bucket, t->key, sh_simple_cb, t);
+    if (rc < 0)
+        sh_done(t, rc);
+}
+
+int sh_del(struct sh_env *e, const char *b, const char *k)
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    t.bucket = b;
+    t.key = k;
+    return sh_call(e, &t, fn_delete);
+}
+
+static void fn_bucket(struct sh_call *t)
+{
+    int rc = t->which == 0 ? ol_store_bucket_create(t->e->c, t->bucket, sh_simple_cb, t)
+             : t->which == 1 ? ol_store_bucket_delete(t->e->c, t->bucket, sh_simple_cb, t)
+                             : ol_store_bucket_exists(t->e->c, t->bucket, sh_simple_cb, t);
+    if (rc < 0)
+        sh_done(t, rc);
+}
+
+int sh_bucket_op(struct sh_env *e, int which, const char *b)
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    t.bucket = b;
+    t.which = which;
+    return sh_call(e, &t, fn_bucket);
+}
+
+/* ---- data and the drives --------------------------------------------------------- */
+
+uint8_t *sh_pattern(uint64_t size, unsigned seed)
+{
+    uint8_t *p = malloc(size ? size : 1);
+    uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
+    for (uint64_t i = 0; i < size; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (uint8_t)x;
+    }
+    return p;
+}
+
+void sh_obj_hash(const struct sh_env *e, const char *k, char od[OL_LAYOUT_DIR_LEN])
+{
+    struct ol_format f;
+    OLT_CHECK_EQ(ol_format_read(e->path[0], &f), 0);
+    ol_layout_object_dir(f.deployment, k, strlen(k), od);
+    ol_format_free(&f);
+}
+
+void sh_obj_dir(const struct sh_env *e, unsigned i, const char *b, const char *k, char *out,
+                size_t len)
+{
+    char od[OL_LAYOUT_DIR_LEN];
+    sh_obj_hash(e, k, od);
+    snprintf(out, len, "%s/.openlake/buckets/%s/objects/%s", e->path[i], b, od);
+}
+
+unsigned sh_drive_of(const struct sh_env *e, const char *b, const char *k, unsigned pos)
+{
+    return ol_store_set_of(e->s, b, k) * e->dps + pos;
+}
+
+static size_t read_file(const char *path, uint8_t *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, cap);
+    close(fd);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+bool sh_drive_meta(const struct sh_env *e, unsigned i, const char *b, const char *k,
+                   uint8_t *buf, size_t cap, struct ol_meta_version *v)
+{
+    char p[900];
+    sh_obj_dir(e, i, b, k, p, sizeof p);
+    strcat(p, "/meta");
+    size_t n = read_file(p, buf, cap);
+    struct ol_meta_file f;
+    return n && ol_meta_open(buf, n, &f) == 0 && ol_meta_latest(&f, v) == 0;
+}
+
+unsigned sh_drive_with_shard(const struct sh_env *e, const char *b, const char *k,
+                             unsigned shard)
+{
+    static uint8_t buf[1 << 20];
+    for (unsigned pos = 0; pos < e->dps; pos++) {
+        unsigned i = sh_drive_of(e, b, k, pos);
+        struct ol_meta_version v;
+        if (sh_drive_meta(e, i, b, k, buf, sizeof buf, &v) && v.ec.index == shard)
+            return i;
+    }
+    olt_fail(__FILE__, __LINE__, "no drive holds shard %u of %s", shard, k);
+}
+
+int sh_count_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *x;
+    while ((x = readdir(d)))
+        if (strcmp(x->d_name, ".") && strcmp(x->d_name, ".."))
+            n++;
+    closedir(d);
+    return n;
+}
+
+void sh_check_tmp_empty(struct sh_env *e)
+{
+    sh_settle(e);
+    for (unsigned i = 0; i < e->n; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/.openlake/tmp", e->path[i]);
+        int n = sh_count_entries(p);
+        if (n > 0) {
+            char cmd[700];
+            snprintf(cmd, sizeof cmd, "ls -laR %s >&2", p);
+            if (system(cmd)) {
+            }
+            olt_fail(__FILE__, __LINE__, "%s holds %d entries", p, n);
+        }
+    }
+}
+
+static const char *g_wipe_root;
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)flag;
+    (void)f;
+    if (strcmp(p, g_wipe_root) != 0)
+        remove(p);
+    return 0;
+}
+
+void sh_wipe(const char *drive)
+{
+    g_wipe_root = drive;
+    nftw(drive, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    OLT_CHECK_EQ(sh_count_entries(drive), 0);
+}
