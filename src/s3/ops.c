@@ -796,7 +796,7 @@ struct mpu_state {
     struct ol_mpu_upload_info *uinfo;
     char *keys;
     int algo;
-    char prefix[OL_S3_KEY_MAX + 1], delim[OL_S3_KEY_MAX + 1];
+    char prefix[OL_S3_KEY_MAX + 1], delim[OL_S3_KEY_MAX + 1], key_marker[OL_S3_KEY_MAX + 1];
 };
 
 static void mpu_free(struct ol_s3_req *q)
@@ -1349,7 +1349,7 @@ static void list_uploads(struct ol_s3_req *q)
     struct mpu_state *m = mpu_new(q);
     if (!m)
         return;
-    static __thread char key_marker[OL_S3_KEY_MAX + 1];
+    char *key_marker = m->key_marker;   /* lives until the engine's callback */
     char v[80];
     unsigned max = 1000;
     int n = ol_s3_query(q->query, q->query_len, "max-uploads", v, sizeof v);
@@ -1359,7 +1359,8 @@ static void list_uploads(struct ol_s3_req *q)
     }
     int pl = ol_s3_query(q->query, q->query_len, "prefix", m->prefix, sizeof m->prefix);
     int dl = ol_s3_query(q->query, q->query_len, "delimiter", m->delim, sizeof m->delim);
-    int kl = ol_s3_query(q->query, q->query_len, "key-marker", key_marker, sizeof key_marker);
+    int kl = ol_s3_query(q->query, q->query_len, "key-marker", key_marker,
+                         sizeof m->key_marker);
     int il = ol_s3_query(q->query, q->query_len, "upload-id-marker", v, sizeof v);
     if (pl < 0)
         m->prefix[0] = 0;
