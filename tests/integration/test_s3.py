@@ -480,6 +480,10 @@ def aws(d, tmp_path, *args, check=True):
 
 
 def test_aws_cli_cp_ls_sync_rm(s3d, tmp_path):
+    # Known: with the aws CLI's vendored botocore (1.43.x), `s3 sync` of these
+    # three files spends ~60 s (its read timeout) on one PUT that then
+    # succeeds; boto3 1.44 and raw requests do not, nor does the CLI through
+    # a TCP relay. An Expect: 100-continue interplay still to be found.
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)
     files = {"a.txt": b"alpha", "sub/b.bin": os.urandom(3 << 20), "sub/c": b""}
