@@ -2414,6 +2414,10 @@ static void list_objects(struct ol_s3_req *q, bool v2)
     /* the continuation token: base64 of the key to resume after */
     uint8_t after[OL_S3_KEY_MAX + 4];
     size_t after_len = 0;
+    if (tl > (int)((OL_S3_KEY_MAX + 2) / 3 * 4)) {   /* more than a key's base64 */
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "The continuation token provided is incorrect.");
+        return;
+    }
     if (tl > 0) {
         int n = EVP_DecodeBlock(after, (const unsigned char *)tok, tl);
         size_t pad = (tl >= 1 && tok[tl - 1] == '=') + (tl >= 2 && tok[tl - 2] == '=');
@@ -2423,6 +2427,10 @@ static void list_objects(struct ol_s3_req *q, bool v2)
             return;
         }
         after_len = (size_t)n - pad;
+    } else if (sl > (int)OL_S3_KEY_MAX) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, v2 ? "start-after is longer than any key."
+                                                  : "marker is longer than any key.");
+        return;
     } else if (sl > 0) {
         memcpy(after, start, (size_t)sl);
         after_len = (size_t)sl;

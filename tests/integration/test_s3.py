@@ -405,6 +405,13 @@ def test_list_objects_v2_and_v1(s3d):
     r = c.list_objects(Bucket="lst", Marker="dir2/file3")
     assert [o["Key"] for o in r["Contents"]] == ["top", "top2", "z%25"]
     assert c.list_objects_v2(Bucket="lst", MaxKeys=0)["KeyCount"] == 0
+    assert error_of(lambda: c.list_objects_v2(Bucket="lst", StartAfter="k" * 1500))[0] == \
+        "InvalidArgument"
+    assert error_of(lambda: c.list_objects(Bucket="lst", Marker="k" * 1500))[0] == \
+        "InvalidArgument"
+    for token in ["A" * 2000, "!!!!", "QQ"]:     # too long for a key, not base64, short
+        assert error_of(lambda: c.list_objects_v2(Bucket="lst", ContinuationToken=token))[0] \
+            == "InvalidArgument", token
     assert error_of(lambda: c.list_objects_v2(Bucket="nolst"))[:2] == ("NoSuchBucket", 404)
     c.delete_object(Bucket="lst", Key="top")
     assert "top" not in all_keys(c, "lst")[0]
