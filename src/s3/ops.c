@@ -136,6 +136,15 @@ static void client_gone_plain(struct ol_s3_req *q)
     (void)q;
 }
 
+/* <Owner> / <Initiator>: every object belongs to the one account. */
+static void owner_xml(struct ol_xml_w *w, const char *tag)
+{
+    ol_xml_open(w, tag, NULL);
+    ol_xml_elem_s(w, "ID", "openlake");
+    ol_xml_elem_s(w, "DisplayName", "openlake");
+    ol_xml_close(w, tag);
+}
+
 /* ---- buckets ---------------------------------------------------------------- */
 
 static void list_buckets(struct ol_s3_req *q)
@@ -155,10 +164,7 @@ static void list_buckets(struct ol_s3_req *q)
     ol_xml_w_init(&w, out, cap);
     ol_xml_decl(&w);
     ol_xml_open(&w, "ListAllMyBucketsResult", OL_S3_NS);
-    ol_xml_open(&w, "Owner", NULL);
-    ol_xml_elem_s(&w, "ID", "openlake");
-    ol_xml_elem_s(&w, "DisplayName", "openlake");
-    ol_xml_close(&w, "Owner");
+    owner_xml(&w, "Owner");
     ol_xml_open(&w, "Buckets", NULL);
     for (unsigned i = 0; i < n; i++) {
         char d[40];
@@ -707,18 +713,24 @@ static void put_object(struct ol_s3_req *q)
 
 /* ---- multipart uploads ---------------------------------------------------------- */
 
-/* A key as a URL path: unreserved bytes and '/' as they are, the rest %XX. */
-static void url_text_path(struct ol_xml_w *w, const char *s, size_t n)
+/* S3's encoding-type=url: every byte but unreserved ones and '/' as %XX. */
+static void url_text(struct ol_xml_w *w, const char *s, size_t n, bool url)
 {
+    if (!url) {
+        ol_xml_text(w, s, n);
+        return;
+    }
     static const char d[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        char e[3] = {'%', d[c >> 4], d[c & 15]};
         if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~' || c == '/')
-            ol_xml_text(w, (const char *)&s[i], 1);
-        else
+            c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+            char x = (char)c;
+            ol_xml_text(w, &x, 1);
+        } else {
+            char e[3] = {'%', d[c >> 4], d[c & 15]};
             ol_xml_text(w, e, 3);
+        }
     }
 }
 
@@ -842,6 +854,17 @@ static void mpu_reply_xml(struct ol_s3_req *q, const struct ol_xml_w *w)
         ol_s3_reply(q, 200, NULL, "application/xml", w->p, w->n);
 }
 
+/* After an engine call: its error answered, or the request waits for it. */
+static void mpu_started(struct ol_s3_req *q, int rc)
+{
+    if (rc < 0) {
+        mpu_free(q);
+        mpu_error(q, rc);
+    } else {
+        q->abort_handler = mpu_gone;
+    }
+}
+
 static struct mpu_state *mpu_new(struct ol_s3_req *q)
 {
     struct mpu_state *m = calloc(1, sizeof *m);
@@ -919,12 +942,7 @@ static void create_upload(struct ol_s3_req *q)
     m->create = (struct ol_mpu_create_args){.bucket = q->route.bucket, .key = q->route.key,
                                             .parity = parity, .v = &v};
     int rc = ol_mpu_create(store(q), &m->create, create_done, q);
-    if (rc < 0) {
-        mpu_free(q);
-        mpu_error(q, rc);
-        return;
-    }
-    q->abort_handler = mpu_gone;
+    mpu_started(q, rc);
 }
 
 static void upload_part(struct ol_s3_req *q)
@@ -1054,7 +1072,7 @@ static void complete_done(void *ud, const struct ol_store_event *ev)
     snprintf(loc, sizeof loc, "/%s/", q->route.bucket);
     ol_xml_open(&w, "Location", NULL);
     ol_xml_text(&w, loc, strlen(loc));
-    url_text_path(&w, q->route.key, q->route.key_len);
+    url_text(&w, q->route.key, q->route.key_len, true);
     ol_xml_close(&w, "Location");
     ol_xml_elem(&w, "Bucket", q->route.bucket, q->route.bucket_len);
     ol_xml_elem(&w, "Key", q->route.key, q->route.key_len);
@@ -1123,12 +1141,7 @@ static void complete_body(struct ol_s3_req *q)
         m->complete.cks = NULL;
         rc = ol_mpu_complete(store(q), &m->complete, complete_done, q);
     }
-    if (rc < 0) {
-        mpu_free(q);
-        mpu_error(q, rc);
-        return;
-    }
-    q->abort_handler = mpu_gone;
+    mpu_started(q, rc);
 }
 
 static void complete_upload(struct ol_s3_req *q)
@@ -1259,12 +1272,7 @@ static void list_parts(struct ol_s3_req *q)
                                                 .upload_id = m->id, .marker = marker,
                                                 .max = max, .out = m->pinfo};
     int rc = ol_mpu_list_parts(store(q), &m->lparts, list_parts_done, q);
-    if (rc < 0) {
-        mpu_free(q);
-        mpu_error(q, rc);
-        return;
-    }
-    q->abort_handler = mpu_gone;
+    mpu_started(q, rc);
 }
 
 static void list_uploads_done(void *ud, const struct ol_store_event *ev)
@@ -1326,14 +1334,8 @@ static void list_uploads_done(void *ud, const struct ol_store_event *ev)
         ol_xml_open(&w, "Upload", NULL);
         ol_xml_elem(&w, "Key", u->key, u->key_len);
         ol_xml_elem_s(&w, "UploadId", id);
-        ol_xml_open(&w, "Initiator", NULL);
-        ol_xml_elem_s(&w, "ID", "openlake");
-        ol_xml_elem_s(&w, "DisplayName", "openlake");
-        ol_xml_close(&w, "Initiator");
-        ol_xml_open(&w, "Owner", NULL);
-        ol_xml_elem_s(&w, "ID", "openlake");
-        ol_xml_elem_s(&w, "DisplayName", "openlake");
-        ol_xml_close(&w, "Owner");
+        owner_xml(&w, "Initiator");
+        owner_xml(&w, "Owner");
         ol_xml_elem_s(&w, "StorageClass", u->storage_class == OL_META_SC_REDUCED_REDUNDANCY
                                               ? "REDUCED_REDUNDANCY" : "STANDARD");
         ol_xml_elem_s(&w, "Initiated", d);
@@ -1380,12 +1382,7 @@ static void list_uploads(struct ol_s3_req *q)
         .upload_id_marker = kl > 0 && have_id ? m->id : NULL, .max = max, .out = m->uinfo,
         .keys = m->keys, .keys_cap = (size_t)max * (OL_S3_KEY_MAX + 1)};
     int rc = ol_mpu_list_uploads(store(q), &m->luploads, list_uploads_done, q);
-    if (rc < 0) {
-        mpu_free(q);
-        mpu_error(q, rc);
-        return;
-    }
-    q->abort_handler = mpu_gone;
+    mpu_started(q, rc);
 }
 
 /* ---- CopyObject ------------------------------------------------------------------ */
@@ -2300,27 +2297,6 @@ static void delete_objects(struct ol_s3_req *q)
 
 /* ---- ListObjects (v1 and v2) ---------------------------------------------------- */
 
-/* S3's encoding-type=url: every byte but unreserved ones and '/' as %XX. */
-static void url_text(struct ol_xml_w *w, const char *s, size_t n, bool url)
-{
-    if (!url) {
-        ol_xml_text(w, s, n);
-        return;
-    }
-    static const char d[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
-            char x = (char)c;
-            ol_xml_text(w, &x, 1);
-        } else {
-            char e[3] = {'%', d[c >> 4], d[c & 15]};
-            ol_xml_text(w, e, 3);
-        }
-    }
-}
-
 static void url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url)
 {
     ol_xml_open(w, tag, NULL);
@@ -2362,10 +2338,7 @@ static int list_entry(void *arg, const uint8_t *name, size_t len, const struct o
     ol_xml_elem_s(w, "StorageClass", rec->storage_class == OL_META_SC_REDUCED_REDUNDANCY
                                          ? "REDUCED_REDUNDANCY" : "STANDARD");
     if (lc->owner) {
-        ol_xml_open(w, "Owner", NULL);
-        ol_xml_elem_s(w, "ID", "openlake");
-        ol_xml_elem_s(w, "DisplayName", "openlake");
-        ol_xml_close(w, "Owner");
+        owner_xml(w, "Owner");
     }
     ol_xml_close(w, "Contents");
     return w->err;
