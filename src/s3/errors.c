@@ -41,6 +41,8 @@ static const struct ol_s3_err_info tab[OL_S3_ERR_COUNT] = {
                             "One or more of the specified parts could not be found."},
     [OL_S3_INVALID_PART_ORDER] = {"InvalidPartOrder", 400,
                                   "The list of parts was not in ascending order."},
+    [OL_S3_INVALID_PART_NUMBER] = {"InvalidPartNumber", 416,
+                                   "The requested partnumber is not satisfiable."},
     [OL_S3_INVALID_RANGE] = {"InvalidRange", 416, "The requested range is not satisfiable."},
     [OL_S3_INVALID_REQUEST] = {"InvalidRequest", 400, "Invalid request."},
     [OL_S3_INVALID_STORAGE_CLASS] = {"InvalidStorageClass", 400,

@@ -1937,7 +1937,13 @@ static void get_event(void *ud, const struct ol_store_event *ev)
         }
         uint64_t off = 0, len = v->size;
         int pr = parse_range(hdr(q, "range"), v->size, &off, &len);
-        size_t n = object_headers(q, v, etag, pr == 0 && cond == 0, h, 16384);
+        if (st->part && ol_store_part_range(v, st->part, &off, &len) < 0) {
+            get_release(q);
+            ol_s3_error(q, OL_S3_INVALID_PART_NUMBER, NULL);
+            return;
+        }
+        bool whole = pr == 0 && cond == 0 && !(st->part && v->etag_parts);
+        size_t n = object_headers(q, v, etag, whole, h, 16384);
         if (cond) {
             get_release(q);
             if (cond == 304) {
@@ -1959,12 +1965,17 @@ static void get_event(void *ud, const struct ol_store_event *ev)
             ol_s3_error_h(q, OL_S3_INVALID_RANGE, NULL, cr);
             return;
         }
-        if (pr == 1) {
+        if (pr == 1 || (st->part && v->etag_parts)) {
+            /* a part of a multipart object is a range of it, with the count */
             status = 206;
-            snprintf(h + n, 16384 - n, "Content-Range: bytes %llu-%llu/%llu\r\n",
-                     (unsigned long long)off, (unsigned long long)(off + len - 1),
-                     (unsigned long long)v->size);
+            if (len)
+                snprintf(h + n, 16384 - n, "Content-Range: bytes %llu-%llu/%llu\r\n",
+                         (unsigned long long)off, (unsigned long long)(off + len - 1),
+                         (unsigned long long)v->size);
             n += strlen(h + n);
+            if (st->part)
+                n += (size_t)snprintf(h + n, 16384 - n, "x-amz-mp-parts-count: %u\r\n",
+                                      (unsigned)v->part_count);
         }
         if (st->head || len == 0) {
             /* HEAD: the length of what a GET would send */
@@ -1977,6 +1988,11 @@ static void get_event(void *ud, const struct ol_store_event *ev)
             ol_s3_req_free(q);
             ol_http_resp_start(r, status, hh, (int64_t)len);
             ol_http_resp_end(r);
+            return;
+        }
+        if (st->part && ol_get_set_part(st->get, st->part) < 0) {
+            get_release(q);
+            ol_s3_error(q, OL_S3_INTERNAL, NULL);
             return;
         }
         if (pr == 1)
@@ -2051,11 +2067,26 @@ static void get_object(struct ol_s3_req *q, bool head, bool tagging)
     memset(st, 0, sizeof *st);
     st->head = head;
     st->tagging = tagging;
-    if (ol_s3_query_has(q->query, q->query_len, "partNumber") ||
-        ol_s3_query_has(q->query, q->query_len, "versionId")) {
-        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "partNumber and versionId are not implemented "
-                    "yet.");
+    if (ol_s3_query_has(q->query, q->query_len, "versionId")) {
+        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "versionId is not implemented yet.");
         return;
+    }
+    if (!tagging && ol_s3_query_has(q->query, q->query_len, "partNumber")) {
+        char num[16];
+        int nl = ol_s3_query(q->query, q->query_len, "partNumber", num, sizeof num);
+        char *end = NULL;
+        unsigned long n = nl > 0 && num[0] >= '0' && num[0] <= '9' ? strtoul(num, &end, 10) : 0;
+        if (!end || *end || n < 1 || n > OL_STORE_MPU_MAX_PART_NUM) {
+            ol_s3_error(q, OL_S3_INVALID_ARGUMENT,
+                        "Part number must be an integer between 1 and 10000, inclusive.");
+            return;
+        }
+        if (hdr(q, "range")) {
+            ol_s3_error(q, OL_S3_INVALID_REQUEST,
+                        "Cannot specify both Range header and partNumber query parameter.");
+            return;
+        }
+        st->part = (uint32_t)n;
     }
     struct ol_get_args a = {.bucket = q->route.bucket, .key = q->route.key, .offset = 0,
                             .length = -1};

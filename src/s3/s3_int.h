@@ -49,6 +49,7 @@ struct ol_s3_op_get {
     struct ol_get *get;
     bool head, started, done;
     bool tagging;                /* GetObjectTagging: answer the tag set at META */
+    uint32_t part;               /* ?partNumber=N, 0 = none */
     const uint8_t *pending;      /* the engine's slice being written out */
     size_t pending_len, pending_off;
 };
