@@ -110,6 +110,26 @@ static int check_secret_key(const char *s)
     return 0;
 }
 
+/* A DNS name: labels of letters, digits and '-', joined by '.'. */
+static int check_domain(const char *s)
+{
+    size_t label = 0;
+    for (; *s; s++) {
+        if (*s == '.') {
+            if (!label)
+                return -1;
+            label = 0;
+        } else if ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                   (*s >= '0' && *s <= '9') || *s == '-') {
+            if (++label > 63)
+                return -1;
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int check_path(const char *s)
 {
     for (; *s; s++)
@@ -163,6 +183,21 @@ static const struct ckey ol_config_keys[] = {
      .expect = "a region name of 1 to 63 letters, digits, '-', '_' or '.'",
      .def = "us-east-1",
      .doc = "S3 region this server reports and signs requests for."},
+    {.name = "s3_domain", .kind = K_STR, .off = CO(s3_domain), .size = CS(s3_domain),
+     .lo = 0, .hi = OL_CONFIG_DOMAIN_LEN - 1, .check = check_domain,
+     .expect = "a DNS name such as s3.example.com (letters, digits, '-', '.')",
+     .def = "",
+     .doc = "Base domain of virtual-host-style requests (bucket.<s3_domain>); \"\" = path style only."},
+    {.name = "s3_tls_cert", .kind = K_STR, .off = CO(s3_tls_cert), .size = CS(s3_tls_cert),
+     .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1, .check = check_path,
+     .expect = "a path of at most 4095 bytes",
+     .def = "",
+     .doc = "PEM certificate chain for TLS on s3_addr (with s3_tls_key); \"\" = plain HTTP."},
+    {.name = "s3_tls_key", .kind = K_STR, .off = CO(s3_tls_key),
+     .size = CS(s3_tls_key), .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1, .check = check_path,
+     .expect = "a path of at most 4095 bytes",
+     .def = "",
+     .doc = "PEM private key of s3_tls_cert."},
     {.name = "data_dirs", .kind = K_LIST, .off = CO(data_dirs),
      .size = CS(data_dirs[0]), .count_off = CO(n_data_dirs), .lo = 1,
      .hi = OL_CONFIG_MAX_DATA_DIRS, .check = check_path,
@@ -1447,6 +1482,12 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
         return errf(err, errlen, "%s: %s is also rpc_addr; the S3 and RPC "
                     "listeners need different addresses",
                     key_where(c, s3i, w, sizeof w), quote(c->s3_addr, q, sizeof q));
+    if (!c->s3_tls_cert[0] != !c->s3_tls_key[0]) {
+        int given = find_key(c->s3_tls_cert[0] ? "s3_tls_cert" : "s3_tls_key");
+        return errf(err, errlen, "%s: given without %s (TLS needs both the "
+                    "certificate and its key)", key_where(c, given, w, sizeof w),
+                    c->s3_tls_cert[0] ? "s3_tls_key" : "s3_tls_cert");
+    }
     if (c->threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         c->threads = n < 1 ? 1 : n > 256 ? 256 : n;

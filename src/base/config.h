@@ -49,6 +49,7 @@
 #define OL_CONFIG_ADDR_LEN        264   /* host:port incl. NUL (253-char host) */
 #define OL_CONFIG_PATH_LEN        4096
 #define OL_CONFIG_REGION_LEN      64
+#define OL_CONFIG_DOMAIN_LEN      254
 #define OL_CONFIG_KEY_LEN         129   /* access / secret key, 128 + NUL */
 #define OL_CONFIG_DEVICE_LEN      64
 #define OL_CONFIG_MAX_DATA_DIRS   64
@@ -100,6 +101,9 @@ struct ol_config {
     char kv_socket[OL_CONFIG_PATH_LEN];  /* "" = <data_dirs[0]>/kv.sock */
     char kv_token[OL_CONFIG_KEY_LEN];    /* "" = generated, kept in the data dir */
     char region[OL_CONFIG_REGION_LEN];
+    char s3_domain[OL_CONFIG_DOMAIN_LEN]; /* "" = path-style addressing only */
+    char s3_tls_cert[OL_CONFIG_PATH_LEN]; /* "" = plain HTTP */
+    char s3_tls_key[OL_CONFIG_PATH_LEN];
     char data_dirs[OL_CONFIG_MAX_DATA_DIRS][OL_CONFIG_PATH_LEN];
     int n_data_dirs;
     int64_t set_drive_count;            /* 0 = auto */

@@ -101,7 +101,7 @@ static int ol_core_init(ol_loop *loop, void *arg)
         return -1;
     }
     struct ol_s3_params sp = {.creds = &core->d->creds.view, .region = cfg->region,
-                              .domain = "", .core = core->index, .store = core->store,
+                              .domain = cfg->s3_domain, .core = core->index, .store = core->store,
                               .store_all = core->d->store,
                               .buckets = core->d->store ? &core->d->buckets : NULL,
                               .catalog = core->d->catalog};

@@ -740,6 +740,10 @@ OLT_TEST(config_cross_key_checks)
              "openlake.toml:1: s3_addr: \"127.0.0.1:9400\" is also kv_addr; the S3 and KV listeners need different addresses");
     FILE_ERR("self_id = 1\ns3_addr = \"127.0.0.1:9100\"\n[[nodes]]\nid = 1\nrpc_addr = \"a:1\"\n",
              "openlake.toml:2: s3_addr: \"127.0.0.1:9100\" is also rpc_addr; the S3 and RPC listeners need different addresses");
+    FILE_ERR("s3_tls_cert = \"/etc/ol/cert.pem\"\n",
+             "openlake.toml:1: s3_tls_cert: given without s3_tls_key (TLS needs both the certificate and its key)");
+    FILE_ERR("s3_domain = \"s3..example.com\"\n",
+             "openlake.toml:1: s3_domain: expected a DNS name such as s3.example.com (letters, digits, '-', '.'), got string \"s3..example.com\"");
     /* a flag-set value is named by its flag */
     struct ol_config *c = cfg();
     OLT_CHECK_EQ(args(c, "--set-drive-count", "4", "--default-parity-count", "3", (char *)NULL), 0);
