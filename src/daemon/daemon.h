@@ -48,6 +48,7 @@ struct ol_daemon {
     struct ol_store *store;           /* the object store; NULL in mode kv */
     struct ol_s3_buckets buckets;     /* for ListBuckets */
     struct ol_catalog *catalog;       /* key indexes for ListObjects */
+    struct ol_tls_ctx *tls;           /* TLS on s3_addr, or NULL (http/tls.h) */
 };
 
 /* admin.c: the handler for the S3 listener: admin routes under /_openlake/,

@@ -12,6 +12,7 @@
 #include "daemon/daemon.h"
 
 #include "base/log.h"
+#include "http/tls.h"
 #include "rt/net.h"
 
 #include <errno.h>
@@ -88,6 +89,7 @@ static int ol_core_init(ol_loop *loop, void *arg)
         .idle_timeout_ms = (uint32_t)cfg->http.idle_timeout_ms,
         .max_conns = (uint32_t)((cfg->http.max_connections + n - 1) / n),
         .max_body_bytes = cfg->http.max_body_bytes,
+        .tls = core->d->tls,
     };
     struct ol_http_handler h = ol_admin_handler;
     h.ctx = core;
@@ -199,8 +201,9 @@ static void ol_banner(struct ol_daemon *d)
         snprintf(host, sizeof host, "127.0.0.1");
     printf("openlaked %s (%s) serving on %d core%s\n", OL_VERSION, OL_GIT_COMMIT, d->ncores,
            d->ncores == 1 ? "" : "s");
-    printf("  S3 endpoint:  http://%s:%d   (region %s; signed requests only)\n", host, port,
-           c->region);
+    const char *scheme = d->tls ? "https" : "http";
+    printf("  S3 endpoint:  %s://%s:%d   (region %s; signed requests only%s)\n", scheme, host,
+           port, c->region, d->tls ? "; TLS" : "");
     if (d->creds.generated)   /* printed this once: the file keeps it */
         printf("  S3 access key: %s\n  S3 secret key: %s\n  (generated; kept in %s, mode "
                "0600)\n", d->creds.access_key[0], d->creds.secret[0], d->creds.path);
@@ -208,9 +211,9 @@ static void ol_banner(struct ol_daemon *d)
         printf("  S3 credentials: in %s (mode 0600)\n", d->creds.path);
     else
         printf("  S3 credentials: %d configured\n", d->creds.n);
-    printf("  health:       curl http://%s:%d/_openlake/health/live\n", host, port);
-    printf("  readiness:    curl http://%s:%d/_openlake/health/ready\n", host, port);
-    printf("  metrics:      curl http://%s:%d/_openlake/metrics\n", host, port);
+    printf("  health:       curl %s://%s:%d/_openlake/health/live\n", scheme, host, port);
+    printf("  readiness:    curl %s://%s:%d/_openlake/health/ready\n", scheme, host, port);
+    printf("  metrics:      curl %s://%s:%d/_openlake/metrics\n", scheme, host, port);
     if (d->kv) {
         printf("  KV (TCP):     %s   (port %d)\n", c->kv_addr, ol_kv_server_port(d->cores[0].kv));
         printf("  KV (Unix):    %s\n", d->kv->sock_path);
@@ -262,6 +265,11 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    if (d.cfg.s3_tls_cert[0] &&
+        ol_tls_ctx_new(d.cfg.s3_tls_cert, d.cfg.s3_tls_key, &d.tls, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: %s\n", err);
+        return 2;
+    }
     if (d.cfg.mode != OL_MODE_KV && ol_open_store(&d, err, sizeof err) < 0) {
         fprintf(stderr, "openlaked: object store: %s\n", err);
         return 2;
@@ -394,6 +402,7 @@ int main(int argc, char **argv)
     }
     free(d.kv_servers);
     ol_kv_service_destroy(d.kv);
+    ol_tls_ctx_free(d.tls);
     if (status == 0)
         ol_info("openlaked stopped");
     return status;

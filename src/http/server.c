@@ -21,8 +21,19 @@
  *
  * Timers: one per connection: idle (no progress), head deadline (slowloris),
  * linger after a response that ends the connection, and retry after ENOBUFS.
+ *
+ * TLS (lim.tls set): each connection gets a session (http/tls.h) and a few
+ * plaintext buffers of its own. Received ciphertext goes into the session
+ * and its provided buffer back to the kernel at once; plaintext is
+ * decrypted into the connection's buffers, which enter the input queue like
+ * received ones (segment ids with OL_TLS_BID set), only while the queue is
+ * below OL_INQ_HIGH, so backpressure is the same. Output is encrypted at
+ * flush: the plaintext buffers are written into the session and freed, and
+ * the ciphertext is moved into a second chain of output buffers (tout),
+ * which is what gets sent.
  */
 #include "http/server.h"
+#include "http/tls.h"
 
 #include "base/log.h"
 #include "base/pool.h"
@@ -53,6 +64,10 @@
 #define OL_LINGER_MS    1000
 #define OL_NOBUFS_RETRY_MS 10
 #define OL_ACCEPT_RETRY_MS 100
+#define OL_TLS_BID      0x8000u       /* segment id of a TLS plaintext buffer */
+#define OL_TLS_NBUF     6             /* OL_INQ_HIGH queued + the pinned head + 1 */
+#define OL_TLS_BUF      16384         /* a TLS record's plaintext at most */
+#define OL_TLS_IN_HIGH  (256u << 10)  /* undecrypted input: stop receiving past this */
 
 const double ol_http_lat_bounds[OL_HTTP_LAT_BUCKETS] = {
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -84,6 +99,15 @@ struct ol_inseg {
 };
 
 struct ol_http_conn;
+
+/* A TLS connection's session and plaintext input buffers (malloc'd at
+ * accept, for TLS listeners only). */
+struct ol_tls_io {
+    ol_tls_conn *t;
+    uint32_t used;                       /* bit i: buf[i] holds queued input */
+    bool closed;                         /* close_notify or a TLS error seen */
+    char buf[OL_TLS_NBUF][OL_TLS_BUF];
+};
 
 struct ol_http_req {
     struct ol_http_conn *c;
@@ -117,6 +141,9 @@ struct ol_http_conn {
     uint64_t head_deadline;
     struct ol_obuf *out_head, *out_tail;
     uint32_t out_bufs;
+    struct ol_tls_io *tio;               /* NULL: plain HTTP */
+    struct ol_obuf *tout_head, *tout_tail;  /* TLS: ciphertext to send */
+    uint32_t tout_bufs;
     struct msghdr msg;
     struct iovec iov[OL_IOV];
     struct ol_timer timer;
@@ -194,14 +221,24 @@ const char *ol_http_status_text(int s)
 
 static char *ol_seg_ptr(struct ol_http_conn *c, struct ol_inseg *s)
 {
+    if (s->bid & OL_TLS_BID)
+        return c->tio->buf[s->bid & ~OL_TLS_BID] + s->off;
     return ol_loop_buf_addr(c->srv->loop, s->bid) + s->off;
+}
+
+static void ol_buf_release(struct ol_http_conn *c, uint16_t bid)
+{
+    if (bid & OL_TLS_BID)
+        c->tio->used &= ~(1u << (bid & ~OL_TLS_BID));
+    else
+        ol_loop_buf_release(c->srv->loop, bid);
 }
 
 static void ol_inq_pop(struct ol_http_conn *c)
 {
     struct ol_inseg *s = &c->inq[c->inq_head];
     if (!(c->head_pinned && s->bid == c->head_bid))
-        ol_loop_buf_release(c->srv->loop, s->bid);
+        ol_buf_release(c, s->bid);
     c->inq_head = (uint16_t)((c->inq_head + 1) % OL_INQ);
     c->inq_n--;
 }
@@ -215,7 +252,7 @@ static void ol_head_unpin(struct ol_http_conn *c)
     for (unsigned i = 0; i < c->inq_n; i++)
         if (c->inq[(c->inq_head + i) % OL_INQ].bid == c->head_bid)
             return;
-    ol_loop_buf_release(c->srv->loop, c->head_bid);
+    ol_buf_release(c, c->head_bid);
 }
 
 /* ---- output ------------------------------------------------------------------ */
@@ -224,7 +261,10 @@ static size_t ol_out_room(struct ol_http_conn *c)
 {
     size_t tail_room = c->out_tail ? OL_OBUF_CAP - c->out_tail->len : 0;
     size_t free_bufs = c->srv->obufs.count - c->srv->obufs.in_use;
-    size_t mine = OL_OUT_MAX_BUFS > c->out_bufs ? OL_OUT_MAX_BUFS - c->out_bufs : 0;
+    size_t held = c->out_bufs + c->tout_bufs;
+    if (c->tio)   /* ciphertext still inside the session counts too */
+        held += (ol_tls_out_pending(c->tio->t) + OL_OBUF_CAP - 1) / OL_OBUF_CAP;
+    size_t mine = OL_OUT_MAX_BUFS > held ? OL_OUT_MAX_BUFS - held : 0;
     if (free_bufs > mine)
         free_bufs = mine;
     return tail_room + free_bufs * OL_OBUF_CAP;
@@ -265,6 +305,10 @@ static size_t ol_out_queued(const struct ol_http_conn *c)
     size_t q = 0;
     for (struct ol_obuf *b = c->out_head; b; b = b->next)
         q += b->len - b->off;
+    for (struct ol_obuf *b = c->tout_head; b; b = b->next)
+        q += b->len - b->off;   /* TLS: ciphertext, a little more than its plaintext */
+    if (c->tio)
+        q += ol_tls_out_pending(c->tio->t);
     return q;
 }
 
@@ -277,6 +321,56 @@ static void ol_out_free(struct ol_http_conn *c)
     }
     c->out_tail = NULL;
     c->out_bufs = 0;
+    while (c->tout_head) {
+        struct ol_obuf *b = c->tout_head;
+        c->tout_head = b->next;
+        ol_pool_put(&c->srv->obufs, b);
+    }
+    c->tout_tail = NULL;
+    c->tout_bufs = 0;
+}
+
+/* Output waiting: plaintext, or (TLS) ciphertext in the chain or session. */
+static bool ol_out_pending(const struct ol_http_conn *c)
+{
+    return c->out_head || c->tout_head || (c->tio && ol_tls_out_pending(c->tio->t));
+}
+
+/* TLS: encrypts every queued plaintext buffer (freeing it), then moves the
+ * session's ciphertext into the tout chain while the pool has buffers.
+ * Returns 0, or -1 when the session failed (close the connection). */
+static int ol_tls_encrypt(struct ol_http_conn *c)
+{
+    ol_http_server *srv = c->srv;
+    ol_tls_conn *t = c->tio->t;
+    if (ol_tls_ready(t)) {
+        while (c->out_head) {
+            struct ol_obuf *b = c->out_head;
+            if (ol_tls_write(t, b->data + b->off, b->len - b->off) < 0)
+                return -1;
+            c->out_head = b->next;
+            c->out_bufs--;
+            ol_pool_put(&srv->obufs, b);
+        }
+        c->out_tail = NULL;
+    }
+    while (ol_tls_out_pending(t)) {
+        struct ol_obuf *b = c->tout_tail;
+        if (!b || b->len == OL_OBUF_CAP) {
+            if (c->tout_bufs >= OL_OUT_MAX_BUFS || !(b = ol_pool_get(&srv->obufs)))
+                break;   /* the rest waits in the session */
+            b->next = NULL;
+            b->len = b->off = 0;
+            if (c->tout_tail)
+                c->tout_tail->next = b;
+            else
+                c->tout_head = b;
+            c->tout_tail = b;
+            c->tout_bufs++;
+        }
+        b->len += (uint32_t)ol_tls_out(t, b->data + b->len, OL_OBUF_CAP - b->len);
+    }
+    return 0;
 }
 
 /* ---- connection lifetime -------------------------------------------------------- */
@@ -293,6 +387,11 @@ static void ol_conn_maybe_free(struct ol_http_conn *c)
     if (c->stage)
         ol_pool_put(&srv->stages, c->stage);
     ol_out_free(c);
+    if (c->tio) {
+        ol_tls_conn_free(c->tio->t);
+        free(c->tio);
+        c->tio = NULL;
+    }
     close(c->fd);
     if (c->prev)
         c->prev->next = c->next;
@@ -350,7 +449,7 @@ static void ol_conn_linger(struct ol_http_conn *c)
  * output queued so far has been sent (a half-close is not an abort). */
 static void ol_conn_end_after_output(struct ol_http_conn *c)
 {
-    if (c->out_head || c->send_inflight)
+    if (ol_out_pending(c) || c->send_inflight)
         c->close_after = true; /* ol_on_send lingers, which closes at once on EOF */
     else
         ol_conn_close(c);
@@ -563,6 +662,8 @@ static void ol_conn_arm_recv(struct ol_http_conn *c)
 {
     if (c->recv_armed || c->closing || c->peer_eof || c->nobufs || c->inq_n >= OL_INQ_HIGH)
         return;
+    if (c->tio && (c->tio->closed || ol_tls_in_pending(c->tio->t) >= OL_TLS_IN_HIGH))
+        return;
     if (c->state == OL_CS_BODY && c->req.paused)
         return;
     if (ol_loop_recv(c->srv->loop, &c->recv_op, c->fd) == 0)
@@ -571,18 +672,55 @@ static void ol_conn_arm_recv(struct ol_http_conn *c)
         ol_conn_close(c);
 }
 
+/* TLS: decrypts into free plaintext buffers, queued as input, while the
+ * queue is below OL_INQ_HIGH. -1: the session failed (close). */
+static int ol_tls_fill(struct ol_http_conn *c)
+{
+    struct ol_tls_io *io = c->tio;
+    while (!io->closed && c->inq_n < OL_INQ_HIGH) {
+        unsigned i = 0;
+        while (i < OL_TLS_NBUF && (io->used >> i & 1))
+            i++;
+        if (i == OL_TLS_NBUF)
+            break;   /* the rest waits in the session */
+        long n = ol_tls_read(io->t, io->buf[i], OL_TLS_BUF);
+        if (n == 0)
+            break;
+        if (n < 0) {
+            io->closed = true;
+            if (n == OL_TLS_ERROR)
+                return -1;
+            c->peer_eof = true;   /* close_notify: the client is done sending */
+            break;
+        }
+        io->used |= 1u << i;
+        struct ol_inseg *s = &c->inq[(c->inq_head + c->inq_n) % OL_INQ];
+        s->bid = (uint16_t)(OL_TLS_BID | i);
+        s->off = 0;
+        s->len = (uint32_t)n;
+        c->inq_n++;
+    }
+    return 0;
+}
+
 static void ol_conn_process(struct ol_http_conn *c)
 {
     if (c->in_process)
         return;
     c->in_process = true;
     c->busy++;
-    while (!c->closing && c->state != OL_CS_RESP && c->state != OL_CS_LINGER && c->inq_n) {
+    while (!c->closing && c->state != OL_CS_RESP && c->state != OL_CS_LINGER) {
+        if (c->tio && ol_tls_fill(c) < 0) {
+            ol_conn_close(c);
+            break;
+        }
+        if (!c->inq_n)
+            break;
         if (c->state == OL_CS_BODY && c->req.paused)
             break;
         /* Output backpressure: a client that pipelines faster than it reads
          * waits here until ol_on_send drains its responses. */
-        if (c->state == OL_CS_HEAD && c->out_bufs >= OL_OUT_PIPELINE_BUFS)
+        if (c->state == OL_CS_HEAD && c->out_bufs + c->tout_bufs >= OL_OUT_PIPELINE_BUFS)
             break;
         struct ol_inseg *seg = &c->inq[c->inq_head];
         const char *p = ol_seg_ptr(c, seg);
@@ -623,26 +761,32 @@ static void ol_on_send(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
     } else if (!c->closing) {
         OL_STAT_ADD(srv->st.bytes_out, (uint64_t)res);
         size_t left = (size_t)res;
-        while (left && c->out_head) {
-            struct ol_obuf *b = c->out_head;
+        /* what was sent: the plaintext chain, or with TLS the ciphertext one */
+        struct ol_obuf **head = c->tio ? &c->tout_head : &c->out_head;
+        struct ol_obuf **tail = c->tio ? &c->tout_tail : &c->out_tail;
+        uint32_t *count = c->tio ? &c->tout_bufs : &c->out_bufs;
+        while (left && *head) {
+            struct ol_obuf *b = *head;
             size_t have = b->len - b->off;
             if (left < have) {
                 b->off += (uint32_t)left;
                 break;
             }
             left -= have;
-            c->out_head = b->next;
-            if (!c->out_head)
-                c->out_tail = NULL;
-            c->out_bufs--;
+            *head = b->next;
+            if (!*head)
+                *tail = NULL;
+            (*count)--;
             ol_pool_put(&srv->obufs, b);
         }
         ol_conn_touch(c);
-        if (c->state == OL_CS_HEAD && c->inq_n && c->out_bufs < OL_OUT_PIPELINE_BUFS)
+        bool input = c->inq_n || (c->tio && ol_tls_in_pending(c->tio->t));
+        if (c->state == OL_CS_HEAD && input &&
+            c->out_bufs + c->tout_bufs < OL_OUT_PIPELINE_BUFS)
             ol_conn_process(c); /* pipelined requests waiting for output room */
         if (c->closing) {
             /* closed while processing */
-        } else if (c->out_head) {
+        } else if (ol_out_pending(c)) {
             ol_conn_flush(c);
         } else if (c->close_after && (!c->req.active || c->req.ended)) {
             ol_conn_linger(c);
@@ -658,10 +802,20 @@ static void ol_on_send(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
 
 static void ol_conn_flush(struct ol_http_conn *c)
 {
-    if (c->send_inflight || c->closing || !c->out_head)
+    if (c->send_inflight || c->closing)
+        return;
+    struct ol_obuf *head = c->out_head;
+    if (c->tio) {
+        if (ol_tls_encrypt(c) < 0) {
+            ol_conn_close(c);
+            return;
+        }
+        head = c->tout_head;
+    }
+    if (!head)
         return;
     int n = 0;
-    for (struct ol_obuf *b = c->out_head; b && n < OL_IOV; b = b->next) {
+    for (struct ol_obuf *b = head; b && n < OL_IOV; b = b->next) {
         c->iov[n].iov_base = b->data + b->off;
         c->iov[n].iov_len = b->len - b->off;
         n++;
@@ -696,6 +850,18 @@ static void ol_on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
             ol_conn_close(c);
         } else if (c->closing || c->state == OL_CS_LINGER) {
             ol_loop_buf_release(loop, bid);
+        } else if (c->tio) {
+            /* ciphertext: into the session, the buffer back at once */
+            int fr = ol_tls_feed(c->tio->t, buf, (size_t)res);
+            ol_loop_buf_release(loop, bid);
+            if (fr < 0) {
+                ol_conn_close(c);
+            } else {
+                if (ol_tls_in_pending(c->tio->t) >= OL_TLS_IN_HIGH && c->recv_armed)
+                    ol_loop_cancel(loop, &c->recv_op); /* backpressure */
+                ol_conn_touch(c);
+                ol_conn_process(c);
+            }
         } else if (c->inq_n == OL_INQ) {
             ol_loop_buf_release(loop, bid);
             ol_warn("http: input queue overflow on fd %d; closing", c->fd);
@@ -828,9 +994,22 @@ static void ol_on_accept(ol_loop *loop, struct ol_op *op, int res, unsigned flag
         ol_reject(srv, fd);
         return;
     }
+    struct ol_tls_io *tio = NULL;
+    if (srv->lim.tls) {
+        tio = malloc(sizeof *tio);
+        if (!tio || !(tio->t = ol_tls_conn_new(srv->lim.tls))) {
+            free(tio);
+            ol_pool_put(&srv->conns, c);
+            ol_reject(srv, fd);
+            return;
+        }
+        tio->used = 0;
+        tio->closed = false;
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     memset(c, 0, offsetof(struct ol_http_conn, req));
+    c->tio = tio;
     c->recv_op.cb = ol_on_recv;
     c->send_op.cb = ol_on_send;
     c->timer.fn = ol_on_timer;
@@ -1014,7 +1193,7 @@ int ol_http_resp_end(ol_http_req *r)
     }
     if (c->close_after) {
         c->state = OL_CS_RESP; /* parse nothing more; linger once flushed */
-        if (!c->in_process && !c->out_head && !c->send_inflight)
+        if (!c->in_process && !ol_out_pending(c) && !c->send_inflight)
             ol_conn_linger(c);
     } else {
         c->state = OL_CS_HEAD;
@@ -1128,7 +1307,7 @@ void ol_http_server_drain(ol_http_server *srv)
     for (; c; c = next) {
         next = c->next;
         c->busy++;
-        if (c->state == OL_CS_HEAD && !c->inq_n && !c->stage_len && !c->out_head)
+        if (c->state == OL_CS_HEAD && !c->inq_n && !c->stage_len && !ol_out_pending(c))
             ol_conn_close(c);
         else
             c->close_after = true;

@@ -41,9 +41,12 @@ enum ol_s3_err ol_s3_body_begin(struct ol_s3_body *b, const struct ol_s3_auth *a
     b->chunked = auth->payload == OL_S3_PAY_STREAM_SIGNED ||
                  auth->payload == OL_S3_PAY_STREAM_SIGNED_TRAILER ||
                  auth->payload == OL_S3_PAY_STREAM_UNSIGNED_TRAILER;
-    if (content_length < 0)
+    /* aws-chunked bodies carry their length in x-amz-decoded-content-length,
+     * so they may come with HTTP chunked framing instead of a Content-Length
+     * (boto3 does that over HTTPS); any other upload needs Content-Length. */
+    if (content_length < 0 && !b->chunked)
         return OL_S3_MISSING_CONTENT_LENGTH;
-    b->expect = (uint64_t)content_length;
+    b->expect = content_length < 0 ? 0 : (uint64_t)content_length;
     if (b->chunked) {
         const struct ol_http_header *d = hdr(hdrs, nhdrs, "x-amz-decoded-content-length");
         if (!d || parse_u64(d->value, d->value_len, &b->expect) < 0)

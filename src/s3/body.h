@@ -60,7 +60,8 @@ struct ol_s3_body {
 /*
  * ol_s3_body_begin - check the body's headers and get ready. auth: the
  * request's authentication (auth.h); content_length: the Content-Length
- * header (-1 when absent: S3 requires it for uploads, MissingContentLength).
+ * header (-1 when absent, i.e. HTTP chunked framing: MissingContentLength
+ * unless the payload is aws-chunked, whose decoded length is a header).
  * Checks: Content-MD5 (base64 of 16 bytes, else InvalidDigest); at most one
  * x-amz-checksum-<algo> header, with a valid value (InvalidRequest);
  * x-amz-trailer naming one checksum, only with a trailer mode

@@ -1938,6 +1938,7 @@ static void get_event(void *ud, const struct ol_store_event *ev)
         uint64_t off = 0, len = v->size;
         int pr = parse_range(hdr(q, "range"), v->size, &off, &len);
         if (st->part && ol_store_part_range(v, st->part, &off, &len) < 0) {
+            free(h);
             get_release(q);
             ol_s3_error(q, OL_S3_INVALID_PART_NUMBER, NULL);
             return;
@@ -1973,9 +1974,11 @@ static void get_event(void *ud, const struct ol_store_event *ev)
                          (unsigned long long)off, (unsigned long long)(off + len - 1),
                          (unsigned long long)v->size);
             n += strlen(h + n);
-            if (st->part)
-                n += (size_t)snprintf(h + n, 16384 - n, "x-amz-mp-parts-count: %u\r\n",
-                                      (unsigned)v->part_count);
+            if (st->part) {
+                snprintf(h + n, 16384 - n, "x-amz-mp-parts-count: %u\r\n",
+                         (unsigned)v->part_count);
+                n += strlen(h + n);
+            }
         }
         if (st->head || len == 0) {
             /* HEAD: the length of what a GET would send */
@@ -1991,6 +1994,7 @@ static void get_event(void *ud, const struct ol_store_event *ev)
             return;
         }
         if (st->part && ol_get_set_part(st->get, st->part) < 0) {
+            free(h);
             get_release(q);
             ol_s3_error(q, OL_S3_INTERNAL, NULL);
             return;

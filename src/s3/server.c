@@ -259,8 +259,9 @@ enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q)
 {
     const struct ol_http_request *h = ol_http_req_head(q->r);
     const struct ol_http_head_info *info = ol_http_req_info(q->r);
-    /* S3 frames bodies with Content-Length (aws-chunked lives inside it);
-     * no length and no Transfer-Encoding is an empty body. */
+    /* S3 frames bodies with Content-Length (aws-chunked lives inside it, or
+     * inside HTTP chunked framing); no length and no Transfer-Encoding is an
+     * empty body. */
     int64_t clen = info->chunked ? -1
                    : info->content_length == OL_HTTP_NO_LENGTH ? 0
                    : (int64_t)info->content_length;

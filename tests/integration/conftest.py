@@ -67,10 +67,12 @@ class Daemon:
         self.env.update(env or {})
         self.proc = None
         self.stderr_path = tmp_path / f"openlaked-{self.port}.stderr"
+        self.ssl_context = None   # set for a daemon serving TLS (https url)
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.ssl_context else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self, wait=True):
         self._err = open(self.stderr_path, "w")
@@ -87,7 +89,8 @@ class Daemon:
             if self.proc.poll() is not None:
                 raise AssertionError(f"openlaked exited {self.proc.returncode}: {self.stderr()}")
             try:
-                with urllib.request.urlopen(self.url + "/_openlake/health/ready", timeout=1) as r:
+                with urllib.request.urlopen(self.url + "/_openlake/health/ready", timeout=1,
+                                            context=self.ssl_context) as r:
                     if r.status == 200:
                         return
             except OSError:

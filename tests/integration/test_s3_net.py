@@ -3,12 +3,28 @@ configured `s3_domain`, and TLS on the S3 port (`s3_tls_cert` /
 `s3_tls_key`). Real daemons, real boto3 and raw signed requests.
 """
 import http.client
+import io
+import os
+import socket
+import ssl
+import subprocess
+import urllib.request
+import warnings
 
+import boto3
+import botocore
+import pytest
+from boto3.s3.transfer import TransferConfig
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.config import Config
 from botocore.credentials import Credentials
 
+from conftest import raw_request
+
 from test_s3 import AK, SK, client, error_of, s3d  # noqa: F401
+
+MiB = 1024 * 1024
 
 
 def vhost(d, method, host, path, body=b""):
@@ -55,3 +71,112 @@ def test_without_s3_domain_hosts_are_path_style(s3d):
     c.put_object(Bucket="pbkt", Key="k", Body=b"v")
     # "pbkt.s3.example.test" means nothing special without s3_domain
     assert vhost(s3d, "GET", "pbkt.s3.example.test", "/pbkt/k") == (200, b"v")
+
+
+def make_cert(tmp_path, name="server"):
+    """A self-signed certificate for 127.0.0.1 / localhost (openssl CLI)."""
+    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def tls_daemon(make_daemon, tmp_path):
+    cert, key = make_cert(tmp_path)
+    d = make_daemon(args=["--mode", "s3", "--s3-tls-cert", str(cert), "--s3-tls-key", str(key)],
+                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK}, start=False)
+    d.ssl_context = ssl.create_default_context(cafile=str(cert))
+    d.start()
+    return d, cert
+
+
+def test_tls_on_the_s3_port(make_daemon, tmp_path):
+    d, cert = tls_daemon(make_daemon, tmp_path)
+    assert d.url.startswith("https://")
+    c = boto3.client(
+        "s3", endpoint_url=d.url, aws_access_key_id=AK, aws_secret_access_key=SK,
+        region_name="us-east-1", verify=str(cert), config=Config(retries={"max_attempts": 1}))
+    c.create_bucket(Bucket="tlsb")
+    big = os.urandom(9 * MiB + 123)           # many TLS records, both directions
+    c.put_object(Bucket="tlsb", Key="big", Body=big)   # boto3's default: CRC32 trailer
+    assert c.get_object(Bucket="tlsb", Key="big")["Body"].read() == big
+    r = c.get_object(Bucket="tlsb", Key="big", Range="bytes=5000000-5000099")
+    assert r["Body"].read() == big[5000000:5000100]
+    cfg = TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB,
+                         max_concurrency=2)
+    data = os.urandom(11 * MiB)
+    c.upload_fileobj(io.BytesIO(data), "tlsb", "mpu", Config=cfg)
+    out = io.BytesIO()
+    c.download_fileobj("tlsb", "mpu", out, Config=cfg)
+    assert out.getvalue() == data
+    keys = [o["Key"] for o in c.list_objects_v2(Bucket="tlsb")["Contents"]]
+    assert keys == ["big", "mpu"]
+    # errors travel over TLS as S3 error documents
+    assert error_of(lambda: c.get_object(Bucket="tlsb", Key="nope"))[:2] == ("NoSuchKey", 404)
+    # admin paths share the port, so they are under TLS too
+    with urllib.request.urlopen(d.url + "/_openlake/metrics", context=d.ssl_context,
+                                timeout=10) as m:
+        assert m.status == 200 and b"openlake_http_requests_total" in m.read()
+    # an untrusted certificate is refused by the client
+    bad = boto3.client("s3", endpoint_url=d.url, aws_access_key_id=AK,
+                       aws_secret_access_key=SK, region_name="us-east-1",
+                       config=Config(retries={"max_attempts": 1}))
+    with pytest.raises(botocore.exceptions.SSLError):
+        bad.list_buckets()
+
+
+def test_tls_port_refuses_plain_http_and_garbage(make_daemon, tmp_path):
+    d, cert = tls_daemon(make_daemon, tmp_path)
+    # plain HTTP to a TLS port: no HTTP answer, the connection is closed
+    out = raw_request(d.port, b"GET /_openlake/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert not out.startswith(b"HTTP/")
+    # bytes that are not TLS after a good handshake: closed, the daemon serves on
+    ctx = ssl.create_default_context(cafile=str(cert))
+    with socket.create_connection(("127.0.0.1", d.port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            s.sendall(b"GET /_openlake/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            os.write(s.fileno(), b"\x00" * 300)   # not a TLS record
+            try:
+                assert s.recv(4096) == b""
+            except (ssl.SSLError, ConnectionResetError):
+                pass
+    # a client that only speaks TLS 1.1 is refused
+    old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    old.load_verify_locations(cafile=str(cert))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            old.minimum_version = old.maximum_version = ssl.TLSVersion.TLSv1_1
+    except (ValueError, ssl.SSLError):
+        old = None
+    if old is not None:
+        with socket.create_connection(("127.0.0.1", d.port), timeout=10) as raw:
+            with pytest.raises((ssl.SSLError, ConnectionResetError)):
+                old.wrap_socket(raw, server_hostname="localhost")
+    with urllib.request.urlopen(d.url + "/_openlake/health/live", context=d.ssl_context,
+                                timeout=10) as r:
+        assert r.status == 200
+
+
+def test_tls_setting_errors_stop_the_start(make_daemon, tmp_path):
+    cert, key = make_cert(tmp_path)
+    other_cert, other_key = make_cert(tmp_path, "other")
+    cases = [
+        (["--s3-tls-cert", str(cert)], "--s3-tls-cert: given without s3_tls_key"),
+        (["--s3-tls-cert", str(cert), "--s3-tls-key", str(tmp_path / "missing.key")],
+         "s3_tls_key: cannot use private key " + str(tmp_path / "missing.key")),
+        (["--s3-tls-cert", str(tmp_path / "missing.pem"), "--s3-tls-key", str(key)],
+         "s3_tls_cert: cannot use certificate chain " + str(tmp_path / "missing.pem")),
+        (["--s3-tls-cert", str(cert), "--s3-tls-key", str(other_key)],
+         "s3_tls_key: cannot use private key " + str(other_key)),   # OpenSSL: mismatch
+    ]
+    for args, msg in cases:
+        d = make_daemon(args=["--mode", "s3", *args], start=False)
+        d.start(wait=False)
+        rc = d.proc.wait(timeout=20)
+        assert rc == 2 and msg in d.stderr(), d.stderr()
+        d.stop(expect_rc=2)
