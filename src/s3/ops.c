@@ -1404,6 +1404,11 @@ struct copy_state {
     size_t pending_len, pending_off;
     char src_bucket[64];
     char src_key[OL_S3_KEY_MAX + 1];
+    /* UploadPartCopy: the data goes into part pnum of upload uid */
+    bool part, ranged;
+    uint8_t uid[16];
+    uint32_t pnum;
+    uint64_t roff, rlen;                 /* x-amz-copy-source-range */
 };
 
 static struct ol_meta_bytes keep(struct copy_state *c, const uint8_t *p, uint32_t len)
@@ -1447,6 +1452,36 @@ static void copy_client_gone(struct ol_s3_req *q)
 
 static void copy_pump(struct ol_s3_req *q);
 
+/* UploadPartCopy's answer: the part's ETag (and checksum, for an upload
+ * with a checksum algorithm). */
+static void copy_part_reply(struct ol_s3_req *q)
+{
+    struct copy_state *c = q->op_state;
+    char out[512], d[40], et[OL_META_ETAG_STRLEN + 2];
+    iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);
+    etag_of(&c->v, et);
+    struct ol_xml_w w;
+    ol_xml_w_init(&w, out, sizeof out);
+    ol_xml_decl(&w);
+    ol_xml_open(&w, "CopyPartResult", OL_S3_NS);
+    ol_xml_elem_s(&w, "LastModified", d);
+    ol_xml_elem_s(&w, "ETag", et);
+    if (c->v.cks.algo) {
+        char b64[OL_CK_MAX_B64 + 1], tag[32];
+        ol_ck_b64(c->v.cks.sum, ol_ck_raw_size(c->v.cks.algo), b64);
+        /* "x-amz-checksum-crc32" -> "ChecksumCRC32" */
+        const char *h = ol_ck_header(c->v.cks.algo) + strlen("x-amz-checksum-");
+        size_t n = (size_t)snprintf(tag, sizeof tag, "Checksum");
+        for (; *h && n + 1 < sizeof tag; h++)
+            tag[n++] = (char)(*h >= 'a' && *h <= 'z' ? *h - 32 : *h);
+        tag[n] = 0;
+        ol_xml_elem_s(&w, tag, b64);
+    }
+    ol_xml_close(&w, "CopyPartResult");
+    copy_free(q);
+    ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+}
+
 static void copy_put_event(void *ud, const struct ol_store_event *ev)
 {
     struct ol_s3_req *q = ud;
@@ -1462,11 +1497,18 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
         c->put = NULL;
         if (!q->r || ev->status < 0) {
             int st = ev->status;
+            bool part = c->part;
             copy_free(q);
-            if (q->r)
-                store_error(q, st);
-            else
+            if (!q->r)
                 ol_s3_req_free(q);
+            else if (part)
+                mpu_error(q, st);
+            else
+                store_error(q, st);
+            return;
+        }
+        if (c->part) {
+            copy_part_reply(q);
             return;
         }
         if (q->srv->p.catalog) {
@@ -1545,6 +1587,47 @@ static void copy_pump(struct ol_s3_req *q)
         copy_fail(q, rc == -ERANGE ? OL_S3_INVALID_RANGE : OL_S3_INTERNAL, NULL);
 }
 
+/* UploadPartCopy, at the source's metadata: the range, then the part
+ * write, then the pump. */
+static void copy_part_begin(struct ol_s3_req *q, const struct ol_meta_version *sv)
+{
+    struct copy_state *c = q->op_state;
+    if (c->ranged && (c->roff >= sv->size || c->rlen > sv->size - c->roff)) {
+        copy_fail(q, OL_S3_INVALID_RANGE, "The x-amz-copy-source-range is not within the "
+                  "source object's size.");
+        return;
+    }
+    c->size = c->ranged ? c->rlen : sv->size;
+    if (c->size > OL_S3_MAX_COPY) {
+        copy_fail(q, OL_S3_INVALID_REQUEST, "The specified copy source is larger than the "
+                  "maximum allowable size for a copy source: 5368709120");
+        return;
+    }
+    if (c->size == 0) {
+        copy_fail(q, OL_S3_INVALID_REQUEST, "The source object is empty: a part needs at "
+                  "least one byte.");
+        return;
+    }
+    struct ol_mpu_part_args a = {.bucket = q->route.bucket, .key = q->route.key,
+                                 .upload_id = c->uid, .number = c->pnum, .size = c->size};
+    int rc = ol_mpu_part_begin(store(q), &a, copy_put_event, q, &c->put);
+    if (rc < 0) {
+        copy_free(q);
+        mpu_error(q, rc);
+        return;
+    }
+    c->v.cks.algo = (uint8_t)ol_put_upload_algo(c->put);
+    struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
+    EVP_DigestInit_ex(ctx->md5, EVP_md5(), NULL);
+    if (c->v.cks.algo && ol_ck_init(&c->ck, c->v.cks.algo, ctx->cksum) < 0) {
+        copy_fail(q, OL_S3_INTERNAL, NULL);
+        return;
+    }
+    if (c->ranged)
+        ol_get_set_range(c->get, c->roff, (int64_t)c->rlen);
+    copy_pump(q);
+}
+
 /* The x-amz-copy-source-if-* conditions: 0, or the error (412). */
 static int copy_conditions(struct ol_s3_req *q, const struct ol_meta_version *v)
 {
@@ -1580,6 +1663,10 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
         const struct ol_meta_version *sv = ev->version;
         if (copy_conditions(q, sv)) {
             copy_fail(q, OL_S3_PRECONDITION_FAILED, NULL);
+            return;
+        }
+        if (c->part) {
+            copy_part_begin(q, sv);
             return;
         }
         if (sv->size > OL_S3_MAX_COPY) {
@@ -1649,14 +1736,18 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
     copy_pump(q);
 }
 
-static void copy_object(struct ol_s3_req *q)
+/* x-amz-copy-source ("[/]bucket/key[?versionId=null]", percent-encoded)
+ * into bucket (64 bytes) and key (OL_S3_KEY_MAX + 1), NUL-terminated.
+ * False after answering the error. */
+static bool copy_source(struct ol_s3_req *q, char *bucket, size_t *blen, char *key,
+                        size_t *klen)
 {
     const struct ol_http_header *src = hdr(q, "x-amz-copy-source");
     char raw[2 * OL_S3_KEY_MAX + 80], dec[OL_S3_KEY_MAX + 80];
     if (!src || src->value_len >= sizeof raw) {
         ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Copy Source must mention the source bucket "
                     "and key: sourcebucket/sourcekey");
-        return;
+        return false;
     }
     memcpy(raw, src->value, src->value_len);
     raw[src->value_len] = 0;
@@ -1664,7 +1755,7 @@ static void copy_object(struct ol_s3_req *q)
     if (qm) {
         if (strcmp(qm, "?versionId=null") != 0) {
             ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "Copying a version is not implemented yet.");
-            return;
+            return false;
         }
         *qm = 0;
     }
@@ -1680,16 +1771,31 @@ static void copy_object(struct ol_s3_req *q)
         ol_layout_key_ok(slash + 1, kl) < 0) {
         ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Copy Source must mention the source bucket "
                     "and key: sourcebucket/sourcekey");
-        return;
+        return false;
     }
+    memcpy(bucket, dec, bl);
+    bucket[bl] = 0;
+    memcpy(key, slash + 1, kl);
+    key[kl] = 0;
+    *blen = bl;
+    *klen = kl;
+    return true;
+}
+
+static void copy_object(struct ol_s3_req *q)
+{
+    char sb[64], sk[OL_S3_KEY_MAX + 1];
+    size_t bl, kl;
+    if (!copy_source(q, sb, &bl, sk, &kl))
+        return;
     const struct ol_http_header *dir = hdr(q, "x-amz-metadata-directive");
     bool replace = dir && dir->value_len == 7 && memcmp(dir->value, "REPLACE", 7) == 0;
     if (dir && !replace && !(dir->value_len == 4 && memcmp(dir->value, "COPY", 4) == 0)) {
         ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Unknown metadata directive.");
         return;
     }
-    if (!replace && bl == q->route.bucket_len && memcmp(dec, q->route.bucket, bl) == 0 &&
-        kl == q->route.key_len && memcmp(slash + 1, q->route.key, kl) == 0) {
+    if (!replace && bl == q->route.bucket_len && memcmp(sb, q->route.bucket, bl) == 0 &&
+        kl == q->route.key_len && memcmp(sk, q->route.key, kl) == 0) {
         ol_s3_error(q, OL_S3_INVALID_REQUEST, "This copy request is illegal because it is "
                     "trying to copy an object to itself without changing the object's "
                     "metadata, storage class, website redirect location or encryption "
@@ -1701,8 +1807,8 @@ static void copy_object(struct ol_s3_req *q)
         ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
         return;
     }
-    memcpy(c->src_bucket, dec, bl);
-    memcpy(c->src_key, slash + 1, kl);
+    memcpy(c->src_bucket, sb, bl + 1);
+    memcpy(c->src_key, sk, kl + 1);
     c->replace = replace;
     q->op_state = c;
     if (replace) {   /* REPLACE: the request's headers, as PutObject takes them */
@@ -1733,6 +1839,76 @@ static void copy_object(struct ol_s3_req *q)
                              memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
                                  ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
     }
+    struct ol_get_args a = {.bucket = c->src_bucket, .key = c->src_key, .offset = 0,
+                            .length = -1};
+    q->abort_handler = copy_client_gone;
+    int rc = ol_get_begin(store(q), &a, copy_get_event, q, &c->get);
+    if (rc < 0) {
+        const char *msg;
+        enum ol_s3_err e = store_err(rc, &msg);
+        copy_fail(q, e, msg);
+    }
+}
+
+/* UploadPartCopy: part partNumber of uploadId from an object, whole or
+ * the x-amz-copy-source-range "bytes=first-last" of it, streamed through
+ * the core like CopyObject. */
+static void upload_part_copy(struct ol_s3_req *q)
+{
+    uint8_t id[16];
+    if (!upload_id_of(q, id))
+        return;
+    char num[16];
+    int nl = ol_s3_query(q->query, q->query_len, "partNumber", num, sizeof num);
+    char *end;
+    long pn = nl > 0 ? strtol(num, &end, 10) : 0;
+    if (nl <= 0 || *end || pn < 1 || pn > (long)OL_S3_MAX_PARTS) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Part number must be an integer between 1 and "
+                    "10000, inclusive.");
+        return;
+    }
+    char sb[64], sk[OL_S3_KEY_MAX + 1];
+    size_t bl, kl;
+    if (!copy_source(q, sb, &bl, sk, &kl))
+        return;
+    const struct ol_http_header *rg = hdr(q, "x-amz-copy-source-range");
+    uint64_t first = 0, last = 0;
+    if (rg) {
+        char v[64];
+        int pos = 0;
+        unsigned long long a = 0, b = 0;
+        if (rg->value_len >= sizeof v) {
+            pos = -1;
+        } else {
+            memcpy(v, rg->value, rg->value_len);
+            v[rg->value_len] = 0;
+            if (v[6] < '0' || v[6] > '9' ||
+                sscanf(v, "bytes=%llu-%llu%n", &a, &b, &pos) != 2 || (size_t)pos != rg->value_len)
+                pos = -1;
+        }
+        if (pos < 0 || a > b) {
+            ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "The x-amz-copy-source-range value must be "
+                        "of the form bytes=first-last where first and last are the zero-based "
+                        "offsets of the first and last bytes to copy");
+            return;
+        }
+        first = a;
+        last = b;
+    }
+    struct copy_state *c = calloc(1, sizeof *c);
+    if (!c) {
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return;
+    }
+    memcpy(c->src_bucket, sb, bl + 1);
+    memcpy(c->src_key, sk, kl + 1);
+    c->part = true;
+    memcpy(c->uid, id, 16);
+    c->pnum = (uint32_t)pn;
+    c->ranged = rg != NULL;
+    c->roff = first;
+    c->rlen = last - first + 1;
+    q->op_state = c;
     struct ol_get_args a = {.bucket = c->src_bucket, .key = c->src_key, .offset = 0,
                             .length = -1};
     q->abort_handler = copy_client_gone;
@@ -2569,6 +2745,9 @@ void ol_s3_dispatch(struct ol_s3_req *q)
         return;
     case OL_OP_UPLOAD_PART:
         upload_part(q);
+        return;
+    case OL_OP_UPLOAD_PART_COPY:
+        upload_part_copy(q);
         return;
     case OL_OP_COMPLETE_MULTIPART:
         complete_upload(q);

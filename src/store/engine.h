@@ -556,6 +556,10 @@ struct ol_mpu_part_args {
  */
 int ol_mpu_part_begin(struct ol_store_core *c, const struct ol_mpu_part_args *a, ol_store_cb cb,
                       void *ud, struct ol_put **out);
+/* The checksum algorithm (OL_META_CKS_*) of the upload a part
+ * write from ol_mpu_part_begin belongs to: the part's checksum at
+ * ol_put_finish must use it (UploadPartCopy computes it). */
+unsigned ol_put_upload_algo(const struct ol_put *p);
 
 struct ol_mpu_complete_args {
     const char *bucket;   /* NUL-terminated, validated; copied */

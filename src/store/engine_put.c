@@ -1087,3 +1087,5 @@ void ol_put_abort(struct ol_put *p)
     if (!ol_se_advance(r))
         r->in_api = false;
 }
+
+unsigned ol_put_upload_algo(const struct ol_put *p) { return p->r.ualgo; }

@@ -61,3 +61,71 @@ def test_get_and_head_by_part_number(s3d):
     md5s = b"".join(hashlib.md5(b).digest() for b in p)
     assert c.head_object(Bucket="pnb", Key="m")["ETag"] == \
         '"%s-3"' % hashlib.md5(md5s).hexdigest()
+
+
+def test_upload_part_copy(s3d):
+    c = client(s3d)
+    c.create_bucket(Bucket="srcb")
+    c.create_bucket(Bucket="dstb")
+    src = os.urandom(12 * MiB + 7)
+    c.put_object(Bucket="srcb", Key="big/src", Body=src)
+    c.put_object(Bucket="srcb", Key="small", Body=b"tail bytes")
+    uid = c.create_multipart_upload(Bucket="dstb", Key="assembled")["UploadId"]
+    # part 1: a range of the big object, part 2: the whole small one
+    lo, hi = 3 * MiB, 8 * MiB - 1
+    r1 = c.upload_part_copy(Bucket="dstb", Key="assembled", UploadId=uid, PartNumber=1,
+                            CopySource={"Bucket": "srcb", "Key": "big/src"},
+                            CopySourceRange=f"bytes={lo}-{hi}")["CopyPartResult"]
+    assert r1["ETag"] == '"%s"' % hashlib.md5(src[lo:hi + 1]).hexdigest()
+    r2 = c.upload_part_copy(Bucket="dstb", Key="assembled", UploadId=uid, PartNumber=2,
+                            CopySource="srcb/small")["CopyPartResult"]
+    parts = c.list_parts(Bucket="dstb", Key="assembled", UploadId=uid)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in parts] == [(1, 5 * MiB), (2, 10)]
+    c.complete_multipart_upload(Bucket="dstb", Key="assembled", UploadId=uid,
+                                MultipartUpload={"Parts": [
+                                    {"PartNumber": 1, "ETag": r1["ETag"]},
+                                    {"PartNumber": 2, "ETag": r2["ETag"]}]})
+    got = c.get_object(Bucket="dstb", Key="assembled")["Body"].read()
+    assert got == src[lo:hi + 1] + b"tail bytes"
+
+    # errors: each stores nothing
+    uid = c.create_multipart_upload(Bucket="dstb", Key="e")["UploadId"]
+
+    def upc(**kw):
+        args = {"Bucket": "dstb", "Key": "e", "UploadId": uid, "PartNumber": 1,
+                "CopySource": "srcb/big/src"}
+        args.update(kw)
+        return c.upload_part_copy(**args)
+    for bad in ("bytes=5-", "bytes=9-3", "items=0-1", "bytes=-5", "bytes=0-1,4-5"):
+        assert error_of(lambda: upc(CopySourceRange=bad))[:2] == ("InvalidArgument", 400), bad
+    assert error_of(lambda: upc(CopySourceRange=f"bytes=0-{len(src)}"))[:2] == \
+        ("InvalidRange", 416)
+    assert error_of(lambda: upc(CopySource="srcb/nope"))[0] == "NoSuchKey"
+    assert error_of(lambda: upc(CopySource="nobucket/k"))[0] == "NoSuchBucket"
+    assert error_of(lambda: upc(UploadId="0" * 32))[0] == "NoSuchUpload"
+    assert error_of(lambda: upc(CopySourceIfMatch='"0000"'))[:2] == ("PreconditionFailed", 412)
+    assert error_of(lambda: upc(PartNumber=10001))[0] == "InvalidArgument"
+    assert "Parts" not in c.list_parts(Bucket="dstb", Key="e", UploadId=uid)
+    c.abort_multipart_upload(Bucket="dstb", Key="e", UploadId=uid)
+
+
+def test_upload_part_copy_into_an_upload_with_a_checksum(s3d):
+    import base64
+    import zlib
+    c = client(s3d)
+    c.create_bucket(Bucket="cksb")
+    body = os.urandom(6 * MiB)
+    c.put_object(Bucket="cksb", Key="src", Body=body)
+    uid = c.create_multipart_upload(Bucket="cksb", Key="dst",
+                                    ChecksumAlgorithm="CRC32")["UploadId"]
+    r = c.upload_part_copy(Bucket="cksb", Key="dst", UploadId=uid, PartNumber=1,
+                           CopySource="cksb/src", CopySourceRange="bytes=0-5242879")
+    res = r["CopyPartResult"]
+    want = base64.b64encode(zlib.crc32(body[:5 * MiB]).to_bytes(4, "big")).decode()
+    assert res["ChecksumCRC32"] == want
+    p2 = c.upload_part(Bucket="cksb", Key="dst", UploadId=uid, PartNumber=2,
+                       Body=body[5 * MiB:], ChecksumAlgorithm="CRC32")
+    c.complete_multipart_upload(Bucket="cksb", Key="dst", UploadId=uid, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": res["ETag"], "ChecksumCRC32": want},
+                  {"PartNumber": 2, "ETag": p2["ETag"], "ChecksumCRC32": p2["ChecksumCRC32"]}]})
+    assert c.get_object(Bucket="cksb", Key="dst")["Body"].read() == body
