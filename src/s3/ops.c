@@ -945,6 +945,21 @@ static void create_upload(struct ol_s3_req *q)
     mpu_started(q, rc);
 }
 
+/* The ?partNumber of q, 1..10000; 0 after answering InvalidArgument. */
+static long part_number(struct ol_s3_req *q)
+{
+    char num[16];
+    int nl = ol_s3_query(q->query, q->query_len, "partNumber", num, sizeof num);
+    char *end = NULL;
+    long pn = nl > 0 && num[0] >= '0' && num[0] <= '9' ? strtol(num, &end, 10) : 0;
+    if (!end || *end || pn < 1 || pn > (long)OL_S3_MAX_PARTS) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Part number must be an integer between 1 and "
+                    "10000, inclusive.");
+        return 0;
+    }
+    return pn;
+}
+
 static void upload_part(struct ol_s3_req *q)
 {
     struct ol_s3_op_put *st = &q->op.put;
@@ -953,15 +968,9 @@ static void upload_part(struct ol_s3_req *q)
     uint8_t id[16];
     if (!upload_id_of(q, id))
         return;
-    char num[16];
-    int nl = ol_s3_query(q->query, q->query_len, "partNumber", num, sizeof num);
-    char *end;
-    long pn = nl > 0 ? strtol(num, &end, 10) : 0;
-    if (nl <= 0 || *end || pn < 1 || pn > (long)OL_S3_MAX_PARTS) {
-        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Part number must be an integer between 1 and "
-                    "10000, inclusive.");
+    long pn = part_number(q);
+    if (!pn)
         return;
-    }
     enum ol_s3_err e = ol_s3_begin_body(q);
     if (e) {
         ol_s3_error(q, e, NULL);
@@ -1858,15 +1867,9 @@ static void upload_part_copy(struct ol_s3_req *q)
     uint8_t id[16];
     if (!upload_id_of(q, id))
         return;
-    char num[16];
-    int nl = ol_s3_query(q->query, q->query_len, "partNumber", num, sizeof num);
-    char *end;
-    long pn = nl > 0 ? strtol(num, &end, 10) : 0;
-    if (nl <= 0 || *end || pn < 1 || pn > (long)OL_S3_MAX_PARTS) {
-        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Part number must be an integer between 1 and "
-                    "10000, inclusive.");
+    long pn = part_number(q);
+    if (!pn)
         return;
-    }
     char sb[64], sk[OL_S3_KEY_MAX + 1];
     size_t bl, kl;
     if (!copy_source(q, sb, &bl, sk, &kl))
@@ -2252,15 +2255,9 @@ static void get_object(struct ol_s3_req *q, bool head, bool tagging)
         return;
     }
     if (!tagging && ol_s3_query_has(q->query, q->query_len, "partNumber")) {
-        char num[16];
-        int nl = ol_s3_query(q->query, q->query_len, "partNumber", num, sizeof num);
-        char *end = NULL;
-        unsigned long n = nl > 0 && num[0] >= '0' && num[0] <= '9' ? strtoul(num, &end, 10) : 0;
-        if (!end || *end || n < 1 || n > OL_STORE_MPU_MAX_PART_NUM) {
-            ol_s3_error(q, OL_S3_INVALID_ARGUMENT,
-                        "Part number must be an integer between 1 and 10000, inclusive.");
+        long n = part_number(q);
+        if (!n)
             return;
-        }
         if (hdr(q, "range")) {
             ol_s3_error(q, OL_S3_INVALID_REQUEST,
                         "Cannot specify both Range header and partNumber query parameter.");
