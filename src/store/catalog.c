@@ -88,18 +88,102 @@ static int read_file(const char *path, uint8_t *buf, size_t cap, size_t *len)
     return 0;
 }
 
-/* Every object of bucket on every drive; the newest version of a key wins. */
+/* Whether rel (a path under each drive) exists on a drive before d. */
+static bool seen_before(const struct ol_catalog *c, unsigned d, const char *rel)
+{
+    char path[5000];
+    for (unsigned j = 0; j < d; j++) {
+        snprintf(path, sizeof path, "%s/%s", c->drives[j], rel);
+        if (access(path, F_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * The object in directory rel (".openlake/buckets/<b>/objects/<ab>/<hash>",
+ * the same on every drive of its set) as a GET would see it: among the
+ * drives' latest versions, the newest one that its erasure k drives agree
+ * on (ol_meta_same_version), if that is an object. So a write or delete
+ * cut short by a crash is listed exactly when it can be read. Returns 1
+ * and fills rec, key (OL_LAYOUT_KEY_MAX + 1 bytes) and *klen; 0 when not
+ * readable (or not an object).
+ */
+struct scratch {
+    uint8_t *buf;                /* one metadata file */
+    struct ol_meta_version *lv;  /* per drive: its latest version */
+    bool *ok;                    /* per drive: lv is valid and of this key */
+};
+
+static int quorum_latest(const struct ol_catalog *c, const char *rel, struct scratch *sc,
+                         unsigned long long *metas, struct ol_index_rec *rec, char *key,
+                         size_t *klen)
+{
+    struct ol_meta_version *lv = sc->lv;
+    bool *ok = sc->ok;
+    uint8_t *buf = sc->buf;
+    bool have_key = false;
+    unsigned n = c->ndrives;
+    for (unsigned i = 0; i < n; i++) {
+        ok[i] = false;
+        char meta[5000];
+        snprintf(meta, sizeof meta, "%s/%s/meta", c->drives[i], rel);
+        size_t len = 0;
+        if (read_file(meta, buf, OL_META_MAX_FILE, &len) < 0)
+            continue;
+        (*metas)++;
+        struct ol_meta_file f;
+        if (ol_meta_open(buf, len, &f) < 0 || ol_meta_latest(&f, &lv[i]) < 0 ||
+            f.key.len > OL_LAYOUT_KEY_MAX)
+            continue;   /* damaged copies are left to the other drives and heal */
+        if (!have_key) {
+            memcpy(key, f.key.p, f.key.len);
+            *klen = f.key.len;
+            have_key = true;
+        } else if (f.key.len != *klen || memcmp(key, f.key.p, *klen) != 0) {
+            continue;   /* another key's file (hash collision): not this object */
+        }
+        ok[i] = true;   /* lv[i]'s pointers are stale now: only its fields are used */
+    }
+    int best = -1;
+    for (unsigned i = 0; i < n; i++) {
+        if (!ok[i])
+            continue;
+        unsigned cnt = 0;
+        for (unsigned j = 0; j < n; j++)
+            cnt += ok[j] && ol_meta_same_version(&lv[i], &lv[j]);
+        if (cnt >= lv[i].ec.k && (best < 0 || lv[i].mtime_ns > lv[best].mtime_ns))
+            best = (int)i;
+    }
+    if (best < 0 || lv[best].type != OL_META_OBJECT)
+        return 0;
+    const struct ol_meta_version *v = &lv[best];
+    memset(rec, 0, sizeof *rec);
+    rec->size = v->size;
+    rec->mtime_ns = v->mtime_ns;
+    rec->etag_parts = v->etag_parts;
+    rec->storage_class = v->storage_class;
+    memcpy(rec->etag, v->etag, 16);
+    memcpy(rec->version_id, v->vid, 16);
+    return 1;
+}
+
+/* Every object of bucket, each looked at once across the drives. */
 static int rebuild(struct ol_catalog *c, const char *bucket, struct ol_index *idx,
                    uint8_t *buf, unsigned long long *metas)
 {
-    for (unsigned d = 0; d < c->ndrives; d++) {
+    char key[OL_LAYOUT_KEY_MAX + 1];
+    struct scratch sc = {.buf = buf, .lv = calloc(c->ndrives, sizeof *sc.lv),
+                         .ok = calloc(c->ndrives, sizeof *sc.ok)};
+    int rc = sc.lv && sc.ok ? 0 : -ENOMEM;
+    for (unsigned d = 0; d < c->ndrives && rc == 0; d++) {
         char objs[4400];
         snprintf(objs, sizeof objs, "%s/.openlake/buckets/%s/objects", c->drives[d], bucket);
         DIR *top = opendir(objs);
         if (!top)
             continue;
         struct dirent *e1;
-        while ((e1 = readdir(top))) {
+        while (rc == 0 && (e1 = readdir(top))) {
             if (e1->d_name[0] == '.')
                 continue;
             char fan[4700];
@@ -108,41 +192,26 @@ static int rebuild(struct ol_catalog *c, const char *bucket, struct ol_index *id
             if (!mid)
                 continue;
             struct dirent *e2;
-            while ((e2 = readdir(mid))) {
+            while (rc == 0 && (e2 = readdir(mid))) {
                 if (e2->d_name[0] == '.')
                     continue;
-                char meta[5000];
-                snprintf(meta, sizeof meta, "%s/%s/meta", fan, e2->d_name);
-                size_t len = 0;
-                if (read_file(meta, buf, OL_META_MAX_FILE, &len) < 0)
-                    continue;
-                (*metas)++;
-                struct ol_meta_file f;
-                struct ol_meta_version v;
-                if (ol_meta_open(buf, len, &f) < 0 || ol_meta_latest(&f, &v) < 0 ||
-                    v.type != OL_META_OBJECT)
-                    continue;   /* damaged copies are left to the other drives and heal */
-                struct ol_index_rec rec = {.size = v.size, .mtime_ns = v.mtime_ns,
-                                           .etag_parts = v.etag_parts,
-                                           .storage_class = v.storage_class};
-                memcpy(rec.etag, v.etag, 16);
-                memcpy(rec.version_id, v.vid, 16);
-                struct ol_index_rec old;
-                if (ol_index_get(idx, f.key.p, f.key.len, &old) == 0 &&
-                    old.mtime_ns >= rec.mtime_ns)
-                    continue;
-                int rc = ol_index_put(idx, f.key.p, f.key.len, &rec);
-                if (rc < 0) {
-                    closedir(mid);
-                    closedir(top);
-                    return rc;
-                }
+                char rel[1024];
+                snprintf(rel, sizeof rel, ".openlake/buckets/%s/objects/%s/%s", bucket,
+                         e1->d_name, e2->d_name);
+                if (seen_before(c, d, rel))
+                    continue;   /* looked at from an earlier drive of its set */
+                struct ol_index_rec rec;
+                size_t klen = 0;
+                if (quorum_latest(c, rel, &sc, metas, &rec, key, &klen) == 1)
+                    rc = ol_index_put(idx, key, klen, &rec);
             }
             closedir(mid);
         }
         closedir(top);
     }
-    return 0;
+    free(sc.lv);
+    free(sc.ok);
+    return rc < 0 ? rc : 0;
 }
 
 /* The saved index of bucket, copied into a new memory-only one. */

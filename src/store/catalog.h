@@ -13,8 +13,10 @@
  * writes the marker; the next start loads the indexes (one sequential file
  * per bucket) and removes the marker before serving. A start without the
  * marker (a crash, kill -9, power loss, a first start) rebuilds every index
- * by reading the metadata files on all drives, so a listing never misses an
- * acknowledged object nor shows a deleted one. Between those points the
+ * by reading the metadata files on all drives, each object with the
+ * version a GET would serve (the newest that k drives agree on), so a
+ * listing never misses an acknowledged object nor shows a deleted or
+ * half-written one. Between those points the
  * index lives in memory only: nothing on the request path waits for it.
  *
  * Must not: run its start-up and shutdown work on a loop thread (blocking

@@ -822,9 +822,5 @@ void ol_se_meta_decode(struct ol_sreq *r, struct ol_sdrv *d)
 
 bool ol_se_same_version(const struct ol_meta_version *a, const struct ol_meta_version *b)
 {
-    return a->mtime_ns == b->mtime_ns && a->size == b->size && a->ec.k == b->ec.k &&
-           a->ec.m == b->ec.m && a->ec.block_size == b->ec.block_size &&
-           a->has_inline == b->has_inline && a->etag_parts == b->etag_parts &&
-           memcmp(a->vid, b->vid, 16) == 0 && memcmp(a->data_dir, b->data_dir, 16) == 0 &&
-           memcmp(a->etag, b->etag, 16) == 0;
+    return ol_meta_same_version(a, b);
 }

@@ -63,6 +63,15 @@ const char *ol_meta_hdr_name(unsigned i)
     return i < OL_META_HDR__COUNT ? names[i] : NULL;
 }
 
+bool ol_meta_same_version(const struct ol_meta_version *a, const struct ol_meta_version *b)
+{
+    return a->type == b->type && a->mtime_ns == b->mtime_ns && a->size == b->size &&
+           a->ec.k == b->ec.k && a->ec.m == b->ec.m && a->ec.block_size == b->ec.block_size &&
+           a->has_inline == b->has_inline && a->etag_parts == b->etag_parts &&
+           memcmp(a->vid, b->vid, 16) == 0 && memcmp(a->data_dir, b->data_dir, 16) == 0 &&
+           memcmp(a->etag, b->etag, 16) == 0;
+}
+
 bool ol_meta_vid_is_null(const uint8_t vid[OL_META_ID_LEN])
 {
     uint8_t any = 0;

@@ -300,6 +300,11 @@ int ol_meta_cks_len(unsigned algo);
  * NULL. Static. */
 const char *ol_meta_hdr_name(unsigned i);
 
+/* The same version on two drives: every field a read quorum must agree on
+ * (mtime, size, erasure geometry, inline or not, ETag, version id, data
+ * dir). */
+bool ol_meta_same_version(const struct ol_meta_version *a, const struct ol_meta_version *b);
+
 /* True when vid is the null version id (16 zero bytes). */
 bool ol_meta_vid_is_null(const uint8_t vid[OL_META_ID_LEN]);
 
