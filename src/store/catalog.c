@@ -88,7 +88,8 @@ static int read_file(const char *path, uint8_t *buf, size_t cap, size_t *len)
     return 0;
 }
 
-/* Every object of bucket on every drive; the newest version of a key wins. */
+/* Every object of bucket on every drive; the newest version of a key wins
+ * (a delete marker too: flagged, ListObjects skips it). */
 static int rebuild(struct ol_catalog *c, const char *bucket, struct ol_index *idx,
                    uint8_t *buf, unsigned long long *metas)
 {
@@ -119,13 +120,20 @@ static int rebuild(struct ol_catalog *c, const char *bucket, struct ol_index *id
                 (*metas)++;
                 struct ol_meta_file f;
                 struct ol_meta_version v;
-                if (ol_meta_open(buf, len, &f) < 0 || ol_meta_latest(&f, &v) < 0 ||
-                    v.type != OL_META_OBJECT)
+                if (ol_meta_open(buf, len, &f) < 0 || ol_meta_latest(&f, &v) < 0)
                     continue;   /* damaged copies are left to the other drives and heal */
-                struct ol_index_rec rec = {.size = v.size, .mtime_ns = v.mtime_ns,
-                                           .etag_parts = v.etag_parts,
-                                           .storage_class = v.storage_class};
-                memcpy(rec.etag, v.etag, 16);
+                static const uint8_t null_vid[16];
+                struct ol_index_rec rec = {.mtime_ns = v.mtime_ns};
+                if (v.type == OL_META_OBJECT) {
+                    rec.size = v.size;
+                    rec.etag_parts = v.etag_parts;
+                    rec.storage_class = v.storage_class;
+                    memcpy(rec.etag, v.etag, 16);
+                } else {
+                    rec.flags |= OL_INDEX_F_DELETE_MARKER;  /* kept for ListObjectVersions */
+                }
+                if (f.count > 1 || memcmp(v.vid, null_vid, 16) != 0)
+                    rec.flags |= OL_INDEX_F_VERSIONS;
                 memcpy(rec.version_id, v.vid, 16);
                 struct ol_index_rec old;
                 if (ol_index_get(idx, f.key.p, f.key.len, &old) == 0 &&
