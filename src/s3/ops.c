@@ -1427,6 +1427,7 @@ struct copy_state {
     bool src_has_vid;                    /* x-amz-copy-source ...?versionId= */
     uint8_t src_vid[16];                 /* asked for, then the version copied */
     uint8_t new_vid[16];                 /* the new version's id */
+    struct ol_store_cond cond;           /* If-None-Match / If-Match on the destination */
 };
 
 static struct ol_meta_bytes keep(struct copy_state *c, const uint8_t *p, uint32_t len)
@@ -1648,7 +1649,7 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
         if (c->v.cks.algo && ol_ck_init(&c->ck, c->v.cks.algo, ctx->cksum) < 0)
             c->v.cks.algo = 0;
         struct ol_put_args a = {.bucket = q->route.bucket, .key = q->route.key,
-                                .size = c->size, .parity = -1};
+                                .size = c->size, .parity = -1, .cond = c->cond};
         int rc = ol_put_begin(store(q), &a, copy_put_event, q, &c->put);
         if (rc < 0) {
             const char *msg;
@@ -1741,11 +1742,15 @@ static void copy_object(struct ol_s3_req *q)
                     "attributes.");
         return;
     }
+    struct ol_store_cond cond;
+    if (!ol_s3_write_cond(q, &cond))
+        return;
     struct copy_state *c = calloc(1, sizeof *c);
     if (!c) {
         ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
         return;
     }
+    c->cond = cond;
     memcpy(c->src_bucket, dec, bl);
     memcpy(c->src_key, slash + 1, kl);
     c->replace = replace;

@@ -346,3 +346,57 @@ def test_copy_object_versions(s3d):
     assert error_of(lambda: c.copy_object(
         Bucket="cpv", Key="d2", CopySource={"Bucket": "cpv", "Key": "src", "VersionId": m}))[1] \
         == 400
+    # a conditional copy: the destination must not exist
+    assert error_of(lambda: c.copy_object(
+        Bucket="cpv", Key="dst", CopySource={"Bucket": "cpv", "Key": "src", "VersionId": v1},
+        IfNoneMatch="*"))[:2] == ("PreconditionFailed", 412)
+    c.copy_object(Bucket="cpv", Key="d3", CopySource={"Bucket": "cpv", "Key": "src",
+                                                      "VersionId": v1}, IfNoneMatch="*")
+    assert c.get_object(Bucket="cpv", Key="d3")["Body"].read() == b"first"
+
+
+def test_version_cap_is_a_clear_error(s3d):
+    """Small objects live inside the metadata file: on one drive a 100 KB
+    version adds 100 KB to it, so a few versions reach the file's limit; the
+    next PUT is refused with a message, and deleting a version makes room."""
+    c = client(s3d)
+    c.create_bucket(Bucket="capb")
+    versioned(c, "capb")
+    ids = []
+    for _ in range(40):
+        try:
+            ids.append(c.put_object(Bucket="capb", Key="k", Body=os.urandom(100_000))["VersionId"])
+        except Exception as e:    # noqa: BLE001
+            err = e.response
+            break
+    else:
+        raise AssertionError("no limit reached")
+    assert err["Error"]["Code"] == "InvalidRequest" and "too many versions" in err["Error"]["Message"]
+    assert 2 <= len(ids) < 40
+    assert len(all_versions(c, "capb")) == len(ids)      # nothing lost or half-written
+    c.delete_object(Bucket="capb", Key="k", VersionId=ids[0])
+    c.put_object(Bucket="capb", Key="k", Body=os.urandom(100_000))
+
+
+def test_version_edge_cases(s3d):
+    c = client(s3d)
+    c.create_bucket(Bucket="edge")
+    c.put_object(Bucket="edge", Key="plain", Body=b"p")
+    assert c.get_object(Bucket="edge", Key="plain", VersionId="null")["Body"].read() == b"p"
+    versioned(c, "edge")
+    v = c.put_object(Bucket="edge", Key="a b&c", Body=b"x")["VersionId"]
+    m = c.delete_object(Bucket="edge", Key="a b&c")["VersionId"]
+    assert error_of(lambda: c.head_object(Bucket="edge", Key="a b&c", VersionId=m))[1] == 405
+    assert c.head_object(Bucket="edge", Key="a b&c", VersionId=v)["ContentLength"] == 1
+    # asked for explicitly, botocore leaves the keys encoded (it decodes what it asked itself)
+    r = c.list_object_versions(Bucket="edge", EncodingType="url")
+    assert {x["Key"] for x in r["Versions"]} == {"a%20b%26c", "plain"}
+    assert [x["Key"] for x in r["DeleteMarkers"]] == ["a%20b%26c"]
+    r = c.list_object_versions(Bucket="edge")
+    assert [x["Key"] for x in r["DeleteMarkers"]] == ["a b&c"]
+    # a version id of another key is not this key's
+    assert error_of(lambda: c.get_object(Bucket="edge", Key="plain", VersionId=v))[:2] == \
+        ("NoSuchVersion", 404)
+    # deleting a version that does not exist: 204, nothing changes
+    c.delete_object(Bucket="edge", Key="plain", VersionId="f" * 32)
+    assert c.get_object(Bucket="edge", Key="plain")["Body"].read() == b"p"
