@@ -791,9 +791,17 @@ void ol_se_done(struct ol_sreq *r, int status)
 {
     ol_store_cb cb = r->cb;
     void *ud = r->ud;
+    /* the key's commit lock is held through the callback, so what the
+     * caller records of the commit (the listing index) is ordered too */
+    struct ol_store *s = r->c->s;
+    bool locked = r->locked;
+    unsigned slot = r->lock_slot;
+    r->locked = false;
     ol_se_req_put(r);
     struct ol_store_event ev = {.type = OL_STORE_EV_DONE, .status = status};
     cb(ud, &ev);
+    if (locked)
+        ol_se_key_unlock_slot(s, slot);
 }
 
 /* ---- metadata ---------------------------------------------------------------------- */

@@ -398,7 +398,9 @@ typedef void (*ol_store_cb)(void *ud, const struct ol_store_event *ev);
  * from reading the old metadata until its request is released; a write
  * finding the lock taken waits (it is retried every timer tick), except a
  * conditional write, which fails with OL_STORE_ECONFLICT (S3's 409
- * ConditionalRequestConflict). So two writes of one key, on one core or
+ * ConditionalRequestConflict). The lock is let go after the EV_DONE
+ * callback returns, so what the caller records there (the listing index)
+ * follows the commit order too. So two writes of one key, on one core or
  * two, commit one after the other: no version is lost, and of several
  * racing If-None-Match: * writes exactly one succeeds.
  */

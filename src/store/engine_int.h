@@ -380,8 +380,10 @@ int ol_se_ver_set(struct ol_store *s, const char *bucket, uint8_t state, uint64_
 void ol_se_ver_forget(struct ol_store *s, const char *bucket);
 /* Takes r's key's commit lock (r->p_obj): true when held (also already). */
 bool ol_se_key_lock(struct ol_sreq *r);
-/* Lets it go (ol_se_req_put does it for every request). */
+/* Lets it go (ol_se_req_put does it for every request; ol_se_done after
+ * the EV_DONE callback). */
 void ol_se_key_unlock(struct ol_sreq *r);
+void ol_se_key_unlock_slot(struct ol_store *s, unsigned slot);
 /* Tick to wait before retrying a taken lock. */
 #define OL_SE_LOCK_RETRY_MS 1u
 

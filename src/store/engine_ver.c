@@ -171,14 +171,19 @@ bool ol_se_key_lock(struct ol_sreq *r)
     return r->locked;
 }
 
+void ol_se_key_unlock_slot(struct ol_store *s, unsigned slot)
+{
+    struct ol_se_ver *v = s->ver;
+    pthread_mutex_lock(&v->mu);
+    v->locks[slot] = 0;
+    pthread_mutex_unlock(&v->mu);
+}
+
 void ol_se_key_unlock(struct ol_sreq *r)
 {
     if (!r->locked)
         return;
-    struct ol_se_ver *v = r->c->s->ver;
-    pthread_mutex_lock(&v->mu);
-    v->locks[r->lock_slot] = 0;
-    pthread_mutex_unlock(&v->mu);
+    ol_se_key_unlock_slot(r->c->s, r->lock_slot);
     r->locked = false;
 }
 

@@ -400,3 +400,29 @@ def test_version_edge_cases(s3d):
     # deleting a version that does not exist: 204, nothing changes
     c.delete_object(Bucket="edge", Key="plain", VersionId="f" * 32)
     assert c.get_object(Bucket="edge", Key="plain")["Body"].read() == b"p"
+
+
+def test_racing_versioned_puts_lose_nothing(make_daemon):
+    """Unconditional PUTs of one key from threads on a 4-core daemon commit one
+    after the other: every version is kept, and the listing names the latest."""
+    from test_s3 import AK, SK
+    d = make_daemon(args=["--mode", "s3"], env={"OPENLAKE_ACCESS_KEY": AK,
+                                                "OPENLAKE_SECRET_KEY": SK}, threads=4)
+    c = client(d)
+    c.create_bucket(Bucket="vrace")
+    versioned(c, "vrace")
+    clients = [client(d) for _ in range(8)]
+
+    def put(i):
+        return clients[i].put_object(Bucket="vrace", Key="k", Body=b"w%d" % i * (i + 1))
+
+    for _ in range(3):
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            ids = [r["VersionId"] for r in ex.map(put, range(8))]
+        assert len(set(ids)) == 8
+    vs = all_versions(c, "vrace")
+    assert len(vs) == 24 and sum(v[2] for v in vs) == 1
+    head = c.head_object(Bucket="vrace", Key="k")
+    lst = c.list_objects_v2(Bucket="vrace")["Contents"]
+    assert [(o["ETag"], o["Size"]) for o in lst] == [(head["ETag"], head["ContentLength"])]
+    assert [v[1] for v in vs if v[2]] == [head["VersionId"]]
