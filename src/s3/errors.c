@@ -19,6 +19,9 @@ static const struct ol_s3_err_info tab[OL_S3_ERR_COUNT] = {
                                     "succeeded and you already own it."},
     [OL_S3_BUCKET_NOT_EMPTY] = {"BucketNotEmpty", 409,
                                 "The bucket you tried to delete is not empty."},
+    [OL_S3_CONDITIONAL_CONFLICT] = {"ConditionalRequestConflict", 409,
+                                    "A conflicting operation occurred. If using "
+                                    "conditional writes, retry the request."},
     [OL_S3_ENTITY_TOO_LARGE] = {"EntityTooLarge", 400,
                                 "Your proposed upload exceeds the maximum allowed size."},
     [OL_S3_ENTITY_TOO_SMALL] = {"EntityTooSmall", 400,

@@ -20,6 +20,7 @@
 
 #include "s3/buckets.h"
 #include "s3/pct.h"
+#include "s3/versioning.h"
 #include "store/catalog.h"
 #include "store/engine.h"
 #include "store/layout.h"
@@ -111,6 +112,13 @@ static enum ol_s3_err store_err(int status, const char **msg)
     case -ENOTEMPTY: return OL_S3_BUCKET_NOT_EMPTY;
     case -EEXIST: return OL_S3_BUCKET_ALREADY_OWNED;
     case -ERANGE: return OL_S3_INVALID_RANGE;
+    case OL_STORE_EPRECOND: return OL_S3_PRECONDITION_FAILED;
+    case OL_STORE_ECONFLICT: return OL_S3_CONDITIONAL_CONFLICT;
+    case OL_STORE_EDELMARK: return OL_S3_NO_SUCH_KEY;
+    case -EFBIG:
+        *msg = "The object has too many versions: its metadata file would exceed this "
+               "store's limit. Delete old versions first.";
+        return OL_S3_INVALID_REQUEST;
     case -EIO:
         *msg = "Not enough drives of the object's erasure set answered correctly.";
         return OL_S3_SERVICE_UNAVAILABLE;
@@ -235,12 +243,9 @@ static void bucket_done(void *ud, const struct ol_store_event *ev)
         ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
         break;
     }
-    case OL_OP_GET_BUCKET_VERSIONING: {
-        static const char doc[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                                  "<VersioningConfiguration xmlns=\"" OL_S3_NS "\"/>";
-        ol_s3_reply(q, 200, NULL, "application/xml", doc, sizeof doc - 1);
+    case OL_OP_GET_BUCKET_VERSIONING:
+        ol_s3_versioning_doc(q);
         break;
-    }
     default:
         ol_s3_error(q, OL_S3_INTERNAL, NULL);
     }
@@ -566,6 +571,7 @@ static void put_finish(struct ol_s3_req *q)
         v.cks.algo = (uint8_t)q->body.ck_algo;   /* ol_ck_algo and ol_meta_cks agree */
         memcpy(v.cks.sum, q->body.ck_raw, q->body.ck_len);
     }
+    memcpy(v.vid, st->vid, 16);
     int rc = ol_put_finish(st->put, &v);
     if (rc == -EINVAL && st->is_part && v.cks.algo) {
         /* an upload created without a checksum algorithm: the part's checksum
@@ -636,8 +642,10 @@ static void put_event(void *ud, const struct ol_store_event *ev)
                 .mtime_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
                 .storage_class = sc && sc->value_len == 18 &&
                                  memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
-                                     ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD};
+                                     ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD,
+                .flags = ol_s3_rec_flags(q, st->vid)};
             memcpy(rec.etag, q->body.md5, 16);
+            memcpy(rec.version_id, st->vid, 16);
             ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len,
                            &rec);
         }
@@ -646,6 +654,8 @@ static void put_event(void *ud, const struct ol_store_event *ev)
         memcpy(tmp.etag, q->body.md5, 16);
         etag_of(&tmp, et);
         int n = snprintf(h, sizeof h, "ETag: %s\r\n", et);
+        if (!st->is_part)
+            n += (int)ol_s3_vid_header(q, st->vid, h + n, sizeof h - (size_t)n);
         if (q->body.ck_algo) {
             ol_ck_b64(q->body.ck_raw, q->body.ck_len, b64);
             snprintf(h + n, sizeof h - (size_t)n, "%s: %s\r\n", ol_ck_header(q->body.ck_algo),
@@ -672,10 +682,9 @@ static void put_object(struct ol_s3_req *q)
 {
     struct ol_s3_op_put *st = &q->op.put;
     memset(st, 0, offsetof(struct ol_s3_op_put, spill));
-    if (hdr(q, "if-none-match") || hdr(q, "if-match")) {
-        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "Conditional writes are not implemented yet.");
+    struct ol_store_cond cond;
+    if (!ol_s3_write_cond(q, &cond))
         return;
-    }
     enum ol_s3_err e = ol_s3_begin_body(q);
     if (e) {
         ol_s3_error(q, e, NULL);
@@ -700,7 +709,8 @@ static void put_object(struct ol_s3_req *q)
     if (!parity_of(q, &parity))
         return;
     struct ol_put_args a = {.bucket = q->route.bucket, .key = q->route.key,
-                            .size = q->body.expect, .parity = parity};
+                            .size = q->body.expect, .parity = parity, .cond = cond};
+    ol_s3_vid_new(q, st->vid);
     int rc = ol_put_begin(store(q), &a, put_event, q, &st->put);
     if (rc < 0) {
         store_error(q, rc);
@@ -809,6 +819,7 @@ struct mpu_state {
     char *keys;
     int algo;
     char prefix[OL_S3_KEY_MAX + 1], delim[OL_S3_KEY_MAX + 1], key_marker[OL_S3_KEY_MAX + 1];
+    struct ol_store_cond cond;   /* Complete: If-None-Match / If-Match */
 };
 
 static void mpu_free(struct ol_s3_req *q)
@@ -1064,10 +1075,14 @@ static void complete_done(void *ud, const struct ol_store_event *ev)
     if (q->srv->p.catalog) {
         struct ol_index_rec rec = {.size = a->size, .mtime_ns = a->mtime_ns,
                                    .etag_parts = (uint16_t)a->nparts,
-                                   .storage_class = a->storage_class};
+                                   .storage_class = a->storage_class,
+                                   .flags = ol_s3_rec_flags(q, a->vid)};
         memcpy(rec.etag, a->etag, 16);
+        memcpy(rec.version_id, a->vid, 16);
         ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len, &rec);
     }
+    char vh[80];
+    size_t vhl = ol_s3_vid_header(q, a->vid, vh, sizeof vh);
     struct ol_meta_version v = {0};
     memcpy(v.etag, a->etag, 16);
     v.etag_parts = (uint16_t)a->nparts;
@@ -1095,7 +1110,7 @@ static void complete_done(void *ud, const struct ol_store_event *ev)
     }
     ol_xml_close(&w, "CompleteMultipartUploadResult");
     mpu_free(q);
-    ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+    ol_s3_reply(q, 200, vhl ? vh : NULL, "application/xml", out, w.n);
 }
 
 static void complete_body(struct ol_s3_req *q)
@@ -1141,7 +1156,8 @@ static void complete_body(struct ol_s3_req *q)
     }
     m->complete = (struct ol_mpu_complete_args){.bucket = q->route.bucket, .key = q->route.key,
                                                 .upload_id = m->id, .parts = m->parts,
-                                                .nparts = cp.n, .cks = cks};
+                                                .nparts = cp.n, .cks = cks, .cond = m->cond};
+    ol_s3_vid_new(q, m->complete.vid);
     rc = ol_mpu_complete(store(q), &m->complete, complete_done, q);
     if (rc == -EINVAL && cks) {
         /* the parts carry checksums but the upload was created without an
@@ -1155,9 +1171,13 @@ static void complete_body(struct ol_s3_req *q)
 
 static void complete_upload(struct ol_s3_req *q)
 {
+    struct ol_store_cond cond;
+    if (!ol_s3_write_cond(q, &cond))
+        return;
     struct mpu_state *m = mpu_new(q);
     if (!m)
         return;
+    m->cond = cond;
     if (!upload_id_of(q, m->id)) {
         q->op_state = NULL;
         free(m);
@@ -1413,6 +1433,10 @@ struct copy_state {
     size_t pending_len, pending_off;
     char src_bucket[64];
     char src_key[OL_S3_KEY_MAX + 1];
+    bool src_has_vid;                    /* x-amz-copy-source ...?versionId= */
+    uint8_t src_vid[16];                 /* asked for, then the version copied */
+    uint8_t new_vid[16];                 /* the new version's id */
+    struct ol_store_cond cond;           /* If-None-Match / If-Match on the destination */
     /* UploadPartCopy: the data goes into part pnum of upload uid */
     bool part, ranged;
     uint8_t uid[16];
@@ -1522,8 +1546,10 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
         }
         if (q->srv->p.catalog) {
             struct ol_index_rec rec = {.size = c->size, .mtime_ns = c->v.mtime_ns,
-                                       .storage_class = c->v.storage_class};
+                                       .storage_class = c->v.storage_class,
+                                       .flags = ol_s3_rec_flags(q, c->new_vid)};
             memcpy(rec.etag, c->v.etag, 16);
+            memcpy(rec.version_id, c->new_vid, 16);
             ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len,
                            &rec);
         }
@@ -1537,8 +1563,17 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
         ol_xml_elem_s(&w, "LastModified", d);
         ol_xml_elem_s(&w, "ETag", et);
         ol_xml_close(&w, "CopyObjectResult");
+        char h[160];
+        size_t hn = ol_s3_vid_header(q, c->new_vid, h, sizeof h);
+        static const uint8_t null_vid[16];
+        if (c->src_has_vid || memcmp(c->src_vid, null_vid, 16) != 0) {
+            char id[OL_S3_VID_LEN + 1];
+            ol_s3_vid_format(c->src_vid, id);
+            snprintf(h + hn, sizeof h - hn, "x-amz-copy-source-version-id: %s\r\n", id);
+            hn += strlen(h + hn);
+        }
         copy_free(q);
-        ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+        ol_s3_reply(q, 200, hn ? h : NULL, "application/xml", out, w.n);
     }
 }
 
@@ -1553,6 +1588,8 @@ static void copy_finish(struct ol_s3_req *q)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     c->v.mtime_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    c->v.type = OL_META_OBJECT;
+    memcpy(c->v.vid, c->new_vid, 16);
     int rc = ol_put_finish(c->put, &c->v);
     if (rc < 0) {
         copy_fail(q, OL_S3_INTERNAL, NULL);
@@ -1670,6 +1707,7 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
     struct copy_state *c = q->op_state;
     if (ev->type == OL_STORE_EV_META) {
         const struct ol_meta_version *sv = ev->version;
+        memcpy(c->src_vid, sv->vid, 16);
         if (copy_conditions(q, sv)) {
             copy_fail(q, OL_S3_PRECONDITION_FAILED, NULL);
             return;
@@ -1707,7 +1745,7 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
         if (c->v.cks.algo && ol_ck_init(&c->ck, c->v.cks.algo, ctx->cksum) < 0)
             c->v.cks.algo = 0;
         struct ol_put_args a = {.bucket = q->route.bucket, .key = q->route.key,
-                                .size = c->size, .parity = -1};
+                                .size = c->size, .parity = -1, .cond = c->cond};
         int rc = ol_put_begin(store(q), &a, copy_put_event, q, &c->put);
         if (rc < 0) {
             const char *msg;
@@ -1730,8 +1768,14 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
         int st = ev->status < 0 ? ev->status : -EIO;
         ol_get_end(c->get);
         c->get = NULL;
-        if (st == -ENOENT) {
-            copy_fail(q, OL_S3_NO_SUCH_KEY, NULL);
+        if (st == OL_STORE_EDELMARK && c->src_has_vid) {
+            copy_fail(q, OL_S3_INVALID_REQUEST, "The source of a copy request may not "
+                      "specifically refer to a delete marker by version id.");
+            return;
+        }
+        if (st == -ENOENT || st == OL_STORE_EDELMARK) {
+            copy_fail(q, c->src_has_vid && st == -ENOENT ? OL_S3_NO_SUCH_VERSION
+                                                         : OL_S3_NO_SUCH_KEY, NULL);
             return;
         }
         const char *msg;
@@ -1745,11 +1789,11 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
     copy_pump(q);
 }
 
-/* x-amz-copy-source ("[/]bucket/key[?versionId=null]", percent-encoded)
- * into bucket (64 bytes) and key (OL_S3_KEY_MAX + 1), NUL-terminated.
- * False after answering the error. */
+/* x-amz-copy-source ("[/]bucket/key[?versionId=ID]", percent-encoded)
+ * into bucket (64 bytes) and key (OL_S3_KEY_MAX + 1), NUL-terminated, and
+ * the version asked for (*has_vid, vid). False after answering the error. */
 static bool copy_source(struct ol_s3_req *q, char *bucket, size_t *blen, char *key,
-                        size_t *klen)
+                        size_t *klen, bool *has_vid, uint8_t vid[16])
 {
     const struct ol_http_header *src = hdr(q, "x-amz-copy-source");
     char raw[2 * OL_S3_KEY_MAX + 80], dec[OL_S3_KEY_MAX + 80];
@@ -1761,9 +1805,11 @@ static bool copy_source(struct ol_s3_req *q, char *bucket, size_t *blen, char *k
     memcpy(raw, src->value, src->value_len);
     raw[src->value_len] = 0;
     char *qm = strchr(raw, '?');
+    *has_vid = qm != NULL;
     if (qm) {
-        if (strcmp(qm, "?versionId=null") != 0) {
-            ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "Copying a version is not implemented yet.");
+        if (strncmp(qm, "?versionId=", 11) != 0 ||
+            ol_s3_vid_parse(qm + 11, strlen(qm + 11), vid) < 0) {
+            ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Invalid version id specified");
             return false;
         }
         *qm = 0;
@@ -1795,7 +1841,9 @@ static void copy_object(struct ol_s3_req *q)
 {
     char sb[64], sk[OL_S3_KEY_MAX + 1];
     size_t bl, kl;
-    if (!copy_source(q, sb, &bl, sk, &kl))
+    bool has_vid;
+    uint8_t src_vid[16];
+    if (!copy_source(q, sb, &bl, sk, &kl, &has_vid, src_vid))
         return;
     const struct ol_http_header *dir = hdr(q, "x-amz-metadata-directive");
     bool replace = dir && dir->value_len == 7 && memcmp(dir->value, "REPLACE", 7) == 0;
@@ -1811,14 +1859,22 @@ static void copy_object(struct ol_s3_req *q)
                     "attributes.");
         return;
     }
+    struct ol_store_cond cond;
+    if (!ol_s3_write_cond(q, &cond))
+        return;
     struct copy_state *c = calloc(1, sizeof *c);
     if (!c) {
         ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
         return;
     }
+    c->cond = cond;
     memcpy(c->src_bucket, sb, bl + 1);
     memcpy(c->src_key, sk, kl + 1);
     c->replace = replace;
+    c->src_has_vid = has_vid;
+    if (has_vid)
+        memcpy(c->src_vid, src_vid, 16);
+    ol_s3_vid_new(q, c->new_vid);
     q->op_state = c;
     if (replace) {   /* REPLACE: the request's headers, as PutObject takes them */
         struct user_meta *um = malloc(sizeof *um);
@@ -1849,7 +1905,7 @@ static void copy_object(struct ol_s3_req *q)
                                  ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
     }
     struct ol_get_args a = {.bucket = c->src_bucket, .key = c->src_key, .offset = 0,
-                            .length = -1};
+                            .length = -1, .vid = c->src_has_vid ? c->src_vid : NULL};
     q->abort_handler = copy_client_gone;
     int rc = ol_get_begin(store(q), &a, copy_get_event, q, &c->get);
     if (rc < 0) {
@@ -1872,7 +1928,9 @@ static void upload_part_copy(struct ol_s3_req *q)
         return;
     char sb[64], sk[OL_S3_KEY_MAX + 1];
     size_t bl, kl;
-    if (!copy_source(q, sb, &bl, sk, &kl))
+    bool has_vid;
+    uint8_t src_vid[16];
+    if (!copy_source(q, sb, &bl, sk, &kl, &has_vid, src_vid))
         return;
     const struct ol_http_header *rg = hdr(q, "x-amz-copy-source-range");
     uint64_t first = 0, last = 0;
@@ -1905,6 +1963,9 @@ static void upload_part_copy(struct ol_s3_req *q)
     }
     memcpy(c->src_bucket, sb, bl + 1);
     memcpy(c->src_key, sk, kl + 1);
+    c->src_has_vid = has_vid;
+    if (has_vid)
+        memcpy(c->src_vid, src_vid, 16);
     c->part = true;
     memcpy(c->uid, id, 16);
     c->pnum = (uint32_t)pn;
@@ -1913,7 +1974,7 @@ static void upload_part_copy(struct ol_s3_req *q)
     c->rlen = last - first + 1;
     q->op_state = c;
     struct ol_get_args a = {.bucket = c->src_bucket, .key = c->src_key, .offset = 0,
-                            .length = -1};
+                            .length = -1, .vid = c->src_has_vid ? c->src_vid : NULL};
     q->abort_handler = copy_client_gone;
     int rc = ol_get_begin(store(q), &a, copy_get_event, q, &c->get);
     if (rc < 0) {
@@ -2020,6 +2081,7 @@ static size_t object_headers(struct ol_s3_req *q, const struct ol_meta_version *
 #define ADD(...) do { int k_ = snprintf(h + n, cap - n, __VA_ARGS__); \
                       if (k_ > 0 && (size_t)k_ < cap - n) n += (size_t)k_; } while (0)
     ADD("ETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n", etag, d);
+    n += ol_s3_vid_header(q, v->vid, h + n, cap - n);
     static const struct { const char *param; int hdr; } over[] = {
         {"response-content-type", OL_META_HDR_CONTENT_TYPE},
         {"response-content-language", OL_META_HDR_CONTENT_LANGUAGE},
@@ -2206,7 +2268,7 @@ static void get_event(void *ud, const struct ol_store_event *ev)
         st->done = true;
         get_release(q);
         if (!st->started) {
-            store_error(q, ev->status);
+            ol_s3_get_failed(q, ev);
             return;
         }
         ol_http_req *r = q->r;
@@ -2250,10 +2312,6 @@ static void get_object(struct ol_s3_req *q, bool head, bool tagging)
     memset(st, 0, sizeof *st);
     st->head = head;
     st->tagging = tagging;
-    if (ol_s3_query_has(q->query, q->query_len, "versionId")) {
-        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "versionId is not implemented yet.");
-        return;
-    }
     if (!tagging && ol_s3_query_has(q->query, q->query_len, "partNumber")) {
         long n = part_number(q);
         if (!n)
@@ -2265,43 +2323,16 @@ static void get_object(struct ol_s3_req *q, bool head, bool tagging)
         }
         st->part = (uint32_t)n;
     }
+    int vq = ol_s3_vid_query(q, st->vid);
+    if (vq < 0)
+        return;
+    st->has_vid = vq == 1;
     struct ol_get_args a = {.bucket = q->route.bucket, .key = q->route.key, .offset = 0,
-                            .length = -1};
+                            .length = -1, .vid = st->has_vid ? st->vid : NULL};
     q->abort_handler = get_client_gone;
     int rc = ol_get_begin(store(q), &a, get_event, q, &st->get);
     if (rc < 0)
         store_error(q, rc);
-}
-
-/* ---- DeleteObject --------------------------------------------------------------- */
-
-static void delete_done(void *ud, const struct ol_store_event *ev)
-{
-    struct ol_s3_req *q = ud;
-    if (!q->r) {
-        ol_s3_req_free(q);
-        return;
-    }
-    if (ev->status < 0) {
-        store_error(q, ev->status);
-        return;
-    }
-    if (q->srv->p.catalog)
-        ol_catalog_remove(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len);
-    ol_s3_reply(q, 204, NULL, NULL, NULL, 0);
-}
-
-static void delete_object(struct ol_s3_req *q)
-{
-    if (ol_s3_query_has(q->query, q->query_len, "versionId")) {
-        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "versionId is not implemented yet.");
-        return;
-    }
-    int rc = ol_delete(store(q), q->route.bucket, q->route.key, delete_done, q);
-    if (rc < 0)
-        store_error(q, rc);
-    else
-        q->abort_handler = client_gone_plain;
 }
 
 /* ---- DeleteObjects ------------------------------------------------------------ */
@@ -2311,15 +2342,19 @@ static void delete_object(struct ol_s3_req *q)
 struct del_item {
     char key[OL_S3_KEY_MAX + 1];
     uint16_t klen;
-    bool has_version, bad_key;
+    bool has_version, bad_key, bad_version;
+    uint8_t vid[16];
     enum ol_s3_err err;       /* per key; OL_S3_OK when deleted */
     int status;
+    bool marker, show_vid;    /* the answer (versioning.h, ol_s3_vdel) */
+    uint8_t out_vid[16];
 };
 
 struct del_state {
     struct del_item *items;
     unsigned n, next;
     bool quiet, bad, in_object;
+    struct ol_s3_vdel x;      /* the delete in flight */
 };
 
 static int del_xml_cb(void *ctx, const char *path, size_t depth, const char *text, size_t len,
@@ -2349,7 +2384,9 @@ static int del_xml_cb(void *ctx, const char *path, size_t depth, const char *tex
         it->key[len] = 0;
         it->klen = (uint16_t)len;
     } else if (strcmp(path, "Delete/Object/VersionId") == 0 && d->in_object) {
-        d->items[d->n].has_version = !(len == 4 && memcmp(text, "null", 4) == 0);
+        struct del_item *it = &d->items[d->n];
+        it->has_version = true;
+        it->bad_version = ol_s3_vid_parse(text, len, it->vid) < 0;
     } else if (strcmp(path, "Delete/Object") == 0) {
         if (d->items[d->n].klen == 0 && !d->items[d->n].bad_key)
             return -EINVAL;   /* an Object without a Key */
@@ -2380,8 +2417,16 @@ static void del_reply(struct ol_s3_req *q)
         if (it->err == OL_S3_OK) {
             if (d->quiet)
                 continue;
+            char id[OL_S3_VID_LEN + 1];
+            ol_s3_vid_format(it->out_vid, id);
             ol_xml_open(&w, "Deleted", NULL);
             ol_xml_elem(&w, "Key", it->key, it->klen);
+            if (it->has_version)
+                ol_xml_elem_s(&w, "VersionId", id);
+            if (it->marker) {
+                ol_xml_elem_s(&w, "DeleteMarker", "true");
+                ol_xml_elem_s(&w, "DeleteMarkerVersionId", id);
+            }
             ol_xml_close(&w, "Deleted");
         } else {
             const struct ol_s3_err_info *info = ol_s3_err_info(it->err);
@@ -2405,23 +2450,24 @@ static void del_reply(struct ol_s3_req *q)
 
 static void del_next(struct ol_s3_req *q);
 
-static void del_done(void *ud, const struct ol_store_event *ev)
+static void del_done(struct ol_s3_req *q, struct ol_s3_vdel *x, int status)
 {
-    struct ol_s3_req *q = ud;
     struct del_state *d = q->op_state;
     struct del_item *it = &d->items[d->next++];
-    if (ev->status == OL_STORE_ENOBUCKET && q->r) {   /* the request's error, not a key's */
+    if (status == OL_STORE_ENOBUCKET && q->r) {   /* the request's error, not a key's */
         free(d->items);
         free(d);
         q->op_state = NULL;
         ol_s3_error(q, OL_S3_NO_SUCH_BUCKET, NULL);
         return;
     }
-    if (ev->status < 0) {
+    if (status < 0) {
         const char *msg;
-        it->err = store_err(ev->status, &msg);
-    } else if (q->srv->p.catalog) {
-        ol_catalog_remove(q->srv->p.catalog, q->route.bucket, it->key, it->klen);
+        it->err = store_err(status, &msg);
+    } else {
+        it->marker = x->marker;
+        it->show_vid = x->show_vid;
+        memcpy(it->out_vid, x->out_vid, 16);
     }
     del_next(q);
 }
@@ -2441,10 +2487,13 @@ static void del_next(struct ol_s3_req *q)
         }
         if (it->bad_key) {
             it->err = it->klen >= OL_S3_KEY_MAX ? OL_S3_KEY_TOO_LONG : OL_S3_INVALID_ARGUMENT;
-        } else if (it->has_version) {
+        } else if (it->bad_version) {
             it->err = OL_S3_NO_SUCH_VERSION;
         } else {
-            int rc = ol_delete(store(q), q->route.bucket, it->key, del_done, q);
+            d->x = (struct ol_s3_vdel){.key = it->key, .klen = it->klen,
+                                       .has_vid = it->has_version, .done = del_done};
+            memcpy(d->x.vid, it->vid, 16);
+            int rc = ol_s3_vdel_start(q, &d->x);
             if (rc == 0)
                 return;
             const char *msg;
@@ -2768,7 +2817,13 @@ void ol_s3_dispatch(struct ol_s3_req *q)
         get_object(q, false, true);
         return;
     case OL_OP_DELETE_OBJECT:
-        delete_object(q);
+        ol_s3_delete_object(q);
+        return;
+    case OL_OP_PUT_BUCKET_VERSIONING:
+        ol_s3_put_bucket_versioning(q);
+        return;
+    case OL_OP_LIST_OBJECT_VERSIONS:
+        ol_s3_list_object_versions(q);
         return;
     case OL_OP_DELETE_OBJECTS:
         delete_objects(q);
@@ -2788,4 +2843,25 @@ void ol_s3_dispatch(struct ol_s3_req *q)
                  ol_s3_op_name(q->route.op));
         ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, msg);
     }
+}
+
+/* ---- for versioning.c -------------------------------------------------------------- */
+
+void ol_s3_store_error(struct ol_s3_req *q, int status) { store_error(q, status); }
+
+void ol_s3_etag_quoted(const struct ol_meta_version *v, char out[OL_META_ETAG_STRLEN + 2])
+{
+    etag_of(v, out);
+}
+
+void ol_s3_url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url)
+{
+    url_elem(w, tag, s, n, url);
+}
+
+void ol_s3_owner(struct ol_xml_w *w, const char *tag) { owner_xml(w, tag); }
+
+int ol_s3_qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap)
+{
+    return qparam(q, name, buf, cap);
 }

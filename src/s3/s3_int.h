@@ -39,6 +39,7 @@ struct ol_s3_op_put {
     bool finishing;              /* ol_put_finish took it: waiting for EV_DONE */
     bool body_ended;
     bool is_part;                /* UploadPart: no listing entry */
+    uint8_t vid[16];             /* the new version's id (versioning.h) */
     enum ol_s3_err verdict;
     size_t spill_len;            /* decoded bytes not yet taken by the engine */
     char spill[OL_S3_SPILL];
@@ -50,6 +51,8 @@ struct ol_s3_op_get {
     bool head, started, done;
     bool tagging;                /* GetObjectTagging: answer the tag set at META */
     uint32_t part;               /* ?partNumber=N, 0 = none */
+    bool has_vid;                /* ?versionId= (vid) */
+    uint8_t vid[16];
     const uint8_t *pending;      /* the engine's slice being written out */
     size_t pending_len, pending_off;
 };

@@ -104,14 +104,16 @@ static bool seen_before(const struct ol_catalog *c, unsigned d, const char *rel)
  * The object in directory rel (".openlake/buckets/<b>/objects/<ab>/<hash>",
  * the same on every drive of its set) as a GET would see it: among the
  * drives' latest versions, the newest one that its erasure k drives agree
- * on (ol_meta_same_version), if that is an object. So a write or delete
- * cut short by a crash is listed exactly when it can be read. Returns 1
- * and fills rec, key (OL_LAYOUT_KEY_MAX + 1 bytes) and *klen; 0 when not
- * readable (or not an object).
+ * on (ol_meta_same_version); a delete marker is kept, flagged, for
+ * ListObjectVersions (ListObjects skips it). So a write or delete cut short
+ * by a crash is listed exactly when it can be read. Returns 1 and fills
+ * rec, key (OL_LAYOUT_KEY_MAX + 1 bytes) and *klen; 0 when no version has
+ * a read quorum.
  */
 struct scratch {
     uint8_t *buf;                /* one metadata file */
     struct ol_meta_version *lv;  /* per drive: its latest version */
+    uint32_t *nv;                /* per drive: versions in its file */
     bool *ok;                    /* per drive: lv is valid and of this key */
 };
 
@@ -143,6 +145,7 @@ static int quorum_latest(const struct ol_catalog *c, const char *rel, struct scr
         } else if (f.key.len != *klen || memcmp(key, f.key.p, *klen) != 0) {
             continue;   /* another key's file (hash collision): not this object */
         }
+        sc->nv[i] = f.count;
         ok[i] = true;   /* lv[i]'s pointers are stale now: only its fields are used */
     }
     int best = -1;
@@ -155,15 +158,21 @@ static int quorum_latest(const struct ol_catalog *c, const char *rel, struct scr
         if (cnt >= lv[i].ec.k && (best < 0 || lv[i].mtime_ns > lv[best].mtime_ns))
             best = (int)i;
     }
-    if (best < 0 || lv[best].type != OL_META_OBJECT)
+    if (best < 0)
         return 0;
     const struct ol_meta_version *v = &lv[best];
     memset(rec, 0, sizeof *rec);
-    rec->size = v->size;
     rec->mtime_ns = v->mtime_ns;
-    rec->etag_parts = v->etag_parts;
-    rec->storage_class = v->storage_class;
-    memcpy(rec->etag, v->etag, 16);
+    if (v->type == OL_META_OBJECT) {
+        rec->size = v->size;
+        rec->etag_parts = v->etag_parts;
+        rec->storage_class = v->storage_class;
+        memcpy(rec->etag, v->etag, 16);
+    } else {
+        rec->flags |= OL_INDEX_F_DELETE_MARKER;  /* kept for ListObjectVersions */
+    }
+    if (sc->nv[best] > 1 || !ol_meta_vid_is_null(v->vid))
+        rec->flags |= OL_INDEX_F_VERSIONS;
     memcpy(rec->version_id, v->vid, 16);
     return 1;
 }
@@ -174,8 +183,9 @@ static int rebuild(struct ol_catalog *c, const char *bucket, struct ol_index *id
 {
     char key[OL_LAYOUT_KEY_MAX + 1];
     struct scratch sc = {.buf = buf, .lv = calloc(c->ndrives, sizeof *sc.lv),
+                         .nv = calloc(c->ndrives, sizeof *sc.nv),
                          .ok = calloc(c->ndrives, sizeof *sc.ok)};
-    int rc = sc.lv && sc.ok ? 0 : -ENOMEM;
+    int rc = sc.lv && sc.nv && sc.ok ? 0 : -ENOMEM;
     for (unsigned d = 0; d < c->ndrives && rc == 0; d++) {
         char objs[4400];
         snprintf(objs, sizeof objs, "%s/.openlake/buckets/%s/objects", c->drives[d], bucket);
@@ -210,6 +220,7 @@ static int rebuild(struct ol_catalog *c, const char *bucket, struct ol_index *id
         closedir(top);
     }
     free(sc.lv);
+    free(sc.nv);
     free(sc.ok);
     return rc < 0 ? rc : 0;
 }

@@ -215,6 +215,9 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
     rc = ol_se_mpu_open(s, p, err, errlen);
     if (rc < 0)
         goto fail;
+    rc = ol_se_ver_open(s, err, errlen);
+    if (rc < 0)
+        goto fail;
     ol_format_plan_free(&plan);
     *out = s;
     return 0;
@@ -229,6 +232,7 @@ void ol_store_close(struct ol_store *s)
     if (!s)
         return;
     ol_se_mpu_close(s);
+    ol_se_ver_close(s);
     if (s->drives) {
         for (unsigned i = 0; i < s->n; i++) {
             if (s->drives[i].dfd >= 0)
@@ -412,6 +416,7 @@ void ol_se_req_put(struct ol_sreq *r)
 {
     struct ol_store_core *c = r->c;
     ol_timer_cancel(c->loop, &r->timer);
+    ol_se_key_unlock(r);
     r->in_use = false;
     c->freel[c->nfree++] = (uint32_t)((union ol_sreq_u *)r - c->reqs);
 }
@@ -786,9 +791,17 @@ void ol_se_done(struct ol_sreq *r, int status)
 {
     ol_store_cb cb = r->cb;
     void *ud = r->ud;
+    /* the key's commit lock is held through the callback, so what the
+     * caller records of the commit (the listing index) is ordered too */
+    struct ol_store *s = r->c->s;
+    bool locked = r->locked;
+    unsigned slot = r->lock_slot;
+    r->locked = false;
     ol_se_req_put(r);
     struct ol_store_event ev = {.type = OL_STORE_EV_DONE, .status = status};
     cb(ud, &ev);
+    if (locked)
+        ol_se_key_unlock_slot(s, slot);
 }
 
 /* ---- metadata ---------------------------------------------------------------------- */
@@ -813,11 +826,11 @@ void ol_se_meta_decode(struct ol_sreq *r, struct ol_sdrv *d)
         d->ms = OL_SE_M_KEY;
         return;
     }
-    if (ol_meta_latest(&d->mf, &d->v) < 0 || d->v.type != OL_META_OBJECT) {
-        d->ms = OL_SE_M_OTHER;
-        return;
-    }
-    d->ms = OL_SE_M_OK;
+    int rc2 = r->has_vid ? ol_meta_find(&d->mf, r->want_vid, &d->v) : ol_meta_latest(&d->mf, &d->v);
+    if (rc2 < 0)
+        d->v.type = 0; /* no such version: d->v holds nothing */
+    /* OTHER with d->v a delete marker: the version (the latest) is one */
+    d->ms = rc2 >= 0 && d->v.type == OL_META_OBJECT ? OL_SE_M_OK : OL_SE_M_OTHER;
 }
 
 bool ol_se_same_version(const struct ol_meta_version *a, const struct ol_meta_version *b)

@@ -26,6 +26,9 @@
  *   <drive>/.openlake/tmp/<tid>/part.1             shard file of a PUT in flight
  *   <drive>/.openlake/tmp/<tid>.meta               metadata file being written
  *   <drive>/.openlake/buckets/<bucket>/            a bucket
+ *   <drive>/.openlake/buckets/<bucket>/versioning  its versioning state (engine_ver.c;
+ *                                                  absent: never versioned)
+ *   <drive>/.openlake/tmp/<tid>.ver                versioning file being written
  *   <drive>/.openlake/buckets/<bucket>/objects/<ab>/<hash>/meta
  *                                                  the object's metadata (meta.h)
  *   <drive>/.openlake/buckets/<bucket>/objects/<ab>/<hash>/<data-dir>/part.<n>
@@ -86,8 +89,10 @@
  *         are removed and the PUT fails with -EIO; nothing was visible --
  *   4. mkdir objects/<ab> and objects/<ab>/<hash> (each new directory's
  *      parent fsynced); rename tmp/<tid> -> <hash>/<data-dir>
- *   5. read <hash>/meta (the other versions are kept; the null version is
- *      replaced: unversioned semantics), write the new file to tmp/<tid>.meta,
+ *   5. take the key's commit lock (see "versions"); read <hash>/meta and
+ *      decide a conditional write on it; the new version is added as the
+ *      latest (a null one replaces the null version, wherever it stood),
+ *      every other version is kept; write the new file to tmp/<tid>.meta,
  *      fsync it, rename it over <hash>/meta, fsync <hash>/    <- visible
  *   6. quorum of drives through 5: the replaced version's data dir is
  *      removed (its part files, then the directory) and EV_DONE(0).
@@ -117,7 +122,10 @@
  * DELETE per drive: read meta (its data dirs), unlink meta, fsync <hash>/,
  * remove the data dirs, rmdir <hash> and <ab> (when empty). Success when
  * a write quorum of drives no longer hold the object (a missing object is
- * success, as in S3).
+ * success, as in S3). DELETE of a version (ol_delete_version): the file
+ * without it written and renamed like a PUT's (or the whole removal above
+ * when it was the last version), then its data dir removed. A delete
+ * marker is a PUT (of 0 bytes). Both DELETEs hold the key's commit lock.
  *
  * ---- multipart uploads ------------------------------------------------------------
  *
@@ -189,9 +197,12 @@
  * A crash therefore leaves an upload whole or gone on each drive, and the
  * object old or new as after a PUT, never a mix.
  *
- * Concurrency: every request lives on the core that began it, without
- * locks; two requests on one key at the same time (on one core or two) are
- * not ordered yet (the per-object lock is the cluster layer's, later).
+ * Concurrency: every request lives on the core that began it; writes of
+ * one key (on one core or two) are ordered by the key's commit lock, held
+ * from reading the old metadata to the end of the request, so no commit
+ * is lost and a conditional write is decided on what it replaces (see
+ * "versions and conditional writes"). The lock table is in memory: it
+ * orders the requests of this process (a cluster needs its own lock).
  * Directory races between a DELETE removing empty <ab>/<hash> directories
  * and a PUT creating them are retried by the PUT.
  *
@@ -371,6 +382,78 @@ struct ol_store_event {
 /* Runs on the core's loop thread. */
 typedef void (*ol_store_cb)(void *ud, const struct ol_store_event *ev);
 
+/* ---- versions and conditional writes ---- */
+
+/*
+ * Versions (S3 versioning): the caller chooses each new version's id. A
+ * version with the all-zero (null) id replaces the key's null version
+ * wherever it stood and becomes the latest (a bucket never versioned, or
+ * versioning Suspended); any other id is added as the latest and every
+ * other version is kept (Enabled). A delete marker is written as a PUT
+ * of 0 bytes whose version has type OL_META_DELETE_MARKER.
+ *
+ * Commit lock: every write that rewrites an object's metadata (PUT,
+ * delete marker, Complete, DELETE of a version or of the object) holds the
+ * key's commit lock (one table for the whole store, shared by the cores)
+ * from reading the old metadata until its request is released; a write
+ * finding the lock taken waits (it is retried every timer tick), except a
+ * conditional write, which fails with OL_STORE_ECONFLICT (S3's 409
+ * ConditionalRequestConflict). The lock is let go after the EV_DONE
+ * callback returns, so what the caller records there (the listing index)
+ * follows the commit order too. So two writes of one key, on one core or
+ * two, commit one after the other: no version is lost, and of several
+ * racing If-None-Match: * writes exactly one succeeds.
+ */
+#define OL_STORE_EPRECOND  (-EALREADY)  /* PreconditionFailed (412) */
+#define OL_STORE_ECONFLICT (-EDEADLK)   /* ConditionalRequestConflict (409) */
+#define OL_STORE_EDELMARK  (-EOWNERDEAD)/* the version (or the latest) is a delete
+                                           marker: S3 405 / 404 with
+                                           x-amz-delete-marker */
+/* Keys whose commit lock is held at once, in the whole store (a request
+ * that finds the table full waits as for a taken lock). */
+#define OL_STORE_KEY_LOCKS 4096u
+
+enum ol_store_cond_kind {
+    OL_STORE_COND_NONE = 0,
+    OL_STORE_COND_ABSENT,   /* If-None-Match: *: OL_STORE_EPRECOND when the latest
+                               version is an object */
+    OL_STORE_COND_MATCH,    /* If-Match: -ENOENT when there is no object (the
+                               latest is a delete marker or none), OL_STORE_EPRECOND
+                               when its ETag differs */
+};
+
+struct ol_store_cond {
+    uint8_t kind;           /* enum ol_store_cond_kind */
+    uint16_t etag_parts;    /* MATCH: the ETag as etag + part count */
+    uint8_t etag[16];
+};
+
+/* Bucket versioning state (S3 GetBucketVersioning). */
+enum ol_store_versioning {
+    OL_STORE_VER_OFF = 0,       /* never enabled: no Status */
+    OL_STORE_VER_ENABLED = 1,
+    OL_STORE_VER_SUSPENDED = 2,
+};
+
+/*
+ * The bucket's versioning state, from memory (read from the drives at
+ * ol_store_open, kept by ol_store_versioning_set). Any thread.
+ */
+enum ol_store_versioning ol_store_versioning_get(struct ol_store *s, const char *bucket);
+/*
+ * PutBucketVersioning: writes the bucket's versioning file (see
+ * docs/store-meta.md, "bucket versioning file") on every drive of every
+ * set: tmp, fsync, rename, fsync of the bucket directory. EV_DONE: 0 (a
+ * write quorum of every set holds it; the memory state is updated),
+ * OL_STORE_ENOBUCKET, -EIO. Returns 0, -EBUSY, -EINVAL (state).
+ */
+int ol_store_versioning_set(struct ol_store_core *c, const char *bucket,
+                            enum ol_store_versioning state, ol_store_cb cb, void *ud);
+/* The store a core belongs to. */
+struct ol_store *ol_store_core_store(const struct ol_store_core *c);
+/* 16 random bytes for a new version id (the core's generator). */
+void ol_store_random_id(struct ol_store_core *c, uint8_t out[16]);
+
 /* ---- PUT ---- */
 
 struct ol_put_args {
@@ -379,6 +462,7 @@ struct ol_put_args {
     uint64_t size;        /* exactly this many bytes follow */
     int parity;           /* -1 = the store's; else 0..dps/2 with dps - parity <= 16
                              (storage class: ol_layout_parity_for_class) */
+    struct ol_store_cond cond;  /* conditional write; zero = none */
 };
 
 /*
@@ -402,9 +486,10 @@ int ol_put_begin(struct ol_store_core *c, const struct ol_put_args *a, ol_store_
 int ol_put_write(struct ol_put *p, const void *data, size_t len);
 /*
  * Ends the body. v holds what the S3 layer decided (etag, etag_parts,
- * hdr[], user (array form), tagging, storage_class, cks); the engine fills
- * type, vid (null), mtime, size, ec, data_dir, one part and the inline
- * data, encodes v at once (v and what it points to may go away when this
+ * hdr[], user (array form), tagging, storage_class, cks, vid: see
+ * "versions" above; type: OL_META_DELETE_MARKER writes a delete marker,
+ * size 0 only); the engine fills mtime, size, ec, data_dir, one part and
+ * the inline data, encodes v at once (v and what it points to may go away when this
  * returns). Returns 0: the put now belongs to the engine, EV_DONE comes
  * with 0 once a write quorum holds it durably (or -EIO, OL_STORE_ENOBUCKET,
  * ...) and the put is released after that callback. Returns -EINVAL (fewer
@@ -426,12 +511,21 @@ struct ol_get_args {
     const char *key;
     uint64_t offset;      /* first byte */
     int64_t length;       /* bytes; -1 = to the end */
+    const uint8_t *vid;   /* NULL = the latest version; else that version (16
+                             bytes, copied; zero = the null version) */
+    bool raw;             /* ListObjectVersions: EV_META hands over the whole
+                             metadata file (ev->data, ev->len: the valid copy
+                             whose latest version is newest) and ev->version
+                             its latest version (object or delete marker);
+                             then ol_get_end. No read quorum is asked for */
 };
 
 /*
  * Starts a GET: reads the metadata from the set's drives, then the callback
  * gets EV_META (status 0, the version) or EV_DONE (-ENOENT,
- * OL_STORE_ENOBUCKET, -EIO). Either way the caller ends it with ol_get_end.
+ * OL_STORE_ENOBUCKET, -EIO, or OL_STORE_EDELMARK: the version asked for,
+ * or the latest, is a delete marker, given in ev->version during the
+ * callback; a version id that is not there is -ENOENT). Either way the caller ends it with ol_get_end.
  * Returns 0 and *out, or -EBUSY. No callback runs inside this call.
  * HEAD: ol_get_end after EV_META.
  */
@@ -481,6 +575,31 @@ void ol_get_end(struct ol_get *g);
  */
 int ol_delete(struct ol_store_core *c, const char *bucket, const char *key, ol_store_cb cb,
               void *ud);
+
+struct ol_delete_args {
+    const char *bucket;   /* NUL-terminated, validated; copied */
+    const char *key;
+    uint8_t vid[16];      /* the version to remove (zero = the null version) */
+    /* OUT, valid at EV_DONE 0 */
+    bool found;           /* a quorum of drives held that version */
+    bool was_marker;      /* it was a delete marker */
+    uint8_t latest;       /* what is the latest now: 0 no version left,
+                             OL_META_OBJECT, OL_META_DELETE_MARKER */
+    bool more;            /* more than one version is left, or it is not null */
+    struct ol_meta_version lv; /* the latest now: its scalar fields only (size,
+                                  mtime, etag, etag_parts, storage_class, vid) */
+};
+
+/*
+ * DeleteObject?versionId: removes one version of the key on every drive
+ * of its set, under the key's commit lock: the metadata rewritten without
+ * it (tmp, fsync, rename, fsync), or removed with the object directory
+ * when it was the last version; then its data dir. a stays the caller's
+ * until EV_DONE. EV_DONE: 0 (also when no drive had the version: found
+ * false), OL_STORE_ENOBUCKET, -EIO. Returns 0 or -EBUSY.
+ */
+int ol_delete_version(struct ol_store_core *c, struct ol_delete_args *a, ol_store_cb cb,
+                      void *ud);
 
 /* ---- buckets ---- */
 
@@ -580,6 +699,8 @@ struct ol_mpu_complete_args {
     uint64_t mtime_ns;    /* OUT, valid at EV_DONE 0: the version's mtime */
     uint8_t storage_class;/* OUT, valid at EV_DONE 0: the upload's (for the
                              listing index, with size, etag, nparts, mtime) */
+    uint8_t vid[16];      /* the new version's id (see "versions") */
+    struct ol_store_cond cond;  /* conditional write; zero = none */
 };
 
 /*

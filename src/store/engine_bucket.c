@@ -9,23 +9,31 @@
  * (statx, then rmdir of the 256 <ab> directories, stopping at a non-empty
  * one); phase RM removes objects/, uploads/ and the bucket per set. Exists:
  * statx per set (phase MAIN). ListMultipartUploads is Exists, then a read
- * of the upload registry (engine_mpu.c). A bucket with uploads in progress
+ * of the upload registry (engine_mpu.c). PutBucketVersioning (phase MAIN):
+ * statx, the versioning file (engine_ver.c) written to tmp, fsynced,
+ * renamed into the bucket, the bucket fsynced; Delete removes that file
+ * before the bucket directory. A bucket with uploads in progress
  * is not empty (-ENOTEMPTY: abort them first).
  */
 #include "store/engine_int.h"
+
+#include "base/le.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
-enum { OL_SE_BOP_CREATE = 1, OL_SE_BOP_DELETE, OL_SE_BOP_EXISTS, OL_SE_BOP_UPLOADS };
+enum { OL_SE_BOP_CREATE = 1, OL_SE_BOP_DELETE, OL_SE_BOP_EXISTS, OL_SE_BOP_UPLOADS,
+       OL_SE_BOP_VERSIONING };
 enum { OL_SE_BPH_MAIN = 1, OL_SE_BPH_UNDO, OL_SE_BPH_SCAN, OL_SE_BPH_RM };
 enum {
     OL_SE_B_MK = 1, OL_SE_B_MKO, OL_SE_B_SYNC1, OL_SE_B_SYNC2,
     OL_SE_B_UNO, OL_SE_B_UNB,
     OL_SE_B_STAT, OL_SE_B_SCAN,
     OL_SE_B_RMO, OL_SE_B_RMU, OL_SE_B_RMB, OL_SE_B_RMSYNC,
-    OL_SE_B_XSTAT,
+    OL_SE_B_XSTAT, OL_SE_B_RMV,
+    OL_SE_B_VSTAT, OL_SE_B_VOPEN, OL_SE_B_VWRITE, OL_SE_B_VSYNC, OL_SE_B_VCLOSE,
+    OL_SE_B_VRENAME, OL_SE_B_VSYNCED, OL_SE_B_VUNLINK,
 };
 
 static unsigned ol_se_gpos(const struct ol_sreq *r, unsigned pos) { return r->bset * r->n + pos; }
@@ -136,6 +144,12 @@ void ol_se_bkt_drive(struct ol_sdrv *d, int res)
         }
         if (res < 0 && res != -ENOENT)
             return ol_se_bkt_fail(d, res);
+        d->step = OL_SE_B_RMV;
+        ol_se_unlinkat(d, r->p_part, 0); /* the versioning file */
+        return;
+    case OL_SE_B_RMV:
+        if (res < 0 && res != -ENOENT)
+            return ol_se_bkt_fail(d, res);
         d->step = OL_SE_B_RMB;
         ol_se_unlinkat(d, r->p_bucket, AT_REMOVEDIR);
         return;
@@ -151,6 +165,54 @@ void ol_se_bkt_drive(struct ol_sdrv *d, int res)
     /* exists */
     case OL_SE_B_XSTAT:
         return ol_se_bucket_stat_end(d, res);
+    /* versioning: the file to tmp, fsync, rename, fsync the bucket */
+    case OL_SE_B_VSTAT:
+        if (res < 0)
+            return ol_se_bucket_stat_end(d, res);
+        d->step = OL_SE_B_VOPEN;
+        ol_se_openat(d, r->p_tmeta, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+        return;
+    case OL_SE_B_VOPEN:
+        if (res < 0)
+            return ol_se_bkt_fail(d, res);
+        d->fd = res;
+        d->step = OL_SE_B_VWRITE;
+        ol_se_write(d, d->fd, r->tmpl, OL_SE_VER_FILE, 0);
+        return;
+    case OL_SE_B_VWRITE:
+        if (res != (int)OL_SE_VER_FILE)
+            d->err = res < 0 ? res : -EIO;
+        d->step = d->err ? OL_SE_B_VCLOSE : OL_SE_B_VSYNC;
+        if (d->err)
+            ol_se_close(d, d->fd);
+        else
+            ol_se_fsync(d, d->fd, 0);
+        return;
+    case OL_SE_B_VSYNC:
+        if (res < 0)
+            d->err = res;
+        d->step = OL_SE_B_VCLOSE;
+        ol_se_close(d, d->fd);
+        return;
+    case OL_SE_B_VCLOSE:
+        d->fd = -1;
+        if (d->err) {
+            d->step = OL_SE_B_VUNLINK; /* ends (default) after the unlink */
+            ol_se_unlinkat(d, r->p_tmeta, 0);
+            return;
+        }
+        d->step = OL_SE_B_VRENAME;
+        ol_se_renameat(d, r->p_tmeta, r->p_part);
+        return;
+    case OL_SE_B_VRENAME:
+        if (res < 0)
+            return ol_se_bkt_fail(d, res);
+        return ol_se_fsync_dir(d, r->p_bucket, OL_SE_B_VSYNCED);
+    case OL_SE_B_VSYNCED:
+        if (res < 0)
+            return ol_se_bkt_fail(d, res);
+        d->committed = true;
+        return ol_se_drive_end(d);
     default:
         return ol_se_drive_end(d);
     }
@@ -172,6 +234,9 @@ static void ol_se_bkt_start_set(struct ol_sreq *r)
             if (r->bop == OL_SE_BOP_CREATE) {
                 d->step = OL_SE_B_MK;
                 ol_se_mkdirat(d, r->p_bucket);
+            } else if (r->bop == OL_SE_BOP_VERSIONING) {
+                d->step = OL_SE_B_VSTAT;
+                ol_se_statx(d, r->p_bucket);
             } else {
                 d->step = OL_SE_B_XSTAT;
                 ol_se_statx(d, r->p_bucket);
@@ -231,6 +296,14 @@ bool ol_se_bkt_step(struct ol_sreq *r)
                 return false;
             }
             r->sets_existed += had >= wq;
+        } else if (r->bop == OL_SE_BOP_VERSIONING) {
+            unsigned done = 0;
+            for (unsigned i = 0; i < r->n; i++)
+                done += !r->d[i].err && r->d[i].committed;
+            if (done >= wq)
+                r->sets_present++;
+            else if (absent >= rq)
+                r->sets_absent++;
         } else {
             if (present >= rq)
                 r->sets_present++;
@@ -244,9 +317,12 @@ bool ol_se_bkt_step(struct ol_sreq *r)
         if (r->bop == OL_SE_BOP_CREATE) {
             ol_se_done(r, r->sets_existed == s->sets ? -EEXIST : 0);
         } else if (r->sets_present == s->sets) {
+            int st = 0;
             if (r->bop == OL_SE_BOP_UPLOADS)
                 ol_se_mpu_list_fill(r);
-            ol_se_done(r, 0);
+            if (r->bop == OL_SE_BOP_VERSIONING)
+                st = ol_se_ver_set(r->c->s, r->bucket, r->tmpl[6], ol_le_ld64(r->tmpl + 8));
+            ol_se_done(r, st);
         }
         else
             ol_se_done(r, r->sets_absent == s->sets ? OL_STORE_ENOBUCKET : -EIO);
@@ -285,10 +361,24 @@ bool ol_se_bkt_step(struct ol_sreq *r)
             ol_se_bkt_start_set(r);
             return false;
         }
+        if (r->status == 0)
+            ol_se_ver_forget(r->c->s, r->bucket);
         ol_se_done(r, r->status);
         return true;
     }
     return false;
+}
+
+/* Starts operation bop on set 0 (no callback inside the call); 0. */
+static int ol_se_bkt_run(struct ol_sreq *r, uint8_t bop)
+{
+    r->bop = bop;
+    r->bset = 0;
+    r->phase = bop == OL_SE_BOP_DELETE ? OL_SE_BPH_SCAN : OL_SE_BPH_MAIN;
+    r->in_api = true;
+    ol_se_bkt_start_set(r);
+    r->in_api = false;
+    return 0;
 }
 
 static int ol_se_bkt_begin(struct ol_store_core *c, uint8_t bop, const char *bucket,
@@ -299,13 +389,8 @@ static int ol_se_bkt_begin(struct ol_store_core *c, uint8_t bop, const char *buc
         return -EBUSY;
     ol_se_names(r, bucket, NULL);
     ol_se_join(r->p_uploads, r->p_bucket, "/uploads", NULL);
-    r->bop = bop;
-    r->bset = 0;
-    r->phase = bop == OL_SE_BOP_DELETE ? OL_SE_BPH_SCAN : OL_SE_BPH_MAIN;
-    r->in_api = true;
-    ol_se_bkt_start_set(r);
-    r->in_api = false;
-    return 0;
+    ol_se_join(r->p_part, r->p_bucket, "/versioning", NULL);
+    return ol_se_bkt_run(r, bop);
 }
 
 int ol_store_bucket_create(struct ol_store_core *c, const char *bucket, ol_store_cb cb, void *ud)
@@ -335,11 +420,21 @@ int ol_mpu_list_uploads(struct ol_store_core *c, struct ol_mpu_list_uploads_args
         return -EBUSY;
     ol_se_names(r, a->bucket, NULL);
     r->lu = a;
-    r->bop = OL_SE_BOP_UPLOADS;
-    r->bset = 0;
-    r->phase = OL_SE_BPH_MAIN;
-    r->in_api = true;
-    ol_se_bkt_start_set(r);
-    r->in_api = false;
-    return 0;
+    return ol_se_bkt_run(r, OL_SE_BOP_UPLOADS);
+}
+
+int ol_store_versioning_set(struct ol_store_core *c, const char *bucket,
+                            enum ol_store_versioning state, ol_store_cb cb, void *ud)
+{
+    if (state != OL_STORE_VER_ENABLED && state != OL_STORE_VER_SUSPENDED)
+        return -EINVAL;
+    struct ol_sreq *r = ol_se_req_get(c, OL_SE_BKT, cb, ud);
+    if (!r)
+        return -EBUSY;
+    ol_se_names(r, bucket, NULL);
+    ol_se_join(r->p_part, r->p_bucket, "/versioning", NULL);
+    ol_se_random_id(c, r->tid);
+    ol_se_path_id(r->p_tmeta, OL_FORMAT_DIR "/tmp", r->tid, ".ver");
+    ol_se_ver_encode(r->tmpl, (uint8_t)state, ol_se_now_ns());
+    return ol_se_bkt_run(r, OL_SE_BOP_VERSIONING);
 }

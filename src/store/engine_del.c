@@ -4,6 +4,14 @@
  * directory, remove every version's data dir, then the object directory
  * and its <ab> parent when they are empty. A drive without the file (or
  * with another key's file) already does not hold the object.
+ *
+ * DELETE of one version (ol_delete_version): the same read; a drive
+ * without the version is done; when it is the file's only version, the
+ * whole-object removal above; else the file without it is written to
+ * tmp/<tid>.meta, fsynced, renamed over meta, the object directory
+ * fsynced, then that version's data dir removed. Both hold the key's
+ * commit lock (engine_ver.c) from before the read to the end: phase 0
+ * waits for it.
  */
 #include "store/engine_int.h"
 
@@ -12,7 +20,7 @@
 #include <string.h>
 
 enum { D_OPEN = 1, D_READ, D_CLOSE, D_STAT, D_UNLINK, D_SYNCED, D_DATA, D_RMOBJ, D_RMAB,
-       D_FAILCLOSE };
+       D_FAILCLOSE, D_TOPEN, D_TWRITE, D_TSYNC, D_TCLOSE, D_TRENAME, D_TSYNCED, D_TUNLINK };
 
 static void drive_fail(struct ol_sdrv *d, int err) { ol_se_drive_fail(d, err, D_FAILCLOSE); }
 
@@ -22,7 +30,7 @@ static void data_next(struct ol_sdrv *d)
 {
     struct ol_sreq *r = d->s.r;
     static const uint8_t zero[16];
-    while (!d->old_dd && (d->ms == OL_SE_M_OK || d->ms == OL_SE_M_OTHER)) {
+    while (!d->old_dd && !d->one && (d->ms == OL_SE_M_OK || d->ms == OL_SE_M_OTHER)) {
         if (ol_meta_next(&d->mf, &d->v) != 1)
             break;
         if (d->v.type == OL_META_OBJECT && !d->v.has_inline && memcmp(d->v.data_dir, zero, 16)) {
@@ -49,8 +57,45 @@ static void data_next(struct ol_sdrv *d)
         }
         return;
     }
+    if (d->one)
+        return ol_se_drive_end(d); /* other versions stay */
     d->step = D_RMOBJ;
     ol_se_unlinkat(d, r->p_obj, AT_REMOVEDIR);
+}
+
+/* DELETE of a version, after the read: d->v is the version (type 0: not
+ * on this drive). */
+static void version_start(struct ol_sdrv *d)
+{
+    struct ol_sreq *r = d->s.r;
+    struct ol_delete_args *a = r->da;
+    if (d->ms == OL_SE_M_BAD)
+        return drive_fail(d, -EIO); /* a corrupt copy: left for heal */
+    if (d->v.type == 0) {
+        d->committed = true; /* nothing of it here */
+        return ol_se_drive_end(d);
+    }
+    d->valid = true;
+    if (d->v.type == OL_META_DELETE_MARKER)
+        a->was_marker = true;
+    if (d->mf.count == 1) {   /* the last version: the object goes */
+        ol_meta_rewind(&d->mf);
+        d->step = D_UNLINK;
+        ol_se_unlinkat(d, r->p_meta, 0);
+        return;
+    }
+    int n = ol_meta_remove_version(d->mbuf, d->mlen, r->want_vid, d->nbuf, r->c->s->meta_cap);
+    struct ol_meta_file nf;
+    struct ol_meta_version lv;
+    if (n < 0 || ol_meta_open(d->nbuf, (size_t)n, &nf) < 0 || ol_meta_latest(&nf, &lv) < 0)
+        return drive_fail(d, -EIO);
+    static const uint8_t zero[16];
+    a->latest = lv.type;
+    a->more = nf.count > 1 || memcmp(lv.vid, zero, 16) != 0;
+    a->lv = lv;
+    d->nlen = (uint32_t)n;
+    d->step = D_TOPEN;
+    ol_se_openat(d, r->p_tmeta, O_CREAT | O_TRUNC | O_WRONLY, 0600);
 }
 
 void ol_se_del_drive(struct ol_sdrv *d, int res)
@@ -85,6 +130,8 @@ void ol_se_del_drive(struct ol_sdrv *d, int res)
             return ol_se_drive_end(d); /* another key's object: not ours to remove */
         if (d->ms == OL_SE_M_ERR)
             return drive_fail(d, -EIO);
+        if (r->da)
+            return version_start(d);
         d->step = D_UNLINK;
         ol_se_unlinkat(d, r->p_meta, 0);
         return;
@@ -105,6 +152,51 @@ void ol_se_del_drive(struct ol_sdrv *d, int res)
         return data_next(d);
     case D_DATA:
         return data_next(d);
+    case D_TOPEN:
+        if (res < 0)
+            return drive_fail(d, res);
+        d->fd = res;
+        d->step = D_TWRITE;
+        ol_se_write(d, d->fd, d->nbuf, d->nlen, 0);
+        return;
+    case D_TWRITE:
+        if (res != (int)d->nlen)
+            d->err = res < 0 ? res : -EIO;
+        d->step = D_TSYNC;
+        ol_se_fsync(d, d->fd, 0);
+        return;
+    case D_TSYNC:
+        if (res < 0 && !d->err)
+            d->err = res;
+        d->step = D_TCLOSE;
+        ol_se_close(d, d->fd);
+        d->fd = -1;
+        return;
+    case D_TCLOSE:
+        if (d->err) {
+            d->step = D_TUNLINK;
+            ol_se_unlinkat(d, r->p_tmeta, 0);
+            return;
+        }
+        d->step = D_TRENAME;
+        ol_se_renameat(d, r->p_tmeta, r->p_meta);
+        return;
+    case D_TRENAME:
+        if (res < 0)
+            return drive_fail(d, res);
+        return ol_se_fsync_dir(d, r->p_obj, D_TSYNCED);
+    case D_TSYNCED: {
+        static const uint8_t zero[16];
+        if (res < 0)
+            return drive_fail(d, res);
+        d->committed = true;
+        d->one = true;
+        if (d->v.type == OL_META_OBJECT && !d->v.has_inline && memcmp(d->v.data_dir, zero, 16)) {
+            d->old_dd = true;
+            d->iter2 = 0;
+        }
+        return data_next(d);
+    }
     case D_RMOBJ:
         if (res < 0)
             return ol_se_drive_end(d); /* not empty (leftovers for the scanner) */
@@ -116,8 +208,24 @@ void ol_se_del_drive(struct ol_sdrv *d, int res)
     }
 }
 
+/* Phase 1 (the read on every drive) once the key's commit lock is held. */
+static void del_start(struct ol_sreq *r)
+{
+    if (!ol_se_key_lock(r)) {
+        r->kick = true;
+        ol_timer_arm(r->c->loop, &r->timer, OL_SE_LOCK_RETRY_MS);
+        return;
+    }
+    r->phase = 1;
+    ol_se_open_phase(r, r->p_meta, D_OPEN);
+}
+
 bool ol_se_del_step(struct ol_sreq *r)
 {
+    if (r->phase == 0) {
+        del_start(r);
+        return false;
+    }
     if (r->active || !ol_se_can_emit(r))
         return false;
     const struct ol_store *s = r->c->s;
@@ -132,6 +240,12 @@ bool ol_se_del_step(struct ol_sreq *r)
     }
     struct ol_store_stats *st = &r->c->st;
     if (ok >= ol_layout_write_quorum(r->n, m)) {
+        if (r->da) {
+            unsigned had = 0;
+            for (unsigned i = 0; i < r->n; i++)
+                had += r->d[i].valid;
+            r->da->found = had > 0;
+        }
         st->deletes++;
         if (ok < r->n) {
             st->write_drive_failures += r->n - ok;
@@ -156,9 +270,29 @@ int ol_delete(struct ol_store_core *c, const char *bucket, const char *key, ol_s
         return -EBUSY;
     ol_se_names(r, bucket, key);
     ol_se_drives_init(r);
-    r->phase = 1;
     r->in_api = true;
-    ol_se_open_phase(r, r->p_meta, D_OPEN);
+    del_start(r);
+    r->in_api = false;
+    return 0;
+}
+
+int ol_delete_version(struct ol_store_core *c, struct ol_delete_args *a, ol_store_cb cb,
+                      void *ud)
+{
+    struct ol_sreq *r = ol_se_req_get(c, OL_SE_DEL, cb, ud);
+    if (!r)
+        return -EBUSY;
+    a->found = a->was_marker = a->more = false;
+    a->latest = 0;
+    ol_se_names(r, a->bucket, a->key);
+    ol_se_drives_init(r);
+    r->da = a;
+    r->has_vid = true;
+    memcpy(r->want_vid, a->vid, 16);
+    ol_se_random_id(c, r->tid);
+    ol_se_path_id(r->p_tmeta, OL_FORMAT_DIR "/tmp", r->tid, ".meta");
+    r->in_api = true;
+    del_start(r);
     r->in_api = false;
     return 0;
 }

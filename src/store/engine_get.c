@@ -208,7 +208,38 @@ static int choose(struct ol_sreq *r)
     }
     if (present < rq)
         return present == 0 && nob >= rq ? OL_STORE_ENOBUCKET : -EIO;
+    /* a delete marker a read quorum agree on: r->sel is a drive holding it */
+    for (unsigned i = 0; i < r->n; i++) {
+        const struct ol_sdrv *d = &r->d[i];
+        if (d->ms != OL_SE_M_OTHER || d->v.type != OL_META_DELETE_MARKER)
+            continue;
+        unsigned cnt = 0;
+        for (unsigned j = 0; j < r->n; j++)
+            cnt += r->d[j].ms == OL_SE_M_OTHER && r->d[j].v.type == OL_META_DELETE_MARKER &&
+                   r->d[j].v.mtime_ns == d->v.mtime_ns && !memcmp(r->d[j].v.vid, d->v.vid, 16);
+        if (cnt >= rq) {
+            r->sel = (int)i;
+            return OL_STORE_EDELMARK;
+        }
+    }
     return notobj >= rq ? -ENOENT : -EIO;
+}
+
+/* ListObjectVersions: the drive whose valid copy of the file has the newest
+ * latest version (any type), or -errno as choose(). */
+static int choose_raw(struct ol_sreq *r)
+{
+    int best = -1;
+    for (unsigned i = 0; i < r->n; i++) {
+        const struct ol_sdrv *d = &r->d[i];
+        if ((d->ms == OL_SE_M_OK || d->ms == OL_SE_M_OTHER) && d->v.type &&
+            (best < 0 || d->v.mtime_ns > r->d[best].v.mtime_ns))
+            best = (int)i;
+    }
+    if (best >= 0)
+        return best;
+    int st = choose(r);
+    return st < 0 && st != OL_STORE_EDELMARK ? st : -EIO;
 }
 
 static void setup(struct ol_sreq *r, int sel)
@@ -539,7 +570,7 @@ bool ol_se_get_step(struct ol_sreq *r)
         return ended(r);
     switch (r->phase) {
     case GPH_META: {
-        int sel = choose(r);
+        int sel = r->raw ? choose_raw(r) : choose(r);
         if (sel < 0) {
             if (!ol_se_can_emit(r))
                 return false;
@@ -547,7 +578,25 @@ bool ol_se_get_step(struct ol_sreq *r)
             r->phase = GPH_FAILED;
             r->done_sent = true;
             account(r);
-            ol_se_emit(r, OL_STORE_EV_DONE, sel);
+            struct ol_store_event ev = {.type = OL_STORE_EV_DONE, .status = sel};
+            if (sel == OL_STORE_EDELMARK)
+                ev.version = &r->d[r->sel].v;
+            r->cbdepth++;
+            r->cb(r->ud, &ev);
+            r->cbdepth--;
+            return false;
+        }
+        if (r->raw) {
+            if (!ol_se_can_emit(r))
+                return false;
+            r->phase = GPH_FAILED; /* nothing to read: waiting for ol_get_end */
+            r->done_sent = true;
+            const struct ol_sdrv *d = &r->d[sel];
+            struct ol_store_event ev = {.type = OL_STORE_EV_META, .version = &d->v,
+                                        .data = d->mbuf, .len = d->mlen};
+            r->cbdepth++;
+            r->cb(r->ud, &ev);
+            r->cbdepth--;
             return false;
         }
         setup(r, sel);
@@ -610,6 +659,11 @@ int ol_get_begin(struct ol_store_core *c, const struct ol_get_args *a, ol_store_
     ol_se_drives_init(r);
     r->off = a->offset;
     r->rlen = a->length;
+    r->raw = a->raw;
+    if (a->vid) {
+        r->has_vid = true;
+        memcpy(r->want_vid, a->vid, 16);
+    }
     r->phase = GPH_META;
     r->in_api = true;
     ol_se_open_phase(r, r->p_meta, M_OPEN);

@@ -47,6 +47,7 @@ struct ol_store_drive {
 };
 
 struct ol_se_reg;              /* the multipart registry (engine_mpu.c) */
+struct ol_se_ver;              /* commit locks, bucket versioning (engine_ver.c) */
 
 struct ol_store {
     unsigned n, sets, dps, parity;
@@ -61,6 +62,7 @@ struct ol_store {
     uint64_t mpu_min_part;
     int64_t mpu_expiry_ns;     /* < 0: never */
     struct ol_se_reg *reg;     /* shared by the cores, own mutex */
+    struct ol_se_ver *ver;     /* shared by the cores, own mutex */
 };
 
 struct ol_sreq;
@@ -103,6 +105,7 @@ struct ol_sdrv {
     /* PUT */
     bool bucket, made_tmp, made_part, made_ab, made_obj, renamed, tmeta, committed;
     bool had_old, old_dd, meta_ready, synced;
+    bool one;                  /* DELETE of a version: only d->v's data dir goes */
     /* multipart */
     bool made_up;              /* create: made uploads/ */
     bool urec;                 /* the upload record is on this drive */
@@ -219,6 +222,17 @@ struct ol_sreq {
     unsigned pi;
     uint64_t pbase, psize, poff, pend;
     bool pswitch;              /* GET: closing one part's files to open the next */
+    /* versions (engine_ver.c) */
+    bool locked;               /* holds the key's commit lock (lock_slot) */
+    unsigned lock_slot;
+    uint8_t nvid[16];          /* PUT: the new version's id */
+    bool dmark;                /* PUT: writes a delete marker */
+    struct ol_store_cond cond; /* PUT / COMPLETE: conditional write */
+    int cond_st;               /* PUT: what a drive decided (failed condition, -EFBIG) */
+    bool has_vid;              /* GET / DELETE: one version, want_vid */
+    uint8_t want_vid[16];
+    bool raw;                  /* GET: hand over the whole file */
+    struct ol_delete_args *da; /* DELETE of a version */
 };
 
 struct ol_put { struct ol_sreq r; };
@@ -352,6 +366,26 @@ void ol_se_mpu_drive(struct ol_sdrv *d, int res);
 bool ol_se_mpu_step(struct ol_sreq *r);
 /* Runs d's kind's step function for d->step (after a shared sub-sequence). */
 void ol_se_dispatch(struct ol_sdrv *d, int res);
+
+/* ---- versions (engine_ver.c) ------------------------------------------------------ */
+
+#define OL_SE_VER_FILE 24u     /* bytes of a bucket versioning file */
+int ol_se_ver_open(struct ol_store *s, char *err, size_t errlen);
+void ol_se_ver_close(struct ol_store *s);
+void ol_se_ver_encode(uint8_t out[OL_SE_VER_FILE], uint8_t state, uint64_t mtime_ns);
+/* 0; -EBADMSG (damaged); -ENOTSUP (another format version). */
+int ol_se_ver_decode(const uint8_t *b, size_t len, uint8_t *state, uint64_t *mtime_ns);
+/* The memory state (unless a newer one is there). 0 or -ENOMEM. */
+int ol_se_ver_set(struct ol_store *s, const char *bucket, uint8_t state, uint64_t mtime_ns);
+void ol_se_ver_forget(struct ol_store *s, const char *bucket);
+/* Takes r's key's commit lock (r->p_obj): true when held (also already). */
+bool ol_se_key_lock(struct ol_sreq *r);
+/* Lets it go (ol_se_req_put does it for every request; ol_se_done after
+ * the EV_DONE callback). */
+void ol_se_key_unlock(struct ol_sreq *r);
+void ol_se_key_unlock_slot(struct ol_store *s, unsigned slot);
+/* Tick to wait before retrying a taken lock. */
+#define OL_SE_LOCK_RETRY_MS 1u
 
 /* ---- multipart (engine_mpu.c) ---------------------------------------------------- */
 

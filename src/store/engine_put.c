@@ -33,7 +33,7 @@
 #include <string.h>
 
 enum { PH_PREP = 1, PH_DATA, PH_SYNC, PH_COMMIT, PH_CLEAN, PH_UNDO, PH_ABORT, PH_MVAL,
-       PH_MTRIM };
+       PH_MTRIM, PH_LOCK };
 
 enum {
     P_STAT = 1, P_STAT2, P_MKTMP, P_OPEN,
@@ -218,47 +218,91 @@ static void commit_start(struct ol_sdrv *d)
     ol_se_mkdirat(d, r->p_ab);
 }
 
-/* Encodes this drive's new metadata file (old versions kept, the null
- * version replaced) and starts writing it to tmp. */
+/* The conditional write's verdict on this drive's current object (cur
+ * NULL: none, or the latest is a delete marker): 0 or the status. */
+static int cond_check(const struct ol_sreq *r, const struct ol_meta_version *cur)
+{
+    switch (r->cond.kind) {
+    case OL_STORE_COND_ABSENT:
+        return cur ? OL_STORE_EPRECOND : 0;
+    case OL_STORE_COND_MATCH:
+        if (!cur)
+            return -ENOENT;
+        return cur->etag_parts == r->cond.etag_parts && !memcmp(cur->etag, r->cond.etag, 16)
+                   ? 0 : OL_STORE_EPRECOND;
+    default:
+        return 0;
+    }
+}
+
+/* Encodes this drive's new metadata file (old versions kept; a null
+ * version replaces the null version) and starts writing it to tmp. */
 static void commit_build(struct ol_sdrv *d)
 {
+    static const uint8_t null_vid[OL_META_ID_LEN];
     struct ol_sreq *r = d->s.r;
     const uint8_t *old = NULL;
     size_t oldlen = 0;
+    bool replace = memcmp(r->nvid, null_vid, 16) == 0;
+    const struct ol_meta_version *cur = NULL;
     if (d->had_old) {
         ol_se_meta_decode(r, d);
         switch (d->ms) {
         case OL_SE_M_OK:
         case OL_SE_M_OTHER: {
-            static const uint8_t null_vid[OL_META_ID_LEN];
             old = d->mbuf;
             oldlen = d->mlen;
+            if (d->ms == OL_SE_M_OK)
+                cur = &d->v;
             struct ol_meta_version ov;
-            if (ol_meta_find(&d->mf, null_vid, &ov) >= 0 && ov.type == OL_META_OBJECT &&
-                !ov.has_inline && memcmp(ov.data_dir, null_vid, 16) != 0 &&
-                memcmp(ov.data_dir, r->ddir, 16) != 0) {
+            int cst = cond_check(r, cur);
+            if (cst < 0) {
+                r->cond_st = cst;
+                return drive_fail(d, cst);
+            }
+            if (replace && ol_meta_find(&d->mf, null_vid, &ov) >= 0 &&
+                ov.type == OL_META_OBJECT && !ov.has_inline &&
+                memcmp(ov.data_dir, null_vid, 16) != 0 && memcmp(ov.data_dir, r->ddir, 16) != 0) {
                 d->v = ov;
                 d->old_dd = true;
             }
             break;
         }
         case OL_SE_M_BAD:
+            if (r->cond.kind)
+                return drive_fail(d, -EIO); /* no verdict from a corrupt copy */
             break; /* a corrupt file is replaced by a fresh one */
         default:
             return drive_fail(d, -EIO); /* another key's file, a newer format, too big */
         }
+    } else {
+        int cst = cond_check(r, NULL);
+        if (cst < 0) {
+            r->cond_st = cst;
+            return drive_fail(d, cst);
+        }
     }
     struct ol_meta_version v = r->tv;
+    if (r->dmark) {
+        memset(&v, 0, sizeof v);
+        v.type = OL_META_DELETE_MARKER;
+        v.mtime_ns = r->tv.mtime_ns;
+    }
+    memcpy(v.vid, r->nvid, 16);
     v.ec.index = d->shard;
-    if (r->inline_obj) {
+    if (r->inline_obj && !r->dmark) {
         v.has_inline = true;
         v.inline_data.p = r->slot[0].base + (size_t)d->shard * stride(r) + OL_BITROT_HDR_SIZE;
         v.inline_data.len = r->slot[0].blen;
     }
-    int n = ol_meta_put_version(old, oldlen, r->key, r->klen, &v, true, d->nbuf,
+    int n = ol_meta_put_version(old, oldlen, r->key, r->klen, &v, replace, d->nbuf,
                                 r->c->s->meta_cap);
-    if (n < 0)
-        return drive_fail(d, n == -ENOSPC || n == -E2BIG ? -EFBIG : n);
+    if (n < 0) {
+        n = n == -ENOSPC || n == -E2BIG ? -EFBIG : n;
+        if (n == -EFBIG)
+            r->cond_st = n; /* too many versions: the answer, not a drive's failure */
+        return drive_fail(d, n);
+    }
     d->nlen = (uint32_t)n;
     d->step = C_TOPEN;
     ol_se_openat(d, r->p_tmeta, O_CREAT | O_TRUNC | O_WRONLY, 0600);
@@ -680,6 +724,25 @@ static void start_phase(struct ol_sreq *r, uint8_t phase)
     ol_se_phase_started(r);
 }
 
+/* COMMIT under the key's commit lock (engine.h, "versions"): taken now,
+ * or waited for (PH_LOCK, retried from the timer), or, for a conditional
+ * write, OL_STORE_ECONFLICT. UploadPart commits no object: no lock. */
+static void commit_enter(struct ol_sreq *r)
+{
+    if (r->mode == OL_SE_MODE_PART || ol_se_key_lock(r)) {
+        start_phase(r, PH_COMMIT);
+        return;
+    }
+    if (r->cond.kind) {
+        r->status = OL_STORE_ECONFLICT;
+        start_phase(r, PH_UNDO);
+        return;
+    }
+    r->phase = PH_LOCK;
+    r->kick = true;
+    ol_timer_arm(r->c->loop, &r->timer, OL_SE_LOCK_RETRY_MS);
+}
+
 static bool put_done(struct ol_sreq *r, int status)
 {
     if (!ol_se_can_emit(r))
@@ -755,8 +818,12 @@ static bool data_step(struct ol_sreq *r)
         ol_se_emit(r, OL_STORE_EV_READY, 0);
         return false;
     }
-    if (r->finished && slots_idle(r))
-        start_phase(r, r->inline_obj ? PH_COMMIT : PH_SYNC);
+    if (r->finished && slots_idle(r)) {
+        if (r->inline_obj)
+            commit_enter(r);
+        else
+            start_phase(r, PH_SYNC);
+    }
     return false;
 }
 
@@ -780,8 +847,11 @@ bool ol_se_put_step(struct ol_sreq *r)
             r->status = -EIO;
             start_phase(r, PH_UNDO);
         } else {
-            start_phase(r, PH_COMMIT);
+            commit_enter(r);
         }
+        return false;
+    case PH_LOCK:
+        commit_enter(r);
         return false;
     case PH_COMMIT: {
         unsigned ok = 0;
@@ -789,7 +859,7 @@ bool ol_se_put_step(struct ol_sreq *r)
             ok += r->d[i].committed && !r->d[i].err;
         if (ok < r->wq) {
             if (r->status >= 0)
-                r->status = -EIO;
+                r->status = r->cond_st ? r->cond_st : -EIO;
             start_phase(r, PH_UNDO);
         } else {
             start_phase(r, PH_CLEAN);
@@ -815,7 +885,7 @@ bool ol_se_put_step(struct ol_sreq *r)
         return false;
     }
     case PH_MTRIM:
-        start_phase(r, PH_COMMIT);
+        commit_enter(r);
         return false;
     }
     return false;
@@ -869,6 +939,7 @@ int ol_put_begin(struct ol_store_core *c, const struct ol_put_args *a, ol_store_
     r->size = a->size;
     r->nstripes = (r->size + r->SD - 1) / r->SD;
     r->inline_obj = r->size <= s->inline_max;
+    r->cond = a->cond;
     ol_se_random_id(c, r->tid);
     if (!r->inline_obj)
         ol_se_random_id(c, r->ddir);
@@ -955,6 +1026,8 @@ int ol_mpu_complete(struct ol_store_core *c, struct ol_mpu_complete_args *a, ol_
         r->has_ccks = true;
     }
     r->ca = a;
+    memcpy(r->nvid, a->vid, 16);
+    r->cond = a->cond;
     geometry(r, r->m, r->B);
     memcpy(r->ddir, r->uid, 16);
     ol_se_random_id(c, r->tid);
@@ -1021,6 +1094,11 @@ int ol_put_finish(struct ol_put *p, const struct ol_meta_version *v)
         return r->status;
     if (r->finished || r->aborted || r->written != r->size)
         return -EINVAL;
+    if (v->type == OL_META_DELETE_MARKER && (r->size || r->mode != OL_SE_MODE_PUT))
+        return -EINVAL;
+    r->dmark = v->type == OL_META_DELETE_MARKER;
+    if (r->mode == OL_SE_MODE_PUT)
+        memcpy(r->nvid, v->vid, 16);
     struct ol_meta_version t = *v;
     struct ol_meta_part part;
     memset(&part, 0, sizeof part);

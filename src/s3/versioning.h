@@ -1,0 +1,91 @@
+/*
+ * versioning.h - S3 versioning on the engine's versions (src/s3 only):
+ * version ids on the wire, the bucket's state, conditional writes, the
+ * three kinds of DeleteObject, Get/PutBucketVersioning and
+ * ListObjectVersions. The operations live in versioning.c; ops.c calls
+ * the helpers from PutObject, GetObject/HeadObject, CopyObject,
+ * CompleteMultipartUpload and DeleteObjects.
+ *
+ * Version ids: 16 bytes in the engine, 32 lowercase hex digits on the wire
+ * (URL-safe, never "null"); the all-zero id is written "null". An id is
+ * random (ol_store_random_id) for a write in a bucket with versioning
+ * Enabled, else null.
+ */
+#ifndef OL_S3_VERSIONING_H
+#define OL_S3_VERSIONING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3/s3_int.h"
+#include "store/engine.h"
+
+#define OL_S3_VID_LEN 32u   /* characters of a printed id ("null" is 4) */
+
+/* "null" or 32 hex digits, NUL-terminated. */
+void ol_s3_vid_format(const uint8_t vid[16], char out[OL_S3_VID_LEN + 1]);
+/* The id of s[0..n): 0, or -1 (not "null" nor 32 hex digits, or 32 zeros). */
+int ol_s3_vid_parse(const char *s, size_t n, uint8_t vid[16]);
+/* The versionId query parameter: 0 absent, 1 parsed into vid, -1 (the
+ * request was answered: 400 InvalidArgument). */
+int ol_s3_vid_query(struct ol_s3_req *q, uint8_t vid[16]);
+/* The id of a new version of q's bucket (random when Enabled, else null). */
+void ol_s3_vid_new(struct ol_s3_req *q, uint8_t vid[16]);
+/* "x-amz-version-id: <id>\r\n" into h[cap] when the bucket has a
+ * versioning state or vid is not null (S3 sends none for a bucket never
+ * versioned); bytes written. */
+size_t ol_s3_vid_header(struct ol_s3_req *q, const uint8_t vid[16], char *h, size_t cap);
+/* The listing record's flags for a new latest object version vid. */
+uint8_t ol_s3_rec_flags(struct ol_s3_req *q, const uint8_t vid[16]);
+/* If-None-Match / If-Match of a PutObject or CompleteMultipartUpload into
+ * *c. false: the request was answered (400 / 501). */
+bool ol_s3_write_cond(struct ol_s3_req *q, struct ol_store_cond *c);
+
+/*
+ * One S3 delete of a key: with a version id, that version goes; without,
+ * in a bucket never versioned the object goes, else a delete marker is
+ * written (a random id when Enabled, the null one replacing the null
+ * version when Suspended). The listing index is updated. done(q, x,
+ * status) runs once (q->r may be NULL: the client left).
+ */
+struct ol_s3_vdel;
+typedef void (*ol_s3_vdel_fn)(struct ol_s3_req *q, struct ol_s3_vdel *x, int status);
+struct ol_s3_vdel {
+    const char *key;          /* NUL-terminated, validated; in q's bucket */
+    size_t klen;
+    bool has_vid;
+    uint8_t vid[16];
+    ol_s3_vdel_fn done;
+    /* OUT at done(0) */
+    bool marker;              /* a delete marker was made, or the version removed was one */
+    bool show_vid;            /* out_vid is to be sent */
+    uint8_t out_vid[16];      /* the marker's id, or the version removed */
+    /* private */
+    struct ol_s3_req *q;
+    struct ol_put *put;
+    struct ol_delete_args da;
+};
+/* 0 (done follows), or -errno from the engine (done does not run). */
+int ol_s3_vdel_start(struct ol_s3_req *q, struct ol_s3_vdel *x);
+
+/* GetObject / HeadObject ended before any byte (EV_DONE status < 0):
+ * answers; a delete marker is 404 NoSuchKey (the latest) or 405
+ * MethodNotAllowed (asked for by versionId), with x-amz-delete-marker and
+ * the marker's x-amz-version-id; an absent versionId is 404 NoSuchVersion. */
+void ol_s3_get_failed(struct ol_s3_req *q, const struct ol_store_event *ev);
+
+/* The operations. */
+void ol_s3_delete_object(struct ol_s3_req *q);
+void ol_s3_put_bucket_versioning(struct ol_s3_req *q);
+void ol_s3_versioning_doc(struct ol_s3_req *q);   /* GetBucketVersioning, bucket known */
+void ol_s3_list_object_versions(struct ol_s3_req *q);
+
+/* From ops.c, for versioning.c. */
+void ol_s3_store_error(struct ol_s3_req *q, int status);
+void ol_s3_etag_quoted(const struct ol_meta_version *v, char out[OL_META_ETAG_STRLEN + 2]);
+void ol_s3_url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url);
+void ol_s3_owner(struct ol_xml_w *w, const char *tag);
+int ol_s3_qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap);
+
+#endif
