@@ -2335,6 +2335,244 @@ static void get_object(struct ol_s3_req *q, bool head, bool tagging)
         store_error(q, rc);
 }
 
+/* ---- PutObjectTagging / DeleteObjectTagging ------------------------------------- */
+
+#define OL_S3_TAGS_MAX 49152u      /* the URL-encoded tag set: meta.h's limit */
+
+struct tag_state {
+    struct ol_get *get;            /* finding the current version (no versionId) */
+    struct ol_tagging_args a;
+    bool has_vid;
+    size_t len;                    /* bytes of enc */
+    char key[129 * 4 + 1];         /* the Tag being parsed */
+    char val[257 * 4 + 1];
+    size_t kl, vl;
+    bool have_key, have_val, bad;
+    bool applying;                 /* ol_set_tagging in flight: its EV_DONE frees q */
+    unsigned ntags;
+    char enc[OL_S3_TAGS_MAX];      /* "k=v&k2=v2", URL-encoded */
+};
+
+/* Appends s[0..n) percent-encoded (RFC 3986 unreserved kept). */
+static bool tag_enc(struct tag_state *t, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.' || c == '~';
+        if (t->len + 3 >= sizeof t->enc)
+            return false;
+        if (keep) {
+            t->enc[t->len++] = (char)c;
+        } else {
+            t->enc[t->len++] = '%';
+            t->enc[t->len++] = hex[c >> 4];
+            t->enc[t->len++] = hex[c & 15];
+        }
+    }
+    return true;
+}
+
+static int tagging_cb(void *ctx, const char *path, size_t depth, const char *text, size_t len,
+                      bool end)
+{
+    struct tag_state *t = ctx;
+    if (depth == 1 && strcmp(path, "Tagging") != 0)
+        return -EINVAL;
+    if (!end) {
+        if (strcmp(path, "Tagging/TagSet/Tag") == 0)
+            t->have_key = t->have_val = false;
+        return 0;
+    }
+    if (strcmp(path, "Tagging/TagSet/Tag/Key") == 0) {
+        if (len >= sizeof t->key)
+            t->bad = true;
+        else
+            memcpy(t->key, text, len), t->kl = len, t->have_key = true;
+    } else if (strcmp(path, "Tagging/TagSet/Tag/Value") == 0) {
+        if (len >= sizeof t->val)
+            t->bad = true;
+        else
+            memcpy(t->val, text, len), t->vl = len, t->have_val = true;
+    } else if (strcmp(path, "Tagging/TagSet/Tag") == 0) {
+        if (!t->have_key || !t->have_val)
+            return -EINVAL;    /* a Tag needs both */
+        if (t->ntags++) {
+            if (t->len + 1 >= sizeof t->enc)
+                return -E2BIG;
+            t->enc[t->len++] = '&';
+        }
+        if (!tag_enc(t, t->key, t->kl) || t->len + 1 >= sizeof t->enc)
+            return -E2BIG;
+        t->enc[t->len++] = '=';
+        if (!tag_enc(t, t->val, t->vl))
+            return -E2BIG;
+    }
+    return 0;
+}
+
+static void tag_free(struct ol_s3_req *q)
+{
+    struct tag_state *t = q->op_state;
+    if (t) {
+        if (t->get)
+            ol_get_end(t->get);
+        free(t);
+        q->op_state = NULL;
+    }
+}
+
+static void tag_gone(struct ol_s3_req *q)
+{
+    struct tag_state *t = q->op_state;
+    if (t && t->applying)
+        return;   /* its EV_DONE frees q */
+    tag_free(q);
+    ol_s3_req_free(q);
+}
+
+static void tag_done(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct tag_state *t = q->op_state;
+    if (!q->r) {
+        tag_free(q);
+        ol_s3_req_free(q);
+        return;
+    }
+    int st = ev->status;
+    bool put = q->route.op == OL_OP_PUT_OBJECT_TAGGING;
+    uint8_t vid[16];
+    memcpy(vid, t->a.vid, 16);
+    bool found = t->a.found, marker = t->a.is_marker, has_vid = t->has_vid;
+    tag_free(q);
+    if (st == -E2BIG) {
+        ol_s3_error(q, OL_S3_INVALID_REQUEST, "The object's metadata has no room for this "
+                    "tag set.");
+    } else if (st < 0) {
+        store_error(q, st);
+    } else if (!found) {
+        ol_s3_error(q, has_vid ? OL_S3_NO_SUCH_VERSION : OL_S3_NO_SUCH_KEY, NULL);
+    } else if (marker) {
+        ol_s3_error(q, OL_S3_METHOD_NOT_ALLOWED, "A delete marker has no tags.");
+    } else {
+        char h[128];
+        size_t n = ol_s3_vid_header(q, vid, h, sizeof h);
+        h[n] = 0;
+        ol_s3_reply(q, put ? 200 : 204, n ? h : NULL, NULL, NULL, 0);
+    }
+}
+
+static void tag_apply(struct ol_s3_req *q)
+{
+    struct tag_state *t = q->op_state;
+    t->a.bucket = q->route.bucket;
+    t->a.key = q->route.key;
+    t->a.tagging = (const uint8_t *)t->enc;
+    t->a.tagging_len = (uint32_t)t->len;
+    t->applying = true;
+    int rc = ol_set_tagging(store(q), &t->a, tag_done, q);
+    if (rc < 0) {
+        tag_free(q);
+        store_error(q, rc);
+    }
+}
+
+/* No versionId: the current version, as a GET finds it. */
+static void tag_get_event(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct tag_state *t = q->op_state;
+    if (!q->r) {
+        tag_gone(q);
+        return;
+    }
+    if (ev->type == OL_STORE_EV_META) {
+        memcpy(t->a.vid, ev->version->vid, 16);
+        ol_get_end(t->get);
+        t->get = NULL;
+        tag_apply(q);
+        return;
+    }
+    if (ev->type == OL_STORE_EV_DONE) {
+        t->get = NULL;
+        int st = ev->status < 0 ? ev->status : -EIO;
+        tag_free(q);
+        store_error(q, st);
+    }
+}
+
+static void tag_start(struct ol_s3_req *q)
+{
+    struct tag_state *t = q->op_state;
+    if (t->has_vid) {
+        tag_apply(q);
+        return;
+    }
+    struct ol_get_args a = {.bucket = q->route.bucket, .key = q->route.key, .offset = 0,
+                            .length = -1};
+    int rc = ol_get_begin(store(q), &a, tag_get_event, q, &t->get);
+    if (rc < 0) {
+        tag_free(q);
+        store_error(q, rc);
+    }
+}
+
+static struct tag_state *tag_new(struct ol_s3_req *q);
+
+static void put_tagging_body(struct ol_s3_req *q)
+{
+    struct tag_state *t = tag_new(q);
+    if (!t)
+        return;
+    int rc = ol_xml_parse(q->xml, q->xml_len, tagging_cb, t);
+    if (rc < 0 || t->bad) {
+        enum ol_s3_err e = rc == -E2BIG || t->bad ? OL_S3_INVALID_TAG : OL_S3_MALFORMED_XML;
+        tag_free(q);
+        ol_s3_error(q, e, NULL);
+        return;
+    }
+    /* the same rules as x-amz-tagging: at most 10, unique keys, lengths, no aws: */
+    if (tags_each(t->enc, t->len, NULL, NULL) < 0) {
+        tag_free(q);
+        ol_s3_error(q, OL_S3_INVALID_TAG, NULL);
+        return;
+    }
+    tag_start(q);
+}
+
+static struct tag_state *tag_new(struct ol_s3_req *q)
+{
+    struct tag_state *t = calloc(1, sizeof *t);
+    if (!t) {
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return NULL;
+    }
+    int vq = ol_s3_vid_query(q, t->a.vid);
+    if (vq < 0) {
+        free(t);
+        return NULL;
+    }
+    t->has_vid = vq == 1;
+    q->op_state = t;
+    q->abort_handler = tag_gone;
+    return t;
+}
+
+static void put_object_tagging(struct ol_s3_req *q)
+{
+    enum ol_s3_err e = ol_s3_read_xml(q, put_tagging_body);
+    if (e)
+        ol_s3_error(q, e, NULL);
+}
+
+static void delete_object_tagging(struct ol_s3_req *q)
+{
+    if (tag_new(q))
+        tag_start(q);   /* an empty tag set */
+}
+
 /* ---- DeleteObjects ------------------------------------------------------------ */
 
 #define OL_S3_MAX_DELETE 1000u
@@ -2815,6 +3053,12 @@ void ol_s3_dispatch(struct ol_s3_req *q)
         return;
     case OL_OP_GET_OBJECT_TAGGING:
         get_object(q, false, true);
+        return;
+    case OL_OP_PUT_OBJECT_TAGGING:
+        put_object_tagging(q);
+        return;
+    case OL_OP_DELETE_OBJECT_TAGGING:
+        delete_object_tagging(q);
         return;
     case OL_OP_DELETE_OBJECT:
         ol_s3_delete_object(q);

@@ -601,6 +601,31 @@ struct ol_delete_args {
 int ol_delete_version(struct ol_store_core *c, struct ol_delete_args *a, ol_store_cb cb,
                       void *ud);
 
+struct ol_tagging_args {
+    const char *bucket;   /* NUL-terminated, validated; copied */
+    const char *key;
+    uint8_t vid[16];      /* the version (zero = the null version) */
+    const uint8_t *tagging;  /* the new tag set, URL-encoded (checked by the
+                                caller); tagging_len 0 = none. Caller-owned
+                                until EV_DONE */
+    uint32_t tagging_len;
+    /* OUT, valid at EV_DONE 0 */
+    bool found;           /* a drive held that version */
+    bool is_marker;       /* it is a delete marker (no tags: nothing written) */
+};
+
+/*
+ * PutObjectTagging / DeleteObjectTagging: the tag set of one version
+ * replaced on every drive of its set, under the key's commit lock, by the
+ * same metadata rewrite as ol_delete_version (tmp, fsync, rename, fsync);
+ * the version's data is not touched. a stays the caller's until EV_DONE.
+ * EV_DONE: 0 (found false: no drive has that version), OL_STORE_ENOBUCKET,
+ * -EIO (below write quorum), -E2BIG (the metadata file would outgrow the
+ * store's buffer). Returns 0 or -EBUSY.
+ */
+int ol_set_tagging(struct ol_store_core *c, struct ol_tagging_args *a, ol_store_cb cb,
+                   void *ud);
+
 /* ---- buckets ---- */
 
 /*

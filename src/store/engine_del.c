@@ -63,19 +63,32 @@ static void data_next(struct ol_sdrv *d)
     ol_se_unlinkat(d, r->p_obj, AT_REMOVEDIR);
 }
 
+/* After the read for one version (DELETE of it, its tag set): false when
+ * the drive is done already (a corrupt copy, left for heal; or the version
+ * is not on it); else it holds the version (d->v) and counts as found. */
+static bool version_here(struct ol_sdrv *d)
+{
+    if (d->ms == OL_SE_M_BAD) {
+        drive_fail(d, -EIO);
+        return false;
+    }
+    if (d->v.type == 0) {
+        d->committed = true; /* nothing of it here */
+        ol_se_drive_end(d);
+        return false;
+    }
+    d->valid = true;
+    return true;
+}
+
 /* DELETE of a version, after the read: d->v is the version (type 0: not
  * on this drive). */
 static void version_start(struct ol_sdrv *d)
 {
     struct ol_sreq *r = d->s.r;
     struct ol_delete_args *a = r->da;
-    if (d->ms == OL_SE_M_BAD)
-        return drive_fail(d, -EIO); /* a corrupt copy: left for heal */
-    if (d->v.type == 0) {
-        d->committed = true; /* nothing of it here */
-        return ol_se_drive_end(d);
-    }
-    d->valid = true;
+    if (!version_here(d))
+        return;
     if (d->v.type == OL_META_DELETE_MARKER)
         a->was_marker = true;
     if (d->mf.count == 1) {   /* the last version: the object goes */
@@ -93,6 +106,30 @@ static void version_start(struct ol_sdrv *d)
     a->latest = lv.type;
     a->more = nf.count > 1 || memcmp(lv.vid, zero, 16) != 0;
     a->lv = lv;
+    d->nlen = (uint32_t)n;
+    d->step = D_TOPEN;
+    ol_se_openat(d, r->p_tmeta, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+}
+
+/* Tag set rewrite, after the read: d->v is the version (type 0: not on
+ * this drive). */
+static void tagging_start(struct ol_sdrv *d)
+{
+    struct ol_sreq *r = d->s.r;
+    struct ol_tagging_args *a = r->ta;
+    if (!version_here(d))
+        return;
+    if (d->v.type == OL_META_DELETE_MARKER) {
+        a->is_marker = true; /* markers have no tags: nothing to write */
+        d->committed = true;
+        return ol_se_drive_end(d);
+    }
+    struct ol_meta_version nv = d->v;
+    nv.tagging.p = a->tagging;
+    nv.tagging.len = a->tagging_len;
+    int n = ol_meta_update_version(d->mbuf, d->mlen, &nv, d->nbuf, r->c->s->meta_cap);
+    if (n < 0)
+        return drive_fail(d, n == -ENOSPC || n == -E2BIG ? -E2BIG : -EIO);
     d->nlen = (uint32_t)n;
     d->step = D_TOPEN;
     ol_se_openat(d, r->p_tmeta, O_CREAT | O_TRUNC | O_WRONLY, 0600);
@@ -132,6 +169,8 @@ void ol_se_del_drive(struct ol_sdrv *d, int res)
             return drive_fail(d, -EIO);
         if (r->da)
             return version_start(d);
+        if (r->ta)
+            return tagging_start(d);
         d->step = D_UNLINK;
         ol_se_unlinkat(d, r->p_meta, 0);
         return;
@@ -190,6 +229,8 @@ void ol_se_del_drive(struct ol_sdrv *d, int res)
         if (res < 0)
             return drive_fail(d, res);
         d->committed = true;
+        if (r->ta)
+            return ol_se_drive_end(d); /* the data stays as it is */
         d->one = true;
         if (d->v.type == OL_META_OBJECT && !d->v.has_inline && memcmp(d->v.data_dir, zero, 16)) {
             d->old_dd = true;
@@ -240,11 +281,15 @@ bool ol_se_del_step(struct ol_sreq *r)
     }
     struct ol_store_stats *st = &r->c->st;
     if (ok >= ol_layout_write_quorum(r->n, m)) {
-        if (r->da) {
-            unsigned had = 0;
-            for (unsigned i = 0; i < r->n; i++)
-                had += r->d[i].valid;
+        unsigned had = 0;
+        for (unsigned i = 0; i < r->n; i++)
+            had += r->d[i].valid;
+        if (r->da)
             r->da->found = had > 0;
+        if (r->ta) {
+            r->ta->found = had > 0;
+            ol_se_done(r, 0);
+            return true;
         }
         st->deletes++;
         if (ok < r->n) {
@@ -256,6 +301,9 @@ bool ol_se_del_step(struct ol_sreq *r)
     }
     int status = present == 0 && nob >= ol_layout_read_quorum(r->n, s->parity)
                      ? OL_STORE_ENOBUCKET : -EIO;
+    for (unsigned i = 0; r->ta && i < r->n; i++)
+        if (r->d[i].err == -E2BIG)
+            status = -E2BIG;
     if (status == -EIO)
         st->delete_errors++;
     ol_se_done(r, status);
@@ -276,23 +324,39 @@ int ol_delete(struct ol_store_core *c, const char *bucket, const char *key, ol_s
     return 0;
 }
 
-int ol_delete_version(struct ol_store_core *c, struct ol_delete_args *a, ol_store_cb cb,
-                      void *ud)
+/* A metadata rewrite of one version of bucket/key (a DELETE of it, its
+ * tag set): the request, its names, a temporary metadata name, started. */
+static int version_op(struct ol_store_core *c, const char *bucket, const char *key,
+                      const uint8_t vid[16], struct ol_delete_args *da,
+                      struct ol_tagging_args *ta, ol_store_cb cb, void *ud)
 {
     struct ol_sreq *r = ol_se_req_get(c, OL_SE_DEL, cb, ud);
     if (!r)
         return -EBUSY;
-    a->found = a->was_marker = a->more = false;
-    a->latest = 0;
-    ol_se_names(r, a->bucket, a->key);
+    ol_se_names(r, bucket, key);
     ol_se_drives_init(r);
-    r->da = a;
+    r->da = da;
+    r->ta = ta;
     r->has_vid = true;
-    memcpy(r->want_vid, a->vid, 16);
+    memcpy(r->want_vid, vid, 16);
     ol_se_random_id(c, r->tid);
     ol_se_path_id(r->p_tmeta, OL_FORMAT_DIR "/tmp", r->tid, ".meta");
     r->in_api = true;
     del_start(r);
     r->in_api = false;
     return 0;
+}
+
+int ol_delete_version(struct ol_store_core *c, struct ol_delete_args *a, ol_store_cb cb,
+                      void *ud)
+{
+    a->found = a->was_marker = a->more = false;
+    a->latest = 0;
+    return version_op(c, a->bucket, a->key, a->vid, a, NULL, cb, ud);
+}
+
+int ol_set_tagging(struct ol_store_core *c, struct ol_tagging_args *a, ol_store_cb cb, void *ud)
+{
+    a->found = a->is_marker = false;
+    return version_op(c, a->bucket, a->key, a->vid, NULL, a, cb, ud);
 }

@@ -233,6 +233,7 @@ struct ol_sreq {
     uint8_t want_vid[16];
     bool raw;                  /* GET: hand over the whole file */
     struct ol_delete_args *da; /* DELETE of a version */
+    struct ol_tagging_args *ta;/* a version's tag set rewritten (engine_del.c) */
 };
 
 struct ol_put { struct ol_sreq r; };

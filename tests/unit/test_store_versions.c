@@ -7,7 +7,8 @@
  * last one), If-None-Match / If-Match decided at the commit, the commit
  * lock (racing writes of one key: no version lost, one conditional
  * winner), the bucket versioning file across re-opens and damaged copies,
- * and the version cap of the metadata file (a clear -EFBIG).
+ * the version cap of the metadata file (a clear -EFBIG), and tag sets
+ * rewritten on one version in place (ol_set_tagging).
  */
 #include "olt.h"
 #include "store_harness.h"
@@ -467,5 +468,103 @@ OLT_TEST_T(store_versions_metadata_cap_is_efbig, 300)
     OLT_CHECK_EQ(vput(&e, "cap", d, 8192, v, 0, NULL), 0);
     sh_check_tmp_empty(&e);
     free(d), free(out);
+    sh_env_stop(&e, false);
+}
+
+/* ---- tag sets (ol_set_tagging) ---------------------------------------------------- */
+
+static struct ol_tagging_args g_ta;
+
+static void fn_vtag(struct sh_call *t)
+{
+    g_ta.bucket = t->bucket;
+    g_ta.key = t->key;
+    memcpy(g_ta.vid, t->id, 16);
+    g_ta.tagging = t->data;
+    g_ta.tagging_len = (uint32_t)t->size;
+    int rc = ol_set_tagging(t->e->c, &g_ta, sh_simple_cb, t);
+    if (rc < 0)
+        sh_done(t, rc);
+}
+
+static int vtag(struct sh_env *e, const char *k, const uint8_t *vid, const char *tags)
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    t.bucket = "vbk";
+    t.key = k;
+    if (vid)
+        memcpy(t.id, vid, 16);
+    t.data = (const uint8_t *)tags;
+    t.size = strlen(tags);
+    return sh_call(e, &t, fn_vtag);
+}
+
+/* The tag set of version vid of k on drive i, into out (NUL-terminated). */
+static void tags_on(const struct sh_env *e, unsigned i, const char *k, const uint8_t *vid,
+                    char *out, size_t cap)
+{
+    static uint8_t buf[OL_META_MAX_FILE];
+    char dir[700], p[760];
+    sh_obj_dir(e, i, "vbk", k, dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/meta", dir);
+    int fd = open(p, O_RDONLY);
+    OLT_CHECK(fd >= 0);
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    struct ol_meta_file f;
+    struct ol_meta_version v;
+    uint8_t null_vid[16] = {0};
+    OLT_CHECK(n > 0 && ol_meta_open(buf, (size_t)n, &f) == 0);
+    OLT_CHECK(ol_meta_find(&f, vid ? vid : null_vid, &v) >= 0);
+    OLT_CHECK(v.tagging.len < cap);
+    memcpy(out, v.tagging.p, v.tagging.len);
+    out[v.tagging.len] = 0;
+}
+
+OLT_TEST_T(store_versions_tag_sets_rewritten_in_place, 120)
+{
+    struct sh_env e;
+    env(&e);
+    uint64_t big = 300000, small = 100;
+    uint8_t *d1 = sh_pattern(big, 3), *d2 = sh_pattern(small, 4), *out = malloc(big + 1);
+    uint8_t a[16], b[16], m[16], x[16];
+    vid_of(a, 1);
+    vid_of(b, 2);
+    vid_of(m, 3);
+    vid_of(x, 99);
+    OLT_CHECK_EQ(vput(&e, "t", d1, big, a, 0, NULL), 0);     /* erasure-coded */
+    OLT_CHECK_EQ(vput(&e, "t", d2, small, b, 0, NULL), 0);   /* inline, the latest */
+    OLT_CHECK_EQ(vtag(&e, "t", a, "k=v&x=%20y"), 0);
+    OLT_CHECK(g_ta.found && !g_ta.is_marker);
+    OLT_CHECK_EQ(vtag(&e, "t", b, "only=b"), 0);
+    char got[128];
+    for (unsigned i = 0; i < e.n; i++) {
+        tags_on(&e, i, "t", a, got, sizeof got);
+        OLT_CHECK_STR(got, "k=v&x=%20y");
+        tags_on(&e, i, "t", b, got, sizeof got);
+        OLT_CHECK_STR(got, "only=b");
+        OLT_CHECK_EQ(versions_on(&e, i, "t"), 2u);
+    }
+    /* the data of both versions is untouched */
+    struct sh_call r;
+    OLT_CHECK_EQ(vget(&e, "t", a, out, big + 1, &r), 0);
+    OLT_CHECK_MEM(out, d1, big);
+    OLT_CHECK_EQ(vget(&e, "t", NULL, out, big + 1, &r), 0);
+    OLT_CHECK_MEM(out, d2, small);
+    /* cleared; a version that is not there; a delete marker; no key */
+    OLT_CHECK_EQ(vtag(&e, "t", a, ""), 0);
+    tags_on(&e, 0, "t", a, got, sizeof got);
+    OLT_CHECK_STR(got, "");
+    OLT_CHECK_EQ(vtag(&e, "t", x, "z=1"), 0);
+    OLT_CHECK(!g_ta.found);
+    OLT_CHECK_EQ(vmark(&e, "t", m), 0);
+    OLT_CHECK_EQ(vtag(&e, "t", m, "z=1"), 0);
+    OLT_CHECK(g_ta.found && g_ta.is_marker);
+    OLT_CHECK_EQ(vtag(&e, "nokey", NULL, "z=1"), 0);
+    OLT_CHECK(!g_ta.found);
+    sh_settle(&e);
+    sh_check_tmp_empty(&e);
+    free(d1), free(d2), free(out);
     sh_env_stop(&e, false);
 }
