@@ -419,8 +419,10 @@ static void account(struct ol_sreq *r)
     }
     if (r->status == -EIO)
         st->get_errors++;
-    if (r->healed)
+    if (r->healed) {
         st->needs_heal++;
+        ol_se_heal_queue(r);
+    }
 }
 
 static bool release(struct ol_sreq *r)

@@ -1,0 +1,300 @@
+/*
+ * test_store_heal.c - ol_store_heal_object on real drives (temporary
+ * directories, store_harness.h): a deleted shard file and a flipped byte
+ * rebuilt byte for byte, a missing and a stale metadata file rewritten,
+ * inline objects, a blank drive adopted at open and rebuilt, a healthy
+ * object left alone, verify-only mode writing nothing, and fewer than k
+ * good shards refused with nothing touched. Multipart objects:
+ * test_store_mpu.c (store_mpu_heal_parts).
+ */
+#include "olt.h"
+#include "store_harness.h"
+
+#include "store/engine.h"
+#include "store/format.h"
+#include "store/meta.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void fill_version(struct sh_call *t, struct ol_meta_version *v)
+{
+    for (unsigned i = 0; i < 16; i++)
+        v->etag[i] = (uint8_t)(t->size * 7 + i);
+}
+
+static int put(struct sh_env *e, const char *b, const char *k, const uint8_t *data, uint64_t size)
+{
+    return sh_put(e, b, k, data, size, fill_version);
+}
+
+/* A whole file (malloc'ed; *len its size), or NULL when it does not exist. */
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    OLT_CHECK_EQ(fstat(fd, &st), 0);
+    uint8_t *b = malloc((size_t)st.st_size + 1);
+    OLT_CHECK(b);
+    OLT_CHECK_EQ(pread(fd, b, (size_t)st.st_size, 0), st.st_size);
+    close(fd);
+    *len = (size_t)st.st_size;
+    return b;
+}
+
+static void same_file(const char *path, const uint8_t *want, size_t len)
+{
+    size_t got = 0;
+    uint8_t *b = slurp(path, &got);
+    OLT_CHECK(b);
+    OLT_CHECK_EQ(got, len);
+    OLT_CHECK_MEM(b, want, len);
+    free(b);
+}
+
+
+/* The object's files on every drive: meta and part.1 paths, and their bytes. */
+struct snap {
+    char meta[SH_MAXD][700], part[SH_MAXD][800];
+    uint8_t *mb[SH_MAXD], *pb[SH_MAXD];
+    size_t ml[SH_MAXD], pl[SH_MAXD];
+};
+
+static void snap_take(const struct sh_env *e, const char *b, const char *k, struct snap *s)
+{
+    memset(s, 0, sizeof *s);
+    static uint8_t buf[1 << 20];
+    for (unsigned i = 0; i < e->n; i++) {
+        char dir[600];
+        sh_obj_dir(e, i, b, k, dir, sizeof dir);
+        snprintf(s->meta[i], sizeof s->meta[i], "%s/meta", dir);
+        s->mb[i] = slurp(s->meta[i], &s->ml[i]);
+        OLT_CHECK(s->mb[i]);
+        struct ol_meta_version v;
+        OLT_CHECK(sh_drive_meta(e, i, b, k, buf, sizeof buf, &v));
+        if (v.has_inline)
+            continue;
+        char u[37];
+        ol_format_uuid_str(v.data_dir, u);
+        snprintf(s->part[i], sizeof s->part[i], "%s/%s/part.1", dir, u);
+        s->pb[i] = slurp(s->part[i], &s->pl[i]);
+        OLT_CHECK(s->pb[i]);
+    }
+}
+
+/* Every file is what it was when s was taken. */
+static void snap_check(const struct sh_env *e, const struct snap *s)
+{
+    for (unsigned i = 0; i < e->n; i++) {
+        same_file(s->meta[i], s->mb[i], s->ml[i]);
+        if (s->pb[i])
+            same_file(s->part[i], s->pb[i], s->pl[i]);
+    }
+}
+
+static void snap_free(struct snap *s)
+{
+    for (unsigned i = 0; i < SH_MAXD; i++) {
+        free(s->mb[i]);
+        free(s->pb[i]);
+    }
+}
+
+static int heal(struct sh_env *e, const char *b, const char *k, struct ol_heal_result *res)
+{
+    return ol_store_heal_object(e->s, b, k, 0, res);
+}
+
+OLT_TEST_T(store_heal_deleted_shard_and_flipped_block, 120)
+{
+    struct sh_env e;
+    sh_env_open(&e, 4, 4, 4096, 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "hb"), 0);
+    uint64_t size = 5 * SH_STRIPE + 777; /* several stripes, a short last one */
+    uint8_t *data = sh_pattern(size, 3);
+    OLT_CHECK_EQ(put(&e, "hb", "obj", data, size), 0);
+    struct snap s;
+    snap_take(&e, "hb", "obj", &s);
+
+    struct ol_heal_result res;
+    OLT_CHECK_EQ(heal(&e, "hb", "obj", &res), 0); /* healthy: nothing written */
+    OLT_CHECK_EQ(res.shards_bad, 0);
+    OLT_CHECK_EQ(res.drives_bad, 0);
+    OLT_CHECK_EQ(res.drives_healed, 0);
+    OLT_CHECK_EQ(res.bytes_written, 0);
+    OLT_CHECK(res.bytes_verified >= size);
+
+    OLT_CHECK_EQ(unlink(s.part[1]), 0);
+    sh_flip_byte(s.part[3], s.pl[3] - 5); /* inside the last block */
+    sh_flip_byte(s.part[3], 100);         /* and the first */
+    sh_check_get(&e, "hb", "obj", data, size);
+
+    OLT_CHECK_EQ(ol_store_heal_object(e.s, "hb", "obj", OL_HEAL_VERIFY_ONLY, &res), 0);
+    OLT_CHECK_EQ(res.shards_bad, 2);
+    OLT_CHECK_EQ(res.drives_healed, 0);
+    OLT_CHECK(access(s.part[1], F_OK) != 0); /* verify-only wrote nothing */
+
+    OLT_CHECK_EQ(heal(&e, "hb", "obj", &res), 0);
+    OLT_CHECK_EQ(res.shards_bad, 2);
+    OLT_CHECK_EQ(res.drives_bad, 0);
+    OLT_CHECK_EQ(res.drives_healed, 2);
+    OLT_CHECK_EQ(res.shards_written, 2);
+    OLT_CHECK_EQ(res.bytes_written, s.pl[1] + s.pl[3]);
+    snap_check(&e, &s);
+    OLT_CHECK_EQ(heal(&e, "hb", "obj", &res), 0);
+    OLT_CHECK_EQ(res.shards_bad + res.drives_healed, 0);
+    sh_check_tmp_empty(&e);
+    struct ol_store_stats before = sh_stats(&e);
+    sh_check_get(&e, "hb", "obj", data, size);
+    OLT_CHECK_EQ(sh_stats(&e).reads_reconstructed, before.reads_reconstructed);
+    OLT_CHECK_EQ(sh_stats(&e).needs_heal, before.needs_heal);
+    snap_free(&s);
+    free(data);
+    sh_env_stop(&e, false);
+}
+
+OLT_TEST_T(store_heal_missing_and_stale_meta, 120)
+{
+    struct sh_env e;
+    sh_env_open(&e, 4, 4, 4096, 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "hm"), 0);
+    uint8_t *a = sh_pattern(200000, 5), *b = sh_pattern(150000, 6);
+    OLT_CHECK_EQ(put(&e, "hm", "k", a, 200000), 0);
+    struct snap old;
+    snap_take(&e, "hm", "k", &old);
+    OLT_CHECK_EQ(put(&e, "hm", "k", b, 150000), 0);
+    struct snap s;
+    snap_take(&e, "hm", "k", &s);
+    /* drive 2 goes back to the first version's metadata (a drive that missed
+       the overwrite), drive 0 loses its metadata file */
+    int fd = open(s.meta[2], O_WRONLY | O_TRUNC);
+    OLT_CHECK(fd >= 0);
+    OLT_CHECK_EQ(write(fd, old.mb[2], old.ml[2]), (ssize_t)old.ml[2]);
+    close(fd);
+    OLT_CHECK_EQ(unlink(s.meta[0]), 0);
+    sh_check_get(&e, "hm", "k", b, 150000);
+
+    struct ol_heal_result res;
+    OLT_CHECK_EQ(heal(&e, "hm", "k", &res), 0);
+    OLT_CHECK_EQ(res.drives_bad, 2);
+    OLT_CHECK_EQ(res.shards_bad, 0);
+    OLT_CHECK_EQ(res.drives_healed, 2);
+    snap_check(&e, &s);
+    char dir[600];
+    sh_obj_dir(&e, 2, "hm", "k", dir, sizeof dir);
+    OLT_CHECK_EQ(sh_count_entries(dir), 2); /* meta + the new data dir: the old one went */
+    struct ol_store_stats before = sh_stats(&e);
+    sh_check_get(&e, "hm", "k", b, 150000);
+    OLT_CHECK_EQ(sh_stats(&e).needs_heal, before.needs_heal);
+    sh_check_tmp_empty(&e);
+    snap_free(&s);
+    snap_free(&old);
+    free(a);
+    free(b);
+    sh_env_stop(&e, false);
+}
+
+OLT_TEST_T(store_heal_inline_objects, 120)
+{
+    struct sh_env e;
+    sh_env_open(&e, 4, 4, 4096, 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "hi"), 0);
+    uint8_t *a = sh_pattern(3000, 8);
+    OLT_CHECK_EQ(put(&e, "hi", "small", a, 3000), 0);
+    OLT_CHECK_EQ(put(&e, "hi", "empty", a, 0), 0);
+    struct snap s, z;
+    snap_take(&e, "hi", "small", &s);
+    snap_take(&e, "hi", "empty", &z);
+    OLT_CHECK(s.pb[0] == NULL); /* inline: no shard files */
+    sh_flip_byte(s.meta[1], s.ml[1] - 20); /* corrupt: fails the file checksum */
+    OLT_CHECK_EQ(unlink(s.meta[3]), 0);
+    OLT_CHECK_EQ(unlink(z.meta[0]), 0);
+    sh_check_get(&e, "hi", "small", a, 3000);
+
+    struct ol_heal_result res;
+    OLT_CHECK_EQ(heal(&e, "hi", "small", &res), 0);
+    OLT_CHECK_EQ(res.drives_bad, 2);
+    OLT_CHECK_EQ(res.drives_healed, 2);
+    OLT_CHECK_EQ(heal(&e, "hi", "empty", &res), 0);
+    OLT_CHECK_EQ(res.drives_healed, 1);
+    snap_check(&e, &s);
+    snap_check(&e, &z);
+    OLT_CHECK_EQ(heal(&e, "hi", "nope", &res), -ENOENT);
+    snap_free(&s);
+    snap_free(&z);
+    free(a);
+    sh_env_stop(&e, false);
+}
+
+OLT_TEST_T(store_heal_refuses_below_k_untouched, 120)
+{
+    struct sh_env e;
+    sh_env_open(&e, 4, 4, 4096, 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "hr"), 0);
+    uint64_t size = 3 * SH_STRIPE;
+    uint8_t *data = sh_pattern(size, 9), *small = sh_pattern(100, 10);
+    OLT_CHECK_EQ(put(&e, "hr", "big", data, size), 0);
+    OLT_CHECK_EQ(put(&e, "hr", "tiny", small, 100), 0);
+    struct snap s, t;
+    snap_take(&e, "hr", "big", &s);
+    snap_take(&e, "hr", "tiny", &t);
+    /* k = 2: one shard file missing, two corrupt: one good shard left */
+    OLT_CHECK_EQ(unlink(s.part[0]), 0);
+    sh_flip_byte(s.part[1], 20);
+    sh_flip_byte(s.part[2], s.pl[2] - 1);
+    struct ol_heal_result res;
+    OLT_CHECK_EQ(heal(&e, "hr", "big", &res), -EIO);
+    OLT_CHECK_EQ(res.drives_healed, 0);
+    OLT_CHECK_EQ(res.bytes_written, 0);
+    OLT_CHECK(access(s.part[0], F_OK) != 0);
+    same_file(s.part[3], s.pb[3], s.pl[3]);
+    for (unsigned i = 0; i < 4; i++)
+        same_file(s.meta[i], s.mb[i], s.ml[i]);
+    /* metadata on one drive only: no quorum, nothing written */
+    for (unsigned i = 1; i < 4; i++)
+        OLT_CHECK_EQ(unlink(t.meta[i]), 0);
+    OLT_CHECK_EQ(heal(&e, "hr", "tiny", &res), -EIO);
+    for (unsigned i = 1; i < 4; i++)
+        OLT_CHECK(access(t.meta[i], F_OK) != 0);
+    same_file(t.meta[0], t.mb[0], t.ml[0]);
+    sh_check_tmp_empty(&e);
+    snap_free(&s);
+    snap_free(&t);
+    free(data);
+    free(small);
+    sh_env_stop(&e, false);
+}
+
+OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
+{
+    struct sh_env e;
+    sh_env_open(&e, 4, 4, 4096, 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "hd"), 0);
+    uint8_t *data = sh_pattern(300000, 12);
+    OLT_CHECK_EQ(put(&e, "hd", "a", data, 300000), 0);
+    OLT_CHECK_EQ(put(&e, "hd", "b", data, 1000), 0);
+    struct snap sa, sb;
+    snap_take(&e, "hd", "a", &sa);
+    snap_take(&e, "hd", "b", &sb);
+    sh_env_stop(&e, false);
+    sh_wipe(e.path[2]); /* a blank replacement drive */
+    sh_env_start(&e);
+    OLT_CHECK(ol_store_drive_adopted(e.s, 2));
+    OLT_CHECK(!ol_store_drive_adopted(e.s, 0));
+    struct ol_heal_result res;
+    OLT_CHECK_EQ(heal(&e, "hd", "a", &res), 0);
+    OLT_CHECK_EQ(res.drives_healed, 1);
+    OLT_CHECK_EQ(heal(&e, "hd", "b", &res), 0);
+    OLT_CHECK_EQ(res.drives_healed, 1);
+    snap_check(&e, &sa);
+    snap_check(&e, &sb);
+    snap_free(&sa);
+    snap_free(&sb);
+    free(data);
+    sh_env_stop(&e, false);
+}
