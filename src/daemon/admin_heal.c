@@ -6,7 +6,7 @@
  *        {"walk":ID}; 409 while a walk runs; 400 for a bad bucket name or
  *        prefix; 503 without an object store (mode kv)
  *   GET  /_openlake/heal                         the current or last walk
- *        and the healer's counters, as one JSON object (see docs/cli.md)
+ *        and the healer's counters, as one JSON object (docs/store.md, "Heal")
  *
  * Both are signed like S3 requests (AWS SigV4 with one of the daemon's S3
  * credentials; header or presigned query): healing is an operator's

@@ -17,8 +17,11 @@
  * Must not: block a loop thread (every file operation after ol_store_open
  * goes through ol_loop_*), allocate per request (pools are sized at
  * ol_store_core_create; an empty pool is -EBUSY), validate bucket or key
- * names (the S3 layer did: ol_layout_bucket_ok / ol_layout_key_ok), heal
- * (it counts what needs healing), or know HTTP.
+ * names (the S3 layer did: ol_layout_bucket_ok / ol_layout_key_ok), or
+ * know HTTP. Healing (engine_heal.c) is the exception to "every file
+ * operation through ol_loop_*": a blocking call for the healer's thread
+ * (store/heal.h), never made on a loop; the requests only hand what needs
+ * healing to the heal hook.
  *
  * ---- on one drive ------------------------------------------------------------
  *

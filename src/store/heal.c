@@ -39,7 +39,7 @@ struct ol_healer {
     pthread_t thr;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop, started;
+    bool stop, started, paused;
     /* queue: ring of p.queue_size entries */
     struct hq_ent *q;
     unsigned qhead, qlen;
@@ -414,6 +414,10 @@ static void walk_manual(struct ol_healer *h)
 static void *healer_main(void *arg)
 {
     struct ol_healer *h = arg;
+    pthread_mutex_lock(&h->mu);
+    while (h->paused && !h->stop)
+        pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
     for (;;) {
         if (!serve_queue(h))
             break;
@@ -503,6 +507,7 @@ int ol_healer_start(struct ol_store *s, const struct ol_healer_params *p, struct
         return -ENOMEM;
     h->s = s;
     h->p = *p;
+    h->paused = p->paused;
     if (!h->p.queue_size)
         h->p.queue_size = OL_HEAL_QUEUE_DEFAULT;
     h->q = calloc(h->p.queue_size, sizeof *h->q);
@@ -542,6 +547,14 @@ int ol_healer_start(struct ol_store *s, const struct ol_healer_params *p, struct
     return 0;
 }
 
+void ol_healer_resume(struct ol_healer *h)
+{
+    pthread_mutex_lock(&h->mu);
+    h->paused = false;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
 void ol_healer_stop(struct ol_healer *h)
 {
     if (!h)
@@ -549,7 +562,7 @@ void ol_healer_stop(struct ol_healer *h)
     ol_store_set_heal_hook(h->s, NULL, NULL);
     pthread_mutex_lock(&h->mu);
     h->stop = true;
-    pthread_cond_signal(&h->cv);
+    pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
     if (h->started)
         pthread_join(h->thr, NULL);

@@ -44,6 +44,8 @@ struct ol_healer_params {
     uint64_t scan_rate;        /* scanner: shard bytes verified per second; 0 = off */
     uint64_t scan_interval_s;  /* scanner: pause after a full pass */
     bool rebuild;              /* walk the sets of drives adopted blank at open */
+    bool paused;               /* take no work before ol_healer_resume (tests;
+                                  queue and walk requests are still accepted) */
 };
 
 /* Counters; any thread. A walk's fields describe the current walk, or the
@@ -70,6 +72,8 @@ struct ol_heal_stats {
  * or -errno of pthread_create.
  */
 int ol_healer_start(struct ol_store *s, const struct ol_healer_params *p, struct ol_healer **out);
+/* Lets a healer started paused take work. Any thread. */
+void ol_healer_resume(struct ol_healer *h);
 /* Stops the thread (the object being healed is finished first) and frees h. */
 void ol_healer_stop(struct ol_healer *h);
 

@@ -4,7 +4,8 @@
  * rebuilt byte for byte, a missing and a stale metadata file rewritten,
  * inline objects, a blank drive adopted at open and rebuilt, a healthy
  * object left alone, verify-only mode writing nothing, and fewer than k
- * good shards refused with nothing touched. Multipart objects:
+ * good shards refused with nothing touched; the healer's queue (bound,
+ * deduplication, drops) and walks (prefix, one at a time). Multipart objects:
  * test_store_mpu.c (store_mpu_heal_parts).
  */
 #include "olt.h"
@@ -12,6 +13,7 @@
 
 #include "store/engine.h"
 #include "store/format.h"
+#include "store/heal.h"
 #include "store/meta.h"
 
 #include <errno.h>
@@ -295,6 +297,91 @@ OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
     snap_check(&e, &sb);
     snap_free(&sa);
     snap_free(&sb);
+    free(data);
+    sh_env_stop(&e, false);
+}
+
+/* ---- the healer (store/heal.h) ------------------------------------------------------------ */
+
+static struct ol_heal_stats healer_wait(struct ol_healer *h, bool (*done)(const struct ol_heal_stats *))
+{
+    struct ol_heal_stats st;
+    for (int i = 0; i < 2000; i++) {
+        ol_healer_stats(h, &st);
+        if (done(&st))
+            return st;
+        usleep(10000);
+    }
+    olt_fail(__FILE__, __LINE__, "the healer never got there");
+}
+
+static bool queue_empty(const struct ol_heal_stats *st)
+{
+    return st->queue_len == 0 && st->objects_healed >= 1;
+}
+
+static bool walk_done(const struct ol_heal_stats *st)
+{
+    return !st->walk_running && st->walk_finished_ns != 0;
+}
+
+OLT_TEST_T(store_heal_queue_bound_dedup_and_walk, 120)
+{
+    struct sh_env e;
+    sh_env_open(&e, 4, 4, 4096, 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "hq"), 0);
+    uint8_t *data = sh_pattern(200000, 14);
+    OLT_CHECK_EQ(put(&e, "hq", "a", data, 200000), 0);
+    OLT_CHECK_EQ(put(&e, "hq", "pre/b", data, 5000), 0);
+    OLT_CHECK_EQ(put(&e, "hq", "pre/c", data, 7000), 0);
+    struct snap s, b, c;
+    snap_take(&e, "hq", "a", &s);
+    snap_take(&e, "hq", "pre/b", &b);
+    snap_take(&e, "hq", "pre/c", &c);
+
+    struct ol_healer *h;
+    struct ol_healer_params hp = {.queue_size = 3, .paused = true};
+    struct ol_healer_params big = {.queue_size = OL_HEAL_QUEUE_MAX + 1};
+    OLT_CHECK_EQ(ol_healer_start(e.s, &big, &h), -EINVAL);
+    OLT_CHECK_EQ(ol_healer_start(e.s, &hp, &h), 0);
+    OLT_CHECK_EQ(unlink(s.part[2]), 0);
+    ol_healer_enqueue(h, "hq", "a");
+    ol_healer_enqueue(h, "hq", "a");          /* queued already */
+    ol_healer_enqueue(h, "hq", "x");
+    ol_healer_enqueue(h, "hq", "y");
+    ol_healer_enqueue(h, "hq", "z");          /* full: dropped */
+    ol_healer_enqueue(h, "", "k");            /* not a name: ignored */
+    struct ol_heal_stats st;
+    ol_healer_stats(h, &st);
+    OLT_CHECK_EQ(st.queued, 3);
+    OLT_CHECK_EQ(st.dropped, 1);
+    OLT_CHECK_EQ(st.queue_len, 3);
+    /* one walk at a time */
+    OLT_CHECK_EQ(unlink(b.meta[1]), 0);
+    sh_flip_byte(c.meta[3], 30);
+    OLT_CHECK_EQ(ol_healer_walk(h, "hq", "pre/"), 1);
+    OLT_CHECK_EQ(ol_healer_walk(h, "hq", ""), -EBUSY);
+    ol_healer_resume(h);
+    st = healer_wait(h, queue_empty);
+    OLT_CHECK_EQ(st.failed, 0);               /* x, y: no such object, nothing to heal */
+    st = healer_wait(h, walk_done);
+    OLT_CHECK_EQ(st.walk_id, 1);
+    OLT_CHECK_EQ(st.walk_scanned, 2);         /* pre/b and pre/c, not a */
+    OLT_CHECK_EQ(st.walk_healed, 2);
+    OLT_CHECK_EQ(st.walk_failed, 0);
+    OLT_CHECK_EQ(st.objects_healed, 3);
+    OLT_CHECK_STR(st.walk_prefix, "pre/");
+    snap_check(&e, &s);
+    snap_check(&e, &b);
+    snap_check(&e, &c);
+    OLT_CHECK_EQ(ol_healer_walk(h, NULL, NULL), 2);
+    st = healer_wait(h, walk_done);
+    OLT_CHECK_EQ(st.walk_scanned, 3);
+    OLT_CHECK_EQ(st.walk_healed, 0);
+    ol_healer_stop(h);
+    snap_free(&s);
+    snap_free(&b);
+    snap_free(&c);
     free(data);
     sh_env_stop(&e, false);
 }
