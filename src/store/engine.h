@@ -714,8 +714,10 @@ struct ol_heal_result {
  * loop (the healer, store/heal.h); safe on several threads for distinct
  * keys. res (OUT) says what was found and done.
  * Returns 0 (healthy, or healed; res->drives_offline may be > 0); -ENOENT
- * (no drive holds the object); -EIO (no version list has a read quorum,
- * or a version or part has fewer than k good shards: nothing was written);
+ * (no drive holds the object, or a read quorum of drives have no file for
+ * it, as a GET decides: the leftovers are not touched); -EIO (no version
+ * list has a read quorum, or a version or part has fewer than k good
+ * shards: nothing was written);
  * -EAGAIN (a drive's metadata changed while healing: that drive was
  * skipped); -EINVAL (names); -ENOMEM; -errno of a drive write.
  */

@@ -277,8 +277,14 @@ static int choose_ref(struct hctx *h)
             bestcnt = cnt;
         }
     }
-    if (best < 0)
-        return any ? -EIO : -ENOENT;
+    if (best < 0) {
+        /* as a GET decides: a read quorum of drives without the file means
+         * no object (what is left is a DELETE's or an unfinished PUT's) */
+        unsigned none = 0;
+        for (unsigned i = 0; i < h->n; i++)
+            none += h->d[i].ms == H_NONE;
+        return !any || none >= ol_layout_read_quorum(h->n, h->s->parity) ? -ENOENT : -EIO;
+    }
     h->ref = best;
     struct hdrv *r = &h->d[best];
     h->nv = r->mf.count;

@@ -193,6 +193,7 @@ struct ol_sreq {
     int sel;                   /* drive whose version was chosen */
     int hold;                  /* slot whose bytes the caller holds, or -1 */
     bool want, ended, meta_sent, done_sent, started, healed, counted;
+    bool heal_q;               /* an online drive to heal: hand the key to the heal hook */
     uint64_t delivered;
     /* buckets */
     uint8_t bop;

@@ -218,3 +218,18 @@ def test_scanner_finds_a_flipped_byte_without_a_get(make_daemon, tmp_path):
     assert m["openlake_heal_scanner_objects_total"] >= 1
     assert m["openlake_heal_scanner_bytes_total"] >= MIB
     assert part.read_bytes() == original
+
+
+def test_a_drive_that_missed_a_put_is_healed(make_daemon, tmp_path):
+    """The write quorum is reached without drive 1 (its bucket directory is
+    gone): the PUT succeeds and the drive is queued and healed."""
+    d, drives = multi_drive(make_daemon, tmp_path)
+    c = client(d)
+    c.create_bucket(Bucket="miss")
+    shutil.rmtree(drives[1] / ".openlake" / "buckets" / "miss")
+    body = os.urandom(400_000)
+    c.put_object(Bucket="miss", Key="k", Body=body)
+    m = wait_metric(d, lambda m: m["openlake_heal_objects_healed_total"] >= 1)
+    assert m["openlake_heal_queued_total"] >= 1
+    assert files_of(drives[1], "miss").keys() == files_of(drives[0], "miss").keys()
+    assert c.get_object(Bucket="miss", Key="k")["Body"].read() == body

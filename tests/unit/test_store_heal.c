@@ -257,10 +257,17 @@ OLT_TEST_T(store_heal_refuses_below_k_untouched, 120)
     same_file(s.part[3], s.pb[3], s.pl[3]);
     for (unsigned i = 0; i < 4; i++)
         same_file(s.meta[i], s.mb[i], s.ml[i]);
-    /* metadata on one drive only: no quorum, nothing written */
-    for (unsigned i = 1; i < 4; i++)
-        OLT_CHECK_EQ(unlink(t.meta[i]), 0);
+    /* metadata on one drive corrupt, on one missing: no version list has a
+       quorum, and too few drives say "no object": nothing written */
+    sh_flip_byte(t.meta[1], 40);
+    sh_flip_byte(t.meta[2], 40);
+    OLT_CHECK_EQ(unlink(t.meta[3]), 0);
     OLT_CHECK_EQ(heal(&e, "hr", "tiny", &res), -EIO);
+    OLT_CHECK(access(t.meta[3], F_OK) != 0);
+    /* metadata on one drive only: a leftover (as for a GET: no such key) */
+    for (unsigned i = 1; i < 3; i++)
+        OLT_CHECK_EQ(unlink(t.meta[i]), 0);
+    OLT_CHECK_EQ(heal(&e, "hr", "tiny", &res), -ENOENT);
     for (unsigned i = 1; i < 4; i++)
         OLT_CHECK(access(t.meta[i], F_OK) != 0);
     same_file(t.meta[0], t.mb[0], t.ml[0]);
@@ -384,4 +391,40 @@ OLT_TEST_T(store_heal_queue_bound_dedup_and_walk, 120)
     snap_free(&c);
     free(data);
     sh_env_stop(&e, false);
+}
+
+/* A GET that reconstructs around an offline drive (nothing to heal it onto)
+ * queues nothing; one that meets a corrupt block on an online drive does. */
+OLT_TEST_T(store_heal_queue_skips_offline_drives, 120)
+{
+    struct sh_env e;
+    sh_env_open(&e, 4, 4, 4096, 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ho"), 0);
+    uint8_t *data = sh_pattern(300000, 15);
+    OLT_CHECK_EQ(put(&e, "ho", "k", data, 300000), 0);
+    struct snap s;
+    snap_take(&e, "ho", "k", &s);
+    unsigned d0 = sh_drive_with_shard(&e, "ho", "k", 0), d1 = sh_drive_with_shard(&e, "ho", "k", 1);
+    sh_env_stop(&e, false);
+    sh_wipe(e.path[d0]);
+    OLT_CHECK_EQ(rmdir(e.path[d0]), 0); /* unmounted: offline */
+    sh_env_start(&e);
+    struct ol_healer *h;
+    struct ol_healer_params hp = {.paused = true};
+    OLT_CHECK_EQ(ol_healer_start(e.s, &hp, &h), 0);
+    uint64_t before = sh_stats(&e).needs_heal;
+    sh_check_get(&e, "ho", "k", data, 300000);
+    OLT_CHECK(sh_stats(&e).needs_heal > before); /* still counted */
+    struct ol_heal_stats st;
+    ol_healer_stats(h, &st);
+    OLT_CHECK_EQ(st.queued, 0);
+    sh_flip_byte(s.part[d1], 50);
+    sh_check_get(&e, "ho", "k", data, 300000);
+    ol_healer_stats(h, &st);
+    OLT_CHECK_EQ(st.queued, 1);
+    ol_healer_stop(h);
+    snap_free(&s);
+    free(data);
+    sh_env_stop(&e, false);
+    OLT_CHECK_EQ(mkdir(e.path[d0], 0755), 0); /* for the cleanup */
 }
