@@ -428,3 +428,69 @@ OLT_TEST_T(store_heal_queue_skips_offline_drives, 120)
     sh_env_stop(&e, false);
     OLT_CHECK_EQ(mkdir(e.path[d0], 0755), 0); /* for the cleanup */
 }
+
+/* Writes file bytes to path (replacing it). */
+static void put_file(const char *path, const uint8_t *b, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    OLT_CHECK(fd >= 0);
+    OLT_CHECK_EQ(write(fd, b, len), (ssize_t)len);
+    close(fd);
+}
+
+/* Every version of the file is rewritten (an object over an older delete
+ * marker), and a file of a delete marker alone. */
+OLT_TEST_T(store_heal_all_versions_and_delete_markers, 120)
+{
+    struct sh_env e;
+    sh_env_open(&e, 4, 4, 4096, 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "hv"), 0);
+    uint8_t *data = sh_pattern(100000, 16);
+    OLT_CHECK_EQ(put(&e, "hv", "two", data, 100000), 0);
+    OLT_CHECK_EQ(put(&e, "hv", "dm", data, 10), 0);
+    struct ol_meta_version dm;
+    memset(&dm, 0, sizeof dm);
+    dm.type = OL_META_DELETE_MARKER;
+    memset(dm.vid, 0x42, sizeof dm.vid);
+    dm.mtime_ns = 1000;
+    static uint8_t buf[1 << 20], out[1 << 20];
+    char two[SH_MAXD][700], del[SH_MAXD][700], dir[600];
+    size_t two_len[SH_MAXD], del_len = 0;
+    uint8_t *two_b[SH_MAXD];
+    for (unsigned i = 0; i < 4; i++) {
+        struct ol_meta_version v;
+        OLT_CHECK(sh_drive_meta(&e, i, "hv", "two", buf, sizeof buf, &v));
+        const struct ol_meta_version *vs[2] = {&v, &dm};
+        int n = ol_meta_encode("two", 3, vs, 2, out, sizeof out);
+        OLT_CHECK(n > 0);
+        sh_obj_dir(&e, i, "hv", "two", dir, sizeof dir);
+        snprintf(two[i], sizeof two[i], "%s/meta", dir);
+        put_file(two[i], out, (size_t)n);
+        two_b[i] = malloc((size_t)n);
+        memcpy(two_b[i], out, (size_t)n);
+        two_len[i] = (size_t)n;
+        const struct ol_meta_version *only[1] = {&dm};
+        n = ol_meta_encode("dm", 2, only, 1, out, sizeof out);
+        OLT_CHECK(n > 0);
+        del_len = (size_t)n;
+        sh_obj_dir(&e, i, "hv", "dm", dir, sizeof dir);
+        snprintf(del[i], sizeof del[i], "%s/meta", dir);
+        put_file(del[i], out, del_len);
+    }
+    OLT_CHECK_EQ(unlink(two[2]), 0);
+    OLT_CHECK_EQ(unlink(del[0]), 0);
+    sh_flip_byte(del[3], 20);
+    struct ol_heal_result res;
+    OLT_CHECK_EQ(heal(&e, "hv", "two", &res), 0);
+    OLT_CHECK_EQ(res.drives_healed, 1);
+    OLT_CHECK_EQ(heal(&e, "hv", "dm", &res), 0);
+    OLT_CHECK_EQ(res.drives_healed, 2);
+    for (unsigned i = 0; i < 4; i++) {
+        same_file(two[i], two_b[i], two_len[i]);
+        same_file(del[i], out, del_len);
+        free(two_b[i]);
+    }
+    sh_check_get(&e, "hv", "two", data, 100000);
+    free(data);
+    sh_env_stop(&e, false);
+}
