@@ -352,6 +352,10 @@ int ol_cmd_heal(const struct ol_cli *cli, int argc, char **argv)
     }
     if (tty)
         fputc('\n', stderr);
+    if (jtrue(resp, "no_bucket")) {
+        free(resp);
+        return ol_cli_fail(cli, "heal", "no such bucket: %s", bucket);
+    }
     unsigned long long sc = jnum(resp, "scanned"), he = jnum(resp, "healed"),
                        fa = jnum(resp, "failed"), by = jnum(resp, "bytes");
     if (cli->out & OL_OUT_JSON) {

@@ -119,8 +119,9 @@ static void progress(ol_http_req *r, struct ol_healer *h)
     char body[4096];
     size_t o = 0;
     say(body, sizeof body, &o,
-        "{\"walk\":%" PRIu64 ",\"running\":%s,\"rebuild\":%s,\"bucket\":", st.walk_id,
-        st.walk_running ? "true" : "false", st.walk_rebuild ? "true" : "false");
+        "{\"walk\":%" PRIu64 ",\"running\":%s,\"rebuild\":%s,\"no_bucket\":%s,\"bucket\":",
+        st.walk_id, st.walk_running ? "true" : "false", st.walk_rebuild ? "true" : "false",
+        st.walk_no_bucket ? "true" : "false");
     json_str(body, sizeof body, &o, st.walk_bucket);
     say(body, sizeof body, &o, ",\"prefix\":");
     json_str(body, sizeof body, &o, st.walk_prefix);

@@ -274,6 +274,7 @@ struct walk {
     const char *bucket, *prefix;/* "" = all */
     const uint8_t *sets;        /* NULL = every set */
     uint64_t t0, verified;      /* scanner: pass start, bytes verified */
+    bool found;                 /* OUT: the bucket (or any bucket) was listed */
 };
 
 /* Between two objects: the queue, and the scanner's pace. False = stop. */
@@ -344,6 +345,7 @@ static bool walk_run(struct ol_healer *h, struct walk *w)
         for (size_t b = 0; b < bk.n && go; b++) {
             if (w->bucket[0] && strcmp(bk.v[b], w->bucket))
                 continue;
+            w->found = true;
             char dir[600];
             snprintf(dir, sizeof dir, OL_FORMAT_DIR "/buckets/%s/objects", bk.v[b]);
             if (w->sets)
@@ -388,6 +390,7 @@ static void walk_manual(struct ol_healer *h)
     h->st.walk_running = true;
     h->st.walk_rebuild = rebuild;
     h->st.walk_scanned = h->st.walk_healed = h->st.walk_failed = h->st.walk_bytes = 0;
+    h->st.walk_no_bucket = false;
     h->st.walk_started_ns = real_ns();
     h->st.walk_finished_ns = 0;
     snprintf(h->st.walk_bucket, sizeof h->st.walk_bucket, "%s", bucket);
@@ -402,6 +405,7 @@ static void walk_manual(struct ol_healer *h)
     walk_run(h, &w);
     pthread_mutex_lock(&h->mu);
     h->st.walk_running = false;
+    h->st.walk_no_bucket = bucket[0] && !w.found;
     h->st.walk_finished_ns = real_ns();
     struct ol_heal_stats st = h->st;
     pthread_mutex_unlock(&h->mu);
@@ -493,6 +497,7 @@ void ol_healer_stats(struct ol_healer *h, struct ol_heal_stats *out)
         out->walk_rebuild = h->walk_rebuild_req;
         out->walk_scanned = out->walk_healed = out->walk_failed = out->walk_bytes = 0;
         out->walk_finished_ns = 0;
+        out->walk_no_bucket = false;
     }
     pthread_mutex_unlock(&h->mu);
 }

@@ -59,6 +59,7 @@ struct ol_heal_stats {
     uint64_t scan_objects, scan_bytes, scan_passes;  /* scanner */
     /* the current or last walk */
     bool walk_running, walk_rebuild;
+    bool walk_no_bucket;        /* the walk's bucket is on no drive */
     uint64_t walk_id;           /* 0 = none yet; increases per walk */
     uint64_t walk_scanned, walk_healed, walk_failed, walk_bytes;
     uint64_t walk_started_ns, walk_finished_ns;

@@ -174,6 +174,8 @@ def test_heal_route_needs_a_signature_and_one_walk_at_a_time(make_daemon, tmp_pa
     assert r.returncode == 1 and "HTTP 403" in r.stderr, r.stderr
     r = heal_cli(d, "--bogus")
     assert r.returncode == 2
+    r = heal_cli(d, "nosuchbucket/x")
+    assert r.returncode == 1 and "no such bucket: nosuchbucket" in r.stderr, r.stderr
 
 
 def test_blank_replacement_drive_is_rebuilt(make_daemon, tmp_path):

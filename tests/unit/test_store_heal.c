@@ -381,10 +381,16 @@ OLT_TEST_T(store_heal_queue_bound_dedup_and_walk, 120)
     snap_check(&e, &s);
     snap_check(&e, &b);
     snap_check(&e, &c);
+    OLT_CHECK(!st.walk_no_bucket);
     OLT_CHECK_EQ(ol_healer_walk(h, NULL, NULL), 2);
     st = healer_wait(h, walk_done);
     OLT_CHECK_EQ(st.walk_scanned, 3);
     OLT_CHECK_EQ(st.walk_healed, 0);
+    OLT_CHECK(!st.walk_no_bucket);
+    OLT_CHECK_EQ(ol_healer_walk(h, "nope", NULL), 3);
+    st = healer_wait(h, walk_done);
+    OLT_CHECK_EQ(st.walk_scanned, 0);
+    OLT_CHECK(st.walk_no_bucket);
     ol_healer_stop(h);
     snap_free(&s);
     snap_free(&b);
