@@ -107,6 +107,13 @@ static void snap_free(struct snap *s)
     }
 }
 
+/* Stops the store once background work (a GET's files closing) is done. */
+static void env_close(struct sh_env *e)
+{
+    sh_settle(e);
+    sh_env_stop(e, false);
+}
+
 static int heal(struct sh_env *e, const char *b, const char *k, struct ol_heal_result *res)
 {
     return ol_store_heal_object(e->s, b, k, 0, res);
@@ -157,7 +164,7 @@ OLT_TEST_T(store_heal_deleted_shard_and_flipped_block, 120)
     OLT_CHECK_EQ(sh_stats(&e).needs_heal, before.needs_heal);
     snap_free(&s);
     free(data);
-    sh_env_stop(&e, false);
+    env_close(&e);
 }
 
 OLT_TEST_T(store_heal_missing_and_stale_meta, 120)
@@ -198,7 +205,7 @@ OLT_TEST_T(store_heal_missing_and_stale_meta, 120)
     snap_free(&old);
     free(a);
     free(b);
-    sh_env_stop(&e, false);
+    env_close(&e);
 }
 
 OLT_TEST_T(store_heal_inline_objects, 120)
@@ -230,7 +237,7 @@ OLT_TEST_T(store_heal_inline_objects, 120)
     snap_free(&s);
     snap_free(&z);
     free(a);
-    sh_env_stop(&e, false);
+    env_close(&e);
 }
 
 OLT_TEST_T(store_heal_refuses_below_k_untouched, 120)
@@ -276,7 +283,7 @@ OLT_TEST_T(store_heal_refuses_below_k_untouched, 120)
     snap_free(&t);
     free(data);
     free(small);
-    sh_env_stop(&e, false);
+    env_close(&e);
 }
 
 OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
@@ -290,7 +297,7 @@ OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
     struct snap sa, sb;
     snap_take(&e, "hd", "a", &sa);
     snap_take(&e, "hd", "b", &sb);
-    sh_env_stop(&e, false);
+    env_close(&e);
     sh_wipe(e.path[2]); /* a blank replacement drive */
     sh_env_start(&e);
     OLT_CHECK(ol_store_drive_adopted(e.s, 2));
@@ -305,7 +312,7 @@ OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
     snap_free(&sa);
     snap_free(&sb);
     free(data);
-    sh_env_stop(&e, false);
+    env_close(&e);
 }
 
 /* ---- the healer (store/heal.h) ------------------------------------------------------------ */
@@ -396,7 +403,7 @@ OLT_TEST_T(store_heal_queue_bound_dedup_and_walk, 120)
     snap_free(&b);
     snap_free(&c);
     free(data);
-    sh_env_stop(&e, false);
+    env_close(&e);
 }
 
 /* A GET that reconstructs around an offline drive (nothing to heal it onto)
@@ -411,7 +418,7 @@ OLT_TEST_T(store_heal_queue_skips_offline_drives, 120)
     struct snap s;
     snap_take(&e, "ho", "k", &s);
     unsigned d0 = sh_drive_with_shard(&e, "ho", "k", 0), d1 = sh_drive_with_shard(&e, "ho", "k", 1);
-    sh_env_stop(&e, false);
+    env_close(&e);
     sh_wipe(e.path[d0]);
     OLT_CHECK_EQ(rmdir(e.path[d0]), 0); /* unmounted: offline */
     sh_env_start(&e);
@@ -431,7 +438,7 @@ OLT_TEST_T(store_heal_queue_skips_offline_drives, 120)
     ol_healer_stop(h);
     snap_free(&s);
     free(data);
-    sh_env_stop(&e, false);
+    env_close(&e);
     OLT_CHECK_EQ(mkdir(e.path[d0], 0755), 0); /* for the cleanup */
 }
 
@@ -498,5 +505,5 @@ OLT_TEST_T(store_heal_all_versions_and_delete_markers, 120)
     }
     sh_check_get(&e, "hv", "two", data, 100000);
     free(data);
-    sh_env_stop(&e, false);
+    env_close(&e);
 }
