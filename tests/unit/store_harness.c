@@ -119,6 +119,9 @@ void sh_env_start(struct sh_env *e)
 void sh_env_stop(struct sh_env *e, bool crash)
 {
     if (!crash) {
+        /* the core may only go once no request is in use: the last GET's
+           files may still be closing after its EV_DONE */
+        sh_settle(e);
         struct sh_call t;
         memset(&t, 0, sizeof t);
         sh_call(e, &t, fn_core_destroy);

@@ -113,7 +113,8 @@ void sh_env_open(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max,
                  uint64_t mpu_min_part);
 /* Opens the store of e->p, starts a loop and creates the core on it. */
 void sh_env_start(struct sh_env *e);
-/* Stops the loop; with crash set, the core is dropped as a crash would drop it. */
+/* Stops the loop: after sh_settle, the core is destroyed on its loop; with
+ * crash set, it is dropped as a crash would drop it. */
 void sh_env_stop(struct sh_env *e, bool crash);
 
 /* ---- operations ---- */

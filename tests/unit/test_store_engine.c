@@ -778,6 +778,5 @@ OLT_TEST_T(store_engine_default_stripe_large_object, 120)
     OLT_CHECK(sh_stats(&e).reads_reconstructed >= 9);
     free(a);
     free(buf);
-    sh_settle(&e); /* the GET's files may still be closing */
     env_close(&e);
 }

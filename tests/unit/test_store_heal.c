@@ -107,13 +107,6 @@ static void snap_free(struct snap *s)
     }
 }
 
-/* Stops the store once background work (a GET's files closing) is done. */
-static void env_close(struct sh_env *e)
-{
-    sh_settle(e);
-    sh_env_stop(e, false);
-}
-
 static int heal(struct sh_env *e, const char *b, const char *k, struct ol_heal_result *res)
 {
     return ol_store_heal_object(e->s, b, k, 0, res);
@@ -164,7 +157,7 @@ OLT_TEST_T(store_heal_deleted_shard_and_flipped_block, 120)
     OLT_CHECK_EQ(sh_stats(&e).needs_heal, before.needs_heal);
     snap_free(&s);
     free(data);
-    env_close(&e);
+    sh_env_stop(&e, false);
 }
 
 OLT_TEST_T(store_heal_missing_and_stale_meta, 120)
@@ -205,7 +198,7 @@ OLT_TEST_T(store_heal_missing_and_stale_meta, 120)
     snap_free(&old);
     free(a);
     free(b);
-    env_close(&e);
+    sh_env_stop(&e, false);
 }
 
 OLT_TEST_T(store_heal_inline_objects, 120)
@@ -237,7 +230,7 @@ OLT_TEST_T(store_heal_inline_objects, 120)
     snap_free(&s);
     snap_free(&z);
     free(a);
-    env_close(&e);
+    sh_env_stop(&e, false);
 }
 
 OLT_TEST_T(store_heal_refuses_below_k_untouched, 120)
@@ -283,7 +276,7 @@ OLT_TEST_T(store_heal_refuses_below_k_untouched, 120)
     snap_free(&t);
     free(data);
     free(small);
-    env_close(&e);
+    sh_env_stop(&e, false);
 }
 
 OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
@@ -297,7 +290,7 @@ OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
     struct snap sa, sb;
     snap_take(&e, "hd", "a", &sa);
     snap_take(&e, "hd", "b", &sb);
-    env_close(&e);
+    sh_env_stop(&e, false);
     sh_wipe(e.path[2]); /* a blank replacement drive */
     sh_env_start(&e);
     OLT_CHECK(ol_store_drive_adopted(e.s, 2));
@@ -312,7 +305,7 @@ OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
     snap_free(&sa);
     snap_free(&sb);
     free(data);
-    env_close(&e);
+    sh_env_stop(&e, false);
 }
 
 /* ---- the healer (store/heal.h) ------------------------------------------------------------ */
@@ -403,7 +396,7 @@ OLT_TEST_T(store_heal_queue_bound_dedup_and_walk, 120)
     snap_free(&b);
     snap_free(&c);
     free(data);
-    env_close(&e);
+    sh_env_stop(&e, false);
 }
 
 /* A GET that reconstructs around an offline drive (nothing to heal it onto)
@@ -418,7 +411,7 @@ OLT_TEST_T(store_heal_queue_skips_offline_drives, 120)
     struct snap s;
     snap_take(&e, "ho", "k", &s);
     unsigned d0 = sh_drive_with_shard(&e, "ho", "k", 0), d1 = sh_drive_with_shard(&e, "ho", "k", 1);
-    env_close(&e);
+    sh_env_stop(&e, false);
     sh_wipe(e.path[d0]);
     OLT_CHECK_EQ(rmdir(e.path[d0]), 0); /* unmounted: offline */
     sh_env_start(&e);
@@ -438,7 +431,7 @@ OLT_TEST_T(store_heal_queue_skips_offline_drives, 120)
     ol_healer_stop(h);
     snap_free(&s);
     free(data);
-    env_close(&e);
+    sh_env_stop(&e, false);
     OLT_CHECK_EQ(mkdir(e.path[d0], 0755), 0); /* for the cleanup */
 }
 
@@ -505,5 +498,5 @@ OLT_TEST_T(store_heal_all_versions_and_delete_markers, 120)
     }
     sh_check_get(&e, "hv", "two", data, 100000);
     free(data);
-    env_close(&e);
+    sh_env_stop(&e, false);
 }
