@@ -55,6 +55,7 @@ struct hdrv {
     bool match;               /* its version list is the reference's */
     bool rewrite;             /* its metadata must be written */
     bool touched;             /* something was written to it */
+    bool failed;              /* a shard could not be written: its metadata is not */
 };
 
 struct hctx {
@@ -128,6 +129,19 @@ static int mkdir_synced(int dfd, const char *path)
     if (slash)
         *slash = 0;
     return fsync_dir(dfd, parent);
+}
+
+/* Creates a tmp file for writing on drive dfd (fd or -errno); a drive whose
+ * .openlake/tmp went away while serving (wiped) gets it back. */
+static int tmp_create(int dfd, const char *path)
+{
+    int fd = openat(dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT) {
+        mkdir_synced(dfd, OL_FORMAT_DIR);
+        mkdir_synced(dfd, OL_FORMAT_DIR "/tmp");
+        fd = openat(dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    }
+    return fd < 0 ? -errno : fd;
 }
 
 static uint64_t next_rand(struct hctx *h)
@@ -385,7 +399,8 @@ static int rename_into(struct hctx *h, unsigned p, const char *tmp, const char *
                        const char *to)
 {
     int dfd = h->d[p].dfd, rc = 0;
-    const char *dirs[] = {h->p_bucket, h->p_objects, h->p_ab, h->p_obj, dir};
+    const char *dirs[] = {OL_FORMAT_DIR "/buckets", h->p_bucket, h->p_objects, h->p_ab,
+                          h->p_obj, dir};
     for (unsigned i = 0; i < sizeof dirs / sizeof *dirs && rc == 0; i++)
         if (dirs[i])
             rc = mkdir_synced(dfd, dirs[i]);
@@ -417,6 +432,7 @@ static int part_rebuild(struct hctx *h, const struct ol_meta_version *v,
     char path[OL_SE_PATH];
     part_path(h, path, v, pt->number);
     uint32_t present = 0, want = 0;
+    int drive_err = 0;         /* a drive that cannot take its shard: the others go on */
     for (unsigned p = 0; p < n && rc == 0; p++) {
         if (good & (1u << p)) {
             if (ol_se_popcount(present) >= k)
@@ -427,9 +443,13 @@ static int part_rebuild(struct hctx *h, const struct ol_meta_version *v,
             present |= 1u << v->ec.dist[p];
         } else if (bad & (1u << p)) {
             tmp_name(h, tmp[p], "part");
-            wfd[p] = openat(h->d[p].dfd, tmp[p], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-            if (wfd[p] < 0)
-                rc = -errno;
+            wfd[p] = tmp_create(h->d[p].dfd, tmp[p]);
+            if (wfd[p] < 0) {
+                drive_err = drive_err ? drive_err : wfd[p];
+                wfd[p] = -1;
+                h->d[p].failed = true;
+                continue;
+            }
             want |= 1u << v->ec.dist[p];
         }
     }
@@ -483,6 +503,7 @@ static int part_rebuild(struct hctx *h, const struct ol_meta_version *v,
             wrc = rename_into(h, p, tmp[p], ddir, path);
         if (wrc < 0) {
             unlinkat(h->d[p].dfd, tmp[p], 0);
+            h->d[p].failed = true;
             if (rc == 0)
                 rc = wrc;
             continue;
@@ -490,7 +511,7 @@ static int part_rebuild(struct hctx *h, const struct ol_meta_version *v,
         h->d[p].touched = true;
         h->res->shards_written++;
     }
-    return rc;
+    return rc ? rc : drive_err;
 }
 
 /* Checks (and with fix, rebuilds) every part of object version v. */
@@ -618,9 +639,11 @@ static int meta_write(struct hctx *h, unsigned p)
     tmp_name(h, tmp, "meta");
     int fd = -1;
     if (rc == 0) {
-        fd = openat(d->dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0)
-            rc = -errno;
+        fd = tmp_create(d->dfd, tmp);
+        if (fd < 0) {
+            rc = fd;
+            fd = -1;
+        }
     }
     if (rc == 0)
         rc = pwrite_full(fd, out, (size_t)len, 0);
@@ -716,8 +739,8 @@ static int heal_run(struct hctx *h, unsigned flags)
                 ret = rc;
         }
     for (unsigned p = 0; p < h->n; p++) {
-        if (!h->d[p].rewrite)
-            continue;
+        if (!h->d[p].rewrite || h->d[p].failed)
+            continue; /* (a drive missing a shard must not name it) */
         rc = meta_write(h, p);
         if (rc < 0 && ret == 0)
             ret = rc;

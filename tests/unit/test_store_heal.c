@@ -107,6 +107,8 @@ static void snap_free(struct snap *s)
     }
 }
 
+static void put_file(const char *path, const uint8_t *b, size_t len);
+
 static int heal(struct sh_env *e, const char *b, const char *k, struct ol_heal_result *res)
 {
     return ol_store_heal_object(e->s, b, k, 0, res);
@@ -300,6 +302,13 @@ OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
     OLT_CHECK_EQ(res.drives_healed, 1);
     OLT_CHECK_EQ(heal(&e, "hd", "b", &res), 0);
     OLT_CHECK_EQ(res.drives_healed, 1);
+    snap_check(&e, &sa);
+    snap_check(&e, &sb);
+    /* a drive wiped while serving (tmp/ and the format gone too) */
+    sh_wipe(e.path[0]);
+    OLT_CHECK_EQ(heal(&e, "hd", "a", &res), 0);
+    OLT_CHECK_EQ(res.drives_healed, 1);
+    OLT_CHECK_EQ(heal(&e, "hd", "b", &res), 0);
     snap_check(&e, &sa);
     snap_check(&e, &sb);
     snap_free(&sa);
@@ -497,6 +506,40 @@ OLT_TEST_T(store_heal_all_versions_and_delete_markers, 120)
         free(two_b[i]);
     }
     sh_check_get(&e, "hv", "two", data, 100000);
+    free(data);
+    sh_env_stop(&e, false);
+}
+
+/* A drive that cannot take its shard (its tmp/ is a file) gets no metadata
+ * naming it; the other drive is healed; a later heal finishes the job. */
+OLT_TEST_T(store_heal_drive_write_failure_isolated, 120)
+{
+    struct sh_env e;
+    sh_env_open(&e, 4, 4, 4096, 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "hf"), 0);
+    uint8_t *data = sh_pattern(250000, 17);
+    OLT_CHECK_EQ(put(&e, "hf", "k", data, 250000), 0);
+    struct snap s;
+    snap_take(&e, "hf", "k", &s);
+    OLT_CHECK_EQ(unlink(s.part[1]), 0);
+    OLT_CHECK_EQ(unlink(s.part[2]), 0);
+    OLT_CHECK_EQ(unlink(s.meta[2]), 0);
+    char tmpd[600];
+    snprintf(tmpd, sizeof tmpd, "%s/.openlake/tmp", e.path[2]);
+    OLT_CHECK_EQ(rmdir(tmpd), 0);
+    put_file(tmpd, (const uint8_t *)"x", 1);
+    struct ol_heal_result res;
+    OLT_CHECK_EQ(heal(&e, "hf", "k", &res), -ENOTDIR);
+    OLT_CHECK_EQ(res.drives_healed, 1);
+    same_file(s.part[1], s.pb[1], s.pl[1]);
+    OLT_CHECK(access(s.part[2], F_OK) != 0);
+    OLT_CHECK(access(s.meta[2], F_OK) != 0); /* no metadata naming a missing shard */
+    OLT_CHECK_EQ(unlink(tmpd), 0);
+    OLT_CHECK_EQ(mkdir(tmpd, 0755), 0);
+    OLT_CHECK_EQ(heal(&e, "hf", "k", &res), 0);
+    OLT_CHECK_EQ(res.drives_healed, 1);
+    snap_check(&e, &s);
+    snap_free(&s);
     free(data);
     sh_env_stop(&e, false);
 }
