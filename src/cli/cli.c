@@ -97,6 +97,39 @@ int ol_cli_usage_error(const struct ol_cli *cli, const char *cmd, const char *fm
     return ol_cli_usage_tail(cmd);
 }
 
+int ol_cli_options(const struct ol_cli *cli, const char *cmd, int argc, char **argv,
+                   const char *const *opts, const char **const *slots, const char **const *pos,
+                   int npos)
+{
+    int npos_set = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (arg[0] == '-' && arg[1] == '-') {
+            int found = 0;
+            for (int o = 0; opts[o]; o++) {
+                size_t ol = strlen(opts[o]);
+                if (!strncmp(arg, opts[o], ol) && (arg[ol] == 0 || arg[ol] == '=')) {
+                    if (arg[ol] == '=')
+                        *slots[o] = arg + ol + 1;
+                    else if (i + 1 < argc)
+                        *slots[o] = argv[++i];
+                    else
+                        return ol_cli_usage_error(cli, cmd, "%s needs a value", opts[o]);
+                    found = 1;
+                    break;
+                }
+            }
+            if (!found)
+                return ol_cli_bad_option(cli, cmd, arg, opts);
+        } else if (npos_set < npos) {
+            *pos[npos_set++] = arg;
+        } else {
+            return ol_cli_usage_error(cli, cmd, "unexpected argument '%s'", arg);
+        }
+    }
+    return 0;
+}
+
 int ol_cli_bad_option(const struct ol_cli *cli, const char *cmd, const char *opt,
                       const char *const *known)
 {

@@ -70,6 +70,16 @@ int ol_cli_bad_option(const struct ol_cli *cli, const char *cmd,
                       const char *opt, const char *const *known);
 
 /*
+ * Parses a command's arguments: each of opts[] (NULL-terminated, "--name")
+ * takes a value ("--name VALUE" or "--name=VALUE") stored in *slots[i];
+ * other words fill *pos[0..npos) in order. Returns 0, or the usage error's
+ * OL_EXIT_USAGE (an unknown option, a missing value, too many words).
+ */
+int ol_cli_options(const struct ol_cli *cli, const char *cmd, int argc, char **argv,
+                   const char *const *opts, const char **const *slots, const char **const *pos,
+                   int npos);
+
+/*
  * Prints "openlake CMD: MESSAGE" to stderr for an operation that failed
  * and returns OL_EXIT_FAIL.
  */
@@ -81,5 +91,6 @@ int ol_cli_fail(const struct ol_cli *cli, const char *cmd, const char *fmt, ...)
 int ol_cmd_version(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_kv(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv);
+int ol_cmd_heal(const struct ol_cli *cli, int argc, char **argv);
 
 #endif

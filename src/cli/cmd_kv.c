@@ -178,34 +178,10 @@ int ol_cmd_kv(const struct ol_cli *cli, int argc, char **argv)
     static const char *const opts[] = {"--addr", "--token", "--token-file", "--ns", "--value",
                                        "--file", "--out", NULL};
     const char **slots[] = {&a.addr, &a.token, &a.token_file, &a.ns, &a.value, &a.file, &a.out};
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (arg[0] == '-' && arg[1] == '-') {
-            int found = 0;
-            for (int o = 0; opts[o]; o++) {
-                size_t ol = strlen(opts[o]);
-                if (!strncmp(arg, opts[o], ol) && (arg[ol] == 0 || arg[ol] == '=')) {
-                    if (arg[ol] == '=') {
-                        *slots[o] = arg + ol + 1;
-                    } else if (i + 1 < argc) {
-                        *slots[o] = argv[++i];
-                    } else {
-                        return ol_cli_usage_error(cli, "kv", "%s needs a value", opts[o]);
-                    }
-                    found = 1;
-                    break;
-                }
-            }
-            if (!found)
-                return ol_cli_bad_option(cli, "kv", arg, opts);
-        } else if (!a.sub) {
-            a.sub = arg;
-        } else if (!a.key) {
-            a.key = arg;
-        } else {
-            return ol_cli_usage_error(cli, "kv", "unexpected argument '%s'", arg);
-        }
-    }
+    const char **pos[] = {&a.sub, &a.key};
+    int rc = ol_cli_options(cli, "kv", argc, argv, opts, slots, pos, 2);
+    if (rc)
+        return rc;
     static const char *const subs[] = {"stats", "get", "put", "del", NULL};
     if (!a.sub)
         return ol_cli_usage_error(cli, "kv", "say what to do: stats, get, put or del");

@@ -91,6 +91,32 @@ static const struct ol_cli_cmd ol_commands[] = {
         "  --seconds S          default 6\n",
         ol_cmd_bench,
     },
+    {
+        "heal",
+        "Heal the objects of a bucket (or all) and report what was repaired",
+        "usage: openlake heal [BUCKET[/PREFIX]] [options]\n"
+        "\n"
+        "Asks openlaked to walk the objects of BUCKET under PREFIX (every bucket\n"
+        "without one), verify every shard block and metadata file on every drive,\n"
+        "and rewrite what is missing, stale or corrupt from the good shards. Prints\n"
+        "progress on stderr while it runs and a summary on stdout (--json: one\n"
+        "object: walk, bucket, prefix, scanned, healed, failed, bytes_written).\n"
+        "One walk runs at a time. The request is signed (AWS SigV4) with an S3\n"
+        "credential of the daemon.\n"
+        "\n"
+        "Options:\n"
+        "  --endpoint URL       the daemon's S3 address (default http://127.0.0.1:9000,\n"
+        "                       also OPENLAKE_ENDPOINT)\n"
+        "  --access-key KEY     with --secret-key; else AWS_ACCESS_KEY_ID and\n"
+        "  --secret-key SECRET  AWS_SECRET_ACCESS_KEY (or OPENLAKE_ACCESS_KEY/_SECRET_KEY)\n"
+        "  --credentials FILE   else the daemon's generated credentials file\n"
+        "                       (default ./data/s3.credentials)\n"
+        "  --region REGION      default us-east-1 (the daemon's region)\n"
+        "\n"
+        "Exit status: 0 every object healthy or healed, 1 an object could not be\n"
+        "healed (or the daemon refused), 2 usage error.\n",
+        ol_cmd_heal,
+    },
 };
 #define OL_NCOMMANDS (sizeof ol_commands / sizeof ol_commands[0])
 

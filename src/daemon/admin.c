@@ -4,7 +4,8 @@
  *   GET|HEAD /_openlake/health/live    200 while the process serves
  *   GET|HEAD /_openlake/health/ready   200 when every core serves, 503 while
  *                                      starting or shutting down
- *   GET      /_openlake/metrics        Prometheus text (all cores)
+ *   GET      /_openlake/metrics        Prometheus text (all cores, the healer)
+ *   POST|GET /_openlake/heal           heal walks (admin_heal.c; SigV4-signed)
  *   PUT|POST /_openlake/debug/sink     (http.debug_endpoints only) consumes
  *            [?hold_ms=N]              the body, answers its length and
  *                                      SHA-256; hold_ms pauses the body
@@ -250,10 +251,16 @@ static void ol_admin_on_request(ol_http_req *r)
         for (int i = 0; i < n; i++)
             st[i] = ol_http_server_stats(d->cores[i].s3);
         size_t len = ol_http_metrics_render(st, n, a->scratch, OL_METRICS_CAP);
+        if (len < OL_METRICS_CAP)
+            len += ol_admin_heal_metrics(d, a->scratch + len, OL_METRICS_CAP - len);
         if (len >= OL_METRICS_CAP)
             ol_http_resp_simple(r, 500, "text/plain", "metrics too large\n", 18);
         else
             ol_http_resp_simple(r, 200, "text/plain; version=0.0.4", a->scratch, len);
+        return;
+    }
+    if (ol_path_is(path, plen, "/_openlake/heal")) {
+        ol_admin_heal_route(core, r, path, plen, q, qlen);
         return;
     }
     if (plen > 17 && memcmp(path, "/_openlake/debug/", 17) == 0 && d->cfg.http.debug_endpoints) {

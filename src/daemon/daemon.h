@@ -18,6 +18,7 @@
 #include "s3/server.h"
 #include "store/catalog.h"
 #include "store/engine.h"
+#include "store/heal.h"
 
 struct ol_daemon;
 
@@ -49,6 +50,7 @@ struct ol_daemon {
     struct ol_s3_buckets buckets;     /* for ListBuckets */
     struct ol_catalog *catalog;       /* key indexes for ListObjects */
     struct ol_tls_ctx *tls;           /* TLS on s3_addr, or NULL (http/tls.h) */
+    struct ol_healer *healer;         /* heal queue, walks, scanner; NULL in mode kv */
 };
 
 /* admin.c: the handler for the S3 listener: admin routes under /_openlake/,
@@ -56,5 +58,11 @@ struct ol_daemon {
 int ol_admin_init(struct ol_core *core, char *err, size_t errlen);
 void ol_admin_exit(struct ol_core *core);
 extern const struct ol_http_handler ol_admin_handler;
+
+/* admin_heal.c: POST|GET /_openlake/heal (SigV4-signed), and the
+ * openlake_heal_* metric lines into buf (their length; cap exceeded when >= cap). */
+void ol_admin_heal_route(struct ol_core *core, ol_http_req *r, const char *path, size_t plen,
+                         const char *q, size_t qlen);
+size_t ol_admin_heal_metrics(struct ol_daemon *d, char *buf, size_t cap);
 
 #endif

@@ -274,6 +274,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "openlaked: object store: %s\n", err);
         return 2;
     }
+    if (d.store) {
+        struct ol_healer_params hp = {
+            .queue_size = (unsigned)d.cfg.heal_queue_size,
+            .scan_rate = (uint64_t)d.cfg.heal_scan_rate_mbps * 1000000u,
+            .scan_interval_s = (uint64_t)d.cfg.heal_scan_interval_s,
+            .rebuild = true};
+        int hrc = ol_healer_start(d.store, &hp, &d.healer);
+        if (hrc < 0) {
+            fprintf(stderr, "openlaked: healer: %s\n", strerror(-hrc));
+            return 2;
+        }
+    }
 
     if (ol_net_listen_probe(d.cfg.s3_addr, err, sizeof err) < 0) {
         fprintf(stderr, "openlaked: s3_addr: %s\n", err);
@@ -394,6 +406,7 @@ int main(int argc, char **argv)
         ol_loop_destroy(d.cores[i].loop);
     }
     free(d.cores);
+    ol_healer_stop(d.healer);
     if (d.store) {
         if (ol_catalog_close(d.catalog) < 0)
             ol_warn("could not save the listing indexes: the next start rebuilds them");

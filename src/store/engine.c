@@ -208,6 +208,7 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
         }
         if (plan.drives[i].state == OL_FORMAT_OFFLINE)
             continue; /* runs degraded: every request counts it failed */
+        d->adopted = plan.drives[i].heal;
         rc = ol_se_open_drive(d, err, errlen);
         if (rc < 0)
             goto fail;
@@ -245,6 +246,31 @@ void ol_store_close(struct ol_store *s)
 }
 
 unsigned ol_store_sets(const struct ol_store *s) { return s->sets; }
+
+void ol_store_set_heal_hook(struct ol_store *s, ol_store_heal_fn fn, void *ud)
+{
+    s->heal_fn = fn;
+    s->heal_ud = ud;
+}
+
+void ol_se_heal_queue(struct ol_sreq *r)
+{
+    const struct ol_store *s = r->c->s;
+    if (s->heal_fn && r->klen)
+        s->heal_fn(s->heal_ud, r->bucket, r->key);
+}
+
+bool ol_store_drive_adopted(const struct ol_store *s, unsigned drive)
+{
+    return drive < s->n && s->drives[drive].adopted;
+}
+
+int ol_store_drive_fd(const struct ol_store *s, unsigned drive)
+{
+    return drive < s->n ? s->drives[drive].dfd : -1;
+}
+
+unsigned ol_store_drive_count(const struct ol_store *s) { return s->n; }
 unsigned ol_store_drives_per_set(const struct ol_store *s) { return s->dps; }
 unsigned ol_store_parity(const struct ol_store *s) { return s->parity; }
 uint32_t ol_store_inline_max(const struct ol_store *s) { return s->inline_max; }
@@ -454,12 +480,18 @@ void ol_se_names(struct ol_sreq *r, const char *bucket, const char *key)
     memcpy(r->key, key, r->klen);
     r->key[r->klen] = 0;
     r->set = ol_layout_set_of(s->deployment, r->bucket, r->blen, r->key, r->klen, s->sets);
+    ol_se_obj_names(s, r->key, r->klen, r->p_objects, r->p_ab, r->p_obj, r->p_meta);
+}
+
+void ol_se_obj_names(const struct ol_store *s, const char *key, size_t klen, const char *p_objects,
+                     char *p_ab, char *p_obj, char *p_meta)
+{
     char odir[OL_LAYOUT_DIR_LEN];
-    ol_layout_object_dir(s->deployment, r->key, r->klen, odir);
+    ol_layout_object_dir(s->deployment, key, klen, odir);
     char ab[4] = {'/', odir[0], odir[1], 0};
-    ol_se_join(r->p_ab, r->p_objects, ab, NULL);
-    ol_se_join(r->p_obj, r->p_objects, "/", odir);
-    ol_se_join(r->p_meta, r->p_obj, "/meta", NULL);
+    ol_se_join(p_ab, p_objects, ab, NULL);
+    ol_se_join(p_obj, p_objects, "/", odir);
+    ol_se_join(p_meta, p_obj, "/meta", NULL);
 }
 
 void ol_se_drives_init(struct ol_sreq *r)

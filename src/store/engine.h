@@ -17,8 +17,11 @@
  * Must not: block a loop thread (every file operation after ol_store_open
  * goes through ol_loop_*), allocate per request (pools are sized at
  * ol_store_core_create; an empty pool is -EBUSY), validate bucket or key
- * names (the S3 layer did: ol_layout_bucket_ok / ol_layout_key_ok), heal
- * (it counts what needs healing), or know HTTP.
+ * names (the S3 layer did: ol_layout_bucket_ok / ol_layout_key_ok), or
+ * know HTTP. Healing (engine_heal.c) is the exception to "every file
+ * operation through ol_loop_*": a blocking call for the healer's thread
+ * (store/heal.h), never made on a loop; the requests only hand what needs
+ * healing to the heal hook.
  *
  * ---- on one drive ------------------------------------------------------------
  *
@@ -832,5 +835,61 @@ int ol_store_mpu_cleanup(struct ol_store_core *c, uint64_t now_ns, ol_store_cb c
 
 /* Uploads in the registry (tests, metrics). Any thread. */
 unsigned ol_store_mpu_count(struct ol_store *s);
+
+/* ---- heal (engine_heal.c) ------------------------------------------------------------ */
+
+struct ol_heal_result {
+    unsigned drives_offline;   /* drives left alone: offline, unreadable, another key's file */
+    unsigned drives_bad;       /* drives whose metadata was missing, corrupt or stale */
+    unsigned shards_bad;       /* shard files missing, short or with a bad block */
+    unsigned drives_healed;    /* drives written to */
+    unsigned shards_written;   /* shard files and metadata files written */
+    uint64_t bytes_verified;   /* shard bytes read and checked */
+    uint64_t bytes_written;
+};
+
+#define OL_HEAL_VERIFY_ONLY 0x1u   /* find what is wrong; write nothing */
+
+/*
+ * Heals bucket/key on its set: reads every drive's metadata and takes the
+ * version list a read quorum agree on (the largest k among its objects;
+ * for delete markers only, the store's read quorum); a drive whose file is
+ * missing, corrupt or another list gets that list rewritten (with its own
+ * shard index and inline shards); every block of every shard file of every
+ * version and part is verified, and a missing, short or corrupt one is
+ * rebuilt from k good shards (ec.h). Shard files first, metadata last,
+ * each by tmp, fsync, rename, fsync of the directory (a drive's missing
+ * bucket and object directories are made). Nothing is written before all
+ * of the object was checked. A blocking call for a thread that runs no
+ * loop (the healer, store/heal.h); safe on several threads for distinct
+ * keys. res (OUT) says what was found and done.
+ * Returns 0 (healthy, or healed; res->drives_offline may be > 0); -ENOENT
+ * (no drive holds the object, or a read quorum of drives have no file for
+ * it, as a GET decides: the leftovers are not touched); -EIO (no version
+ * list has a read quorum, or a version or part has fewer than k good
+ * shards: nothing was written);
+ * -EAGAIN (a drive's metadata changed while healing: that drive was
+ * skipped); -EINVAL (names); -ENOMEM; -errno of a drive write.
+ */
+int ol_store_heal_object(struct ol_store *s, const char *bucket, const char *key, unsigned flags,
+                         struct ol_heal_result *res);
+
+/*
+ * The heal queue's entry point: fn(ud, bucket, key) is called on the loop
+ * thread of a core whose GET or HEAD found a drive to heal (a stale or
+ * missing metadata file, a shard missing or failing its checksum) and for
+ * a PUT acknowledged without some drives. It must not block. Set it before
+ * the loops run; NULL = off (the counters in ol_store_stats still count).
+ */
+typedef void (*ol_store_heal_fn)(void *ud, const char *bucket, const char *key);
+void ol_store_set_heal_hook(struct ol_store *s, ol_store_heal_fn fn, void *ud);
+
+/* Drives (configured index 0..n-1) that ol_store_open adopted blank: their
+ * set's objects must be rebuilt on them. */
+bool ol_store_drive_adopted(const struct ol_store *s, unsigned drive);
+/* Drive directory of configured drive i (for walks on the healer's thread),
+ * -1 when offline. */
+int ol_store_drive_fd(const struct ol_store *s, unsigned drive);
+unsigned ol_store_drive_count(const struct ol_store *s);
 
 #endif

@@ -78,7 +78,7 @@ void ol_se_get_drive(struct ol_sdrv *d, int res)
         } else {
             d->err = res; /* no shard file here: read others */
             r->c->st.read_errors++;
-            r->healed = true;
+            r->healed = r->heal_q = true;
         }
         return ol_se_drive_end(d);
     default: /* X_CLOSE */
@@ -195,6 +195,10 @@ static int choose(struct ol_sreq *r)
     if (best >= 0) {
         if (bestcnt < r->n)
             r->healed = true;
+        for (unsigned j = 0; j < r->n; j++) /* an offline drive cannot be healed */
+            if (ol_se_dfd(r, j) >= 0 &&
+                !(r->d[j].ms == OL_SE_M_OK && ol_se_same_version(&r->d[best].v, &r->d[j].v)))
+                r->heal_q = true;
         return best;
     }
     unsigned rq = ol_layout_read_quorum(r->n, s->parity);
@@ -372,11 +376,11 @@ void ol_se_get_slot(struct ol_sreq *r, unsigned si, unsigned pos, int res)
                 sl->good |= 1u << i;
             } else {
                 r->c->st.checksum_failures++;
-                r->healed = true;
+                r->healed = r->heal_q = true;
             }
         } else {
             r->c->st.read_errors++;
-            r->healed = true;
+            r->healed = r->heal_q = true;
             if (!d->err)
                 d->err = res < 0 ? res : -EIO; /* short: a truncated file */
         }
@@ -452,6 +456,8 @@ static void account(struct ol_sreq *r)
         st->get_errors++;
     if (r->healed)
         st->needs_heal++;
+    if (r->heal_q)
+        ol_se_heal_queue(r);
 }
 
 static bool release(struct ol_sreq *r)

@@ -44,6 +44,7 @@
 struct ol_store_drive {
     char *path;
     int dfd;                   /* O_DIRECTORY fd of the drive, -1 = offline */
+    bool adopted;              /* blank at open: adopted, to be rebuilt */
 };
 
 struct ol_se_reg;              /* the multipart registry (engine_mpu.c) */
@@ -63,6 +64,8 @@ struct ol_store {
     int64_t mpu_expiry_ns;     /* < 0: never */
     struct ol_se_reg *reg;     /* shared by the cores, own mutex */
     struct ol_se_ver *ver;     /* shared by the cores, own mutex */
+    ol_store_heal_fn heal_fn;  /* heal queue (NULL = off), set before the loops run */
+    void *heal_ud;
 };
 
 struct ol_sreq;
@@ -193,6 +196,7 @@ struct ol_sreq {
     int sel;                   /* drive whose version was chosen */
     int hold;                  /* slot whose bytes the caller holds, or -1 */
     bool want, ended, meta_sent, done_sent, started, healed, counted;
+    bool heal_q;               /* an online drive to heal: hand the key to the heal hook */
     uint64_t delivered;
     /* buckets */
     uint8_t bop;
@@ -261,8 +265,14 @@ struct ol_store_core {
 
 struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb cb, void *ud);
 void ol_se_req_put(struct ol_sreq *r);
+/* Hands bucket/key of r to the heal queue (when one is set). */
+void ol_se_heal_queue(struct ol_sreq *r);
 /* Copies bucket (and key, may be NULL), fills the set, object dir and paths. */
 void ol_se_names(struct ol_sreq *r, const char *bucket, const char *key);
+/* The object's paths under p_objects: <ab>, <ab>/<hash>, <ab>/<hash>/meta
+ * (each OL_SE_PATH bytes). */
+void ol_se_obj_names(const struct ol_store *s, const char *key, size_t klen, const char *p_objects,
+                     char *p_ab, char *p_obj, char *p_meta);
 /* Resets the per-drive states for set r->set (n = dps drives). */
 void ol_se_drives_init(struct ol_sreq *r);
 int ol_se_dfd(const struct ol_sreq *r, unsigned pos);

@@ -764,6 +764,8 @@ static bool put_done(struct ol_sreq *r, int status)
         if (ok < r->n) {
             st->write_drive_failures += r->n - ok;
             st->needs_heal++;
+            if (r->mode != OL_SE_MODE_PART)
+                ol_se_heal_queue(r);
         }
     } else {
         st->put_errors++;

@@ -119,6 +119,9 @@ void sh_env_start(struct sh_env *e)
 void sh_env_stop(struct sh_env *e, bool crash)
 {
     if (!crash) {
+        /* the core may only go once no request is in use: the last GET's
+           files may still be closing after its EV_DONE */
+        sh_settle(e);
         struct sh_call t;
         memset(&t, 0, sizeof t);
         sh_call(e, &t, fn_core_destroy);
@@ -470,6 +473,40 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
     if (strcmp(p, g_wipe_root) != 0)
         remove(p);
     return 0;
+}
+
+static void sh_fn_put(struct sh_call *t)
+{
+    struct ol_put_args a = {.bucket = t->bucket, .key = t->key, .size = t->size, .parity = -1};
+    int rc = ol_put_begin(t->e->c, &a, sh_put_cb, t, &t->put);
+    if (rc < 0)
+        return sh_done(t, rc);
+    sh_put_pump(t);
+}
+
+int sh_put(struct sh_env *e, const char *b, const char *k, const uint8_t *data, uint64_t size,
+           void (*fill)(struct sh_call *, struct ol_meta_version *))
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    t.bucket = b;
+    t.key = k;
+    t.data = data;
+    t.size = t.stop = size;
+    t.chunk = OL_STORE_WRITE_MAX;
+    t.fill = fill;
+    return sh_call(e, &t, sh_fn_put);
+}
+
+void sh_flip_byte(const char *path, uint64_t off)
+{
+    int fd = open(path, O_RDWR);
+    OLT_CHECK(fd >= 0);
+    uint8_t c;
+    OLT_CHECK_EQ(pread(fd, &c, 1, (off_t)off), 1);
+    c ^= 0x5a;
+    OLT_CHECK_EQ(pwrite(fd, &c, 1, (off_t)off), 1);
+    close(fd);
 }
 
 void sh_wipe(const char *drive)

@@ -113,7 +113,8 @@ void sh_env_open(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max,
                  uint64_t mpu_min_part);
 /* Opens the store of e->p, starts a loop and creates the core on it. */
 void sh_env_start(struct sh_env *e);
-/* Stops the loop; with crash set, the core is dropped as a crash would drop it. */
+/* Stops the loop: after sh_settle, the core is destroyed on its loop; with
+ * crash set, it is dropped as a crash would drop it. */
 void sh_env_stop(struct sh_env *e, bool crash);
 
 /* ---- operations ---- */
@@ -121,6 +122,10 @@ void sh_env_stop(struct sh_env *e, bool crash);
 /* The PUT callback and pump: flow control (READY), errors abort the PUT. */
 void sh_put_cb(void *ud, const struct ol_store_event *ev);
 void sh_put_pump(struct sh_call *t);
+/* A whole PUT of data[0..size) with the store's parity, finished with the
+ * version fill() gives; its status. */
+int sh_put(struct sh_env *e, const char *b, const char *k, const uint8_t *data, uint64_t size,
+           void (*fill)(struct sh_call *, struct ol_meta_version *));
 /* Aborts the PUT left open in t->put. */
 void sh_fn_abort_put(struct sh_call *t);
 
@@ -166,6 +171,8 @@ unsigned sh_drive_with_shard(const struct sh_env *e, const char *b, const char *
 int sh_count_entries(const char *path);
 /* After the core is idle: every drive's tmp/ is empty. */
 void sh_check_tmp_empty(struct sh_env *e);
+/* XORs the byte at off of the file at path with 0x5a (bit rot). */
+void sh_flip_byte(const char *path, uint64_t off);
 /* rm -rf of everything inside the drive: the drive's contents are gone, the directory stays. */
 void sh_wipe(const char *drive);
 

@@ -106,17 +106,6 @@ static void part_path(const struct sh_env *e, unsigned i, const char *b, const c
     snprintf(out, len, "%s/%s/part.1", dir, u);
 }
 
-static void flip_byte(const char *path, uint64_t off)
-{
-    int fd = open(path, O_RDWR);
-    OLT_CHECK(fd >= 0);
-    uint8_t c;
-    OLT_CHECK_EQ(pread(fd, &c, 1, (off_t)off), 1);
-    c ^= 0x5a;
-    OLT_CHECK_EQ(pwrite(fd, &c, 1, (off_t)off), 1);
-    close(fd);
-}
-
 /* ---- tests ------------------------------------------------------------------------- */
 
 OLT_TEST_T(store_engine_put_get_sizes, 120)
@@ -404,14 +393,14 @@ OLT_TEST_T(store_engine_flipped_byte_is_never_served, 120)
     /* a data byte of stripe 1 of shard 0 */
     char pp[900];
     part_path(&e, sh_drive_with_shard(&e, "rot", "big", 0), "rot", "big", pp, sizeof pp);
-    flip_byte(pp, (uint64_t)(B + OL_BITROT_HDR_SIZE) + OL_BITROT_HDR_SIZE + 5);
+    sh_flip_byte(pp, (uint64_t)(B + OL_BITROT_HDR_SIZE) + OL_BITROT_HDR_SIZE + 5);
     sh_check_get(&e, "rot", "big", a, size);
     struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK_EQ(st.checksum_failures, 1);
     OLT_CHECK_EQ(st.reads_reconstructed, 1);
     /* a byte of a block header (shard 1, stripe 0) */
     part_path(&e, sh_drive_with_shard(&e, "rot", "big", 1), "rot", "big", pp, sizeof pp);
-    flip_byte(pp, 3);
+    sh_flip_byte(pp, 3);
     sh_check_get(&e, "rot", "big", a, size);
     st = sh_stats(&e);
     OLT_CHECK_EQ(st.checksum_failures, 3);  /* the first flip is read again */
@@ -421,7 +410,7 @@ OLT_TEST_T(store_engine_flipped_byte_is_never_served, 120)
     strcat(mp, "/meta");
     struct stat sst;
     OLT_CHECK_EQ(stat(mp, &sst), 0);
-    flip_byte(mp, (uint64_t)sst.st_size - 100);
+    sh_flip_byte(mp, (uint64_t)sst.st_size - 100);
     sh_check_get(&e, "rot", "small", s, 2000);
     st = sh_stats(&e);
     OLT_CHECK_EQ(st.checksum_failures, 4);
@@ -445,7 +434,7 @@ OLT_TEST_T(store_engine_too_many_lost_is_eio, 120)
     for (unsigned sh = 0; sh < 3; sh++) {
         char pp[900];
         part_path(&e, sh_drive_with_shard(&e, "eio", "obj", sh), "eio", "obj", pp, sizeof pp);
-        flip_byte(pp, (uint64_t)(B + OL_BITROT_HDR_SIZE) + OL_BITROT_HDR_SIZE + 100);
+        sh_flip_byte(pp, (uint64_t)(B + OL_BITROT_HDR_SIZE) + OL_BITROT_HDR_SIZE + 100);
     }
     uint64_t got = 0;
     OLT_CHECK_EQ(sh_get_range(&e, "eio", "obj", 0, -1, buf, size, &got), -EIO);
