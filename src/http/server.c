@@ -526,6 +526,17 @@ static void ol_req_begin(struct ol_http_conn *c)
     }
     if (srv->draining)
         r->info.keep_alive = false;
+    /* Expect: 100-continue on a request without a body: nothing to wait
+     * for, but the client waits for the 100 before its (empty) body, and
+     * some (the aws CLI's botocore 1.43) mistake a final answer sent
+     * without one for the next request's on a reused connection. */
+    if (r->info.expect_continue && r->body_done) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (ol_out_append(c, cont, sizeof cont - 1) < 0) {
+            ol_conn_close(c);
+            return;
+        }
+    }
     uint32_t seq = c->seq;
     srv->h.on_request(r);
     if (c->seq != seq || c->closing)

@@ -755,9 +755,12 @@ def test_expect_100_continue(daemon):
                              headers=[("Expect", "100-continue")], body=b"abc"))
         assert c.read_response(allow_100=True).status == 100
         assert sink_json(c.read_response()) == (3, hashlib.sha256(b"abc").hexdigest())
-        # No body: no 100.
+        # No body: a 100 all the same, then the answer (clients wait for the
+        # 100 before sending their empty body; botocore 1.43 misreads the next
+        # answer on the connection without it).
         c.send(build_request("PUT", "/_openlake/debug/sink",
                              headers=[("Expect", "100-continue"), ("Content-Length", "0")]))
+        assert c.read_response(allow_100=True).status == 100
         assert sink_json(c.read_response())[0] == 0
 
 

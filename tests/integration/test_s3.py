@@ -487,10 +487,11 @@ def aws(d, tmp_path, *args, check=True):
 
 
 def test_aws_cli_cp_ls_sync_rm(s3d, tmp_path):
-    # Known: with the aws CLI's vendored botocore (1.43.x), `s3 sync` of these
-    # three files spends ~60 s (its read timeout) on one PUT that then
-    # succeeds; boto3 1.44 and raw requests do not, nor does the CLI through
-    # a TCP relay. An Expect: 100-continue interplay still to be found.
+    # The empty file matters: the aws CLI's vendored botocore (1.43.x) keeps
+    # the status of a final answer to an Expect: 100-continue request sent
+    # without a 100 and applies it to the next request on that connection,
+    # which then hangs for its 60 s read timeout. The server sends the 100
+    # for bodiless requests too (http/server.c), as S3 does.
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)
     files = {"a.txt": b"alpha", "sub/b.bin": os.urandom(3 << 20), "sub/c": b""}
