@@ -129,8 +129,10 @@ bench-vllm: deps
 	bash bench/vllm/run_ttft.sh
 
 bench-store: deps
+	bash scripts/deps.sh bench
 	bash bench/store/run_ec.sh
 	bash bench/store/run_index.sh
+	bash bench/store/run_list.sh
 
 clean:
 	rm -rf build
