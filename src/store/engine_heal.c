@@ -21,13 +21,15 @@
  * nothing is written (-EIO). Drives that are offline or hold another key's
  * file (a hash collision) are left alone.
  *
- * Not covered: a PUT or DELETE of the same key while it runs (the
- * per-object lock is the cluster layer's, later). Each drive's metadata is
- * read again just before it is replaced and the drive is skipped when it
- * changed, which narrows but does not close that window. Part files of a
- * multipart object are rebuilt without the part record that followed the
- * blocks (readers never look past the last block).
+ * Writes of the same key: the heal holds the key's commit lock (the one
+ * PUT, DELETE and the tag rewrite take, engine_ver.c) from its first read
+ * to its last rename, so within this process no write interleaves; each
+ * drive's metadata is still read again just before it is replaced (a
+ * drive changed behind our back is skipped). Part files of a multipart
+ * object are rebuilt without the part record that followed the blocks
+ * (readers never look past the last block).
  */
+#define OL_HEAL_LOCK_WAIT_MS 30000u   /* then -EBUSY: the object is left for later */
 #include "store/engine_int.h"
 
 #include "store/bitrot.h"
@@ -41,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -775,7 +778,20 @@ int ol_store_heal_object(struct ol_store *s, const char *bucket, const char *key
     names(h);
     h->bsz = (OL_BITROT_HDR_SIZE + (size_t)s->bmax + 63) / 64 * 64;
     h->blk = aligned_alloc(64, h->bsz * h->n);
-    int rc = h->blk ? heal_run(h, flags) : -ENOMEM;
+    /* The key's commit lock, as PUT / DELETE take it: a write of the key
+     * never interleaves with its heal. Writes hold it for milliseconds;
+     * after OL_HEAL_LOCK_WAIT_MS of trying the heal is left for later. */
+    unsigned slot = 0;
+    int rc = h->blk ? -EBUSY : -ENOMEM;
+    for (unsigned waited = 0; h->blk && waited <= OL_HEAL_LOCK_WAIT_MS; waited++) {
+        if ((rc = ol_se_key_trylock(s, h->p_obj, &slot)) == 0)
+            break;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    if (rc == 0) {
+        rc = heal_run(h, flags);
+        ol_se_key_unlock_slot(s, slot);
+    }
     for (unsigned p = 0; p < h->n; p++)
         free(h->d[p].buf);
     free(h->v);

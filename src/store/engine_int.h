@@ -391,6 +391,10 @@ int ol_se_ver_set(struct ol_store *s, const char *bucket, uint8_t state, uint64_
 void ol_se_ver_forget(struct ol_store *s, const char *bucket);
 /* Takes r's key's commit lock (r->p_obj): true when held (also already). */
 bool ol_se_key_lock(struct ol_sreq *r);
+/* The commit lock of the object directory p_obj (r->p_obj's form), for
+ * callers without a request (the healer's thread): 0 and *slot (release
+ * with ol_se_key_unlock_slot), or -EBUSY (held, or the table is full). */
+int ol_se_key_trylock(struct ol_store *s, const char *p_obj, unsigned *slot);
 /* Lets it go (ol_se_req_put does it for every request; ol_se_done after
  * the EV_DONE callback). */
 void ol_se_key_unlock(struct ol_sreq *r);

@@ -140,34 +140,40 @@ void ol_se_ver_forget(struct ol_store *s, const char *bucket)
 
 /* ---- commit locks ---------------------------------------------------------------------- */
 
-static uint64_t key_hash(const struct ol_sreq *r)
+static uint64_t key_hash(const char *p_obj)
 {
-    uint64_t h = XXH3_64bits(r->p_obj, strlen(r->p_obj));
+    uint64_t h = XXH3_64bits(p_obj, strlen(p_obj));
     return h ? h : 1;
 }
 
-bool ol_se_key_lock(struct ol_sreq *r)
+int ol_se_key_trylock(struct ol_store *s, const char *p_obj, unsigned *slot)
 {
-    if (r->locked)
-        return true;
-    struct ol_se_ver *v = r->c->s->ver;
-    uint64_t h = key_hash(r);
+    struct ol_se_ver *v = s->ver;
+    uint64_t h = key_hash(p_obj);
     int freeslot = -1;
     pthread_mutex_lock(&v->mu);
     for (unsigned i = 0; i < OL_STORE_KEY_LOCKS; i++) {
         if (v->locks[i] == h) {
             pthread_mutex_unlock(&v->mu);
-            return false;
+            return -EBUSY;
         }
         if (!v->locks[i] && freeslot < 0)
             freeslot = (int)i;
     }
     if (freeslot >= 0) {
         v->locks[freeslot] = h;
-        r->locked = true;
-        r->lock_slot = (unsigned)freeslot;
+        *slot = (unsigned)freeslot;
     }
     pthread_mutex_unlock(&v->mu);
+    return freeslot >= 0 ? 0 : -EBUSY;
+}
+
+bool ol_se_key_lock(struct ol_sreq *r)
+{
+    if (r->locked)
+        return true;
+    if (ol_se_key_trylock(r->c->s, r->p_obj, &r->lock_slot) == 0)
+        r->locked = true;
     return r->locked;
 }
 
