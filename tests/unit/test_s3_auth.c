@@ -131,3 +131,26 @@ OLT_TEST(s3_auth_presigned_url)
     OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, broken, strlen(broken), h, 1,
                                     &creds, "us-east-1", T0, &a), OL_S3_AUTH_QUERY_ERROR);
 }
+
+/* The per-thread signing-key cache must never let a request through with
+ * the key of another secret: the same access key with its secret changed
+ * (a rotation), alternating, on one thread. */
+OLT_TEST(s3_auth_signing_key_cache_follows_the_secret)
+{
+    static const char *rot_secrets[] = {"other-secret", "rotated-secret-0123456789"};
+    static const struct ol_s3_creds rotated = {keys, rot_secrets, 2};
+    struct ol_http_header h[4] = {H("Host", "examplebucket.s3.amazonaws.com"),
+                                  H("Range", "bytes=0-9"),
+                                  H("x-amz-content-sha256", EMPTY_SHA),
+                                  H("x-amz-date", "20130524T000000Z")};
+    struct ol_http_header ha[5];
+    memcpy(ha, h, sizeof h);
+    ha[4] = H("Authorization", AUTH_GET);
+    struct ol_s3_auth a;
+    for (int round = 0; round < 3; round++) {
+        OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, "", 0, ha, 5, &creds,
+                                        "us-east-1", T0, &a), OL_S3_OK);
+        OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, "", 0, ha, 5, &rotated,
+                                        "us-east-1", T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
+    }
+}
