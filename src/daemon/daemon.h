@@ -13,7 +13,6 @@
 #include "http/server.h"
 #include "kv/server.h"
 #include "rt/loop.h"
-#include "s3/buckets.h"
 #include "s3/creds.h"
 #include "s3/server.h"
 #include "store/catalog.h"
@@ -47,7 +46,6 @@ struct ol_daemon {
     struct ol_kv_server **kv_servers; /* one per core */
     struct ol_s3_credset creds;       /* S3 credentials (s3/creds.h) */
     struct ol_store *store;           /* the object store; NULL in mode kv */
-    struct ol_s3_buckets buckets;     /* for ListBuckets */
     struct ol_catalog *catalog;       /* key indexes for ListObjects */
     struct ol_tls_ctx *tls;           /* TLS on s3_addr, or NULL (http/tls.h) */
     struct ol_healer *healer;         /* heal queue, walks, scanner; NULL in mode kv */

@@ -105,7 +105,6 @@ static int ol_core_init(ol_loop *loop, void *arg)
     struct ol_s3_params sp = {.creds = &core->d->creds.view, .region = cfg->region,
                               .domain = cfg->s3_domain, .core = core->index, .store = core->store,
                               .store_all = core->d->store,
-                              .buckets = core->d->store ? &core->d->buckets : NULL,
                               .catalog = core->d->catalog};
     if (ol_s3_server_create(&sp, &core->s3api) < 0) {
         snprintf(core->err, sizeof core->err, "s3: out of memory");
@@ -174,11 +173,6 @@ static int ol_open_store(struct ol_daemon *d, char *err, size_t errlen)
     int rc = ol_store_open(&p, &d->store, err, errlen);
     if (rc < 0)
         return rc;
-    rc = ol_s3_buckets_load(&d->buckets, drives, n);
-    if (rc < 0) {
-        snprintf(err, errlen, "bucket list: out of memory");
-        return rc;
-    }
     struct ol_catalog_info ci;
     rc = ol_catalog_open(drives, n, &d->catalog, &ci, err, errlen);
     if (rc == 0)
@@ -411,7 +405,6 @@ int main(int argc, char **argv)
         if (ol_catalog_close(d.catalog) < 0)
             ol_warn("could not save the listing indexes: the next start rebuilds them");
         ol_store_close(d.store);
-        ol_s3_buckets_free(&d.buckets);
     }
     free(d.kv_servers);
     ol_kv_service_destroy(d.kv);

@@ -18,7 +18,6 @@
 #include <strings.h>
 #include <time.h>
 
-#include "s3/buckets.h"
 #include "s3/pct.h"
 #include "s3/versioning.h"
 #include "store/catalog.h"
@@ -157,8 +156,8 @@ static void owner_xml(struct ol_xml_w *w, const char *tag)
 
 static void list_buckets(struct ol_s3_req *q)
 {
-    struct ol_s3_bucket *v = malloc(OL_S3_MAX_BUCKETS * sizeof *v);
-    size_t cap = 512 + (size_t)OL_S3_MAX_BUCKETS * 160;
+    struct ol_catalog_bucket *v = malloc(OL_CATALOG_MAX_BUCKETS * sizeof *v);
+    size_t cap = 512 + (size_t)OL_CATALOG_MAX_BUCKETS * 160;
     char *out = malloc(cap);
     if (!v || !out) {
         free(v);
@@ -166,8 +165,8 @@ static void list_buckets(struct ol_s3_req *q)
         ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
         return;
     }
-    unsigned n = q->srv->p.buckets ? ol_s3_buckets_list(q->srv->p.buckets, v,
-                                                        OL_S3_MAX_BUCKETS) : 0;
+    unsigned n = q->srv->p.catalog ? ol_catalog_buckets(q->srv->p.catalog, v,
+                                                        OL_CATALOG_MAX_BUCKETS) : 0;
     struct ol_xml_w w;
     ol_xml_w_init(&w, out, cap);
     ol_xml_decl(&w);
@@ -213,16 +212,12 @@ static void bucket_done(void *ud, const struct ol_store_event *ev)
     char h[256];
     switch (op) {
     case OL_OP_CREATE_BUCKET:
-        if (q->srv->p.buckets)
-            ol_s3_buckets_add(q->srv->p.buckets, q->route.bucket, (int64_t)time(NULL));
         if (q->srv->p.catalog)
             ol_catalog_bucket_add(q->srv->p.catalog, q->route.bucket);
         snprintf(h, sizeof h, "Location: /%s\r\n", q->route.bucket);
         ol_s3_reply(q, 200, h, NULL, NULL, 0);
         break;
     case OL_OP_DELETE_BUCKET:
-        if (q->srv->p.buckets)
-            ol_s3_buckets_remove(q->srv->p.buckets, q->route.bucket);
         if (q->srv->p.catalog)
             ol_catalog_bucket_remove(q->srv->p.catalog, q->route.bucket);
         ol_s3_reply(q, 204, NULL, NULL, NULL, 0);

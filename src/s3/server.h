@@ -22,7 +22,6 @@
 struct ol_s3_server;
 struct ol_store_core;
 struct ol_store;
-struct ol_s3_buckets;
 struct ol_catalog;
 
 struct ol_s3_params {
@@ -32,8 +31,8 @@ struct ol_s3_params {
     int core;                          /* core index (request ids) */
     struct ol_store_core *store;       /* this core's object store; NULL: none */
     const struct ol_store *store_all;  /* the store (geometry), or NULL */
-    struct ol_s3_buckets *buckets;     /* the daemon's bucket list (ListBuckets) */
-    struct ol_catalog *catalog;        /* the buckets' key indexes (ListObjects) */
+    struct ol_catalog *catalog;        /* the buckets and their key indexes (ListBuckets,
+                                          ListObjects) */
 };
 
 /* On the loop's thread. Returns 0 or -ENOMEM. */

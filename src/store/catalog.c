@@ -18,12 +18,14 @@
 #include "store/layout.h"
 #include "store/meta.h"
 
-#define OL_CATALOG_MAX_BUCKETS 4096u
 
 struct cbucket {
     char name[64];
     struct ol_index *idx;      /* memory-only while serving */
     pthread_mutex_t mu;
+    int64_t created;           /* seconds: the oldest birth time of its directories */
+    unsigned seen;             /* drives holding it at open */
+    bool listed;               /* ListBuckets shows it (on half the drives, or created) */
 };
 
 struct ol_catalog {
@@ -303,9 +305,23 @@ int ol_catalog_open(const char *const *drives, unsigned n, struct ol_catalog **o
             continue;
         struct dirent *e;
         while ((e = readdir(dir)) && rc == 0) {
-            if (ol_layout_bucket_ok(e->d_name, strlen(e->d_name)) < 0 ||
-                find_locked(c, e->d_name))
+            if (ol_layout_bucket_ok(e->d_name, strlen(e->d_name)) < 0)
                 continue;
+            char full[sizeof path + 256 + 2];
+            snprintf(full, sizeof full, "%s/%s", path, e->d_name);
+            struct statx sx;
+            if (statx(AT_FDCWD, full, 0, STATX_BTIME | STATX_MTIME, &sx) < 0 ||
+                !S_ISDIR(sx.stx_mode))
+                continue;
+            int64_t born = (sx.stx_mask & STATX_BTIME) ? sx.stx_btime.tv_sec
+                                                       : sx.stx_mtime.tv_sec;
+            struct cbucket *have = find_locked(c, e->d_name);
+            if (have) {
+                have->seen++;
+                if (born < have->created)
+                    have->created = born;
+                continue;
+            }
             struct ol_index *idx = NULL;
             char idir[sizeof c->root + 260];
             snprintf(idir, sizeof idir, "%s/%s", c->root, e->d_name);
@@ -315,13 +331,17 @@ int ol_catalog_open(const char *const *drives, unsigned n, struct ol_catalog **o
                     rc = rebuild(c, e->d_name, idx, buf, &inf.metas);
                 inf.rebuilt++;
             }
-            if (rc == 0)
-                rc = add_locked(c, e->d_name, idx);
-            else if (idx)
+            if (rc == 0 && (rc = add_locked(c, e->d_name, idx)) == 0) {
+                c->b[c->n - 1]->created = born;
+                c->b[c->n - 1]->seen = 1;
+            } else if (idx) {
                 ol_index_close(idx);
+            }
         }
         closedir(dir);
     }
+    for (unsigned i = 0; i < c->n; i++)   /* a name on fewer drives is a leftover */
+        c->b[i]->listed = 2 * c->b[i]->seen >= n;
     free(buf);
     if (rc < 0) {
         snprintf(err, errlen, "catalog: building the bucket indexes: %s", strerror(-rc));
@@ -442,8 +462,15 @@ int ol_catalog_bucket_add(struct ol_catalog *c, const char *bucket)
     if (rc < 0)
         return rc;
     pthread_rwlock_wrlock(&c->lock);
-    rc = find_locked(c, bucket) ? 0 : add_locked(c, bucket, idx);
+    struct cbucket *have = find_locked(c, bucket);
+    rc = have ? 0 : add_locked(c, bucket, idx);
     bool used = rc == 0 && c->n && c->b[c->n - 1]->idx == idx;
+    if (used) {
+        have = c->b[c->n - 1];
+        have->created = (int64_t)time(NULL);
+    }
+    if (have)
+        have->listed = true;
     pthread_rwlock_unlock(&c->lock);
     if (!used)
         ol_index_close(idx);
@@ -466,6 +493,27 @@ void ol_catalog_bucket_remove(struct ol_catalog *c, const char *bucket)
         pthread_mutex_destroy(&gone->mu);
         free(gone);
     }
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct ol_catalog_bucket *)a)->name,
+                  ((const struct ol_catalog_bucket *)b)->name);
+}
+
+unsigned ol_catalog_buckets(struct ol_catalog *c, struct ol_catalog_bucket *out, unsigned max)
+{
+    unsigned n = 0;
+    pthread_rwlock_rdlock(&c->lock);
+    for (unsigned i = 0; i < c->n && n < max; i++)
+        if (c->b[i]->listed) {
+            memcpy(out[n].name, c->b[i]->name, sizeof out[n].name);
+            out[n].created = c->b[i]->created;
+            n++;
+        }
+    pthread_rwlock_unlock(&c->lock);
+    qsort(out, n, sizeof *out, by_name);
+    return n;
 }
 
 /* Runs op on the bucket's index with its mutex held (and the table read-locked,

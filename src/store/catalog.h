@@ -1,10 +1,11 @@
 /*
- * catalog.h - the ordered key index of every bucket (index.h), kept for
- * listings: loaded at start-up, updated as objects are written and
- * deleted, saved at a clean shutdown.
+ * catalog.h - the buckets (for ListBuckets: names, creation times) and the
+ * ordered key index of each (index.h), kept for listings: loaded at
+ * start-up, updated as buckets and objects are created and deleted, saved
+ * at a clean shutdown.
  *
- * Owns: one in-memory ol_index per bucket, shared by all cores (a mutex per
- * bucket, a rwlock for the bucket table), and its files under
+ * Owns: the bucket table and one in-memory ol_index per bucket, shared by
+ * all cores (a mutex per bucket, a rwlock for the table), and its files under
  * <first drive>/.openlake/index/<bucket>/ plus the marker
  * <first drive>/.openlake/index/clean.
  *
@@ -26,6 +27,7 @@
 #define OL_STORE_CATALOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "store/index.h"
 
@@ -55,6 +57,17 @@ int ol_catalog_close(struct ol_catalog *c);
 /* A bucket was created / deleted (its index: a new empty one / dropped). */
 int ol_catalog_bucket_add(struct ol_catalog *c, const char *bucket);
 void ol_catalog_bucket_remove(struct ol_catalog *c, const char *bucket);
+
+/* ListBuckets: the buckets and their creation times (the oldest birth
+ * time of their directories; the time of CreateBucket for new ones),
+ * sorted by name. Found at open on fewer than half of the drives: left
+ * out (a leftover of a create or delete cut short). */
+#define OL_CATALOG_MAX_BUCKETS 4096u
+struct ol_catalog_bucket {
+    char name[64];
+    int64_t created;           /* seconds since the epoch */
+};
+unsigned ol_catalog_buckets(struct ol_catalog *c, struct ol_catalog_bucket *out, unsigned max);
 
 /* An object's latest version was written / removed. -ENOENT: no such bucket. */
 int ol_catalog_put(struct ol_catalog *c, const char *bucket, const void *key, size_t klen,

@@ -186,11 +186,29 @@ def test_bucket_lifecycle(s3d):
     c.delete_object(Bucket="alpha", Key="k")
     c.delete_bucket(Bucket="alpha")
     assert error_of(lambda: c.delete_bucket(Bucket="alpha"))[:2] == ("NoSuchBucket", 404)
-    assert [b["Name"] for b in c.list_buckets()["Buckets"]] == ["beta.two"]
-    # the list survives a restart (read back from the drives)
+    listed = c.list_buckets()["Buckets"]
+    assert [b["Name"] for b in listed] == ["beta.two"]
+    now = datetime.datetime.now(datetime.timezone.utc)
+    assert abs((listed[0]["CreationDate"] - now).total_seconds()) < 120
+    # the list survives a restart (read back from the drives), dates too
     s3d.stop()
     s3d.start()
-    assert [b["Name"] for b in client(s3d).list_buckets()["Buckets"]] == ["beta.two"]
+    again = client(s3d).list_buckets()["Buckets"]
+    assert [b["Name"] for b in again] == ["beta.two"]
+    assert abs((again[0]["CreationDate"] - listed[0]["CreationDate"]).total_seconds()) <= 2
+
+
+def test_list_buckets_leaves_out_leftovers_on_few_drives(make_daemon, tmp_path):
+    """A bucket directory on one drive of four (a create or delete cut
+    short) is not a bucket; on half of them it is listed."""
+    d, drives = multi_drive(make_daemon, tmp_path)
+    client(d).create_bucket(Bucket="real")
+    d.stop()
+    (drives[0] / ".openlake" / "buckets" / "leftover").mkdir()
+    for dr in drives[:2]:
+        (dr / ".openlake" / "buckets" / "half").mkdir()
+    d.start()
+    assert [b["Name"] for b in client(d).list_buckets()["Buckets"]] == ["half", "real"]
 
 
 SIZES = [0, 1, 1000, 128 << 10, (128 << 10) + 1, 1 << 20, (1 << 20) + 1, 5 * (1 << 20) + 17]
