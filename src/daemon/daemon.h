@@ -28,6 +28,9 @@ struct ol_core {
     ol_http_server *s3;        /* the S3 + admin listener of this core */
     struct ol_kv_server *kv;   /* the KV listener of this core (mode all, kv) */
     struct ol_timer tick;      /* shutdown progress check */
+    struct ol_timer sweep;     /* core 0: expired multipart uploads removed */
+    bool sweeping;             /* a removal is in flight */
+    unsigned swept;            /* uploads removed by this sweep */
     struct ol_msg drain_msg;   /* posted by the main thread on SIGTERM */
     struct ol_msg close_msg;   /* posted when the shutdown timeout expires */
     void *admin;               /* admin handler state (admin.c) */

@@ -52,16 +52,73 @@ static void ol_core_tick(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_core *core = (struct ol_core *)((char *)t - offsetof(struct ol_core, tick));
     if (atomic_load(&core->d->draining) && ol_http_server_conns(core->s3) == 0 &&
-        (!core->kv || ol_kv_server_idle(core->kv))) {
+        (!core->kv || ol_kv_server_idle(core->kv)) && !core->sweeping) {
         ol_loop_stop(loop);
         return;
     }
     ol_timer_arm(loop, t, OL_TICK_MS);
 }
 
+/* ---- expired multipart uploads ------------------------------------------------ */
+
+/* Sweep period: half the expiry, between 1 s and 60 s. */
+static uint64_t ol_sweep_ms(const struct ol_config *c)
+{
+    uint64_t ms = (uint64_t)c->multipart_expiry_s * 500u;
+    return ms < 1000 ? 1000 : ms > 60000 ? 60000 : ms;
+}
+
+static void ol_sweep_next(struct ol_core *core);
+
+static void ol_sweep_done(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_core *core = ud;
+    core->sweeping = false;
+    if (ev->type != OL_STORE_EV_DONE)
+        return;
+    if (ev->status == 0)
+        core->swept++;
+    else
+        ol_warn("multipart expiry: removing an expired upload failed (%d); retried later",
+                ev->status);
+    if (atomic_load(&core->d->draining))
+        return;
+    if (ev->status == 0)
+        ol_sweep_next(core);   /* the next expired one, if any */
+    else
+        ol_timer_arm(core->loop, &core->sweep, ol_sweep_ms(&core->d->cfg));
+}
+
+/* Removes one expired upload; done when there is none left. */
+static void ol_sweep_next(struct ol_core *core)
+{
+    int rc = ol_store_mpu_cleanup(core->store, (uint64_t)time(NULL) * 1000000000ull,
+                                  ol_sweep_done, core);
+    if (rc == 0) {
+        core->sweeping = true;
+        return;
+    }
+    if (core->swept)
+        ol_info("multipart expiry: %u incomplete upload%s older than %lld s removed",
+                core->swept, core->swept == 1 ? "" : "s",
+                (long long)core->d->cfg.multipart_expiry_s);
+    core->swept = 0;
+    if (!atomic_load(&core->d->draining))
+        ol_timer_arm(core->loop, &core->sweep, ol_sweep_ms(&core->d->cfg));
+}
+
+static void ol_core_sweep(ol_loop *loop, struct ol_timer *t)
+{
+    struct ol_core *core = (struct ol_core *)((char *)t - offsetof(struct ol_core, sweep));
+    (void)loop;
+    if (!core->sweeping && !atomic_load(&core->d->draining))
+        ol_sweep_next(core);
+}
+
 static void ol_core_on_drain(ol_loop *loop, struct ol_msg *m)
 {
     struct ol_core *core = (struct ol_core *)((char *)m - offsetof(struct ol_core, drain_msg));
+    ol_timer_cancel(loop, &core->sweep);
     ol_http_server_drain(core->s3);
     if (core->kv)
         ol_kv_server_drain(core->kv);
@@ -94,6 +151,7 @@ static int ol_core_init(ol_loop *loop, void *arg)
     struct ol_http_handler h = ol_admin_handler;
     h.ctx = core;
     core->tick.fn = ol_core_tick;
+    core->sweep.fn = ol_core_sweep;
     core->drain_msg.fn = ol_core_on_drain;
     core->close_msg.fn = ol_core_on_close;
     if (ol_admin_init(core, core->err, sizeof core->err) < 0)
@@ -117,6 +175,8 @@ static int ol_core_init(ol_loop *loop, void *arg)
                                            cfg->kv_addr, &core->kv, core->err,
                                            sizeof core->err) < 0)
         return -1;
+    if (core->index == 0 && core->store && cfg->multipart_expiry_s > 0)
+        ol_timer_arm(loop, &core->sweep, ol_sweep_ms(cfg));
     return 0;
 }
 
@@ -169,7 +229,9 @@ static int ol_open_store(struct ol_daemon *d, char *err, size_t errlen)
     for (unsigned i = 0; i < n; i++)
         drives[i] = c->data_dirs[i];
     struct ol_store_params p = {.drives = drives, .n = n, .drives_per_set = dps,
-                                .parity = parity, .inline_max = -1};
+                                .parity = parity, .inline_max = c->inline_max_bytes,
+                                .mpu_expiry_s = c->multipart_expiry_s ? c->multipart_expiry_s
+                                                                      : -1};
     int rc = ol_store_open(&p, &d->store, err, errlen);
     if (rc < 0)
         return rc;

@@ -129,3 +129,51 @@ def test_upload_part_copy_into_an_upload_with_a_checksum(s3d):
         "Parts": [{"PartNumber": 1, "ETag": res["ETag"], "ChecksumCRC32": want},
                   {"PartNumber": 2, "ETag": p2["ETag"], "ChecksumCRC32": p2["ChecksumCRC32"]}]})
     assert c.get_object(Bucket="cksb", Key="dst")["Body"].read() == body
+
+
+def test_incomplete_uploads_expire_while_serving(make_daemon, tmp_path):
+    """multipart_expiry_s: an upload older than it is removed by the
+    running daemon (parts and record), a younger one stays."""
+    import time
+    from test_s3 import AK, SK
+    d = make_daemon(args=["--mode", "s3", "--multipart-expiry-s", "2"],
+                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
+    c = client(d)
+    c.create_bucket(Bucket="expb")
+    old = c.create_multipart_upload(Bucket="expb", Key="old")["UploadId"]
+    c.upload_part(Bucket="expb", Key="old", UploadId=old, PartNumber=1, Body=b"x" * 1000)
+    uploads = d.data / ".openlake" / "buckets" / "expb" / "uploads"
+    assert any(uploads.rglob("upload"))
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        ups = c.list_multipart_uploads(Bucket="expb").get("Uploads", [])
+        if not ups:
+            break
+        time.sleep(0.2)
+    assert c.list_multipart_uploads(Bucket="expb").get("Uploads", []) == []
+    assert error_of(lambda: c.upload_part(Bucket="expb", Key="old", UploadId=old,
+                                          PartNumber=2, Body=b"y"))[0] == "NoSuchUpload"
+    assert not any(uploads.rglob("upload")) and not any(uploads.rglob("part.*"))
+    young = c.create_multipart_upload(Bucket="expb", Key="young")["UploadId"]
+    assert [u["UploadId"] for u in c.list_multipart_uploads(Bucket="expb")["Uploads"]] == \
+        [young]
+    assert "removed" in d.stderr()
+
+
+def test_inline_threshold_setting(make_daemon, tmp_path):
+    """inline_max_bytes: objects up to it live in their metadata file (no
+    data directory); 0 turns that off."""
+    from test_s3 import AK, SK
+    for limit, small_inline in (("4096", True), ("0", False)):
+        d = make_daemon(args=["--mode", "s3", "--inline-max-bytes", limit],
+                        env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
+        c = client(d)
+        c.create_bucket(Bucket="inl")
+        c.put_object(Bucket="inl", Key="small", Body=b"s" * 4096)
+        c.put_object(Bucket="inl", Key="big", Body=b"b" * 4097)
+        objs = d.data / ".openlake" / "buckets" / "inl" / "objects"
+        parts = sorted(p.stat().st_size for p in objs.rglob("part.*"))
+        assert len(parts) == (1 if small_inline else 2), (limit, parts)
+        assert c.get_object(Bucket="inl", Key="small")["Body"].read() == b"s" * 4096
+        assert c.get_object(Bucket="inl", Key="big")["Body"].read() == b"b" * 4097
+        d.stop()
