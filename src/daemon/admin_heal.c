@@ -210,6 +210,7 @@ size_t ol_admin_heal_metrics(struct ol_daemon *d, char *buf, size_t cap)
         {"openlake_heal_queue_length", "gauge", "Objects waiting in the heal queue.", st.queue_len},
         {"openlake_heal_objects_healed_total", "counter", "Objects that had a drive rewritten.", st.objects_healed},
         {"openlake_heal_shards_healed_total", "counter", "Shard and metadata files rewritten.", st.shards_healed},
+        {"openlake_heal_leftover_dirs_removed_total", "counter", "Data dirs no version names (writes cut short), removed.", st.dirs_removed},
         {"openlake_heal_bytes_written_total", "counter", "Bytes written by heals.", st.bytes_written},
         {"openlake_heal_failed_total", "counter", "Objects that could not be healed.", st.failed},
         {"openlake_heal_scanner_objects_total", "counter", "Objects verified by the scanner.", st.scan_objects},

@@ -846,7 +846,14 @@ struct ol_heal_result {
     unsigned shards_written;   /* shard files and metadata files written */
     uint64_t bytes_verified;   /* shard bytes read and checked */
     uint64_t bytes_written;
+    unsigned dirs_removed;     /* data dirs no version names, older than
+                                  OL_HEAL_ORPHAN_AGE_S (a write cut short) */
 };
+
+/* A data dir in an object's directory that no version names, untouched
+ * for this long, is a leftover of a write cut short between moving its
+ * data in and committing the metadata: the heal removes it. */
+#define OL_HEAL_ORPHAN_AGE_S 3600
 
 #define OL_HEAL_VERIFY_ONLY 0x1u   /* find what is wrong; write nothing */
 

@@ -38,6 +38,7 @@
 #include "store/layout.h"
 #include "store/meta.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -612,6 +613,105 @@ static void drop_stale_dirs(struct hctx *h, unsigned p, struct ol_meta_file *old
     }
 }
 
+/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", lower-case hex: a data dir's name. */
+static bool uuid_name(const char *s)
+{
+    for (int i = 0; i < 36; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? s[i] != '-' : !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    }
+    return s[36] == 0;
+}
+
+/* The newest mtime of directory fd and its files; -1 on an error. */
+static int64_t newest_mtime(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -1;
+    int64_t t = st.st_mtime;
+    int dup_fd = dup(fd);
+    DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!dir) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return -1;
+    }
+    rewinddir(dir);
+    struct dirent *e;
+    while ((e = readdir(dir)))
+        if (e->d_name[0] != '.' && fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_mtime > t)
+            t = st.st_mtime;
+    closedir(dir);
+    return t;
+}
+
+/* Removes from drive p's object directory the data dirs that no version of
+ * the reference names and that nothing touched for OL_HEAL_ORPHAN_AGE_S
+ * (the key's commit lock is held: no write of it is between moving its
+ * data dir in and committing). Returns how many went. */
+static unsigned drop_orphans(struct hctx *h, unsigned p)
+{
+    int ofd = openat(h->d[p].dfd, h->p_obj, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (ofd < 0)
+        return 0;
+    int lfd = dup(ofd);
+    DIR *dir = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!dir) {
+        if (lfd >= 0)
+            close(lfd);
+        close(ofd);
+        return 0;
+    }
+    unsigned removed = 0;
+    int64_t now = (int64_t)time(NULL);
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (!uuid_name(e->d_name))
+            continue;
+        bool named = false;
+        for (unsigned i = 0; i < h->nv && !named; i++) {
+            char u[37];
+            if (h->v[i].type != OL_META_OBJECT || h->v[i].has_inline)
+                continue;
+            ol_format_uuid_str(h->v[i].data_dir, u);
+            named = strcmp(u, e->d_name) == 0;
+        }
+        if (named)
+            continue;
+        int dfd = openat(ofd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (dfd < 0)
+            continue;
+        int64_t t = newest_mtime(dfd);
+        if (t < 0 || now - t < OL_HEAL_ORPHAN_AGE_S) {
+            close(dfd);
+            continue;
+        }
+        int sfd = dup(dfd);   /* shares dfd's offset, which newest_mtime moved */
+        DIR *sub = sfd >= 0 ? fdopendir(sfd) : NULL;
+        if (sub)
+            rewinddir(sub);
+        struct dirent *f;
+        while (sub && (f = readdir(sub)))
+            if (strncmp(f->d_name, "part.", 5) == 0)
+                unlinkat(dfd, f->d_name, 0);
+        if (sub)
+            closedir(sub);
+        else if (sfd >= 0)
+            close(sfd);
+        close(dfd);
+        if (unlinkat(ofd, e->d_name, AT_REMOVEDIR) == 0)
+            removed++;
+    }
+    closedir(dir);
+    if (removed)
+        fsync(ofd);
+    close(ofd);
+    return removed;
+}
+
 /* Writes drive p's metadata file: the reference's versions, with p's shard
  * index and p's inline shards. */
 static int meta_write(struct hctx *h, unsigned p)
@@ -728,9 +828,12 @@ static int heal_run(struct hctx *h, unsigned flags)
         }
     for (unsigned p = 0; p < h->n; p++)
         res->drives_bad += h->d[p].rewrite;
-    if (res->shards_bad == 0 && res->drives_bad == 0)
-        return 0;
     if (flags & OL_HEAL_VERIFY_ONLY)
+        return 0;
+    for (unsigned p = 0; p < h->n; p++)   /* drives whose file is the reference's */
+        if (h->d[p].dfd >= 0 && h->d[p].match && !h->d[p].rewrite)
+            res->dirs_removed += drop_orphans(h, p);
+    if (res->shards_bad == 0 && res->drives_bad == 0)
         return 0;
     res->shards_bad = 0;
     res->bytes_verified = 0;

@@ -124,6 +124,7 @@ static int heal_one(struct ol_healer *h, const char *bucket, const char *key, in
         h->st.bytes_written += r.bytes_written;
     }
     h->st.failed += failed;
+    h->st.dirs_removed += r.dirs_removed;
     if (src == SRC_WALK) {
         h->st.walk_scanned++;
         h->st.walk_healed += r.drives_healed > 0;

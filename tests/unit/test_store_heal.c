@@ -18,8 +18,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void fill_version(struct sh_call *t, struct ol_meta_version *v)
@@ -539,6 +541,55 @@ OLT_TEST_T(store_heal_drive_write_failure_isolated, 120)
     OLT_CHECK_EQ(heal(&e, "hf", "k", &res), 0);
     OLT_CHECK_EQ(res.drives_healed, 1);
     snap_check(&e, &s);
+    snap_free(&s);
+    free(data);
+    sh_env_stop(&e, false);
+}
+
+/* Makes <obj dir on drive i>/<uuid>/part.1 with mtimes age seconds ago. */
+static void orphan_make(const struct sh_env *e, unsigned i, const char *uuid, int64_t age,
+                        char *dir_out, size_t cap)
+{
+    char dir[600];
+    sh_obj_dir(e, i, "hb", "obj", dir, sizeof dir);
+    snprintf(dir_out, cap, "%s/%s", dir, uuid);
+    OLT_CHECK_EQ(mkdir(dir_out, 0755), 0);
+    char f[800];
+    snprintf(f, sizeof f, "%s/part.1", dir_out);
+    put_file(f, (const uint8_t *)"leftover", 8);
+    struct timespec ts[2] = {{.tv_sec = time(NULL) - age}, {.tv_sec = time(NULL) - age}};
+    OLT_CHECK_EQ(utimensat(AT_FDCWD, f, ts, 0), 0);
+    OLT_CHECK_EQ(utimensat(AT_FDCWD, dir_out, ts, 0), 0);
+}
+
+OLT_TEST_T(store_heal_removes_old_unnamed_data_dirs, 120)
+{
+    struct sh_env e;
+    sh_env_open(&e, 4, 4, 4096, 0);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "hb"), 0);
+    uint64_t size = 3 * SH_STRIPE + 5;
+    uint8_t *data = sh_pattern(size, 9);
+    OLT_CHECK_EQ(put(&e, "hb", "obj", data, size), 0);
+    struct snap s;
+    snap_take(&e, "hb", "obj", &s);
+    char old_dir[700], fresh_dir[700], named_like[700];
+    orphan_make(&e, 0, "0badc0de-0000-4000-8000-000000000001", 2 * OL_HEAL_ORPHAN_AGE_S,
+                old_dir, sizeof old_dir);
+    orphan_make(&e, 1, "0badc0de-0000-4000-8000-000000000002", 10, fresh_dir,
+                sizeof fresh_dir);
+    orphan_make(&e, 2, "not-a-data-dir", 2 * OL_HEAL_ORPHAN_AGE_S, named_like,
+                sizeof named_like);
+    struct ol_heal_result res;
+    OLT_CHECK_EQ(ol_store_heal_object(e.s, "hb", "obj", OL_HEAL_VERIFY_ONLY, &res), 0);
+    OLT_CHECK_EQ(res.dirs_removed, 0u);
+    OLT_CHECK_EQ(access(old_dir, F_OK), 0);       /* verify-only removes nothing */
+    OLT_CHECK_EQ(heal(&e, "hb", "obj", &res), 0);
+    OLT_CHECK_EQ(res.dirs_removed, 1u);
+    OLT_CHECK(access(old_dir, F_OK) != 0);         /* old and named by no version: gone */
+    OLT_CHECK_EQ(access(fresh_dir, F_OK), 0);      /* too recent: a write may own it */
+    OLT_CHECK_EQ(access(named_like, F_OK), 0);     /* not a data dir's name: not ours */
+    snap_check(&e, &s);                            /* the object's own files untouched */
+    sh_check_get(&e, "hb", "obj", data, size);
     snap_free(&s);
     free(data);
     sh_env_stop(&e, false);
