@@ -330,6 +330,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "openlaked: object store: %s\n", err);
         return 2;
     }
+    /* Every thread from here on (the healer, the loops) inherits this mask:
+     * SIGINT / SIGTERM reach only the main thread, which shuts down in
+     * order. (A thread started before it would take a SIGTERM's default
+     * action: the process dies with 143.) */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
     if (d.store) {
         struct ol_healer_params hp = {
             .queue_size = (unsigned)d.cfg.heal_queue_size,
@@ -352,14 +363,6 @@ int main(int argc, char **argv)
     if (online < 1)
         online = 1;
     d.ncores = d.cfg.threads > 0 ? (int)d.cfg.threads : (int)online;
-
-    /* Loop threads inherit this mask: signals reach only the main thread. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
 
     if (d.cfg.mode != OL_MODE_S3) {
         if (ol_net_listen_probe(d.cfg.kv_addr, err, sizeof err) < 0) {
