@@ -129,8 +129,11 @@ bench-vllm: deps
 	bash bench/vllm/run_ttft.sh
 
 bench-store: deps
+	bash scripts/deps.sh bench
+	$(MAKE) all
 	bash bench/store/run_ec.sh
 	bash bench/store/run_index.sh
+	bash bench/store/run_s3.sh
 
 clean:
 	rm -rf build
