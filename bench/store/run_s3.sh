@@ -14,13 +14,14 @@
 # One warm-up round (short), then ROUNDS rounds alternating the order
 # (OpenLake first in odd rounds, MinIO first in even ones). Writes
 # bench/results/store-s3-*.json and the store-s3 section of
-# docs/benchmarks.md. About 12 minutes with the defaults.
-#   ROUNDS=3 DUR=8s DUR_BIG=6s CONC=16 CONC_BIG=4 bash bench/store/run_s3.sh
+# docs/benchmarks.md. About 14 minutes with the defaults (set DUR, DUR_BIG, ROUNDS
+# lower to shorten it).
+#   ROUNDS=4 DUR=6s DUR_BIG=6s CONC=16 CONC_BIG=4 bash bench/store/run_s3.sh
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-ROUNDS=${ROUNDS:-3}; DUR=${DUR:-8s}; DUR_BIG=${DUR_BIG:-6s}; WARM=${WARM:-2s}
+ROUNDS=${ROUNDS:-4}; DUR=${DUR:-6s}; DUR_BIG=${DUR_BIG:-6s}; WARM=${WARM:-2s}
 CONC=${CONC:-16}; CONC_BIG=${CONC_BIG:-4}; SCPU=${SCPU:-0}; CCPU=${CCPU:-1}
 PORT=${PORT:-39100}
 AK=benchadmin; SK=benchsecret-0123456789
