@@ -121,6 +121,31 @@ def main():
             f"| {med([x['p99_ms'] for x in ol]):.2f} / {med([x['p99_ms'] for x in mi]):.2f} "
             f"| {mm(p99r, 2)}: {'met' if g_p99 else '**not met**'} "
             f"| {med(cpu_ol):.3f} / {med(cpu_mi):.3f} | {err_ol} / {err_mi} |")
+    lines += [
+        "",
+        f"Latency at a fixed offered load below both systems' saturation ({run['conc']} workers on a "
+        "schedule; a request's latency counts from its scheduled time, so queueing behind a slow "
+        "request is included):",
+        "",
+        "| workload | offered /s | achieved /s OL / MinIO | p50 ms OL / MinIO | p99 ms OL / MinIO "
+        "| p999 ms OL / MinIO | p99 ratio (goal ≤ 0.5) | server CPU ms/op OL / MinIO | errors OL / MinIO |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, label, op, offered in (("get_4k_rate", "GET 4 KiB", "get", run["rate_get"]),
+                                    ("put_1m_rate", "PUT 1 MiB", "put", run["rate_put"])):
+        ol = [res(r["openlake"], key, op) for r in rounds]
+        mi = [res(r["minio"], key, op) for r in rounds]
+        med = statistics.median
+        p99r = [a["p99_ms"] / b["p99_ms"] if b["p99_ms"] else float("inf") for a, b in zip(ol, mi)]
+        g_p99 = med(p99r) <= 0.5
+        (met if g_p99 else missed).append(f"{label} p99 at {offered}/s")
+        both = lambda f, nd: f"{med([x[f] for x in ol]):,.{nd}f} / {med([x[f] for x in mi]):,.{nd}f}"
+        lines.append(
+            f"| {label} | {offered:,} | {both('ops_per_s', 0)} | {both('p50_ms', 2)} | {both('p99_ms', 2)} "
+            f"| {both('p999_ms', 2)} | {mm(p99r, 2)}: {'met' if g_p99 else '**not met**'} "
+            f"| {med([cpu_ms_per_op(r['openlake'], key, op, clk) for r in rounds]):.3f} / "
+            f"{med([cpu_ms_per_op(r['minio'], key, op, clk) for r in rounds]):.3f} "
+            f"| {sum(x['errors'] for x in ol)} / {sum(x['errors'] for x in mi)} |")
     errs = sorted({e for r in run["rounds"] for s in r for k, v in s.items()
                    if isinstance(v, dict) for e in v["load"].get("first_errors") or []})
     lines += [

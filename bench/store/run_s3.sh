@@ -9,21 +9,24 @@
 # module proxy here): PUT and GET of 4 KiB, 1 MiB and 64 MiB objects and
 # warp's default mixed workload (45% GET, 30% HEAD, 15% PUT, 10% DELETE) of
 # 1 MiB objects. Goals: >= 2x MinIO's throughput at 1 MiB and above, >= 3x
-# its ops/s at 4 KiB, p99 <= half of MinIO's. Server CPU time per op from
+# its ops/s at 4 KiB, p99 <= half of MinIO's. Latency also at a fixed
+# offered load below both systems' saturation (GET 4 KiB at RATE_GET/s, PUT
+# 1 MiB at RATE_PUT/s). Server CPU time per op from
 # /proc/<pid>/stat (utime + stime, all threads) around each measured phase.
 # One warm-up round (short), then ROUNDS rounds alternating the order
 # (OpenLake first in odd rounds, MinIO first in even ones). Writes
 # bench/results/store-s3-*.json and the store-s3 section of
-# docs/benchmarks.md. About 14 minutes with the defaults (set DUR, DUR_BIG, ROUNDS
+# docs/benchmarks.md. About 12 minutes with the defaults (set DUR, DUR_BIG, ROUNDS
 # lower to shorten it).
-#   ROUNDS=4 DUR=6s DUR_BIG=6s CONC=16 CONC_BIG=4 bash bench/store/run_s3.sh
+#   ROUNDS=3 DUR=6s DUR_BIG=6s CONC=16 CONC_BIG=4 RATE_GET=1000 RATE_PUT=16 \
+#   bash bench/store/run_s3.sh
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-ROUNDS=${ROUNDS:-4}; DUR=${DUR:-6s}; DUR_BIG=${DUR_BIG:-6s}; WARM=${WARM:-2s}
+ROUNDS=${ROUNDS:-3}; DUR=${DUR:-6s}; DUR_BIG=${DUR_BIG:-6s}; WARM=${WARM:-2s}
 CONC=${CONC:-16}; CONC_BIG=${CONC_BIG:-4}; SCPU=${SCPU:-0}; CCPU=${CCPU:-1}
-PORT=${PORT:-39100}
+RATE_GET=${RATE_GET:-1000}; RATE_PUT=${RATE_PUT:-16}; PORT=${PORT:-39100}
 AK=benchadmin; SK=benchsecret-0123456789
 bin=build/go-bin
 [ -x build/openlaked ] || { echo "run_s3: build/openlaked missing (make all)" >&2; exit 1; }
@@ -73,11 +76,11 @@ load() { taskset -c "$CCPU" $bin/s3load -endpoint 127.0.0.1:$PORT -access-key $A
 
 # One measured phase: prints {"cpu_ticks":N,"load":{...}}; the objects it
 # read were uploaded before (not measured) and are deleted after.
-phase() {  # op size concurrency duration objects
-  local op=$1 size=$2 conc=$3 dur=$4 n=$5 extra=() t0 res
+phase() {  # op size concurrency duration objects [s3load options]
+  local op=$1 size=$2 conc=$3 dur=$4 n=$5 extra=("${@:6}") t0 res
   if [ "$op" != put ]; then
     load -op prepare -size "$size" -concurrent "$conc" -objects "$n" -noclear
-    extra=(-prepared)
+    extra+=(-prepared)
   fi
   t0=$(cpu_ticks "$pid")
   res=$(load -op "$op" -size "$size" -concurrent "$conc" -duration "$dur" -objects "$n" -noclear "${extra[@]}")
@@ -87,7 +90,7 @@ phase() {  # op size concurrency duration objects
 
 # Runs in a command substitution (a subshell): its own trap stops its server.
 system_round() {  # system duration-small duration-big
-  local d=$2 db=$3 p1 p2 p3 p4 p5 p6 p7
+  local d=$2 db=$3 p1 p2 p3 p4 p5 p6 p7 p8 p9
   trap stop_server EXIT
   start_server "$1"
   echo "run_s3: $1, phases of $d / $db" >&2
@@ -98,9 +101,11 @@ system_round() {  # system duration-small duration-big
   p5=$(phase put 67108864 "$CONC_BIG" "$db" 0)
   p6=$(phase get 67108864 "$CONC_BIG" "$db" 4)
   p7=$(phase mixed 1048576 "$CONC" "$d" 200)
+  p8=$(phase get 4096 "$CONC" "$d" 1000 -rate "$RATE_GET")
+  p9=$(phase put 1048576 "$CONC" "$d" 0 -rate "$RATE_PUT")
   stop_server
   echo "{\"system\":\"$1\",\"put_4k\":$p1,\"get_4k\":$p2,\"put_1m\":$p3,\"get_1m\":$p4,"
-  echo "\"put_64m\":$p5,\"get_64m\":$p6,\"mixed_1m\":$p7}"
+  echo "\"put_64m\":$p5,\"get_64m\":$p6,\"mixed_1m\":$p7,\"get_4k_rate\":$p8,\"put_1m_rate\":$p9}"
 }
 
 {
@@ -111,6 +116,7 @@ system_round() {  # system duration-small duration-big
   echo ",\"go\":\"$("$GO" version -m $bin/s3load 2>/dev/null | head -1 | awk '{print $2}')\""
   echo ",\"minio_go\":\"$("$GO" version -m $bin/s3load 2>/dev/null | awk '$2 == "github.com/minio/minio-go/v7" {print $3}')\""
   echo ",\"clk_tck\":$(getconf CLK_TCK),\"conc\":$CONC,\"conc_big\":$CONC_BIG"
+  echo ",\"rate_get\":$RATE_GET,\"rate_put\":$RATE_PUT"
   echo ",\"dur\":\"$DUR\",\"dur_big\":\"$DUR_BIG\",\"scpu\":$SCPU,\"ccpu\":$CCPU"
   a=$(system_round openlake "$WARM" "$WARM"); b=$(system_round minio "$WARM" "$WARM")
   echo ",\"warmup\":[$a,$b]"

@@ -3,11 +3,13 @@
 // Go module proxy refuses github.com/minio/warp). It drives any S3 endpoint
 // through MinIO's own client library (minio-go, path-style, SigV4, region
 // us-east-1, default PutObject options: payload SHA-256 over plain HTTP and
-// multipart above 16 MiB, exactly as warp does through the same library).
+// multipart above 16 MiB, as warp does by default through the same library).
 //
 // One benchmark per run, closed loop: -concurrent workers issue requests
 // back to back for -duration, after the objects a GET or mixed run reads
-// have been uploaded (not timed). Ops:
+// have been uploaded (not timed); with -rate R the workers offer R requests
+// per second in all on a fixed schedule instead, and latency counts from
+// each request's scheduled time. Ops:
 //
 //	put    every request uploads a new object of -size bytes
 //	get    -objects objects are uploaded, then read at random (whole body)
@@ -78,6 +80,7 @@ var (
 	noclear    = flag.Bool("noclear", false, "keep the objects at the end")
 	prepared   = flag.Bool("prepared", false, "objects 1..-objects exist already (from -op prepare)")
 	prefix     = flag.String("prefix", "obj", "key prefix")
+	rate       = flag.Float64("rate", 0, "offered load in requests/s over all workers (0: closed loop)")
 )
 
 func keyName(i int64) string { return fmt.Sprintf("%s/%09d", *prefix, i) }
@@ -222,7 +225,25 @@ func main() {
 				}
 				return i, true
 			}
+			// With -rate each worker has a schedule (every concurrent/rate
+			// seconds, staggered); a request's latency runs from its
+			// scheduled time, so a server that falls behind is charged
+			// for the queueing too.
+			var every time.Duration
+			sched := start
+			if *rate > 0 {
+				every = time.Duration(float64(*concurrent) / *rate * float64(time.Second))
+				sched = start.Add(every * time.Duration(w) / time.Duration(*concurrent))
+			}
 			for time.Now().Before(stop) {
+				if every > 0 {
+					if d := time.Until(sched); d > 0 {
+						time.Sleep(d)
+					}
+					if !sched.Before(stop) {
+						break
+					}
+				}
 				kind := *op
 				if kind == "mixed" {
 					switch r := rng.Intn(100); {
@@ -237,6 +258,10 @@ func main() {
 					}
 				}
 				t0 := time.Now()
+				if every > 0 {
+					t0 = sched
+					sched = sched.Add(every)
+				}
 				var s sample
 				switch kind {
 				case "put":
@@ -310,7 +335,7 @@ func main() {
 			}
 		}
 	}
-	out := map[string]any{"op": *op, "size": *size, "concurrent": *concurrent,
+	out := map[string]any{"op": *op, "size": *size, "concurrent": *concurrent, "rate": *rate,
 		"duration_s": elapsed, "objects": *objects, "first_errors": errs}
 	res := map[string]stats{}
 	for name, ss := range byOp {
