@@ -130,9 +130,11 @@ bench-vllm: deps
 
 bench-store: deps
 	bash scripts/deps.sh bench
+	$(MAKE) all
 	bash bench/store/run_ec.sh
 	bash bench/store/run_index.sh
 	bash bench/store/run_list.sh
+	bash bench/store/run_s3.sh
 
 clean:
 	rm -rf build

@@ -2,7 +2,8 @@
 # Installs what OpenLake needs on a Debian machine, and nothing already there.
 #   deps.sh run    build + run: compiler, liburing, ISA-L, OpenSSL, xxhash, expat, UCX
 #   deps.sh test   + clang/libFuzzer, curl, and a project-local .venv with pytest
-#   deps.sh bench  + wrk, nginx, redis-server, fio and tcmalloc (peers and tools for bench/)
+#   deps.sh bench  + wrk, nginx, redis-server, fio and tcmalloc (peers and tools for bench/);
+#                  MinIO and bench/store/s3load built with Go into build/go-bin
 # As root it runs apt-get; otherwise it prints the exact apt-get line and exits 1.
 set -euo pipefail
 mode=${1:-run}
@@ -76,4 +77,20 @@ if [ "$mode" = bench ] && ! cmp -s bench/requirements.txt .venv/bench-requiremen
   echo "deps: adding benchmark packages to .venv (bench/requirements.txt)"
   .venv/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt
   cp bench/requirements.txt .venv/bench-requirements.installed
+fi
+if [ "$mode" = bench ]; then
+  # The S3 peer (MinIO) and the S3 load generator, with Go (>= 1.21: it
+  # fetches the toolchain a module asks for through the module proxy).
+  go=$(command -v go || echo /usr/local/go/bin/go)
+  if [ ! -x "$go" ]; then
+    echo "deps: no Go toolchain (go on PATH or /usr/local/go); MinIO and s3load need Go >= 1.21" >&2
+    exit 1
+  fi
+  export GOBIN=$PWD/build/go-bin GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+  mkdir -p "$GOBIN"
+  if [ ! -x "$GOBIN/minio" ]; then
+    echo "deps: go install github.com/minio/minio@latest (into build/go-bin)"
+    (cd /tmp && "$go" install github.com/minio/minio@latest)
+  fi
+  (cd bench/store/s3load && "$go" install .)
 fi

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Writes the store-s3 section of docs/benchmarks.md from one run of
+bench/store/run_s3.sh (OpenLake vs MinIO through s3load).
+
+usage: report_s3.py RESULTS.json docs/benchmarks.md
+
+Per workload and round: throughput (ops/s at 4 KiB, MiB/s above; the mixed
+workload's total ops/s), the OpenLake / MinIO ratio, client-side p50 and p99,
+server CPU ms per op. Medians over rounds, ratios with their min–max.
+"""
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from docsection import replace_section  # noqa: E402
+
+ROWS = [  # key, label, op in the load's results, unit, throughput goal (x MinIO)
+    ("put_4k", "PUT 4 KiB", "put", "ops/s", 3),
+    ("get_4k", "GET 4 KiB", "get", "ops/s", 3),
+    ("put_1m", "PUT 1 MiB", "put", "MiB/s", 2),
+    ("get_1m", "GET 1 MiB", "get", "MiB/s", 2),
+    ("put_64m", "PUT 64 MiB", "put", "MiB/s", 2),
+    ("get_64m", "GET 64 MiB", "get", "MiB/s", 2),
+    ("mixed_1m", "mixed 1 MiB (45% GET, 30% HEAD, 15% PUT, 10% DELETE)", "total", "ops/s", 2),
+]
+
+
+def by_system(rounds):
+    """[{openlake: {...}, minio: {...}}, ...] in round order."""
+    return [{s["system"]: s for s in r} for r in rounds]
+
+
+def res(sysrun, key, op):
+    return sysrun[key]["load"]["results"].get(op, {"ops": 0, "errors": 0, "ops_per_s": 0,
+                                                   "mib_per_s": 0, "p50_ms": 0, "p99_ms": 0})
+
+
+def thr(r, unit):
+    return r["ops_per_s"] if unit == "ops/s" else r["mib_per_s"]
+
+
+def cpu_ms_per_op(sysrun, key, op, clk):
+    ops = res(sysrun, key, op)["ops"]
+    return sysrun[key]["cpu_ticks"] * 1000.0 / clk / ops if ops else float("nan")
+
+
+def mm(xs, nd):
+    return f"{statistics.median(xs):,.{nd}f} ({min(xs):,.{nd}f}–{max(xs):,.{nd}f})"
+
+
+def main():
+    src, doc = sys.argv[1], sys.argv[2]
+    run = json.load(open(src))
+    m, clk = run["machine"], run["clk_tck"]
+    rounds = by_system(run["rounds"])
+    lines = [
+        f"Machine: {m['cpu']}, {m['cores']} cores, kernel {m['kernel']}, {m['filesystem']}, "
+        f"{m['mem_gib']} GiB; shared with other engineers compiling during the run, so absolute "
+        "figures are noisy; the ratios come from the same rounds. "
+        f"OpenLake `{run['openlake']}` (`make all`, -O2) vs MinIO `{run['minio_module'] or run['minio']}` "
+        f"(`go install github.com/minio/minio@latest`, {run['go']}). Command: `bash bench/store/run_s3.sh` "
+        f"(part of `make bench-store`). Raw data: `{src}` (not committed).",
+        "",
+        "Setup, the same for both: four drive directories `build/bench/s3/d1..d4` on the repository's "
+        "filesystem, wiped before each server start; one erasure set of 4, 2 data + 2 parity "
+        "(OpenLake's default parity for 4 drives, docs/store.md; MinIO's default EC:2 for 4 drives), "
+        "write quorum 3 on both; plain HTTP on loopback, SigV4, the same credentials "
+        "(`OPENLAKE_ACCESS_KEY`/`_SECRET_KEY`, `MINIO_ROOT_USER`/`_PASSWORD`). Server on one core: "
+        f"`taskset -c {run['scpu']}`, `openlaked --mode s3 --threads 1`, MinIO's Go runtime sees one CPU "
+        "(its only setting: `MINIO_ROOTDRIVE_THRESHOLD_SIZE=1`, since it refuses directories on the "
+        f"root filesystem otherwise). Load generator on `taskset -c {run['ccpu']}`: "
+        "`bench/store/s3load`, a warp-style closed loop written over MinIO's own client library "
+        f"(minio-go {run['minio_go']}, default PutObject options: payload SHA-256 over HTTP, multipart "
+        "in 16 MiB parts above 16 MiB, region us-east-1). MinIO's load tool warp was the plan, but the "
+        "Go module proxy refuses `github.com/minio/warp` here. Every GET checks the body's length and "
+        "the object index written at both ends.",
+        "",
+        "Durability: OpenLake fsyncs every shard file, the metadata file and the object directory "
+        "before it answers a PUT (docs/store.md); MinIO writes shards with O_DIRECT + fdatasync and "
+        "`xl.meta` with O_DSYNC (or O_DIRECT + fdatasync when large), without directory fsyncs "
+        "(its defaults).",
+        "",
+        f"Each phase: {run['conc']} concurrent requests ({run['conc_big']} at 64 MiB), closed loop (at "
+        f"saturation, no offered-load limit) for {run['dur']} ({run['dur_big']} at 64 MiB); GET and "
+        "mixed phases read 1000 / 64 / 4 / 200 objects uploaded before the phase (not measured); "
+        "every phase's objects are deleted after it. "
+        f"One warm-up round, then {len(rounds)} rounds alternating which system goes first. "
+        "Throughput and latency are medians over rounds; the ratio is OpenLake / MinIO per round, "
+        "median (min–max). Latency is client-side per request. Server CPU is the server process's "
+        "utime + stime (all threads, io_uring workers included) over the phase, divided by its "
+        "completed requests.",
+        "",
+        "| workload | unit | OpenLake | MinIO | ratio | goal | p50 ms OL / MinIO | p99 ms OL / MinIO "
+        "| p99 ratio (goal ≤ 0.5) | server CPU ms/op OL / MinIO | errors OL / MinIO |",
+        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    met, missed = [], []
+    for key, label, op, unit, goal in ROWS:
+        ol = [res(r["openlake"], key, op) for r in rounds]
+        mi = [res(r["minio"], key, op) for r in rounds]
+        t_ol = [thr(x, unit) for x in ol]
+        t_mi = [thr(x, unit) for x in mi]
+        ratio = [a / b if b else float("inf") for a, b in zip(t_ol, t_mi)]
+        p99r = [a["p99_ms"] / b["p99_ms"] if b["p99_ms"] else float("inf") for a, b in zip(ol, mi)]
+        cpu_ol = [cpu_ms_per_op(r["openlake"], key, op, clk) for r in rounds]
+        cpu_mi = [cpu_ms_per_op(r["minio"], key, op, clk) for r in rounds]
+        err_ol = sum(x["errors"] for x in ol)
+        err_mi = sum(x["errors"] for x in mi)
+        med = statistics.median
+        nd = 0 if unit == "ops/s" else 1
+        g_thr = med(ratio) >= goal
+        g_p99 = med(p99r) <= 0.5
+        (met if g_thr else missed).append(f"{label.split(' (')[0]} ≥ {goal}×")
+        (met if g_p99 else missed).append(f"{label.split(' (')[0]} p99")
+        lines.append(
+            f"| {label} | {unit} | {med(t_ol):,.{nd}f} | {med(t_mi):,.{nd}f} | {mm(ratio, 2)} "
+            f"| ≥ {goal}×: {'met' if g_thr else '**not met**'} "
+            f"| {med([x['p50_ms'] for x in ol]):.2f} / {med([x['p50_ms'] for x in mi]):.2f} "
+            f"| {med([x['p99_ms'] for x in ol]):.2f} / {med([x['p99_ms'] for x in mi]):.2f} "
+            f"| {mm(p99r, 2)}: {'met' if g_p99 else '**not met**'} "
+            f"| {med(cpu_ol):.3f} / {med(cpu_mi):.3f} | {err_ol} / {err_mi} |")
+    lines += [
+        "",
+        f"Latency at a fixed offered load below both systems' saturation ({run['conc']} workers on a "
+        "schedule; a request's latency counts from its scheduled time, so queueing behind a slow "
+        "request is included):",
+        "",
+        "| workload | offered /s | achieved /s OL / MinIO | p50 ms OL / MinIO | p99 ms OL / MinIO "
+        "| p999 ms OL / MinIO | p99 ratio (goal ≤ 0.5) | server CPU ms/op OL / MinIO | errors OL / MinIO |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, label, op, offered in (("get_4k_rate", "GET 4 KiB", "get", run["rate_get"]),
+                                    ("put_1m_rate", "PUT 1 MiB", "put", run["rate_put"])):
+        ol = [res(r["openlake"], key, op) for r in rounds]
+        mi = [res(r["minio"], key, op) for r in rounds]
+        med = statistics.median
+        p99r = [a["p99_ms"] / b["p99_ms"] if b["p99_ms"] else float("inf") for a, b in zip(ol, mi)]
+        g_p99 = med(p99r) <= 0.5
+        (met if g_p99 else missed).append(f"{label} p99 at {offered}/s")
+        both = lambda f, nd: f"{med([x[f] for x in ol]):,.{nd}f} / {med([x[f] for x in mi]):,.{nd}f}"
+        lines.append(
+            f"| {label} | {offered:,} | {both('ops_per_s', 0)} | {both('p50_ms', 2)} | {both('p99_ms', 2)} "
+            f"| {both('p999_ms', 2)} | {mm(p99r, 2)}: {'met' if g_p99 else '**not met**'} "
+            f"| {med([cpu_ms_per_op(r['openlake'], key, op, clk) for r in rounds]):.3f} / "
+            f"{med([cpu_ms_per_op(r['minio'], key, op, clk) for r in rounds]):.3f} "
+            f"| {sum(x['errors'] for x in ol)} / {sum(x['errors'] for x in mi)} |")
+    errs = sorted({e for r in run["rounds"] for s in r for k, v in s.items()
+                   if isinstance(v, dict) for e in v["load"].get("first_errors") or []})
+    lines += [
+        "",
+        f"Goals met: {', '.join(met) if met else 'none'}. Not met: {', '.join(missed) if missed else 'none'}.",
+    ]
+    if errs:
+        lines += ["", "First errors the load generator saw: " + "; ".join(f"`{e}`" for e in errs[:6])]
+    section = "\n".join(lines) + "\n"
+    print(section)
+    replace_section(doc, "store-s3", section,
+                    heading="## Object store: S3 PUT / GET / mixed, OpenLake vs MinIO (issue 5)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# S3 object store, OpenLake vs MinIO side by side (issue 5): the same four
+# drive directories under build/bench/s3 (wiped between systems), erasure
+# 2 data + 2 parity on both (each one's default for a set of 4 drives), the
+# same credentials, both servers pinned to CPU 0 on one core (openlaked
+# --threads 1; MinIO's Go runtime sees one CPU), the load generator pinned to
+# CPU 1. Load: bench/store/s3load (a warp-style closed-loop generator over
+# MinIO's own client library, minio-go; warp itself is refused by the Go
+# module proxy here): PUT and GET of 4 KiB, 1 MiB and 64 MiB objects and
+# warp's default mixed workload (45% GET, 30% HEAD, 15% PUT, 10% DELETE) of
+# 1 MiB objects. Goals: >= 2x MinIO's throughput at 1 MiB and above, >= 3x
+# its ops/s at 4 KiB, p99 <= half of MinIO's. Latency also at a fixed
+# offered load below both systems' saturation (GET 4 KiB at RATE_GET/s, PUT
+# 1 MiB at RATE_PUT/s). Server CPU time per op from
+# /proc/<pid>/stat (utime + stime, all threads) around each measured phase.
+# One warm-up round (short), then ROUNDS rounds alternating the order
+# (OpenLake first in odd rounds, MinIO first in even ones). Writes
+# bench/results/store-s3-*.json and the store-s3 section of
+# docs/benchmarks.md. About 12 minutes with the defaults (set DUR, DUR_BIG, ROUNDS
+# lower to shorten it).
+#   ROUNDS=3 DUR=6s DUR_BIG=6s CONC=16 CONC_BIG=4 RATE_GET=1000 RATE_PUT=16 \
+#   bash bench/store/run_s3.sh
+set -euo pipefail
+shopt -s inherit_errexit
+cd "$(dirname "$0")/../.."
+GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+ROUNDS=${ROUNDS:-3}; DUR=${DUR:-6s}; DUR_BIG=${DUR_BIG:-6s}; WARM=${WARM:-2s}
+CONC=${CONC:-16}; CONC_BIG=${CONC_BIG:-4}; SCPU=${SCPU:-0}; CCPU=${CCPU:-1}
+RATE_GET=${RATE_GET:-1000}; RATE_PUT=${RATE_PUT:-16}; PORT=${PORT:-39100}
+AK=benchadmin; SK=benchsecret-0123456789
+bin=build/go-bin
+[ -x build/openlaked ] || { echo "run_s3: build/openlaked missing (make all)" >&2; exit 1; }
+[ -x $bin/minio ] && [ -x $bin/s3load ] || { echo "run_s3: run scripts/deps.sh bench first" >&2; exit 1; }
+root=$PWD/build/bench/s3
+drives=("$root/d1" "$root/d2" "$root/d3" "$root/d4")
+mkdir -p bench/results
+out=bench/results/store-s3-$(date -u +%Y%m%dT%H%M%SZ).json
+log=$root.log
+: > "$log"
+pid=
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+stop_server() {
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  pid=
+}
+trap stop_server EXIT
+
+start_server() {  # $1 = openlake | minio
+  rm -rf "$root"; mkdir -p "${drives[@]}"
+  if [ "$1" = openlake ]; then
+    OPENLAKE_ACCESS_KEY=$AK OPENLAKE_SECRET_KEY=$SK taskset -c "$SCPU" build/openlaked \
+      --mode s3 --s3-addr 127.0.0.1:$PORT --kv-addr 127.0.0.1:$((PORT + 1)) --threads 1 \
+      --data-dirs "$(IFS=,; echo "${drives[*]}")" >> "$log" 2>&1 &
+    pid=$!; ready=/_openlake/health/ready
+  else
+    # MINIO_ROOTDRIVE_THRESHOLD_SIZE=1: these directories sit on the root
+    # filesystem, which MinIO otherwise refuses as drives; nothing else set.
+    MINIO_ROOT_USER=$AK MINIO_ROOT_PASSWORD=$SK MINIO_ROOTDRIVE_THRESHOLD_SIZE=1 \
+      taskset -c "$SCPU" $bin/minio server --quiet --address 127.0.0.1:$PORT \
+      --console-address 127.0.0.1:$((PORT + 1)) "$root/d{1...4}" >> "$log" 2>&1 &
+    pid=$!; ready=/minio/health/ready
+  fi
+  for _ in $(seq 300); do
+    curl -sf -o /dev/null "http://127.0.0.1:$PORT$ready" && return 0
+    kill -0 "$pid" 2>/dev/null || { echo "run_s3: $1 exited, see $log" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "run_s3: $1 not ready, see $log" >&2; exit 1
+}
+
+load() { taskset -c "$CCPU" $bin/s3load -endpoint 127.0.0.1:$PORT -access-key $AK -secret-key $SK "$@"; }
+
+# One measured phase: prints {"cpu_ticks":N,"load":{...}}; the objects it
+# read were uploaded before (not measured) and are deleted after.
+phase() {  # op size concurrency duration objects [s3load options]
+  local op=$1 size=$2 conc=$3 dur=$4 n=$5 extra=("${@:6}") t0 res
+  if [ "$op" != put ]; then
+    load -op prepare -size "$size" -concurrent "$conc" -objects "$n" -noclear
+    extra+=(-prepared)
+  fi
+  t0=$(cpu_ticks "$pid")
+  res=$(load -op "$op" -size "$size" -concurrent "$conc" -duration "$dur" -objects "$n" -noclear "${extra[@]}")
+  echo "{\"cpu_ticks\":$(( $(cpu_ticks "$pid") - t0 )),\"load\":$res}"
+  load -op clear
+}
+
+# Runs in a command substitution (a subshell): its own trap stops its server.
+system_round() {  # system duration-small duration-big
+  local d=$2 db=$3 p1 p2 p3 p4 p5 p6 p7 p8 p9
+  trap stop_server EXIT
+  start_server "$1"
+  echo "run_s3: $1, phases of $d / $db" >&2
+  p1=$(phase put 4096 "$CONC" "$d" 0)
+  p2=$(phase get 4096 "$CONC" "$d" 1000)
+  p3=$(phase put 1048576 "$CONC" "$d" 0)
+  p4=$(phase get 1048576 "$CONC" "$d" 64)
+  p5=$(phase put 67108864 "$CONC_BIG" "$db" 0)
+  p6=$(phase get 67108864 "$CONC_BIG" "$db" 4)
+  p7=$(phase mixed 1048576 "$CONC" "$d" 200)
+  p8=$(phase get 4096 "$CONC" "$d" 1000 -rate "$RATE_GET")
+  p9=$(phase put 1048576 "$CONC" "$d" 0 -rate "$RATE_PUT")
+  stop_server
+  echo "{\"system\":\"$1\",\"put_4k\":$p1,\"get_4k\":$p2,\"put_1m\":$p3,\"get_1m\":$p4,"
+  echo "\"put_64m\":$p5,\"get_64m\":$p6,\"mixed_1m\":$p7,\"get_4k_rate\":$p8,\"put_1m_rate\":$p9}"
+}
+
+{
+  echo '{"machine":'; python3 bench/http/machine.py
+  echo ",\"openlake\":\"$(git rev-parse --short=12 HEAD)\""
+  echo ",\"minio\":\"$($bin/minio --version | head -1)\""
+  echo ",\"minio_module\":\"$("$GO" version -m $bin/minio 2>/dev/null | awk '$1 == "mod" {print $3}')\""
+  echo ",\"go\":\"$("$GO" version -m $bin/s3load 2>/dev/null | head -1 | awk '{print $2}')\""
+  echo ",\"minio_go\":\"$("$GO" version -m $bin/s3load 2>/dev/null | awk '$2 == "github.com/minio/minio-go/v7" {print $3}')\""
+  echo ",\"clk_tck\":$(getconf CLK_TCK),\"conc\":$CONC,\"conc_big\":$CONC_BIG"
+  echo ",\"rate_get\":$RATE_GET,\"rate_put\":$RATE_PUT"
+  echo ",\"dur\":\"$DUR\",\"dur_big\":\"$DUR_BIG\",\"scpu\":$SCPU,\"ccpu\":$CCPU"
+  a=$(system_round openlake "$WARM" "$WARM"); b=$(system_round minio "$WARM" "$WARM")
+  echo ",\"warmup\":[$a,$b]"
+  echo ',"rounds":['
+  for r in $(seq "$ROUNDS"); do
+    [ "$r" = 1 ] || echo ','
+    if [ $((r % 2)) = 1 ]; then order=(openlake minio); else order=(minio openlake); fi
+    a=$(system_round "${order[0]}" "$DUR" "$DUR_BIG"); b=$(system_round "${order[1]}" "$DUR" "$DUR_BIG")
+    echo "[$a,$b]"
+  done
+  echo ']}'
+} > "$out.tmp"
+mv "$out.tmp" "$out"
+rm -rf "$root"
+echo "raw results: $out"
+python3 bench/store/report_s3.py "$out" docs/benchmarks.md

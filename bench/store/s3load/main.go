@@ -1,0 +1,412 @@
+// s3load: a small S3 load generator in the manner of MinIO's warp, used by
+// bench/store/run_warp.sh because warp itself cannot be installed here (the
+// Go module proxy refuses github.com/minio/warp). It drives any S3 endpoint
+// through MinIO's own client library (minio-go, path-style, SigV4, region
+// us-east-1, default PutObject options: payload SHA-256 over plain HTTP and
+// multipart above 16 MiB, as warp does by default through the same library).
+//
+// One benchmark per run, closed loop: -concurrent workers issue requests
+// back to back for -duration, after the objects a GET or mixed run reads
+// have been uploaded (not timed); with -rate R the workers offer R requests
+// per second in all on a fixed schedule instead, and latency counts from
+// each request's scheduled time. Ops:
+//
+//	put    every request uploads a new object of -size bytes
+//	get    -objects objects are uploaded, then read at random (whole body)
+//	mixed  warp's default mix over -objects objects: 45% GET, 30% STAT,
+//	       15% PUT (a new object), 10% DELETE (of a random existing one)
+//	prepare  only upload the -objects objects (then get/mixed -prepared)
+//	clear    only delete every object under -prefix
+//
+// Every GET checks the body's length and its first and last 16 bytes (an
+// object's bytes start and end with its own key index), so a store that
+// answers with the wrong object or a short body counts an error.
+//
+// Prints one JSON object: per op type the count, errors, bytes, ops/s,
+// MiB/s and client-side latency percentiles (ms), and the first errors.
+// The bucket's objects are deleted at the end unless -noclear.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+type sample struct {
+	op    string
+	lat   time.Duration
+	bytes int64
+	err   error
+	key   int64
+}
+
+type stats struct {
+	Ops     int     `json:"ops"`
+	Errors  int     `json:"errors"`
+	Bytes   int64   `json:"bytes"`
+	OpsPerS float64 `json:"ops_per_s"`
+	MiBPerS float64 `json:"mib_per_s"`
+	P50ms   float64 `json:"p50_ms"`
+	P90ms   float64 `json:"p90_ms"`
+	P99ms   float64 `json:"p99_ms"`
+	P999ms  float64 `json:"p999_ms"`
+}
+
+var (
+	endpoint   = flag.String("endpoint", "127.0.0.1:9000", "host:port")
+	access     = flag.String("access-key", "", "access key")
+	secret     = flag.String("secret-key", "", "secret key")
+	bucket     = flag.String("bucket", "s3load", "bucket (created when missing)")
+	op         = flag.String("op", "put", "put | get | mixed")
+	size       = flag.Int64("size", 4096, "object size in bytes")
+	concurrent = flag.Int("concurrent", 8, "workers")
+	duration   = flag.Duration("duration", 10*time.Second, "measured time")
+	objects    = flag.Int("objects", 200, "objects uploaded first for get and mixed")
+	noclear    = flag.Bool("noclear", false, "keep the objects at the end")
+	prepared   = flag.Bool("prepared", false, "objects 1..-objects exist already (from -op prepare)")
+	prefix     = flag.String("prefix", "obj", "key prefix")
+	rate       = flag.Float64("rate", 0, "offered load in requests/s over all workers (0: closed loop)")
+)
+
+func keyName(i int64) string { return fmt.Sprintf("%s/%09d", *prefix, i) }
+
+// body returns the object for key index i: the shared random bytes with i in
+// the first and last 8 bytes (buf is the worker's own copy).
+func body(buf []byte, i int64) []byte {
+	n := len(buf)
+	if n >= 16 {
+		binary.LittleEndian.PutUint64(buf[0:8], uint64(i))
+		binary.LittleEndian.PutUint64(buf[n-8:], uint64(i))
+	}
+	return buf
+}
+
+func check(got []byte, n int64, i int64) error {
+	if int64(len(got)) != n {
+		return fmt.Errorf("key %d: body of %d bytes, want %d", i, len(got), n)
+	}
+	if n >= 16 && (binary.LittleEndian.Uint64(got[0:8]) != uint64(i) ||
+		binary.LittleEndian.Uint64(got[n-8:]) != uint64(i)) {
+		return fmt.Errorf("key %d: body carries another object's index", i)
+	}
+	return nil
+}
+
+func main() {
+	flag.Parse()
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	cl, err := minio.New(*endpoint, &minio.Options{
+		Creds:        credentials.NewStaticV4(*access, *secret, ""),
+		Secure:       false,
+		Transport:    tr,
+		Region:       "us-east-1",
+		BucketLookup: minio.BucketLookupPath,
+	})
+	if err != nil {
+		fail(err)
+	}
+	ctx := context.Background()
+	if ok, err := cl.BucketExists(ctx, *bucket); err != nil {
+		fail(fmt.Errorf("HeadBucket: %w", err))
+	} else if !ok {
+		if err := cl.MakeBucket(ctx, *bucket, minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
+			fail(fmt.Errorf("CreateBucket: %w", err))
+		}
+	}
+	src := make([]byte, *size)
+	rand.New(rand.NewSource(1)).Read(src)
+
+	// The pool of existing keys (get and mixed pick from it).
+	var mu sync.Mutex
+	live := []int64{}
+	alive := map[int64]bool{} // mixed: a GET/HEAD racing a DELETE of its key is no error
+	var next int64
+	newKey := func() int64 { mu.Lock(); defer mu.Unlock(); next++; return next }
+	put := func(buf []byte, i int64) error {
+		_, err := cl.PutObject(ctx, *bucket, keyName(i), bytes.NewReader(body(buf, i)), *size,
+			minio.PutObjectOptions{ContentType: "application/octet-stream"})
+		return err
+	}
+	if *op == "clear" {
+		clearAll(ctx, cl, map[string]any{})
+		return
+	}
+	if *prepared {
+		for i := int64(1); i <= int64(*objects); i++ {
+			live = append(live, i)
+			alive[i] = true
+		}
+		next = int64(*objects)
+	} else if *op != "put" {
+		var wg sync.WaitGroup
+		errc := make(chan error, *concurrent)
+		ids := make(chan int64)
+		for w := 0; w < *concurrent; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := append([]byte(nil), src...)
+				for i := range ids {
+					if err := put(buf, i); err != nil {
+						errc <- fmt.Errorf("prepare PUT %s: %w", keyName(i), err)
+						return
+					}
+				}
+			}()
+		}
+	feed:
+		for n := 0; n < *objects; n++ {
+			i := newKey()
+			select {
+			case ids <- i:
+				live = append(live, i)
+				alive[i] = true
+			case err := <-errc:
+				fail(err)
+				break feed
+			}
+		}
+		close(ids)
+		wg.Wait()
+		select {
+		case err := <-errc:
+			fail(err)
+		default:
+		}
+	}
+	if *op == "prepare" {
+		return
+	}
+
+	samples := make([][]sample, *concurrent)
+	start := time.Now()
+	stop := start.Add(*duration)
+	var wg sync.WaitGroup
+	for w := 0; w < *concurrent; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(w) + 7))
+			buf := append([]byte(nil), src...)
+			rbuf := make([]byte, 0, *size)
+			pick := func(remove bool) (int64, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(live) == 0 {
+					return 0, false
+				}
+				j := rng.Intn(len(live))
+				i := live[j]
+				if remove {
+					live[j] = live[len(live)-1]
+					live = live[:len(live)-1]
+					delete(alive, i)
+				}
+				return i, true
+			}
+			// With -rate each worker has a schedule (every concurrent/rate
+			// seconds, staggered); a request's latency runs from its
+			// scheduled time, so a server that falls behind is charged
+			// for the queueing too.
+			var every time.Duration
+			sched := start
+			if *rate > 0 {
+				every = time.Duration(float64(*concurrent) / *rate * float64(time.Second))
+				sched = start.Add(every * time.Duration(w) / time.Duration(*concurrent))
+			}
+			for time.Now().Before(stop) {
+				if every > 0 {
+					if d := time.Until(sched); d > 0 {
+						time.Sleep(d)
+					}
+					if !sched.Before(stop) {
+						break
+					}
+				}
+				kind := *op
+				if kind == "mixed" {
+					switch r := rng.Intn(100); {
+					case r < 45:
+						kind = "get"
+					case r < 75:
+						kind = "stat"
+					case r < 90:
+						kind = "put"
+					default:
+						kind = "delete"
+					}
+				}
+				t0 := time.Now()
+				if every > 0 {
+					t0 = sched
+					sched = sched.Add(every)
+				}
+				var s sample
+				switch kind {
+				case "put":
+					i := newKey()
+					s.err = put(buf, i)
+					s.bytes = *size
+					if s.err == nil && *op == "mixed" {
+						mu.Lock()
+						live = append(live, i)
+						alive[i] = true
+						mu.Unlock()
+					}
+				case "get":
+					i, ok := pick(false)
+					if !ok {
+						continue
+					}
+					s.key = i
+					var o *minio.Object
+					if o, s.err = cl.GetObject(ctx, *bucket, keyName(i), minio.GetObjectOptions{}); s.err == nil {
+						w := bytes.NewBuffer(rbuf[:0])
+						_, s.err = io.Copy(w, o)
+						o.Close()
+						if s.err == nil {
+							s.err = check(w.Bytes(), *size, i)
+						}
+						s.bytes = int64(w.Len())
+						rbuf = w.Bytes()
+					}
+				case "stat":
+					i, ok := pick(false)
+					if !ok {
+						continue
+					}
+					s.key = i
+					var st minio.ObjectInfo
+					if st, s.err = cl.StatObject(ctx, *bucket, keyName(i), minio.StatObjectOptions{}); s.err == nil && st.Size != *size {
+						s.err = fmt.Errorf("HEAD %s: size %d, want %d", keyName(i), st.Size, *size)
+					}
+				case "delete":
+					i, ok := pick(true)
+					if !ok {
+						continue
+					}
+					s.err = cl.RemoveObject(ctx, *bucket, keyName(i), minio.RemoveObjectOptions{})
+				}
+				s.op, s.lat = kind, time.Since(t0)
+				if s.err != nil && *op == "mixed" && (kind == "get" || kind == "stat") {
+					mu.Lock()
+					gone := !alive[s.key]
+					mu.Unlock()
+					if gone {
+						continue
+					}
+				}
+				samples[w] = append(samples[w], s)
+			}
+		}(w)
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+
+	byOp := map[string][]sample{}
+	var errs []string
+	for _, ss := range samples {
+		for _, s := range ss {
+			byOp[s.op] = append(byOp[s.op], s)
+			byOp["total"] = append(byOp["total"], s)
+			if s.err != nil && len(errs) < 10 {
+				errs = append(errs, s.op+": "+s.err.Error())
+			}
+		}
+	}
+	out := map[string]any{"op": *op, "size": *size, "concurrent": *concurrent, "rate": *rate,
+		"duration_s": elapsed, "objects": *objects, "first_errors": errs}
+	res := map[string]stats{}
+	for name, ss := range byOp {
+		var st stats
+		lat := make([]float64, 0, len(ss))
+		for _, s := range ss {
+			if s.err != nil {
+				st.Errors++
+				continue
+			}
+			st.Ops++
+			st.Bytes += s.bytes
+			lat = append(lat, float64(s.lat.Microseconds())/1000)
+		}
+		sort.Float64s(lat)
+		q := func(p float64) float64 {
+			if len(lat) == 0 {
+				return 0
+			}
+			k := int(p * float64(len(lat)))
+			if k >= len(lat) {
+				k = len(lat) - 1
+			}
+			return lat[k]
+		}
+		st.OpsPerS = float64(st.Ops) / elapsed
+		st.MiBPerS = float64(st.Bytes) / elapsed / (1 << 20)
+		st.P50ms, st.P90ms, st.P99ms, st.P999ms = q(0.50), q(0.90), q(0.99), q(0.999)
+		res[name] = st
+	}
+	out["results"] = res
+
+	if !*noclear {
+		clearAll(ctx, cl, out)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	if err := enc.Encode(out); err != nil {
+		fail(err)
+	}
+}
+
+// clearAll deletes every object under the prefix (ListObjects, DeleteObjects);
+// a failure is noted in out["clear_error"] (and fails the run when out is
+// not printed, as for -op clear).
+func clearAll(ctx context.Context, cl *minio.Client, out map[string]any) {
+	objs := make(chan minio.ObjectInfo)
+	var listErr error
+	go func() {
+		defer close(objs)
+		for o := range cl.ListObjects(ctx, *bucket, minio.ListObjectsOptions{Prefix: *prefix + "/", Recursive: true}) {
+			if o.Err != nil {
+				listErr = o.Err
+				return
+			}
+			objs <- o
+		}
+	}()
+	for e := range cl.RemoveObjects(ctx, *bucket, objs, minio.RemoveObjectsOptions{}) {
+		if e.Err != nil {
+			out["clear_error"] = e.Err.Error()
+		}
+	}
+	if listErr != nil { // read after objs was closed
+		out["clear_error"] = listErr.Error()
+	}
+	if e, ok := out["clear_error"]; ok && *op == "clear" {
+		fail(fmt.Errorf("clear: %v", e))
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "s3load:", err)
+	os.Exit(1)
+}
