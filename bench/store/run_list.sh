@@ -6,7 +6,8 @@
 # first page < 50 ms, 1M keys listed in < 10 s. Needs ~8 GiB of disk under
 # build/bench for a minute or two (metadata files of 1M objects; removed
 # after). Writes bench/results/store-list-e2e-*.json and the store-list-e2e
-# section of docs/benchmarks.md. About 3 minutes.
+# section of docs/benchmarks.md. About 6 minutes (half of it deleting the
+# 2M files and directories again).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${N:-1000000}
