@@ -57,8 +57,8 @@ def main():
     rounds = by_system(run["rounds"])
     lines = [
         f"Machine: {m['cpu']}, {m['cores']} cores, kernel {m['kernel']}, {m['filesystem']}, "
-        f"{m['mem_gib']} GiB; shared with other engineers compiling during the run, so absolute "
-        "figures are noisy; the ratios come from the same rounds. "
+        f"{m['mem_gib']} GiB, a shared VM (other work may run beside the benchmark: "
+        "absolute figures are noisy; the ratios come from the same rounds). "
         f"OpenLake `{run['openlake']}` (`make all`, -O2) vs MinIO `{run['minio_module'] or run['minio']}` "
         f"(`go install github.com/minio/minio@latest`, {run['go']}). Command: `bash bench/store/run_s3.sh` "
         f"(part of `make bench-store`). Raw data: `{src}` (not committed).",
