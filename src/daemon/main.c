@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "http/tls.h"
+#include "store/layout.h"
 #include "rt/net.h"
 
 #include <errno.h>
@@ -236,7 +237,9 @@ static int ol_open_store(struct ol_daemon *d, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     struct ol_catalog_info ci;
-    rc = ol_catalog_open(drives, n, &d->catalog, &ci, err, errlen);
+    unsigned mq = ol_layout_read_quorum(ol_store_drives_per_set(d->store),
+                                        ol_store_parity(d->store));
+    rc = ol_catalog_open(drives, n, mq, &d->catalog, &ci, err, errlen);
     if (rc == 0)
         ol_info("listing indexes: %u bucket%s, %llu keys, %u rebuilt from %llu metadata "
                 "files, %.2f s", ci.buckets, ci.buckets == 1 ? "" : "s", ci.keys, ci.rebuilt,

@@ -870,6 +870,11 @@ static void ol_on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
             } else {
                 if (ol_tls_in_pending(c->tio->t) >= OL_TLS_IN_HIGH && c->recv_armed)
                     ol_loop_cancel(loop, &c->recv_op); /* backpressure */
+                /* the head deadline runs from the first byte of a request's
+                 * records (and of the handshake): trickling them does not
+                 * extend it */
+                if (c->state == OL_CS_HEAD && !c->head_deadline)
+                    c->head_deadline = ol_loop_now_ms(loop) + srv->lim.header_timeout_ms;
                 ol_conn_touch(c);
                 ol_conn_process(c);
             }
@@ -941,7 +946,10 @@ static void ol_on_timer(ol_loop *loop, struct ol_timer *t)
     } else if (c->state == OL_CS_RESP && !c->send_inflight) {
         ol_conn_touch(c); /* the handler is working: not our timeout */
     } else if (c->head_deadline && ol_loop_now_ms(loop) >= c->head_deadline) {
-        ol_conn_error(c, 408, "request head not received in time");
+        if (c->tio && !ol_tls_ready(c->tio->t))
+            ol_conn_close(c); /* no TLS session to answer in */
+        else
+            ol_conn_error(c, 408, "request head not received in time");
     } else if (c->state == OL_CS_HEAD && !c->inq_n && !c->stage_len) {
         ol_conn_close(c); /* idle keep-alive connection */
     } else if (c->state == OL_CS_HEAD) {
@@ -961,6 +969,12 @@ static void ol_on_timer(ol_loop *loop, struct ol_timer *t)
 
 static void ol_reject(ol_http_server *srv, int fd)
 {
+    if (srv->lim.tls) {   /* no session yet: plain text would only confuse the client */
+        close(fd);
+        OL_STAT_ADD(srv->st.conns_rejected, 1);
+        OL_STAT_ADD(srv->st.requests[503], 1);
+        return;
+    }
     static const char body[] = "503 Service Unavailable: too many connections\n";
     char msg[256];
     int len = snprintf(msg, sizeof msg,

@@ -12,6 +12,7 @@
 #include "s3/s3_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1938,11 +1939,11 @@ static void upload_part_copy(struct ol_s3_req *q)
         } else {
             memcpy(v, rg->value, rg->value_len);
             v[rg->value_len] = 0;
-            if (v[6] < '0' || v[6] > '9' ||
+            if (rg->value_len < 9 || v[6] < '0' || v[6] > '9' ||
                 sscanf(v, "bytes=%llu-%llu%n", &a, &b, &pos) != 2 || (size_t)pos != rg->value_len)
                 pos = -1;
         }
-        if (pos < 0 || a > b) {
+        if (pos < 0 || a > b || b == ULLONG_MAX) {
             ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "The x-amz-copy-source-range value must be "
                         "of the form bytes=first-last where first and last are the zero-based "
                         "offsets of the first and last bytes to copy");
@@ -2491,9 +2492,8 @@ static void tag_get_event(void *ud, const struct ol_store_event *ev)
         return;
     }
     if (ev->type == OL_STORE_EV_DONE) {
-        t->get = NULL;
         int st = ev->status < 0 ? ev->status : -EIO;
-        tag_free(q);
+        tag_free(q);   /* ends the GET (ol_get_end), which gives its slot back */
         store_error(q, st);
     }
 }

@@ -35,6 +35,7 @@ struct ol_catalog {
     char root[4200];           /* <first drive>/.openlake/index */
     char **drives;
     unsigned ndrives;
+    unsigned marker_quorum;    /* drives agreeing on a delete marker (a GET's read quorum) */
 };
 
 static void say(char *err, size_t errlen, const char *fmt, const char *a, int e)
@@ -106,7 +107,8 @@ static bool seen_before(const struct ol_catalog *c, unsigned d, const char *rel)
  * The object in directory rel (".openlake/buckets/<b>/objects/<ab>/<hash>",
  * the same on every drive of its set) as a GET would see it: among the
  * drives' latest versions, the newest one that its erasure k drives agree
- * on (ol_meta_same_version); a delete marker is kept, flagged, for
+ * on (ol_meta_same_version; a delete marker: the read quorum, as a GET
+ * counts); a delete marker is kept, flagged, for
  * ListObjectVersions (ListObjects skips it). So a write or delete cut short
  * by a crash is listed exactly when it can be read. Returns 1 and fills
  * rec, key (OL_LAYOUT_KEY_MAX + 1 bytes) and *klen; 0 when no version has
@@ -157,7 +159,8 @@ static int quorum_latest(const struct ol_catalog *c, const char *rel, struct scr
         unsigned cnt = 0;
         for (unsigned j = 0; j < n; j++)
             cnt += ok[j] && ol_meta_same_version(&lv[i], &lv[j]);
-        if (cnt >= lv[i].ec.k && (best < 0 || lv[i].mtime_ns > lv[best].mtime_ns))
+        unsigned need = lv[i].type == OL_META_OBJECT ? lv[i].ec.k : c->marker_quorum;
+        if (cnt >= need && (best < 0 || lv[i].mtime_ns > lv[best].mtime_ns))
             best = (int)i;
     }
     if (best < 0)
@@ -263,8 +266,9 @@ static void fsync_dir(const char *path)
     }
 }
 
-int ol_catalog_open(const char *const *drives, unsigned n, struct ol_catalog **out,
-                    struct ol_catalog_info *info, char *err, size_t errlen)
+int ol_catalog_open(const char *const *drives, unsigned n, unsigned marker_quorum,
+                    struct ol_catalog **out, struct ol_catalog_info *info, char *err,
+                    size_t errlen)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -281,6 +285,7 @@ int ol_catalog_open(const char *const *drives, unsigned n, struct ol_catalog **o
     }
     pthread_rwlock_init(&c->lock, NULL);
     c->ndrives = n;
+    c->marker_quorum = marker_quorum ? marker_quorum : 1;
     for (unsigned i = 0; i < n; i++)
         c->drives[i] = strdup(drives[i]);
     snprintf(c->root, sizeof c->root, "%s/.openlake/index", drives[0]);

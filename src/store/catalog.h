@@ -44,11 +44,14 @@ struct ol_catalog_info {
 
 /*
  * Loads (after a clean shutdown) or rebuilds (otherwise) the index of every
- * bucket found on the drives (blocking; main thread). Returns 0, -ENOMEM,
- * or -errno with err filled.
+ * bucket found on the drives (blocking; main thread). marker_quorum: how
+ * many drives of a set must agree on a delete marker for it to be the
+ * latest (the store's read quorum, as a GET counts; an object needs its own
+ * k). Returns 0, -ENOMEM, or -errno with err filled.
  */
-int ol_catalog_open(const char *const *drives, unsigned n, struct ol_catalog **out,
-                    struct ol_catalog_info *info, char *err, size_t errlen);
+int ol_catalog_open(const char *const *drives, unsigned n, unsigned marker_quorum,
+                    struct ol_catalog **out, struct ol_catalog_info *info, char *err,
+                    size_t errlen);
 /* Saves every index and writes the clean marker (blocking; after the loops
  * stopped), then frees. Returns 0 or the first -errno (the next start then
  * rebuilds). NULL is a no-op. */

@@ -847,7 +847,8 @@ struct ol_heal_result {
     uint64_t bytes_verified;   /* shard bytes read and checked */
     uint64_t bytes_written;
     unsigned dirs_removed;     /* data dirs no version names, older than
-                                  OL_HEAL_ORPHAN_AGE_S (a write cut short) */
+                                  OL_HEAL_ORPHAN_AGE_S (a write cut short);
+                                  OL_HEAL_VERIFY_ONLY: found, not removed */
 };
 
 /* A data dir in an object's directory that no version names, untouched

@@ -21,9 +21,12 @@
  * nothing is written (-EIO). Drives that are offline or hold another key's
  * file (a hash collision) are left alone.
  *
- * Writes of the same key: the heal holds the key's commit lock (the one
- * PUT, DELETE and the tag rewrite take, engine_ver.c) from its first read
- * to its last rename, so within this process no write interleaves; each
+ * Writes of the same key: a read-only pass first, without locks; only when
+ * it found something to repair, a second pass under the key's commit lock
+ * (the one PUT, DELETE and the tag rewrite take, engine_ver.c) from its
+ * first read to its last rename, so within this process no write
+ * interleaves with a repair (writes meanwhile wait; conditional ones get
+ * 409 ConditionalRequestConflict, as against any racing write); each
  * drive's metadata is still read again just before it is replaced (a
  * drive changed behind our back is skipped). Part files of a multipart
  * object are rebuilt without the part record that followed the blocks
@@ -651,8 +654,9 @@ static int64_t newest_mtime(int fd)
 /* Removes from drive p's object directory the data dirs that no version of
  * the reference names and that nothing touched for OL_HEAL_ORPHAN_AGE_S
  * (the key's commit lock is held: no write of it is between moving its
- * data dir in and committing). Returns how many went. */
-static unsigned drop_orphans(struct hctx *h, unsigned p)
+ * data dir in and committing). Returns how many went; with remove false,
+ * only counts them (the read-only pass, without the lock). */
+static unsigned drop_orphans(struct hctx *h, unsigned p, bool remove)
 {
     int ofd = openat(h->d[p].dfd, h->p_obj, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (ofd < 0)
@@ -685,7 +689,8 @@ static unsigned drop_orphans(struct hctx *h, unsigned p)
         if (dfd < 0)
             continue;
         int64_t t = newest_mtime(dfd);
-        if (t < 0 || now - t < OL_HEAL_ORPHAN_AGE_S) {
+        if (t < 0 || now - t < OL_HEAL_ORPHAN_AGE_S || !remove) {
+            removed += t >= 0 && now - t >= OL_HEAL_ORPHAN_AGE_S;
             close(dfd);
             continue;
         }
@@ -828,11 +833,11 @@ static int heal_run(struct hctx *h, unsigned flags)
         }
     for (unsigned p = 0; p < h->n; p++)
         res->drives_bad += h->d[p].rewrite;
-    if (flags & OL_HEAL_VERIFY_ONLY)
-        return 0;
     for (unsigned p = 0; p < h->n; p++)   /* drives whose file is the reference's */
         if (h->d[p].dfd >= 0 && h->d[p].match && !h->d[p].rewrite)
-            res->dirs_removed += drop_orphans(h, p);
+            res->dirs_removed += drop_orphans(h, p, !(flags & OL_HEAL_VERIFY_ONLY));
+    if (flags & OL_HEAL_VERIFY_ONLY)
+        return 0;
     if (res->shards_bad == 0 && res->drives_bad == 0)
         return 0;
     res->shards_bad = 0;
@@ -858,14 +863,14 @@ static int heal_run(struct hctx *h, unsigned flags)
     return ret;
 }
 
-int ol_store_heal_object(struct ol_store *s, const char *bucket, const char *key, unsigned flags,
-                         struct ol_heal_result *res)
+/* One pass over bucket/key (a fresh context), with the key's commit lock
+ * held when lock is set: writes of the key wait for it, so it is taken
+ * only for a pass that may write. After OL_HEAL_LOCK_WAIT_MS of trying,
+ * -EBUSY (the object is left for later). */
+static int heal_pass(struct ol_store *s, const char *bucket, size_t blen, const char *key,
+                     size_t klen, unsigned flags, bool lock, struct ol_heal_result *res)
 {
     memset(res, 0, sizeof *res);
-    size_t blen = strnlen(bucket, OL_LAYOUT_BUCKET_MAX + 1);
-    size_t klen = strnlen(key, OL_LAYOUT_KEY_MAX + 1);
-    if (blen == 0 || blen > OL_LAYOUT_BUCKET_MAX || klen == 0 || klen > OL_LAYOUT_KEY_MAX)
-        return -EINVAL;
     struct hctx *h = calloc(1, sizeof *h);
     if (!h)
         return -ENOMEM;
@@ -881,19 +886,20 @@ int ol_store_heal_object(struct ol_store *s, const char *bucket, const char *key
     names(h);
     h->bsz = (OL_BITROT_HDR_SIZE + (size_t)s->bmax + 63) / 64 * 64;
     h->blk = aligned_alloc(64, h->bsz * h->n);
-    /* The key's commit lock, as PUT / DELETE take it: a write of the key
-     * never interleaves with its heal. Writes hold it for milliseconds;
-     * after OL_HEAL_LOCK_WAIT_MS of trying the heal is left for later. */
     unsigned slot = 0;
-    int rc = h->blk ? -EBUSY : -ENOMEM;
-    for (unsigned waited = 0; h->blk && waited <= OL_HEAL_LOCK_WAIT_MS; waited++) {
-        if ((rc = ol_se_key_trylock(s, h->p_obj, &slot)) == 0)
-            break;
-        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    int rc = h->blk ? 0 : -ENOMEM;
+    if (rc == 0 && lock) {
+        rc = -EBUSY;
+        for (unsigned waited = 0; waited <= OL_HEAL_LOCK_WAIT_MS; waited++) {
+            if ((rc = ol_se_key_trylock(s, h->p_obj, &slot)) == 0)
+                break;
+            nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        }
     }
     if (rc == 0) {
         rc = heal_run(h, flags);
-        ol_se_key_unlock_slot(s, slot);
+        if (lock)
+            ol_se_key_unlock_slot(s, slot);
     }
     for (unsigned p = 0; p < h->n; p++)
         free(h->d[p].buf);
@@ -902,4 +908,23 @@ int ol_store_heal_object(struct ol_store *s, const char *bucket, const char *key
     free(h->blk);
     free(h);
     return rc;
+}
+
+int ol_store_heal_object(struct ol_store *s, const char *bucket, const char *key, unsigned flags,
+                         struct ol_heal_result *res)
+{
+    memset(res, 0, sizeof *res);
+    size_t blen = strnlen(bucket, OL_LAYOUT_BUCKET_MAX + 1);
+    size_t klen = strnlen(key, OL_LAYOUT_KEY_MAX + 1);
+    if (blen == 0 || blen > OL_LAYOUT_BUCKET_MAX || klen == 0 || klen > OL_LAYOUT_KEY_MAX)
+        return -EINVAL;
+    /* First a read-only pass without the lock (the scanner's common case:
+     * a healthy object, never in a writer's way); only when it found
+     * something to repair, the writing pass under the key's commit lock,
+     * which reads everything again. */
+    int rc = heal_pass(s, bucket, blen, key, klen, OL_HEAL_VERIFY_ONLY, false, res);
+    if ((flags & OL_HEAL_VERIFY_ONLY) || rc < 0 ||
+        (res->shards_bad == 0 && res->drives_bad == 0 && res->dirs_removed == 0))
+        return rc;
+    return heal_pass(s, bucket, blen, key, klen, flags, true, res);
 }

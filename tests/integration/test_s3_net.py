@@ -180,3 +180,37 @@ def test_tls_setting_errors_stop_the_start(make_daemon, tmp_path):
         rc = d.proc.wait(timeout=20)
         assert rc == 2 and msg in d.stderr(), d.stderr()
         d.stop(expect_rc=2)
+
+
+def test_tls_handshake_trickled_byte_by_byte_is_cut_off(make_daemon, tmp_path):
+    """The head deadline covers the handshake too: a client that sends its
+    records a byte at a time does not keep a TLS connection forever."""
+    import time
+    cert, key = make_cert(tmp_path)
+    d = make_daemon(args=["--mode", "s3", "--s3-tls-cert", str(cert), "--s3-tls-key", str(key),
+                          "--http.header-timeout-ms", "1000"],
+                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK}, start=False)
+    d.ssl_context = ssl.create_default_context(cafile=str(cert))
+    d.start()
+    t0 = time.time()
+    closed = False
+    with socket.create_connection(("127.0.0.1", d.port), timeout=1) as s:
+        hello = b"\x16\x03\x01\x02\x00" + b"\x01" * 200      # a record never finished
+        for b in hello:
+            try:
+                s.sendall(bytes([b]))
+                s.settimeout(0.25)
+                if s.recv(100) == b"":
+                    closed = True
+                    break
+            except socket.timeout:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            if time.time() - t0 > 10:
+                break
+    assert closed and time.time() - t0 < 6, time.time() - t0
+    with urllib.request.urlopen(d.url + "/_openlake/health/live", context=d.ssl_context,
+                                timeout=10) as r:
+        assert r.status == 200

@@ -131,3 +131,17 @@ def test_tagging_with_a_lost_drive(make_daemon, tmp_path):
     c = client(d)
     c.put_object_tagging(Bucket="tagq", Key="k", Tagging=tagset({"q": "ok"}))
     assert tags_of(c, "tagq", "k") == {"q": "ok"}
+
+
+def test_failed_tag_lookups_leave_the_store_usable(s3d):
+    """PutObjectTagging / DeleteObjectTagging on a missing key, many times
+    over (more than a core has request states): each is NoSuchKey, and the
+    store keeps serving."""
+    c = client(s3d)
+    c.create_bucket(Bucket="tagl")
+    for i in range(150):
+        fn = c.put_object_tagging if i % 2 else c.delete_object_tagging
+        kw = {"Tagging": tagset({"a": "b"})} if i % 2 else {}
+        assert error_of(lambda: fn(Bucket="tagl", Key=f"missing{i}", **kw))[0] == "NoSuchKey"
+    c.put_object(Bucket="tagl", Key="ok", Body=b"fine")
+    assert c.get_object(Bucket="tagl", Key="ok")["Body"].read() == b"fine"

@@ -581,8 +581,8 @@ OLT_TEST_T(store_heal_removes_old_unnamed_data_dirs, 120)
                 sizeof named_like);
     struct ol_heal_result res;
     OLT_CHECK_EQ(ol_store_heal_object(e.s, "hb", "obj", OL_HEAL_VERIFY_ONLY, &res), 0);
-    OLT_CHECK_EQ(res.dirs_removed, 0u);
-    OLT_CHECK_EQ(access(old_dir, F_OK), 0);       /* verify-only removes nothing */
+    OLT_CHECK_EQ(res.dirs_removed, 1u);             /* found ... */
+    OLT_CHECK_EQ(access(old_dir, F_OK), 0);       /* ... but verify-only removes nothing */
     OLT_CHECK_EQ(heal(&e, "hb", "obj", &res), 0);
     OLT_CHECK_EQ(res.dirs_removed, 1u);
     OLT_CHECK(access(old_dir, F_OK) != 0);         /* old and named by no version: gone */
