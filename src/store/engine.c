@@ -528,6 +528,35 @@ void ol_se_path_id(char *out, const char *prefix, const uint8_t id[16], const ch
     ol_se_join(out, prefix, u, suffix);
 }
 
+int ol_se_hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+bool ol_se_uuid_parse(const char *s, uint8_t out[16])
+{
+    if (strlen(s) != 36)
+        return false;
+    unsigned o = 0;
+    for (unsigned i = 0; i < 36;) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i++] != '-')
+                return false;
+            continue;
+        }
+        int a = ol_se_hexval(s[i]), b = ol_se_hexval(s[i + 1]);
+        if (a < 0 || b < 0)
+            return false;
+        out[o++] = (uint8_t)(a << 4 | b);
+        i += 2;
+    }
+    return true;
+}
+
 uint64_t ol_se_seed(const uint8_t ddir[16], unsigned shard)
 {
     return XXH3_64bits_withSeed(ddir, 16, shard);

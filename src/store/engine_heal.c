@@ -616,17 +616,6 @@ static void drop_stale_dirs(struct hctx *h, unsigned p, struct ol_meta_file *old
     }
 }
 
-/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", lower-case hex: a data dir's name. */
-static bool uuid_name(const char *s)
-{
-    for (int i = 0; i < 36; i++) {
-        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-        if (dash ? s[i] != '-' : !((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    }
-    return s[36] == 0;
-}
-
 /* The newest mtime of directory fd and its files; -1 on an error. */
 static int64_t newest_mtime(int fd)
 {
@@ -673,16 +662,13 @@ static unsigned drop_orphans(struct hctx *h, unsigned p, bool remove)
     int64_t now = (int64_t)time(NULL);
     struct dirent *e;
     while ((e = readdir(dir))) {
-        if (!uuid_name(e->d_name))
+        uint8_t id[16];
+        if (!ol_se_uuid_parse(e->d_name, id))
             continue;
         bool named = false;
-        for (unsigned i = 0; i < h->nv && !named; i++) {
-            char u[37];
-            if (h->v[i].type != OL_META_OBJECT || h->v[i].has_inline)
-                continue;
-            ol_format_uuid_str(h->v[i].data_dir, u);
-            named = strcmp(u, e->d_name) == 0;
-        }
+        for (unsigned i = 0; i < h->nv && !named; i++)
+            named = h->v[i].type == OL_META_OBJECT && !h->v[i].has_inline &&
+                    memcmp(h->v[i].data_dir, id, 16) == 0;
         if (named)
             continue;
         int dfd = openat(ofd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);

@@ -283,6 +283,11 @@ void ol_se_random_id(struct ol_store_core *c, uint8_t out[16]);
 void ol_se_join(char *out, const char *a, const char *b, const char *c);
 /* "<uuid>" of id appended to prefix "/" into out. */
 void ol_se_path_id(char *out, const char *prefix, const uint8_t id[16], const char *suffix);
+/* A lower-case hex digit's value, or -1. */
+int ol_se_hexval(char c);
+/* A data dir's or upload's name, "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+ * (ol_se_path_id's form), into out; false when s is not one. */
+bool ol_se_uuid_parse(const char *s, uint8_t out[16]);
 uint64_t ol_se_seed(const uint8_t ddir[16], unsigned shard);
 uint64_t ol_se_now_ns(void);
 

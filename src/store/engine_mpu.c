@@ -487,42 +487,13 @@ struct scan {
     unsigned removed, recovered;
 };
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" -> 16 bytes. */
-static bool uuid_parse(const char *s, uint8_t out[16])
-{
-    if (strlen(s) != 36)
-        return false;
-    unsigned o = 0;
-    for (unsigned i = 0; i < 36;) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (s[i++] != '-')
-                return false;
-            continue;
-        }
-        int a = hexval(s[i]), b = hexval(s[i + 1]);
-        if (a < 0 || b < 0)
-            return false;
-        out[o++] = (uint8_t)(a << 4 | b);
-        i += 2;
-    }
-    return true;
-}
 
 static bool all_hex(const char *s, size_t n)
 {
     if (strlen(s) != n)
         return false;
     for (size_t i = 0; i < n; i++)
-        if (hexval(s[i]) < 0)
+        if (ol_se_hexval(s[i]) < 0)
             return false;
     return true;
 }
@@ -575,7 +546,7 @@ static int scan_upload(struct scan *sc, unsigned di, int bfd, const char *b, con
     const struct ol_store *s = sc->s;
     uint8_t id[16];
     int ufd = -1;
-    if (!uuid_parse(name, id))
+    if (!ol_se_uuid_parse(name, id))
         goto garbage;
     ufd = openat(hfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (ufd < 0)
