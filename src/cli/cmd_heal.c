@@ -13,6 +13,7 @@
  */
 #include "cli/cli.h"
 #include "cli/output.h"
+#include "s3/pct.h"
 #include "s3/sigv4.h"
 
 #include <errno.h>
@@ -70,24 +71,6 @@ static void hex_sha256(const void *p, size_t n, char out[65])
     SHA256(p, n, d);
     ol_sigv4_hex(d, out);
     out[64] = 0;
-}
-
-/* Percent-encodes s (RFC 3986 unreserved kept) into out. */
-static void pct(const char *s, char *out, size_t cap)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && o + 4 < cap; p++) {
-        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-            *p == '-' || *p == '_' || *p == '.' || *p == '~') {
-            out[o++] = (char)*p;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[*p >> 4];
-            out[o++] = hex[*p & 15];
-        }
-    }
-    out[o] = 0;
 }
 
 /* Sends method path?query, signed; the status (or -errno) and the body in
@@ -302,8 +285,8 @@ int ol_cmd_heal(const struct ol_cli *cli, int argc, char **argv)
             snprintf(prefix, sizeof prefix, "%s", a.target + bl + 1);
     }
     char query[4096] = "", eb[256], epx[3200];
-    pct(bucket, eb, sizeof eb);
-    pct(prefix, epx, sizeof epx);
+    ol_pct_encode(bucket, strlen(bucket), eb, sizeof eb, false);   /* 3 x 63, 3 x 1024: fit */
+    ol_pct_encode(prefix, strlen(prefix), epx, sizeof epx, false);
     if (bucket[0])
         snprintf(query, sizeof query, "bucket=%s%s%s", eb, prefix[0] ? "&prefix=" : "",
                  prefix[0] ? epx : "");

@@ -726,18 +726,12 @@ static void url_text(struct ol_xml_w *w, const char *s, size_t n, bool url)
         ol_xml_text(w, s, n);
         return;
     }
-    static const char d[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
-            char x = (char)c;
-            ol_xml_text(w, &x, 1);
-        } else {
-            char e[3] = {'%', d[c >> 4], d[c & 15]};
-            ol_xml_text(w, e, 3);
-        }
-    }
+    char e[3 * OL_S3_KEY_MAX + 1];   /* keys, prefixes and markers: <= 1024 bytes */
+    long el = ol_pct_encode(s, n, e, sizeof e, true);
+    if (el < 0)
+        w->err = -ENOSPC;
+    else
+        ol_xml_text(w, e, (size_t)el);
 }
 
 #define OL_S3_MAX_PARTS 10000u
@@ -1785,28 +1779,27 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
     copy_pump(q);
 }
 
-/* x-amz-copy-source ("[/]bucket/key[?versionId=ID]", percent-encoded)
- * into bucket (64 bytes) and key (OL_S3_KEY_MAX + 1), NUL-terminated, and
- * the version asked for (*has_vid, vid). False after answering the error. */
-static bool copy_source(struct ol_s3_req *q, char *bucket, size_t *blen, char *key,
-                        size_t *klen, bool *has_vid, uint8_t vid[16])
+/* A copy's state (CopyObject, UploadPartCopy) with its source from
+ * x-amz-copy-source ("[/]bucket/key[?versionId=ID]", percent-encoded),
+ * made q's op_state; NULL after answering the error. */
+static struct copy_state *copy_new(struct ol_s3_req *q)
 {
     const struct ol_http_header *src = hdr(q, "x-amz-copy-source");
     char raw[2 * OL_S3_KEY_MAX + 80], dec[OL_S3_KEY_MAX + 80];
     if (!src || src->value_len >= sizeof raw) {
         ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Copy Source must mention the source bucket "
                     "and key: sourcebucket/sourcekey");
-        return false;
+        return NULL;
     }
     memcpy(raw, src->value, src->value_len);
     raw[src->value_len] = 0;
     char *qm = strchr(raw, '?');
-    *has_vid = qm != NULL;
+    uint8_t vid[16];
     if (qm) {
         if (strncmp(qm, "?versionId=", 11) != 0 ||
             ol_s3_vid_parse(qm + 11, strlen(qm + 11), vid) < 0) {
             ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Invalid version id specified");
-            return false;
+            return NULL;
         }
         *qm = 0;
     }
@@ -1822,56 +1815,65 @@ static bool copy_source(struct ol_s3_req *q, char *bucket, size_t *blen, char *k
         ol_layout_key_ok(slash + 1, kl) < 0) {
         ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Copy Source must mention the source bucket "
                     "and key: sourcebucket/sourcekey");
-        return false;
+        return NULL;
     }
-    memcpy(bucket, dec, bl);
-    bucket[bl] = 0;
-    memcpy(key, slash + 1, kl);
-    key[kl] = 0;
-    *blen = bl;
-    *klen = kl;
-    return true;
+    struct copy_state *c = calloc(1, sizeof *c);
+    if (!c) {
+        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+        return NULL;
+    }
+    memcpy(c->src_bucket, dec, bl);
+    memcpy(c->src_key, slash + 1, kl);
+    c->src_has_vid = qm != NULL;
+    if (qm)
+        memcpy(c->src_vid, vid, 16);
+    q->op_state = c;
+    return c;
+}
+
+/* Starts reading the copy's source; the rest follows its events. */
+static void copy_start(struct ol_s3_req *q)
+{
+    struct copy_state *c = q->op_state;
+    struct ol_get_args a = {.bucket = c->src_bucket, .key = c->src_key, .offset = 0,
+                            .length = -1, .vid = c->src_has_vid ? c->src_vid : NULL};
+    q->abort_handler = copy_client_gone;
+    int rc = ol_get_begin(store(q), &a, copy_get_event, q, &c->get);
+    if (rc < 0) {
+        const char *msg;
+        enum ol_s3_err e = store_err(rc, &msg);
+        copy_fail(q, e, msg);
+    }
 }
 
 static void copy_object(struct ol_s3_req *q)
 {
-    char sb[64], sk[OL_S3_KEY_MAX + 1];
-    size_t bl, kl;
-    bool has_vid;
-    uint8_t src_vid[16];
-    if (!copy_source(q, sb, &bl, sk, &kl, &has_vid, src_vid))
+    struct copy_state *c = copy_new(q);
+    if (!c)
         return;
     const struct ol_http_header *dir = hdr(q, "x-amz-metadata-directive");
     bool replace = dir && dir->value_len == 7 && memcmp(dir->value, "REPLACE", 7) == 0;
     if (dir && !replace && !(dir->value_len == 4 && memcmp(dir->value, "COPY", 4) == 0)) {
-        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Unknown metadata directive.");
+        copy_fail(q, OL_S3_INVALID_ARGUMENT, "Unknown metadata directive.");
         return;
     }
-    if (!replace && bl == q->route.bucket_len && memcmp(sb, q->route.bucket, bl) == 0 &&
-        kl == q->route.key_len && memcmp(sk, q->route.key, kl) == 0) {
-        ol_s3_error(q, OL_S3_INVALID_REQUEST, "This copy request is illegal because it is "
-                    "trying to copy an object to itself without changing the object's "
-                    "metadata, storage class, website redirect location or encryption "
-                    "attributes.");
+    if (!replace && strcmp(c->src_bucket, q->route.bucket) == 0 &&
+        strlen(c->src_key) == q->route.key_len &&
+        memcmp(c->src_key, q->route.key, q->route.key_len) == 0) {
+        copy_fail(q, OL_S3_INVALID_REQUEST, "This copy request is illegal because it is "
+                  "trying to copy an object to itself without changing the object's "
+                  "metadata, storage class, website redirect location or encryption "
+                  "attributes.");
         return;
     }
-    struct ol_store_cond cond;
-    if (!ol_s3_write_cond(q, &cond))
-        return;
-    struct copy_state *c = calloc(1, sizeof *c);
-    if (!c) {
-        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
+    q->op_state = NULL;   /* a refused condition answers (and frees q) itself */
+    if (!ol_s3_write_cond(q, &c->cond)) {
+        free(c);
         return;
     }
-    c->cond = cond;
-    memcpy(c->src_bucket, sb, bl + 1);
-    memcpy(c->src_key, sk, kl + 1);
-    c->replace = replace;
-    c->src_has_vid = has_vid;
-    if (has_vid)
-        memcpy(c->src_vid, src_vid, 16);
-    ol_s3_vid_new(q, c->new_vid);
     q->op_state = c;
+    c->replace = replace;
+    ol_s3_vid_new(q, c->new_vid);
     if (replace) {   /* REPLACE: the request's headers, as PutObject takes them */
         struct user_meta *um = malloc(sizeof *um);
         enum ol_s3_err e = um ? collect_user_meta(q, um) : OL_S3_SLOW_DOWN;
@@ -1900,15 +1902,7 @@ static void copy_object(struct ol_s3_req *q)
                              memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
                                  ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
     }
-    struct ol_get_args a = {.bucket = c->src_bucket, .key = c->src_key, .offset = 0,
-                            .length = -1, .vid = c->src_has_vid ? c->src_vid : NULL};
-    q->abort_handler = copy_client_gone;
-    int rc = ol_get_begin(store(q), &a, copy_get_event, q, &c->get);
-    if (rc < 0) {
-        const char *msg;
-        enum ol_s3_err e = store_err(rc, &msg);
-        copy_fail(q, e, msg);
-    }
+    copy_start(q);
 }
 
 /* UploadPartCopy: part partNumber of uploadId from an object, whole or
@@ -1922,11 +1916,8 @@ static void upload_part_copy(struct ol_s3_req *q)
     long pn = part_number(q);
     if (!pn)
         return;
-    char sb[64], sk[OL_S3_KEY_MAX + 1];
-    size_t bl, kl;
-    bool has_vid;
-    uint8_t src_vid[16];
-    if (!copy_source(q, sb, &bl, sk, &kl, &has_vid, src_vid))
+    struct copy_state *c = copy_new(q);
+    if (!c)
         return;
     const struct ol_http_header *rg = hdr(q, "x-amz-copy-source-range");
     uint64_t first = 0, last = 0;
@@ -1944,40 +1935,21 @@ static void upload_part_copy(struct ol_s3_req *q)
                 pos = -1;
         }
         if (pos < 0 || a > b || b == ULLONG_MAX) {
-            ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "The x-amz-copy-source-range value must be "
-                        "of the form bytes=first-last where first and last are the zero-based "
-                        "offsets of the first and last bytes to copy");
+            copy_fail(q, OL_S3_INVALID_ARGUMENT, "The x-amz-copy-source-range value must be "
+                      "of the form bytes=first-last where first and last are the zero-based "
+                      "offsets of the first and last bytes to copy");
             return;
         }
         first = a;
         last = b;
     }
-    struct copy_state *c = calloc(1, sizeof *c);
-    if (!c) {
-        ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
-        return;
-    }
-    memcpy(c->src_bucket, sb, bl + 1);
-    memcpy(c->src_key, sk, kl + 1);
-    c->src_has_vid = has_vid;
-    if (has_vid)
-        memcpy(c->src_vid, src_vid, 16);
     c->part = true;
     memcpy(c->uid, id, 16);
     c->pnum = (uint32_t)pn;
     c->ranged = rg != NULL;
     c->roff = first;
     c->rlen = last - first + 1;
-    q->op_state = c;
-    struct ol_get_args a = {.bucket = c->src_bucket, .key = c->src_key, .offset = 0,
-                            .length = -1, .vid = c->src_has_vid ? c->src_vid : NULL};
-    q->abort_handler = copy_client_gone;
-    int rc = ol_get_begin(store(q), &a, copy_get_event, q, &c->get);
-    if (rc < 0) {
-        const char *msg;
-        enum ol_s3_err e = store_err(rc, &msg);
-        copy_fail(q, e, msg);
-    }
+    copy_start(q);
 }
 
 /* ---- GetObject / HeadObject ----------------------------------------------------- */
@@ -2352,21 +2324,10 @@ struct tag_state {
 /* Appends s[0..n) percent-encoded (RFC 3986 unreserved kept). */
 static bool tag_enc(struct tag_state *t, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.' || c == '~';
-        if (t->len + 3 >= sizeof t->enc)
-            return false;
-        if (keep) {
-            t->enc[t->len++] = (char)c;
-        } else {
-            t->enc[t->len++] = '%';
-            t->enc[t->len++] = hex[c >> 4];
-            t->enc[t->len++] = hex[c & 15];
-        }
-    }
+    long el = ol_pct_encode(s, n, t->enc + t->len, sizeof t->enc - t->len, false);
+    if (el < 0)
+        return false;
+    t->len += (size_t)el;
     return true;
 }
 

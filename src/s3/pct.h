@@ -1,8 +1,9 @@
 /*
- * pct.h - hex digits and percent-decoding, shared by the SigV4 checks, the
- * router and the aws-chunked decoder.
+ * pct.h - hex digits, percent-decoding and -encoding, shared by the SigV4
+ * checks, the router, the aws-chunked decoder, listings (encoding-type=url),
+ * tag sets and the CLI's query strings.
  *
- * Owns: nothing but these two pure helpers. Must not: allocate.
+ * Owns: nothing but these pure helpers. Must not: allocate.
  */
 #ifndef OL_S3_PCT_H
 #define OL_S3_PCT_H
@@ -42,6 +43,37 @@ static inline long ol_pct_decode(const char *s, size_t n, char *out, size_t cap,
             return -E2BIG;
         out[o++] = c;
     }
+    return (long)o;
+}
+
+/*
+ * Percent-encodes s[0..n) into out[cap], NUL-terminated: RFC 3986's
+ * unreserved characters (and '/' when keep_slash) stay, every other byte
+ * becomes %XX (upper-case hex). Returns the encoded length, or -E2BIG when
+ * it (and its NUL) does not fit.
+ */
+static inline long ol_pct_encode(const char *s, size_t n, char *out, size_t cap,
+                                 bool keep_slash)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '.' || c == '_' || c == '~' || (keep_slash && c == '/');
+        if (o + (keep ? 1 : 3) >= cap)
+            return -E2BIG;
+        if (keep) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    if (o >= cap)
+        return -E2BIG;
+    out[o] = 0;
     return (long)o;
 }
 
