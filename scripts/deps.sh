@@ -63,10 +63,22 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
   elif ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     echo "deps: no vLLM in .venv: $vllm needs Python >= 3.11 (the vLLM tests will skip)"
   elif ! cmp -s <(cat tests/requirements-vllm.txt; echo "$vllm") .venv/requirements-vllm.installed; then
-    echo "deps: adding vLLM to .venv (tests/requirements-vllm.txt, then $vllm)"
-    .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements-vllm.txt
-    .venv/bin/pip install -q --disable-pip-version-check --no-deps "$vllm"
-    { cat tests/requirements-vllm.txt; echo "$vllm"; } > .venv/requirements-vllm.installed
+    # ~6 GiB installed plus the wheels being unpacked: with less free disk
+    # than that the install would stop half-way with ENOSPC and fail the run.
+    need_mb=9216
+    free_mb=$(df --output=avail -BM . | tail -1 | tr -dc 0-9)
+    tmp_mb=$(df --output=avail -BM "${TMPDIR:-/tmp}" | tail -1 | tr -dc 0-9)
+    ((tmp_mb < free_mb)) && free_mb=$tmp_mb
+    if ((free_mb < need_mb)); then
+      echo "deps: WARNING: only ${free_mb} MiB free disk, vLLM needs ~${need_mb} MiB:" \
+           "not adding it to .venv (the vLLM tests will skip). Free disk space and rerun." >&2
+    else
+      echo "deps: adding vLLM to .venv (tests/requirements-vllm.txt, then $vllm)"
+      # No wheel cache: it would hold a second copy of torch & co.
+      .venv/bin/pip install -q --no-cache-dir -r tests/requirements-vllm.txt
+      .venv/bin/pip install -q --no-cache-dir --no-deps "$vllm"
+      { cat tests/requirements-vllm.txt; echo "$vllm"; } > .venv/requirements-vllm.installed
+    fi
   fi
 fi
 if [ "$mode" = test ] || [ "$mode" = bench ]; then

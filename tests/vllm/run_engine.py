@@ -61,9 +61,12 @@ come back and the same spec gives the same tokens in any process. Any error:
 the traceback on stderr, exit status 1, out.json not written.
 """
 
+import atexit
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 
@@ -215,6 +218,10 @@ def run(spec):
     t0 = time.perf_counter()
     os.environ.update(ENV)
     os.environ.update({k: str(v) for k, v in spec["env"].items()})
+    # vLLM's ZMQ ipc sockets go to a private dir removed on exit, not /tmp.
+    rpc = tempfile.mkdtemp(prefix="olvrpc")
+    atexit.register(shutil.rmtree, rpc, True)
+    os.environ.setdefault("VLLM_RPC_BASE_PATH", rpc)
     sys.path[:0] = [os.path.abspath(p) for p in spec["sys_path"]]
 
     import vllm
