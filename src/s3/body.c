@@ -62,8 +62,7 @@ enum ol_s3_err ol_s3_body_begin(struct ol_s3_body *b, const struct ol_s3_auth *a
         if (EVP_DigestInit_ex(ctx->payload, EVP_sha256(), NULL) != 1)
             return OL_S3_INTERNAL;
     }
-    if (EVP_DigestInit_ex(ctx->md5, EVP_md5(), NULL) != 1)
-        return OL_S3_INTERNAL;
+    ol_md5_init(ctx->md5);
     const struct ol_http_header *m = hdr(hdrs, nhdrs, "content-md5");
     if (m) {
         if (ol_ck_from_b64(m->value, m->value_len, 16, b->md5_want) < 0)
@@ -104,7 +103,7 @@ static void hash_all(struct ol_s3_body *b, const char *p, size_t n)
         return;
     if (b->payload == OL_S3_PAY_SHA256)
         EVP_DigestUpdate(b->ctx.payload, p, n);
-    EVP_DigestUpdate(b->ctx.md5, p, n);
+    ol_md5_update(b->ctx.md5, p, n);
     if (b->ck_algo)
         ol_ck_update(&b->ck, p, n);
     b->got += n;
@@ -158,8 +157,7 @@ enum ol_s3_err ol_s3_body_end(struct ol_s3_body *b)
         if (memcmp(h, b->body_sha256, 32) != 0)
             return b->err = OL_S3_XAMZ_SHA256_MISMATCH;
     }
-    unsigned ml = 16;
-    EVP_DigestFinal_ex(b->ctx.md5, b->md5, &ml);
+    ol_md5_final(b->ctx.md5, b->md5);
     if (b->md5_given && memcmp(b->md5, b->md5_want, 16) != 0)
         return b->err = OL_S3_BAD_DIGEST;
     if (b->ck_algo) {

@@ -10,7 +10,7 @@
  * input (no copy), before they are verified: the caller stages them and
  * commits only when ol_s3_body_end() says OL_S3_OK.
  *
- * Must not: allocate (the caller lends four EVP_MD_CTX), or know where the
+ * Must not: allocate (the caller lends three EVP_MD_CTX and an MD5 lane), or know where the
  * bytes go.
  */
 #ifndef OL_S3_BODY_H
@@ -21,17 +21,18 @@
 
 #include <openssl/evp.h>
 
+#include "base/md5.h"
 #include "http/parse.h"
 #include "s3/auth.h"
 #include "s3/awschunked.h"
 #include "s3/checksum.h"
 #include "s3/errors.h"
 
-/* The four hash contexts a body needs; owned by the caller, reusable. */
+/* The hash contexts a body needs; owned by the caller, reusable. */
 struct ol_s3_body_ctx {
     EVP_MD_CTX *payload;   /* SHA-256 of the body (UNSIGNED: unused) */
     EVP_MD_CTX *chunk;     /* aws-chunked: SHA-256 of each chunk */
-    EVP_MD_CTX *md5;       /* the ETag */
+    struct ol_md5 *md5;    /* the ETag: a lane of the core's MD5 set (base/md5.h) */
     EVP_MD_CTX *cksum;     /* a SHA-1 / SHA-256 flexible checksum */
 };
 

@@ -1570,9 +1570,7 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
 static void copy_finish(struct ol_s3_req *q)
 {
     struct copy_state *c = q->op_state;
-    struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
-    unsigned ml = 16;
-    EVP_DigestFinal_ex(ctx->md5, c->v.etag, &ml);
+    ol_md5_final(ol_s3_md5(q), c->v.etag);
     if (c->v.cks.algo)
         ol_ck_final(&c->ck, c->v.cks.sum);
     struct timespec now;
@@ -1592,7 +1590,6 @@ static void copy_finish(struct ol_s3_req *q)
 static void copy_pump(struct ol_s3_req *q)
 {
     struct copy_state *c = q->op_state;
-    struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
     while (c->pending && !c->waiting_ready) {
         size_t n = c->pending_len - c->pending_off;
         if (n > OL_STORE_WRITE_MAX)
@@ -1603,7 +1600,7 @@ static void copy_pump(struct ol_s3_req *q)
             copy_fail(q, OL_S3_INTERNAL, NULL);
             return;
         }
-        EVP_DigestUpdate(ctx->md5, p, n);
+        ol_md5_update(ol_s3_md5(q), p, n);
         if (c->v.cks.algo)
             ol_ck_update(&c->ck, p, n);
         c->pending_off += n;
@@ -1654,7 +1651,7 @@ static void copy_part_begin(struct ol_s3_req *q, const struct ol_meta_version *s
     }
     c->v.cks.algo = (uint8_t)ol_put_upload_algo(c->put);
     struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
-    EVP_DigestInit_ex(ctx->md5, EVP_md5(), NULL);
+    ol_md5_init(ol_s3_md5(q));
     if (c->v.cks.algo && ol_ck_init(&c->ck, c->v.cks.algo, ctx->cksum) < 0) {
         copy_fail(q, OL_S3_INTERNAL, NULL);
         return;
@@ -1731,7 +1728,7 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
         c->v.cks.algo = sv->cks.algo && !(sv->cks.flags & OL_META_CKS_COMPOSITE)
                             ? sv->cks.algo : 0;
         struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
-        EVP_DigestInit_ex(ctx->md5, EVP_md5(), NULL);
+        ol_md5_init(ol_s3_md5(q));
         if (c->v.cks.algo && ol_ck_init(&c->ck, c->v.cks.algo, ctx->cksum) < 0)
             c->v.cks.algo = 0;
         struct ol_put_args a = {.bucket = q->route.bucket, .key = q->route.key,

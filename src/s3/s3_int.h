@@ -22,6 +22,8 @@
 
 #define OL_S3_REQ_MAGIC    0x53335251u  /* "S3RQ": udata that belongs to S3 */
 #define OL_S3_STATES       256u         /* requests in flight per core */
+#define OL_S3_MD5_LANES    32u          /* uploads hashed side by side per core
+                                           (OL_MD5_STAGE bytes each) */
 #define OL_S3_MAX_XML_BODY (2u << 20)   /* request XML bodies (DeleteObjects: 1000 keys) */
 #define OL_S3_WRITE_PIECE  (64u << 10) /* response bytes queued per write */
 #define OL_S3_NS           "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -65,6 +67,7 @@ typedef void (*ol_s3_fn)(struct ol_s3_req *q);
 struct ol_s3_req {
     uint32_t magic;
     int ctx_slot;                /* index of this request's hash contexts */
+    struct ol_md5 *md5;          /* its MD5 stream once asked for (ol_s3_md5) */
     struct ol_s3_server *srv;
     ol_http_req *r;              /* NULL once the client went away */
     const char *path, *query;    /* raw request-target parts (valid while r is) */
@@ -97,6 +100,8 @@ struct ol_s3_server {
     uint32_t counter;
     struct ol_pool states;
     struct ol_s3_body_ctx ctx[OL_S3_STATES];
+    struct ol_md5_set *md5;      /* MD5 lanes lent to uploads (base/md5.h) */
+    struct ol_md5 md5_lone[OL_S3_STATES];   /* slot i's stream when none is free */
     unsigned ctx_free[OL_S3_STATES];
     unsigned nctx_free;
 };
@@ -117,6 +122,9 @@ void ol_s3_req_free(struct ol_s3_req *q);
 
 /* Checks the body's headers and makes on_body verify it (body.h). */
 enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q);
+/* The request's MD5 stream (an ETag): a lane of the core's set while one is
+ * free, else the slot's lone stream; given back when the request ends. */
+struct ol_md5 *ol_s3_md5(struct ol_s3_req *q);
 /* Collects a small XML body (<= OL_S3_MAX_XML_BODY), verified, then calls done. */
 enum ol_s3_err ol_s3_read_xml(struct ol_s3_req *q, void (*done)(struct ol_s3_req *q));
 

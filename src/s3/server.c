@@ -33,10 +33,14 @@ int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out)
     s->started = (uint32_t)time(NULL);
     if (ol_pool_init(&s->states, sizeof(struct ol_s3_req), OL_S3_STATES) < 0)
         goto oom;
+    /* the ETags of up to OL_S3_MD5_LANES uploads on this core are hashed
+     * side by side */
+    if (!(s->md5 = ol_md5_set_new(OL_S3_MD5_LANES, OL_MD5_AUTO)))
+        goto oom;
     for (unsigned i = 0; i < OL_S3_STATES; i++) {
         struct ol_s3_body_ctx *c = &s->ctx[i];
         if (!(c->payload = EVP_MD_CTX_new()) || !(c->chunk = EVP_MD_CTX_new()) ||
-            !(c->md5 = EVP_MD_CTX_new()) || !(c->cksum = EVP_MD_CTX_new()))
+            !(c->cksum = EVP_MD_CTX_new()))
             goto oom;
         s->ctx_free[i] = i;
     }
@@ -55,9 +59,9 @@ void ol_s3_server_destroy(struct ol_s3_server *s)
     for (unsigned i = 0; i < OL_S3_STATES; i++) {
         EVP_MD_CTX_free(s->ctx[i].payload);
         EVP_MD_CTX_free(s->ctx[i].chunk);
-        EVP_MD_CTX_free(s->ctx[i].md5);
         EVP_MD_CTX_free(s->ctx[i].cksum);
     }
+    ol_md5_set_free(s->md5);
     ol_pool_exit(&s->states);
     free(s);
 }
@@ -69,6 +73,8 @@ void ol_s3_req_free(struct ol_s3_req *q)
     struct ol_s3_server *s = q->srv;
     if (q->r)
         ol_http_req_set_udata(q->r, NULL);
+    if (q->md5)
+        ol_md5_put(q->md5);   /* what a body cut short staged goes too */
     if (q->ctx_slot >= 0)
         s->ctx_free[s->nctx_free++] = (unsigned)q->ctx_slot;
     free(q->xml);
@@ -265,8 +271,16 @@ enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q)
     int64_t clen = info->chunked ? -1
                    : info->content_length == OL_HTTP_NO_LENGTH ? 0
                    : (int64_t)info->content_length;
+    q->srv->ctx[q->ctx_slot].md5 = ol_s3_md5(q);
     return ol_s3_body_begin(&q->body, &q->auth, h->headers, h->num_headers, clen,
                             &q->srv->ctx[q->ctx_slot]);
+}
+
+struct ol_md5 *ol_s3_md5(struct ol_s3_req *q)
+{
+    if (!q->md5 && !(q->md5 = ol_md5_get(q->srv->md5)))
+        q->md5 = &q->srv->md5_lone[q->ctx_slot];
+    return q->md5;
 }
 
 static void xml_body(struct ol_s3_req *q, const char *d, size_t n)

@@ -453,16 +453,6 @@ void ol_se_mpu_trim_start(struct ol_sdrv *d);            /* Complete: unlisted p
 int ol_se_mpu_val_decide(struct ol_sreq *r);
 /* UploadPart: d->nbuf = this drive's part record and footer (d->nlen). */
 int ol_se_mpu_prec_build(struct ol_sreq *r, struct ol_sdrv *d);
-/* MD5 (RFC 1321), for the multipart ETag: no allocation, no library. */
-struct ol_se_md5 {
-    uint32_t h[4];
-    uint64_t len;
-    uint8_t buf[64];
-};
-void ol_se_md5_init(struct ol_se_md5 *m);
-void ol_se_md5_update(struct ol_se_md5 *m, const void *p, size_t n);
-void ol_se_md5_final(struct ol_se_md5 *m, uint8_t out[16]);
-
 static inline unsigned ol_se_popcount(uint32_t x) { return (unsigned)__builtin_popcount(x); }
 
 #endif

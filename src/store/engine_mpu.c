@@ -29,6 +29,7 @@
 #include "store/engine_int.h"
 
 #include "base/le.h"
+#include "base/md5.h"
 #include "store/bitrot.h"
 
 #include <dirent.h>
@@ -87,89 +88,6 @@ static uint32_t next_bit(const uint8_t *b, uint32_t from)
             return i;
     }
     return 0;
-}
-
-/* ---- MD5 (RFC 1321) ------------------------------------------------------------------ */
-
-static const uint32_t md5_k[64] = {
-    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
-    0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
-    0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
-    0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
-    0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
-    0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
-    0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
-    0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
-    0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
-    0xeb86d391,
-};
-static const uint8_t md5_s[16] = {7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21};
-
-static void md5_block(uint32_t h[4], const uint8_t *p)
-{
-    uint32_t w[16];
-    for (unsigned i = 0; i < 16; i++)
-        w[i] = ol_le_ld32(p + 4 * i);
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3];
-    for (unsigned i = 0; i < 64; i++) {
-        uint32_t f;
-        unsigned g;
-        switch (i / 16) {
-        case 0: f = (b & c) | (~b & d); g = i; break;
-        case 1: f = (d & b) | (~d & c); g = (5 * i + 1) & 15; break;
-        case 2: f = b ^ c ^ d; g = (3 * i + 5) & 15; break;
-        default: f = c ^ (b | ~d); g = (7 * i) & 15; break;
-        }
-        uint32_t t = a + f + md5_k[i] + w[g];
-        unsigned sh = md5_s[(i / 16) * 4 + (i & 3)];
-        a = d;
-        d = c;
-        c = b;
-        b += (t << sh) | (t >> (32 - sh));
-    }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-}
-
-void ol_se_md5_init(struct ol_se_md5 *m)
-{
-    m->h[0] = 0x67452301;
-    m->h[1] = 0xefcdab89;
-    m->h[2] = 0x98badcfe;
-    m->h[3] = 0x10325476;
-    m->len = 0;
-}
-
-void ol_se_md5_update(struct ol_se_md5 *m, const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    while (n) {
-        unsigned used = (unsigned)(m->len & 63), take = 64 - used;
-        if (take > n)
-            take = (unsigned)n;
-        memcpy(m->buf + used, p, take);
-        m->len += take;
-        p += take;
-        n -= take;
-        if ((m->len & 63) == 0)
-            md5_block(m->h, m->buf);
-    }
-}
-
-void ol_se_md5_final(struct ol_se_md5 *m, uint8_t out[16])
-{
-    uint64_t bits = m->len * 8;
-    static const uint8_t pad[64] = {0x80};
-    unsigned used = (unsigned)(m->len & 63);
-    ol_se_md5_update(m, pad, used < 56 ? 56 - used : 120 - used);
-    uint8_t lb[8];
-    for (unsigned i = 0; i < 8; i++)
-        lb[i] = (uint8_t)(bits >> (8 * i));
-    ol_se_md5_update(m, lb, 8);
-    for (unsigned i = 0; i < 4; i++)
-        ol_le_st32(out + 4 * i, m->h[i]);
 }
 
 /* ---- the registry ------------------------------------------------------------------------ */
@@ -988,20 +906,20 @@ int ol_se_mpu_val_decide(struct ol_sreq *r)
     if (ok < r->wq)
         return invalid > r->n - r->k ? OL_STORE_EBADPART : -EIO;
     uint64_t sum = 0;
-    struct ol_se_md5 md5;
-    ol_se_md5_init(&md5);
+    struct ol_md5 md5 = {0};   /* a lone stream (base/md5.h) */
+    ol_md5_init(&md5);
     for (unsigned i = 0; i < a->nparts; i++) {
         if (i + 1 < a->nparts && a->parts[i].size < s->mpu_min_part)
             return OL_STORE_ETOOSMALL;
         sum += a->parts[i].size;
-        ol_se_md5_update(&md5, a->parts[i].etag, 16);
+        ol_md5_update(&md5, a->parts[i].etag, 16);
     }
     struct ol_meta_version t;
     if (!urec_ok(r, &r->d[tsrc], &t))
         return -EIO;
     t.mtime_ns = ol_se_now_ns();
     t.size = sum;
-    ol_se_md5_final(&md5, t.etag);
+    ol_md5_final(&md5, t.etag);
     t.etag_parts = (uint16_t)a->nparts;
     t.part_count = (uint16_t)a->nparts;
     t.parts = a->parts;

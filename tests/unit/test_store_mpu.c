@@ -299,22 +299,6 @@ static void etag_of(struct ol_meta_part *parts, unsigned n, uint8_t out[16])
 
 /* ---- tests ------------------------------------------------------------------------------- */
 
-OLT_TEST_T(store_mpu_md5_matches_openssl, 30)
-{
-    uint8_t *p = sh_pattern(5000, 1), a[16], b[16];
-    for (size_t n = 0; n < 5000; n += n < 200 ? 1 : 997) {
-        struct ol_se_md5 m;
-        ol_se_md5_init(&m);
-        size_t half = n / 3; /* in two updates */
-        ol_se_md5_update(&m, p, half);
-        ol_se_md5_update(&m, p + half, n - half);
-        ol_se_md5_final(&m, a);
-        md5(p, n, b);
-        OLT_CHECK_MEM(a, b, 16);
-    }
-    free(p);
-}
-
 OLT_TEST_T(store_mpu_three_parts_round_trip, 120)
 {
     struct sh_env e;

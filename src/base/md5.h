@@ -1,0 +1,88 @@
+/*
+ * md5.h - MD5 (the S3 ETag) of many streams at once, side by side in SIMD
+ * lanes.
+ *
+ * One core receives many uploads at the same time, and OpenSSL hashes one
+ * stream at a time (~0.85 GB/s here; MD5 is a serial chain, one block after
+ * the other). A set (struct ol_md5_set, one per core) lends each stream a
+ * lane with a staging buffer several receive buffers long; a lane's bytes
+ * are hashed when its buffer is full or the stream ends, and then the
+ * staged blocks of up to 15 other lanes go through the same AVX-512 kernel
+ * (16 lanes, one block of every lane per step), or of one other lane
+ * through a two-lane kernel in plain C (any CPU). A lane with no company
+ * goes through OpenSSL's MD5.
+ *
+ * Owns: the lanes' states and staging buffers, the kernels, the choice of
+ * lanes to hash together. OpenSSL does the rest: the single-stream blocks
+ * and the padding at the end (MD5_Update / MD5_Final).
+ *
+ * Must not: allocate or lock after ol_md5_set_new (a set belongs to one
+ * loop thread), or keep a pointer to the caller's bytes (they are copied).
+ *
+ *   struct ol_md5_set *set = ol_md5_set_new(32, OL_MD5_AUTO);
+ *   struct ol_md5 *h = ol_md5_get(set);     // NULL: all lent, use a lone one
+ *   ol_md5_init(h); ol_md5_update(h, p, n); ...; ol_md5_final(h, etag);
+ *   ol_md5_put(h);
+ *
+ * A struct ol_md5 that belongs to no set (ol_md5_init on a zeroed one) is a
+ * plain one-stream MD5.
+ */
+#ifndef OL_BASE_MD5_H
+#define OL_BASE_MD5_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Kernels; ol_md5_set_new(.., OL_MD5_AUTO) takes the best this CPU has.
+ * SCALAR: pairs of lanes in plain C; AVX512: also 16 lanes at once. */
+enum { OL_MD5_AUTO = 0, OL_MD5_SCALAR, OL_MD5_AVX512 };
+
+/* Staging bytes per lane of a set (a multiple of 64): eight 16 KiB
+ * receive buffers, so that when one lane is full the others hold about
+ * half as much on average and go along. */
+#define OL_MD5_STAGE 524288u
+
+struct ol_md5_set;
+
+struct ol_md5 {
+    uint32_t h[4];             /* state after `done` bytes */
+    uint64_t done;             /* bytes hashed into h (a multiple of 64) */
+    struct ol_md5_set *set;    /* NULL: a lone stream, no staging */
+    uint8_t *stage;            /* set only: OL_MD5_STAGE bytes */
+    uint32_t off, used;        /* stage[off, used) waits to be hashed (off is
+                                  0 between calls) */
+    uint32_t tail;             /* lone stream: bytes in buf */
+    int32_t pend;              /* index in the set's pending list, or -1 */
+    struct ol_md5 *next_free;  /* set: the free list */
+    uint8_t buf[64];           /* lone stream: a partial block */
+};
+
+/*
+ * A set of `lanes` streams (each with OL_MD5_STAGE bytes of staging) hashed
+ * with `kernel` (OL_MD5_AUTO: the best this CPU runs). Returns NULL when
+ * out of memory or when the CPU cannot run the kernel asked for.
+ */
+struct ol_md5_set *ol_md5_set_new(unsigned lanes, int kernel);
+void ol_md5_set_free(struct ol_md5_set *s);
+/* A free lane of the set (init it before use), or NULL when all are lent. */
+struct ol_md5 *ol_md5_get(struct ol_md5_set *s);
+/* Gives a lane back (what it staged is dropped); a lone stream: no-op. */
+void ol_md5_put(struct ol_md5 *h);
+/* The set's kernel: OL_MD5_SCALAR or OL_MD5_AVX512. */
+int ol_md5_set_kernel(const struct ol_md5_set *s);
+/* Blocks of staged bytes hashed so far by the kernels (with company) and
+ * one lane at a time (the last block of each stream is not counted). */
+void ol_md5_set_stats(const struct ol_md5_set *s, uint64_t *multi, uint64_t *single);
+/* "avx512 (16 lanes)" or "scalar (2 lanes)". */
+const char *ol_md5_kernel_name(int kernel);
+
+/* Starts a stream (a lane of a set, or a lone one: set == NULL). Drops
+ * whatever the lane still held. */
+void ol_md5_init(struct ol_md5 *h);
+void ol_md5_update(struct ol_md5 *h, const void *p, size_t n);
+/* The digest; the lane is idle after (init it for the next stream). */
+void ol_md5_final(struct ol_md5 *h, uint8_t out[16]);
+/* Abandons a stream without a digest (a lane keeps nothing staged). */
+void ol_md5_drop(struct ol_md5 *h);
+
+#endif

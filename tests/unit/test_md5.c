@@ -1,0 +1,179 @@
+/*
+ * test_md5.c - base/md5.h against OpenSSL's one-shot MD5: lone streams cut
+ * at every size around a block, and sets (every kernel this CPU runs) with
+ * many streams fed in random interleavings, random chunk sizes, ended or
+ * dropped at random moments.
+ */
+#include "olt.h"
+
+#include "base/md5.h"
+
+#include <openssl/evp.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void ref_md5(const uint8_t *p, size_t n, uint8_t out[16])
+{
+    unsigned l = 16;
+    OLT_CHECK(EVP_Digest(p, n, out, &l, EVP_md5(), NULL) == 1);
+}
+
+OLT_TEST(md5_lone_stream_matches_openssl)
+{
+    uint8_t buf[600], want[16], got[16];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (uint8_t)rnd();
+    for (size_t n = 0; n <= 300; n++)
+        for (size_t cut = 0; cut <= n; cut += 1 + n / 7) {
+            struct ol_md5 h = {0};
+            ol_md5_init(&h);
+            ol_md5_update(&h, buf, cut);
+            ol_md5_update(&h, buf + cut, n - cut);
+            ol_md5_final(&h, got);
+            ref_md5(buf, n, want);
+            OLT_CHECK_MEM(got, want, 16);
+        }
+    /* the RFC 1321 test suite value */
+    struct ol_md5 h = {0};
+    ol_md5_init(&h);
+    ol_md5_update(&h, "message digest", 14);
+    ol_md5_final(&h, got);
+    static const uint8_t rfc[16] = {0xf9, 0x6b, 0x69, 0x7d, 0x7c, 0xb7, 0x93, 0x8d,
+                                    0x52, 0x5a, 0x2f, 0x31, 0xaa, 0xf1, 0x61, 0xd0};
+    OLT_CHECK_MEM(got, rfc, 16);
+}
+
+enum { LANES = 40, MAXLEN = 1000000 };
+
+struct stream {
+    bool on;
+    size_t len;       /* bytes fed */
+    size_t target;    /* ends at this length */
+};
+
+static void run_set(int kernel)
+{
+    struct ol_md5_set *set = ol_md5_set_new(LANES, kernel);
+    if (!set)
+        return;   /* this CPU cannot run it */
+    OLT_CHECK_EQ(ol_md5_set_kernel(set), kernel);
+    uint8_t *src = malloc(MAXLEN + 64);
+    OLT_CHECK(src != NULL);
+    for (size_t i = 0; i < MAXLEN + 64; i++)
+        src[i] = (uint8_t)rnd();
+    struct stream s[LANES] = {{0}};
+    struct ol_md5 *lane[LANES];
+    for (unsigned i = 0; i < LANES; i++)
+        OLT_CHECK((lane[i] = ol_md5_get(set)) != NULL);
+    OLT_CHECK(ol_md5_get(set) == NULL);   /* all lent */
+    size_t base[LANES];   /* each stream hashes src[base, base + len) */
+    unsigned ended = 0, dropped = 0;
+    while (ended < 400) {
+        unsigned i = (unsigned)(rnd() % LANES);
+        struct ol_md5 *h = lane[i];
+        if (!s[i].on) {
+            ol_md5_init(h);
+            s[i].on = true;
+            s[i].len = 0;
+            uint64_t r = rnd() % 4;   /* short, block-sized, long, longest */
+            s[i].target = r == 0 ? rnd() % 200 : r == 1 ? 64 * (rnd() % 300)
+                          : r == 2 ? rnd() % 200000 : rnd() % MAXLEN;
+            base[i] = rnd() % 64;
+            continue;
+        }
+        if (rnd() % 500 == 0) {
+            if (rnd() % 2) {
+                ol_md5_drop(h);
+            } else {   /* given back and lent again */
+                ol_md5_put(h);
+                OLT_CHECK((lane[i] = ol_md5_get(set)) != NULL);
+            }
+            s[i].on = false;
+            dropped++;
+            continue;
+        }
+        size_t n = rnd() % 3 == 0 ? rnd() % 80 : rnd() % 40000;
+        if (rnd() % 50 == 0)
+            n = OL_MD5_STAGE + rnd() % (2 * OL_MD5_STAGE);   /* more than a stage */
+        if (n > s[i].target - s[i].len)
+            n = s[i].target - s[i].len;
+        ol_md5_update(h, src + base[i] + s[i].len, n);
+        s[i].len += n;
+        if (s[i].len == s[i].target) {
+            uint8_t got[16], want[16];
+            ol_md5_final(h, got);
+            ref_md5(src + base[i], s[i].len, want);
+            if (memcmp(got, want, 16) != 0)
+                olt_fail(__FILE__, __LINE__, "kernel %d lane %u: digest of %zu bytes differs",
+                         kernel, i, s[i].len);
+            s[i].on = false;
+            ended++;
+        }
+    }
+    OLT_CHECK(dropped > 0);
+    uint64_t multi, single;
+    ol_md5_set_stats(set, &multi, &single);
+    for (unsigned i = 0; i < LANES; i++)
+        ol_md5_put(lane[i]);
+    OLT_CHECK(multi > 0 && single > 0);   /* both paths taken */
+    free(src);
+    ol_md5_set_free(set);
+}
+
+OLT_TEST_T(md5_sets_match_openssl_on_every_kernel, 120)
+{
+    run_set(OL_MD5_SCALAR);
+    run_set(OL_MD5_AVX512);
+    /* AUTO is one of them; an unknown kernel is refused */
+    struct ol_md5_set *a = ol_md5_set_new(4, OL_MD5_AUTO);
+    OLT_CHECK(a != NULL);
+    OLT_CHECK(ol_md5_set_kernel(a) >= OL_MD5_SCALAR);
+    ol_md5_set_free(a);
+    OLT_CHECK(ol_md5_set_new(4, 99) == NULL);
+    OLT_CHECK(ol_md5_set_new(0, OL_MD5_SCALAR) == NULL);
+}
+
+/* Many lanes full at once: every one of them ends right. */
+static void in_step(int kernel)
+{
+    struct ol_md5_set *set = ol_md5_set_new(64, kernel);
+    if (!set)
+        return;
+    enum { N = 64, LEN = 3 * OL_MD5_STAGE + 1000 };
+    uint8_t *src = malloc(LEN + N);
+    for (size_t i = 0; i < LEN + N; i++)
+        src[i] = (uint8_t)rnd();
+    struct ol_md5 *lane[N];
+    for (unsigned i = 0; i < N; i++)
+        ol_md5_init(lane[i] = ol_md5_get(set));
+    for (size_t at = 0; at < LEN; at += 1000)
+        for (unsigned i = 0; i < N; i++)
+            ol_md5_update(lane[i], src + i + at, LEN - at < 1000 ? LEN - at : 1000);
+    uint64_t multi, single;   /* lanes in step: all hashed with company */
+    ol_md5_set_stats(set, &multi, &single);
+    OLT_CHECK(multi >= (uint64_t)N * (LEN / 64 - OL_MD5_STAGE / 64));
+    OLT_CHECK_EQ(single, 0);
+    for (unsigned i = 0; i < N; i++) {
+        uint8_t got[16], want[16];
+        ol_md5_final(lane[i], got);
+        ref_md5(src + i, LEN, want);
+        OLT_CHECK_MEM(got, want, 16);
+    }
+    free(src);
+    ol_md5_set_free(set);
+}
+
+OLT_TEST(md5_set_many_lanes_in_step)
+{
+    in_step(OL_MD5_SCALAR);
+    in_step(OL_MD5_AVX512);
+}
