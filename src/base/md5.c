@@ -1,27 +1,30 @@
 /*
  * md5.c - MD5 of many streams side by side (see md5.h).
  *
- * Two kernels run RFC 1321's 64 steps (written once, MD5_STEPS) on several
- * lanes at once. md5_x16: vector k of the state holds word k of 16
- * streams, message word j of lane l's block is element l of m[j] (GCC/Clang
- * vector extensions; target("avx512f") compiles it for AVX-512 only, chosen
- * at run time, so the rest of the build needs no -m flags). md5_x2: two
- * chains interleaved in plain C, which the core runs side by side at
- * nearly the cost of one. Measured on the 2-core AMD EPYC VM of
- * docs/benchmarks.md: OpenSSL 0.85 GB/s for one stream, md5_x2 1.65 GB/s
- * for two, md5_x16 4.8 GB/s for sixteen.
+ * The kernels run RFC 1321's 64 steps (written once, MD5_STEPS) on two or
+ * three streams at once, in plain C: one MD5 chain waits on its own latency
+ * (every step needs the one before), so the core's ALUs sit mostly idle;
+ * independent chains interleaved step by step fill them. Measured on the
+ * 2-core AMD EPYC VM of docs/benchmarks.md: OpenSSL 0.85 GB/s for one
+ * stream; interleaved, 1.64 GB/s for two and 2.25 for three; four to six
+ * give no more (2.2 - 1.9 GB/s: registers spill). 16 AVX-512 lanes reach
+ * 4.8 GB/s but only with 16 streams staged at once, and a few give less
+ * than the interleaved pair: uploads rarely fill them (profiled: mostly 2
+ * or 3 staged at a time), so there is no SIMD kernel and no CPU feature
+ * to probe. OpenSSL hashes a stream that has no company, and every
+ * stream's last partial block and padding.
  */
 #define OPENSSL_SUPPRESS_DEPRECATED   /* MD5_Update/MD5_Final: a state we hold */
 #include "base/md5.h"
 
-#include <immintrin.h>
 #include <openssl/md5.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Most streams one kernel call interleaves. */
+#define MD5_MAX_GROUP 3
+
 struct ol_md5_set {
-    int kernel;
-    unsigned width;          /* most lanes hashed together: 16 or 2 */
     unsigned nlanes;
     struct ol_md5 *lane;
     uint8_t *stage;          /* nlanes * OL_MD5_STAGE */
@@ -67,10 +70,15 @@ static void scalar_blocks(struct ol_md5 *h, const uint8_t *p, size_t nb)
 #define MG(x, y, z) ((y) ^ ((z) & ((x) ^ (y))))
 #define MH(x, y, z) ((x) ^ (y) ^ (z))
 #define MI(x, y, z) ((y) ^ ((x) | ~(z)))
-#define STEP(f, a, b, c, d, j, s, t) \
-    a += f(b, c, d) + m[j] + (t);    \
-    a = ROTL(a, s);                  \
-    a += b;
+
+/* One step on lane i; LANES (defined by each kernel) applies it to all. */
+#define LANE_ADD(i, f, a, b, c, d, j, t) a##i += f(b##i, c##i, d##i) + m##i[j] + (uint32_t)(t);
+#define LANE_ROT(i, a, s) a##i = ROTL(a##i, s);
+#define LANE_SUM(i, a, b) a##i += b##i;
+#define STEP(f, a, b, c, d, j, s, t)          \
+    LANES(LANE_ADD, f, a, b, c, d, j, t)      \
+    LANES(LANE_ROT, a, s)                     \
+    LANES(LANE_SUM, a, b)
 #define MD5_STEPS                                                                    \
     STEP(MF, a, b, c, d, 0, 7, 0xd76aa478) STEP(MF, d, a, b, c, 1, 12, 0xe8c7b756)   \
     STEP(MF, c, d, a, b, 2, 17, 0x242070db) STEP(MF, b, c, d, a, 3, 22, 0xc1bdceee)  \
@@ -105,108 +113,45 @@ static void scalar_blocks(struct ol_md5 *h, const uint8_t *p, size_t nb)
     STEP(MI, a, b, c, d, 4, 6, 0xf7537e82) STEP(MI, d, a, b, c, 11, 10, 0xbd3af235)  \
     STEP(MI, c, d, a, b, 2, 15, 0x2ad7d2bb) STEP(MI, b, c, d, a, 9, 21, 0xeb86d391)
 
-typedef uint32_t v16u __attribute__((vector_size(64)));
-
-/* 16 lanes; the 16 blocks of a step are loaded whole and transposed. */
-__attribute__((target("avx512f"))) static void md5_x16(uint32_t st[4][16],
-                                                      const uint8_t *const p[16], size_t nb)
-{
-    v16u a, b, c, d;
-    memcpy(&a, st[0], 64);
-    memcpy(&b, st[1], 64);
-    memcpy(&c, st[2], 64);
-    memcpy(&d, st[3], 64);
-    for (size_t k = 0; k < nb; k++) {
-        __m512i r[16], t[16];
-        for (int l = 0; l < 16; l++)
-            r[l] = _mm512_loadu_si512(p[l] + k * 64);
-        for (int i = 0; i < 16; i += 2) {
-            t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-            t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-        }
-        for (int i = 0; i < 16; i += 4) {
-            r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-            r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-            r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-            r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-        }
-        for (int g = 0; g < 16; g += 8)
-            for (int q = 0; q < 4; q++) {
-                t[g + q] = _mm512_shuffle_i32x4(r[g + q], r[g + 4 + q], 0x88);
-                t[g + 4 + q] = _mm512_shuffle_i32x4(r[g + q], r[g + 4 + q], 0xdd);
-            }
-        v16u m[16];
-        for (int q = 0; q < 8; q++) {
-            __m512i lo = _mm512_shuffle_i32x4(t[q], t[q + 8], 0x88);
-            __m512i hi = _mm512_shuffle_i32x4(t[q], t[q + 8], 0xdd);
-            memcpy(&m[q], &lo, 64);
-            memcpy(&m[q + 8], &hi, 64);
-        }
-        v16u aa = a, bb = b, cc = c, dd = d;
-        MD5_STEPS
-        a += aa;
-        b += bb;
-        c += cc;
-        d += dd;
+#define LANE_LOAD(i, S) uint32_t a##i = S[i][0], b##i = S[i][1], c##i = S[i][2], d##i = S[i][3];
+#define LANE_MSG(i, p, k)                                             \
+    uint32_t m##i[16], a0##i = a##i, b0##i = b##i, c0##i = c##i, d0##i = d##i; \
+    memcpy(m##i, p[i] + (k) * 64, 64);   /* little-endian hosts only */
+#define LANE_END(i, _) a##i += a0##i, b##i += b0##i, c##i += c0##i, d##i += d0##i;
+#define LANE_STORE(i, S) S[i][0] = a##i, S[i][1] = b##i, S[i][2] = c##i, S[i][3] = d##i;
+#define KERNEL(name)                                                              \
+    static void name(uint32_t (*S)[4], const uint8_t *const *p, size_t nb)        \
+    {                                                                             \
+        LANES(LANE_LOAD, S)                                                       \
+        for (size_t k = 0; k < nb; k++) {                                         \
+            LANES(LANE_MSG, p, k)                                                 \
+            MD5_STEPS                                                             \
+            LANES(LANE_END, 0)                                                    \
+        }                                                                         \
+        LANES(LANE_STORE, S)                                                      \
     }
-    memcpy(st[0], &a, 64);
-    memcpy(st[1], &b, 64);
-    memcpy(st[2], &c, 64);
-    memcpy(st[3], &d, 64);
-}
 
-/* Two lanes in plain C: two independent chains interleaved, so that the
- * core's ALUs run both (one chain alone waits on its own latency). */
-#undef STEP
-#define STEP(f, a, b, c, d, j, s, t)                       \
-    a##0 += f(b##0, c##0, d##0) + m0[j] + (uint32_t)(t);  \
-    a##1 += f(b##1, c##1, d##1) + m1[j] + (uint32_t)(t);  \
-    a##0 = ROTL(a##0, s);                                  \
-    a##1 = ROTL(a##1, s);                                  \
-    a##0 += b##0;                                          \
-    a##1 += b##1;
+#define L2(M, ...) M(0, __VA_ARGS__) M(1, __VA_ARGS__)
+#define L3(M, ...) L2(M, __VA_ARGS__) M(2, __VA_ARGS__)
+#define LANES L2
+KERNEL(md5_x2)
+#undef LANES
+#define LANES L3
+KERNEL(md5_x3)
+#undef LANES
 
-static void md5_x2(uint32_t s0[4], uint32_t s1[4], const uint8_t *p0, const uint8_t *p1,
-                   size_t nb)
-{
-    uint32_t a0 = s0[0], b0 = s0[1], c0 = s0[2], d0 = s0[3];
-    uint32_t a1 = s1[0], b1 = s1[1], c1 = s1[2], d1 = s1[3];
-    for (size_t k = 0; k < nb; k++) {
-        uint32_t m0[16], m1[16];
-        memcpy(m0, p0 + k * 64, 64);   /* little-endian: x86 only */
-        memcpy(m1, p1 + k * 64, 64);
-        uint32_t aa0 = a0, bb0 = b0, cc0 = c0, dd0 = d0;
-        uint32_t aa1 = a1, bb1 = b1, cc1 = c1, dd1 = d1;
-        MD5_STEPS
-        a0 += aa0, b0 += bb0, c0 += cc0, d0 += dd0;
-        a1 += aa1, b1 += bb1, c1 += cc1, d1 += dd1;
-    }
-    s0[0] = a0, s0[1] = b0, s0[2] = c0, s0[3] = d0;
-    s1[0] = a1, s1[1] = b1, s1[2] = c1, s1[3] = d1;
-}
+typedef void (*md5_kernel)(uint32_t (*S)[4], const uint8_t *const *p, size_t nb);
+static const md5_kernel kernels[MD5_MAX_GROUP + 1] = {NULL, NULL, md5_x2, md5_x3};
 
 /* ---- the set ------------------------------------------------------------------- */
 
-static int best_kernel(void)
+struct ol_md5_set *ol_md5_set_new(unsigned lanes)
 {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-        return OL_MD5_AVX512;
-    return OL_MD5_SCALAR;
-}
-
-struct ol_md5_set *ol_md5_set_new(unsigned lanes, int kernel)
-{
-    int best = best_kernel();
-    if (kernel == OL_MD5_AUTO)
-        kernel = best;
-    if (kernel < OL_MD5_SCALAR || kernel > best || lanes == 0)
+    if (lanes == 0)
         return NULL;
     struct ol_md5_set *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->kernel = kernel;
-    s->width = kernel == OL_MD5_AVX512 ? 16 : 2;
     s->nlanes = lanes;
     s->lane = calloc(lanes, sizeof *s->lane);
     s->pend = calloc(lanes, sizeof *s->pend);
@@ -260,16 +205,6 @@ void ol_md5_set_stats(const struct ol_md5_set *s, uint64_t *multi, uint64_t *sin
     *single = s->single_blocks;
 }
 
-int ol_md5_set_kernel(const struct ol_md5_set *s)
-{
-    return s->kernel;
-}
-
-const char *ol_md5_kernel_name(int kernel)
-{
-    return kernel == OL_MD5_AVX512 ? "avx512 (16 lanes)" : "scalar (2 lanes)";
-}
-
 static uint32_t blocks(const struct ol_md5 *h)
 {
     return (h->used - h->off) / 64;
@@ -309,25 +244,20 @@ static void compact(struct ol_md5_set *s, struct ol_md5 *h)
 
 /*
  * Hashes whole blocks x has staged until it has `room` bytes free (all of
- * them at the end of a stream), together with the lanes that have the most
- * blocks staged: a kernel step takes one block of every lane in the group,
- * for as many steps as the group's smallest lane has blocks; the lanes
- * that run dry leave and the rest go on. Alone, x hashes only the blocks
- * that make the room: the rest waits for company (uploads arrive in
- * bursts, one connection after the other).
- * md5_x16 pays off from X16_MIN lanes (a step costs about what OpenSSL
- * takes for 3 blocks of one stream, md5_x2 for 1.2); fewer go by pairs
- * (md5_x2), and x alone through OpenSSL.
+ * them at the end of a stream), together with the (up to 2) lanes that
+ * have the most blocks staged: the kernel for the group runs for as many
+ * blocks as its smallest lane has; the lanes that run dry leave and the
+ * rest go on. Alone, x hashes only the blocks that make the room: the rest
+ * waits for company (uploads arrive in bursts, one connection after the
+ * other).
  */
-#define X16_MIN 6
-
 static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room)
 {
-    struct ol_md5 *g[16];
-    uint32_t st[4][16];
-    const uint8_t *ptr[16];
+    struct ol_md5 *g[MD5_MAX_GROUP];
+    uint32_t st[MD5_MAX_GROUP][4];
+    const uint8_t *ptr[MD5_MAX_GROUP];
     while (blocks(x) && OL_MD5_STAGE - (x->used - x->off) < room) {
-        /* the group: x and the width - 1 other lanes with the most blocks */
+        /* the group: x, then the other lanes by blocks staged, most first */
         unsigned ng = 1;
         g[0] = x;
         for (unsigned i = 0; i < s->npend; i++) {
@@ -336,7 +266,7 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room)
             if (h == x || hb == 0)
                 continue;
             unsigned at = ng;
-            if (ng == s->width) {
+            if (ng == MD5_MAX_GROUP) {
                 if (hb <= blocks(g[ng - 1]))
                     continue;
                 at = --ng;
@@ -350,28 +280,17 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room)
         }
         if (ng == 1)
             break;
-        if (ng < X16_MIN)
-            ng = 2;
         uint32_t nb = blocks(x);
-        for (unsigned i = 1; i < ng; i++)
-            if (blocks(g[i]) < nb)
-                nb = blocks(g[i]);
-        if (ng == 2) {
-            md5_x2(x->h, g[1]->h, x->stage + x->off, g[1]->stage + g[1]->off, nb);
-        } else {
-            for (unsigned l = 0; l < 16; l++) {
-                struct ol_md5 *h = g[l < ng ? l : 0];   /* spare lanes redo x, unused */
-                for (int w = 0; w < 4; w++)
-                    st[w][l] = h->h[w];
-                ptr[l] = h->stage + h->off;
-            }
-            md5_x16(st, ptr, nb);
-            for (unsigned l = 0; l < ng; l++)
-                for (int w = 0; w < 4; w++)
-                    g[l]->h[w] = st[w][l];
+        for (unsigned l = 0; l < ng; l++) {
+            if (blocks(g[l]) < nb)
+                nb = blocks(g[l]);
+            memcpy(st[l], g[l]->h, sizeof st[l]);
+            ptr[l] = g[l]->stage + g[l]->off;
         }
+        kernels[ng](st, ptr, nb);
         s->multi_blocks += (uint64_t)nb * ng;
         for (unsigned l = 0; l < ng; l++) {
+            memcpy(g[l]->h, st[l], sizeof st[l]);
             g[l]->done += (uint64_t)nb * 64;
             g[l]->off += nb * 64;
         }

@@ -1,16 +1,15 @@
 /*
- * md5.h - MD5 (the S3 ETag) of many streams at once, side by side in SIMD
- * lanes.
+ * md5.h - MD5 (the S3 ETag) of many streams at once.
  *
  * One core receives many uploads at the same time, and OpenSSL hashes one
- * stream at a time (~0.85 GB/s here; MD5 is a serial chain, one block after
- * the other). A set (struct ol_md5_set, one per core) lends each stream a
- * lane with a staging buffer several receive buffers long; a lane's bytes
- * are hashed when its buffer is full or the stream ends, and then the
- * staged blocks of up to 15 other lanes go through the same AVX-512 kernel
- * (16 lanes, one block of every lane per step), or of one other lane
- * through a two-lane kernel in plain C (any CPU). A lane with no company
- * goes through OpenSSL's MD5.
+ * stream at a time (~0.85 GB/s here): MD5 is a serial chain, each step
+ * waits for the one before, and most of the core idles. A set (struct
+ * ol_md5_set, one per core) lends each stream a lane with a staging buffer
+ * several receive buffers long; a lane's bytes are hashed when its buffer
+ * is full or the stream ends, and then together with the staged blocks of
+ * up to 2 other lanes, their chains interleaved (md5.c: 1.6 - 2.25 GB/s
+ * where OpenSSL does 0.85). A lane with no company goes through OpenSSL's
+ * MD5.
  *
  * Owns: the lanes' states and staging buffers, the kernels, the choice of
  * lanes to hash together. OpenSSL does the rest: the single-stream blocks
@@ -19,7 +18,7 @@
  * Must not: allocate or lock after ol_md5_set_new (a set belongs to one
  * loop thread), or keep a pointer to the caller's bytes (they are copied).
  *
- *   struct ol_md5_set *set = ol_md5_set_new(32, OL_MD5_AUTO);
+ *   struct ol_md5_set *set = ol_md5_set_new(32);
  *   struct ol_md5 *h = ol_md5_get(set);     // NULL: all lent, use a lone one
  *   ol_md5_init(h); ol_md5_update(h, p, n); ...; ol_md5_final(h, etag);
  *   ol_md5_put(h);
@@ -32,10 +31,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* Kernels; ol_md5_set_new(.., OL_MD5_AUTO) takes the best this CPU has.
- * SCALAR: pairs of lanes in plain C; AVX512: also 16 lanes at once. */
-enum { OL_MD5_AUTO = 0, OL_MD5_SCALAR, OL_MD5_AVX512 };
 
 /* Staging bytes per lane of a set (a multiple of 64): eight 16 KiB
  * receive buffers, so that when one lane is full the others hold about
@@ -57,24 +52,18 @@ struct ol_md5 {
     uint8_t buf[64];           /* lone stream: a partial block */
 };
 
-/*
- * A set of `lanes` streams (each with OL_MD5_STAGE bytes of staging) hashed
- * with `kernel` (OL_MD5_AUTO: the best this CPU runs). Returns NULL when
- * out of memory or when the CPU cannot run the kernel asked for.
- */
-struct ol_md5_set *ol_md5_set_new(unsigned lanes, int kernel);
+/* A set of `lanes` streams, each with OL_MD5_STAGE bytes of staging
+ * (address space; pages are touched when a lane first holds that much).
+ * Returns NULL when out of memory or lanes is 0. */
+struct ol_md5_set *ol_md5_set_new(unsigned lanes);
 void ol_md5_set_free(struct ol_md5_set *s);
 /* A free lane of the set (init it before use), or NULL when all are lent. */
 struct ol_md5 *ol_md5_get(struct ol_md5_set *s);
-/* Gives a lane back (what it staged is dropped); a lone stream: no-op. */
+/* Gives a lane back (what it staged is dropped); a lone stream is dropped. */
 void ol_md5_put(struct ol_md5 *h);
-/* The set's kernel: OL_MD5_SCALAR or OL_MD5_AVX512. */
-int ol_md5_set_kernel(const struct ol_md5_set *s);
-/* Blocks of staged bytes hashed so far by the kernels (with company) and
- * one lane at a time (the last block of each stream is not counted). */
+/* Blocks of staged bytes hashed so far with company (interleaved) and
+ * alone (the last partial block of each stream is not counted). */
 void ol_md5_set_stats(const struct ol_md5_set *s, uint64_t *multi, uint64_t *single);
-/* "avx512 (16 lanes)" or "scalar (2 lanes)". */
-const char *ol_md5_kernel_name(int kernel);
 
 /* Starts a stream (a lane of a set, or a lone one: set == NULL). Drops
  * whatever the lane still held. */

@@ -35,7 +35,7 @@ int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out)
         goto oom;
     /* the ETags of up to OL_S3_MD5_LANES uploads on this core are hashed
      * side by side */
-    if (!(s->md5 = ol_md5_set_new(OL_S3_MD5_LANES, OL_MD5_AUTO)))
+    if (!(s->md5 = ol_md5_set_new(OL_S3_MD5_LANES)))
         goto oom;
     for (unsigned i = 0; i < OL_S3_STATES; i++) {
         struct ol_s3_body_ctx *c = &s->ctx[i];

@@ -1,8 +1,8 @@
 /*
  * test_md5.c - base/md5.h against OpenSSL's one-shot MD5: lone streams cut
- * at every size around a block, and sets (every kernel this CPU runs) with
- * many streams fed in random interleavings, random chunk sizes, ended or
- * dropped at random moments.
+ * at every size around a block, and sets with many streams fed in random
+ * interleavings, random chunk sizes, ended, dropped or given back at random
+ * moments (both kernels, 2 and 3 lanes, and the lone path taken).
  */
 #include "olt.h"
 
@@ -60,12 +60,11 @@ struct stream {
     size_t target;    /* ends at this length */
 };
 
-static void run_set(int kernel)
+OLT_TEST_T(md5_set_matches_openssl, 120)
 {
-    struct ol_md5_set *set = ol_md5_set_new(LANES, kernel);
-    if (!set)
-        return;   /* this CPU cannot run it */
-    OLT_CHECK_EQ(ol_md5_set_kernel(set), kernel);
+    struct ol_md5_set *set = ol_md5_set_new(LANES);
+    OLT_CHECK(set != NULL);
+    OLT_CHECK(ol_md5_set_new(0) == NULL);
     uint8_t *src = malloc(MAXLEN + 64);
     OLT_CHECK(src != NULL);
     for (size_t i = 0; i < MAXLEN + 64; i++)
@@ -113,8 +112,8 @@ static void run_set(int kernel)
             ol_md5_final(h, got);
             ref_md5(src + base[i], s[i].len, want);
             if (memcmp(got, want, 16) != 0)
-                olt_fail(__FILE__, __LINE__, "kernel %d lane %u: digest of %zu bytes differs",
-                         kernel, i, s[i].len);
+                olt_fail(__FILE__, __LINE__, "lane %u: digest of %zu bytes differs", i,
+                         s[i].len);
             s[i].on = false;
             ended++;
         }
@@ -129,40 +128,27 @@ static void run_set(int kernel)
     ol_md5_set_free(set);
 }
 
-OLT_TEST_T(md5_sets_match_openssl_on_every_kernel, 120)
+/* n lanes fed in step (2: pairs only; 64: groups of three): every one of
+ * them ends right, nearly all blocks hashed with company. */
+static void in_step(unsigned n)
 {
-    run_set(OL_MD5_SCALAR);
-    run_set(OL_MD5_AVX512);
-    /* AUTO is one of them; an unknown kernel is refused */
-    struct ol_md5_set *a = ol_md5_set_new(4, OL_MD5_AUTO);
-    OLT_CHECK(a != NULL);
-    OLT_CHECK(ol_md5_set_kernel(a) >= OL_MD5_SCALAR);
-    ol_md5_set_free(a);
-    OLT_CHECK(ol_md5_set_new(4, 99) == NULL);
-    OLT_CHECK(ol_md5_set_new(0, OL_MD5_SCALAR) == NULL);
-}
-
-/* Many lanes full at once: every one of them ends right. */
-static void in_step(int kernel)
-{
-    struct ol_md5_set *set = ol_md5_set_new(64, kernel);
-    if (!set)
-        return;
-    enum { N = 64, LEN = 3 * OL_MD5_STAGE + 1000 };
-    uint8_t *src = malloc(LEN + N);
-    for (size_t i = 0; i < LEN + N; i++)
+    struct ol_md5_set *set = ol_md5_set_new(n);
+    OLT_CHECK(set != NULL);
+    enum { LEN = 3 * OL_MD5_STAGE + 1000 };
+    uint8_t *src = malloc(LEN + n);
+    for (size_t i = 0; i < LEN + n; i++)
         src[i] = (uint8_t)rnd();
-    struct ol_md5 *lane[N];
-    for (unsigned i = 0; i < N; i++)
+    struct ol_md5 *lane[64];
+    for (unsigned i = 0; i < n; i++)
         ol_md5_init(lane[i] = ol_md5_get(set));
     for (size_t at = 0; at < LEN; at += 1000)
-        for (unsigned i = 0; i < N; i++)
+        for (unsigned i = 0; i < n; i++)
             ol_md5_update(lane[i], src + i + at, LEN - at < 1000 ? LEN - at : 1000);
-    uint64_t multi, single;   /* lanes in step: all hashed with company */
+    uint64_t multi, single;
     ol_md5_set_stats(set, &multi, &single);
-    OLT_CHECK(multi >= (uint64_t)N * (LEN / 64 - OL_MD5_STAGE / 64));
-    OLT_CHECK_EQ(single, 0);
-    for (unsigned i = 0; i < N; i++) {
+    OLT_CHECK(multi >= (uint64_t)n * (LEN / 64 - OL_MD5_STAGE / 64) - single);
+    OLT_CHECK(single * 50 < multi);
+    for (unsigned i = 0; i < n; i++) {
         uint8_t got[16], want[16];
         ol_md5_final(lane[i], got);
         ref_md5(src + i, LEN, want);
@@ -172,8 +158,9 @@ static void in_step(int kernel)
     ol_md5_set_free(set);
 }
 
-OLT_TEST(md5_set_many_lanes_in_step)
+OLT_TEST(md5_set_lanes_in_step)
 {
-    in_step(OL_MD5_SCALAR);
-    in_step(OL_MD5_AVX512);
+    in_step(2);
+    in_step(3);
+    in_step(64);
 }
