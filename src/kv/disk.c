@@ -11,6 +11,7 @@
 #include "kv/disk.h"
 
 #include "base/log.h"
+#include "base/simd.h"
 #include "kv/evict.h"
 #include "kv/proto.h"
 #include "kv/space.h"
@@ -94,7 +95,9 @@ static uint64_t ol_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 static uint32_t ol_crc32c(const void *p, size_t n)
 {
-    return ~crc32_iscsi((unsigned char *)p, (int)n, 0xFFFFFFFFu);
+    uint32_t c = ~crc32_iscsi((unsigned char *)p, (int)n, 0xFFFFFFFFu);
+    ol_simd_clean();   /* base/simd.h: ISA-L leaves the vector unit dirty */
+    return c;
 }
 
 static uint64_t ol_data_off(const struct ol_kv_disk *d, uint32_t id)

@@ -9,6 +9,8 @@
  */
 #include "s3/awschunked.h"
 
+#include "base/simd.h"
+
 #include "s3/pct.h"
 
 #include <errno.h>
@@ -193,6 +195,8 @@ long ol_awsc_feed(struct ol_awsc *st, const char *in, size_t n, const char **dat
             size_t m = n - i;
             if (m > st->left)
                 m = (size_t)st->left;
+            if (is_signed(st))
+                ol_simd_clean();   /* OpenSSL's SHA-NI code is legacy SSE: base/simd.h */
             if (is_signed(st) && EVP_DigestUpdate(st->md, in + i, m) != 1)
                 return fail(st, -EIO);
             *data = in + i;

@@ -3,6 +3,8 @@
  */
 #include "s3/body.h"
 
+#include "base/simd.h"
+
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
@@ -101,6 +103,7 @@ static void hash_all(struct ol_s3_body *b, const char *p, size_t n)
 {
     if (n == 0)
         return;
+    ol_simd_clean();   /* OpenSSL's SHA-NI code is legacy SSE: base/simd.h */
     if (b->payload == OL_S3_PAY_SHA256)
         EVP_DigestUpdate(b->ctx.payload, p, n);
     ol_md5_update(b->ctx.md5, p, n);

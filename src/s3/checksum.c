@@ -3,6 +3,8 @@
  */
 #include "s3/checksum.h"
 
+#include "base/simd.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -122,11 +124,13 @@ void ol_ck_update(struct ol_ck *c, const void *p, size_t n)
     switch (c->algo) {
     case OL_CK_CRC32:
         c->crc = crc32_gzip_refl((uint32_t)c->crc, p, n);
+        ol_simd_clean();   /* base/simd.h: ISA-L leaves the vector unit dirty */
         break;
     case OL_CK_CRC32C:
         /* ISA-L's iSCSI CRC takes and returns the un-inverted state */
         c->crc = ~crc32_iscsi((unsigned char *)(uintptr_t)p, (int)n, ~(uint32_t)c->crc) &
                  0xffffffffu;
+        ol_simd_clean();
         break;
     case OL_CK_CRC64NVME:
         c->crc = ol_crc64nvme(c->crc, p, n);

@@ -4,6 +4,8 @@
  */
 #include "store/bitrot.h"
 
+#include "base/simd.h"
+
 #include <errno.h>
 
 #include <xxhash.h>
@@ -27,6 +29,7 @@ uint64_t ol_bitrot_sum(uint64_t seed, uint64_t idx, const void *data, size_t len
     uint8_t le[8];
     ol_bitrot_put_le64(le, idx);
     XXH64_hash_t bseed = XXH3_64bits_withSeed(le, sizeof le, seed);
+    ol_simd_clean();   /* libxxhash's SSE2 code: base/simd.h */
     return XXH3_64bits_withSeed(data, len, bseed);
 }
 

@@ -8,13 +8,12 @@
  * are cached per (sources, want), so a repeated pattern costs one cache
  * scan of OL_EC_CACHE keys and the coding pass.
  *
- * ISA-L's AVX2/AVX-512 kernels return with the upper halves of the vector
- * registers dirty (no vzeroupper; intel/isa-l#24). Legacy-SSE code run
- * afterwards pays for it: libxxhash's SSE2 XXH3 (the shard checksum)
- * hashes at about 4.7 GB/s instead of 20 on the benchmark machine. So
- * every coding call here ends with vzeroupper (on CPUs with AVX).
+ * Every coding call ends with ol_simd_clean() (base/simd.h: ISA-L leaves
+ * the vector registers dirty).
  */
 #include "store/ec.h"
+
+#include "base/simd.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -22,18 +21,6 @@
 #include <string.h>
 
 #include <isa-l/erasure_code.h>
-
-/* Clears the upper vector state ISA-L leaves dirty (see above). */
-static inline void ol_ec_vzeroupper(void)
-{
-#if defined(__AVX__)
-    __builtin_ia32_vzeroupper(); /* the compiler knows what it clobbers */
-#elif defined(__x86_64__)
-    /* built without AVX: the compiler keeps nothing in the upper halves */
-    if (__builtin_cpu_supports("avx"))
-        __asm__ volatile("vzeroupper" ::: "memory");
-#endif
-}
 
 int ol_ec_init(struct ol_ec *ec, unsigned k, unsigned m)
 {
@@ -65,7 +52,7 @@ void ol_ec_encode(const struct ol_ec *ec, size_t len, uint8_t *const *data, uint
     /* ISA-L takes non-const pointers but only reads data and tables. */
     ec_encode_data((int)len, (int)ec->k, (int)ec->m, (unsigned char *)ec->enc_tbls,
                    (unsigned char **)data, parity);
-    ol_ec_vzeroupper();
+    ol_simd_clean();
 }
 
 void ol_ec_encode_ref(const struct ol_ec *ec, size_t len, uint8_t *const *data,
@@ -163,7 +150,7 @@ int ol_ec_reconstruct(struct ol_ec *ec, size_t len, uint8_t **shards, uint32_t p
     assert(d->nout == nout);
     if (len) {
         ec_encode_data((int)len, (int)k, (int)nout, (unsigned char *)d->tbls, in, out);
-        ol_ec_vzeroupper();
+        ol_simd_clean();
     }
     return 0;
 }
