@@ -52,7 +52,7 @@
 #include <unistd.h>
 
 #define OL_OBUF_BYTES   16384
-#define OL_OBUF_CAP     (OL_OBUF_BYTES - 16)
+#define OL_OBUF_CAP     (OL_OBUF_BYTES - 24)
 #define OL_OUT_MAX_BUFS 64            /* queued output per connection: 1 MiB */
 #define OL_OUT_PIPELINE_BUFS 16       /* parse no new request past 256 KiB queued */
 /* Held receive buffers per connection. Past OL_INQ_HIGH the receive is
@@ -83,8 +83,14 @@ const double ol_http_lat_bounds[OL_HTTP_LAT_BUCKETS] = {
 struct ol_obuf {
     struct ol_obuf *next;
     uint32_t len, off;
+    const char *ext;   /* the caller's bytes (ol_http_resp_write_ref), else NULL: data */
     char data[OL_OBUF_CAP];
 };
+
+static inline const char *ol_obuf_bytes(const struct ol_obuf *b)
+{
+    return b->ext ? b->ext : b->data;
+}
 
 enum ol_conn_state {
     OL_CS_HEAD,   /* waiting for (more of) a request head */
@@ -259,7 +265,7 @@ static void ol_head_unpin(struct ol_http_conn *c)
 
 static size_t ol_out_room(struct ol_http_conn *c)
 {
-    size_t tail_room = c->out_tail ? OL_OBUF_CAP - c->out_tail->len : 0;
+    size_t tail_room = c->out_tail && !c->out_tail->ext ? OL_OBUF_CAP - c->out_tail->len : 0;
     size_t free_bufs = c->srv->obufs.count - c->srv->obufs.in_use;
     size_t held = c->out_bufs + c->tout_bufs;
     if (c->tio)   /* ciphertext still inside the session counts too */
@@ -278,10 +284,11 @@ static int ol_out_append(struct ol_http_conn *c, const void *data, size_t n)
     const char *p = data;
     while (n) {
         struct ol_obuf *b = c->out_tail;
-        if (!b || b->len == OL_OBUF_CAP) {
+        if (!b || b->ext || b->len == OL_OBUF_CAP) {
             b = ol_pool_get(&c->srv->obufs);
             b->next = NULL;
             b->len = b->off = 0;
+            b->ext = NULL;
             if (c->out_tail)
                 c->out_tail->next = b;
             else
@@ -297,6 +304,27 @@ static int ol_out_append(struct ol_http_conn *c, const void *data, size_t n)
         p += take;
         n -= take;
     }
+    return 0;
+}
+
+/* Queues n bytes at data by reference (one buffer of the connection's
+ * OL_OUT_MAX_BUFS). Returns 0 or -ENOBUFS. */
+static int ol_out_append_ref(struct ol_http_conn *c, const void *data, size_t n)
+{
+    size_t held = c->out_bufs + c->tout_bufs;
+    if (n > UINT32_MAX || held >= OL_OUT_MAX_BUFS || c->srv->obufs.in_use >= c->srv->obufs.count)
+        return -ENOBUFS;
+    struct ol_obuf *b = ol_pool_get(&c->srv->obufs);
+    b->next = NULL;
+    b->len = (uint32_t)n;
+    b->off = 0;
+    b->ext = data;
+    if (c->out_tail)
+        c->out_tail->next = b;
+    else
+        c->out_head = b;
+    c->out_tail = b;
+    c->out_bufs++;
     return 0;
 }
 
@@ -346,7 +374,7 @@ static int ol_tls_encrypt(struct ol_http_conn *c)
     if (ol_tls_ready(t)) {
         while (c->out_head) {
             struct ol_obuf *b = c->out_head;
-            if (ol_tls_write(t, b->data + b->off, b->len - b->off) < 0)
+            if (ol_tls_write(t, ol_obuf_bytes(b) + b->off, b->len - b->off) < 0)
                 return -1;
             c->out_head = b->next;
             c->out_bufs--;
@@ -361,6 +389,7 @@ static int ol_tls_encrypt(struct ol_http_conn *c)
                 break;   /* the rest waits in the session */
             b->next = NULL;
             b->len = b->off = 0;
+            b->ext = NULL;
             if (c->tout_tail)
                 c->tout_tail->next = b;
             else
@@ -827,7 +856,7 @@ static void ol_conn_flush(struct ol_http_conn *c)
         return;
     int n = 0;
     for (struct ol_obuf *b = head; b && n < OL_IOV; b = b->next) {
-        c->iov[n].iov_base = b->data + b->off;
+        c->iov[n].iov_base = (char *)ol_obuf_bytes(b) + b->off;
         c->iov[n].iov_len = b->len - b->off;
         n++;
     }
@@ -1169,6 +1198,24 @@ int ol_http_resp_write(ol_http_req *r, const void *data, size_t len)
     } else {
         rc = ol_out_append(c, data, len);
     }
+    if (rc == 0 && !c->in_process)
+        ol_conn_flush(c);
+    return rc;
+}
+
+bool ol_http_resp_can_ref(const ol_http_req *r)
+{
+    return !r->c->tio && !r->chunked_out;
+}
+
+int ol_http_resp_write_ref(ol_http_req *r, const void *data, size_t len)
+{
+    struct ol_http_conn *c = r->c;
+    if (!r->started || r->ended || !ol_http_resp_can_ref(r))
+        return -EINVAL;
+    if (r->no_body_out || len == 0)
+        return 0;
+    int rc = ol_out_append_ref(c, data, len);
     if (rc == 0 && !c->in_process)
         ol_conn_flush(c);
     return rc;

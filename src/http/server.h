@@ -119,6 +119,14 @@ int ol_http_resp_start(ol_http_req *r, int status, const char *headers, int64_t 
 /* Queues body bytes (copied; ignored for HEAD). Returns 0 or -ENOBUFS: wait
  * for on_drain, then write again. */
 int ol_http_resp_write(ol_http_req *r, const void *data, size_t len);
+/* True when ol_http_resp_write_ref may be used: plaintext, Content-Length. */
+bool ol_http_resp_can_ref(const ol_http_req *r);
+/* Queues body bytes without copying them (ignored for HEAD): they are read
+ * when the connection sends, so they must stay unchanged until on_drain
+ * (all output handed to the kernel) or on_abort. Returns 0, -ENOBUFS (the
+ * connection's output queue is full: wait for on_drain) or -EINVAL (not
+ * started, ended, or !ol_http_resp_can_ref). */
+int ol_http_resp_write_ref(ol_http_req *r, const void *data, size_t len);
 /* Finishes the response. After this the request is gone: r must not be used. */
 int ol_http_resp_end(ol_http_req *r);
 /* Ends a response that cannot be completed (an error after its head was

@@ -2249,8 +2249,26 @@ static void get_event(void *ud, const struct ol_store_event *ev)
 static void get_pump(struct ol_s3_req *q)
 {
     struct ol_s3_op_get *st = &q->op.get;
-    /* The slice goes out in pieces the connection's output queue can take
-     * (it holds ~1 MiB); when it is full, on_drain brings us back here. */
+    /* Plain HTTP: the slice is sent from the engine's memory, which stays
+     * the slice's until ol_get_next; so the next slice is asked for only
+     * once the connection drained (sent all it had) and called us back. */
+    if (st->pending && st->by_ref) {
+        st->by_ref = false;   /* on_drain: sent */
+        st->pending_off = st->pending_len;
+    } else if (st->pending && st->pending_off == 0 && ol_http_resp_can_ref(q->r)) {
+        int rc = ol_http_resp_write_ref(q->r, st->pending, st->pending_len);
+        if (rc == 0) {
+            st->by_ref = true;
+        } else if (rc != -ENOBUFS) {
+            get_release(q);
+            ol_http_req *r = q->r;
+            ol_s3_req_free(q);
+            ol_http_resp_abort(r);
+        }
+        return;   /* queued, or the queue is full: on_drain brings us back */
+    }
+    /* TLS: the slice goes out in pieces the connection's output queue can
+     * take (it holds ~1 MiB); when it is full, on_drain brings us back. */
     while (st->pending && st->pending_off < st->pending_len) {
         size_t n = st->pending_len - st->pending_off;
         if (n > OL_S3_WRITE_PIECE)

@@ -57,6 +57,7 @@ struct ol_s3_op_get {
     uint8_t vid[16];
     const uint8_t *pending;      /* the engine's slice being written out */
     size_t pending_len, pending_off;
+    bool by_ref;                 /* pending is queued by reference: wait for drain */
 };
 
 struct ol_s3_req;

@@ -266,6 +266,63 @@ def test_concurrent_uploads_get_their_own_etags(s3d):
     c.abort_multipart_upload(Bucket="many", Key="mp", UploadId=up)
 
 
+def test_large_gets_to_slow_fast_and_vanishing_readers(s3d):
+    """Plain-HTTP GET bodies leave from the engine's stripe memory without a
+    copy (ol_http_resp_write_ref); a slice must stay intact until the socket
+    took all of it, whatever the reader does: a slow reader with a small
+    receive buffer, readers side by side, readers that vanish mid-body."""
+    import concurrent.futures
+    import socket
+    import time
+    import urllib.parse
+    c = client(s3d, max_pool_connections=16)
+    c.create_bucket(Bucket="big")
+    body = os.urandom(24 << 20)
+    want = hashlib.sha256(body).hexdigest()
+    c.put_object(Bucket="big", Key="b", Body=body)
+    url = urllib.parse.urlsplit(client(s3d, signature_version="s3v4").generate_presigned_url(
+        "get_object", Params={"Bucket": "big", "Key": "b"}, ExpiresIn=600))
+    target = url.path + "?" + url.query
+
+    def raw_get(rcvbuf=None, stop_after=None, pause=0.0):
+        s = socket.socket()
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.connect((url.hostname, url.port))
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n".encode())
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(65536)
+        head, got = buf.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        h = hashlib.sha256(got)
+        n = len(got)
+        while n < len(body):
+            if stop_after is not None and n >= stop_after:
+                s.close()   # gone mid-body
+                return None
+            d = s.recv(16384)
+            assert d, f"closed after {n} bytes"
+            h.update(d)
+            n += len(d)
+            if pause:
+                time.sleep(pause)
+        s.close()
+        return h.hexdigest()
+
+    assert raw_get(rcvbuf=4096, pause=0.0005) == want            # slow reader
+    for stop in (1, 3 << 20, 9 << 20):                            # vanishing readers
+        assert raw_get(stop_after=stop) is None
+
+    def full(_):
+        return hashlib.sha256(c.get_object(Bucket="big", Key="b")["Body"].read()).hexdigest()
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:         # side by side
+        assert set(ex.map(full, range(8))) == {want}
+    r = c.get_object(Bucket="big", Key="b", Range="bytes=5000000-17000000")
+    assert r["Body"].read() == body[5000000:17000001]
+
+
 def test_metadata_headers_and_ranges(s3d):
     c = client(s3d)
     c.create_bucket(Bucket="meta")
