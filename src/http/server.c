@@ -277,6 +277,24 @@ static size_t ol_out_room(struct ol_http_conn *c)
 }
 
 /* Appends all of data or nothing. Returns 0 or -ENOBUFS. */
+/* A pool buffer (the caller checked there is one) at the end of the
+ * plaintext chain: empty, or holding n bytes at ext by reference. */
+static struct ol_obuf *ol_out_push(struct ol_http_conn *c, const char *ext, size_t n)
+{
+    struct ol_obuf *b = ol_pool_get(&c->srv->obufs);
+    b->next = NULL;
+    b->len = (uint32_t)n;
+    b->off = 0;
+    b->ext = ext;
+    if (c->out_tail)
+        c->out_tail->next = b;
+    else
+        c->out_head = b;
+    c->out_tail = b;
+    c->out_bufs++;
+    return b;
+}
+
 static int ol_out_append(struct ol_http_conn *c, const void *data, size_t n)
 {
     if (n > ol_out_room(c))
@@ -284,18 +302,8 @@ static int ol_out_append(struct ol_http_conn *c, const void *data, size_t n)
     const char *p = data;
     while (n) {
         struct ol_obuf *b = c->out_tail;
-        if (!b || b->ext || b->len == OL_OBUF_CAP) {
-            b = ol_pool_get(&c->srv->obufs);
-            b->next = NULL;
-            b->len = b->off = 0;
-            b->ext = NULL;
-            if (c->out_tail)
-                c->out_tail->next = b;
-            else
-                c->out_head = b;
-            c->out_tail = b;
-            c->out_bufs++;
-        }
+        if (!b || b->ext || b->len == OL_OBUF_CAP)
+            b = ol_out_push(c, NULL, 0);
         size_t take = OL_OBUF_CAP - b->len;
         if (take > n)
             take = n;
@@ -314,17 +322,7 @@ static int ol_out_append_ref(struct ol_http_conn *c, const void *data, size_t n)
     size_t held = c->out_bufs + c->tout_bufs;
     if (n > UINT32_MAX || held >= OL_OUT_MAX_BUFS || c->srv->obufs.in_use >= c->srv->obufs.count)
         return -ENOBUFS;
-    struct ol_obuf *b = ol_pool_get(&c->srv->obufs);
-    b->next = NULL;
-    b->len = (uint32_t)n;
-    b->off = 0;
-    b->ext = data;
-    if (c->out_tail)
-        c->out_tail->next = b;
-    else
-        c->out_head = b;
-    c->out_tail = b;
-    c->out_bufs++;
+    ol_out_push(c, data, n);
     return 0;
 }
 
