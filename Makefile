@@ -56,6 +56,9 @@ $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
+# XXH3 of shard blocks in AVX2 (src/store/xxh3_avx2.c; called only where the CPU has it).
+$(B)/obj/src/store/xxh3_avx2.o: CFLAGS += -mavx2
+
 $(B)/libopenlake.a: $(call obj,$(LIB_SRC))
 	@rm -f $@
 	ar rcs $@ $^

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Where openlaked spends CPU under S3 load (issue 5): the same setup as
 # run_s3.sh (4 drive directories, EC 2+2, openlaked --threads 1 on CPU 0,
-# bench/store/s3load with 16 concurrent requests on CPU 1), for PUT and GET of
-# 4 KiB and 1 MiB objects: `perf record -g` on the server for PROF_S (8 s)
+# bench/store/s3load on CPU 1, 16 concurrent requests, 4 at 64 MiB), for PUT
+# and GET of 4 KiB, 1 MiB and 64 MiB objects: `perf record -g` on the server for PROF_S (8 s)
 # in the middle of each phase, then per phase the split of CPU between the
 # event loop thread and the io_uring workers (iou-wrk: blocking opens,
 # mkdirs, writes and fsyncs), the top symbols, and the entry points
 # (io_uring opcodes, ol_* functions) with their inclusive share. Needs perf
 # (Debian: linux-perf). Writes bench/results/store-s3-profile-*/ (perf.data
-# and summary.txt per phase). Not part of make bench. About a minute.
+# and summary.txt per phase). Not part of make bench. About two minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PROF_S=${PROF_S:-8}; SCPU=${SCPU:-0}; CCPU=${CCPU:-1}; PORT=${PORT:-39300}
@@ -23,13 +23,14 @@ OPENLAKE_ACCESS_KEY=$AK OPENLAKE_SECRET_KEY=$SK taskset -c "$SCPU" build/openlak
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$root"' EXIT
 for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/_openlake/health/ready" && break; sleep 0.1; done
-load() { taskset -c "$CCPU" build/go-bin/s3load -endpoint 127.0.0.1:$PORT -access-key $AK -secret-key $SK -concurrent 16 "$@"; }
-for w in "put 4096" "get 4096" "put 1048576" "get 1048576"; do
-  read -r op size <<< "$w"
-  extra=()
+load() { taskset -c "$CCPU" build/go-bin/s3load -endpoint 127.0.0.1:$PORT -access-key $AK -secret-key $SK "$@"; }
+for w in "put 4096 16 500" "get 4096 16 500" "put 1048576 16 500" "get 1048576 16 500" \
+         "put 67108864 4 4" "get 67108864 4 4"; do
+  read -r op size conc objs <<< "$w"
+  extra=(-concurrent "$conc")
   if [ "$op" = get ]; then
-    load -op prepare -size "$size" -objects 500 -noclear
-    extra=(-prepared -objects 500)
+    load -op prepare -size "$size" -concurrent "$conc" -objects "$objs" -noclear
+    extra+=(-prepared -objects "$objs")
   fi
   load -op "$op" -size "$size" -duration $((PROF_S + 4))s -noclear "${extra[@]}" > "$out/$op-$size.json" &
   lp=$!

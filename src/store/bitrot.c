@@ -24,13 +24,24 @@ static inline uint64_t ol_bitrot_get_le64(const uint8_t *p)
     return v;
 }
 
+/* XXH3 of a block: the AVX2 build where it runs, else the library. */
+static uint64_t (*block_hash)(const void *, size_t, uint64_t) = XXH3_64bits_withSeed;
+
+__attribute__((constructor)) static void pick_block_hash(void)
+{
+#if defined(__x86_64__)
+    if (ol_bitrot_xxh3_avx2_built && __builtin_cpu_supports("avx2"))
+        block_hash = ol_bitrot_xxh3_avx2;
+#endif
+}
+
 uint64_t ol_bitrot_sum(uint64_t seed, uint64_t idx, const void *data, size_t len)
 {
     uint8_t le[8];
     ol_bitrot_put_le64(le, idx);
     XXH64_hash_t bseed = XXH3_64bits_withSeed(le, sizeof le, seed);
     ol_simd_clean();   /* libxxhash's SSE2 code: base/simd.h */
-    return XXH3_64bits_withSeed(data, len, bseed);
+    return block_hash(data, len, bseed);
 }
 
 void ol_bitrot_seal(uint64_t seed, uint64_t idx, const void *data, size_t len,

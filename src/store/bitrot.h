@@ -87,6 +87,12 @@ void ol_bitrot_seal(uint64_t seed, uint64_t idx, const void *data, size_t len,
  * bytes. Returns 0 when the checksum matches, -EBADMSG when it does not
  * (rot, torn write, wrong block, wrong seed, wrong length).
  */
+/* XXH3_64bits_withSeed built for AVX2 (xxh3_avx2.c), which ol_bitrot_sum
+ * uses when ol_bitrot_xxh3_avx2_built and the CPU has AVX2; exposed for the
+ * unit test that holds it to the library. */
+extern const int ol_bitrot_xxh3_avx2_built;
+uint64_t ol_bitrot_xxh3_avx2(const void *data, size_t len, uint64_t seed);
+
 int ol_bitrot_verify(uint64_t seed, uint64_t idx, const uint8_t hdr8[OL_BITROT_HDR_SIZE],
                      const void *data, size_t len);
 

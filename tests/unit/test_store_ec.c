@@ -541,6 +541,24 @@ OLT_TEST(store_bitrot_format_v1_pinned)
     OLT_CHECK(ol_bitrot_sum(42, 7, data, sizeof data) == 0xfd345069266b091cull);
 }
 
+OLT_TEST(store_bitrot_avx2_xxh3_matches_the_library)
+{
+    if (!ol_bitrot_xxh3_avx2_built || !__builtin_cpu_supports("avx2"))
+        OLT_SKIP("no AVX2 build or CPU: the library's XXH3 is used");
+    enum { N = (1 << 20) + 77 };
+    uint8_t *data = malloc(N + 8);
+    OLT_CHECK(data != NULL);
+    fill_random(data, N + 8);
+    /* every length around XXH3's internal boundaries, then long ones, at
+     * varying alignments */
+    for (size_t len = 0; len <= N; len += len < 300 ? 1 : len < 5000 ? 61 : 99991) {
+        const uint8_t *p = data + len % 7;
+        uint64_t seed = 0x9E3779B97F4A7C15ull * (len + 1);
+        OLT_CHECK(ol_bitrot_xxh3_avx2(p, len, seed) == XXH3_64bits_withSeed(p, len, seed));
+    }
+    free(data);
+}
+
 OLT_TEST(store_bitrot_every_bit_flip_detected)
 {
     uint8_t data[64], hdr[8];
