@@ -13,6 +13,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "base/simd.h"
 #include "store/bitrot.h"
 
 #if defined(__AVX2__)
@@ -23,5 +24,7 @@ const int ol_bitrot_xxh3_avx2_built = 0;
 
 uint64_t ol_bitrot_xxh3_avx2(const void *data, size_t len, uint64_t seed)
 {
-    return XXH3_64bits_withSeed(data, len, seed);
+    uint64_t h = XXH3_64bits_withSeed(data, len, seed);
+    ol_simd_clean();   /* GCC emits no vzeroupper here: the SSE code after us would pay */
+    return h;
 }

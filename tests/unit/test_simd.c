@@ -1,14 +1,16 @@
 /*
- * test_simd.c - every wrapper of an ISA-L CRC leaves the vector unit clean
- * (base/simd.h): after it, the AVX state is back in its init state (XINUSE
- * bit 2, read with XGETBV 1), so legacy-SSE code (libxxhash, OpenSSL's
- * SHA-NI) runs at full speed. Erasure coding: test_store_ec.c.
+ * test_simd.c - every wrapper of an ISA-L CRC, and the AVX2 XXH3 of shard
+ * blocks, leave the vector unit clean (base/simd.h): after them the AVX
+ * state is back in its init state (XINUSE bit 2, read with XGETBV 1), so
+ * legacy-SSE code (libxxhash, OpenSSL's SHA-NI) runs at full speed.
+ * Erasure coding: test_store_ec.c.
  */
 #include "olt.h"
 
 #include "base/simd.h"
 #include "kv/proto.h"
 #include "s3/checksum.h"
+#include "store/bitrot.h"
 
 #include <cpuid.h>
 
@@ -43,6 +45,9 @@ OLT_TEST(simd_isal_wrappers_leave_the_vector_unit_clean)
     }
     /* the KV CRC-32C */
     (void)ol_kv_crc32c(0, buf, sizeof buf);
+    OLT_CHECK_EQ(avx_dirty(), 0);
+    /* the shard checksum (XXH3, maybe the AVX2 build) */
+    (void)ol_bitrot_sum(1, 2, buf, sizeof buf);
     OLT_CHECK_EQ(avx_dirty(), 0);
     /* and the rule itself */
     __asm__ volatile("vmovdqu %0, %%ymm1" ::"m"(buf[0]));
