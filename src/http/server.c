@@ -133,6 +133,8 @@ struct ol_http_conn {
     struct ol_op send_op;
     ol_http_server *srv;
     struct ol_http_conn *next, *prev;   /* server's list */
+    struct ol_http_conn *bw_next, *bw_prev;   /* waiting for output buffers */
+    bool bw_waiting;
     int fd;
     enum ol_conn_state state;
     bool recv_armed, send_inflight, closing, close_after, in_process;
@@ -168,6 +170,10 @@ struct ol_http_server {
     bool accepting, draining;
     struct ol_pool conns, obufs, stages;
     struct ol_http_conn *list;
+    struct ol_http_conn *bw_head, *bw_tail;   /* handlers waiting for output buffers */
+    bool bw_waking;
+    uint32_t bw_count;
+    struct ol_timer bw_timer;   /* retries the waiters while there are any */
     uint32_t nconns;
     time_t date_sec;
     char date[40];
@@ -362,6 +368,94 @@ static bool ol_out_pending(const struct ol_http_conn *c)
     return c->out_head || c->tout_head || (c->tio && ol_tls_out_pending(c->tio->t));
 }
 
+/*
+ * A connection that needs output buffers when the pool is empty and has no
+ * send in flight would wait for a completion that never comes (a handler's
+ * write got -ENOBUFS with nothing of its own queued; TLS ciphertext stuck
+ * in the session). It waits here instead: after every send, when a
+ * connection closes, and every tick while any waits (buffers also come back
+ * when TLS plaintext is encrypted), ol_bw_wake flushes it, or gives its
+ * handler on_drain.
+ */
+static void ol_bw_add(struct ol_http_conn *c)
+{
+    ol_http_server *srv = c->srv;
+    if (c->bw_waiting)
+        return;
+    c->bw_waiting = true;
+    srv->bw_count++;
+    c->bw_next = NULL;
+    c->bw_prev = srv->bw_tail;
+    if (srv->bw_tail)
+        srv->bw_tail->bw_next = c;
+    else
+        srv->bw_head = c;
+    srv->bw_tail = c;
+    if (!ol_timer_armed(&srv->bw_timer))
+        ol_timer_arm(srv->loop, &srv->bw_timer, 1);
+}
+
+static void ol_bw_del(struct ol_http_conn *c)
+{
+    ol_http_server *srv = c->srv;
+    if (!c->bw_waiting)
+        return;
+    c->bw_waiting = false;
+    srv->bw_count--;
+    if (c->bw_prev)
+        c->bw_prev->bw_next = c->bw_next;
+    else
+        srv->bw_head = c->bw_next;
+    if (c->bw_next)
+        c->bw_next->bw_prev = c->bw_prev;
+    else
+        srv->bw_tail = c->bw_prev;
+}
+
+static void ol_conn_maybe_free(struct ol_http_conn *c);
+
+/* Buffers came back: each connection waiting now is served once (one that
+ * finds too few again waits for the next wake). Not re-entered. */
+static void ol_bw_wake(ol_http_server *srv)
+{
+    if (srv->bw_waking)
+        return;
+    srv->bw_waking = true;
+    for (uint32_t n = srv->bw_count; n && srv->bw_head; n--) {
+        if (srv->obufs.in_use >= srv->obufs.count)
+            break;
+        struct ol_http_conn *c = srv->bw_head;
+        ol_bw_del(c);
+        if (c->closing)
+            continue;
+        c->busy++;
+        if (ol_out_pending(c))
+            ol_conn_flush(c);
+        else if (c->req.active && c->req.started && !c->req.ended && srv->h.on_drain)
+            srv->h.on_drain(&c->req);
+        c->busy--;
+        ol_conn_maybe_free(c);
+    }
+    srv->bw_waking = false;
+}
+
+static void ol_on_bw_timer(ol_loop *loop, struct ol_timer *t)
+{
+    ol_http_server *srv = OL_CONTAINER(t, ol_http_server, bw_timer);
+    ol_bw_wake(srv);
+    if (srv->bw_head)
+        ol_timer_arm(loop, t, 1);
+}
+
+/* A write got -ENOBUFS: with no send in flight, none will bring on_drain,
+ * so the connection waits for buffers. */
+static int ol_out_nobufs(struct ol_http_conn *c)
+{
+    if (!c->send_inflight)
+        ol_bw_add(c);
+    return -ENOBUFS;
+}
+
 /* TLS: encrypts every queued plaintext buffer (freeing it), then moves the
  * session's ciphertext into the tout chain while the pool has buffers.
  * Returns 0, or -1 when the session failed (close the connection). */
@@ -419,6 +513,7 @@ static void ol_conn_maybe_free(struct ol_http_conn *c)
         free(c->tio);
         c->tio = NULL;
     }
+    ol_bw_del(c);
     close(c->fd);
     if (c->prev)
         c->prev->next = c->next;
@@ -429,6 +524,7 @@ static void ol_conn_maybe_free(struct ol_http_conn *c)
     srv->nconns--;
     OL_STAT_ADD(srv->st.conns_active, -1);
     ol_pool_put(&srv->conns, c);
+    ol_bw_wake(srv);   /* its buffers are free now */
 }
 
 static void ol_req_abort(struct ol_http_conn *c)
@@ -834,6 +930,7 @@ static void ol_on_send(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
     }
     c->busy--;
     ol_conn_maybe_free(c);
+    ol_bw_wake(srv);   /* the buffers just sent are free */
     (void)loop;
     (void)flags;
 }
@@ -850,8 +947,11 @@ static void ol_conn_flush(struct ol_http_conn *c)
         }
         head = c->tout_head;
     }
-    if (!head)
+    if (!head) {
+        if (ol_out_pending(c))
+            ol_bw_add(c);   /* TLS: ciphertext waits in the session for buffers */
         return;
+    }
     int n = 0;
     for (struct ol_obuf *b = head; b && n < OL_IOV; b = b->next) {
         c->iov[n].iov_base = (char *)ol_obuf_bytes(b) + b->off;
@@ -1189,13 +1289,15 @@ int ol_http_resp_write(ol_http_req *r, const void *data, size_t len)
         char pre[24];
         int pn = snprintf(pre, sizeof pre, "%zx\r\n", len);
         if ((size_t)pn + len + 2 > ol_out_room(c))
-            return -ENOBUFS;
+            return ol_out_nobufs(c);
         ol_out_append(c, pre, (size_t)pn);
         ol_out_append(c, data, len);
         rc = ol_out_append(c, "\r\n", 2);
     } else {
         rc = ol_out_append(c, data, len);
     }
+    if (rc == -ENOBUFS)
+        return ol_out_nobufs(c);
     if (rc == 0 && !c->in_process)
         ol_conn_flush(c);
     return rc;
@@ -1214,6 +1316,8 @@ int ol_http_resp_write_ref(ol_http_req *r, const void *data, size_t len)
     if (r->no_body_out || len == 0)
         return 0;
     int rc = ol_out_append_ref(c, data, len);
+    if (rc == -ENOBUFS)
+        return ol_out_nobufs(c);
     if (rc == 0 && !c->in_process)
         ol_conn_flush(c);
     return rc;
@@ -1236,8 +1340,10 @@ int ol_http_resp_end(ol_http_req *r)
         return -EINVAL;
     if (!r->started) {
         int rc = ol_http_resp_start(r, 500, NULL, 0);
-        if (rc < 0)
+        if (rc < 0) {   /* no buffer for even a head: the client sees a reset, not a hang */
+            ol_conn_close(c);
             return rc;
+        }
     }
     if (r->chunked_out && ol_out_append(c, "0\r\n\r\n", 5) < 0) {
         ol_conn_close(c);
@@ -1313,6 +1419,7 @@ int ol_http_server_create(ol_loop *loop, const char *addr, const struct ol_http_
     srv->lfd = -1;
     srv->accept_op.cb = ol_on_accept;
     srv->accept_retry.fn = ol_on_accept_retry;
+    srv->bw_timer.fn = ol_on_bw_timer;
     if (!srv->lim.out_bufs)
         srv->lim.out_bufs = 4096;
     if (!srv->lim.stage_bufs)
@@ -1367,6 +1474,7 @@ void ol_http_server_drain(ol_http_server *srv)
         return;
     srv->draining = true;
     ol_timer_cancel(srv->loop, &srv->accept_retry);
+    ol_timer_cancel(srv->loop, &srv->bw_timer);
     if (srv->accepting)
         ol_loop_cancel(srv->loop, &srv->accept_op);
     if (srv->lfd >= 0) {

@@ -214,3 +214,44 @@ def test_tls_handshake_trickled_byte_by_byte_is_cut_off(make_daemon, tmp_path):
     with urllib.request.urlopen(d.url + "/_openlake/health/live", context=d.ssl_context,
                                 timeout=10) as r:
         assert r.status == 200
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_responses_wait_for_output_buffers_instead_of_stalling(make_daemon, tmp_path, tls):
+    """With few output buffers (`http.output_buffers` = 16 on one core:
+    256 KiB), many large GETs at once empty the pool. A response that finds
+    it empty with no send of its own in flight (plain: the next stripe; TLS:
+    ciphertext stuck in the session) waits until another connection gives
+    buffers back and then goes on; before, it waited for a completion that
+    never came, until the client gave up (20 s here). A response whose head
+    finds no buffer at all is cut (a reset the client retries), not left
+    hanging."""
+    import concurrent.futures
+    import hashlib
+    import time
+    args = ["--mode", "s3", "--http.output-buffers", "16"]
+    cert = None
+    if tls:
+        cert, key = make_cert(tmp_path)
+        args += ["--s3-tls-cert", str(cert), "--s3-tls-key", str(key)]
+    d = make_daemon(args=args, env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK},
+                    start=False)
+    if tls:
+        d.ssl_context = ssl.create_default_context(cafile=str(cert))
+    d.start()
+    c = boto3.client("s3", endpoint_url=d.url, aws_access_key_id=AK, aws_secret_access_key=SK,
+                     region_name="us-east-1", verify=str(cert) if tls else None,
+                     config=Config(retries={"max_attempts": 5}, read_timeout=20,
+                                   max_pool_connections=24))
+    c.create_bucket(Bucket="few")
+    body = os.urandom(6 * MiB + 5)
+    want = hashlib.sha256(body).hexdigest()
+    c.put_object(Bucket="few", Key="o", Body=body)
+
+    def get(_):
+        return hashlib.sha256(c.get_object(Bucket="few", Key="o")["Body"].read()).hexdigest()
+
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(24) as ex:
+        assert set(ex.map(get, range(72))) == {want}
+    assert time.monotonic() - t0 < 15, "a GET waited for a read timeout"
