@@ -315,13 +315,8 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room)
 
 void ol_md5_init(struct ol_md5 *h)
 {
+    ol_md5_drop(h);
     memcpy(h->h, md5_iv, sizeof h->h);
-    h->done = 0;
-    h->tail = 0;
-    if (h->set) {
-        h->off = h->used = 0;
-        pend_del(h->set, h);
-    }
 }
 
 void ol_md5_update(struct ol_md5 *h, const void *data, size_t n)

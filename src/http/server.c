@@ -282,24 +282,33 @@ static size_t ol_out_room(struct ol_http_conn *c)
     return tail_room + free_bufs * OL_OBUF_CAP;
 }
 
-/* Appends all of data or nothing. Returns 0 or -ENOBUFS. */
-/* A pool buffer (the caller checked there is one) at the end of the
- * plaintext chain: empty, or holding n bytes at ext by reference. */
-static struct ol_obuf *ol_out_push(struct ol_http_conn *c, const char *ext, size_t n)
+/* A pool buffer (the caller checked there is one) at the end of a chain
+ * (plaintext or TLS ciphertext): empty, or holding n bytes at ext by
+ * reference. */
+static struct ol_obuf *ol_chain_push(ol_http_server *srv, struct ol_obuf **head,
+                                     struct ol_obuf **tail, uint32_t *count, const char *ext,
+                                     size_t n)
 {
-    struct ol_obuf *b = ol_pool_get(&c->srv->obufs);
+    struct ol_obuf *b = ol_pool_get(&srv->obufs);
     b->next = NULL;
     b->len = (uint32_t)n;
     b->off = 0;
     b->ext = ext;
-    if (c->out_tail)
-        c->out_tail->next = b;
+    if (*tail)
+        (*tail)->next = b;
     else
-        c->out_head = b;
-    c->out_tail = b;
-    c->out_bufs++;
+        *head = b;
+    *tail = b;
+    (*count)++;
     return b;
 }
+
+static struct ol_obuf *ol_out_push(struct ol_http_conn *c, const char *ext, size_t n)
+{
+    return ol_chain_push(c->srv, &c->out_head, &c->out_tail, &c->out_bufs, ext, n);
+}
+
+/* Appends all of data or nothing. Returns 0 or -ENOBUFS. */
 
 static int ol_out_append(struct ol_http_conn *c, const void *data, size_t n)
 {
@@ -477,17 +486,9 @@ static int ol_tls_encrypt(struct ol_http_conn *c)
     while (ol_tls_out_pending(t)) {
         struct ol_obuf *b = c->tout_tail;
         if (!b || b->len == OL_OBUF_CAP) {
-            if (c->tout_bufs >= OL_OUT_MAX_BUFS || !(b = ol_pool_get(&srv->obufs)))
+            if (c->tout_bufs >= OL_OUT_MAX_BUFS || srv->obufs.in_use >= srv->obufs.count)
                 break;   /* the rest waits in the session */
-            b->next = NULL;
-            b->len = b->off = 0;
-            b->ext = NULL;
-            if (c->tout_tail)
-                c->tout_tail->next = b;
-            else
-                c->tout_head = b;
-            c->tout_tail = b;
-            c->tout_bufs++;
+            b = ol_chain_push(srv, &c->tout_head, &c->tout_tail, &c->tout_bufs, NULL, 0);
         }
         b->len += (uint32_t)ol_tls_out(t, b->data + b->len, OL_OBUF_CAP - b->len);
     }
