@@ -528,6 +528,36 @@ void ol_se_path_id(char *out, const char *prefix, const uint8_t id[16], const ch
     ol_se_join(out, prefix, u, suffix);
 }
 
+void ol_se_part_path(char *out, const char *p_obj, const struct ol_meta_version *v, uint32_t num)
+{
+    if (v->flat) {
+        ol_se_path_id(out, p_obj, v->data_dir, OL_SE_FLAT_SFX);
+        return;
+    }
+    char sfx[24];
+    snprintf(sfx, sizeof sfx, "/part.%u", num);
+    ol_se_path_id(out, p_obj, v->data_dir, sfx);
+}
+
+bool ol_se_data_rm(char *out, int *flags, const char *p_obj, const struct ol_meta_version *v,
+                   unsigned i)
+{
+    unsigned parts = v->part_count ? v->part_count : 1;
+    *flags = 0;
+    if (i < parts) {
+        struct ol_meta_part pt = {.number = 1};
+        if (v->part_count)
+            ol_meta_part_at(v, i, &pt);
+        ol_se_part_path(out, p_obj, v, pt.number);
+        return true;
+    }
+    if (i > parts || v->flat)
+        return false;
+    ol_se_path_id(out, p_obj, v->data_dir, NULL);
+    *flags = AT_REMOVEDIR;
+    return true;
+}
+
 int ol_se_hexval(char c)
 {
     if (c >= '0' && c <= '9')

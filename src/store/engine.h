@@ -26,7 +26,8 @@
  * ---- on one drive ------------------------------------------------------------
  *
  *   <drive>/.openlake/format                       drive format (format.h)
- *   <drive>/.openlake/tmp/<tid>/part.1             shard file of a PUT in flight
+ *   <drive>/.openlake/tmp/<tid>.part               shard file of a PUT or an UploadPart
+ *                                                  in flight
  *   <drive>/.openlake/tmp/<tid>.meta               metadata file being written
  *   <drive>/.openlake/buckets/<bucket>/            a bucket
  *   <drive>/.openlake/buckets/<bucket>/versioning  its versioning state (engine_ver.c;
@@ -34,15 +35,17 @@
  *   <drive>/.openlake/tmp/<tid>.ver                versioning file being written
  *   <drive>/.openlake/buckets/<bucket>/objects/<ab>/<hash>/meta
  *                                                  the object's metadata (meta.h)
+ *   <drive>/.openlake/buckets/<bucket>/objects/<ab>/<hash>/<data-dir>.data
+ *                                                  this drive's shard of a PUT's object
+ *                                                  (a "flat" version: OL_META_VF_FLAT)
  *   <drive>/.openlake/buckets/<bucket>/objects/<ab>/<hash>/<data-dir>/part.<n>
- *                                                  this drive's shard of part n
- *                                                  (part.1 alone for a PUT)
+ *                                                  this drive's shard of part n of a
+ *                                                  multipart object
  *   <drive>/.openlake/buckets/<bucket>/uploads/<ab>/<hash>/<upload>/upload
  *                                                  a multipart upload in progress
  *                                                  (see "multipart uploads" below)
  *   <drive>/.openlake/buckets/<bucket>/uploads/<ab>/<hash>/<upload>/data/part.<n>
  *                                                  this drive's shard of uploaded part n
- *   <drive>/.openlake/tmp/<tid>.part               shard file of an UploadPart in flight
  *
  * <ab>/<hash> is ol_layout_object_dir(deployment, key); <tid> and
  * <data-dir> are random uuids written "xxxxxxxx-xxxx-...". ol_store_open
@@ -58,7 +61,8 @@
  * last zero-filled), encoded into m parity shards of b bytes. Shard i of
  * every stripe goes to the drive at position p with dist[p] == i
  * (ol_layout_distribution of ol_layout_object_hash), as block s of that
- * drive's part.1: bitrot framing version 1 with block size B, so block s
+ * drive's shard file (<data-dir>.data, or part.1 of a multipart object's
+ * data dir): bitrot framing version 1 with block size B, so block s
  * sits at offset s * (8 + B) and every block but the last is B bytes. The
  * block seed is XXH3-64(data-dir id, 16 bytes, seed = shard index): a block
  * of another object, another shard or another offset never verifies. The
@@ -69,8 +73,8 @@
  * part, part.<number>, each laid out as above from its own first byte (its
  * own stripes, the last one short), with block seeds XXH3-64(data-dir id ||
  * part number as u32 LE, 20 bytes, seed = shard index) for parts other
- * than 1 (part 1 keeps the 16-byte seed above, so a PUT's part.1 is the
- * same thing). The version's parts[] give each part's number and size, in
+ * than 1 (part 1 keeps the 16-byte seed above, so a PUT's shard file is
+ * laid out like a part.1). The version's parts[] give each part's number and size, in
  * object order; their sizes add up to the object's. A part file ends with
  * its part record after the last block (see "multipart uploads"); readers
  * never look past the last block.
@@ -84,28 +88,33 @@
  *
  * ---- commit order of a PUT (per drive; a write quorum must finish it all) --------
  *
- *   1. statx buckets/<bucket>; mkdir tmp/<tid>; create tmp/<tid>/part.1
+ *   1. statx buckets/<bucket>; create tmp/<tid>.part
  *   2. the shard blocks, stripe by stripe (at most OL_STORE_PUT_SLOTS stripes
  *      in flight per PUT, from the request's fixed buffer)
- *   3. fdatasync part.1, close; fsync tmp/<tid>
+ *   3. fdatasync tmp/<tid>.part, close
  *      -- barrier: fewer than a write quorum of drives left: the tmp files
  *         are removed and the PUT fails with -EIO; nothing was visible --
  *   4. mkdir objects/<ab> and objects/<ab>/<hash> (each new directory's
- *      parent fsynced); rename tmp/<tid> -> <hash>/<data-dir>
+ *      parent fsynced); rename tmp/<tid>.part -> <hash>/<data-dir>.data
  *   5. take the key's commit lock (see "versions"); read <hash>/meta and
  *      decide a conditional write on it; the new version is added as the
  *      latest (a null one replaces the null version, wherever it stood),
  *      every other version is kept; write the new file to tmp/<tid>.meta,
  *      fsync it, rename it over <hash>/meta, fsync <hash>/    <- visible
- *   6. quorum of drives through 5: the replaced version's data dir is
- *      removed (its part files, then the directory) and EV_DONE(0).
- *      Below quorum: each drive is put back (the old meta bytes rewritten
- *      the same way, or meta unlinked when there was none; the new data
- *      dir removed) and EV_DONE(-EIO).
- * Inline objects skip 1's tmp dir, 2, 3 and 4's rename. A crash before 5's
- * rename leaves only tmp files (removed at open) or an unreferenced data
- * dir (for the scanner, later); after it, the drives that renamed hold the
+ *      (that one fsync makes 4's rename durable too: both are entries of
+ *      <hash>/; the shard file's own tmp/ entry never needs to be)
+ *   6. quorum of drives through 5: the replaced version's data is removed
+ *      (its shard file; a multipart version's part files, then its data
+ *      dir) and EV_DONE(0). Below quorum: each drive is put back (the old
+ *      meta bytes rewritten the same way, or meta unlinked when there was
+ *      none; the new shard file removed) and EV_DONE(-EIO).
+ * Inline objects skip 1's file, 2, 3 and 4's rename. A crash before 5's
+ * rename leaves only tmp files (removed at open) or an unreferenced shard
+ * file (for the scanner, later); after it, the drives that renamed hold the
  * new version and reads take the newest version a read quorum agrees on.
+ * A new key costs three new inodes per drive (shard file, <hash>/, meta;
+ * <ab>/ for the first key under it), and no directory for its data: inode
+ * allocation is most of a 1 MiB PUT's CPU on ext4 without a journal.
  *
  * ---- reads ---------------------------------------------------------------------
  *
@@ -122,8 +131,9 @@
  * stripe is rebuilt with ol_ec_reconstruct. Fewer than k good shards:
  * -EIO. Corrupt bytes are never handed out.
  *
- * DELETE per drive: read meta (its data dirs), unlink meta, fsync <hash>/,
- * remove the data dirs, rmdir <hash> and <ab> (when empty). Success when
+ * DELETE per drive: read meta (its versions' data), unlink meta, fsync
+ * <hash>/, remove every version's shard files (and data dirs), rmdir <hash>
+ * and <ab> (when empty). Success when
  * a write quorum of drives no longer hold the object (a missing object is
  * success, as in S3). DELETE of a version (ol_delete_version): the file
  * without it written and renamed like a PUT's (or the whole removal above

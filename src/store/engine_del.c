@@ -38,24 +38,15 @@ static void data_next(struct ol_sdrv *d)
             d->iter2 = 0;
         }
     }
-    if (d->old_dd) {
-        unsigned parts = d->v.part_count ? d->v.part_count : 1;
+    int flags;
+    if (d->old_dd && ol_se_data_rm(d->path, &flags, r->p_obj, &d->v, d->iter2++)) {
         d->step = D_DATA;
-        if (d->iter2 < parts) {
-            struct ol_meta_part pt = {.number = 1};
-            if (d->v.part_count)
-                ol_meta_part_at(&d->v, d->iter2, &pt);
-            char sfx[24];
-            snprintf(sfx, sizeof sfx, "/part.%u", pt.number);
-            ol_se_path_id(d->path, r->p_obj, d->v.data_dir, sfx);
-            d->iter2++;
-            ol_se_unlinkat(d, d->path, 0);
-        } else {
-            ol_se_path_id(d->path, r->p_obj, d->v.data_dir, NULL);
-            d->old_dd = false;
-            ol_se_unlinkat(d, d->path, AT_REMOVEDIR);
-        }
+        ol_se_unlinkat(d, d->path, flags);
         return;
+    }
+    if (d->old_dd) { /* that version's data is gone: the next one's */
+        d->old_dd = false;
+        return data_next(d);
     }
     if (d->one)
         return ol_se_drive_end(d); /* other versions stay */

@@ -133,9 +133,7 @@ static void part_load(struct ol_sreq *r)
     uint64_t hi = r->end < r->pbase + r->psize ? r->end : r->pbase + r->psize;
     r->poff = lo - r->pbase;
     r->pend = hi > lo ? hi - r->pbase : r->poff;
-    char sfx[24];
-    snprintf(sfx, sizeof sfx, "/part.%u", r->pnum);
-    ol_se_join(r->p_part, r->p_ddir, sfx, NULL);
+    ol_se_part_path(r->p_part, r->p_obj, &r->d[r->sel].v, r->pnum);
 }
 
 /* Moves to the first part (from r->pi on) with bytes of the range after r->dl. */
@@ -261,7 +259,6 @@ static void setup(struct ol_sreq *r, int sel)
     for (unsigned p = 0; p < r->n; p++)
         r->drv_of[r->dist[p]] = (uint8_t)p;
     memcpy(r->ddir, v->data_dir, 16);
-    ol_se_path_id(r->p_ddir, r->p_obj, r->ddir, NULL);
     for (unsigned p = 0; p < r->n; p++) {
         struct ol_sdrv *d = &r->d[p];
         if (!d->err && (d->ms == OL_SE_M_NOBUCKET || d->ms == OL_SE_M_ERR))

@@ -357,13 +357,6 @@ static uint32_t stripe_blen(uint64_t size, unsigned k, uint32_t B, uint64_t s)
     return (uint32_t)ol_ec_shard_len(len, k);
 }
 
-static void part_path(struct hctx *h, char *out, const struct ol_meta_version *v, uint32_t num)
-{
-    char ddir[OL_SE_PATH], name[24];
-    ol_se_path_id(ddir, h->p_obj, v->data_dir, NULL);
-    snprintf(name, sizeof name, "/part.%u", num);
-    ol_se_join(out, ddir, name, NULL);
-}
 
 /* Checks every block of drive p's shard file of part pt of v: 0 good, 1 bad,
  * -errno when the drive cannot be read at all (left alone). */
@@ -371,7 +364,7 @@ static int shard_check(struct hctx *h, unsigned p, const struct ol_meta_version 
                        const struct ol_meta_part *pt)
 {
     char path[OL_SE_PATH];
-    part_path(h, path, v, pt->number);
+    ol_se_part_path(path, h->p_obj, v, pt->number);
     int fd = openat(h->d[p].dfd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT || errno == ENOTDIR ? 1 : -errno;
@@ -437,7 +430,7 @@ static int part_rebuild(struct hctx *h, const struct ol_meta_version *v,
     for (unsigned p = 0; p < n; p++)
         rfd[p] = wfd[p] = -1;
     char path[OL_SE_PATH];
-    part_path(h, path, v, pt->number);
+    ol_se_part_path(path, h->p_obj, v, pt->number);
     uint32_t present = 0, want = 0;
     int drive_err = 0;         /* a drive that cannot take its shard: the others go on */
     for (unsigned p = 0; p < n && rc == 0; p++) {
@@ -494,7 +487,7 @@ static int part_rebuild(struct hctx *h, const struct ol_meta_version *v,
     for (unsigned p = 0; p < n; p++)
         if (rfd[p] >= 0)
             close(rfd[p]);
-    char ddir[OL_SE_PATH];
+    char ddir[OL_SE_PATH];  /* made if missing; none for a flat version */
     ol_se_path_id(ddir, h->p_obj, v->data_dir, NULL);
     int first = rc;
     for (unsigned p = 0; p < n; p++) {
@@ -507,7 +500,7 @@ static int part_rebuild(struct hctx *h, const struct ol_meta_version *v,
         if (wrc == 0)
             wrc = fsync_dir(h->d[p].dfd, OL_FORMAT_DIR "/tmp");
         if (wrc == 0)
-            wrc = rename_into(h, p, tmp[p], ddir, path);
+            wrc = rename_into(h, p, tmp[p], v->flat ? NULL : ddir, path);
         if (wrc < 0) {
             unlinkat(h->d[p].dfd, tmp[p], 0);
             h->d[p].failed = true;
@@ -604,15 +597,10 @@ static void drop_stale_dirs(struct hctx *h, unsigned p, struct ol_meta_file *old
             kept = h->v[i].type == OL_META_OBJECT && !memcmp(h->v[i].data_dir, ov.data_dir, 16);
         if (kept)
             continue;
-        char path[OL_SE_PATH], ddir[OL_SE_PATH];
-        struct ol_meta_part pt;
-        for (unsigned pi = 0; pi < ov.part_count; pi++)
-            if (ol_meta_part_at(&ov, pi, &pt) == 0) {
-                part_path(h, path, &ov, pt.number);
-                unlinkat(h->d[p].dfd, path, 0);
-            }
-        ol_se_path_id(ddir, h->p_obj, ov.data_dir, NULL);
-        unlinkat(h->d[p].dfd, ddir, AT_REMOVEDIR);
+        char path[OL_SE_PATH];
+        int fl;
+        for (unsigned i = 0; ol_se_data_rm(path, &fl, h->p_obj, &ov, i); i++)
+            unlinkat(h->d[p].dfd, path, fl);
     }
 }
 
@@ -640,8 +628,8 @@ static int64_t newest_mtime(int fd)
     return t;
 }
 
-/* Removes from drive p's object directory the data dirs that no version of
- * the reference names and that nothing touched for OL_HEAL_ORPHAN_AGE_S
+/* Removes from drive p's object directory the data dirs and flat shard
+ * files (<id>.data) that no version of the reference names and that nothing touched for OL_HEAL_ORPHAN_AGE_S
  * (the key's commit lock is held: no write of it is between moving its
  * data dir in and committing). Returns how many went; with remove false,
  * only counts them (the read-only pass, without the lock). */
@@ -663,7 +651,11 @@ static unsigned drop_orphans(struct hctx *h, unsigned p, bool remove)
     struct dirent *e;
     while ((e = readdir(dir))) {
         uint8_t id[16];
-        if (!ol_se_uuid_parse(e->d_name, id))
+        char name[40];
+        size_t nl = strlen(e->d_name);
+        bool flat = nl == 36 + strlen(OL_SE_FLAT_SFX) && !strcmp(e->d_name + 36, OL_SE_FLAT_SFX);
+        snprintf(name, sizeof name, "%.36s", e->d_name);
+        if ((!flat && nl != 36) || !ol_se_uuid_parse(name, id))
             continue;
         bool named = false;
         for (unsigned i = 0; i < h->nv && !named; i++)
@@ -671,6 +663,14 @@ static unsigned drop_orphans(struct hctx *h, unsigned p, bool remove)
                     memcmp(h->v[i].data_dir, id, 16) == 0;
         if (named)
             continue;
+        if (flat) { /* a flat version's shard file */
+            struct stat st;
+            if (fstatat(ofd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+                now - (int64_t)st.st_mtime < OL_HEAL_ORPHAN_AGE_S)
+                continue;
+            removed += !remove || unlinkat(ofd, e->d_name, 0) == 0;
+            continue;
+        }
         int dfd = openat(ofd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dfd < 0)
             continue;

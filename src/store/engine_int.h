@@ -190,6 +190,7 @@ struct ol_sreq {
     uint64_t written, next_stripe;
     int cur;                   /* slot being filled, or -1 */
     bool inline_obj, paused, finished, aborted, reported;
+    bool flat;                 /* PUT mode, not inline: one file, <obj>/<ddir>.data */
     /* GET */
     uint64_t off, end, dl, rd_next;
     int64_t rlen;
@@ -283,6 +284,15 @@ void ol_se_random_id(struct ol_store_core *c, uint8_t out[16]);
 void ol_se_join(char *out, const char *a, const char *b, const char *c);
 /* "<uuid>" of id appended to prefix "/" into out. */
 void ol_se_path_id(char *out, const char *prefix, const uint8_t id[16], const char *suffix);
+/* Where a version's data lives in its object directory p_obj: the shard
+ * file of part num (<dd>/part.<num>, or <dd>.data for a flat version), and
+ * the i-th step of removing it all (i from 0: every part file, then the data
+ * dir when there is one): path and unlinkat flags, false when no step is
+ * left. */
+#define OL_SE_FLAT_SFX ".data"
+void ol_se_part_path(char *out, const char *p_obj, const struct ol_meta_version *v, uint32_t num);
+bool ol_se_data_rm(char *out, int *flags, const char *p_obj, const struct ol_meta_version *v,
+                   unsigned i);
 /* A lower-case hex digit's value, or -1. */
 int ol_se_hexval(char c);
 /* A data dir's or upload's name, "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"

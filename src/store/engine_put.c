@@ -5,10 +5,12 @@
  * and renamed, quorum, old data removed or everything undone).
  *
  * Phases (r->phase), each waiting for every drive's steps to end:
- *   PREP    statx bucket; mkdir tmp/<tid>; create tmp/<tid>/part.1
+ *   PREP    statx bucket; create tmp/<tid>.part
  *   DATA    slot writes (no drive steps); ends when finished and idle
- *   SYNC    fdatasync + close part.1; fsync tmp/<tid>
- *   COMMIT  mkdirs, rename data dir, read old meta, write + rename new meta
+ *   SYNC    fdatasync + close the file
+ *   COMMIT  mkdirs, rename it to <obj>/<ddir>.data (a flat version: no data
+ *           dir), read old meta, write + rename new meta, fsync <obj> (one
+ *           fsync makes both renames durable)
  *   CLEAN   old data dirs removed; failed drives' leftovers undone
  *   UNDO    every drive put back (below quorum)
  *   ABORT   like UNDO, for ol_put_abort; no callback at the end
@@ -36,11 +38,11 @@ enum { PH_PREP = 1, PH_DATA, PH_SYNC, PH_COMMIT, PH_CLEAN, PH_UNDO, PH_ABORT, PH
        PH_MTRIM, PH_LOCK };
 
 enum {
-    P_STAT = 1, P_STAT2, P_MKTMP, P_OPEN,
-    S_TRAIL, S_SYNC, S_CLOSE, S_DIRSYNCED, C_PRENAME,
+    P_STAT = 1, P_STAT2, P_OPEN,
+    S_TRAIL, S_SYNC, S_CLOSE, C_PRENAME,
     C_MKAB, C_MKOBJ, C_AB_SYNCED, C_OBJ_SYNCED, C_RENAME, C_MOPEN, C_MREAD, C_MCLOSE,
     C_TOPEN, C_TWRITE, C_TSYNC, C_TCLOSE, C_MRENAME, C_OSYNCED, C_FAILCLOSE,
-    K_UNLINK, K_RMDIR,
+    K_UNLINK,
     U_STEP, U_TOPEN, U_TWRITE, U_TSYNC, U_TCLOSE,
 };
 
@@ -200,6 +202,14 @@ void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res)
 
 /* ---- drive steps ---------------------------------------------------------------------- */
 
+/* The replaced version's data is gone: Complete then removes the upload. */
+static void clean_done(struct ol_sdrv *d)
+{
+    if (d->s.r->mode == OL_SE_MODE_COMPLETE)
+        return ol_se_mpu_rm_start(d, true);
+    ol_se_drive_end(d);
+}
+
 static void drive_fail(struct ol_sdrv *d, int err) { ol_se_drive_fail(d, err, C_FAILCLOSE); }
 
 static void commit_start(struct ol_sdrv *d)
@@ -314,7 +324,7 @@ static void commit_dirs_ready(struct ol_sdrv *d)
     struct ol_sreq *r = d->s.r;
     if (!r->inline_obj && !d->renamed) {
         d->step = C_RENAME;
-        ol_se_renameat(d, r->p_tdir, r->p_ddir);
+        ol_se_renameat(d, r->flat ? r->p_tpart : r->p_tdir, r->flat ? r->p_part : r->p_ddir);
     } else if (d->meta_ready) {
         d->step = C_MRENAME;
         ol_se_renameat(d, r->p_tmeta, r->p_meta);
@@ -324,25 +334,15 @@ static void commit_dirs_ready(struct ol_sdrv *d)
     }
 }
 
-/* Removing the replaced version's data dir: its parts, then itself. */
+/* Removing the replaced version's data: its part files, then its data dir. */
 static void clean_next(struct ol_sdrv *d)
 {
     struct ol_sreq *r = d->s.r;
-    unsigned parts = d->v.part_count ? d->v.part_count : 1;
-    if (d->iter < parts) {
-        struct ol_meta_part pt = {.number = 1};
-        if (d->v.part_count)
-            ol_meta_part_at(&d->v, d->iter, &pt);
-        char sfx[24];
-        snprintf(sfx, sizeof sfx, "/part.%u", pt.number);
-        ol_se_path_id(d->path, r->p_obj, d->v.data_dir, sfx);
-        d->step = K_UNLINK;
-        ol_se_unlinkat(d, d->path, 0);
-        return;
-    }
-    ol_se_path_id(d->path, r->p_obj, d->v.data_dir, NULL);
-    d->step = K_RMDIR;
-    ol_se_unlinkat(d, d->path, AT_REMOVEDIR);
+    int flags;
+    if (!ol_se_data_rm(d->path, &flags, r->p_obj, &d->v, d->iter))
+        return clean_done(d);
+    d->step = K_UNLINK;
+    ol_se_unlinkat(d, d->path, flags);
 }
 
 /* Putting a drive back: a checklist, one op per item (errors ignored). */
@@ -387,29 +387,20 @@ static void undo_next(struct ol_sdrv *d)
             }
             break;
         case 3:
-            if (r->mode != OL_SE_MODE_PUT)
-                break;
-            if (d->renamed || d->made_tmp) {
-                d->step = U_STEP;
-                ol_se_unlinkat(d, d->renamed ? r->p_ddir : r->p_tdir, AT_REMOVEDIR);
-                return;
-            }
-            break;
-        case 4:
             if (d->tmeta) {
                 d->step = U_STEP;
                 ol_se_unlinkat(d, r->p_tmeta, 0);
                 return;
             }
             break;
-        case 5:
+        case 4:
             if (d->made_obj) {
                 d->step = U_STEP;
                 ol_se_unlinkat(d, r->p_obj, AT_REMOVEDIR);
                 return;
             }
             break;
-        case 6:
+        case 5:
             if (d->made_ab) {
                 d->step = U_STEP;
                 ol_se_unlinkat(d, r->p_ab, AT_REMOVEDIR);
@@ -449,14 +440,9 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         d->bucket = true; /* PART: the upload record */
         if (r->inline_obj)
             return ol_se_drive_end(d);
-        if (r->mode == OL_SE_MODE_PART) {
-            d->urec = true;
-            d->step = P_OPEN;
-            ol_se_openat(d, r->p_tpart, O_CREAT | O_EXCL | O_WRONLY, 0600);
-            return;
-        }
-        d->step = P_MKTMP;
-        ol_se_mkdirat(d, r->p_tdir);
+        d->urec = r->mode == OL_SE_MODE_PART;
+        d->step = P_OPEN;
+        ol_se_openat(d, r->p_tpart, O_CREAT | O_EXCL | O_WRONLY, 0600);
         return;
     case P_STAT2:
         if (res == 0)
@@ -464,13 +450,6 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         else if (res == -ENOENT || res == -ENOTDIR)
             d->ms = OL_SE_M_NOBUCKET;
         return drive_fail(d, res < 0 && d->ms != OL_SE_M_NOBUCKET ? res : -ENOENT);
-    case P_MKTMP:
-        if (res < 0)
-            return drive_fail(d, res);
-        d->made_tmp = true;
-        d->step = P_OPEN;
-        ol_se_openat(d, r->p_tpart, O_CREAT | O_EXCL | O_WRONLY, 0600);
-        return;
     case P_OPEN:
         if (res < 0)
             return drive_fail(d, res);
@@ -491,13 +470,7 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         ol_se_close(d, d->fd);
         d->fd = -1;
         return;
-    case S_CLOSE:
-        if (d->err || r->mode == OL_SE_MODE_PART)
-            return ol_se_drive_end(d); /* a part file: its directory is fsynced after the rename */
-        return ol_se_fsync_dir(d, r->p_tdir, S_DIRSYNCED);
-    case S_DIRSYNCED:
-        if (res < 0 && !d->err)
-            d->err = res;
+    case S_CLOSE: /* the file's directory is fsynced after its rename */
         return ol_se_drive_end(d);
     /* COMMIT */
     case C_PRENAME:
@@ -542,7 +515,7 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         if (res < 0)
             return drive_fail(d, res);
         d->renamed = true;
-        d->made_tmp = d->made_part = false;
+        d->made_part = false;
         d->step = C_MOPEN;
         ol_se_openat(d, r->p_meta, O_RDONLY, 0);
         return;
@@ -610,10 +583,6 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
     case K_UNLINK:
         d->iter++;
         return clean_next(d);
-    case K_RMDIR:
-        if (r->mode == OL_SE_MODE_COMPLETE)
-            return ol_se_mpu_rm_start(d, true);
-        return ol_se_drive_end(d);
     /* UNDO / ABORT */
     case U_STEP:
         return undo_next(d);
@@ -698,7 +667,7 @@ static void start_phase(struct ol_sreq *r, uint8_t phase)
                 ol_se_drive_begin(d);
                 if (d->old_dd && !d->err) {
                     d->iter = 0;
-                    clean_next(d); /* then the upload's leftovers (K_RMDIR) */
+                    clean_next(d); /* then the upload's leftovers (clean_done) */
                 } else {
                     ol_se_mpu_rm_start(d, true);
                 }
@@ -940,16 +909,15 @@ int ol_put_begin(struct ol_store_core *c, const struct ol_put_args *a, ol_store_
     geometry(r, m, (uint32_t)ol_ec_shard_len(s->stripe_bytes, r->n - m));
     r->size = a->size;
     r->nstripes = (r->size + r->SD - 1) / r->SD;
-    r->inline_obj = r->size <= s->inline_max;
+    r->inline_obj = r->size <= s->inline_max; /* always for 0 bytes (delete markers) */
+    r->flat = !r->inline_obj;
     r->cond = a->cond;
     ol_se_random_id(c, r->tid);
     if (!r->inline_obj)
         ol_se_random_id(c, r->ddir);
-    ol_se_path_id(r->p_tdir, OL_FORMAT_DIR "/tmp", r->tid, NULL);
-    ol_se_path_id(r->p_tpart, OL_FORMAT_DIR "/tmp", r->tid, "/part.1");
+    ol_se_path_id(r->p_tpart, OL_FORMAT_DIR "/tmp", r->tid, ".part");
     ol_se_path_id(r->p_tmeta, OL_FORMAT_DIR "/tmp", r->tid, ".meta");
-    ol_se_path_id(r->p_ddir, r->p_obj, r->ddir, NULL);
-    ol_se_path_id(r->p_part, r->p_obj, r->ddir, "/part.1");
+    ol_se_path_id(r->p_part, r->p_obj, r->ddir, OL_SE_FLAT_SFX);
     prep_start(r, r->p_bucket);
     *out = (struct ol_put *)r;
     return 0;
@@ -1133,6 +1101,7 @@ int ol_put_finish(struct ol_put *p, const struct ol_meta_version *v)
     t.parts = &part;
     t.parts_enc = NULL;
     t.has_inline = false;
+    t.flat = r->flat;
     t.inline_data = (struct ol_meta_bytes){0};
     const struct ol_meta_version *tp = &t;
     int len = ol_meta_encode(r->key, r->klen, &tp, 1, r->tmpl, s->meta_cap);

@@ -55,7 +55,7 @@ struct ol_heal_stats {
     uint64_t objects_healed;    /* objects that had a drive rewritten (any source) */
     uint64_t shards_healed;     /* shard and metadata files written */
     uint64_t bytes_written;
-    uint64_t dirs_removed;      /* leftover data dirs of writes cut short */
+    uint64_t dirs_removed;      /* leftover shard files / data dirs of writes cut short */
     uint64_t failed;            /* objects that could not be healed */
     uint64_t scan_objects, scan_bytes, scan_passes;  /* scanner */
     /* the current or last walk */

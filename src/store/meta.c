@@ -67,7 +67,7 @@ bool ol_meta_same_version(const struct ol_meta_version *a, const struct ol_meta_
 {
     return a->type == b->type && a->mtime_ns == b->mtime_ns && a->size == b->size &&
            a->ec.k == b->ec.k && a->ec.m == b->ec.m && a->ec.block_size == b->ec.block_size &&
-           a->has_inline == b->has_inline && a->etag_parts == b->etag_parts &&
+           a->has_inline == b->has_inline && a->flat == b->flat && a->etag_parts == b->etag_parts &&
            memcmp(a->vid, b->vid, 16) == 0 && memcmp(a->data_dir, b->data_dir, 16) == 0 &&
            memcmp(a->etag, b->etag, 16) == 0;
 }
@@ -255,7 +255,7 @@ static int vsize(const struct ol_meta_version *v)
         return -EINVAL;
     int L = cks_check(&v->cks);
     if (L < 0 || v->storage_class >= OL_META_SC__COUNT || v->etag_parts > OL_META_MAX_PARTS ||
-        !ec_ok(&v->ec))
+        !ec_ok(&v->ec) || (v->flat && (v->has_inline || v->part_count != 1)))
         return -EINVAL;
     uint64_t size = OL_META_OBJ_FIXED + (uint32_t)L + (uint32_t)v->ec.k + v->ec.m;
     for (int i = 0; i < OL_META_HDR__COUNT; i++) {
@@ -327,7 +327,7 @@ static void vwrite(const struct ol_meta_version *v, uint8_t *q, uint32_t size)
     bool obj = v->type == OL_META_OBJECT;
     ol_le_st32(p, size);
     p[4] = v->type;
-    p[5] = (uint8_t)(obj && v->has_inline ? OL_META_VF_INLINE : 0);
+    p[5] = (uint8_t)(!obj ? 0 : v->has_inline ? OL_META_VF_INLINE : v->flat ? OL_META_VF_FLAT : 0);
     ol_le_st16(p + 6, 0);
     memcpy(p + 8, v->vid, OL_META_ID_LEN);
     ol_le_st64(p + 24, v->mtime_ns);
@@ -437,8 +437,10 @@ static int vdecode(const uint8_t *p, uint32_t n, struct ol_meta_version *v)
     uint8_t flags = p[5];
     if (v->type == OL_META_DELETE_MARKER)
         return flags == 0 && rl == OL_META_DM_LEN ? (int)rl : -1;
-    if (v->type != OL_META_OBJECT || (flags & ~OL_META_VF_INLINE) || rl < OL_META_OBJ_FIXED)
+    if (v->type != OL_META_OBJECT || (flags & ~(OL_META_VF_INLINE | OL_META_VF_FLAT)) ||
+        flags == (OL_META_VF_INLINE | OL_META_VF_FLAT) || rl < OL_META_OBJ_FIXED)
         return -1;
+    v->flat = flags & OL_META_VF_FLAT;
     v->size = ol_le_ld64(p + 32);
     memcpy(v->etag, p + 40, 16);
     v->etag_parts = ol_le_ld16(p + 56);
@@ -454,7 +456,7 @@ static int vdecode(const uint8_t *p, uint32_t n, struct ol_meta_version *v)
     memcpy(v->data_dir, p + 72, OL_META_ID_LEN);
     int L = cks_check(&v->cks);
     if (L < 0 || v->storage_class >= OL_META_SC__COUNT || v->etag_parts > OL_META_MAX_PARTS ||
-        v->part_count > OL_META_MAX_PARTS)
+        v->part_count > OL_META_MAX_PARTS || (v->flat && v->part_count != 1))
         return -1;
     unsigned nsh = (unsigned)v->ec.k + v->ec.m;
     if (nsh > OL_META_MAX_SHARDS)

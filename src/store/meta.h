@@ -40,7 +40,10 @@
  *
  *     0    4 u32     record length, this field included
  *     4    1 u8      type: 1 object, 2 delete marker
- *     5    1 u8      flags: OL_META_VF_INLINE (objects only), else 0
+ *     5    1 u8      flags (objects only, else 0): OL_META_VF_INLINE (0x01) or
+ *                    OL_META_VF_FLAT (0x02, part count 1: the shard file is
+ *                    <data dir id>.data beside the metadata file, not
+ *                    <data dir id>/part.1), never both
  *     6    2 u16     reserved, 0
  *     8   16 u8[16]  version id; all zero = the S3 "null" version
  *    24    8 u64     modification time, ns since the Unix epoch
@@ -57,7 +60,8 @@
  *    65    1 u8      this drive's shard index, < k + m
  *    66    2 u16     checksum part count: N of a composite "<base64>-N", else 0
  *    68    4 u32     erasure block size: bytes per shard per stripe, >= 1
- *    72   16 u8[16]  data dir id: names the directory of the shard files
+ *    72   16 u8[16]  data dir id: names the shard files (<id>.data when
+ *                    FLAT, else the directory <id>/ of part.<n> files)
  *    88    L u8[L]   checksum bytes (0, 4, 8, 20 or 32)
  *     .  k+m u8[]    distribution: drive position -> shard index (a permutation)
  *     .    . str x6  Content-Type, Content-Encoding, Content-Disposition,
@@ -154,6 +158,8 @@ enum ol_meta_type {
 
 /* Version record flags. */
 #define OL_META_VF_INLINE  0x01u   /* the record carries inline data */
+#define OL_META_VF_FLAT    0x02u   /* one part, its shard file <data dir id>.data in the
+                                      object directory: no data directory (not with INLINE) */
 
 /* Storage classes (x-amz-storage-class). Stable numbers. */
 enum ol_meta_sc {
@@ -269,6 +275,7 @@ struct ol_meta_version {
     const struct ol_meta_part *parts; /* array form */
     const uint8_t *parts_enc;      /* encoded form */
     bool has_inline;               /* inline data present (may be 0 bytes) */
+    bool flat;                     /* OL_META_VF_FLAT: the shard file is <data_dir>.data */
     struct ol_meta_bytes inline_data;
     uint64_t inline_sum;           /* OUT: XXH3-64 of inline_data (checked
                                       by the decoder; the encoder computes

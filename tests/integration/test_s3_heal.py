@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 
 from conftest import bin_path
-from test_s3 import AK, SK, client, multi_drive
+from test_s3 import AK, SK, client, multi_drive, shard_files
 
 MIB = 1 << 20
 
@@ -75,7 +75,7 @@ def test_flipped_shard_is_repaired_after_a_get(make_daemon, tmp_path):
     c.put_object(Bucket="rot", Key="k", Body=body)
     # the drive holding data shard 0 (a GET reads data shards, not parity):
     # its first block starts, after the 8-byte checksum, with the body's first bytes
-    part = next(p for dr in drives for p in (dr / ".openlake" / "buckets" / "rot").rglob("part.1")
+    part = next(p for dr in drives for p in shard_files(dr / ".openlake" / "buckets" / "rot")
                 if p.read_bytes()[8:72] == body[:64])
     original = part.read_bytes()
     flip(part, 100)
@@ -146,7 +146,7 @@ def test_openlake_heal_fails_below_k_and_touches_nothing(make_daemon, tmp_path):
     for dr in drives[:3]:
         for meta in (dr / ".openlake" / "buckets" / "lost").rglob("meta"):
             if b"gone" in meta.read_bytes():
-                for p in meta.parent.rglob("part.1"):
+                for p in shard_files(meta.parent):
                     p.unlink()
                     victims.append(p)
     assert len(victims) == 3
@@ -210,7 +210,7 @@ def test_scanner_finds_a_flipped_byte_without_a_get(make_daemon, tmp_path):
     c = client(d)
     c.create_bucket(Bucket="scan")
     c.put_object(Bucket="scan", Key="k", Body=os.urandom(MIB))
-    part = next((drives[3] / ".openlake" / "buckets" / "scan").rglob("part.1"))
+    part = next(iter(shard_files(drives[3] / ".openlake" / "buckets" / "scan")))
     original = part.read_bytes()
     passes = metrics(d)["openlake_heal_scanner_passes_total"]
     flip(part, 5000)

@@ -5,7 +5,7 @@ whole or a byte range). Real daemon, real boto3.
 import hashlib
 import os
 
-from test_s3 import client, error_of, s3d  # noqa: F401  (s3d is a fixture)
+from test_s3 import client, error_of, s3d, shard_files  # noqa: F401  (s3d is a fixture)
 
 MiB = 1024 * 1024
 
@@ -172,7 +172,7 @@ def test_inline_threshold_setting(make_daemon, tmp_path):
         c.put_object(Bucket="inl", Key="small", Body=b"s" * 4096)
         c.put_object(Bucket="inl", Key="big", Body=b"b" * 4097)
         objs = d.data / ".openlake" / "buckets" / "inl" / "objects"
-        parts = sorted(p.stat().st_size for p in objs.rglob("part.*"))
+        parts = sorted(p.stat().st_size for p in shard_files(objs))
         assert len(parts) == (1 if small_inline else 2), (limit, parts)
         assert c.get_object(Bucket="inl", Key="small")["Body"].read() == b"s" * 4096
         assert c.get_object(Bucket="inl", Key="big")["Body"].read() == b"b" * 4097

@@ -420,6 +420,24 @@ bool sh_drive_meta(const struct sh_env *e, unsigned i, const char *b, const char
     return n && ol_meta_open(buf, n, &f) == 0 && ol_meta_latest(&f, v) == 0;
 }
 
+bool sh_part_path(const struct sh_env *e, unsigned i, const char *b, const char *k,
+                  unsigned part, char *out, size_t len)
+{
+    static uint8_t buf[1 << 20];
+    struct ol_meta_version v;
+    if (!sh_drive_meta(e, i, b, k, buf, sizeof buf, &v) || v.type != OL_META_OBJECT ||
+        v.has_inline)
+        return false;
+    char dir[700], u[37];
+    sh_obj_dir(e, i, b, k, dir, sizeof dir);
+    ol_format_uuid_str(v.data_dir, u);
+    if (v.flat)
+        snprintf(out, len, "%s/%s.data", dir, u);
+    else
+        snprintf(out, len, "%s/%s/part.%u", dir, u, part);
+    return true;
+}
+
 unsigned sh_drive_with_shard(const struct sh_env *e, const char *b, const char *k,
                              unsigned shard)
 {

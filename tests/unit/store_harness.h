@@ -164,6 +164,11 @@ unsigned sh_drive_of(const struct sh_env *e, const char *b, const char *k, unsig
 /* The latest version in drive i's metadata of b/k (read into buf); false when none. */
 bool sh_drive_meta(const struct sh_env *e, unsigned i, const char *b, const char *k,
                    uint8_t *buf, size_t cap, struct ol_meta_version *v);
+/* The shard file of part `part` of b/k's latest version on drive i: a flat
+ * version's <obj dir>/<data dir>.data, else <obj dir>/<data dir>/part.<part>;
+ * false when the drive has no such (non-inline) version. */
+bool sh_part_path(const struct sh_env *e, unsigned i, const char *b, const char *k,
+                  unsigned part, char *out, size_t len);
 /* Drive index holding shard `shard` of b/k. */
 unsigned sh_drive_with_shard(const struct sh_env *e, const char *b, const char *k,
                              unsigned shard);

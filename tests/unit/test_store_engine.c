@@ -97,13 +97,7 @@ static int head(struct sh_env *e, const char *b, const char *k, uint64_t *size)
 static void part_path(const struct sh_env *e, unsigned i, const char *b, const char *k, char *out,
                       size_t len)
 {
-    static uint8_t buf[1 << 20];
-    struct ol_meta_version v;
-    OLT_CHECK(sh_drive_meta(e, i, b, k, buf, sizeof buf, &v));
-    char dir[700], u[37];
-    sh_obj_dir(e, i, b, k, dir, sizeof dir);
-    ol_format_uuid_str(v.data_dir, u);
-    snprintf(out, len, "%s/%s/part.1", dir, u);
+    OLT_CHECK(sh_part_path(e, i, b, k, 1, out, len));
 }
 
 /* ---- tests ------------------------------------------------------------------------- */
@@ -127,7 +121,7 @@ OLT_TEST_T(store_engine_put_get_sizes, 120)
         uint64_t hs = 99;
         OLT_CHECK_EQ(head(&e, "bkt", key, &hs), 0);
         OLT_CHECK_EQ(hs, sizes[i]);
-        /* on disk: inline objects are one file per drive; others a data dir */
+        /* on disk: inline objects are one file per drive; others meta + one shard file */
         for (unsigned d = 0; d < 4; d++) {
             char dir[700];
             sh_obj_dir(&e, d, "bkt", key, dir, sizeof dir);
@@ -242,14 +236,17 @@ OLT_TEST_T(store_engine_overwrite_removes_old_data, 120)
     OLT_CHECK_EQ(put(&e, "ow", "x", b, 150000), 0);
     sh_check_get(&e, "ow", "x", b, 150000);
     for (unsigned d = 0; d < 4; d++) {
-        OLT_CHECK(access(old[d], F_OK) != 0);          /* old part gone */
-        *strrchr(old[d], '/') = 0;
-        OLT_CHECK(access(old[d], F_OK) != 0);          /* and its data dir */
-        char dir[700];
+        OLT_CHECK(access(old[d], F_OK) != 0);          /* old shard file gone */
+        char dir[700], now[900];
         sh_obj_dir(&e, d, "ow", "x", dir, sizeof dir);
-        OLT_CHECK_EQ(sh_count_entries(dir), 2);           /* meta + the new data dir */
+        OLT_CHECK_EQ(sh_count_entries(dir), 2);           /* meta + the new shard file */
+        part_path(&e, d, "ow", "x", now, sizeof now);
+        struct stat st;
+        OLT_CHECK_EQ(stat(now, &st), 0);
+        OLT_CHECK(S_ISREG(st.st_mode));                  /* flat: beside meta, no data dir */
+        OLT_CHECK(strcmp(now, old[d]) != 0);
     }
-    /* overwrite with an inline object: the data dir goes too */
+    /* overwrite with an inline object: the shard file goes too */
     OLT_CHECK_EQ(put(&e, "ow", "x", c, 100), 0);
     sh_check_get(&e, "ow", "x", c, 100);
     for (unsigned d = 0; d < 4; d++) {

@@ -81,11 +81,8 @@ static void snap_take(const struct sh_env *e, const char *b, const char *k, stru
         OLT_CHECK(s->mb[i]);
         struct ol_meta_version v;
         OLT_CHECK(sh_drive_meta(e, i, b, k, buf, sizeof buf, &v));
-        if (v.has_inline)
+        if (!sh_part_path(e, i, b, k, 1, s->part[i], sizeof s->part[i]))
             continue;
-        char u[37];
-        ol_format_uuid_str(v.data_dir, u);
-        snprintf(s->part[i], sizeof s->part[i], "%s/%s/part.1", dir, u);
         s->pb[i] = slurp(s->part[i], &s->pl[i]);
         OLT_CHECK(s->pb[i]);
     }
@@ -562,6 +559,19 @@ static void orphan_make(const struct sh_env *e, unsigned i, const char *uuid, in
     OLT_CHECK_EQ(utimensat(AT_FDCWD, dir_out, ts, 0), 0);
 }
 
+/* Makes <obj dir on drive i>/<name> (a flat shard file's place) with an
+ * mtime age seconds ago. */
+static void orphan_file(const struct sh_env *e, unsigned i, const char *name, int64_t age,
+                        char *out, size_t cap)
+{
+    char dir[600];
+    sh_obj_dir(e, i, "hb", "obj", dir, sizeof dir);
+    snprintf(out, cap, "%s/%s", dir, name);
+    put_file(out, (const uint8_t *)"leftover", 8);
+    struct timespec ts[2] = {{.tv_sec = time(NULL) - age}, {.tv_sec = time(NULL) - age}};
+    OLT_CHECK_EQ(utimensat(AT_FDCWD, out, ts, 0), 0);
+}
+
 OLT_TEST_T(store_heal_removes_old_unnamed_data_dirs, 120)
 {
     struct sh_env e;
@@ -579,15 +589,27 @@ OLT_TEST_T(store_heal_removes_old_unnamed_data_dirs, 120)
                 sizeof fresh_dir);
     orphan_make(&e, 2, "not-a-data-dir", 2 * OL_HEAL_ORPHAN_AGE_S, named_like,
                 sizeof named_like);
+    /* the same for flat shard files: <uuid>.data beside meta */
+    char old_file[700], fresh_file[700], file_like[700];
+    orphan_file(&e, 3, "0badc0de-0000-4000-8000-000000000003.data", 2 * OL_HEAL_ORPHAN_AGE_S,
+                old_file, sizeof old_file);
+    orphan_file(&e, 0, "0badc0de-0000-4000-8000-000000000004.data", 10, fresh_file,
+                sizeof fresh_file);
+    orphan_file(&e, 1, "0badc0de-0000-4000-8000-000000000005.datax", 2 * OL_HEAL_ORPHAN_AGE_S,
+                file_like, sizeof file_like);
     struct ol_heal_result res;
     OLT_CHECK_EQ(ol_store_heal_object(e.s, "hb", "obj", OL_HEAL_VERIFY_ONLY, &res), 0);
-    OLT_CHECK_EQ(res.dirs_removed, 1u);             /* found ... */
+    OLT_CHECK_EQ(res.dirs_removed, 2u);             /* found ... */
     OLT_CHECK_EQ(access(old_dir, F_OK), 0);       /* ... but verify-only removes nothing */
+    OLT_CHECK_EQ(access(old_file, F_OK), 0);
     OLT_CHECK_EQ(heal(&e, "hb", "obj", &res), 0);
-    OLT_CHECK_EQ(res.dirs_removed, 1u);
+    OLT_CHECK_EQ(res.dirs_removed, 2u);
     OLT_CHECK(access(old_dir, F_OK) != 0);         /* old and named by no version: gone */
+    OLT_CHECK(access(old_file, F_OK) != 0);
     OLT_CHECK_EQ(access(fresh_dir, F_OK), 0);      /* too recent: a write may own it */
+    OLT_CHECK_EQ(access(fresh_file, F_OK), 0);
     OLT_CHECK_EQ(access(named_like, F_OK), 0);     /* not a data dir's name: not ours */
+    OLT_CHECK_EQ(access(file_like, F_OK), 0);
     snap_check(&e, &s);                            /* the object's own files untouched */
     sh_check_get(&e, "hb", "obj", data, size);
     snap_free(&s);

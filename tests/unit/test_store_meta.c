@@ -185,6 +185,7 @@ static void check_same(const struct ol_meta_version *s, const struct ol_meta_ver
         OLT_CHECK_MEM(b.cks, a.cks, (size_t)L);
     }
     OLT_CHECK_EQ(d->has_inline, s->has_inline);
+    OLT_CHECK_EQ(d->flat, s->flat);
     if (s->has_inline) {
         OLT_CHECK(bytes_eq(d->inline_data, s->inline_data.p, s->inline_data.len));
         OLT_CHECK(d->inline_sum == XXH3_64bits(s->inline_data.p, s->inline_data.len));
@@ -413,6 +414,50 @@ OLT_TEST(store_meta_inline_data)
     v.has_inline = true;
     OLT_CHECK_EQ(ol_meta_version_size(&v), without + 12);
     roundtrip1(&v);
+}
+
+static void expect_bad(const uint8_t *buf, int n, int off, uint8_t val, int line);
+
+OLT_TEST(store_meta_flat_data)
+{
+    struct ol_meta_part p;
+    memset(&p, 0, sizeof p);
+    p.number = 1;
+    p.size = p.actual_size = 123456789012ull;
+    struct ol_meta_version v;
+    base_object(&v, 1);
+    v.part_count = 1;
+    v.parts = &p;
+    v.flat = true;
+    roundtrip1(&v);
+    int n;
+    uint8_t *buf = encode1(&v, &n);
+    OLT_CHECK_EQ(buf[FIRST + 5], OL_META_VF_FLAT);
+    struct ol_meta_version w;
+    struct ol_meta_file f;
+    OLT_CHECK_EQ(ol_meta_open(buf, (size_t)n, &f), 0);
+    OLT_CHECK_EQ(ol_meta_latest(&f, &w), 0);
+    OLT_CHECK(ol_meta_same_version(&v, &w));
+    w.flat = false;                         /* the flag tells two versions apart */
+    OLT_CHECK(!ol_meta_same_version(&v, &w));
+    expect_bad(buf, n, FIRST + 5, OL_META_VF_FLAT | OL_META_VF_INLINE, __LINE__);
+    free(buf);
+    /* the encoder refuses a flat version that is inline or not one part */
+    v.has_inline = true;
+    OLT_CHECK_EQ(ol_meta_version_size(&v), -EINVAL);
+    v.has_inline = false;
+    v.part_count = 0;
+    OLT_CHECK_EQ(ol_meta_version_size(&v), -EINVAL);
+    struct ol_meta_part two[2] = {p, p};
+    two[1].number = 2;
+    v.parts = two;
+    v.part_count = 2;
+    OLT_CHECK_EQ(ol_meta_version_size(&v), -EINVAL);
+    /* a decoder refuses the flag on a 2-part record */
+    v.flat = false;
+    buf = encode1(&v, &n);
+    expect_bad(buf, n, FIRST + 5, OL_META_VF_FLAT, __LINE__);
+    free(buf);
 }
 
 OLT_TEST(store_meta_user_metadata)
@@ -1155,7 +1200,9 @@ OLT_TEST(store_meta_structure_behind_good_checksum)
     BAD(R + 0, (uint8_t)(buf[R] - 1));
     BAD(R + 4, 0);         /* type */
     BAD(R + 4, 3);
-    BAD(R + 5, 0x02);      /* unknown record flag */
+    BAD(R + 5, 0x04);      /* unknown record flag */
+    BAD(R + 5, 0x03);      /* inline and flat */
+    BAD(R + 5, 0x02);      /* flat with inline data */
     BAD(R + 5, 0x00);      /* inline data without the flag */
     BAD(R + 6, 1);         /* reserved */
     BAD(R + 7, 1);

@@ -923,12 +923,12 @@ OLT_TEST_T(store_mpu_overwrites_remove_old_data, 120)
     OLT_CHECK_EQ(put(&e, "ow", "x", a, 300000), 0);
     char dir[700];
     sh_obj_dir(&e, 0, "ow", "x", dir, sizeof dir);
-    /* the single-part object's data dir */
+    /* the single-part object's shard file (flat: <uuid>.data beside meta) */
     DIR *dd = opendir(dir);
     char olddd[1000] = "";
     struct dirent *x;
     while ((x = readdir(dd)))
-        if (strlen(x->d_name) == 36)
+        if (strlen(x->d_name) == 41 && !strcmp(x->d_name + 36, ".data"))
             snprintf(olddd, sizeof olddd, "%s/%s", dir, x->d_name);
     closedir(dd);
     OLT_CHECK(exists(olddd));
@@ -956,7 +956,9 @@ OLT_TEST_T(store_mpu_overwrites_remove_old_data, 120)
         sh_obj_dir(&e, d, "ow", "x", dir, sizeof dir);
         snprintf(mdd, sizeof mdd, "%s/%s", dir, u);
         OLT_CHECK(!exists(mdd));
-        OLT_CHECK_EQ(sh_count_entries(dir), 2);
+        OLT_CHECK_EQ(sh_count_entries(dir), 2); /* meta + the PUT's shard file */
+        OLT_CHECK(sh_part_path(&e, d, "ow", "x", 1, mdd, sizeof mdd));
+        OLT_CHECK(exists(mdd));
     }
     /* DELETE of a multipart object */
     OLT_CHECK_EQ(create(&e, "ow", "y", id), 0);
