@@ -65,6 +65,9 @@ struct ol_loop {
 
     /* timer wheel */
     struct ol_timer wheel[OL_WHEEL_SLOTS]; /* sentinels */
+    struct ol_timer soon;      /* sentinel: ol_loop_defer's, run next iteration */
+    struct ol_timer soon_run;  /* sentinel: the deferred ones being run */
+    unsigned batch_left;       /* completions of this batch not dispatched yet */
     uint64_t wheel_tick;       /* last processed tick */
     unsigned timers;
 
@@ -297,15 +300,9 @@ void ol_timer_cancel(ol_loop *loop, struct ol_timer *t)
     loop->timers--;
 }
 
-void ol_timer_arm(ol_loop *loop, struct ol_timer *t, uint64_t ms)
+/* Links t (not armed) first into the list after sentinel head. */
+static void ol_timer_link(ol_loop *loop, struct ol_timer *head, struct ol_timer *t)
 {
-    ol_timer_cancel(loop, t);
-    t->expires_ms = loop->now_ms + ms;
-    /* Round up so a timer never fires early. */
-    uint64_t tick = ol_tick_of(loop, t->expires_ms + loop->p.tick_ms - 1);
-    if (tick <= loop->wheel_tick)
-        tick = loop->wheel_tick + 1;
-    struct ol_timer *head = &loop->wheel[tick % OL_WHEEL_SLOTS];
     t->next = head->next;
     t->prev = head;
     if (head->next)
@@ -314,8 +311,43 @@ void ol_timer_arm(ol_loop *loop, struct ol_timer *t, uint64_t ms)
     loop->timers++;
 }
 
+void ol_timer_arm(ol_loop *loop, struct ol_timer *t, uint64_t ms)
+{
+    ol_timer_cancel(loop, t);
+    t->expires_ms = loop->now_ms + ms;
+    /* Round up so a timer never fires early. */
+    uint64_t tick = ol_tick_of(loop, t->expires_ms + loop->p.tick_ms - 1);
+    if (tick <= loop->wheel_tick)
+        tick = loop->wheel_tick + 1;
+    ol_timer_link(loop, &loop->wheel[tick % OL_WHEEL_SLOTS], t);
+}
+
+int ol_loop_more_pending(ol_loop *loop)
+{
+    return loop->batch_left || io_uring_cq_ready(&loop->ring) ? 1 : 0;
+}
+
+void ol_loop_defer(ol_loop *loop, struct ol_timer *t)
+{
+    ol_timer_cancel(loop, t);
+    t->expires_ms = loop->now_ms;
+    ol_timer_link(loop, &loop->soon, t);
+}
+
 static void ol_timers_run(ol_loop *loop)
 {
+    /* the deferred ones first; those deferred again by a callback wait for
+     * the next iteration */
+    struct ol_timer *d = loop->soon.next;
+    if (d) {
+        loop->soon.next = NULL;
+        d->prev = &loop->soon_run;
+        loop->soon_run.next = d;
+        while ((d = loop->soon_run.next)) {
+            ol_timer_cancel(loop, d);
+            d->fn(loop, d); /* may arm, defer or cancel any timer */
+        }
+    }
     uint64_t now_tick = ol_tick_of(loop, loop->now_ms);
     if (!loop->timers) {
         loop->wheel_tick = now_tick;
@@ -617,7 +649,7 @@ int ol_loop_run(ol_loop *loop)
         ol_mb_drain(loop);
         ol_timers_run(loop);
 
-        if (loop->mb_busy || io_uring_cq_ready(&loop->ring)) {
+        if (loop->mb_busy || loop->soon.next || io_uring_cq_ready(&loop->ring)) {
             io_uring_submit_and_get_events(&loop->ring);
         } else {
             struct io_uring_cqe *cqe;
@@ -641,8 +673,11 @@ int ol_loop_run(ol_loop *loop)
                 batch[i].flags = cqes[i]->flags;
             }
             io_uring_cq_advance(&loop->ring, n);
-            for (unsigned i = 0; i < n; i++)
+            for (unsigned i = 0; i < n; i++) {
+                loop->batch_left = n - i - 1;
                 ol_dispatch(loop, batch[i].ud, batch[i].res, batch[i].flags);
+            }
+            loop->batch_left = 0;
             if (n < OL_CQE_BATCH)
                 break;
         }

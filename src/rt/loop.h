@@ -154,6 +154,14 @@ struct ol_timer {
 
 /* (Re)arms t to fire after ms milliseconds (rounded up to the tick). */
 void ol_timer_arm(ol_loop *loop, struct ol_timer *t, uint64_t ms);
+/* Runs t->fn at the start of the next iteration, before timers that are
+ * due and without waiting for completions: work handed on from inside a
+ * callback. t is armed until then (ol_timer_cancel withdraws it;
+ * arming or deferring it again moves it). */
+void ol_loop_defer(ol_loop *loop, struct ol_timer *t);
+/* Inside a callback: whether more completions are already in (this
+ * batch's, or in the ring), i.e. more work comes without waiting. */
+int ol_loop_more_pending(ol_loop *loop);
 /* Disarms t; harmless when not armed. */
 void ol_timer_cancel(ol_loop *loop, struct ol_timer *t);
 static inline int ol_timer_armed(const struct ol_timer *t) { return t->prev != NULL; }

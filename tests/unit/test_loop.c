@@ -206,6 +206,54 @@ OLT_TEST(loop_timers_fire_in_order_never_early)
     ol_loop_destroy(l);
 }
 
+/* ---- deferred calls ---------------------------------------------------------- */
+
+struct defer_case {
+    struct ol_timer d1, d2, stopper;
+    int runs, d2_runs, done_before_stop;
+};
+
+static void on_d1(ol_loop *loop, struct ol_timer *t)
+{
+    struct defer_case *dc = (struct defer_case *)((char *)t - offsetof(struct defer_case, d1));
+    if (++dc->runs < 100)
+        ol_loop_defer(loop, t);   /* the next iteration, without waiting */
+    else
+        dc->done_before_stop = 1;
+}
+
+static void on_d2(ol_loop *loop, struct ol_timer *t)
+{
+    struct defer_case *dc = (struct defer_case *)((char *)t - offsetof(struct defer_case, d2));
+    dc->d2_runs++;
+}
+
+static int defer_init(ol_loop *loop, void *arg)
+{
+    struct defer_case *dc = arg;
+    dc->d1.fn = on_d1;
+    dc->d2.fn = on_d2;
+    dc->stopper.fn = on_stop;
+    ol_loop_defer(loop, &dc->d2);
+    ol_loop_defer(loop, &dc->d1);
+    ol_timer_cancel(loop, &dc->d2);          /* withdrawn: never runs */
+    ol_timer_arm(loop, &dc->stopper, 20);
+    return 0;
+}
+
+OLT_TEST(loop_deferred_calls_run_next_iteration_without_waiting)
+{
+    ol_loop *l = mk_loop(0);
+    struct defer_case dc;
+    memset(&dc, 0, sizeof dc);
+    OLT_CHECK_EQ(ol_loop_start(l, defer_init, &dc), 0);
+    ol_loop_join(l);
+    OLT_CHECK_EQ(dc.runs, 100);   /* 100 iterations before a 20 ms timer: none waited a tick */
+    OLT_CHECK(dc.done_before_stop);
+    OLT_CHECK_EQ(dc.d2_runs, 0);
+    ol_loop_destroy(l);
+}
+
 /* ---- file I/O --------------------------------------------------------------- */
 
 /* A tiny sequential script of ring file operations. */
