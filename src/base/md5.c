@@ -31,6 +31,7 @@ struct ol_md5_set {
     struct ol_md5 **pend;    /* lanes holding at least one whole block */
     unsigned npend;
     struct ol_md5 *free;     /* lanes not lent */
+    unsigned nwait;          /* ended lanes with blocks left (in pend) */
     uint64_t multi_blocks, single_blocks;
 };
 
@@ -186,6 +187,7 @@ struct ol_md5 *ol_md5_get(struct ol_md5_set *s)
     if (h) {
         s->free = h->next_free;
         h->next_free = NULL;
+        h->lent = true;
     }
     return h;
 }
@@ -194,6 +196,7 @@ void ol_md5_put(struct ol_md5 *h)
 {
     ol_md5_drop(h);
     if (h->set) {
+        h->lent = false;
         h->next_free = h->set->free;
         h->set->free = h;
     }
@@ -201,8 +204,8 @@ void ol_md5_put(struct ol_md5 *h)
 
 void ol_md5_set_stats(const struct ol_md5_set *s, uint64_t *multi, uint64_t *single)
 {
-    *multi = s->multi_blocks;
-    *single = s->single_blocks;
+    *multi = __atomic_load_n(&s->multi_blocks, __ATOMIC_RELAXED);
+    *single = __atomic_load_n(&s->single_blocks, __ATOMIC_RELAXED);
 }
 
 static uint32_t blocks(const struct ol_md5 *h)
@@ -215,12 +218,14 @@ static void pend_add(struct ol_md5_set *s, struct ol_md5 *h)
     if (h->pend < 0) {
         h->pend = (int32_t)s->npend;
         s->pend[s->npend++] = h;
+        s->nwait += h->ended;
     }
 }
 
 static void pend_del(struct ol_md5_set *s, struct ol_md5 *h)
 {
     if (h->pend >= 0) {
+        s->nwait -= h->ended;
         struct ol_md5 *last = s->pend[--s->npend];
         s->pend[h->pend] = last;
         last->pend = h->pend;
@@ -242,16 +247,23 @@ static void compact(struct ol_md5_set *s, struct ol_md5 *h)
         pend_del(s, h);
 }
 
+/* A lane's claim to join a group: waiting (ended) lanes first, then by
+ * blocks staged. */
+static uint32_t claim(const struct ol_md5 *h)
+{
+    return blocks(h) + (h->ended ? 1u << 24 : 0);
+}
+
 /*
  * Hashes whole blocks x has staged until it has `room` bytes free (all of
- * them at the end of a stream), together with the (up to 2) lanes that
- * have the most blocks staged: the kernel for the group runs for as many
- * blocks as its smallest lane has; the lanes that run dry leave and the
- * rest go on. Alone, x hashes only the blocks that make the room: the rest
- * waits for company (uploads arrive in bursts, one connection after the
- * other).
+ * them at the end of a stream), together with the (up to 2) lanes with the
+ * best claim: the kernel for the group runs for as many blocks as its
+ * smallest lane has; the lanes that run dry leave and the rest go on.
+ * Alone (with `alone`), x hashes only the blocks that make the room: the
+ * rest waits for company (uploads arrive in bursts, one connection after
+ * the other).
  */
-static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room)
+static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room, bool alone)
 {
     struct ol_md5 *g[MD5_MAX_GROUP];
     uint32_t st[MD5_MAX_GROUP][4];
@@ -262,16 +274,16 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room)
         g[0] = x;
         for (unsigned i = 0; i < s->npend; i++) {
             struct ol_md5 *h = s->pend[i];
-            uint32_t hb = blocks(h);
-            if (h == x || hb == 0)
+            uint32_t hb = claim(h);
+            if (h == x || blocks(h) == 0)
                 continue;
             unsigned at = ng;
             if (ng == MD5_MAX_GROUP) {
-                if (hb <= blocks(g[ng - 1]))
+                if (hb <= claim(g[ng - 1]))
                     continue;
                 at = --ng;
             }
-            while (at > 1 && blocks(g[at - 1]) < hb) {
+            while (at > 1 && claim(g[at - 1]) < hb) {
                 g[at] = g[at - 1];
                 at--;
             }
@@ -300,7 +312,7 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room)
             compact(s, g[l]);
     }
     uint32_t have = OL_MD5_STAGE - (x->used - x->off);
-    if (blocks(x) && have < room) {
+    if (alone && blocks(x) && have < room) {
         uint32_t nb = (room - have + 63) / 64;
         if (nb > blocks(x))
             nb = blocks(x);
@@ -345,7 +357,7 @@ void ol_md5_update(struct ol_md5 *h, const void *data, size_t n)
     }
     while (n) {
         if (h->used == OL_MD5_STAGE)
-            flush(h->set, h, OL_MD5_STAGE / 4);
+            flush(h->set, h, OL_MD5_STAGE / 4, true);
         size_t take = OL_MD5_STAGE - h->used < n ? OL_MD5_STAGE - h->used : n;
         memcpy(h->stage + h->used, p, take);
         h->used += (uint32_t)take;
@@ -354,13 +366,45 @@ void ol_md5_update(struct ol_md5 *h, const void *data, size_t n)
     }
     if (h->used >= 64)
         pend_add(h->set, h);
+    if (h->set->nwait && h->used >= 64)
+        flush(h->set, h, OL_MD5_STAGE, false); /* company for the waiting lanes */
+}
+
+bool ol_md5_end(struct ol_md5 *h)
+{
+    if (!h->set)
+        return true;
+    if (!h->ended) {
+        h->ended = true;
+        h->set->nwait += h->pend >= 0;
+    }
+    flush(h->set, h, OL_MD5_STAGE, false);
+    return ol_md5_ready(h);
+}
+
+bool ol_md5_ready(const struct ol_md5 *h)
+{
+    return !h->set || blocks(h) == 0;
+}
+
+bool ol_md5_company_coming(const struct ol_md5 *h)
+{
+    const struct ol_md5_set *s = h->set;
+    if (!s)
+        return false;
+    for (unsigned i = 0; i < s->nlanes; i++) {
+        const struct ol_md5 *l = &s->lane[i];
+        if (l != h && l->lent && !l->ended)
+            return true;
+    }
+    return false;
 }
 
 void ol_md5_final(struct ol_md5 *h, uint8_t out[16])
 {
     MD5_CTX c;
     if (h->set) {
-        flush(h->set, h, OL_MD5_STAGE);
+        flush(h->set, h, OL_MD5_STAGE, true);
         ctx_from(&c, h);
         MD5_Update(&c, h->stage, h->used);
         h->used = 0;
@@ -381,4 +425,5 @@ void ol_md5_drop(struct ol_md5 *h)
         h->off = h->used = 0;
         pend_del(h->set, h);
     }
+    h->ended = false;
 }

@@ -11,6 +11,14 @@
  * where OpenSSL does 0.85). A lane with no company goes through OpenSSL's
  * MD5.
  *
+ * Uploads often arrive one after the other (the kernel hands a core one
+ * connection's bytes in a run), so a stream that ends finds no company for
+ * its last staged bytes. ol_md5_end lets it wait for some: an ended lane
+ * with blocks left is "waiting", and every update of another lane hashes
+ * that lane's blocks together with the waiting ones at once; the caller
+ * asks ol_md5_ready and takes the digest with ol_md5_final when it is (or
+ * when it gives up waiting: ol_md5_final hashes what is left alone).
+ *
  * Owns: the lanes' states and staging buffers, the kernels, the choice of
  * lanes to hash together. OpenSSL does the rest: the single-stream blocks
  * and the padding at the end (MD5_Update / MD5_Final).
@@ -29,6 +37,7 @@
 #ifndef OL_BASE_MD5_H
 #define OL_BASE_MD5_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +57,7 @@ struct ol_md5 {
                                   0 between calls) */
     uint32_t tail;             /* lone stream: bytes in buf */
     int32_t pend;              /* index in the set's pending list, or -1 */
+    bool lent, ended;          /* set: lent by ol_md5_get; ol_md5_end called */
     struct ol_md5 *next_free;  /* set: the free list */
     uint8_t buf[64];           /* lone stream: a partial block */
 };
@@ -62,13 +72,24 @@ struct ol_md5 *ol_md5_get(struct ol_md5_set *s);
 /* Gives a lane back (what it staged is dropped); a lone stream is dropped. */
 void ol_md5_put(struct ol_md5 *h);
 /* Blocks of staged bytes hashed so far with company (interleaved) and
- * alone (the last partial block of each stream is not counted). */
+ * alone (the last partial block of each stream is not counted); any
+ * thread may read them (relaxed loads; a torn value is impossible). */
 void ol_md5_set_stats(const struct ol_md5_set *s, uint64_t *multi, uint64_t *single);
 
 /* Starts a stream (a lane of a set, or a lone one: set == NULL). Drops
  * whatever the lane still held. */
 void ol_md5_init(struct ol_md5 *h);
 void ol_md5_update(struct ol_md5 *h, const void *p, size_t n);
+/* The stream has no more bytes: its staged blocks are hashed with any
+ * company there is now. True when nothing but the last partial block is
+ * left (ol_md5_final is quick); false when blocks wait for company (see
+ * the top). A lone stream is always ready. */
+bool ol_md5_end(struct ol_md5 *h);
+/* An ended stream whose blocks are all hashed (or a lone one). */
+bool ol_md5_ready(const struct ol_md5 *h);
+/* Whether waiting can pay: another lane of h's set is lent and has not
+ * ended (its bytes are still to come). */
+bool ol_md5_company_coming(const struct ol_md5 *h);
 /* The digest; the lane is idle after (init it for the next stream). */
 void ol_md5_final(struct ol_md5 *h, uint8_t out[16]);
 /* Abandons a stream without a digest (a lane keeps nothing staged). */

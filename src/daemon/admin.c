@@ -253,6 +253,8 @@ static void ol_admin_on_request(ol_http_req *r)
         size_t len = ol_http_metrics_render(st, n, a->scratch, OL_METRICS_CAP);
         if (len < OL_METRICS_CAP)
             len += ol_admin_heal_metrics(d, a->scratch + len, OL_METRICS_CAP - len);
+        if (len < OL_METRICS_CAP)
+            len += ol_admin_store_metrics(d, a->scratch + len, OL_METRICS_CAP - len);
         if (len >= OL_METRICS_CAP)
             ol_http_resp_simple(r, 500, "text/plain", "metrics too large\n", 18);
         else

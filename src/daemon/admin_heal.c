@@ -19,6 +19,7 @@
  */
 #include "daemon/daemon.h"
 
+#include "http/metrics.h"
 #include "s3/auth.h"
 #include "s3/errors.h"
 #include "s3/pct.h"
@@ -200,17 +201,13 @@ size_t ol_admin_heal_metrics(struct ol_daemon *d, char *buf, size_t cap)
         return 0;
     struct ol_heal_stats st;
     ol_healer_stats(d->healer, &st);
-    size_t o = 0;
-    const struct {
-        const char *name, *type, *help;
-        uint64_t v;
-    } m[] = {
+    const struct ol_metric m[] = {
         {"openlake_heal_queued_total", "counter", "Objects queued for heal by reads and degraded writes.", st.queued},
         {"openlake_heal_dropped_total", "counter", "Heal requests dropped: the queue was full.", st.dropped},
         {"openlake_heal_queue_length", "gauge", "Objects waiting in the heal queue.", st.queue_len},
         {"openlake_heal_objects_healed_total", "counter", "Objects that had a drive rewritten.", st.objects_healed},
         {"openlake_heal_shards_healed_total", "counter", "Shard and metadata files rewritten.", st.shards_healed},
-        {"openlake_heal_leftover_dirs_removed_total", "counter", "Data dirs no version names (writes cut short), removed.", st.dirs_removed},
+        {"openlake_heal_leftover_dirs_removed_total", "counter", "Shard files and data dirs no version names (writes cut short), removed.", st.dirs_removed},
         {"openlake_heal_bytes_written_total", "counter", "Bytes written by heals.", st.bytes_written},
         {"openlake_heal_failed_total", "counter", "Objects that could not be healed.", st.failed},
         {"openlake_heal_scanner_objects_total", "counter", "Objects verified by the scanner.", st.scan_objects},
@@ -224,8 +221,5 @@ size_t ol_admin_heal_metrics(struct ol_daemon *d, char *buf, size_t cap)
         {"openlake_heal_walk_objects_failed", "gauge", "Objects the current or last walk could not heal.", st.walk_failed},
         {"openlake_heal_walk_bytes_written", "gauge", "Bytes the current or last walk wrote.", st.walk_bytes},
     };
-    for (size_t i = 0; i < sizeof m / sizeof *m; i++)
-        say(buf, cap, &o, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", m[i].name, m[i].help,
-            m[i].name, m[i].type, m[i].name, m[i].v);
-    return o;
+    return ol_metrics_put(buf, cap, 0, m, sizeof m / sizeof *m);
 }

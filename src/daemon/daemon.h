@@ -65,5 +65,8 @@ extern const struct ol_http_handler ol_admin_handler;
 void ol_admin_heal_route(struct ol_core *core, ol_http_req *r, const char *path, size_t plen,
                          const char *q, size_t qlen);
 size_t ol_admin_heal_metrics(struct ol_daemon *d, char *buf, size_t cap);
+/* The object store's and the S3 API's counters, summed over the cores
+ * (admin_store.c). */
+size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap);
 
 #endif

@@ -32,6 +32,15 @@ static void ol_mput(struct ol_mbuf *b, const char *fmt, ...)
 
 #define OL_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
+size_t ol_metrics_put(char *buf, size_t cap, size_t off, const struct ol_metric *m, size_t n)
+{
+    struct ol_mbuf b = {buf, off, cap};
+    for (size_t i = 0; i < n; i++)
+        ol_mput(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", m[i].name, m[i].help, m[i].name,
+                m[i].type, m[i].name, (unsigned long long)m[i].v);
+    return b.len;
+}
+
 static void ol_per_core(struct ol_mbuf *b, const struct ol_http_stats *const *st, int n,
                         const char *name, const char *type, const char *help, size_t off)
 {

@@ -69,6 +69,8 @@ struct ol_s3_req {
     uint32_t magic;
     int ctx_slot;                /* index of this request's hash contexts */
     struct ol_md5 *md5;          /* its MD5 stream once asked for (ol_s3_md5) */
+    struct ol_s3_req *md5_next;  /* parked: waiting for MD5 company (server.c) */
+    bool md5_parked;
     struct ol_s3_server *srv;
     ol_http_req *r;              /* NULL once the client went away */
     const char *path, *query;    /* raw request-target parts (valid while r is) */
@@ -105,6 +107,11 @@ struct ol_s3_server {
     struct ol_md5 md5_lone[OL_S3_STATES];   /* slot i's stream when none is free */
     unsigned ctx_free[OL_S3_STATES];
     unsigned nctx_free;
+    /* bodies that ended with MD5 blocks left, waiting for company (server.c) */
+    struct ol_s3_req *parked;
+    struct ol_timer md5_soon;    /* deferred: resume the ready ones */
+    struct ol_timer md5_late;    /* a tick: resume them all */
+    uint64_t md5_waits, md5_waits_late;
 };
 
 /* Starts the operation of a routed, authenticated request (ops.c). */

@@ -24,6 +24,9 @@ bool ol_s3_owns(const void *udata)
     return udata && ((const struct ol_s3_req *)udata)->magic == OL_S3_REQ_MAGIC;
 }
 
+static void md5_on_soon(ol_loop *loop, struct ol_timer *t);
+static void md5_on_late(ol_loop *loop, struct ol_timer *t);
+
 int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out)
 {
     struct ol_s3_server *s = calloc(1, sizeof *s);
@@ -31,6 +34,8 @@ int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out)
         return -ENOMEM;
     s->p = *p;
     s->started = (uint32_t)time(NULL);
+    s->md5_soon.fn = md5_on_soon;
+    s->md5_late.fn = md5_on_late;
     if (ol_pool_init(&s->states, sizeof(struct ol_s3_req), OL_S3_STATES) < 0)
         goto oom;
     /* the ETags of up to OL_S3_MD5_LANES uploads on this core are hashed
@@ -61,20 +66,39 @@ void ol_s3_server_destroy(struct ol_s3_server *s)
         EVP_MD_CTX_free(s->ctx[i].chunk);
         EVP_MD_CTX_free(s->ctx[i].cksum);
     }
+    if (s->p.loop) {
+        ol_timer_cancel(s->p.loop, &s->md5_soon);
+        ol_timer_cancel(s->p.loop, &s->md5_late);
+    }
     ol_md5_set_free(s->md5);
     ol_pool_exit(&s->states);
     free(s);
 }
 
+void ol_s3_server_stats(const struct ol_s3_server *s, struct ol_s3_stats *out)
+{
+    ol_md5_set_stats(s->md5, &out->etag_blocks_interleaved, &out->etag_blocks_alone);
+    out->etag_waits = __atomic_load_n(&s->md5_waits, __ATOMIC_RELAXED);
+    out->etag_waits_late = __atomic_load_n(&s->md5_waits_late, __ATOMIC_RELAXED);
+}
+
 /* ---- responses ------------------------------------------------------------ */
+
+static void md5_unpark(struct ol_s3_req *q);
+static void md5_poll(struct ol_s3_server *s, bool company);
 
 void ol_s3_req_free(struct ol_s3_req *q)
 {
     struct ol_s3_server *s = q->srv;
     if (q->r)
         ol_http_req_set_udata(q->r, NULL);
-    if (q->md5)
+    if (q->md5_parked)
+        md5_unpark(q);
+    if (q->md5) {
         ol_md5_put(q->md5);   /* what a body cut short staged goes too */
+        if (s->parked)
+            md5_poll(s, true); /* one stream fewer to wait for */
+    }
     if (q->ctx_slot >= 0)
         s->ctx_free[s->nctx_free++] = (unsigned)q->ctx_slot;
     free(q->xml);
@@ -211,6 +235,107 @@ void ol_s3_on_request(struct ol_s3_server *s, ol_http_req *r)
     ol_s3_dispatch(q);
 }
 
+/* ---- ETags: waiting for company -------------------------------------------
+ *
+ * Uploads reach a core mostly one after the other, so a body that ends
+ * finds no other upload's bytes to hash its last MD5 blocks with (up to a
+ * staging buffer, 512 KiB) and OpenSSL would do them alone at half the
+ * speed (base/md5.h). While another upload on this core is still
+ * receiving, the ended one is parked instead: that upload's next bytes are
+ * hashed together with the parked blocks as they arrive. After each body
+ * chunk the parked requests are looked at; the ready ones (and those with
+ * no company left to wait for) are resumed from a deferred call at the top
+ * of the next loop iteration (not inside another request's callback); a
+ * timer resumes all of them at the next tick whatever happened (their last
+ * blocks then go through OpenSSL). */
+
+static void md5_unpark(struct ol_s3_req *q)
+{
+    struct ol_s3_req **pp = &q->srv->parked;
+    while (*pp != q)
+        pp = &(*pp)->md5_next;
+    *pp = q->md5_next;
+    q->md5_next = NULL;
+    q->md5_parked = false;
+}
+
+static void body_end_now(struct ol_s3_req *q)
+{
+    enum ol_s3_err e = ol_s3_body_end(&q->body);
+    q->body_end_handler(q, e);
+}
+
+/* Resumes the parked requests that are ready, or have nothing to wait for
+ * (no upload receiving, no completion in sight); all of them with `all`. */
+static void md5_resume(struct ol_s3_server *s, bool all)
+{
+    struct ol_s3_req *go[OL_S3_STATES];
+    unsigned n = 0;
+    bool again = false;
+    for (struct ol_s3_req *q = s->parked; q; q = q->md5_next) {
+        if (all || ol_md5_ready(q->md5))
+            go[n++] = q;
+        else if (ol_md5_company_coming(q->md5))
+            continue;   /* md5_poll looks again after that upload's bytes */
+        else if (ol_loop_more_pending(s->p.loop))
+            again = true; /* completions are in: maybe an upload's first bytes */
+        else
+            go[n++] = q;
+    }
+    if (again)
+        ol_loop_defer(s->p.loop, &s->md5_soon);
+    for (unsigned i = 0; i < n; i++)
+        md5_unpark(go[i]);
+    s->md5_waits_late += all ? n : 0;
+    if (!s->parked)
+        ol_timer_cancel(s->p.loop, &s->md5_late);
+    for (unsigned i = 0; i < n; i++)
+        body_end_now(go[i]);   /* may free go[i]: nothing else touches it */
+}
+
+static void md5_on_soon(ol_loop *loop, struct ol_timer *t)
+{
+    (void)loop;
+    md5_resume((struct ol_s3_server *)((char *)t - offsetof(struct ol_s3_server, md5_soon)),
+               false);
+}
+
+static void md5_on_late(ol_loop *loop, struct ol_timer *t)
+{
+    (void)loop;
+    md5_resume((struct ol_s3_server *)((char *)t - offsetof(struct ol_s3_server, md5_late)),
+               true);
+}
+
+/* After bytes were hashed (or a stream went away, with `company`): defers
+ * the resumption when some parked request can go. */
+static void md5_poll(struct ol_s3_server *s, bool company)
+{
+    for (struct ol_s3_req *q = s->parked; q; q = q->md5_next)
+        if (ol_md5_ready(q->md5) || (company && !ol_md5_company_coming(q->md5))) {
+            ol_loop_defer(s->p.loop, &s->md5_soon);
+            return;
+        }
+}
+
+/* At the end of q's body: parks q when its ETag should wait for company. */
+static bool md5_park(struct ol_s3_req *q)
+{
+    struct ol_s3_server *s = q->srv;
+    if (!s->p.loop || !q->md5 || q->body_failed || ol_md5_end(q->md5) ||
+        !(ol_md5_company_coming(q->md5) || ol_loop_more_pending(s->p.loop)))
+        return false;
+    q->md5_parked = true;
+    q->md5_next = s->parked;
+    s->parked = q;
+    s->md5_waits++;
+    /* next iteration: still no upload receiving? then it goes alone */
+    ol_loop_defer(s->p.loop, &s->md5_soon);
+    if (!ol_timer_armed(&s->md5_late))
+        ol_timer_arm(s->p.loop, &s->md5_late, 1);
+    return true;
+}
+
 void ol_s3_on_body(ol_http_req *r, const char *data, size_t len)
 {
     struct ol_s3_req *q = ol_http_req_udata(r);
@@ -229,6 +354,8 @@ void ol_s3_on_body(ol_http_req *r, const char *data, size_t len)
         data += used;
         len -= (size_t)used;
     }
+    if (q->srv->parked)
+        md5_poll(q->srv, false);
 }
 
 void ol_s3_on_body_end(ol_http_req *r)
@@ -236,8 +363,12 @@ void ol_s3_on_body_end(ol_http_req *r)
     struct ol_s3_req *q = ol_http_req_udata(r);
     if (!ol_s3_owns(q) || !q->body_end_handler)
         return;
-    enum ol_s3_err e = ol_s3_body_end(&q->body);
-    q->body_end_handler(q, e);
+    struct ol_s3_server *s = q->srv;
+    bool parked = md5_park(q);   /* its ol_md5_end may have served the parked */
+    if (s->parked)
+        md5_poll(s, true);
+    if (!parked)
+        body_end_now(q);
 }
 
 void ol_s3_on_drain(ol_http_req *r)
@@ -252,6 +383,8 @@ void ol_s3_on_abort(ol_http_req *r)
     struct ol_s3_req *q = ol_http_req_udata(r);
     if (!ol_s3_owns(q))
         return;
+    if (q->md5_parked)
+        md5_unpark(q);
     q->r = NULL;   /* the request is gone: nothing may be sent */
     if (q->abort_handler)
         q->abort_handler(q);

@@ -29,6 +29,7 @@ struct ol_s3_params {
     const char *region;                /* "us-east-1" */
     const char *domain;                /* virtual-host style base domain, or "" */
     int core;                          /* core index (request ids) */
+    ol_loop *loop;                     /* this core's loop; NULL: no waits (tests) */
     struct ol_store_core *store;       /* this core's object store; NULL: none */
     const struct ol_store *store_all;  /* the store (geometry), or NULL */
     struct ol_catalog *catalog;        /* the buckets and their key indexes (ListBuckets,
@@ -38,6 +39,16 @@ struct ol_s3_params {
 /* On the loop's thread. Returns 0 or -ENOMEM. */
 int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out);
 void ol_s3_server_destroy(struct ol_s3_server *s);
+
+/* Counters of one core's S3 API (read from any thread: relaxed loads of
+ * counters only this core writes). */
+struct ol_s3_stats {
+    uint64_t etag_blocks_interleaved;  /* MD5 blocks hashed with other uploads' */
+    uint64_t etag_blocks_alone;        /* ... and alone (OpenSSL) */
+    uint64_t etag_waits;               /* bodies parked to wait for MD5 company */
+    uint64_t etag_waits_late;          /* ... that the tick ended (hashed alone) */
+};
+void ol_s3_server_stats(const struct ol_s3_server *s, struct ol_s3_stats *out);
 
 /* The HTTP handler's callbacks; the daemon's router calls them for every
  * request that is not an admin route (ol_s3_owns says whose udata it is). */

@@ -266,6 +266,52 @@ def test_concurrent_uploads_get_their_own_etags(s3d):
     c.abort_multipart_upload(Bucket="many", Key="mp", UploadId=up)
 
 
+def test_etag_wait_for_company_is_bounded(make_daemon):
+    """A body that ends with MD5 blocks staged waits for another upload's
+    bytes to hash them with (s3/server.c, base/md5.h). Here the other upload
+    stalls mid-body: the wait ends at the loop's next tick, the PUT answers
+    at once with the right ETag, and the stalled one still fails cleanly
+    when its client goes away."""
+    import socket
+    import time
+    import urllib.parse
+    d = make_daemon(args=["--mode", "s3", "--threads", "1"],
+                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
+    c = client(d, request_checksum_calculation="when_required")
+    c.create_bucket(Bucket="wait")
+    url = urllib.parse.urlsplit(client(d, signature_version="s3v4").generate_presigned_url(
+        "put_object", Params={"Bucket": "wait", "Key": "stalled"}, ExpiresIn=600))
+    stalled = socket.create_connection((url.hostname, url.port))
+    stalled.sendall(f"PUT {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+                    f"Content-Length: {4 << 20}\r\n\r\n".encode() + os.urandom(300_000))
+    time.sleep(0.5)   # its headers and first bytes are in: an upload still receiving
+
+    def etag_metrics():
+        with urllib.request.urlopen(d.url + "/_openlake/metrics", timeout=10) as r:
+            return {k: int(v) for k, v in (ln.split() for ln in r.read().decode().splitlines()
+                                           if ln.startswith("openlake_s3_etag_"))}
+
+    before = etag_metrics()
+    for i in range(3):
+        body = os.urandom((1 << 20) + 12345)
+        t0 = time.monotonic()
+        r = c.put_object(Bucket="wait", Key=f"k{i}", Body=body)
+        took = time.monotonic() - t0
+        assert r["ETag"] == '"%s"' % hashlib.md5(body).hexdigest()
+        assert took < 2.0, took   # not held until the stalled upload moves
+    after = etag_metrics()
+    assert after["openlake_s3_etag_waits_total"] - before["openlake_s3_etag_waits_total"] == 3
+    assert after["openlake_s3_etag_waits_late_total"] - \
+        before["openlake_s3_etag_waits_late_total"] == 3
+    assert after["openlake_s3_etag_md5_blocks_alone_total"] > \
+        before["openlake_s3_etag_md5_blocks_alone_total"]
+    stalled.close()
+    # the stalled upload stored nothing; the daemon serves on
+    time.sleep(0.3)
+    assert error_of(lambda: c.head_object(Bucket="wait", Key="stalled"))[1] == 404
+    assert c.get_object(Bucket="wait", Key="k2")["ContentLength"] == (1 << 20) + 12345
+
+
 def test_large_gets_to_slow_fast_and_vanishing_readers(s3d):
     """Plain-HTTP GET bodies leave from the engine's stripe memory without a
     copy (ol_http_resp_write_ref); a slice must stay intact until the socket

@@ -164,3 +164,87 @@ OLT_TEST(md5_set_lanes_in_step)
     in_step(3);
     in_step(64);
 }
+
+/* An ended stream waits for company: the next lanes' updates hash its
+ * staged blocks together with theirs, and its digest is right. */
+OLT_TEST(md5_ended_lane_waits_for_company)
+{
+    struct ol_md5_set *set = ol_md5_set_new(4);
+    OLT_CHECK(set != NULL);
+    enum { LA = OL_MD5_STAGE - 100, LB = OL_MD5_STAGE + 5000 };
+    uint8_t *a = malloc(LA), *b = malloc(LB);
+    for (size_t i = 0; i < LA; i++)
+        a[i] = (uint8_t)rnd();
+    for (size_t i = 0; i < LB; i++)
+        b[i] = (uint8_t)rnd();
+    struct ol_md5 *x = ol_md5_get(set), *y = ol_md5_get(set);
+    ol_md5_init(x);
+    ol_md5_init(y);
+    OLT_CHECK(ol_md5_company_coming(x));       /* y is lent and not ended */
+    ol_md5_update(x, a, LA);
+    OLT_CHECK(!ol_md5_end(x));                 /* alone: its blocks wait */
+    OLT_CHECK(!ol_md5_ready(x));
+    OLT_CHECK(ol_md5_company_coming(x));
+    OLT_CHECK(!ol_md5_company_coming(y));      /* x has ended */
+    uint64_t multi, single;
+    ol_md5_set_stats(set, &multi, &single);
+    OLT_CHECK_EQ(multi, 0);
+    OLT_CHECK_EQ(single, 0);
+    /* y's bytes arrive in pieces: each is hashed with x's waiting blocks */
+    size_t at = 0;
+    while (!ol_md5_ready(x)) {
+        OLT_CHECK(at < LB);
+        size_t n = LB - at < 16384 ? LB - at : 16384;
+        ol_md5_update(y, b + at, n);
+        at += n;
+    }
+    OLT_CHECK(at <= LA + 16384);               /* drained as fast as y arrived */
+    ol_md5_set_stats(set, &multi, &single);
+    OLT_CHECK_EQ(single, 0);
+    OLT_CHECK_EQ(multi, 2 * (uint64_t)(LA / 64));
+    uint8_t got[16], want[16];
+    ol_md5_final(x, got);
+    ref_md5(a, LA, want);
+    OLT_CHECK_MEM(got, want, 16);
+    ol_md5_put(x);
+    OLT_CHECK(!ol_md5_company_coming(y));      /* no other lane lent */
+    ol_md5_update(y, b + at, LB - at);
+    OLT_CHECK(!ol_md5_end(y));
+    ol_md5_final(y, got);                      /* gives up waiting: alone */
+    ref_md5(b, LB, want);
+    OLT_CHECK_MEM(got, want, 16);
+    ol_md5_set_stats(set, &multi, &single);
+    OLT_CHECK(single > 0);
+    /* a waiting lane given back leaves no trace; an ending lane is hashed
+     * at once with what another one has staged */
+    struct ol_md5 *u = ol_md5_get(set), *v = ol_md5_get(set), *w = ol_md5_get(set);
+    ol_md5_init(u);
+    ol_md5_init(v);
+    ol_md5_init(w);
+    ol_md5_update(w, b, 4096);
+    OLT_CHECK(!ol_md5_end(w));
+    ol_md5_put(w);                             /* its client went away */
+    ol_md5_update(u, a, 70000);
+    ol_md5_update(v, b, 90000);
+    ol_md5_set_stats(set, &multi, &single);
+    uint64_t m0 = multi, s0 = single;
+    OLT_CHECK(ol_md5_end(u));                  /* hashed with v's blocks */
+    ol_md5_set_stats(set, &multi, &single);
+    OLT_CHECK_EQ(multi - m0, 2 * (uint64_t)(70000 / 64));
+    OLT_CHECK_EQ(single, s0);
+    OLT_CHECK(!ol_md5_end(v));                 /* the rest of v: no company */
+    ol_md5_set_stats(set, &multi, &single);
+    OLT_CHECK_EQ(single, s0);
+    ol_md5_final(u, got);
+    ref_md5(a, 70000, want);
+    OLT_CHECK_MEM(got, want, 16);
+    ol_md5_final(v, got);
+    ref_md5(b, 90000, want);
+    OLT_CHECK_MEM(got, want, 16);
+    ol_md5_put(u);
+    ol_md5_put(v);
+    ol_md5_put(y);
+    free(a);
+    free(b);
+    ol_md5_set_free(set);
+}
