@@ -15,7 +15,7 @@ case "$mode" in
   run) ;;
   test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv python3-dev) ;;
   bench) pkgs+=(wrk nginx-light curl python3 python3-venv python3-dev fio redis-server
-                libtcmalloc-minimal4) ;;
+                libtcmalloc-minimal4 xfsprogs) ;;
   *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
 esac
 

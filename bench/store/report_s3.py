@@ -55,6 +55,9 @@ def main():
     run = json.load(open(src))
     m, clk = run["machine"], run["clk_tck"]
     rounds = by_system(run["rounds"])
+    where = run.get("fs_desc") or "the repository's filesystem"
+    fresh = ("a filesystem made afresh before each server start, `FS=xfs`" if run.get("fs") == "xfs"
+             else "wiped before each server start")
     lines = [
         f"Machine: {m['cpu']}, {m['cores']} cores, kernel {m['kernel']}, {m['filesystem']}, "
         f"{m['mem_gib']} GiB, a shared VM (other work may run beside the benchmark: "
@@ -63,8 +66,8 @@ def main():
         f"(`go install github.com/minio/minio@latest`, {run['go']}). Command: `bash bench/store/run_s3.sh` "
         f"(part of `make bench-store`). Raw data: `{src}` (not committed).",
         "",
-        "Setup, the same for both: four drive directories `build/bench/s3/d1..d4` on the repository's "
-        "filesystem, wiped before each server start; one erasure set of 4, 2 data + 2 parity "
+        f"Setup, the same for both: four drive directories `build/bench/s3/d1..d4` on {where} "
+        f"({fresh}); one erasure set of 4, 2 data + 2 parity "
         "(OpenLake's default parity for 4 drives, docs/store.md; MinIO's default EC:2 for 4 drives), "
         "write quorum 3 on both; plain HTTP on loopback, SigV4, the same credentials "
         "(`OPENLAKE_ACCESS_KEY`/`_SECRET_KEY`, `MINIO_ROOT_USER`/`_PASSWORD`). Server on one core: "

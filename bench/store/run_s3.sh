@@ -18,7 +18,14 @@
 # bench/results/store-s3-*.json and the store-s3 section of
 # docs/benchmarks.md. About 12 minutes with the defaults (set DUR, DUR_BIG, ROUNDS
 # lower to shorten it).
-#   ROUNDS=3 DUR=6s DUR_BIG=6s CONC=16 CONC_BIG=4 RATE_GET=1000 RATE_PUT=16 \
+# Drives: FS=xfs (the default when run as root with loop devices and
+# mkfs.xfs) puts the four directories on an XFS filesystem made for the
+# run in a sparse 24 GiB image file (loop device with direct I/O, so the
+# host's page cache does not hold the data twice), the filesystem MinIO
+# documents for its drives; it is made afresh for each system's round, so
+# neither inherits the other's freed inodes. FS=dir uses plain directories
+# under build/bench/s3 on whatever filesystem holds the checkout.
+#   ROUNDS=3 DUR=6s DUR_BIG=6s CONC=16 CONC_BIG=4 RATE_GET=1000 RATE_PUT=16 FS=xfs \
 #   bash bench/store/run_s3.sh
 set -euo pipefail
 shopt -s inherit_errexit
@@ -32,8 +39,39 @@ bin=build/go-bin
 [ -x build/openlaked ] || { echo "run_s3: build/openlaked missing (make all)" >&2; exit 1; }
 [ -x $bin/minio ] && [ -x $bin/s3load ] || { echo "run_s3: run scripts/deps.sh bench first" >&2; exit 1; }
 root=$PWD/build/bench/s3
+img=$PWD/build/bench/s3.img
+if [ -z "${FS:-}" ]; then
+  FS=dir
+  [ "$(id -u)" = 0 ] && command -v mkfs.xfs >/dev/null && command -v losetup >/dev/null &&
+    [ -e /dev/loop-control ] && FS=xfs
+fi
+[ "$FS" = xfs ] || [ "$FS" = dir ] || { echo "run_s3: FS is xfs or dir" >&2; exit 1; }
 drives=("$root/d1" "$root/d2" "$root/d3" "$root/d4")
-mkdir -p bench/results
+
+unmount_drives() {  # also what an earlier round's subshell left mounted
+  if mountpoint -q "$root" 2>/dev/null; then umount "$root"; fi
+  local dev
+  for dev in $(losetup -n -O NAME -j "$img" 2>/dev/null); do losetup -d "$dev" || true; done
+  rm -f "$img"
+}
+
+fs_desc() {  # what the drives sit on, for the report
+  if [ "$FS" = xfs ]; then echo "XFS on a loop device (direct I/O) over an image file on $(df --output=fstype "$PWD/build" | tail -1)"
+  else echo "directories on $(df --output=fstype "$PWD/build" | tail -1) ($(findmnt -n -o OPTIONS -T "$PWD/build" | cut -c1-60))"; fi
+}
+
+# Fresh, empty drive directories for one system's round.
+make_drives() {
+  unmount_drives
+  rm -rf "$root"; mkdir -p "$root"
+  if [ "$FS" = xfs ]; then
+    truncate -s 24G "$img"
+    mkfs.xfs -q -f "$img"
+    mount "$(losetup --direct-io=on -f --show "$img")" "$root"
+  fi
+  mkdir -p "${drives[@]}"
+}
+mkdir -p bench/results "$(dirname "$root")"
 out=bench/results/store-s3-$(date -u +%Y%m%dT%H%M%SZ).json
 log=$root.log
 : > "$log"
@@ -47,10 +85,10 @@ stop_server() {
   wait "$pid" 2>/dev/null || true
   pid=
 }
-trap stop_server EXIT
+trap 'stop_server; unmount_drives' EXIT
 
 start_server() {  # $1 = openlake | minio
-  rm -rf "$root"; mkdir -p "${drives[@]}"
+  make_drives
   if [ "$1" = openlake ]; then
     OPENLAKE_ACCESS_KEY=$AK OPENLAKE_SECRET_KEY=$SK taskset -c "$SCPU" build/openlaked \
       --mode s3 --s3-addr 127.0.0.1:$PORT --kv-addr 127.0.0.1:$((PORT + 1)) --threads 1 \
@@ -118,6 +156,7 @@ system_round() {  # system duration-small duration-big
   echo ",\"clk_tck\":$(getconf CLK_TCK),\"conc\":$CONC,\"conc_big\":$CONC_BIG"
   echo ",\"rate_get\":$RATE_GET,\"rate_put\":$RATE_PUT"
   echo ",\"dur\":\"$DUR\",\"dur_big\":\"$DUR_BIG\",\"scpu\":$SCPU,\"ccpu\":$CCPU"
+  echo ",\"fs\":\"$FS\",\"fs_desc\":\"$(fs_desc)\""
   a=$(system_round openlake "$WARM" "$WARM"); b=$(system_round minio "$WARM" "$WARM")
   echo ",\"warmup\":[$a,$b]"
   echo ',"rounds":['
@@ -130,6 +169,7 @@ system_round() {  # system duration-small duration-big
   echo ']}'
 } > "$out.tmp"
 mv "$out.tmp" "$out"
+unmount_drives
 rm -rf "$root"
 echo "raw results: $out"
 python3 bench/store/report_s3.py "$out" docs/benchmarks.md
