@@ -238,6 +238,15 @@ int ol_loop_fsync(ol_loop *loop, struct ol_op *op, int fd, int datasync)
     return 0;
 }
 
+int ol_loop_fallocate(ol_loop *loop, struct ol_op *op, int fd, int mode, uint64_t off,
+                      uint64_t len)
+{
+    OL_GET_SQE(loop, sqe);
+    io_uring_prep_fallocate(sqe, fd, mode, (off_t)off, (off_t)len);
+    io_uring_sqe_set_data(sqe, op);
+    return 0;
+}
+
 int ol_loop_renameat(ol_loop *loop, struct ol_op *op, int olddfd, const char *oldpath,
                      int newdfd, const char *newpath, unsigned flags)
 {

@@ -132,6 +132,9 @@ int ol_loop_read_fixed(ol_loop *loop, struct ol_op *op, int fd, void *buf, unsig
 int ol_loop_write_fixed(ol_loop *loop, struct ol_op *op, int fd, const void *buf, unsigned len, uint64_t off, int index);
 /* datasync != 0: fdatasync semantics. */
 int ol_loop_fsync(ol_loop *loop, struct ol_op *op, int fd, int datasync);
+/* fallocate(2): reserves [off, off + len) of fd (mode 0: and grows the file). */
+int ol_loop_fallocate(ol_loop *loop, struct ol_op *op, int fd, int mode, uint64_t off,
+                      uint64_t len);
 int ol_loop_renameat(ol_loop *loop, struct ol_op *op, int olddfd, const char *oldpath,
                      int newdfd, const char *newpath, unsigned flags);
 /* mkdirat(2) / unlinkat(2) (flags AT_REMOVEDIR removes a directory);

@@ -728,6 +728,11 @@ void ol_se_fsync(struct ol_sdrv *d, int fd, int datasync)
     ol_se_issue(d->s.r, &d->s, ol_loop_fsync(OL_SE_LOOP(d), &d->s.op, fd, datasync));
 }
 
+void ol_se_fallocate(struct ol_sdrv *d, int fd, uint64_t len)
+{
+    ol_se_issue(d->s.r, &d->s, ol_loop_fallocate(OL_SE_LOOP(d), &d->s.op, fd, 0, 0, len));
+}
+
 void ol_se_close(struct ol_sdrv *d, int fd)
 {
     ol_se_issue(d->s.r, &d->s, ol_loop_close(OL_SE_LOOP(d), &d->s.op, fd));

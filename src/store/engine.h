@@ -88,7 +88,9 @@
  *
  * ---- commit order of a PUT (per drive; a write quorum must finish it all) --------
  *
- *   1. statx buckets/<bucket>; create tmp/<tid>.part
+ *   1. statx buckets/<bucket>; create tmp/<tid>.part and reserve its full
+ *      size (fallocate: drives without room fail here, before the body is
+ *      streamed; a filesystem without fallocate just goes on)
  *   2. the shard blocks, stripe by stripe (at most OL_STORE_PUT_SLOTS stripes
  *      in flight per PUT, from the request's fixed buffer)
  *   3. fdatasync tmp/<tid>.part, close

@@ -312,6 +312,7 @@ void ol_se_openat(struct ol_sdrv *d, const char *path, int flags, mode_t mode);
 void ol_se_read(struct ol_sdrv *d, int fd, void *buf, unsigned len, uint64_t off);
 void ol_se_write(struct ol_sdrv *d, int fd, const void *buf, unsigned len, uint64_t off);
 void ol_se_fsync(struct ol_sdrv *d, int fd, int datasync);
+void ol_se_fallocate(struct ol_sdrv *d, int fd, uint64_t len);
 void ol_se_close(struct ol_sdrv *d, int fd);
 void ol_se_mkdirat(struct ol_sdrv *d, const char *path);
 void ol_se_unlinkat(struct ol_sdrv *d, const char *path, int flags);

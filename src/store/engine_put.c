@@ -5,7 +5,7 @@
  * and renamed, quorum, old data removed or everything undone).
  *
  * Phases (r->phase), each waiting for every drive's steps to end:
- *   PREP    statx bucket; create tmp/<tid>.part
+ *   PREP    statx bucket; create tmp/<tid>.part, fallocate its size
  *   DATA    slot writes (no drive steps); ends when finished and idle
  *   SYNC    fdatasync + close the file
  *   COMMIT  mkdirs, rename it to <obj>/<ddir>.data (a flat version: no data
@@ -38,7 +38,7 @@ enum { PH_PREP = 1, PH_DATA, PH_SYNC, PH_COMMIT, PH_CLEAN, PH_UNDO, PH_ABORT, PH
        PH_MTRIM, PH_LOCK };
 
 enum {
-    P_STAT = 1, P_STAT2, P_OPEN,
+    P_STAT = 1, P_STAT2, P_OPEN, P_FALLOC,
     S_TRAIL, S_SYNC, S_CLOSE, C_PRENAME,
     C_MKAB, C_MKOBJ, C_AB_SYNCED, C_OBJ_SYNCED, C_RENAME, C_MOPEN, C_MREAD, C_MCLOSE,
     C_TOPEN, C_TWRITE, C_TSYNC, C_TCLOSE, C_MRENAME, C_OSYNCED, C_FAILCLOSE,
@@ -455,7 +455,16 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
             return drive_fail(d, res);
         d->fd = res;
         d->made_part = true;
+        if (r->size) { /* a PUT's or a part's blocks (its record comes after) */
+            d->step = P_FALLOC;
+            ol_se_fallocate(d, d->fd, ol_se_part_blocks(r->size, r->k, r->B));
+            return;
+        }
         return ol_se_drive_end(d);
+    case P_FALLOC:
+        if (res == -ENOSPC || res == -EDQUOT)
+            return drive_fail(d, res);
+        return ol_se_drive_end(d); /* not supported: the writes allocate */
     /* SYNC */
     case S_TRAIL:
         if (res != (int)d->nlen && !d->err)

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -259,6 +260,43 @@ OLT_TEST_T(store_engine_overwrite_removes_old_data, 120)
     free(c);
     sh_settle(&e);
     env_close(&e);
+}
+
+/* Drives without room for the shard files: the PUT fails when its files are
+ * made (each is reserved at its full size), not after streaming the body;
+ * nothing stays behind, and what fits is stored. */
+OLT_TEST_T(store_engine_full_drives_fail_before_the_body, 60)
+{
+    char fs[400];
+    snprintf(fs, sizeof fs, "%s/fs", olt_tmpdir());
+    OLT_CHECK_EQ(mkdir(fs, 0700), 0);
+    if (mount("tmpfs", fs, "tmpfs", 0, "size=8m") != 0)
+        OLT_SKIP("cannot mount a tmpfs here (not root, or no privilege)");
+    struct sh_env e;
+    memset(&e, 0, sizeof e);
+    e.n = e.dps = 4;
+    for (unsigned i = 0; i < 4; i++) {
+        snprintf(e.path[i], sizeof e.path[i], "%s/d%u", fs, i);
+        OLT_CHECK_EQ(mkdir(e.path[i], 0700), 0);
+        e.dp[i] = e.path[i];
+    }
+    e.p = (struct ol_store_params){.drives = e.dp, .n = 4, .drives_per_set = 4, .parity = -1,
+                                   .stripe_bytes = SH_STRIPE, .inline_max = -1};
+    sh_env_start(&e);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "full"), 0);
+    uint64_t big = 64u << 20;   /* 32 MiB per drive, on 8 MiB for all four */
+    uint8_t *data = sh_pattern(big, 7);
+    struct sh_call t;
+    OLT_CHECK(put_full(&e, "full", "big", data, big, -1, &t) < 0);
+    OLT_CHECK(t.written <= OL_STORE_PUT_SLOTS * 2 * ol_ec_shard_len(SH_STRIPE, 2));
+    sh_settle(&e);
+    sh_check_tmp_empty(&e);
+    OLT_CHECK_EQ(head(&e, "full", "big", NULL), -ENOENT);
+    OLT_CHECK_EQ(put(&e, "full", "fits", data, 1u << 20), 0);  /* 512 KiB per drive */
+    sh_check_get(&e, "full", "fits", data, 1u << 20);
+    free(data);
+    sh_env_stop(&e, false);
+    OLT_CHECK_EQ(umount2(fs, MNT_DETACH), 0);
 }
 
 OLT_TEST_T(store_engine_delete_then_get, 60)
