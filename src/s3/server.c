@@ -265,32 +265,41 @@ static void body_end_now(struct ol_s3_req *q)
     q->body_end_handler(q, e);
 }
 
+/* Whether parked q goes on now; *again: it waits on a completion in sight. */
+static bool md5_can_go(struct ol_s3_server *s, struct ol_s3_req *q, bool all, bool *again)
+{
+    if (all || ol_md5_ready(q->md5))
+        return true;
+    if (ol_md5_company_coming(q->md5))
+        return false;   /* md5_poll looks again after that upload's bytes */
+    if (ol_loop_more_pending(s->p.loop)) {
+        *again = true;  /* completions are in: maybe an upload's first bytes */
+        return false;
+    }
+    return true;
+}
+
 /* Resumes the parked requests that are ready, or have nothing to wait for
- * (no upload receiving, no completion in sight); all of them with `all`. */
+ * (no upload receiving, no completion in sight); all of them with `all`.
+ * One at a time, the list looked at afresh after each: a resumed request's
+ * handler may end others. */
 static void md5_resume(struct ol_s3_server *s, bool all)
 {
-    struct ol_s3_req *go[OL_S3_STATES];
-    unsigned n = 0;
     bool again = false;
-    for (struct ol_s3_req *q = s->parked; q; q = q->md5_next) {
-        if (all || ol_md5_ready(q->md5))
-            go[n++] = q;
-        else if (ol_md5_company_coming(q->md5))
-            continue;   /* md5_poll looks again after that upload's bytes */
-        else if (ol_loop_more_pending(s->p.loop))
-            again = true; /* completions are in: maybe an upload's first bytes */
-        else
-            go[n++] = q;
+    for (;;) {
+        struct ol_s3_req *q = s->parked;
+        while (q && !md5_can_go(s, q, all, &again))
+            q = q->md5_next;
+        if (!q)
+            break;
+        md5_unpark(q);
+        s->md5_waits_late += all;
+        body_end_now(q);   /* may free q */
     }
     if (again)
         ol_loop_defer(s->p.loop, &s->md5_soon);
-    for (unsigned i = 0; i < n; i++)
-        md5_unpark(go[i]);
-    s->md5_waits_late += all ? n : 0;
     if (!s->parked)
         ol_timer_cancel(s->p.loop, &s->md5_late);
-    for (unsigned i = 0; i < n; i++)
-        body_end_now(go[i]);   /* may free go[i]: nothing else touches it */
 }
 
 static void md5_on_soon(ol_loop *loop, struct ol_timer *t)
