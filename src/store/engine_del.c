@@ -1,7 +1,8 @@
 /*
  * engine_del.c - DELETE of a whole object on every drive of its set: read
- * the metadata (to learn the data dirs), unlink it, fsync the object
- * directory, remove every version's data dir, then the object directory
+ * the metadata (to learn the versions' data), unlink it, fsync the object
+ * directory, remove every version's shard files (and multipart objects'
+ * data dirs), then the object directory
  * and its <ab> parent when they are empty. A drive without the file (or
  * with another key's file) already does not hold the object.
  *
@@ -9,7 +10,7 @@
  * without the version is done; when it is the file's only version, the
  * whole-object removal above; else the file without it is written to
  * tmp/<tid>.meta, fsynced, renamed over meta, the object directory
- * fsynced, then that version's data dir removed. Both hold the key's
+ * fsynced, then that version's data removed. Both hold the key's
  * commit lock (engine_ver.c) from before the read to the end: phase 0
  * waits for it.
  */
@@ -24,8 +25,9 @@ enum { D_OPEN = 1, D_READ, D_CLOSE, D_STAT, D_UNLINK, D_SYNCED, D_DATA, D_RMOBJ,
 
 static void drive_fail(struct ol_sdrv *d, int err) { ol_se_drive_fail(d, err, D_FAILCLOSE); }
 
-/* Next removal of a data dir of some version: its parts, then itself;
- * then the object directory. d->old_dd: a version is being removed. */
+/* Next removal of some version's data (its shard files, then its data dir
+ * if it has one: ol_se_data_rm); then the object directory. d->old_dd: a
+ * version's data is being removed. */
 static void data_next(struct ol_sdrv *d)
 {
     struct ol_sreq *r = d->s.r;

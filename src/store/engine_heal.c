@@ -357,7 +357,6 @@ static uint32_t stripe_blen(uint64_t size, unsigned k, uint32_t B, uint64_t s)
     return (uint32_t)ol_ec_shard_len(len, k);
 }
 
-
 /* Checks every block of drive p's shard file of part pt of v: 0 good, 1 bad,
  * -errno when the drive cannot be read at all (left alone). */
 static int shard_check(struct hctx *h, unsigned p, const struct ol_meta_version *v,
@@ -629,9 +628,9 @@ static int64_t newest_mtime(int fd)
 }
 
 /* Removes from drive p's object directory the data dirs and flat shard
- * files (<id>.data) that no version of the reference names and that nothing touched for OL_HEAL_ORPHAN_AGE_S
- * (the key's commit lock is held: no write of it is between moving its
- * data dir in and committing). Returns how many went; with remove false,
+ * files (<id>.data) that no version of the reference names and that
+ * nothing touched for OL_HEAL_ORPHAN_AGE_S (the key's commit lock is held:
+ * no write of it is between moving its data in and committing). Returns how many went; with remove false,
  * only counts them (the read-only pass, without the lock). */
 static unsigned drop_orphans(struct hctx *h, unsigned p, bool remove)
 {
