@@ -190,7 +190,6 @@ struct ol_sreq {
     uint64_t written, next_stripe;
     int cur;                   /* slot being filled, or -1 */
     bool inline_obj, paused, finished, aborted, reported;
-    bool flat;                 /* PUT mode, not inline: one file, <obj>/<ddir>.data */
     /* GET */
     uint64_t off, end, dl, rd_next;
     int64_t rlen;

@@ -324,7 +324,8 @@ static void commit_dirs_ready(struct ol_sdrv *d)
     struct ol_sreq *r = d->s.r;
     if (!r->inline_obj && !d->renamed) {
         d->step = C_RENAME;
-        ol_se_renameat(d, r->flat ? r->p_tpart : r->p_tdir, r->flat ? r->p_part : r->p_ddir);
+        bool put = r->mode == OL_SE_MODE_PUT; /* its file; Complete: the upload's data dir */
+        ol_se_renameat(d, put ? r->p_tpart : r->p_tdir, put ? r->p_part : r->p_ddir);
     } else if (d->meta_ready) {
         d->step = C_MRENAME;
         ol_se_renameat(d, r->p_tmeta, r->p_meta);
@@ -919,7 +920,6 @@ int ol_put_begin(struct ol_store_core *c, const struct ol_put_args *a, ol_store_
     r->size = a->size;
     r->nstripes = (r->size + r->SD - 1) / r->SD;
     r->inline_obj = r->size <= s->inline_max; /* always for 0 bytes (delete markers) */
-    r->flat = !r->inline_obj;
     r->cond = a->cond;
     ol_se_random_id(c, r->tid);
     if (!r->inline_obj)
@@ -1110,7 +1110,7 @@ int ol_put_finish(struct ol_put *p, const struct ol_meta_version *v)
     t.parts = &part;
     t.parts_enc = NULL;
     t.has_inline = false;
-    t.flat = r->flat;
+    t.flat = r->mode == OL_SE_MODE_PUT && !r->inline_obj; /* one file beside meta */
     t.inline_data = (struct ol_meta_bytes){0};
     const struct ol_meta_version *tp = &t;
     int len = ol_meta_encode(r->key, r->klen, &tp, 1, r->tmpl, s->meta_cap);
