@@ -216,6 +216,8 @@ static const struct ckey ol_config_keys[] = {
     {.name = "multipart_expiry_s", .kind = K_INT, .off = CO(multipart_expiry_s),
      .lo = 0, .hi = 315360000, .def = "604800",
      .doc = "Incomplete multipart uploads older than this many seconds are removed; 0 = never."},
+    {.name = "direct_io", .kind = K_BOOL, .off = CO(direct_io), .def = "true",
+     .doc = "Shard files of objects and parts are written with O_DIRECT on drives that take it (tried at start): no page-cache copy, no dirty pages for the fsync. false = buffered writes."},
     {.name = "heal_queue_size", .kind = K_INT, .off = CO(heal_queue_size),
      .lo = 1, .hi = 1048576, .def = "1024",
      .doc = "Objects waiting for the on-read heal; more are dropped (counted)."},

@@ -110,6 +110,7 @@ struct ol_config {
     int64_t default_parity_count;       /* -1 = auto */
     int64_t inline_max_bytes;           /* objects up to this size live in their metadata */
     int64_t multipart_expiry_s;         /* 0 = incomplete uploads never expire */
+    bool direct_io;                     /* O_DIRECT shard writes where drives take them */
     int64_t heal_queue_size;            /* on-read heal queue entries */
     int64_t heal_scan_rate_mbps;        /* scanner: MB/s of shards verified; 0 = off */
     int64_t heal_scan_interval_s;       /* scanner: pause after a full pass */

@@ -40,6 +40,7 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
             t.checksum_failures += LOAD(s->checksum_failures);
             t.read_errors += LOAD(s->read_errors);
             t.write_drive_failures += LOAD(s->write_drive_failures);
+            t.direct_bytes += LOAD(s->direct_bytes);
         }
         if (c->s3api) {
             struct ol_s3_stats x;
@@ -67,6 +68,7 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
         {"openlake_store_checksum_failures_total", "counter", "Shard blocks or metadata files that failed their checksum.", t.checksum_failures},
         {"openlake_store_read_errors_total", "counter", "Shard files missing, short or failing to read.", t.read_errors},
         {"openlake_store_write_drive_failures_total", "counter", "Drives that missed a write that succeeded (queued for heal).", t.write_drive_failures},
+        {"openlake_store_direct_write_bytes_total", "counter", "Shard-file bytes written with O_DIRECT (drives that take it, store.md).", t.direct_bytes},
     };
     /* the store's lines only where there is one (not in mode kv) */
     return ol_metrics_put(buf, cap, 0, m, store ? sizeof m / sizeof *m : 4);

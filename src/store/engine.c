@@ -90,7 +90,27 @@ static int ol_se_mkdir_at(int dfd, const char *path)
 }
 
 /* Prepares drive i: its directory fd, .openlake/{tmp,buckets}, tmp emptied. */
-static int ol_se_open_drive(struct ol_store_drive *d, char *err, size_t errlen)
+/* Does an O_DIRECT write of one aligned page work in the drive's tmp/?
+ * (Not on some filesystems; on others only with larger alignment.) */
+static bool ol_se_probe_dio(int dfd)
+{
+    static const char name[] = OL_FORMAT_DIR "/tmp/direct-io.probe";
+    int fd = openat(dfd, name, O_CREAT | O_TRUNC | O_WRONLY | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return false;
+    void *page = aligned_alloc(OL_SE_PAGE, OL_SE_PAGE);
+    bool ok = false;
+    if (page) {
+        memset(page, 0, OL_SE_PAGE);
+        ok = pwrite(fd, page, OL_SE_PAGE, OL_SE_PAGE) == (ssize_t)OL_SE_PAGE;
+        free(page);
+    }
+    close(fd);
+    unlinkat(dfd, name, 0);
+    return ok;
+}
+
+static int ol_se_open_drive(struct ol_store_drive *d, bool dio, char *err, size_t errlen)
 {
     d->dfd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (d->dfd < 0) {
@@ -118,6 +138,8 @@ static int ol_se_open_drive(struct ol_store_drive *d, char *err, size_t errlen)
     if (rc < 0)
         ol_se_say(err, errlen, "%s: cannot empty %s/tmp: %s", d->path, OL_FORMAT_DIR,
                   strerror(-rc));
+    else
+        d->dio = dio && ol_se_probe_dio(d->dfd);
     return rc;
 }
 
@@ -191,8 +213,10 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
     s->meta_cap = (uint32_t)ol_se_round(ol_se_round(inl, OL_EC_ALIGN) + OL_SE_META_SLACK +
                                         (size_t)OL_META_MAX_PARTS *
                                             (OL_META_PART_FIXED + OL_META_CKS_MAX), 4096);
-    s->slot_size = ol_se_round((size_t)dps * (OL_BITROT_HDR_SIZE + s->bmax), 4096);
-    s->arena_size = OL_SE_SLOTS * s->slot_size + (2 * (size_t)dps + 1) * s->meta_cap;
+    s->region = ol_se_round(OL_SE_PAGE + OL_BITROT_HDR_SIZE + s->bmax, OL_SE_PAGE);
+    s->slot_size = (size_t)dps * s->region;
+    s->arena_size = OL_SE_SLOTS * s->slot_size + (2 * (size_t)dps + 1) * s->meta_cap +
+                    (size_t)dps * OL_SE_PAGE;
     s->max_requests = p->max_requests ? p->max_requests : OL_STORE_REQUESTS_DEFAULT;
     memcpy(s->deployment, plan.deployment, 16);
     s->mpu_min_part = p->mpu_min_part ? p->mpu_min_part : OL_STORE_MPU_MIN_PART;
@@ -209,7 +233,7 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
         if (plan.drives[i].state == OL_FORMAT_OFFLINE)
             continue; /* runs degraded: every request counts it failed */
         d->adopted = plan.drives[i].heal;
-        rc = ol_se_open_drive(d, err, errlen);
+        rc = ol_se_open_drive(d, p->direct_io >= 0, err, errlen);
         if (rc < 0)
             goto fail;
     }
@@ -258,6 +282,11 @@ void ol_se_heal_queue(struct ol_sreq *r)
     const struct ol_store *s = r->c->s;
     if (s->heal_fn && r->klen)
         s->heal_fn(s->heal_ud, r->bucket, r->key);
+}
+
+bool ol_store_drive_direct_io(const struct ol_store *s, unsigned drive)
+{
+    return drive < s->n && s->drives[drive].dio;
 }
 
 bool ol_store_drive_adopted(const struct ol_store *s, unsigned drive)
@@ -420,6 +449,7 @@ struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb
     for (unsigned i = 0; i < OL_SE_SLOTS; i++)
         r->slot[i].base = r->arena + i * c->s->slot_size;
     r->tmpl = r->arena + OL_SE_SLOTS * c->s->slot_size + 2 * (size_t)c->s->dps * c->s->meta_cap;
+    r->carry = r->tmpl + c->s->meta_cap;
     for (unsigned i = 0; i < OL_SE_MAXD; i++) {
         struct ol_sdrv *d = &r->d[i];
         d->fd = d->fd2 = -1;

@@ -306,6 +306,10 @@ struct ol_store_params {
                                    removed by ol_store_open and
                                    ol_store_mpu_cleanup; 0 = OL_STORE_MPU_EXPIRY_S,
                                    -1 = never */
+    int direct_io;              /* 0 = where a drive takes it (tried at
+                                   open: a 4 KiB O_DIRECT write), PUTs and
+                                   parts write their shard files' whole
+                                   pages with O_DIRECT; -1 = never */
     unsigned mpu_max_uploads;   /* uploads in progress at once (registry
                                    entries, ~2.4 KiB each, touched as used);
                                    0 = OL_STORE_MPU_UPLOADS. ol_store_open adds
@@ -318,7 +322,7 @@ struct ol_store_params {
  * as its error with the resolver's message), then on every drive that is
  * not offline: mkdir .openlake/tmp and .openlake/buckets, remove everything
  * under .openlake/tmp/, and open the drive directory (O_DIRECTORY) for the
- * *at() calls; then the multipart registry is rebuilt from the drives'
+ * *at() calls, and (direct_io 0) try one O_DIRECT page write in tmp/; then the multipart registry is rebuilt from the drives'
  * uploads/ directories (expired, orphaned and below-quorum uploads are
  * removed; see "multipart uploads"). Offline drives stay in the layout and
  * count as failed in every request. Returns 0 and *out; -EINVAL (params; err says which);
@@ -353,6 +357,7 @@ struct ol_store_stats {
     uint64_t needs_heal;            /* requests that found a drive to heal */
     uint64_t mpu_created, mpu_completed, mpu_aborted;  /* uploads (aborted: also expired) */
     uint64_t mpu_parts;             /* parts uploaded (also counted in puts) */
+    uint64_t direct_bytes;          /* shard-file bytes written with O_DIRECT */
 };
 
 /*
@@ -911,5 +916,7 @@ bool ol_store_drive_adopted(const struct ol_store *s, unsigned drive);
  * -1 when offline. */
 int ol_store_drive_fd(const struct ol_store *s, unsigned drive);
 unsigned ol_store_drive_count(const struct ol_store *s);
+/* Does configured drive i take O_DIRECT writes (ol_store_params.direct_io)? */
+bool ol_store_drive_direct_io(const struct ol_store *s, unsigned drive);
 
 #endif

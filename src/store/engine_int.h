@@ -32,6 +32,7 @@
 
 #define OL_SE_MAXD   OL_FORMAT_MAX_SET_DRIVES  /* 32 drives per set at most */
 #define OL_SE_SLOTS  OL_STORE_PUT_SLOTS
+#define OL_SE_PAGE   4096u  /* alignment of O_DIRECT writes (offsets, lengths, buffers) */
 #define OL_SE_PATH   256u      /* longest relative path built: ~180 bytes */
 #define OL_SE_CTL    0xffu     /* sop->slot of a drive's control op */
 /* Metadata buffer = inline shard + this + room for 10000 parts with the
@@ -45,6 +46,8 @@ struct ol_store_drive {
     char *path;
     int dfd;                   /* O_DIRECTORY fd of the drive, -1 = offline */
     bool adopted;              /* blank at open: adopted, to be rebuilt */
+    bool dio;                  /* O_DIRECT writes of 4 KiB-aligned pages work here
+                                  (tried at open, unless the params say never) */
 };
 
 struct ol_se_reg;              /* the multipart registry (engine_mpu.c) */
@@ -55,7 +58,9 @@ struct ol_store {
     uint32_t stripe_bytes, inline_max;
     uint32_t bmax;             /* largest shard block: ol_ec_shard_len(stripe, dps - dps/2) */
     uint32_t meta_cap;         /* bytes of one metadata buffer */
-    size_t slot_size;          /* bytes of one stripe slot: dps * (8 + bmax), page-rounded */
+    size_t region;             /* PUT: one shard's place in a slot: 4 KiB of room
+                                  before a record of 8 + bmax bytes, page-rounded */
+    size_t slot_size;          /* bytes of one stripe slot: dps * region */
     size_t arena_size;         /* bytes of one request's region */
     unsigned max_requests;
     uint8_t deployment[16];
@@ -106,6 +111,7 @@ struct ol_sdrv {
     uint8_t retries;           /* PUT: directory races retried */
     bool active;               /* has work in the current phase */
     /* PUT */
+    bool dio;                  /* its file is open with O_DIRECT (engine_put.c) */
     bool bucket, made_tmp, made_part, made_ab, made_obj, renamed, tmeta, committed;
     bool had_old, old_dd, meta_ready, synced;
     bool one;                  /* DELETE of a version: only d->v's data dir goes */
@@ -134,8 +140,12 @@ enum { OL_SE_SL_FREE = 0, OL_SE_SL_FILL, OL_SE_SL_SEALED, OL_SE_SL_IO, OL_SE_SL_
        OL_SE_SL_FAILED };
 
 struct ol_sslot {
-    uint8_t *base;             /* n blocks of 8 + B bytes: header, then the shard */
+    uint8_t *base;             /* GET: n blocks of 8 + B bytes (header, then the
+                                  shard); PUT: n regions (engine_put.c rec()) */
     uint64_t stripe;
+    uint32_t pre;              /* PUT: file offset of the records, mod 4096 */
+    uint32_t tails;            /* PUT: drives whose buffered tail write is next */
+    uint32_t wlen[OL_SE_MAXD]; /* PUT: bytes of each drive's write in flight */
     uint32_t len;              /* data bytes of this stripe */
     uint32_t blen;             /* shard bytes of this stripe */
     uint32_t fill;             /* PUT: data bytes copied in */
@@ -183,6 +193,8 @@ struct ol_sreq {
     struct ol_sslot slot[OL_SE_SLOTS];
     uint8_t *arena;
     uint8_t *tmpl;             /* PUT: the new version, encoded once */
+    uint8_t *carry;            /* PUT: per drive, its file's bytes past the last page
+                                  written with O_DIRECT, not written yet (< 4 KiB) */
     uint32_t tmpl_len;
     struct ol_meta_version tv; /* PUT: decoded from tmpl */
     bool advancing, again, in_api;

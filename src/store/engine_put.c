@@ -6,7 +6,8 @@
  *
  * Phases (r->phase), each waiting for every drive's steps to end:
  *   PREP    statx bucket; create tmp/<tid>.part, fallocate its size
- *   DATA    slot writes (no drive steps); ends when finished and idle
+ *   DATA    slot writes (no drive steps; whole pages with O_DIRECT where the
+ *           drive takes it, "Direct I/O" below); ends when finished and idle
  *   SYNC    fdatasync + close the file
  *   COMMIT  mkdirs, rename it to <obj>/<ddir>.data (a flat version: no data
  *           dir), read old meta, write + rename new meta, fsync <obj> (one
@@ -50,6 +51,15 @@ enum {
 
 static uint32_t stride(const struct ol_sreq *r) { return OL_BITROT_HDR_SIZE + r->B; }
 
+/* Shard j's record (8-byte header, then its block) in slot sl. Each shard
+ * has a page-aligned region of the slot; the record starts sl->pre bytes
+ * in, where the file offset of the record falls in its page, so that the
+ * region's pages are the file's pages (O_DIRECT writes them as they are). */
+static uint8_t *rec(const struct ol_sreq *r, const struct ol_sslot *sl, unsigned j)
+{
+    return sl->base + (size_t)j * r->c->s->region + sl->pre;
+}
+
 static unsigned healthy(const struct ol_sreq *r)
 {
     unsigned n = 0;
@@ -68,6 +78,8 @@ static void slot_init(struct ol_sreq *r, struct ol_sslot *sl, uint64_t stripe)
     sl->len = (uint32_t)(left < r->SD ? left : r->SD);
     sl->blen = (uint32_t)ol_ec_shard_len(sl->len, r->k);
     sl->fill = 0;
+    sl->pre = (uint32_t)(stripe * stride(r) % OL_SE_PAGE);
+    sl->tails = 0;
     sl->state = OL_SE_SL_FILL;
 }
 
@@ -108,12 +120,12 @@ static bool want_pause(const struct ol_sreq *r)
 /* Zero-fills the padding, computes parity, seals each shard block. */
 static void seal(struct ol_sreq *r, struct ol_sslot *sl)
 {
-    uint32_t blen = sl->blen, st = stride(r);
+    uint32_t blen = sl->blen;
     if (blen) {
         uint8_t *data[OL_EC_MAX_DATA], *parity[OL_EC_MAX_PARITY];
         for (unsigned j = 0; j < r->k; j++) {
             uint64_t start = (uint64_t)j * blen;
-            uint8_t *p = sl->base + (size_t)j * st + OL_BITROT_HDR_SIZE;
+            uint8_t *p = rec(r, sl, j) + OL_BITROT_HDR_SIZE;
             if (start + blen > sl->len) {
                 uint32_t from = sl->len > start ? (uint32_t)(sl->len - start) : 0;
                 memset(p + from, 0, blen - from);
@@ -121,11 +133,11 @@ static void seal(struct ol_sreq *r, struct ol_sslot *sl)
             data[j] = p;
         }
         for (unsigned i = 0; i < r->m; i++)
-            parity[i] = sl->base + (size_t)(r->k + i) * st + OL_BITROT_HDR_SIZE;
+            parity[i] = rec(r, sl, r->k + i) + OL_BITROT_HDR_SIZE;
         ol_ec_encode(r->ec, blen, data, parity);
         if (!r->inline_obj)
             for (unsigned i = 0; i < r->n; i++) {
-                uint8_t *b = sl->base + (size_t)i * st;
+                uint8_t *b = rec(r, sl, i);
                 ol_bitrot_seal(ol_se_part_seed(r->ddir, r->pnum, i), sl->stripe,
                                b + OL_BITROT_HDR_SIZE, blen, b);
             }
@@ -149,6 +161,45 @@ static bool slots_idle(const struct ol_sreq *r)
     return true;
 }
 
+/*
+ * Direct I/O. A drive that takes O_DIRECT (ol_store_drive.dio) has its file
+ * opened with it, and every write is of whole pages from the slot's
+ * page-aligned regions. A record rarely ends on a page boundary, so each
+ * stripe's write stops at the last one: the bytes past it go to the
+ * drive's carry (r->carry, one page per drive) and are written by the next
+ * stripe's write, which starts on that page (they are copied into the room
+ * before its record). The last stripe's write is followed, once it is done,
+ * by turning O_DIRECT off (fcntl) and writing what remains, buffered: the
+ * file ends exactly where the framing says (bitrot.h), and a part's record
+ * after the blocks (SYNC) is buffered too. Direct writes leave no dirty
+ * pages to the fdatasync and skip the page-cache copy.
+ */
+static int dio_off(struct ol_sdrv *d)
+{
+    if (!d->dio)
+        return 0;
+    d->dio = false;
+    return fcntl(d->fd, F_SETFL, 0) < 0 ? -errno : 0;
+}
+
+static void slot_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, const uint8_t *buf,
+                       uint32_t len, uint64_t off)
+{
+    struct ol_sslot *sl = &r->slot[si];
+    struct ol_sop *w = &r->w[si][d->pos];
+    sl->wlen[d->pos] = len;
+    ol_se_issue(r, w, ol_loop_write(r->c->loop, &w->op, d->fd, buf, len, off));
+}
+
+/* The last stripe's bytes of drive d past its last whole page. */
+static void tail_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d)
+{
+    struct ol_sslot *sl = &r->slot[si];
+    uint32_t all = sl->pre + OL_BITROT_HDR_SIZE + sl->blen, whole = all & ~(OL_SE_PAGE - 1);
+    uint8_t *page = rec(r, sl, d->shard) - sl->pre;
+    slot_write(r, si, d, page + whole, all - whole, sl->stripe * stride(r) - sl->pre + whole);
+}
+
 /* Writes the sealed slots, oldest stripe first (only in DATA, while healthy). */
 static void submit(struct ol_sreq *r)
 {
@@ -164,23 +215,52 @@ static void submit(struct ol_sreq *r)
             }
         if (!sl)
             return;
-        uint32_t st = stride(r), len = OL_BITROT_HDR_SIZE + sl->blen;
+        uint32_t len = OL_BITROT_HDR_SIZE + sl->blen;
+        uint64_t off = sl->stripe * stride(r);
+        bool last = sl->stripe + 1 == r->nstripes;
+        unsigned live = 0;
         sl->state = OL_SE_SL_IO;
         sl->pending = 0;
+        sl->tails = 0;
         for (unsigned pos = 0; pos < r->n; pos++) {
             struct ol_sdrv *d = &r->d[pos];
             if (d->err || d->fd < 0)
                 continue;
-            struct ol_sop *w = &r->w[si][pos];
-            ol_se_issue(r, w, ol_loop_write(r->c->loop, &w->op, d->fd,
-                                            sl->base + (size_t)d->shard * st, len,
-                                            sl->stripe * st));
+            live++;
+            uint8_t *rp = rec(r, sl, d->shard);
+            if (!d->dio) {
+                slot_write(r, si, d, rp, len, off);
+                sl->pending++;
+                continue;
+            }
+            uint8_t *page = rp - sl->pre, *carry = r->carry + (size_t)pos * OL_SE_PAGE;
+            uint32_t all = sl->pre + len, whole = all & ~(OL_SE_PAGE - 1);
+            memcpy(page, carry, sl->pre);
+            memcpy(carry, page + whole, all - whole);
+            if (whole) {
+                slot_write(r, si, d, page, whole, off - sl->pre);
+                if (last && all > whole)
+                    sl->tails |= 1u << pos;
+            } else if (last) { /* all of it is past the last page written */
+                int e = dio_off(d);
+                if (e < 0) {
+                    d->err = e;
+                    continue;
+                }
+                tail_write(r, si, d);
+            } else {
+                continue; /* in the carry, for the next stripe's write */
+            }
             sl->pending++;
         }
-        if (!sl->pending) {
+        if (!live) {
             sl->state = OL_SE_SL_FREE;
             r->status = -EIO;
             return;
+        }
+        if (!sl->pending) {
+            sl->state = OL_SE_SL_FREE;
+            next_fill(r);
         }
     }
 }
@@ -189,8 +269,23 @@ void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res)
 {
     struct ol_sslot *sl = &r->slot[slot];
     struct ol_sdrv *d = &r->d[pos];
-    if (res != (int)(OL_BITROT_HDR_SIZE + sl->blen) && !d->err)
+    bool ok = res == (int)sl->wlen[pos];
+    if (!ok && !d->err)
         d->err = res < 0 ? res : -EIO;
+    if (ok && d->dio)
+        r->c->st.direct_bytes += (uint64_t)res;
+    if (ok && sl->stripe + 1 == r->nstripes && d->dio) {
+        int e = dio_off(d); /* the direct writes are done: the rest is buffered */
+        if (e < 0 && !d->err)
+            d->err = e;
+    }
+    if (sl->tails & (1u << pos)) {
+        sl->tails &= ~(1u << pos);
+        if (!d->err && r->status == 0 && !r->aborted) {
+            tail_write(r, slot, d);
+            return;
+        }
+    }
     if (--sl->pending == 0) {
         sl->state = OL_SE_SL_FREE;
         if (r->status == 0 && healthy(r) < r->wq)
@@ -302,7 +397,7 @@ static void commit_build(struct ol_sdrv *d)
     v.ec.index = d->shard;
     if (r->inline_obj && !r->dmark) {
         v.has_inline = true;
-        v.inline_data.p = r->slot[0].base + (size_t)d->shard * stride(r) + OL_BITROT_HDR_SIZE;
+        v.inline_data.p = rec(r, &r->slot[0], d->shard) + OL_BITROT_HDR_SIZE;
         v.inline_data.len = r->slot[0].blen;
     }
     int n = ol_meta_put_version(old, oldlen, r->key, r->klen, &v, replace, d->nbuf,
@@ -442,8 +537,9 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         if (r->inline_obj)
             return ol_se_drive_end(d);
         d->urec = r->mode == OL_SE_MODE_PART;
+        d->dio = r->size && r->c->s->drives[r->set * r->c->s->dps + d->pos].dio;
         d->step = P_OPEN;
-        ol_se_openat(d, r->p_tpart, O_CREAT | O_EXCL | O_WRONLY, 0600);
+        ol_se_openat(d, r->p_tpart, O_CREAT | O_EXCL | O_WRONLY | (d->dio ? O_DIRECT : 0), 0600);
         return;
     case P_STAT2:
         if (res == 0)
@@ -1037,7 +1133,6 @@ int ol_put_write(struct ol_put *p, const void *data, size_t len)
     if (len > space(r))
         return -ENOBUFS;
     const uint8_t *src = data;
-    uint32_t st = stride(r);
     while (len) {
         struct ol_sslot *sl = &r->slot[r->cur];
         uint32_t o = sl->fill, j = o / sl->blen, within = o % sl->blen;
@@ -1046,7 +1141,7 @@ int ol_put_write(struct ol_put *p, const void *data, size_t len)
             n = sl->len - o;
         if (n > len)
             n = len;
-        memcpy(sl->base + (size_t)j * st + OL_BITROT_HDR_SIZE + within, src, n);
+        memcpy(rec(r, sl, j) + OL_BITROT_HDR_SIZE + within, src, n);
         sl->fill += (uint32_t)n;
         r->written += n;
         src += n;

@@ -103,16 +103,28 @@ static void part_path(const struct sh_env *e, unsigned i, const char *b, const c
 
 /* ---- tests ------------------------------------------------------------------------- */
 
-OLT_TEST_T(store_engine_put_get_sizes, 120)
+/* Objects of many sizes, with the shard files written with O_DIRECT where
+ * the drives take it (direct_io 0) or buffered (-1): the same bytes read
+ * back, and the files are exactly as bitrot.h frames them. Records are
+ * 8 + 32 KiB here, so each stripe's starts 8 bytes further into its page:
+ * the sizes end on and off page boundaries, in the first stripe, after 512
+ * stripes (the offsets have gone round a page), and one whose last record
+ * is smaller than a page. */
+static void put_get_sizes(int direct_io)
 {
     struct sh_env e;
     env_open(&e, 4, 4, -1);   /* one set, k 2 + m 2 */
+    if (direct_io) {
+        e.p.direct_io = direct_io;
+        env_reopen(&e);
+    }
     OLT_CHECK_EQ(ol_store_parity(e.s), 2);
     uint32_t inl = ol_store_inline_max(e.s);
     OLT_CHECK_EQ(inl, SH_STRIPE); /* the default 128 KiB, clamped to the stripe */
     OLT_CHECK_EQ(sh_bucket_create(&e, "bkt"), 0);
     uint64_t sd = 2 * ol_ec_shard_len(SH_STRIPE, 2); /* data bytes per stripe */
-    uint64_t sizes[] = {0, 1, 63, inl, inl + 1, 3 * sd, 2 * sd + sd / 2 + 7, 5 * sd + 1};
+    uint64_t sizes[] = {0, 1, 63, inl, inl + 1, 3 * sd, 2 * sd + sd / 2 + 7, 5 * sd + 1,
+                        3 * sd + 10, 2 * 4088 * 2, 513 * sd + 12345};
     for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         char key[64];
         snprintf(key, sizeof key, "dir/obj-%u", i);
@@ -143,10 +155,23 @@ OLT_TEST_T(store_engine_put_get_sizes, 120)
     OLT_CHECK_EQ(st.puts, sizeof sizes / sizeof *sizes);
     OLT_CHECK_EQ(st.reads_reconstructed, 0);
     OLT_CHECK_EQ(st.checksum_failures, 0);
+    bool dio = ol_store_drive_direct_io(e.s, 0);
+    for (unsigned d = 1; d < 4; d++)
+        OLT_CHECK_EQ(ol_store_drive_direct_io(e.s, d), dio);
+    if (direct_io < 0)
+        OLT_CHECK(!dio);
+    if (dio) /* all but the bytes after each file's last page boundary */
+        OLT_CHECK(st.direct_bytes > 4 * 513 * (sd / 2));
+    else
+        OLT_CHECK_EQ(st.direct_bytes, 0);
     sh_check_tmp_empty(&e);
     sh_settle(&e);
     env_close(&e);
 }
+
+OLT_TEST_T(store_engine_put_get_sizes, 120) { put_get_sizes(0); }
+
+OLT_TEST_T(store_engine_put_get_sizes_buffered, 120) { put_get_sizes(-1); }
 
 OLT_TEST_T(store_engine_two_sets_and_parity_override, 120)
 {
