@@ -636,6 +636,30 @@ static void ol_dispatch(ol_loop *loop, uint64_t ud, int res, unsigned flags)
     op->cb(loop, op, res, flags);
 }
 
+/* Caps the io-wq of the calling thread, the ring's only submitter. The
+ * kernel makes that io-wq at the thread's first submission and applies a
+ * cap set before then only when it makes it: a NOP (its completion
+ * ignored) makes it first, so the cap applies now and reads back. */
+static void ol_iowq_cap(ol_loop *loop)
+{
+    struct io_uring_sqe *nop = io_uring_get_sqe(&loop->ring);
+    if (nop) {
+        io_uring_prep_nop(nop);
+        io_uring_sqe_set_data64(nop, OL_UD_IGNORE);
+        io_uring_submit(&loop->ring);
+    }
+    unsigned v[2] = {loop->p.iowq_bounded ? loop->p.iowq_bounded : OL_LOOP_IOWQ_BOUNDED, 0};
+    int rc = io_uring_register_iowq_max_workers(&loop->ring, v);
+    if (rc == 0) {
+        v[0] = v[1] = 0; /* zeros read the caps in effect */
+        rc = io_uring_register_iowq_max_workers(&loop->ring, v);
+    }
+    if (rc < 0)
+        ol_warn("io_uring io-wq workers: %s (the kernel's default stays)", strerror(-rc));
+    else
+        loop->info.iowq_bounded = v[0];
+}
+
 int ol_loop_run(ol_loop *loop)
 {
     ol_loop_self = loop;
@@ -650,6 +674,7 @@ int ol_loop_run(ol_loop *loop)
             return rc;
         }
     }
+    ol_iowq_cap(loop);
     atomic_store_explicit(&loop->enabled, 1, memory_order_release);
     struct io_uring_cqe *cqes[OL_CQE_BATCH];
     struct { uint64_t ud; int res; unsigned flags; } batch[OL_CQE_BATCH];

@@ -51,13 +51,24 @@ struct ol_loop_params {
     unsigned recv_bufs;     /* provided receive buffers (power of two); 0 = 1024 */
     unsigned recv_buf_size; /* bytes each; 0 = 16384 */
     unsigned tick_ms;       /* timer resolution; 0 = 10 */
+    unsigned iowq_bounded;  /* the kernel's workers for this loop's blocking
+                               file work (fsync, path ops, writes it cannot
+                               do at once); 0 = OL_LOOP_IOWQ_BOUNDED */
 };
+
+/* io_uring's default is 4 per online CPU: on a small machine a burst of
+ * PUTs (an fdatasync per drive, then mkdirs, renames and fsyncs, all
+ * punted) queued behind 8 workers, ~2.5 ms per step. Workers are made as
+ * work arrives, so a higher cap costs nothing when idle. */
+#define OL_LOOP_IOWQ_BOUNDED 64
 
 /* What the loop negotiated with the kernel (for logs, tests and metrics). */
 struct ol_loop_info {
     unsigned setup_flags;   /* IORING_SETUP_* actually in use */
     int msg_ring;           /* cross-core doorbell by IORING_OP_MSG_RING */
     int multishot_recv;     /* recv uses provided buffers, multishot */
+    unsigned iowq_bounded;  /* the cap in effect once the loop runs (0: the
+                               kernel refused ours and keeps its default) */
 };
 
 /*

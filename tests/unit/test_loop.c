@@ -248,6 +248,10 @@ OLT_TEST(loop_deferred_calls_run_next_iteration_without_waiting)
     memset(&dc, 0, sizeof dc);
     OLT_CHECK_EQ(ol_loop_start(l, defer_init, &dc), 0);
     ol_loop_join(l);
+    /* the kernel took loop.h's io-wq cap (it can since 5.15) */
+    struct ol_loop_info info;
+    ol_loop_get_info(l, &info);
+    OLT_CHECK_EQ(info.iowq_bounded, OL_LOOP_IOWQ_BOUNDED);
     OLT_CHECK_EQ(dc.runs, 100);   /* 100 iterations before a 20 ms timer: none waited a tick */
     OLT_CHECK(dc.done_before_stop);
     OLT_CHECK_EQ(dc.d2_runs, 0);
