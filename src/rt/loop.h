@@ -59,8 +59,10 @@ struct ol_loop_params {
 /* io_uring's default is 4 per online CPU: on a small machine a burst of
  * PUTs (an fdatasync per drive, then mkdirs, renames and fsyncs, all
  * punted) queued behind 8 workers, ~2.5 ms per step. Workers are made as
- * work arrives, so a higher cap costs nothing when idle. */
-#define OL_LOOP_IOWQ_BOUNDED 64
+ * work arrives, so a higher cap costs nothing when idle; past 32, large
+ * PUTs (direct writes punted on devices without nowait) lost more to
+ * switching between workers than small ones gained (docs/benchmarks.md). */
+#define OL_LOOP_IOWQ_BOUNDED 32
 
 /* What the loop negotiated with the kernel (for logs, tests and metrics). */
 struct ol_loop_info {
