@@ -394,7 +394,7 @@ static void fill(struct ol_sreq *r)
         return;
     uint64_t last = (r->pend - 1) / r->SD;
     while (r->rd_next <= last) {
-        unsigned si = (unsigned)(r->rd_next % OL_SE_SLOTS);
+        unsigned si = (unsigned)(r->rd_next % OL_STORE_GET_SLOTS);
         if (r->slot[si].state != OL_SE_SL_FREE)
             return;
         start_stripe(r, si, r->rd_next++);
@@ -535,7 +535,7 @@ static bool pump(struct ol_sreq *r)
     fill(r);
     uint64_t ldl = r->dl - r->pbase;
     uint64_t s = ldl / r->SD;
-    unsigned si = r->inline_obj ? 0 : (unsigned)(s % OL_SE_SLOTS);
+    unsigned si = r->inline_obj ? 0 : (unsigned)(s % OL_STORE_GET_SLOTS);
     struct ol_sslot *sl = &r->slot[si];
     if (sl->stripe != s || (sl->state != OL_SE_SL_READY && sl->state != OL_SE_SL_FAILED))
         return false; /* reads in flight */

@@ -32,6 +32,7 @@
 
 #define OL_SE_MAXD   OL_FORMAT_MAX_SET_DRIVES  /* 32 drives per set at most */
 #define OL_SE_SLOTS  OL_STORE_PUT_SLOTS
+_Static_assert(OL_STORE_GET_SLOTS <= OL_SE_SLOTS, "a GET reads into the first slots");
 #define OL_SE_PAGE   4096u  /* alignment of O_DIRECT writes (offsets, lengths, buffers) */
 #define OL_SE_PATH   256u      /* longest relative path built: ~180 bytes */
 #define OL_SE_CTL    0xffu     /* sop->slot of a drive's control op */
