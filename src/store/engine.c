@@ -89,7 +89,6 @@ static int ol_se_mkdir_at(int dfd, const char *path)
     return 0;
 }
 
-/* Prepares drive i: its directory fd, .openlake/{tmp,buckets}, tmp emptied. */
 /* Does an O_DIRECT write of one aligned page work in the drive's tmp/?
  * (Not on some filesystems; on others only with larger alignment.) */
 static bool ol_se_probe_dio(int dfd)
@@ -110,6 +109,8 @@ static bool ol_se_probe_dio(int dfd)
     return ok;
 }
 
+/* Prepares drive i: its directory fd, .openlake/{tmp,buckets}, tmp emptied,
+ * whether it takes O_DIRECT writes (dio: try). */
 static int ol_se_open_drive(struct ol_store_drive *d, bool dio, char *err, size_t errlen)
 {
     d->dfd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
