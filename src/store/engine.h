@@ -327,7 +327,8 @@ struct ol_store_params {
  * as its error with the resolver's message), then on every drive that is
  * not offline: mkdir .openlake/tmp and .openlake/buckets, remove everything
  * under .openlake/tmp/, and open the drive directory (O_DIRECTORY) for the
- * *at() calls, and (direct_io 0) try one O_DIRECT page write in tmp/; then the multipart registry is rebuilt from the drives'
+ * *at() calls, and (direct_io 0) try one O_DIRECT page write in tmp/;
+ * then the multipart registry is rebuilt from the drives'
  * uploads/ directories (expired, orphaned and below-quorum uploads are
  * removed; see "multipart uploads"). Offline drives stay in the layout and
  * count as failed in every request. Returns 0 and *out; -EINVAL (params; err says which);
