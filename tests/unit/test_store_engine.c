@@ -488,7 +488,8 @@ OLT_TEST_T(store_engine_too_many_lost_is_eio, 120)
     OLT_CHECK_EQ(sh_bucket_create(&e, "eio"), 0);
     uint32_t B = (uint32_t)ol_ec_shard_len(SH_STRIPE, 2);
     uint64_t sd = 2ull * B, size = 3 * sd;
-    uint8_t *a = sh_pattern(size, 12), *buf = malloc(size);
+    /* a holds the 200000 bytes of the last PUT below too */
+    uint8_t *a = sh_pattern(size > 200000 ? size : 200000, 12), *buf = malloc(size);
     OLT_CHECK_EQ(put(&e, "eio", "obj", a, size), 0);
     /* m + 1 corrupt shards of stripe 1: stripe 0 is served, then -EIO, no wrong byte */
     for (unsigned sh = 0; sh < 3; sh++) {
