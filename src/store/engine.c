@@ -545,11 +545,13 @@ void ol_se_drives_init(struct ol_sreq *r)
     }
 }
 
-int ol_se_dfd(const struct ol_sreq *r, unsigned pos)
+const struct ol_store_drive *ol_se_drive(const struct ol_sreq *r, unsigned pos)
 {
     const struct ol_store *s = r->c->s;
-    return s->drives[r->set * s->dps + pos].dfd;
+    return &s->drives[r->set * s->dps + pos];
 }
+
+int ol_se_dfd(const struct ol_sreq *r, unsigned pos) { return ol_se_drive(r, pos)->dfd; }
 
 void ol_se_path_id(char *out, const char *prefix, const uint8_t id[16], const char *suffix)
 {

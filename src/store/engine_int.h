@@ -288,6 +288,8 @@ void ol_se_obj_names(const struct ol_store *s, const char *key, size_t klen, con
                      char *p_ab, char *p_obj, char *p_meta);
 /* Resets the per-drive states for set r->set (n = dps drives). */
 void ol_se_drives_init(struct ol_sreq *r);
+/* The store's drive at position pos of r's set, and its directory fd. */
+const struct ol_store_drive *ol_se_drive(const struct ol_sreq *r, unsigned pos);
 int ol_se_dfd(const struct ol_sreq *r, unsigned pos);
 /* Blocking (ol_store_open only): removes everything inside directory fd,
  * which stays open; depth 0 at the top. 0 or -errno. */

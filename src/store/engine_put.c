@@ -272,10 +272,9 @@ void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res)
     bool ok = res == (int)sl->wlen[pos];
     if (!ok && !d->err)
         d->err = res < 0 ? res : -EIO;
-    if (ok && d->dio)
+    if (ok && d->dio) {
         r->c->st.direct_bytes += (uint64_t)res;
-    if (ok && sl->stripe + 1 == r->nstripes && d->dio) {
-        int e = dio_off(d); /* the direct writes are done: the rest is buffered */
+        int e = sl->stripe + 1 == r->nstripes ? dio_off(d) : 0; /* the rest is buffered */
         if (e < 0 && !d->err)
             d->err = e;
     }
@@ -537,7 +536,7 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         if (r->inline_obj)
             return ol_se_drive_end(d);
         d->urec = r->mode == OL_SE_MODE_PART;
-        d->dio = r->size && r->c->s->drives[r->set * r->c->s->dps + d->pos].dio;
+        d->dio = r->size && ol_se_drive(r, d->pos)->dio;
         d->step = P_OPEN;
         ol_se_openat(d, r->p_tpart, O_CREAT | O_EXCL | O_WRONLY | (d->dio ? O_DIRECT : 0), 0600);
         return;
