@@ -4,11 +4,14 @@
  * A byte-at-a-time state machine for the framing (header lines, the CRLF
  * after each chunk's data, trailer lines) and slices for the data itself,
  * so a chunk of any size costs one call per input slice. Signed modes hash
- * each chunk's data as it passes and compare the chunk's announced
- * signature when its CRLF arrives.
+ * each chunk's data and compare the chunk's announced signature: with no
+ * stage as the data passes (the check when its CRLF arrives); with one,
+ * chunks are staged and hashed in pairs (the older one checked first, so
+ * the chain of signatures keeps its order).
  */
 #include "s3/awschunked.h"
 
+#include "base/sha256.h"
 #include "base/simd.h"
 
 #include "s3/pct.h"
@@ -41,13 +44,14 @@ int ol_awsc_mode_of(const char *v, size_t n)
 
 void ol_awsc_init(struct ol_awsc *st, int mode, const uint8_t key[32], const char *amz_date,
                   const char *scope, size_t scope_len, const uint8_t seed[32],
-                  uint64_t decoded_len, EVP_MD_CTX *md)
+                  uint64_t decoded_len, uint8_t *stage)
 {
     memset(st, 0, sizeof *st);
     st->mode = mode;
     st->state = ST_HDR;
     st->expect = decoded_len;
-    st->md = md;
+    st->stage = stage;
+    st->wait = -1;
     if (mode != OL_AWSC_UNSIGNED_TRAILER) {
         memcpy(st->key, key, 32);
         memcpy(st->prev, seed, 32);
@@ -67,6 +71,149 @@ static long fail(struct ol_awsc *st, int err)
 static bool is_signed(const struct ol_awsc *st)
 {
     return st->mode != OL_AWSC_UNSIGNED_TRAILER;
+}
+
+/* ---- chunk hashes -------------------------------------------------------- *
+ *
+ * With a stage, chunks go in pairs: a chunk that starts with none waiting
+ * is copied into the stage ("staged"; if it outgrows it, its whole blocks
+ * are hashed alone to make room) and, once ended, waits. The next chunk
+ * is hashed straight from the input, each of its whole blocks beside one
+ * of the waiting chunk's (a block cut by the input's slicing is gathered
+ * in `tail` first), so only every other chunk is copied. The waiting one
+ * is checked when its blocks run out, when the next chunk ends, or before
+ * the final chunk: always before the one after it.
+ */
+
+/* Lane l's chunk has all its bytes hashed: its signature, next in the
+ * chain. */
+static int verify(struct ol_awsc *st, int l)
+{
+    uint8_t h[32], sig[32];
+    ol_sha256_final(&st->lane[l].sha, h);
+    ol_sigv4_chunk_sign(st->key, st->amz_date, st->scope, st->scope_len, st->prev, h, sig);
+    if (!ol_sigv4_equal(sig, st->lane[l].want))
+        return -EACCES;
+    memcpy(st->prev, sig, 32);
+    return 0;
+}
+
+/* The waiting chunk, if any: what it has left hashed alone, then checked. */
+static int flush_wait(struct ol_awsc *st)
+{
+    if (st->wait < 0)
+        return 0;
+    struct ol_awsc_lane *w = &st->lane[st->wait];
+    ol_simd_clean();   /* the SHA-NI code is legacy SSE: base/simd.h */
+    ol_sha256_update(&w->sha, st->stage + w->off, w->used - w->off);
+    int l = st->wait;
+    st->wait = -1;
+    return verify(st, l);
+}
+
+/* nb whole blocks at p of the current (not staged) chunk: beside the
+ * waiting chunk's blocks while it has some, then alone. */
+static int hash_blocks(struct ol_awsc *st, const uint8_t *p, size_t nb)
+{
+    struct ol_awsc_lane *c = &st->lane[st->cur];
+    ol_simd_clean();
+    if (st->wait >= 0) {
+        struct ol_awsc_lane *w = &st->lane[st->wait];
+        size_t j = (w->used - w->off) / 64;
+        if (j > nb)
+            j = nb;
+        st->paired += ol_sha256_update2(&w->sha, st->stage + w->off, j * 64, &c->sha, p, j * 64);
+        w->off += (uint32_t)(j * 64);
+        p += j * 64;
+        nb -= j;
+        if (w->used - w->off < 64) {   /* its blocks ran out: done */
+            int rc = flush_wait(st);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    ol_sha256_update(&c->sha, p, nb * 64);
+    return 0;
+}
+
+/* Data bytes of the current chunk. */
+static int chunk_data(struct ol_awsc *st, const uint8_t *p, size_t m)
+{
+    struct ol_awsc_lane *c = &st->lane[st->cur];
+    if (!st->stage) {
+        ol_simd_clean();
+        ol_sha256_update(&c->sha, p, m);
+        return 0;
+    }
+    if (st->direct) {
+        while (m) {
+            if (st->tail_len || m < 64) {
+                size_t take = 64 - st->tail_len < m ? 64 - st->tail_len : m;
+                memcpy(st->tail + st->tail_len, p, take);
+                st->tail_len += (unsigned)take;
+                p += take;
+                m -= take;
+                if (st->tail_len == 64) {
+                    st->tail_len = 0;
+                    int rc = hash_blocks(st, st->tail, 1);
+                    if (rc < 0)
+                        return rc;
+                }
+                continue;
+            }
+            size_t nb = m / 64;
+            int rc = hash_blocks(st, p, nb);
+            if (rc < 0)
+                return rc;
+            p += nb * 64;
+            m -= nb * 64;
+        }
+        return 0;
+    }
+    while (m) {   /* staged */
+        if (c->used == OL_AWSC_STAGE) {   /* full: hash its whole blocks alone */
+            uint32_t whole = c->used & ~63u;
+            ol_simd_clean();
+            ol_sha256_update(&c->sha, st->stage, whole);
+            memmove(st->stage, st->stage + whole, c->used - whole);
+            c->used -= whole;
+        }
+        size_t take = OL_AWSC_STAGE - c->used < m ? OL_AWSC_STAGE - c->used : m;
+        memcpy(st->stage + c->used, p, take);
+        c->used += (uint32_t)take;
+        p += take;
+        m -= take;
+    }
+    return 0;
+}
+
+/* The current chunk's CRLF: checked now, or (staged, with blocks to pair)
+ * left to wait for the next chunk. */
+static int chunk_end(struct ol_awsc *st)
+{
+    st->state = ST_HDR;
+    if (!is_signed(st))
+        return 0;
+    struct ol_awsc_lane *c = &st->lane[st->cur];
+    if (!st->stage)
+        return verify(st, st->cur);
+    if (!st->direct) {
+        if (c->used >= 64) {
+            c->off = 0;
+            st->wait = st->cur;
+            return 0;
+        }
+        ol_simd_clean();
+        ol_sha256_update(&c->sha, st->stage, c->used);
+        return verify(st, st->cur);
+    }
+    int rc = flush_wait(st);   /* the older one first */
+    if (rc < 0)
+        return rc;
+    ol_simd_clean();
+    ol_sha256_update(&c->sha, st->tail, st->tail_len);
+    st->tail_len = 0;
+    return verify(st, st->cur);
 }
 
 /* "hex[;chunk-signature=SIG]" */
@@ -93,6 +240,9 @@ static int chunk_header(struct ol_awsc *st, const char *l, size_t n)
     }
     if (size == 0) {
         if (is_signed(st)) {
+            int rc = flush_wait(st);
+            if (rc < 0)
+                return rc;
             uint8_t sig[32];
             ol_sigv4_chunk_sign(st->key, st->amz_date, st->scope, st->scope_len, st->prev,
                                 (const uint8_t *)empty_sha, sig);
@@ -106,25 +256,16 @@ static int chunk_header(struct ol_awsc *st, const char *l, size_t n)
     if (st->expect != UINT64_MAX && size > st->expect - st->total)
         return -EMSGSIZE;
     st->left = size;
-    if (is_signed(st) && EVP_DigestInit_ex(st->md, EVP_sha256(), NULL) != 1)
-        return -EIO;
-    st->state = ST_DATA;
-    return 0;
-}
-
-static int chunk_end(struct ol_awsc *st)
-{
     if (is_signed(st)) {
-        uint8_t h[32], sig[32];
-        unsigned hl = 32;
-        if (EVP_DigestFinal_ex(st->md, h, &hl) != 1)
-            return -EIO;
-        ol_sigv4_chunk_sign(st->key, st->amz_date, st->scope, st->scope_len, st->prev, h, sig);
-        if (!ol_sigv4_equal(sig, st->want))
-            return -EACCES;
-        memcpy(st->prev, sig, 32);
+        st->cur = st->wait == 0 ? 1 : 0;
+        struct ol_awsc_lane *c = &st->lane[st->cur];
+        ol_sha256_init(&c->sha);
+        memcpy(c->want, st->want, 32);
+        c->used = c->off = 0;
+        st->direct = st->wait >= 0;   /* paired with the waiting one */
+        st->tail_len = 0;
     }
-    st->state = ST_HDR;
+    st->state = ST_DATA;
     return 0;
 }
 
@@ -195,10 +336,11 @@ long ol_awsc_feed(struct ol_awsc *st, const char *in, size_t n, const char **dat
             size_t m = n - i;
             if (m > st->left)
                 m = (size_t)st->left;
-            if (is_signed(st))
-                ol_simd_clean();   /* OpenSSL's SHA-NI code is legacy SSE: base/simd.h */
-            if (is_signed(st) && EVP_DigestUpdate(st->md, in + i, m) != 1)
-                return fail(st, -EIO);
+            if (is_signed(st)) {
+                int rc = chunk_data(st, (const uint8_t *)in + i, m);
+                if (rc < 0)
+                    return fail(st, rc);
+            }
             *data = in + i;
             *data_len = m;
             st->left -= m;

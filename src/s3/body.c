@@ -57,7 +57,7 @@ enum ol_s3_err ol_s3_body_begin(struct ol_s3_body *b, const struct ol_s3_auth *a
                    : auth->payload == OL_S3_PAY_STREAM_SIGNED_TRAILER ? OL_AWSC_SIGNED_TRAILER
                    : OL_AWSC_UNSIGNED_TRAILER;
         ol_awsc_init(&b->awsc, mode, auth->key, auth->amz_date, auth->scope, auth->scope_len,
-                     auth->seed, b->expect, ctx->chunk);
+                     auth->seed, b->expect, ctx->stage);
     }
     if (auth->payload == OL_S3_PAY_SHA256) {
         memcpy(b->body_sha256, auth->body_sha256, 32);

@@ -31,7 +31,7 @@
 /* The hash contexts a body needs; owned by the caller, reusable. */
 struct ol_s3_body_ctx {
     EVP_MD_CTX *payload;   /* SHA-256 of the body (UNSIGNED: unused) */
-    EVP_MD_CTX *chunk;     /* aws-chunked: SHA-256 of each chunk */
+    uint8_t *stage;        /* aws-chunked: OL_AWSC_STAGE bytes, or NULL */
     struct ol_md5 *md5;    /* the ETag: a lane of the core's MD5 set (base/md5.h) */
     EVP_MD_CTX *cksum;     /* a SHA-1 / SHA-256 flexible checksum */
 };

@@ -24,6 +24,10 @@
 #define OL_S3_STATES       256u         /* requests in flight per core */
 #define OL_S3_MD5_LANES    32u          /* uploads hashed side by side per core
                                            (OL_MD5_STAGE bytes each) */
+#define OL_S3_CHUNK_STAGES 32u          /* signed streaming uploads per core whose
+                                           chunks are hashed in pairs
+                                           (OL_AWSC_STAGE bytes each; past
+                                           that, one by one) */
 #define OL_S3_MAX_XML_BODY (2u << 20)   /* request XML bodies (DeleteObjects: 1000 keys) */
 #define OL_S3_WRITE_PIECE  (64u << 10) /* response bytes queued per write */
 #define OL_S3_NS           "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -71,6 +75,7 @@ struct ol_s3_req {
     struct ol_md5 *md5;          /* its MD5 stream once asked for (ol_s3_md5) */
     struct ol_s3_req *md5_next;  /* parked: waiting for MD5 company (server.c) */
     bool md5_parked;
+    uint8_t *stage;              /* aws-chunked staging lent (srv->stages), or NULL */
     struct ol_s3_server *srv;
     ol_http_req *r;              /* NULL once the client went away */
     const char *path, *query;    /* raw request-target parts (valid while r is) */
@@ -105,6 +110,7 @@ struct ol_s3_server {
     struct ol_s3_body_ctx ctx[OL_S3_STATES];
     struct ol_md5_set *md5;      /* MD5 lanes lent to uploads (base/md5.h) */
     struct ol_md5 md5_lone[OL_S3_STATES];   /* slot i's stream when none is free */
+    struct ol_pool stages;       /* aws-chunked staging (awschunked.h) */
     unsigned ctx_free[OL_S3_STATES];
     unsigned nctx_free;
     /* bodies that ended with MD5 blocks left, waiting for company (server.c) */
@@ -112,6 +118,8 @@ struct ol_s3_server {
     struct ol_timer md5_soon;    /* deferred: resume the ready ones */
     struct ol_timer md5_late;    /* a tick: resume them all */
     uint64_t md5_waits, md5_waits_late;
+    uint64_t chunk_paired;       /* signed chunk bytes hashed in pairs */
+    uint64_t chunk_unstaged;     /* signed uploads that found no staging */
 };
 
 /* Starts the operation of a routed, authenticated request (ops.c). */

@@ -42,10 +42,11 @@ int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out)
      * side by side */
     if (!(s->md5 = ol_md5_set_new(OL_S3_MD5_LANES)))
         goto oom;
+    if (ol_pool_init(&s->stages, OL_AWSC_STAGE, OL_S3_CHUNK_STAGES) < 0)
+        goto oom;
     for (unsigned i = 0; i < OL_S3_STATES; i++) {
         struct ol_s3_body_ctx *c = &s->ctx[i];
-        if (!(c->payload = EVP_MD_CTX_new()) || !(c->chunk = EVP_MD_CTX_new()) ||
-            !(c->cksum = EVP_MD_CTX_new()))
+        if (!(c->payload = EVP_MD_CTX_new()) || !(c->cksum = EVP_MD_CTX_new()))
             goto oom;
         s->ctx_free[i] = i;
     }
@@ -63,7 +64,6 @@ void ol_s3_server_destroy(struct ol_s3_server *s)
         return;
     for (unsigned i = 0; i < OL_S3_STATES; i++) {
         EVP_MD_CTX_free(s->ctx[i].payload);
-        EVP_MD_CTX_free(s->ctx[i].chunk);
         EVP_MD_CTX_free(s->ctx[i].cksum);
     }
     if (s->p.loop) {
@@ -71,6 +71,7 @@ void ol_s3_server_destroy(struct ol_s3_server *s)
         ol_timer_cancel(s->p.loop, &s->md5_late);
     }
     ol_md5_set_free(s->md5);
+    ol_pool_exit(&s->stages);
     ol_pool_exit(&s->states);
     free(s);
 }
@@ -80,6 +81,8 @@ void ol_s3_server_stats(const struct ol_s3_server *s, struct ol_s3_stats *out)
     ol_md5_set_stats(s->md5, &out->etag_blocks_interleaved, &out->etag_blocks_alone);
     out->etag_waits = __atomic_load_n(&s->md5_waits, __ATOMIC_RELAXED);
     out->etag_waits_late = __atomic_load_n(&s->md5_waits_late, __ATOMIC_RELAXED);
+    out->chunk_paired_bytes = __atomic_load_n(&s->chunk_paired, __ATOMIC_RELAXED);
+    out->chunk_unstaged = __atomic_load_n(&s->chunk_unstaged, __ATOMIC_RELAXED);
 }
 
 /* ---- responses ------------------------------------------------------------ */
@@ -101,6 +104,8 @@ void ol_s3_req_free(struct ol_s3_req *q)
     }
     if (q->ctx_slot >= 0)
         s->ctx_free[s->nctx_free++] = (unsigned)q->ctx_slot;
+    if (q->stage)
+        ol_pool_put(&s->stages, q->stage);
     free(q->xml);
     q->magic = 0;
     ol_pool_put(&s->states, q);
@@ -262,6 +267,8 @@ static void md5_unpark(struct ol_s3_req *q)
 static void body_end_now(struct ol_s3_req *q)
 {
     enum ol_s3_err e = ol_s3_body_end(&q->body);
+    if (q->body.chunked)
+        q->srv->chunk_paired += q->body.awsc.paired;
     q->body_end_handler(q, e);
 }
 
@@ -413,9 +420,15 @@ enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q)
     int64_t clen = info->chunked ? -1
                    : info->content_length == OL_HTTP_NO_LENGTH ? 0
                    : (int64_t)info->content_length;
-    q->srv->ctx[q->ctx_slot].md5 = ol_s3_md5(q);
+    struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
+    ctx->md5 = ol_s3_md5(q);
+    if (!q->stage && (q->auth.payload == OL_S3_PAY_STREAM_SIGNED ||
+                      q->auth.payload == OL_S3_PAY_STREAM_SIGNED_TRAILER) &&
+        !(q->stage = ol_pool_get(&q->srv->stages)))
+        q->srv->chunk_unstaged++;   /* none left: its chunks one by one */
+    ctx->stage = q->stage;
     return ol_s3_body_begin(&q->body, &q->auth, h->headers, h->num_headers, clen,
-                            &q->srv->ctx[q->ctx_slot]);
+                            ctx);
 }
 
 struct ol_md5 *ol_s3_md5(struct ol_s3_req *q)

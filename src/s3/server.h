@@ -47,6 +47,8 @@ struct ol_s3_stats {
     uint64_t etag_blocks_alone;        /* ... and alone (OpenSSL) */
     uint64_t etag_waits;               /* bodies parked to wait for MD5 company */
     uint64_t etag_waits_late;          /* ... that the tick ended (hashed alone) */
+    uint64_t chunk_paired_bytes;       /* signed chunks' bytes hashed beside another's */
+    uint64_t chunk_unstaged;           /* signed uploads with no staging (one by one) */
 };
 void ol_s3_server_stats(const struct ol_s3_server *s, struct ol_s3_stats *out);
 

@@ -457,6 +457,119 @@ def test_presigned_put_and_get(s3d):
         assert resp.read() == b"presigned body"
 
 
+def streaming_put(d, path, data, chunk, corrupt_chunk=None):
+    """A STREAMING-AWS4-HMAC-SHA256-PAYLOAD upload as minio-go and the AWS
+    SDKs for Java send it over HTTP: the head signed by botocore's signer,
+    every chunk signed after it (the chain of the SigV4 streaming spec).
+    corrupt_chunk: flip a byte of that chunk after signing. Returns the
+    open connection with the body not yet sent (a generator yields the
+    body pieces) and the head's pieces to send."""
+    import hmac
+    sizes = [len(data[i:i + chunk]) for i in range(0, len(data), chunk)] + [0]
+    framing = sum(len("%x;chunk-signature=" % n) + 64 + 2 + n + (2 if n else 0)
+                  for n in sizes) + 2
+    req = AWSRequest(method="PUT", url=d.url + path, headers={
+        "x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+        "content-encoding": "aws-chunked",
+        "x-amz-decoded-content-length": str(len(data)),
+        "content-length": str(framing)})
+    SigV4Auth(Credentials(AK, SK), "s3", "us-east-1").add_auth(req)
+    amz_date = req.headers["X-Amz-Date"]
+    seed = req.headers["Authorization"].rsplit("Signature=", 1)[1]
+    scope = "%s/us-east-1/s3/aws4_request" % amz_date[:8]
+    key = ("AWS4" + SK).encode()
+    for part in (amz_date[:8], "us-east-1", "s3", "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    empty = hashlib.sha256(b"").hexdigest()
+
+    def body():
+        prev, off = seed, 0
+        for i, n in enumerate(sizes):
+            piece = data[off:off + n]
+            off += n
+            sts = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, prev, empty,
+                             hashlib.sha256(piece).hexdigest()])
+            prev = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+            if i == corrupt_chunk:
+                piece = piece[:n // 2] + bytes([piece[n // 2] ^ 1]) + piece[n // 2 + 1:]
+            yield ("%x;chunk-signature=%s\r\n" % (n, prev)).encode() + piece + \
+                (b"\r\n" if n else b"")
+        yield b"\r\n"
+
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=20)
+    conn.putrequest("PUT", path, skip_accept_encoding=True)
+    for k, v in req.headers.items():
+        conn.putheader(k, v)
+    conn.endheaders()
+    return conn, body()
+
+
+def chunk_metrics(d):
+    with urllib.request.urlopen(d.url + "/_openlake/metrics", timeout=10) as r:
+        return {k: int(v) for k, v in (ln.split() for ln in r.read().decode().splitlines()
+                                       if ln.startswith("openlake_s3_chunk_"))}
+
+
+def cpu_has_sha_ni():
+    with open("/proc/cpuinfo") as f:
+        return " sha_ni" in f.read()
+
+
+def finish(conn, pieces):
+    for p in pieces:
+        conn.send(p)
+    r = conn.getresponse()
+    out = r.status, r.read()
+    conn.close()
+    return out
+
+
+@pytest.mark.parametrize("chunk", [65536, 131072, 300000, 1000])
+def test_signed_streaming_uploads(s3d, chunk):
+    """Signed chunks (hashed two at a time on the server, every other one
+    staged) of the sizes clients use, chunks longer than the stage and
+    small ones; a byte changed in any chunk is SignatureDoesNotMatch and
+    stores nothing."""
+    c = client(s3d)
+    c.create_bucket(Bucket="sig")
+    data = os.urandom(5 * chunk + 12345)
+    r = finish(*streaming_put(s3d, "/sig/ok", data, chunk))
+    assert r[0] == 200, r
+    paired = chunk_metrics(s3d)["openlake_s3_chunk_sha256_paired_bytes_total"]
+    if cpu_has_sha_ni() and chunk <= 131072:   # chunks 1+2, 3+4 side by side
+        assert paired >= 2 * (chunk // 64 * 64), paired
+    elif not cpu_has_sha_ni():
+        assert paired == 0
+    got = c.get_object(Bucket="sig", Key="ok")
+    assert got["Body"].read() == data
+    assert got["ETag"] == '"%s"' % hashlib.md5(data).hexdigest()
+    for bad in (0, 1, 2, 5):   # the first, a paired one, a staged one, the last
+        status, body = finish(*streaming_put(s3d, "/sig/bad%d" % bad, data, chunk, bad))
+        assert status == 403 and b"SignatureDoesNotMatch" in body, bad
+        assert error_of(lambda: c.head_object(Bucket="sig", Key="bad%d" % bad))[1] == 404
+
+
+def test_signed_streaming_uploads_past_the_staging_pool(s3d):
+    """More signed uploads in flight at once than a core lends staging to
+    (OL_S3_CHUNK_STAGES, 32; the daemon runs one core, which takes 64
+    PUTs at once): the rest hash their chunks one by one and every upload
+    is stored right."""
+    c = client(s3d)
+    c.create_bucket(Bucket="many")
+    ups = []
+    for i in range(48):
+        data = os.urandom(3 * 65536 + i)
+        conn, pieces = streaming_put(s3d, "/many/k%d" % i, data, 65536)
+        conn.send(next(pieces))   # each holds its staging from the first chunk on
+        ups.append((data, conn, pieces))
+    for i, (data, conn, pieces) in enumerate(ups):
+        assert finish(conn, pieces)[0] == 200, i
+    assert chunk_metrics(s3d)["openlake_s3_chunk_unstaged_total"] == 48 - 32
+    for i, (data, _, _) in enumerate(ups):
+        assert c.get_object(Bucket="many", Key="k%d" % i)["Body"].read() == data, i
+
+
 def shard_files(root):
     """The objects' shard files under root: <data dir>/part.N of multipart
     objects, <data dir id>.data beside meta for the others (docs/store.md)."""

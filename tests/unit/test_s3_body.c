@@ -14,7 +14,7 @@ static struct ol_s3_body_ctx ctx;
 static void init_ctx(void)
 {
     ctx.payload = EVP_MD_CTX_new();
-    ctx.chunk = EVP_MD_CTX_new();
+    ctx.stage = malloc(OL_AWSC_STAGE);   /* chunks hashed in pairs */
     static struct ol_md5 md5;   /* a lone stream */
     ctx.md5 = &md5;
     ctx.cksum = EVP_MD_CTX_new();
