@@ -104,11 +104,20 @@ SHA_TARGET static void blocks_x2_ni(uint32_t h0[8], uint32_t h1[8], const uint8_
     from_lanes(h1, abef1, cdgh1);
 }
 
+/* A context between whole blocks: num == 0, so h and the bit count are all
+ * of its state. */
+static void advance(SHA256_CTX *c, size_t nb)
+{
+    uint64_t bits = ((uint64_t)c->Nh << 32 | c->Nl) + (uint64_t)nb * 512;
+    c->Nl = (SHA_LONG)bits;
+    c->Nh = (SHA_LONG)(bits >> 32);
+}
+
 static int have_ni = -1;
 
 bool ol_sha256_x2_fast(void)
 {
-    if (have_ni < 0) {
+    if (__atomic_load_n(&have_ni, __ATOMIC_RELAXED) < 0) {
         unsigned a, b, c, d;
         int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29)) &&
                  __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 19)) && (c & (1u << 9));
@@ -135,15 +144,6 @@ void ol_sha256_update(SHA256_CTX *c, const void *p, size_t n)
 void ol_sha256_final(SHA256_CTX *c, uint8_t out[32])
 {
     SHA256_Final(out, c);
-}
-
-/* A context between whole blocks: num == 0, so h and the bit count are all
- * of its state. */
-static void advance(SHA256_CTX *c, size_t nb)
-{
-    uint64_t bits = ((uint64_t)c->Nh << 32 | c->Nl) + (uint64_t)nb * 512;
-    c->Nl = (SHA_LONG)bits;
-    c->Nh = (SHA_LONG)(bits >> 32);
 }
 
 size_t ol_sha256_update2(SHA256_CTX *a, const uint8_t *pa, size_t na, SHA256_CTX *b,
