@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -295,7 +296,10 @@ OLT_TEST_T(store_engine_full_drives_fail_before_the_body, 60)
     char fs[400];
     snprintf(fs, sizeof fs, "%s/fs", olt_tmpdir());
     OLT_CHECK_EQ(mkdir(fs, 0700), 0);
-    if (mount("tmpfs", fs, "tmpfs", 0, "size=8m") != 0)
+    /* in a mount namespace of the test's own process: the tmpfs goes with
+     * it, even when a failed check or the alarm ends the test early */
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", fs, "tmpfs", 0, "size=8m") != 0)
         OLT_SKIP("cannot mount a tmpfs here (not root, or no privilege)");
     struct sh_env e;
     memset(&e, 0, sizeof e);
