@@ -88,6 +88,10 @@ static const struct ol_s3_err_info tab[OL_S3_ERR_COUNT] = {
                                         "the signature you provided. Check your key and "
                                         "signing method."},
     [OL_S3_SLOW_DOWN] = {"SlowDown", 503, "Please reduce your request rate."},
+    [OL_S3_STORAGE_FULL] = {"XOpenLakeStorageFull", 507,
+                            "The drives of the object's erasure set have no room for it. "
+                            "Free space (delete objects, old versions or incomplete uploads) "
+                            "or add drives."},
     [OL_S3_XAMZ_SHA256_MISMATCH] = {"XAmzContentSHA256Mismatch", 400,
                                     "The provided 'x-amz-content-sha256' header does not "
                                     "match what was computed."},

@@ -49,6 +49,7 @@ enum ol_s3_err {
     OL_S3_SERVICE_UNAVAILABLE,
     OL_S3_SIGNATURE_DOES_NOT_MATCH,
     OL_S3_SLOW_DOWN,
+    OL_S3_STORAGE_FULL,          /* OpenLake's own: S3 has no code for it */
     OL_S3_XAMZ_SHA256_MISMATCH,
     OL_S3_ERR_COUNT
 };

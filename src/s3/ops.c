@@ -122,6 +122,7 @@ static enum ol_s3_err store_err(int status, const char **msg)
     case -EIO:
         *msg = "Not enough drives of the object's erasure set answered correctly.";
         return OL_S3_SERVICE_UNAVAILABLE;
+    case OL_STORE_EFULL: return OL_S3_STORAGE_FULL;
     default: return OL_S3_INTERNAL;
     }
 }

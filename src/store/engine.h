@@ -224,7 +224,8 @@
  * Errors: 0 or -errno everywhere. Requests report through one callback
  * (ol_store_cb). Statuses: -ENOENT no such object; OL_STORE_ENOBUCKET no such
  * bucket; -EIO quorum not reached (too many drives missing, failing or
- * corrupt); -EBUSY the core's pool is empty (503 SlowDown); -ERANGE range
+ * corrupt); OL_STORE_EFULL a write's quorum lacks only drives without room
+ * for its files; -EBUSY the core's pool is empty (503 SlowDown); -ERANGE range
  * not satisfiable; -EINVAL a caller error (sizes, parity); -ENOTEMPTY bucket
  * not empty; -EEXIST bucket exists. Multipart uploads add
  * OL_STORE_ENOUPLOAD, OL_STORE_EPARTORDER, OL_STORE_EBADPART,
@@ -253,6 +254,7 @@ struct ol_get;         /* one GET / HEAD */
 /* The status that means "no such bucket" (the S3 layer's NoSuchBucket);
  * -ENOENT is "no such key". */
 #define OL_STORE_ENOBUCKET (-ENXIO)
+#define OL_STORE_EFULL     (-ENOSR)     /* drives without room (S3: 507) */
 /* Multipart statuses (the S3 errors they stand for). */
 #define OL_STORE_ENOUPLOAD  (-ESRCH)    /* NoSuchUpload */
 #define OL_STORE_EPARTORDER (-EDOM)     /* InvalidPartOrder */

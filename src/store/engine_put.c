@@ -848,7 +848,17 @@ static bool put_done(struct ol_sreq *r, int status)
     return true;
 }
 
-/* After PREP: is the bucket there, are enough drives ready? */
+/* Whether the drives without room are what the write quorum lacks. */
+static bool full(const struct ol_sreq *r)
+{
+    unsigned nospc = 0;
+    for (unsigned i = 0; i < r->n; i++)
+        nospc += r->d[i].err == -ENOSPC || r->d[i].err == -EDQUOT;
+    return nospc && healthy(r) + nospc >= r->wq;
+}
+
+/* After PREP: is the bucket there, are enough drives ready? -ENOSPC when
+ * too few have room for the object's files: OL_STORE_EFULL. */
 static void prep_check(struct ol_sreq *r)
 {
     unsigned has = 0, nob = 0, none = 0;
@@ -862,7 +872,7 @@ static void prep_check(struct ol_sreq *r)
                     : r->mode == OL_SE_MODE_PART && none + nob >= r->rq ? OL_STORE_ENOUPLOAD
                                                                       : -EIO;
     else if (healthy(r) < r->wq)
-        r->status = -EIO;
+        r->status = full(r) ? OL_STORE_EFULL : -EIO;
 }
 
 static bool data_step(struct ol_sreq *r)

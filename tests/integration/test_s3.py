@@ -586,6 +586,30 @@ def multi_drive(make_daemon, tmp_path, n=4):
     return d, drives
 
 
+def test_full_drives_answer_storage_full(make_daemon, tmp_path):
+    """Drives without room for an object's shard files: the PUT is refused
+    with XOpenLakeStorageFull (507, a message that says what to do) before
+    its body is stored, nothing of it stays, and what fits is stored."""
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(fs)]).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    try:
+        d, _ = multi_drive(make_daemon, fs)
+        c = client(d)
+        c.create_bucket(Bucket="full")
+        code, status, r = error_of(lambda: c.put_object(Bucket="full", Key="big",
+                                                        Body=b"x" * (40 << 20)))
+        assert (code, status) == ("XOpenLakeStorageFull", 507)
+        assert "Free space" in r["Error"]["Message"]
+        assert error_of(lambda: c.head_object(Bucket="full", Key="big"))[1] == 404
+        c.put_object(Bucket="full", Key="fits", Body=b"y" * (1 << 20))
+        assert c.get_object(Bucket="full", Key="fits")["Body"].read() == b"y" * (1 << 20)
+        d.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(fs)])
+
+
 @pytest.mark.parametrize("direct", ["true", "false"])
 def test_direct_io_shard_writes(make_daemon, tmp_path, direct):
     """Shard files are written with O_DIRECT where the drives take it (this

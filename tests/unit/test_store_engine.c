@@ -316,7 +316,7 @@ OLT_TEST_T(store_engine_full_drives_fail_before_the_body, 60)
     uint64_t big = 64u << 20;   /* 32 MiB per drive, on 8 MiB for all four */
     uint8_t *data = sh_pattern(big, 7);
     struct sh_call t;
-    OLT_CHECK(put_full(&e, "full", "big", data, big, -1, &t) < 0);
+    OLT_CHECK_EQ(put_full(&e, "full", "big", data, big, -1, &t), OL_STORE_EFULL);
     OLT_CHECK(t.written <= OL_STORE_PUT_SLOTS * 2 * ol_ec_shard_len(SH_STRIPE, 2));
     sh_settle(&e);
     sh_check_tmp_empty(&e);
