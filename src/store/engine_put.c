@@ -857,8 +857,8 @@ static bool full(const struct ol_sreq *r)
     return nospc && healthy(r) + nospc >= r->wq;
 }
 
-/* After PREP: is the bucket there, are enough drives ready? -ENOSPC when
- * too few have room for the object's files: OL_STORE_EFULL. */
+/* After PREP: is the bucket there, are enough drives ready? OL_STORE_EFULL
+ * when what the quorum lacks is drives without room for the files. */
 static void prep_check(struct ol_sreq *r)
 {
     unsigned has = 0, nob = 0, none = 0;
