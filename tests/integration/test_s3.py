@@ -462,8 +462,8 @@ def streaming_put(d, path, data, chunk, corrupt_chunk=None):
     SDKs for Java send it over HTTP: the head signed by botocore's signer,
     every chunk signed after it (the chain of the SigV4 streaming spec).
     corrupt_chunk: flip a byte of that chunk after signing. Returns the
-    open connection with the body not yet sent (a generator yields the
-    body pieces) and the head's pieces to send."""
+    connection, its request head sent, and a generator of the body's
+    pieces (send them, then finish())."""
     import hmac
     sizes = [len(data[i:i + chunk]) for i in range(0, len(data), chunk)] + [0]
     framing = sum(len("%x;chunk-signature=" % n) + 64 + 2 + n + (2 if n else 0)
