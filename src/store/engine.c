@@ -404,6 +404,11 @@ void ol_store_core_destroy(struct ol_store_core *c)
                     close(r->d[p].fd);
                 if (r->d[p].fd2 >= 0)
                     close(r->d[p].fd2);
+                if (r->d[p].tfd >= 0)
+                    close(r->d[p].tfd);
+                for (unsigned k = 0; k < OL_SE_FAN; k++)
+                    if (r->d[p].ffd[k] >= 0)
+                        close(r->d[p].ffd[k]);
             }
         }
     }
@@ -422,6 +427,13 @@ const struct ol_store_stats *ol_store_core_stats(const struct ol_store_core *c) 
 /* ---- requests ---------------------------------------------------------------------- */
 
 static void ol_se_on_timer(ol_loop *loop, struct ol_timer *t);
+
+static void ol_se_fds_init(struct ol_sdrv *d)
+{
+    d->fd = d->fd2 = d->tfd = -1;
+    for (unsigned k = 0; k < OL_SE_FAN; k++)
+        d->ffd[k] = -1;
+}
 
 struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb cb, void *ud)
 {
@@ -453,7 +465,7 @@ struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb
     r->carry = r->tmpl + c->s->meta_cap;
     for (unsigned i = 0; i < OL_SE_MAXD; i++) {
         struct ol_sdrv *d = &r->d[i];
-        d->fd = d->fd2 = -1;
+        ol_se_fds_init(d);
         d->s.r = r;
         d->s.pos = (uint8_t)i;
         d->s.slot = OL_SE_CTL;
@@ -534,7 +546,7 @@ void ol_se_drives_init(struct ol_sreq *r)
         uint8_t *mbuf = meta + (size_t)i * s->meta_cap;
         uint8_t *nbuf = meta + (size_t)(s->dps + i) * s->meta_cap;
         memset(&d->err, 0, sizeof *d - offsetof(struct ol_sdrv, err));
-        d->fd = d->fd2 = -1;
+        ol_se_fds_init(d);
         d->pos = (uint8_t)i;
         d->mbuf = mbuf;
         d->nbuf = nbuf;

@@ -93,27 +93,34 @@
  *      streamed; a filesystem without fallocate just goes on)
  *   2. the shard blocks, stripe by stripe (at most OL_STORE_PUT_SLOTS stripes
  *      in flight per PUT, from the request's fixed buffer)
- *   3. fdatasync tmp/<tid>.part, close
  *      -- barrier: fewer than a write quorum of drives left: the tmp files
  *         are removed and the PUT fails with -EIO; nothing was visible --
- *   4. mkdir objects/<ab> and objects/<ab>/<hash> (each new directory's
- *      parent fsynced); rename tmp/<tid>.part -> <hash>/<data-dir>.data
- *   5. take the key's commit lock (see "versions"); read <hash>/meta and
- *      decide a conditional write on it; the new version is added as the
- *      latest (a null one replaces the null version, wherever it stood),
- *      every other version is kept; write the new file to tmp/<tid>.meta,
- *      fsync it, rename it over <hash>/meta, fsync <hash>/    <- visible
- *      (that one fsync makes 4's rename durable too: both are entries of
- *      <hash>/; the shard file's own tmp/ entry never needs to be)
+ *   3. take the key's commit lock (see "versions"); mkdir objects/<ab> and
+ *      objects/<ab>/<hash>; rename tmp/<tid>.part -> <hash>/<data-dir>.data
+ *      (not yet synced, but a name no metadata points at yet); read
+ *      <hash>/meta and decide a conditional write on it; the new version is
+ *      added as the latest (a null one replaces the null version, wherever
+ *      it stood), every other version is kept; write the new file to
+ *      tmp/<tid>.meta
+ *   4. at once (engine_put.c "the fan"): fdatasync the shard file, fsync
+ *      tmp/<tid>.meta, fsync the parent of each directory 3 made; each
+ *      file closed after its sync
+ *   5. all of 4 done: rename tmp/<tid>.meta over <hash>/meta, fsync <hash>/
+ *      <- visible (that one fsync makes 3's rename durable too: both are
+ *      entries of <hash>/; the shard file's own tmp/ entry never needs to
+ *      be). Two rounds of syncs per drive, where a sequence of 3 to 5 would
+ *      do: the data, the metadata and the directories holding them are
+ *      durable before the one name that makes them visible
  *   6. quorum of drives through 5: the replaced version's data is removed
  *      (its shard file; a multipart version's part files, then its data
  *      dir) and EV_DONE(0). Below quorum: each drive is put back (the old
  *      meta bytes rewritten the same way, or meta unlinked when there was
  *      none; the new shard file removed) and EV_DONE(-EIO).
- * Inline objects skip 1's file, 2, 3 and 4's rename. A crash before 5's
- * rename leaves only tmp files (removed at open) or an unreferenced shard
- * file (for the scanner, later); after it, the drives that renamed hold the
- * new version and reads take the newest version a read quorum agrees on.
+ * Inline objects skip 1's file, 2, 3's rename and 4's fdatasync. A crash
+ * before 5's rename leaves only tmp files (removed at open) or an
+ * unreferenced shard file, maybe incomplete (for the scanner, later); after
+ * it, the drives that renamed hold the new version and reads take the
+ * newest version a read quorum agrees on.
  * A new key costs three new inodes per drive (shard file, <hash>/, meta;
  * <ab>/ for the first key under it), and no directory for its data: inode
  * allocation is most of a 1 MiB PUT's CPU on ext4 without a journal.

@@ -33,6 +33,11 @@
 #define OL_SE_MAXD   OL_FORMAT_MAX_SET_DRIVES  /* 32 drives per set at most */
 #define OL_SE_SLOTS  OL_STORE_PUT_SLOTS
 _Static_assert(OL_STORE_GET_SLOTS <= OL_SE_SLOTS, "a GET reads into the first slots");
+/* A PUT's commit syncs up to four files of a drive at once (its data, its
+ * new metadata, the parents of the directories it made), each on the
+ * drive's op of one stripe slot (idle by then): engine_put.c "the fan". */
+#define OL_SE_FAN    4u
+_Static_assert(OL_SE_FAN <= OL_SE_SLOTS, "the fan's syncs use the slots' ops");
 #define OL_SE_PAGE   4096u  /* alignment of O_DIRECT writes (offsets, lengths, buffers) */
 #define OL_SE_PATH   256u      /* longest relative path built: ~180 bytes */
 #define OL_SE_CTL    0xffu     /* sop->slot of a drive's control op */
@@ -103,6 +108,9 @@ struct ol_sdrv {
     struct ol_sop s;           /* control op: one step in flight at a time */
     int fd;                    /* file open for this drive's current work, or -1 */
     int fd2;                   /* directory open for an fsync, or -1 */
+    int tfd;                   /* PUT commit: a metadata file open (the old one
+                                  read, the new one written), or -1 */
+    int ffd[OL_SE_FAN];        /* PUT commit: each sync of the fan's file, or -1 */
     int err;                   /* 0, or why this drive left the request */
     int fs_err;                /* result of the dir-fsync sub-sequence */
     uint16_t step;             /* what the pending completion is for */
@@ -114,7 +122,12 @@ struct ol_sdrv {
     /* PUT */
     bool dio;                  /* its file is open with O_DIRECT (engine_put.c) */
     bool bucket, made_tmp, made_part, made_ab, made_obj, renamed, tmeta, committed;
-    bool had_old, old_dd, meta_ready, synced;
+    bool had_old, old_dd, meta_ready;
+    bool new_ab, new_obj;      /* made by this attempt: their parents to fsync */
+    uint8_t fan;               /* PUT commit: syncs of the fan in flight (+1 while
+                                  they start) */
+    uint8_t fst[OL_SE_FAN];    /* each sync's step (engine_put.c) */
+    int fan_err;               /* the fan's first error */
     bool one;                  /* DELETE of a version: only d->v's data dir goes */
     /* multipart */
     bool made_up;              /* create: made uploads/ */

@@ -8,10 +8,13 @@
  *   PREP    statx bucket; create tmp/<tid>.part, fallocate its size
  *   DATA    slot writes (no drive steps; whole pages with O_DIRECT where the
  *           drive takes it, "Direct I/O" below); ends when finished and idle
- *   SYNC    fdatasync + close the file
- *   COMMIT  mkdirs, rename it to <obj>/<ddir>.data (a flat version: no data
- *           dir), read old meta, write + rename new meta, fsync <obj> (one
- *           fsync makes both renames durable)
+ *   COMMIT  under the key's lock: mkdirs, rename the file to
+ *           <obj>/<ddir>.data (a flat version: no data dir), read old meta,
+ *           write the new one to tmp; then "the fan": the file's fdatasync,
+ *           the new meta's fsync and the fsyncs of the new directories'
+ *           parents, all at once; then rename the meta into place and fsync
+ *           <obj> (one fsync makes both renames durable). Two rounds of
+ *           syncs per drive, the least that orders data before its name.
  *   CLEAN   old data dirs removed; failed drives' leftovers undone
  *   UNDO    every drive put back (below quorum)
  *   ABORT   like UNDO, for ol_put_abort; no callback at the end
@@ -19,9 +22,9 @@
  * Two more modes of the same request (r->mode, engine.h "multipart uploads"):
  *   PART      UploadPart: PREP statx's the upload record and creates
  *             tmp/<tid>.part (no tmp dir); SYNC writes the part record
- *             after the blocks first; COMMIT renames the file over
- *             <upload>/data/part.<n> and fsyncs data/; UNDO keeps parts
- *             already renamed.
+ *             after the blocks, fdatasyncs and closes the file; COMMIT
+ *             renames it over <upload>/data/part.<n> and fsyncs data/;
+ *             UNDO keeps parts already renamed.
  *   COMPLETE  no data: MVAL (engine_mpu.c: records read and checked) ->
  *             MTRIM (unlisted parts unlinked) -> COMMIT with <upload>/data
  *             as the directory renamed into the object -> CLEAN (then the
@@ -41,8 +44,8 @@ enum { PH_PREP = 1, PH_DATA, PH_SYNC, PH_COMMIT, PH_CLEAN, PH_UNDO, PH_ABORT, PH
 enum {
     P_STAT = 1, P_STAT2, P_OPEN, P_FALLOC,
     S_TRAIL, S_SYNC, S_CLOSE, C_PRENAME,
-    C_MKAB, C_MKOBJ, C_AB_SYNCED, C_OBJ_SYNCED, C_RENAME, C_MOPEN, C_MREAD, C_MCLOSE,
-    C_TOPEN, C_TWRITE, C_TSYNC, C_TCLOSE, C_MRENAME, C_OSYNCED, C_FAILCLOSE,
+    C_MKAB, C_MKOBJ, C_RENAME, C_MOPEN, C_MREAD, C_MCLOSE,
+    C_TOPEN, C_TWRITE, C_MRENAME, C_OSYNCED, C_FAILCLOSE,
     K_UNLINK,
     U_STEP, U_TOPEN, U_TWRITE, U_TSYNC, U_TCLOSE,
 };
@@ -265,8 +268,12 @@ static void submit(struct ol_sreq *r)
     }
 }
 
+static void fan_done(struct ol_sdrv *d, unsigned k, int res);
+
 void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res)
 {
+    if (r->phase == PH_COMMIT)
+        return fan_done(&r->d[pos], slot, res); /* the slots are idle: the fan's ops */
     struct ol_sslot *sl = &r->slot[slot];
     struct ol_sdrv *d = &r->d[pos];
     bool ok = res == (int)sl->wlen[pos];
@@ -304,7 +311,115 @@ static void clean_done(struct ol_sdrv *d)
     ol_se_drive_end(d);
 }
 
-static void drive_fail(struct ol_sdrv *d, int err) { ol_se_drive_fail(d, err, C_FAILCLOSE); }
+/* The drive leaves the request: its files closed one by one (C_FAILCLOSE
+ * comes back here), then it ends. */
+static void drive_fail(struct ol_sdrv *d, int err)
+{
+    if (d->tfd >= 0) {
+        if (!d->err)
+            d->err = err;
+        d->step = C_FAILCLOSE;
+        ol_se_close(d, d->tfd);
+        d->tfd = -1;
+        return;
+    }
+    ol_se_drive_fail(d, err, C_FAILCLOSE);
+}
+
+/*
+ * The fan. Once the new metadata is written to tmp, everything its rename
+ * will depend on is made durable at once, each sync on this drive's op of
+ * one stripe slot (F_*: the slot's index): the data file's fdatasync (it
+ * was renamed into the object directory before: a name no metadata points
+ * at yet), the metadata file's fsync, and the fsyncs of the directories
+ * that hold the ones this attempt made. Each ends by closing what it used;
+ * the last to end renames the metadata (C_MRENAME), or fails the drive
+ * with the first error. On one journal the syncs share its flushes.
+ */
+enum { F_DATA, F_META, F_OBJECTS, F_AB };
+enum { FS_OPEN = 1, FS_SYNC, FS_CLOSE };
+
+static void fan_issue(struct ol_sdrv *d, unsigned k, uint8_t st, int rc)
+{
+    d->fst[k] = st;
+    ol_se_issue(d->s.r, &d->s.r->w[k][d->pos], rc);
+}
+
+static void fan_sync(struct ol_sdrv *d, unsigned k)
+{
+    struct ol_sop *w = &d->s.r->w[k][d->pos];
+    fan_issue(d, k, FS_SYNC, ol_loop_fsync(d->s.r->c->loop, &w->op, d->ffd[k], k == F_DATA));
+}
+
+/* Member k syncs fd, or the directory at path (opened first). */
+static void fan_member(struct ol_sdrv *d, unsigned k, int fd, const char *path)
+{
+    struct ol_sreq *r = d->s.r;
+    d->fan++;
+    if (fd >= 0) {
+        d->ffd[k] = fd;
+        return fan_sync(d, k);
+    }
+    struct ol_sop *w = &r->w[k][d->pos];
+    fan_issue(d, k, FS_OPEN, ol_loop_openat(d->s.r->c->loop, &w->op, ol_se_dfd(r, d->pos), path,
+                                            O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0));
+}
+
+static void fan_end(struct ol_sdrv *d)
+{
+    if (--d->fan)
+        return;
+    if (d->fan_err)
+        return drive_fail(d, d->fan_err);
+    d->step = C_MRENAME;
+    ol_se_renameat(d, d->s.r->p_tmeta, d->s.r->p_meta);
+}
+
+static void fan_start(struct ol_sdrv *d)
+{
+    struct ol_sreq *r = d->s.r;
+    d->fan = 1; /* held while the members start */
+    d->fan_err = 0;
+    if (d->fd >= 0) {
+        fan_member(d, F_DATA, d->fd, NULL);
+        d->fd = -1;
+    }
+    if (d->tfd >= 0) {
+        fan_member(d, F_META, d->tfd, NULL);
+        d->tfd = -1;
+    }
+    if (d->new_ab)
+        fan_member(d, F_OBJECTS, -1, r->p_objects);
+    if (d->new_obj)
+        fan_member(d, F_AB, -1, r->p_ab);
+    d->new_ab = d->new_obj = false;
+    fan_end(d);
+}
+
+static void fan_done(struct ol_sdrv *d, unsigned k, int res)
+{
+    switch (d->fst[k]) {
+    case FS_OPEN:
+        if (res < 0) {
+            d->fan_err = d->fan_err ? d->fan_err : res;
+            break;
+        }
+        d->ffd[k] = res;
+        return fan_sync(d, k);
+    case FS_SYNC: {
+        if (res < 0 && !d->fan_err)
+            d->fan_err = res;
+        struct ol_sop *w = &d->s.r->w[k][d->pos];
+        int fd = d->ffd[k];
+        d->ffd[k] = -1;
+        return fan_issue(d, k, FS_CLOSE, ol_loop_close(d->s.r->c->loop, &w->op, fd));
+    }
+    default: /* FS_CLOSE */
+        break;
+    }
+    d->fst[k] = 0;
+    fan_end(d);
+}
 
 static void commit_start(struct ol_sdrv *d)
 {
@@ -420,9 +535,8 @@ static void commit_dirs_ready(struct ol_sdrv *d)
         d->step = C_RENAME;
         bool put = r->mode == OL_SE_MODE_PUT; /* its file; Complete: the upload's data dir */
         ol_se_renameat(d, put ? r->p_tpart : r->p_tdir, put ? r->p_part : r->p_ddir);
-    } else if (d->meta_ready) {
-        d->step = C_MRENAME;
-        ol_se_renameat(d, r->p_tmeta, r->p_meta);
+    } else if (d->meta_ready) { /* a retry: the parents of what it made, then the rename */
+        fan_start(d);
     } else {
         d->step = C_MOPEN;
         ol_se_openat(d, r->p_meta, O_RDONLY, 0);
@@ -447,10 +561,12 @@ static void undo_next(struct ol_sdrv *d)
     for (;;) {
         switch (d->iter++) {
         case 0:
-            if (d->fd >= 0) {
+            if (d->fd >= 0 || d->tfd >= 0) {
+                int *fd = d->fd >= 0 ? &d->fd : &d->tfd;
                 d->step = U_STEP;
-                ol_se_close(d, d->fd);
-                d->fd = -1;
+                ol_se_close(d, *fd);
+                *fd = -1;
+                d->iter--; /* the other one next */
                 return;
             }
             break;
@@ -575,7 +691,7 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         ol_se_close(d, d->fd);
         d->fd = -1;
         return;
-    case S_CLOSE: /* the file's directory is fsynced after its rename */
+    case S_CLOSE: /* the part's directory is fsynced after its rename */
         return ol_se_drive_end(d);
     /* COMMIT */
     case C_PRENAME:
@@ -586,7 +702,7 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         return ol_se_fsync_dir(d, r->p_udata, C_OSYNCED);
     case C_MKAB:
         if (res == 0)
-            d->made_ab = true;
+            d->made_ab = d->new_ab = true;
         else if (res != -EEXIST)
             return drive_fail(d, res);
         d->step = C_MKOBJ;
@@ -596,24 +712,10 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         if (res == -ENOENT && d->retries++ < OL_SE_RETRIES)
             return commit_start(d); /* <ab> vanished under a DELETE */
         if (res == 0)
-            d->made_obj = true;
+            d->made_obj = d->new_obj = true;
         else if (res != -EEXIST)
             return drive_fail(d, res);
-        if (d->made_ab)
-            return ol_se_fsync_dir(d, r->p_objects, C_AB_SYNCED);
-        res = 0;
-        /* fall through */
-    case C_AB_SYNCED:
-        if (res < 0)
-            return drive_fail(d, res);
-        if (d->made_obj)
-            return ol_se_fsync_dir(d, r->p_ab, C_OBJ_SYNCED);
-        res = 0;
-        /* fall through */
-    case C_OBJ_SYNCED:
-        if (res < 0)
-            return drive_fail(d, res);
-        return commit_dirs_ready(d);
+        return commit_dirs_ready(d); /* their parents are fsynced in the fan */
     case C_RENAME:
         if (res == -ENOENT && d->retries++ < OL_SE_RETRIES)
             return commit_start(d); /* <hash> vanished under a DELETE */
@@ -629,17 +731,17 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
             return commit_build(d);
         if (res < 0)
             return drive_fail(d, res);
-        d->fd = res;
+        d->tfd = res;
         d->step = C_MREAD;
-        ol_se_read(d, d->fd, d->mbuf, r->c->s->meta_cap, 0);
+        ol_se_read(d, d->tfd, d->mbuf, r->c->s->meta_cap, 0);
         return;
     case C_MREAD:
         if (res < 0)
             return drive_fail(d, res);
         d->mlen = (uint32_t)res;
         d->step = C_MCLOSE;
-        ol_se_close(d, d->fd);
-        d->fd = -1;
+        ol_se_close(d, d->tfd);
+        d->tfd = -1;
         return;
     case C_MCLOSE:
         d->had_old = true;
@@ -647,29 +749,16 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
     case C_TOPEN:
         if (res < 0)
             return drive_fail(d, res);
-        d->fd = res;
+        d->tfd = res;
         d->tmeta = true;
         d->step = C_TWRITE;
-        ol_se_write(d, d->fd, d->nbuf, d->nlen, 0);
+        ol_se_write(d, d->tfd, d->nbuf, d->nlen, 0);
         return;
     case C_TWRITE:
         if (res != (int)d->nlen)
             return drive_fail(d, res < 0 ? res : -EIO);
-        d->step = C_TSYNC;
-        ol_se_fsync(d, d->fd, 0);
-        return;
-    case C_TSYNC:
-        if (res < 0)
-            return drive_fail(d, res);
-        d->step = C_TCLOSE;
-        ol_se_close(d, d->fd);
-        d->fd = -1;
-        return;
-    case C_TCLOSE:
         d->meta_ready = true;
-        d->step = C_MRENAME;
-        ol_se_renameat(d, r->p_tmeta, r->p_meta);
-        return;
+        return fan_start(d);
     case C_MRENAME:
         if (res == -ENOENT && d->retries++ < OL_SE_RETRIES)
             return commit_start(d); /* an inline object's <hash> vanished */
@@ -683,7 +772,7 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
             d->err = res; /* visible but maybe not durable: not counted */
         return ol_se_drive_end(d);
     case C_FAILCLOSE:
-        return ol_se_drive_end(d);
+        return drive_fail(d, d->err); /* the other file, or the end */
     /* CLEAN */
     case K_UNLINK:
         d->iter++;
@@ -762,8 +851,13 @@ static void start_phase(struct ol_sreq *r, uint8_t phase)
             ol_se_mpu_trim_start(d);
             break;
         case PH_COMMIT:
-            if (d->err)
+            if (d->err) {
+                if (d->fd >= 0) { /* failed during DATA: its file to close */
+                    ol_se_drive_begin(d);
+                    drive_fail(d, d->err);
+                }
                 break;
+            }
             ol_se_drive_begin(d);
             commit_start(d);
             break;
@@ -905,10 +999,14 @@ static bool data_step(struct ol_sreq *r)
         return false;
     }
     if (r->finished && slots_idle(r)) {
-        if (r->inline_obj)
-            commit_enter(r);
-        else
-            start_phase(r, PH_SYNC);
+        if (r->mode == OL_SE_MODE_PART)
+            start_phase(r, PH_SYNC); /* its record, then its sync, before the rename */
+        else if (healthy(r) < r->wq) {
+            r->status = -EIO;
+            r->again = true;
+        } else {
+            commit_enter(r); /* the file's sync is in the commit's fan */
+        }
     }
     return false;
 }
