@@ -527,6 +527,16 @@ static void commit_build(struct ol_sdrv *d)
     ol_se_openat(d, r->p_tmeta, O_CREAT | O_TRUNC | O_WRONLY, 0600);
 }
 
+/* Reads the current metadata file, unless this commit made the object's
+ * directory: under the key's lock nothing else writes one there. */
+static void meta_read(struct ol_sdrv *d)
+{
+    if (d->new_obj)
+        return commit_build(d);
+    d->step = C_MOPEN;
+    ol_se_openat(d, d->s.r->p_meta, O_RDONLY, 0);
+}
+
 /* The next step after the directories exist: data dir in, then metadata. */
 static void commit_dirs_ready(struct ol_sdrv *d)
 {
@@ -538,8 +548,7 @@ static void commit_dirs_ready(struct ol_sdrv *d)
     } else if (d->meta_ready) { /* a retry: the parents of what it made, then the rename */
         fan_start(d);
     } else {
-        d->step = C_MOPEN;
-        ol_se_openat(d, r->p_meta, O_RDONLY, 0);
+        meta_read(d);
     }
 }
 
@@ -723,9 +732,7 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
             return drive_fail(d, res);
         d->renamed = true;
         d->made_part = false;
-        d->step = C_MOPEN;
-        ol_se_openat(d, r->p_meta, O_RDONLY, 0);
-        return;
+        return meta_read(d);
     case C_MOPEN:
         if (res == -ENOENT)
             return commit_build(d);
