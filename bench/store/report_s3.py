@@ -127,8 +127,8 @@ def main():
     lines += [
         "",
         f"Latency at a fixed offered load below both systems' saturation ({run['conc']} workers on a "
-        "schedule; a request's latency counts from its scheduled time, so queueing behind a slow "
-        "request is included):",
+        f"schedule, {run.get('dur_rate', run['dur'])} per round; a request's latency counts from "
+        "its scheduled time, so queueing behind a slow request is included):",
         "",
         "| workload | offered /s | achieved /s OL / MinIO | p50 ms OL / MinIO | p99 ms OL / MinIO "
         "| p999 ms OL / MinIO | p99 ratio (goal ≤ 0.5) | server CPU ms/op OL / MinIO | errors OL / MinIO |",

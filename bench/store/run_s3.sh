@@ -11,13 +11,15 @@
 # 1 MiB objects. Goals: >= 2x MinIO's throughput at 1 MiB and above, >= 3x
 # its ops/s at 4 KiB, p99 <= half of MinIO's. Latency also at a fixed
 # offered load below both systems' saturation (GET 4 KiB at RATE_GET/s, PUT
-# 1 MiB at RATE_PUT/s). Server CPU time per op from
+# 1 MiB at RATE_PUT/s), for DUR_RATE each (20 s: ~300 PUTs, so p99 is not
+# just the slowest one or two). Server CPU time per op from
 # /proc/<pid>/stat (utime + stime, all threads) around each measured phase.
 # One warm-up round (short), then ROUNDS rounds alternating the order
 # (OpenLake first in odd rounds, MinIO first in even ones). Writes
 # bench/results/store-s3-*.json and the store-s3 section of
-# docs/benchmarks.md. About 12 minutes with the defaults (set DUR, DUR_BIG, ROUNDS
-# lower to shorten it).
+# docs/benchmarks.md. About 22 minutes with the defaults (5 rounds, as
+# ../shared/BENCHMARKING.md asks; set DUR, DUR_BIG, DUR_RATE, ROUNDS lower to
+# shorten it).
 # Drives: FS=xfs (the default when run as root with loop devices and
 # mkfs.xfs) puts the four directories on an XFS filesystem made for the
 # run in a sparse 24 GiB image file (loop device with direct I/O, so the
@@ -25,13 +27,14 @@
 # documents for its drives; it is made afresh for each system's round, so
 # neither inherits the other's freed inodes. FS=dir uses plain directories
 # under build/bench/s3 on whatever filesystem holds the checkout.
-#   ROUNDS=3 DUR=6s DUR_BIG=6s CONC=16 CONC_BIG=4 RATE_GET=1000 RATE_PUT=16 FS=xfs \
+#   ROUNDS=5 DUR=6s DUR_BIG=6s DUR_RATE=20s CONC=16 CONC_BIG=4 RATE_GET=1000 RATE_PUT=16 FS=xfs \
 #   bash bench/store/run_s3.sh
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-ROUNDS=${ROUNDS:-3}; DUR=${DUR:-6s}; DUR_BIG=${DUR_BIG:-6s}; WARM=${WARM:-2s}
+ROUNDS=${ROUNDS:-5}; DUR=${DUR:-6s}; DUR_BIG=${DUR_BIG:-6s}; WARM=${WARM:-2s}
+DUR_RATE=${DUR_RATE:-20s}
 CONC=${CONC:-16}; CONC_BIG=${CONC_BIG:-4}; SCPU=${SCPU:-0}; CCPU=${CCPU:-1}
 RATE_GET=${RATE_GET:-1000}; RATE_PUT=${RATE_PUT:-16}; PORT=${PORT:-39100}
 AK=benchadmin; SK=benchsecret-0123456789
@@ -127,8 +130,8 @@ phase() {  # op size concurrency duration objects [s3load options]
 }
 
 # Runs in a command substitution (a subshell): its own trap stops its server.
-system_round() {  # system duration-small duration-big
-  local d=$2 db=$3 p1 p2 p3 p4 p5 p6 p7 p8 p9
+system_round() {  # system duration-small duration-big duration-rate
+  local d=$2 db=$3 dr=$4 p1 p2 p3 p4 p5 p6 p7 p8 p9
   trap stop_server EXIT
   start_server "$1"
   echo "run_s3: $1, phases of $d / $db" >&2
@@ -139,8 +142,8 @@ system_round() {  # system duration-small duration-big
   p5=$(phase put 67108864 "$CONC_BIG" "$db" 0)
   p6=$(phase get 67108864 "$CONC_BIG" "$db" 4)
   p7=$(phase mixed 1048576 "$CONC" "$d" 200)
-  p8=$(phase get 4096 "$CONC" "$d" 1000 -rate "$RATE_GET")
-  p9=$(phase put 1048576 "$CONC" "$d" 0 -rate "$RATE_PUT")
+  p8=$(phase get 4096 "$CONC" "$dr" 1000 -rate "$RATE_GET")
+  p9=$(phase put 1048576 "$CONC" "$dr" 0 -rate "$RATE_PUT")
   stop_server
   echo "{\"system\":\"$1\",\"put_4k\":$p1,\"get_4k\":$p2,\"put_1m\":$p3,\"get_1m\":$p4,"
   echo "\"put_64m\":$p5,\"get_64m\":$p6,\"mixed_1m\":$p7,\"get_4k_rate\":$p8,\"put_1m_rate\":$p9}"
@@ -155,15 +158,16 @@ system_round() {  # system duration-small duration-big
   echo ",\"minio_go\":\"$("$GO" version -m $bin/s3load 2>/dev/null | awk '$2 == "github.com/minio/minio-go/v7" {print $3}')\""
   echo ",\"clk_tck\":$(getconf CLK_TCK),\"conc\":$CONC,\"conc_big\":$CONC_BIG"
   echo ",\"rate_get\":$RATE_GET,\"rate_put\":$RATE_PUT"
-  echo ",\"dur\":\"$DUR\",\"dur_big\":\"$DUR_BIG\",\"scpu\":$SCPU,\"ccpu\":$CCPU"
+  echo ",\"dur\":\"$DUR\",\"dur_big\":\"$DUR_BIG\",\"dur_rate\":\"$DUR_RATE\",\"scpu\":$SCPU,\"ccpu\":$CCPU"
   echo ",\"fs\":\"$FS\",\"fs_desc\":\"$(fs_desc)\""
-  a=$(system_round openlake "$WARM" "$WARM"); b=$(system_round minio "$WARM" "$WARM")
+  a=$(system_round openlake "$WARM" "$WARM" "$WARM"); b=$(system_round minio "$WARM" "$WARM" "$WARM")
   echo ",\"warmup\":[$a,$b]"
   echo ',"rounds":['
   for r in $(seq "$ROUNDS"); do
     [ "$r" = 1 ] || echo ','
     if [ $((r % 2)) = 1 ]; then order=(openlake minio); else order=(minio openlake); fi
-    a=$(system_round "${order[0]}" "$DUR" "$DUR_BIG"); b=$(system_round "${order[1]}" "$DUR" "$DUR_BIG")
+    a=$(system_round "${order[0]}" "$DUR" "$DUR_BIG" "$DUR_RATE")
+    b=$(system_round "${order[1]}" "$DUR" "$DUR_BIG" "$DUR_RATE")
     echo "[$a,$b]"
   done
   echo ']}'
