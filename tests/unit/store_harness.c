@@ -465,6 +465,15 @@ int sh_count_entries(const char *path)
     return n;
 }
 
+int sh_count_fds(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 4096; fd++)
+        if (fcntl(fd, F_GETFD) >= 0)
+            n++;
+    return n;
+}
+
 void sh_check_tmp_empty(struct sh_env *e)
 {
     sh_settle(e);

@@ -174,6 +174,9 @@ unsigned sh_drive_with_shard(const struct sh_env *e, const char *b, const char *
                              unsigned shard);
 /* Entries of a directory (-1 when it does not exist). */
 int sh_count_entries(const char *path);
+/* Open file descriptors of this process: a test takes it before and after
+ * requests that fail in every phase, to catch a file left open. */
+int sh_count_fds(void);
 /* After the core is idle: every drive's tmp/ is empty. */
 void sh_check_tmp_empty(struct sh_env *e);
 /* XORs the byte at off of the file at path with 0x5a (bit rot). */

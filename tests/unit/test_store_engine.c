@@ -549,6 +549,7 @@ OLT_TEST_T(store_engine_abort_leaves_nothing, 120)
     uint64_t size = 500000;
     uint8_t *a = sh_pattern(size, 13);
     OLT_CHECK_EQ(put(&e, "ab", "k", a, 1000), 0);   /* an old version stays visible */
+    int fds = sh_count_fds();
     struct sh_call t;
     put_partial(&e, &t, "ab", "k", a, size, size / 2);
     usleep(50000);                                  /* let the writes land */
@@ -569,6 +570,7 @@ OLT_TEST_T(store_engine_abort_leaves_nothing, 120)
     sh_settle(&e);
     OLT_CHECK_EQ(head(&e, "ab", "k2", NULL), -ENOENT);
     OLT_CHECK_EQ(head(&e, "ab", "k3", NULL), -ENOENT);
+    OLT_CHECK_EQ(sh_count_fds(), fds);
     env_reopen(&e);
     sh_check_tmp_empty(&e);
     sh_check_get(&e, "ab", "k", a, 1000);
@@ -775,6 +777,7 @@ OLT_TEST_T(store_engine_commit_below_quorum_is_undone, 120)
     OLT_CHECK_EQ(sh_bucket_create(&e, "uq"), 0);
     uint8_t *a = sh_pattern(300000, 80), *b = sh_pattern(250000, 81);
     OLT_CHECK_EQ(put(&e, "uq", "x", a, 300000), 0);
+    int fds = sh_count_fds();
     /* two drives cannot take a new metadata file: "meta" became a directory
      * there (the old version stays readable on the other two) */
     for (unsigned d = 0; d < 2; d++) {
@@ -812,6 +815,7 @@ OLT_TEST_T(store_engine_commit_below_quorum_is_undone, 120)
         OLT_CHECK_EQ(sh_count_entries(p), -1);  /* undone: not even the directory */
     }
     sh_check_tmp_empty(&e);
+    OLT_CHECK_EQ(sh_count_fds(), fds); /* every failed drive closed what it had open */
     struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK_EQ(st.put_errors, 3);
     free(a);

@@ -279,6 +279,7 @@ OLT_TEST_T(store_versions_conditional_writes, 120)
     uint64_t big = 150000;
     uint8_t *d1 = sh_pattern(big, 7), *out = malloc(big + 1);
     OLT_CHECK_EQ(vput(&e, "c", d1, 10, NULL, OL_STORE_COND_ABSENT, NULL), 0);
+    int fds = sh_count_fds();
     struct sh_call r;
     OLT_CHECK_EQ(vget(&e, "c", NULL, out, big + 1, &r), 0);
     uint8_t etag[16];
@@ -297,6 +298,7 @@ OLT_TEST_T(store_versions_conditional_writes, 120)
     sh_settle(&e);
     for (unsigned i = 0; i < e.n; i++)
         OLT_CHECK_EQ(obj_entries(&e, i, "c"), 1); /* no data dir left by them */
+    OLT_CHECK_EQ(sh_count_fds(), fds); /* nor an open file: refused with their data open */
     OLT_CHECK_EQ(vput(&e, "c", d1, big, NULL, OL_STORE_COND_MATCH, etag), 0);
     OLT_CHECK_EQ(vget(&e, "c", NULL, out, big + 1, &r), 0);
     OLT_CHECK_EQ(r.got, big);
