@@ -103,8 +103,10 @@
  *      it stood), every other version is kept; write the new file to
  *      tmp/<tid>.meta
  *   4. at once (engine_put.c "the fan"): fdatasync the shard file, fsync
- *      tmp/<tid>.meta, fsync the parent of each directory 3 made; each
- *      file closed after its sync
+ *      tmp/<tid>.meta, fsync the parent of each directory 3 made (and
+ *      objects/ for a new <hash> in an <ab> that was there: another key's
+ *      PUT may have made it and not synced it yet); each file closed after
+ *      its sync
  *   5. all of 4 done: rename tmp/<tid>.meta over <hash>/meta, fsync <hash>/
  *      <- visible (that one fsync makes 3's rename durable too: both are
  *      entries of <hash>/; the shard file's own tmp/ entry never needs to

@@ -123,7 +123,8 @@ struct ol_sdrv {
     bool dio;                  /* its file is open with O_DIRECT (engine_put.c) */
     bool bucket, made_tmp, made_part, made_ab, made_obj, renamed, tmeta, committed;
     bool had_old, old_dd, meta_ready;
-    bool new_ab, new_obj;      /* made by this attempt: their parents to fsync */
+    bool new_ab, new_obj;      /* made since the last fan: their parents to fsync */
+    bool obj_now;              /* this attempt made <hash>: no metadata in it */
     uint8_t fan;               /* PUT commit: syncs of the fan in flight (+1 while
                                   they start) */
     uint8_t fst[OL_SE_FAN];    /* each sync's step (engine_put.c) */

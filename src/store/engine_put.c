@@ -332,7 +332,8 @@ static void drive_fail(struct ol_sdrv *d, int err)
  * one stripe slot (F_*: the slot's index): the data file's fdatasync (it
  * was renamed into the object directory before: a name no metadata points
  * at yet), the metadata file's fsync, and the fsyncs of the directories
- * that hold the ones this attempt made. Each ends by closing what it used;
+ * that hold the ones this commit made (objects/ also for a new <hash>
+ * under an <ab> it found: fan_start). Each ends by closing what it used;
  * the last to end renames the metadata (C_MRENAME), or fails the drive
  * with the first error. On one journal the syncs share its flushes.
  */
@@ -388,7 +389,9 @@ static void fan_start(struct ol_sdrv *d)
         fan_member(d, F_META, d->tfd, NULL);
         d->tfd = -1;
     }
-    if (d->new_ab)
+    /* A new <hash> needs its <ab> durable too, even one this PUT found:
+     * another key's PUT may have made it and not fsynced objects/ yet. */
+    if (d->new_ab || d->new_obj)
         fan_member(d, F_OBJECTS, -1, r->p_objects);
     if (d->new_obj)
         fan_member(d, F_AB, -1, r->p_ab);
@@ -433,6 +436,7 @@ static void commit_start(struct ol_sdrv *d)
         ol_se_renameat(d, r->p_tpart, r->p_part);
         return;
     }
+    d->obj_now = false;
     d->step = C_MKAB;
     ol_se_mkdirat(d, r->p_ab);
 }
@@ -527,11 +531,11 @@ static void commit_build(struct ol_sdrv *d)
     ol_se_openat(d, r->p_tmeta, O_CREAT | O_TRUNC | O_WRONLY, 0600);
 }
 
-/* Reads the current metadata file, unless this commit made the object's
+/* Reads the current metadata file, unless this attempt made the object's
  * directory: under the key's lock nothing else writes one there. */
 static void meta_read(struct ol_sdrv *d)
 {
-    if (d->new_obj)
+    if (d->obj_now)
         return commit_build(d);
     d->step = C_MOPEN;
     ol_se_openat(d, d->s.r->p_meta, O_RDONLY, 0);
@@ -721,7 +725,7 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         if (res == -ENOENT && d->retries++ < OL_SE_RETRIES)
             return commit_start(d); /* <ab> vanished under a DELETE */
         if (res == 0)
-            d->made_obj = d->new_obj = true;
+            d->made_obj = d->new_obj = d->obj_now = true;
         else if (res != -EEXIST)
             return drive_fail(d, res);
         return commit_dirs_ready(d); /* their parents are fsynced in the fan */
