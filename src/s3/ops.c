@@ -811,6 +811,7 @@ struct mpu_state {
     int algo;
     char prefix[OL_S3_KEY_MAX + 1], delim[OL_S3_KEY_MAX + 1], key_marker[OL_S3_KEY_MAX + 1];
     struct ol_store_cond cond;   /* Complete: If-None-Match / If-Match */
+    struct ol_get *get;          /* Complete again: the key's latest version */
 };
 
 static void mpu_free(struct ol_s3_req *q)
@@ -818,6 +819,8 @@ static void mpu_free(struct ol_s3_req *q)
     struct mpu_state *m = q->op_state;
     if (!m)
         return;
+    if (m->get)
+        ol_get_end(m->get);
     free(m->parts);
     free(m->pinfo);
     free(m->uinfo);
@@ -1056,27 +1059,16 @@ static int complete_cb(void *ctx, const char *path, size_t depth, const char *te
     return 0;
 }
 
-static void complete_done(void *ud, const struct ol_store_event *ev)
+/* CompleteMultipartUploadResult for the version vid (etag, nparts parts;
+ * cks: its composite checksum, or NULL). Ends the request's state. */
+static void complete_reply(struct ol_s3_req *q, const uint8_t etag[16], unsigned nparts,
+                           const uint8_t vid[16], const struct ol_meta_checksum *cks)
 {
-    struct ol_s3_req *q = ud;
-    struct mpu_state *m = q->op_state;
-    if (mpu_ended(q, ev))
-        return;
-    struct ol_mpu_complete_args *a = &m->complete;
-    if (q->srv->p.catalog) {
-        struct ol_index_rec rec = {.size = a->size, .mtime_ns = a->mtime_ns,
-                                   .etag_parts = (uint16_t)a->nparts,
-                                   .storage_class = a->storage_class,
-                                   .flags = ol_s3_rec_flags(q, a->vid)};
-        memcpy(rec.etag, a->etag, 16);
-        memcpy(rec.version_id, a->vid, 16);
-        ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len, &rec);
-    }
     char vh[80];
-    size_t vhl = ol_s3_vid_header(q, a->vid, vh, sizeof vh);
+    size_t vhl = ol_s3_vid_header(q, vid, vh, sizeof vh);
     struct ol_meta_version v = {0};
-    memcpy(v.etag, a->etag, 16);
-    v.etag_parts = (uint16_t)a->nparts;
+    memcpy(v.etag, etag, 16);
+    v.etag_parts = (uint16_t)nparts;
     char et[OL_META_ETAG_STRLEN + 2], out[4096 + 3 * OL_S3_KEY_MAX];
     etag_of(&v, et);
     struct ol_xml_w w;
@@ -1092,16 +1084,99 @@ static void complete_done(void *ud, const struct ol_store_event *ev)
     ol_xml_elem(&w, "Bucket", q->route.bucket, q->route.bucket_len);
     ol_xml_elem(&w, "Key", q->route.key, q->route.key_len);
     ol_xml_elem_s(&w, "ETag", et);
-    if (m->cks.algo) {
+    if (cks && cks->algo) {
         char b64[OL_CK_MAX_B64 + 1], tag[40], val[OL_CK_MAX_B64 + 8];
-        ol_ck_b64(m->cks.sum, ol_ck_raw_size(m->cks.algo), b64);
-        snprintf(val, sizeof val, "%s-%u", b64, a->nparts);
-        snprintf(tag, sizeof tag, "Checksum%s", ol_ck_name(m->cks.algo));
+        ol_ck_b64(cks->sum, ol_ck_raw_size(cks->algo), b64);
+        snprintf(val, sizeof val, "%s-%u", b64, nparts);
+        snprintf(tag, sizeof tag, "Checksum%s", ol_ck_name(cks->algo));
         ol_xml_elem_s(&w, tag, val);
     }
     ol_xml_close(&w, "CompleteMultipartUploadResult");
     mpu_free(q);
     ol_s3_reply(q, 200, vhl ? vh : NULL, "application/xml", out, w.n);
+}
+
+/*
+ * A Complete whose upload is gone. S3 answers a Complete repeated with the
+ * same parts, after the first one succeeded, with the same result (a client
+ * that lost the first answer retries; Flink's S3 file sink commits a part
+ * file again when a checkpoint's commit is replayed). The upload's id is
+ * the data dir of the version its Complete made: when the key's latest
+ * version is that one and holds exactly the parts asked for, the answer is
+ * that version's; otherwise NoSuchUpload (also when the object was written
+ * over since).
+ */
+static void complete_again_event(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct mpu_state *m = q->op_state;
+    if (!q->r) {
+        mpu_free(q);   /* ends the GET */
+        ol_s3_req_free(q);
+        return;
+    }
+    const struct ol_meta_version *v = ev->type == OL_STORE_EV_META ? ev->version : NULL;
+    bool same = v && v->type == OL_META_OBJECT && memcmp(v->data_dir, m->id, 16) == 0 &&
+                v->etag_parts == m->complete.nparts && v->part_count == m->complete.nparts;
+    for (unsigned i = 0; same && i < m->complete.nparts; i++) {
+        struct ol_meta_part p;
+        same = ol_meta_part_at(v, i, &p) == 0 && p.number == m->parts[i].number &&
+               memcmp(p.etag, m->parts[i].etag, 16) == 0;
+    }
+    if (!same) {
+        mpu_free(q);
+        mpu_error(q, OL_STORE_ENOUPLOAD);
+        return;
+    }
+    uint8_t etag[16], vid[16];
+    struct ol_meta_checksum cks = {0};
+    memcpy(etag, v->etag, 16);
+    memcpy(vid, v->vid, 16);
+    if (v->cks.flags & OL_META_CKS_COMPOSITE)
+        cks = v->cks;
+    complete_reply(q, etag, m->complete.nparts, vid, &cks);   /* ends the GET */
+}
+
+static void complete_again(struct ol_s3_req *q)
+{
+    struct mpu_state *m = q->op_state;
+    struct ol_get_args a = {.bucket = q->route.bucket, .key = q->route.key, .offset = 0,
+                            .length = -1};
+    int rc = ol_get_begin(store(q), &a, complete_again_event, q, &m->get);
+    if (rc < 0) {
+        m->get = NULL;
+        mpu_free(q);
+        store_error(q, rc);
+        return;
+    }
+    q->abort_handler = mpu_gone;
+}
+
+static void complete_done(void *ud, const struct ol_store_event *ev)
+{
+    struct ol_s3_req *q = ud;
+    struct mpu_state *m = q->op_state;
+    if (q->r && ev->status == OL_STORE_ENOUPLOAD) {
+        complete_again(q);
+        return;
+    }
+    if (mpu_ended(q, ev))
+        return;
+    struct ol_mpu_complete_args *a = &m->complete;
+    if (q->srv->p.catalog) {
+        struct ol_index_rec rec = {.size = a->size, .mtime_ns = a->mtime_ns,
+                                   .etag_parts = (uint16_t)a->nparts,
+                                   .storage_class = a->storage_class,
+                                   .flags = ol_s3_rec_flags(q, a->vid)};
+        memcpy(rec.etag, a->etag, 16);
+        memcpy(rec.version_id, a->vid, 16);
+        ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len, &rec);
+    }
+    uint8_t etag[16], vid[16];
+    struct ol_meta_checksum cks = m->cks;
+    memcpy(etag, a->etag, 16);
+    memcpy(vid, a->vid, 16);
+    complete_reply(q, etag, a->nparts, vid, &cks);
 }
 
 static void complete_body(struct ol_s3_req *q)
@@ -1157,7 +1232,10 @@ static void complete_body(struct ol_s3_req *q)
         m->complete.cks = NULL;
         rc = ol_mpu_complete(store(q), &m->complete, complete_done, q);
     }
-    mpu_started(q, rc);
+    if (rc == OL_STORE_ENOUPLOAD)
+        complete_again(q);
+    else
+        mpu_started(q, rc);
 }
 
 static void complete_upload(struct ol_s3_req *q)

@@ -63,6 +63,57 @@ def test_get_and_head_by_part_number(s3d):
         '"%s-3"' % hashlib.md5(md5s).hexdigest()
 
 
+def test_complete_again_answers_like_the_first_time(s3d):
+    """A Complete repeated after it succeeded (its answer lost, or Flink's
+    S3 sink committing a part file again on a replayed checkpoint) gets the
+    same result, as from S3; one with other parts, or after the key was
+    written over, or of an aborted upload, is NoSuchUpload."""
+    c = client(s3d)
+    c.create_bucket(Bucket="again")
+    uid = c.create_multipart_upload(Bucket="again", Key="k", ChecksumAlgorithm="CRC32")["UploadId"]
+    bodies = [os.urandom(5 * MiB), b"tail"]
+    parts = []
+    for i, b in enumerate(bodies, 1):
+        r = c.upload_part(Bucket="again", Key="k", UploadId=uid, PartNumber=i, Body=b,
+                          ChecksumAlgorithm="CRC32")
+        parts.append({"PartNumber": i, "ETag": r["ETag"], "ChecksumCRC32": r["ChecksumCRC32"]})
+
+    def complete(lst, **kw):
+        return c.complete_multipart_upload(Bucket="again", Key="k", UploadId=uid,
+                                           MultipartUpload={"Parts": lst}, **kw)
+    first = complete(parts)
+    for _ in range(2):
+        again = complete(parts)
+        assert again["ResponseMetadata"]["HTTPStatusCode"] == 200
+        for f in ("ETag", "Bucket", "Key", "Location", "ChecksumCRC32"):
+            assert again[f] == first[f], f
+    assert complete(parts, IfNoneMatch="*")["ETag"] == first["ETag"]   # the same upload
+    assert c.get_object(Bucket="again", Key="k")["Body"].read() == b"".join(bodies)
+    assert error_of(lambda: complete(parts[:1]))[0] == "NoSuchUpload"
+    other = dict(parts[1], ETag='"' + "0" * 32 + '"')
+    assert error_of(lambda: complete([parts[0], other]))[0] == "NoSuchUpload"
+    assert "Uploads" not in c.list_multipart_uploads(Bucket="again")
+    c.put_object(Bucket="again", Key="k", Body=b"written over")
+    assert error_of(lambda: complete(parts))[0] == "NoSuchUpload"
+    assert c.get_object(Bucket="again", Key="k")["Body"].read() == b"written over"
+    # versioned: the version the upload made answers while it is the latest
+    c.put_bucket_versioning(Bucket="again", VersioningConfiguration={"Status": "Enabled"})
+    u2 = c.create_multipart_upload(Bucket="again", Key="v")["UploadId"]
+    e = c.upload_part(Bucket="again", Key="v", UploadId=u2, PartNumber=1, Body=b"v1")["ETag"]
+    lst = {"Parts": [{"PartNumber": 1, "ETag": e}]}
+    r1 = c.complete_multipart_upload(Bucket="again", Key="v", UploadId=u2, MultipartUpload=lst)
+    r2 = c.complete_multipart_upload(Bucket="again", Key="v", UploadId=u2, MultipartUpload=lst)
+    assert r2["VersionId"] == r1["VersionId"] and r2["ETag"] == r1["ETag"]
+    assert len(c.list_object_versions(Bucket="again", Prefix="v")["Versions"]) == 1
+    # an aborted upload stays gone
+    u3 = c.create_multipart_upload(Bucket="again", Key="gone")["UploadId"]
+    e = c.upload_part(Bucket="again", Key="gone", UploadId=u3, PartNumber=1, Body=b"g")["ETag"]
+    c.abort_multipart_upload(Bucket="again", Key="gone", UploadId=u3)
+    assert error_of(lambda: c.complete_multipart_upload(
+        Bucket="again", Key="gone", UploadId=u3,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]}))[0] == "NoSuchUpload"
+
+
 def test_upload_part_copy(s3d):
     c = client(s3d)
     c.create_bucket(Bucket="srcb")
