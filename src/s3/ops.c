@@ -1116,6 +1116,13 @@ static void complete_again_event(void *ud, const struct ol_store_event *ev)
         return;
     }
     const struct ol_meta_version *v = ev->type == OL_STORE_EV_META ? ev->version : NULL;
+    if (!v && ev->status != -ENOENT && ev->status != OL_STORE_EDELMARK &&
+        ev->status != OL_STORE_ENOBUCKET) {
+        int st = ev->status < 0 ? ev->status : -EIO;
+        mpu_free(q);
+        store_error(q, st);   /* the version could not be read: not "no upload" */
+        return;
+    }
     bool same = v && v->type == OL_META_OBJECT && memcmp(v->data_dir, m->id, 16) == 0 &&
                 v->etag_parts == m->complete.nparts && v->part_count == m->complete.nparts;
     for (unsigned i = 0; same && i < m->complete.nparts; i++) {
