@@ -338,7 +338,9 @@ def test_drives_that_die_during_puts(make_daemon, tmp_path):
         for k, b in acked.items():
             assert c.get_object(Bucket="dies", Key=k)["Body"].read() == b, k
     finally:
-        if d is not None and d.proc is not None and d.proc.poll() is None:
-            d.stop()
-        for dr in drives:
-            subprocess.run(["umount", str(dr)])
+        try:
+            if d is not None and d.proc is not None and d.proc.poll() is None:
+                d.stop()
+        finally:
+            for dr in drives:
+                subprocess.run(["umount", str(dr)])
