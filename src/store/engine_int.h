@@ -305,6 +305,11 @@ void ol_se_drives_init(struct ol_sreq *r);
 /* The store's drive at position pos of r's set, and its directory fd. */
 const struct ol_store_drive *ol_se_drive(const struct ol_sreq *r, unsigned pos);
 int ol_se_dfd(const struct ol_sreq *r, unsigned pos);
+/* Test hook (tests/unit only; NULL in the daemon, which never sets it):
+ * called on the loop thread as a drive's fan starts, with the drive's root
+ * directory descriptor, before any of the fan's syncs is issued. A test
+ * kills the drive's filesystem there to fail those syncs for real. */
+extern void (*ol_se_fan_hook)(int dfd);
 /* Blocking (ol_store_open only): removes everything inside directory fd,
  * which stays open; depth 0 at the top. 0 or -errno. */
 int ol_se_rm_inside(int fd, int depth);

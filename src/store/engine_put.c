@@ -376,9 +376,13 @@ static void fan_end(struct ol_sdrv *d)
     ol_se_renameat(d, d->s.r->p_tmeta, d->s.r->p_meta);
 }
 
+void (*ol_se_fan_hook)(int dfd);
+
 static void fan_start(struct ol_sdrv *d)
 {
     struct ol_sreq *r = d->s.r;
+    if (ol_se_fan_hook)
+        ol_se_fan_hook(ol_se_dfd(r, d->pos));
     d->fan = 1; /* held while the members start */
     d->fan_err = 0;
     if (d->fd >= 0) {

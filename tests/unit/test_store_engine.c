@@ -17,6 +17,7 @@
 #include "store/bitrot.h"
 #include "store/ec.h"
 #include "store/engine.h"
+#include "store/engine_int.h"
 #include "store/format.h"
 #include "store/meta.h"
 
@@ -24,6 +25,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -821,6 +823,108 @@ OLT_TEST_T(store_engine_commit_below_quorum_is_undone, 120)
     free(a);
     free(b);
     env_close(&e);
+}
+
+/* ---- a drive that dies as its commit's syncs start (root, xfsprogs) ---- */
+
+/* XFS_IOC_GOINGDOWN (xfs_fs.h): shuts the filesystem down; from then on
+ * every call on it fails with EIO, as on a disk that died. */
+#define TEST_XFS_IOC_GOINGDOWN _IOR('X', 125, uint32_t)
+#define TEST_XFS_GOING_NOLOGFLUSH 2u
+
+static dev_t fan_victim;   /* the filesystem the next fan on it kills; 0: none */
+static unsigned fan_kills;
+
+static void kill_in_fan(int dfd)
+{
+    struct stat st;
+    if (!fan_victim || fstat(dfd, &st) < 0 || st.st_dev != fan_victim)
+        return;
+    uint32_t how = TEST_XFS_GOING_NOLOGFLUSH;
+    if (ioctl(dfd, TEST_XFS_IOC_GOINGDOWN, &how) == 0)
+        fan_kills++;
+    fan_victim = 0;
+}
+
+static bool mount_xfs(const char *img, const char *dir)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "truncate -s 512M '%s' && mkfs.xfs -q -f '%s' >/dev/null 2>&1 && "
+             "mount -o loop '%s' '%s' 2>/dev/null", img, img, img, dir);
+    return system(cmd) == 0;
+}
+
+static int umount_dir(const char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "umount '%s' 2>/dev/null", dir);
+    return system(cmd);
+}
+
+/*
+ * Two of six drives are XFS filesystems of their own, each shut down by
+ * the fan hook as its drive's fan starts (after the shard writes, the
+ * directories and the tmp metadata: every sync and directory open of the
+ * fan then fails with EIO). An overwrite (the fan syncs the shard file and
+ * the metadata) and a new key (it also opens and syncs the directories
+ * the commit made) both succeed on the write quorum, read back, and leave
+ * no file open: the drives unmount once the store is closed.
+ */
+OLT_TEST_T(store_engine_drive_dies_in_the_fan, 120)
+{
+    if (geteuid() != 0 || system("command -v mkfs.xfs >/dev/null 2>&1") != 0)
+        OLT_SKIP("needs root and mkfs.xfs (loop-mounted XFS drives)");
+    /* A mount namespace of this test's own: its mounts go with it, whether
+     * it passes or fails (a failed check ends the process at once). */
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        OLT_SKIP("cannot make a private mount namespace here");
+    struct sh_env e;
+    memset(&e, 0, sizeof e);
+    e.n = e.dps = 6;
+    for (unsigned i = 0; i < 6; i++) {
+        snprintf(e.path[i], sizeof e.path[i], "%s/d%u", olt_tmpdir(), i);
+        OLT_CHECK(mkdir(e.path[i], 0700) == 0);
+        e.dp[i] = e.path[i];
+    }
+    for (unsigned v = 0; v < 2; v++) {
+        char img[600];
+        snprintf(img, sizeof img, "%s/xfs%u.img", olt_tmpdir(), v);
+        if (!mount_xfs(img, e.path[4 + v])) {
+            if (v)
+                umount_dir(e.path[4]);
+            OLT_SKIP("cannot loop-mount an XFS image here");
+        }
+    }
+    e.p = (struct ol_store_params){.drives = e.dp, .n = 6, .drives_per_set = 6, .parity = -1,
+                                   .stripe_bytes = SH_STRIPE, .inline_max = 4096};
+    sh_env_start(&e);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "fan"), 0);
+    uint8_t *a = sh_pattern(300000, 90), *b = sh_pattern(200000, 91);
+    OLT_CHECK_EQ(put(&e, "fan", "old", a, 300000), 0);
+    int fds = sh_count_fds();
+    struct stat st;
+    ol_se_fan_hook = kill_in_fan;
+    OLT_CHECK_EQ(stat(e.path[4], &st), 0);
+    fan_victim = st.st_dev;
+    OLT_CHECK_EQ(put(&e, "fan", "old", b, 200000), 0);   /* overwrite: drive 4 dies */
+    OLT_CHECK_EQ(fan_kills, 1u);
+    OLT_CHECK_EQ(stat(e.path[5], &st), 0);
+    fan_victim = st.st_dev;
+    OLT_CHECK_EQ(put(&e, "fan", "new", a, 300000), 0);   /* new key: drive 5 dies */
+    OLT_CHECK_EQ(fan_kills, 2u);
+    ol_se_fan_hook = NULL;
+    sh_check_get(&e, "fan", "old", b, 200000);
+    sh_check_get(&e, "fan", "new", a, 300000);
+    OLT_CHECK_EQ(sh_count_fds(), fds);   /* what the dead drives had open is closed */
+    struct ol_store_stats s = sh_stats(&e);
+    OLT_CHECK_EQ(s.put_errors, 0);
+    OLT_CHECK_EQ(s.write_drive_failures, 3);   /* 4 in the overwrite; 4 and 5 in the new key */
+    sh_env_stop(&e, false);
+    OLT_CHECK_EQ(umount_dir(e.path[4]), 0);     /* nothing of the store holds them */
+    OLT_CHECK_EQ(umount_dir(e.path[5]), 0);
+    free(a);
+    free(b);
 }
 
 OLT_TEST_T(store_engine_default_stripe_large_object, 120)
