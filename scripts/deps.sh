@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what OpenLake needs on a Debian machine, and nothing already there.
 #   deps.sh run    build + run: compiler, liburing, ISA-L, OpenSSL, xxhash, expat, UCX
-#   deps.sh test   + clang/libFuzzer, curl, a project-local .venv with pytest, and
-#                  for the Spark and Flink tests a Java runtime, Maven, .venv-spark,
-#                  .venv-flink and their jars from Maven Central in build/jars
+#   deps.sh test   + clang/libFuzzer, curl, a project-local .venv with pytest, xfsprogs
+#                  (drives on loop-mounted XFS), and for the Spark and Flink tests a Java
+#                  runtime, Maven, .venv-spark, .venv-flink and their jars from Maven
+#                  Central in build/jars
 #   deps.sh bench  + wrk, nginx, redis-server, fio and tcmalloc (peers and tools for bench/);
 #                  MinIO and bench/store/s3load built with Go into build/go-bin
 # As root it runs apt-get; otherwise it prints the exact apt-get line and exits 1.

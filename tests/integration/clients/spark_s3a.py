@@ -31,6 +31,8 @@ base = f"s3a://{bucket}"
 spark = (SparkSession.builder.master("local[2]").appName("openlake-s3a")
          .config("spark.jars", ",".join(sorted(glob.glob(os.path.join(jars, "*.jar")))))
          .config("spark.ui.enabled", "false")
+         .config("spark.driver.host", "127.0.0.1")          # whatever the host name resolves to
+         .config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.sql.shuffle.partitions", "4")
          .config("spark.hadoop.fs.s3a.endpoint", url)
          .config("spark.hadoop.fs.s3a.endpoint.region", "us-east-1")
