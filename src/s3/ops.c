@@ -1060,7 +1060,9 @@ static int complete_cb(void *ctx, const char *path, size_t depth, const char *te
 }
 
 /* CompleteMultipartUploadResult for the version vid (etag, nparts parts;
- * cks: its composite checksum, or NULL). Ends the request's state. */
+ * cks: its composite checksum, or NULL). The arguments may point into the
+ * request's state: it is freed (and its GET ended) only after they are
+ * read, once the answer is built. */
 static void complete_reply(struct ol_s3_req *q, const uint8_t etag[16], unsigned nparts,
                            const uint8_t vid[16], const struct ol_meta_checksum *cks)
 {
@@ -1135,13 +1137,8 @@ static void complete_again_event(void *ud, const struct ol_store_event *ev)
         mpu_error(q, OL_STORE_ENOUPLOAD);
         return;
     }
-    uint8_t etag[16], vid[16];
-    struct ol_meta_checksum cks = {0};
-    memcpy(etag, v->etag, 16);
-    memcpy(vid, v->vid, 16);
-    if (v->cks.flags & OL_META_CKS_COMPOSITE)
-        cks = v->cks;
-    complete_reply(q, etag, m->complete.nparts, vid, &cks);   /* ends the GET */
+    complete_reply(q, v->etag, m->complete.nparts, v->vid,
+                   v->cks.flags & OL_META_CKS_COMPOSITE ? &v->cks : NULL);   /* ends the GET */
 }
 
 static void complete_again(struct ol_s3_req *q)
@@ -1179,11 +1176,7 @@ static void complete_done(void *ud, const struct ol_store_event *ev)
         memcpy(rec.version_id, a->vid, 16);
         ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len, &rec);
     }
-    uint8_t etag[16], vid[16];
-    struct ol_meta_checksum cks = m->cks;
-    memcpy(etag, a->etag, 16);
-    memcpy(vid, a->vid, 16);
-    complete_reply(q, etag, a->nparts, vid, &cks);
+    complete_reply(q, a->etag, a->nparts, a->vid, &m->cks);
 }
 
 static void complete_body(struct ol_s3_req *q)

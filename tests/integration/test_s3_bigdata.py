@@ -40,6 +40,11 @@ def _no_uploads_left(c, bucket):
     assert "Uploads" not in c.list_multipart_uploads(Bucket=bucket)
 
 
+def _keys(c, bucket):
+    return [o["Key"] for p in c.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for o in p.get("Contents", [])]
+
+
 @pytest.mark.skipif(not (os.path.exists(SPARK_PY) and glob.glob(SPARK_JARS + "/hadoop-aws-*.jar")),
                     reason="no .venv-spark or build/jars/spark: " + NEED)
 def test_spark_s3a_session(s3d):
@@ -49,8 +54,7 @@ def test_spark_s3a_session(s3d):
     # The magic committer's multipart uploads are all completed, nothing of
     # its __magic staging is left, and the partitions are there.
     _no_uploads_left(c, "spark")
-    keys = [o["Key"] for p in c.get_paginator("list_objects_v2").paginate(Bucket="spark")
-            for o in p.get("Contents", [])]
+    keys = _keys(c, "spark")
     assert not [k for k in keys if "__magic" in k or "_temporary" in k], keys
     magic = {k.split("/")[1] for k in keys if k.startswith("magic/k=")}
     assert magic == {f"k={i}" for i in range(7)}, magic
@@ -80,8 +84,7 @@ def test_flink_file_sink_and_checkpoints(s3d, tmp_path, fail):
     # resumed from, on purpose (FLINK-13941: deleting them could lose data
     # on a second restore), so there they may stay.
     _no_uploads_left(c, "flink")
-    keys = [o["Key"] for p in c.get_paginator("list_objects_v2").paginate(Bucket="flink")
-            for o in p.get("Contents", [])]
+    keys = _keys(c, "flink")
     parts = [k for k in keys if k.startswith("out/") and k.rsplit("/", 1)[1].startswith("part-")]
     assert len(parts) >= 2, keys
     tails = [k for k in keys if "_tmp_" in k or "inprogress" in k]

@@ -21,11 +21,11 @@ from test_s3 import AK, SK, client, multi_drive, shard_files
 MIB = 1 << 20
 
 
-def metrics(d):
+def metrics(d, prefix="openlake_heal_"):
     with urllib.request.urlopen(d.url + "/_openlake/metrics", timeout=10) as r:
         out = {}
         for line in r.read().decode().splitlines():
-            if line.startswith("openlake_heal_"):
+            if line.startswith(prefix):
                 name, value = line.split()
                 out[name] = int(value)
         return out
@@ -239,14 +239,6 @@ def test_a_drive_that_missed_a_put_is_healed(make_daemon, tmp_path):
     assert c.get_object(Bucket="miss", Key="k")["Body"].read() == body
 
 
-def _store_metric(d, name):
-    with urllib.request.urlopen(d.url + "/_openlake/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " ") or line.startswith(name + "{"):
-                return int(float(line.split()[-1]))
-    return 0
-
-
 def _open_files_under(pid, root):
     out = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -312,7 +304,7 @@ def test_drives_that_die_during_puts(make_daemon, tmp_path):
                 th.start()
             time.sleep(1.0)
             alive = len(acked)
-            fails = _store_metric(d, "openlake_store_write_drive_failures_total")
+            fails = metrics(d, "openlake_store_")["openlake_store_write_drive_failures_total"]
             subprocess.run(["xfs_io", "-x", "-c", "shutdown", str(drives[victim])], check=True)
             time.sleep(1.5)
             stop.set()
@@ -320,7 +312,7 @@ def test_drives_that_die_during_puts(make_daemon, tmp_path):
                 th.join(timeout=60)
             assert not errors, (rnd, errors[:5])
             assert alive - before >= 12 and len(acked) - alive >= 12, (rnd, before, alive, len(acked))
-            assert _store_metric(d, "openlake_store_write_drive_failures_total") > fails
+            assert metrics(d, "openlake_store_")["openlake_store_write_drive_failures_total"] > fails
             for k, b in acked.items():
                 assert c.get_object(Bucket="dies", Key=k)["Body"].read() == b, k
             left = _open_files_under(d.pid(), drives[victim])
