@@ -916,6 +916,7 @@ OLT_TEST_T(store_engine_drive_dies_in_the_fan, 120)
     ol_se_fan_hook = NULL;
     sh_check_get(&e, "fan", "old", b, 200000);
     sh_check_get(&e, "fan", "new", a, 300000);
+    sh_settle(&e);                       /* the GETs close their shard files after the data */
     OLT_CHECK_EQ(sh_count_fds(), fds);   /* what the dead drives had open is closed */
     struct ol_store_stats s = sh_stats(&e);
     OLT_CHECK_EQ(s.put_errors, 0);
