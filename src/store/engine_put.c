@@ -71,6 +71,19 @@ static unsigned healthy(const struct ol_sreq *r)
     return n;
 }
 
+/* Whether the drives without room are what the write quorum lacks. */
+static bool full(const struct ol_sreq *r)
+{
+    unsigned nospc = 0;
+    for (unsigned i = 0; i < r->n; i++)
+        nospc += r->d[i].err == -ENOSPC || r->d[i].err == -EDQUOT;
+    return nospc && healthy(r) + nospc >= r->wq;
+}
+
+/* The status of a write that lost its quorum, whatever step it was at:
+ * OL_STORE_EFULL when what it lacks is room, else -EIO. */
+static int lost(const struct ol_sreq *r) { return full(r) ? OL_STORE_EFULL : -EIO; }
+
 /* ---- slots -------------------------------------------------------------------------- */
 
 static void slot_init(struct ol_sreq *r, struct ol_sslot *sl, uint64_t stripe)
@@ -258,7 +271,7 @@ static void submit(struct ol_sreq *r)
         }
         if (!live) {
             sl->state = OL_SE_SL_FREE;
-            r->status = -EIO;
+            r->status = lost(r);
             return;
         }
         if (!sl->pending) {
@@ -295,7 +308,7 @@ void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res)
     if (--sl->pending == 0) {
         sl->state = OL_SE_SL_FREE;
         if (r->status == 0 && healthy(r) < r->wq)
-            r->status = -EIO;
+            r->status = lost(r);
         next_fill(r);
     }
     ol_se_advance(r);
@@ -957,15 +970,6 @@ static bool put_done(struct ol_sreq *r, int status)
     return true;
 }
 
-/* Whether the drives without room are what the write quorum lacks. */
-static bool full(const struct ol_sreq *r)
-{
-    unsigned nospc = 0;
-    for (unsigned i = 0; i < r->n; i++)
-        nospc += r->d[i].err == -ENOSPC || r->d[i].err == -EDQUOT;
-    return nospc && healthy(r) + nospc >= r->wq;
-}
-
 /* After PREP: is the bucket there, are enough drives ready? OL_STORE_EFULL
  * when what the quorum lacks is drives without room for the files. */
 static void prep_check(struct ol_sreq *r)
@@ -981,7 +985,7 @@ static void prep_check(struct ol_sreq *r)
                     : r->mode == OL_SE_MODE_PART && none + nob >= r->rq ? OL_STORE_ENOUPLOAD
                                                                       : -EIO;
     else if (healthy(r) < r->wq)
-        r->status = full(r) ? OL_STORE_EFULL : -EIO;
+        r->status = lost(r);
 }
 
 static bool data_step(struct ol_sreq *r)
@@ -1017,7 +1021,7 @@ static bool data_step(struct ol_sreq *r)
         if (r->mode == OL_SE_MODE_PART)
             start_phase(r, PH_SYNC); /* its record, then its sync, before the rename */
         else if (healthy(r) < r->wq) {
-            r->status = -EIO;
+            r->status = lost(r);
             r->again = true;
         } else {
             commit_enter(r); /* the file's sync is in the commit's fan */
@@ -1043,7 +1047,7 @@ bool ol_se_put_step(struct ol_sreq *r)
         return data_step(r);
     case PH_SYNC:
         if (healthy(r) < r->wq) {
-            r->status = -EIO;
+            r->status = lost(r);
             start_phase(r, PH_UNDO);
         } else {
             commit_enter(r);
@@ -1058,7 +1062,7 @@ bool ol_se_put_step(struct ol_sreq *r)
             ok += r->d[i].committed && !r->d[i].err;
         if (ok < r->wq) {
             if (r->status >= 0)
-                r->status = r->cond_st ? r->cond_st : -EIO;
+                r->status = r->cond_st ? r->cond_st : lost(r);
             start_phase(r, PH_UNDO);
         } else {
             start_phase(r, PH_CLEAN);

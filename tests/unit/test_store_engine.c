@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -325,6 +326,66 @@ OLT_TEST_T(store_engine_full_drives_fail_before_the_body, 60)
     OLT_CHECK_EQ(head(&e, "full", "big", NULL), -ENOENT);
     OLT_CHECK_EQ(put(&e, "full", "fits", data, 1u << 20), 0);  /* 512 KiB per drive */
     sh_check_get(&e, "full", "fits", data, 1u << 20);
+    free(data);
+    sh_env_stop(&e, false);
+    OLT_CHECK_EQ(umount2(fs, MNT_DETACH), 0);
+}
+
+/* Free bytes of the filesystem at path (what an unprivileged file gets). */
+static uint64_t free_bytes(const char *path)
+{
+    struct statvfs v;
+    OLT_CHECK_EQ(statvfs(path, &v), 0);
+    return (uint64_t)v.f_bavail * v.f_bsize;
+}
+
+/*
+ * Drives that run out of room after the PUT reserved its shard files (the
+ * metadata's page is what is missing; a write past a reservation would be
+ * the same): the write fails as full (507 InsufficientStorage), not as a
+ * failed store (503), and leaves nothing behind. All four drives share
+ * one tmpfs, filled so that exactly the four shard files still fit.
+ */
+OLT_TEST_T(store_engine_full_after_the_reservation, 60)
+{
+    char fs[400];
+    snprintf(fs, sizeof fs, "%s/fs", olt_tmpdir());
+    OLT_CHECK_EQ(mkdir(fs, 0700), 0);
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", fs, "tmpfs", 0, "size=8m") != 0)
+        OLT_SKIP("cannot mount a tmpfs here (not root, or no privilege)");
+    struct sh_env e;
+    memset(&e, 0, sizeof e);
+    e.n = e.dps = 4;
+    for (unsigned i = 0; i < 4; i++) {
+        snprintf(e.path[i], sizeof e.path[i], "%s/d%u", fs, i);
+        OLT_CHECK_EQ(mkdir(e.path[i], 0700), 0);
+        e.dp[i] = e.path[i];
+    }
+    e.p = (struct ol_store_params){.drives = e.dp, .n = 4, .drives_per_set = 4, .parity = -1,
+                                   .stripe_bytes = SH_STRIPE, .inline_max = -1};
+    sh_env_start(&e);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "room"), 0);
+    uint64_t size = 300000;
+    uint8_t *data = sh_pattern(size, 17);
+    uint64_t pages = (ol_se_part_blocks(size, 2, ol_ec_shard_len(SH_STRIPE, 2)) + 4095) / 4096;
+    char filler[500];
+    snprintf(filler, sizeof filler, "%s/filler", fs);
+    int fd = open(filler, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    OLT_CHECK(fd >= 0);
+    uint64_t room = free_bytes(fs);
+    OLT_CHECK(room > 4 * pages * 4096);
+    OLT_CHECK_EQ(fallocate(fd, 0, 0, (off_t)(room - 4 * pages * 4096)), 0);
+    close(fd);
+    OLT_CHECK_EQ(free_bytes(fs), 4 * pages * 4096);   /* the four shard files, no more */
+    OLT_CHECK_EQ(put(&e, "room", "k", data, size), OL_STORE_EFULL);
+    sh_settle(&e);
+    sh_check_tmp_empty(&e);
+    OLT_CHECK_EQ(head(&e, "room", "k", NULL), -ENOENT);
+    OLT_CHECK_EQ(free_bytes(fs), 4 * pages * 4096);   /* its reservations given back */
+    OLT_CHECK_EQ(unlink(filler), 0);
+    OLT_CHECK_EQ(put(&e, "room", "k", data, size), 0);
+    sh_check_get(&e, "room", "k", data, size);
     free(data);
     sh_env_stop(&e, false);
     OLT_CHECK_EQ(umount2(fs, MNT_DETACH), 0);
