@@ -294,27 +294,34 @@ OLT_TEST_T(store_engine_overwrite_removes_old_data, 120)
 /* Drives without room for the shard files: the PUT fails when its files are
  * made (each is reserved at its full size), not after streaming the body;
  * nothing stays behind, and what fits is stored. */
-OLT_TEST_T(store_engine_full_drives_fail_before_the_body, 60)
+/* Four drives on one 8 MiB tmpfs at fs (olt_tmpdir()/fs), the store
+ * started on them. The tmpfs is mounted in a mount namespace of the test's
+ * own process: it goes with it, even when a failed check or the alarm ends
+ * the test early. Skips where a tmpfs cannot be mounted. */
+static void tmpfs_env(struct sh_env *e, char *fs, size_t fslen)
 {
-    char fs[400];
-    snprintf(fs, sizeof fs, "%s/fs", olt_tmpdir());
+    snprintf(fs, fslen, "%s/fs", olt_tmpdir());
     OLT_CHECK_EQ(mkdir(fs, 0700), 0);
-    /* in a mount namespace of the test's own process: the tmpfs goes with
-     * it, even when a failed check or the alarm ends the test early */
     if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("tmpfs", fs, "tmpfs", 0, "size=8m") != 0)
         OLT_SKIP("cannot mount a tmpfs here (not root, or no privilege)");
-    struct sh_env e;
-    memset(&e, 0, sizeof e);
-    e.n = e.dps = 4;
+    memset(e, 0, sizeof *e);
+    e->n = e->dps = 4;
     for (unsigned i = 0; i < 4; i++) {
-        snprintf(e.path[i], sizeof e.path[i], "%s/d%u", fs, i);
-        OLT_CHECK_EQ(mkdir(e.path[i], 0700), 0);
-        e.dp[i] = e.path[i];
+        snprintf(e->path[i], sizeof e->path[i], "%s/d%u", fs, i);
+        OLT_CHECK_EQ(mkdir(e->path[i], 0700), 0);
+        e->dp[i] = e->path[i];
     }
-    e.p = (struct ol_store_params){.drives = e.dp, .n = 4, .drives_per_set = 4, .parity = -1,
-                                   .stripe_bytes = SH_STRIPE, .inline_max = -1};
-    sh_env_start(&e);
+    e->p = (struct ol_store_params){.drives = e->dp, .n = 4, .drives_per_set = 4, .parity = -1,
+                                    .stripe_bytes = SH_STRIPE, .inline_max = -1};
+    sh_env_start(e);
+}
+
+OLT_TEST_T(store_engine_full_drives_fail_before_the_body, 60)
+{
+    char fs[400];
+    struct sh_env e;
+    tmpfs_env(&e, fs, sizeof fs);
     OLT_CHECK_EQ(sh_bucket_create(&e, "full"), 0);
     uint64_t big = 64u << 20;   /* 32 MiB per drive, on 8 MiB for all four */
     uint8_t *data = sh_pattern(big, 7);
@@ -349,22 +356,8 @@ static uint64_t free_bytes(const char *path)
 OLT_TEST_T(store_engine_full_after_the_reservation, 60)
 {
     char fs[400];
-    snprintf(fs, sizeof fs, "%s/fs", olt_tmpdir());
-    OLT_CHECK_EQ(mkdir(fs, 0700), 0);
-    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-        mount("tmpfs", fs, "tmpfs", 0, "size=8m") != 0)
-        OLT_SKIP("cannot mount a tmpfs here (not root, or no privilege)");
     struct sh_env e;
-    memset(&e, 0, sizeof e);
-    e.n = e.dps = 4;
-    for (unsigned i = 0; i < 4; i++) {
-        snprintf(e.path[i], sizeof e.path[i], "%s/d%u", fs, i);
-        OLT_CHECK_EQ(mkdir(e.path[i], 0700), 0);
-        e.dp[i] = e.path[i];
-    }
-    e.p = (struct ol_store_params){.drives = e.dp, .n = 4, .drives_per_set = 4, .parity = -1,
-                                   .stripe_bytes = SH_STRIPE, .inline_max = -1};
-    sh_env_start(&e);
+    tmpfs_env(&e, fs, sizeof fs);
     OLT_CHECK_EQ(sh_bucket_create(&e, "room"), 0);
     uint64_t size = 300000;
     uint8_t *data = sh_pattern(size, 17);
