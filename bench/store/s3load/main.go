@@ -50,6 +50,7 @@ import (
 type sample struct {
 	op    string
 	lat   time.Duration
+	at    time.Duration // when it started, from the phase's start
 	bytes int64
 	err   error
 	key   int64
@@ -81,6 +82,7 @@ var (
 	prepared   = flag.Bool("prepared", false, "objects 1..-objects exist already (from -op prepare)")
 	prefix     = flag.String("prefix", "obj", "key prefix")
 	rate       = flag.Float64("rate", 0, "offered load in requests/s over all workers (0: closed loop)")
+	trace      = flag.String("trace", "", "also write every request to this file: worker, op, start and latency in ms")
 )
 
 func keyName(i int64) string { return fmt.Sprintf("%s/%09d", *prefix, i) }
@@ -199,6 +201,19 @@ func main() {
 		return
 	}
 
+	// Each worker's buffers are made and touched before the clock starts: a
+	// GET reads into rbufs[w] (room for bytes.Buffer's MinRead past the body,
+	// so it never grows), and the first request of a worker must not pay for
+	// this process's page faults (64 MiB of fresh memory is tens of ms).
+	bufs := make([][]byte, *concurrent)
+	rbufs := make([][]byte, *concurrent)
+	for w := range bufs {
+		bufs[w] = append([]byte(nil), src...)
+		rbufs[w] = make([]byte, *size+bytes.MinRead)
+		for j := 0; j < len(rbufs[w]); j += 4096 {
+			rbufs[w][j] = 1
+		}
+	}
 	samples := make([][]sample, *concurrent)
 	start := time.Now()
 	stop := start.Add(*duration)
@@ -208,8 +223,7 @@ func main() {
 		go func(w int) {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(int64(w) + 7))
-			buf := append([]byte(nil), src...)
-			rbuf := make([]byte, 0, *size)
+			buf, rbuf := bufs[w], rbufs[w][:0]
 			pick := func(remove bool) (int64, bool) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -308,7 +322,7 @@ func main() {
 					}
 					s.err = cl.RemoveObject(ctx, *bucket, keyName(i), minio.RemoveObjectOptions{})
 				}
-				s.op, s.lat = kind, time.Since(t0)
+				s.op, s.lat, s.at = kind, time.Since(t0), t0.Sub(start)
 				if s.err != nil && *op == "mixed" && (kind == "get" || kind == "stat") {
 					mu.Lock()
 					gone := !alive[s.key]
@@ -324,6 +338,21 @@ func main() {
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
 
+	if *trace != "" {
+		f, err := os.Create(*trace)
+		if err != nil {
+			fail(err)
+		}
+		for w, ss := range samples {
+			for _, s := range ss {
+				fmt.Fprintf(f, "%d %s %.3f %.3f\n", w, s.op, float64(s.at.Microseconds())/1000,
+					float64(s.lat.Microseconds())/1000)
+			}
+		}
+		if err := f.Close(); err != nil {
+			fail(err)
+		}
+	}
 	byOp := map[string][]sample{}
 	var errs []string
 	for _, ss := range samples {
