@@ -78,7 +78,9 @@ def main():
         f"(minio-go {run['minio_go']}, default PutObject options: payload SHA-256 over HTTP, multipart "
         "in 16 MiB parts above 16 MiB, region us-east-1). MinIO's load tool warp was the plan, but the "
         "Go module proxy refuses `github.com/minio/warp` here. Every GET checks the body's length and "
-        "the object index written at both ends.",
+        "the object index written at both ends; each worker's buffers are made and touched before "
+        "a phase's clock starts (since 216117e: before, each worker's first GET paid the "
+        "generator's own page faults, tens of ms at 64 MiB).",
         "",
         "Durability: OpenLake fsyncs every shard file, the metadata file and the object directory "
         "before it answers a PUT (docs/store.md); MinIO writes shards with O_DIRECT + fdatasync and "
