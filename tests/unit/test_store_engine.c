@@ -291,9 +291,6 @@ OLT_TEST_T(store_engine_overwrite_removes_old_data, 120)
     env_close(&e);
 }
 
-/* Drives without room for the shard files: the PUT fails when its files are
- * made (each is reserved at its full size), not after streaming the body;
- * nothing stays behind, and what fits is stored. */
 /* Four drives on one 8 MiB tmpfs at fs (olt_tmpdir()/fs), the store
  * started on them. The tmpfs is mounted in a mount namespace of the test's
  * own process: it goes with it, even when a failed check or the alarm ends
@@ -317,6 +314,9 @@ static void tmpfs_env(struct sh_env *e, char *fs, size_t fslen)
     sh_env_start(e);
 }
 
+/* Drives without room for the shard files: the PUT fails when its files are
+ * made (each is reserved at its full size), not after streaming the body;
+ * nothing stays behind, and what fits is stored. */
 OLT_TEST_T(store_engine_full_drives_fail_before_the_body, 60)
 {
     char fs[400];
@@ -349,8 +349,9 @@ static uint64_t free_bytes(const char *path)
 /*
  * Drives that run out of room after the PUT reserved its shard files (the
  * metadata's page is what is missing; a write past a reservation would be
- * the same): the write fails as full (507 InsufficientStorage), not as a
- * failed store (503), and leaves nothing behind. All four drives share
+ * the same): the write fails as full (OL_STORE_EFULL: S3's
+ * XOpenLakeStorageFull, 507), not as a failed store (-EIO: 503), and leaves
+ * nothing behind. All four drives share
  * one tmpfs, filled so that exactly the four shard files still fit.
  */
 OLT_TEST_T(store_engine_full_after_the_reservation, 60)
