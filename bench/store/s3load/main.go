@@ -209,6 +209,9 @@ func main() {
 	rbufs := make([][]byte, *concurrent)
 	for w := range bufs {
 		bufs[w] = append([]byte(nil), src...)
+		if *op == "put" {
+			continue // reads nothing
+		}
 		rbufs[w] = make([]byte, *size+bytes.MinRead)
 		for j := 0; j < len(rbufs[w]); j += 4096 {
 			rbufs[w][j] = 1
