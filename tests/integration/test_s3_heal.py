@@ -11,9 +11,12 @@ PUTs run, then remounted and healed).
 import os
 import shutil
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
+
+import pytest
 
 from conftest import bin_path
 from test_s3 import AK, SK, client, multi_drive, shard_files
@@ -262,9 +265,7 @@ def test_drives_that_die_during_puts(make_daemon, tmp_path):
     step the in-flight PUTs are at when the drive dies differs from run to
     run (shard writes, creating or renaming files, the commit's syncs): the
     invariants hold for every one."""
-    import threading
     if os.geteuid() != 0 or not shutil.which("mkfs.xfs") or not shutil.which("xfs_io"):
-        import pytest
         pytest.skip("needs root and xfsprogs (loop-mounted XFS drives)")
     drives, imgs = [], []
     for i in range(4):
@@ -273,7 +274,6 @@ def test_drives_that_die_during_puts(make_daemon, tmp_path):
         subprocess.run(["truncate", "-s", "768M", str(img)], check=True)
         subprocess.run(["mkfs.xfs", "-q", "-f", str(img)], check=True)
         if subprocess.run(["mount", "-o", "loop", str(img), str(dr)]).returncode:
-            import pytest
             pytest.skip("cannot loop-mount a filesystem here")
         drives.append(dr)
         imgs.append(img)

@@ -291,16 +291,22 @@ OLT_TEST_T(store_engine_overwrite_removes_old_data, 120)
     env_close(&e);
 }
 
+/* Moves the test process into a mount namespace of its own, private from
+ * the host's: what it mounts goes with it, even when a failed check or the
+ * alarm ends the test early. False where that is not allowed. */
+static bool own_mount_ns(void)
+{
+    return unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
+}
+
 /* Four drives on one 8 MiB tmpfs at fs (olt_tmpdir()/fs), the store
- * started on them. The tmpfs is mounted in a mount namespace of the test's
- * own process: it goes with it, even when a failed check or the alarm ends
- * the test early. Skips where a tmpfs cannot be mounted. */
+ * started on them, the tmpfs in the test's own mount namespace. Skips where
+ * a tmpfs cannot be mounted. */
 static void tmpfs_env(struct sh_env *e, char *fs, size_t fslen)
 {
     snprintf(fs, fslen, "%s/fs", olt_tmpdir());
     OLT_CHECK_EQ(mkdir(fs, 0700), 0);
-    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-        mount("tmpfs", fs, "tmpfs", 0, "size=8m") != 0)
+    if (!own_mount_ns() || mount("tmpfs", fs, "tmpfs", 0, "size=8m") != 0)
         OLT_SKIP("cannot mount a tmpfs here (not root, or no privilege)");
     memset(e, 0, sizeof *e);
     e->n = e->dps = 4;
@@ -910,13 +916,6 @@ static bool mount_xfs(const char *img, const char *dir)
     return system(cmd) == 0;
 }
 
-static int umount_dir(const char *dir)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "umount '%s' 2>/dev/null", dir);
-    return system(cmd);
-}
-
 /*
  * Two of six drives are XFS filesystems of their own, each shut down by
  * the fan hook as its drive's fan starts (after the shard writes, the
@@ -932,7 +931,7 @@ OLT_TEST_T(store_engine_drive_dies_in_the_fan, 120)
         OLT_SKIP("needs root and mkfs.xfs (loop-mounted XFS drives)");
     /* A mount namespace of this test's own: its mounts go with it, whether
      * it passes or fails (a failed check ends the process at once). */
-    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+    if (!own_mount_ns())
         OLT_SKIP("cannot make a private mount namespace here");
     struct sh_env e;
     memset(&e, 0, sizeof e);
@@ -947,7 +946,7 @@ OLT_TEST_T(store_engine_drive_dies_in_the_fan, 120)
         snprintf(img, sizeof img, "%s/xfs%u.img", olt_tmpdir(), v);
         if (!mount_xfs(img, e.path[4 + v])) {
             if (v)
-                umount_dir(e.path[4]);
+                umount2(e.path[4], 0);
             OLT_SKIP("cannot loop-mount an XFS image here");
         }
     }
@@ -977,8 +976,8 @@ OLT_TEST_T(store_engine_drive_dies_in_the_fan, 120)
     OLT_CHECK_EQ(s.put_errors, 0);
     OLT_CHECK_EQ(s.write_drive_failures, 3);   /* 4 in the overwrite; 4 and 5 in the new key */
     sh_env_stop(&e, false);
-    OLT_CHECK_EQ(umount_dir(e.path[4]), 0);     /* nothing of the store holds them */
-    OLT_CHECK_EQ(umount_dir(e.path[5]), 0);
+    OLT_CHECK_EQ(umount2(e.path[4], 0), 0);     /* nothing of the store holds them */
+    OLT_CHECK_EQ(umount2(e.path[5], 0), 0);
     free(a);
     free(b);
 }
