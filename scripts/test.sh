@@ -2,6 +2,8 @@
 # Runs every test and ends with one line: "N passed, N failed, N skipped".
 #   1. C unit tests, normal build          (build/unit_tests)
 #   2. C unit tests, ASan+UBSan build      (build/asan/unit_tests)
+#      and the object engine's tests again with an fsync per file
+#      (OLT_STORE_SYNC=fsync; the default is the syncfs group commit)
 #   3. allocation-count test, normal build (build/alloc_tests)
 #   4. integration tests (pytest, real openlaked processes), ASan+UBSan build,
 #      including the real-vLLM tests (marker vllm, tests/integration/test_vllm.py)
@@ -21,6 +23,9 @@ echo "== unit tests (normal build)"
 echo "== unit tests (ASan+UBSan build)"
 ./build/asan/unit_tests -r build/test-results-asan.txt
 sed 's/ unit:/ unit-asan:/' build/test-results-asan.txt >> "$res"; rm -f build/test-results-asan.txt
+echo "== object engine unit tests with store_sync = fsync (normal build)"
+OLT_STORE_SYNC=fsync ./build/unit_tests -r build/test-results-fsync.txt store_
+sed 's/ unit:/ unit-fsync:/' build/test-results-fsync.txt >> "$res"; rm -f build/test-results-fsync.txt
 echo "== allocation count per request (normal build)"
 ./build/alloc_tests -r "$res"
 

@@ -83,6 +83,7 @@ struct ckey {
 static const char *const modes[] = {"all", "s3", "kv", NULL};
 static const char *const transports[] = {"tcp", "ucx", NULL};
 static const char *const backends[] = {"none", "ucx", NULL};
+static const char *const syncs[] = {"syncfs", "fsync", NULL};
 static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
 
 static int check_region(const char *s)
@@ -218,6 +219,9 @@ static const struct ckey ol_config_keys[] = {
      .doc = "Incomplete multipart uploads older than this many seconds are removed; 0 = never."},
     {.name = "direct_io", .kind = K_BOOL, .off = CO(direct_io), .def = "true",
      .doc = "Shard files of objects and parts are written with O_DIRECT on drives that take it (tried at start): no page-cache copy, no dirty pages for the fsync. false = buffered writes."},
+    {.name = "store_sync", .kind = K_ENUM, .off = CO(store_sync), .choices = syncs,
+     .def = "syncfs",
+     .doc = "How writes are made durable: syncfs = one syncfs(2) per filesystem for every write waiting (group commit; for drives that are their own filesystems); fsync = an fsync of each file and directory (for drives that share a filesystem with other busy writers)."},
     {.name = "heal_queue_size", .kind = K_INT, .off = CO(heal_queue_size),
      .lo = 1, .hi = 1048576, .def = "1024",
      .doc = "Objects waiting for the on-read heal; more are dropped (counted)."},

@@ -62,6 +62,7 @@
 enum ol_config_mode { OL_MODE_ALL, OL_MODE_S3, OL_MODE_KV };
 enum ol_config_transport { OL_TRANSPORT_TCP, OL_TRANSPORT_UCX };
 enum ol_config_rdma_backend { OL_RDMA_NONE, OL_RDMA_UCX };
+enum ol_config_store_sync { OL_SYNC_SYNCFS, OL_SYNC_FSYNC };
 /* log_level holds the values of enum ol_log_level (base/log.h):
  * 0 debug, 1 info, 2 warn, 3 error. */
 
@@ -111,6 +112,7 @@ struct ol_config {
     int64_t inline_max_bytes;           /* objects up to this size live in their metadata */
     int64_t multipart_expiry_s;         /* 0 = incomplete uploads never expire */
     bool direct_io;                     /* O_DIRECT shard writes where drives take them */
+    int store_sync;                     /* enum ol_config_store_sync */
     int64_t heal_queue_size;            /* on-read heal queue entries */
     int64_t heal_scan_rate_mbps;        /* scanner: MB/s of shards verified; 0 = off */
     int64_t heal_scan_interval_s;       /* scanner: pause after a full pass */

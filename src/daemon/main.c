@@ -234,6 +234,7 @@ static int ol_open_store(struct ol_daemon *d, char *err, size_t errlen)
     struct ol_store_params p = {.drives = drives, .n = n, .drives_per_set = dps,
                                 .parity = parity, .inline_max = c->inline_max_bytes,
                                 .direct_io = c->direct_io ? 0 : -1,
+                                .sync = c->store_sync == OL_SYNC_FSYNC,
                                 .mpu_expiry_s = c->multipart_expiry_s ? c->multipart_expiry_s
                                                                       : -1};
     int rc = ol_store_open(&p, &d->store, err, errlen);

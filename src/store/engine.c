@@ -244,6 +244,19 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
     rc = ol_se_ver_open(s, err, errlen);
     if (rc < 0)
         goto fail;
+    if (p->sync == 0) {
+        int *dfds = malloc(n * sizeof *dfds);
+        if (!dfds) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        for (unsigned i = 0; i < n; i++)
+            dfds[i] = s->drives[i].dfd;
+        rc = ol_syncers_open(dfds, n, &s->sync, err, errlen);
+        free(dfds);
+        if (rc < 0)
+            goto fail;
+    }
     ol_format_plan_free(&plan);
     *out = s;
     return 0;
@@ -257,6 +270,7 @@ void ol_store_close(struct ol_store *s)
 {
     if (!s)
         return;
+    ol_syncers_close(s->sync);
     ol_se_mpu_close(s);
     ol_se_ver_close(s);
     if (s->drives) {
@@ -550,6 +564,8 @@ void ol_se_drives_init(struct ol_sreq *r)
         d->pos = (uint8_t)i;
         d->mbuf = mbuf;
         d->nbuf = nbuf;
+        if (s->sync) /* before any change of this request (syncer.h) */
+            d->sw.since = ol_syncer_mark(s->sync, r->set * s->dps + i);
         if (ol_se_dfd(r, i) < 0) {
             d->err = -ENODEV;
             d->ms = OL_SE_M_ERR;
@@ -768,8 +784,24 @@ void ol_se_write(struct ol_sdrv *d, int fd, const void *buf, unsigned len, uint6
     ol_se_issue(d->s.r, &d->s, ol_loop_write(OL_SE_LOOP(d), &d->s.op, fd, buf, len, off));
 }
 
+static void ol_se_on_sync(ol_loop *loop, struct ol_msg *m)
+{
+    struct ol_sdrv *d = (struct ol_sdrv *)((char *)m - offsetof(struct ol_sdrv, sw));
+    ol_se_on_op(loop, &d->s.op, d->sw.res, 0);
+}
+
+void ol_se_barrier(struct ol_sdrv *d)
+{
+    struct ol_sreq *r = d->s.r;
+    ol_se_issue(r, &d->s, 0);
+    d->sw.msg.fn = ol_se_on_sync;
+    ol_syncer_wait(r->c->s->sync, r->set * r->c->s->dps + d->pos, r->c->loop, &d->sw);
+}
+
 void ol_se_fsync(struct ol_sdrv *d, int fd, int datasync)
 {
+    if (d->s.r->c->s->sync)
+        return ol_se_barrier(d);
     ol_se_issue(d->s.r, &d->s, ol_loop_fsync(OL_SE_LOOP(d), &d->s.op, fd, datasync));
 }
 
@@ -813,6 +845,10 @@ void ol_se_statx(struct ol_sdrv *d, const char *path)
 
 void ol_se_fsync_dir(struct ol_sdrv *d, const char *path, uint16_t after)
 {
+    if (d->s.r->c->s->sync) {
+        d->step = after;
+        return ol_se_barrier(d);
+    }
     d->after = after;
     d->fs_err = 0;
     d->step = OL_SE_FS_OPEN;

@@ -326,6 +326,9 @@ struct ol_store_params {
                                    open: a 4 KiB O_DIRECT write), PUTs and
                                    parts write their shard files' whole
                                    pages with O_DIRECT; -1 = never */
+    int sync;                   /* 0 = group commit: a syncfs per filesystem
+                                   for every write waiting (syncer.h);
+                                   1 = an fsync of each file and directory */
     unsigned mpu_max_uploads;   /* uploads in progress at once (registry
                                    entries, ~2.4 KiB each, touched as used);
                                    0 = OL_STORE_MPU_UPLOADS. ol_store_open adds

@@ -25,6 +25,7 @@
 #include "store/format.h"
 #include "store/layout.h"
 #include "store/meta.h"
+#include "store/syncer.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -75,6 +76,7 @@ struct ol_store {
     int64_t mpu_expiry_ns;     /* < 0: never */
     struct ol_se_reg *reg;     /* shared by the cores, own mutex */
     struct ol_se_ver *ver;     /* shared by the cores, own mutex */
+    struct ol_syncers *sync;   /* group commit by syncfs, or NULL: fsyncs per file */
     ol_store_heal_fn heal_fn;  /* heal queue (NULL = off), set before the loops run */
     void *heal_ud;
 };
@@ -129,6 +131,7 @@ struct ol_sdrv {
                                   they start) */
     uint8_t fst[OL_SE_FAN];    /* each sync's step (engine_put.c) */
     int fan_err;               /* the fan's first error */
+    struct ol_sync_wait sw;    /* a barrier of s (ol_se_barrier) */
     bool one;                  /* DELETE of a version: only d->v's data dir goes */
     /* multipart */
     bool made_up;              /* create: made uploads/ */
@@ -345,6 +348,9 @@ void ol_se_openat(struct ol_sdrv *d, const char *path, int flags, mode_t mode);
 void ol_se_read(struct ol_sdrv *d, int fd, void *buf, unsigned len, uint64_t off);
 void ol_se_write(struct ol_sdrv *d, int fd, const void *buf, unsigned len, uint64_t off);
 void ol_se_fsync(struct ol_sdrv *d, int fd, int datasync);
+/* A group-commit barrier on the drive's filesystem (store->sync set): the
+ * control op completes with 0 once every change made before is durable. */
+void ol_se_barrier(struct ol_sdrv *d);
 void ol_se_fallocate(struct ol_sdrv *d, int fd, uint64_t len);
 void ol_se_close(struct ol_sdrv *d, int fd);
 void ol_se_mkdirat(struct ol_sdrv *d, const char *path);

@@ -45,7 +45,7 @@ enum {
     P_STAT = 1, P_STAT2, P_OPEN, P_FALLOC,
     S_TRAIL, S_SYNC, S_CLOSE, C_PRENAME,
     C_MKAB, C_MKOBJ, C_RENAME, C_MOPEN, C_MREAD, C_MCLOSE,
-    C_TOPEN, C_TWRITE, C_MRENAME, C_OSYNCED, C_FAILCLOSE,
+    C_TOPEN, C_TWRITE, C_FANSYNC, C_MRENAME, C_OSYNCED, C_FAILCLOSE,
     K_UNLINK,
     U_STEP, U_TOPEN, U_TWRITE, U_TSYNC, U_TCLOSE,
 };
@@ -369,6 +369,13 @@ static void fan_sync(struct ol_sdrv *d, unsigned k)
 static void fan_member(struct ol_sdrv *d, unsigned k, int fd, const char *path)
 {
     struct ol_sreq *r = d->s.r;
+    if (r->c->s->sync) { /* one barrier after the fan: files only closed */
+        if (fd < 0)
+            return;
+        d->fan++;
+        d->ffd[k] = -1;
+        return fan_issue(d, k, FS_CLOSE, ol_loop_close(r->c->loop, &r->w[k][d->pos].op, fd));
+    }
     d->fan++;
     if (fd >= 0) {
         d->ffd[k] = fd;
@@ -385,6 +392,10 @@ static void fan_end(struct ol_sdrv *d)
         return;
     if (d->fan_err)
         return drive_fail(d, d->fan_err);
+    if (d->s.r->c->s->sync) {
+        d->step = C_FANSYNC;
+        return ol_se_barrier(d);
+    }
     d->step = C_MRENAME;
     ol_se_renameat(d, d->s.r->p_tmeta, d->s.r->p_meta);
 }
@@ -787,6 +798,12 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
             return drive_fail(d, res < 0 ? res : -EIO);
         d->meta_ready = true;
         return fan_start(d);
+    case C_FANSYNC:
+        if (res < 0)
+            return drive_fail(d, res);
+        d->step = C_MRENAME;
+        ol_se_renameat(d, r->p_tmeta, r->p_meta);
+        return;
     case C_MRENAME:
         if (res == -ENOENT && d->retries++ < OL_SE_RETRIES)
             return commit_start(d); /* an inline object's <hash> vanished */

@@ -13,7 +13,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +104,11 @@ void sh_settle(struct sh_env *e)
 void sh_env_start(struct sh_env *e)
 {
     char err[512] = "";
+    /* OLT_STORE_SYNC=fsync: every test of the engine with a sync per file
+     * (scripts/test.sh runs them so too); the default is group commit. */
+    const char *sync = getenv("OLT_STORE_SYNC");
+    if (sync && strcmp(sync, "fsync") == 0)
+        e->p.sync = 1;
     int rc = ol_store_open(&e->p, &e->s, err, sizeof err);
     if (rc < 0)
         olt_fail(__FILE__, __LINE__, "ol_store_open: %d %s", rc, err);
@@ -541,4 +549,28 @@ void sh_wipe(const char *drive)
     g_wipe_root = drive;
     nftw(drive, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     OLT_CHECK_EQ(sh_count_entries(drive), 0);
+}
+
+bool sh_own_mount_ns(void)
+{
+    return unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
+}
+
+bool sh_mount_xfs(const char *img, const char *dir)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "truncate -s 512M '%s' && mkfs.xfs -q -f '%s' >/dev/null 2>&1 && "
+             "mount -o loop '%s' '%s' 2>/dev/null", img, img, img, dir);
+    return system(cmd) == 0;
+}
+
+/* XFS_IOC_GOINGDOWN and XFS_FSOP_GOING_FLAGS_NOLOGFLUSH (xfs_fs.h) */
+#define SH_XFS_IOC_GOINGDOWN _IOR('X', 125, uint32_t)
+#define SH_XFS_GOING_NOLOGFLUSH 2u
+
+bool sh_xfs_shutdown(int fd)
+{
+    uint32_t how = SH_XFS_GOING_NOLOGFLUSH;
+    return ioctl(fd, SH_XFS_IOC_GOINGDOWN, &how) == 0;
 }
