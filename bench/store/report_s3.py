@@ -82,8 +82,10 @@ def main():
         "a phase's clock starts (since 216117e: before, each worker's first GET paid the "
         "generator's own page faults, tens of ms at 64 MiB).",
         "",
-        "Durability: OpenLake fsyncs every shard file, the metadata file and the object directory "
-        "before it answers a PUT (docs/store.md); MinIO writes shards with O_DIRECT + fdatasync and "
+        "Durability: before it answers a PUT, OpenLake makes every shard file, the metadata file "
+        "and the object directory durable, by default with one `syncfs` per filesystem shared by "
+        "every write waiting (`store_sync = \"syncfs\"`, docs/store.md; before 7e1e85c an fsync of "
+        "each); MinIO writes shards with O_DIRECT + fdatasync and "
         "`xl.meta` with O_DSYNC (or O_DIRECT + fdatasync when large), without directory fsyncs "
         "(its defaults).",
         "",

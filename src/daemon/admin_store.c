@@ -53,6 +53,9 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
             e.chunk_unstaged += x.chunk_unstaged;
         }
     }
+    uint64_t syncs = 0, barriers = 0, sync_ns = 0;
+    if (d->store)
+        ol_store_sync_stats(d->store, &syncs, &barriers, &sync_ns);
     const struct ol_metric m[] = {
         {"openlake_s3_etag_md5_blocks_interleaved_total", "counter", "ETag MD5 blocks hashed together with other uploads' (base/md5.h).", e.etag_blocks_interleaved},
         {"openlake_s3_etag_md5_blocks_alone_total", "counter", "ETag MD5 blocks hashed alone.", e.etag_blocks_alone},
@@ -73,6 +76,9 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
         {"openlake_store_read_errors_total", "counter", "Shard files missing, short or failing to read.", t.read_errors},
         {"openlake_store_write_drive_failures_total", "counter", "Drives that missed a write that succeeded (queued for heal).", t.write_drive_failures},
         {"openlake_store_direct_write_bytes_total", "counter", "Shard-file bytes written with O_DIRECT (drives that take it, store.md).", t.direct_bytes},
+        {"openlake_store_syncfs_total", "counter", "syncfs calls of the group commit (store_sync = syncfs, store.md).", syncs},
+        {"openlake_store_sync_barriers_total", "counter", "Barriers they answered (each a drive of a write, delete or bucket change).", barriers},
+        {"openlake_store_syncfs_microseconds_total", "counter", "Time spent in those syncfs calls.", sync_ns / 1000},
     };
     /* the store's lines only where there is one (not in mode kv) */
     return ol_metrics_put(buf, cap, 0, m, store ? sizeof m / sizeof *m : 4);

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +287,12 @@ void ol_store_close(struct ol_store *s)
 
 unsigned ol_store_sets(const struct ol_store *s) { return s->sets; }
 
+void ol_store_sync_stats(const struct ol_store *s, uint64_t *syncs, uint64_t *barriers,
+                         uint64_t *ns)
+{
+    ol_syncers_counts(s->sync, syncs, barriers, ns);
+}
+
 void ol_store_set_heal_hook(struct ol_store *s, ol_store_heal_fn fn, void *ud)
 {
     s->heal_fn = fn;
@@ -407,6 +414,11 @@ void ol_store_core_destroy(struct ol_store_core *c)
 {
     if (!c)
         return;
+    /* A barrier still out names its request's memory: the syncer finishes
+     * with it before that goes (it posts to the stopped loop, which outlives
+     * this core; the message is never run). */
+    while (atomic_load_explicit(&c->barriers_out, memory_order_acquire))
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     if (c->reqs) {
         /* Requests still in use (the loop stopped under them): a crash. */
         for (unsigned i = 0; i < c->s->max_requests; i++) {
@@ -795,6 +807,8 @@ void ol_se_barrier(struct ol_sdrv *d)
     struct ol_sreq *r = d->s.r;
     ol_se_issue(r, &d->s, 0);
     d->sw.msg.fn = ol_se_on_sync;
+    d->sw.out = &r->c->barriers_out;
+    atomic_fetch_add_explicit(&r->c->barriers_out, 1, memory_order_relaxed);
     ol_syncer_wait(r->c->s->sync, r->set * r->c->s->dps + d->pos, r->c->loop, &d->sw);
 }
 

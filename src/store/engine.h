@@ -353,6 +353,11 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
 /* Closes the drive directories and frees s. Every core must be destroyed first. */
 void ol_store_close(struct ol_store *s);
 
+/* The syncfs group commit's counters (0 with store_sync = fsync): syncfs
+ * calls, barriers answered, nanoseconds in syncfs. Any thread. */
+void ol_store_sync_stats(const struct ol_store *s, uint64_t *syncs, uint64_t *barriers,
+                         uint64_t *ns);
+
 /* Geometry, for callers and tests. */
 unsigned ol_store_sets(const struct ol_store *s);
 unsigned ol_store_drives_per_set(const struct ol_store *s);
@@ -391,7 +396,9 @@ int ol_store_core_create(struct ol_store *s, ol_loop *loop, struct ol_store_core
 /*
  * Frees the core. Call it on the loop's thread with no request in use, or
  * after the loop has stopped: requests still in use are then dropped as a
- * crash would drop them (their tmp files stay until the next open).
+ * crash would drop them (their tmp files stay until the next open). The
+ * loop must not be destroyed before: this waits for the requests' syncfs
+ * barriers still out, which are posted back to it (never run).
  */
 void ol_store_core_destroy(struct ol_store_core *c);
 /* Request states in use (PUTs and GETs not yet released, DELETEs and bucket

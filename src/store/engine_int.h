@@ -289,6 +289,7 @@ struct ol_store_core {
     struct ol_ec *ec[OL_EC_MAX_PARITY + 1];  /* by parity m; NULL = not allowed */
     uint64_t rng[4];
     struct ol_store_stats st;
+    _Atomic unsigned barriers_out;  /* barriers the syncer still holds (syncer.h) */
 };
 
 /* ---- engine.c: plumbing shared by the request kinds ------------------------ */

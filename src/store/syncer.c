@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct ol_fs_syncer {
@@ -33,6 +34,7 @@ struct ol_fs_syncer {
     bool started;
     _Atomic uint64_t syncs, barriers;
     _Atomic uint64_t errs;   /* failed syncfs calls */
+    _Atomic uint64_t ns;     /* time spent in syncfs */
 };
 
 struct ol_syncers {
@@ -41,6 +43,32 @@ struct ol_syncers {
     struct ol_fs_syncer *fs;
 };
 
+/* One syncfs for the list w (newest first), then each waiter posted back. */
+static void sync_batch(struct ol_fs_syncer *f, struct ol_sync_wait *w)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = syncfs(f->fd) < 0 ? -errno : 0;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    atomic_fetch_add_explicit(&f->ns, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll +
+                                                 (t1.tv_nsec - t0.tv_nsec)),
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&f->syncs, 1, memory_order_relaxed);
+    if (rc < 0)
+        atomic_fetch_add(&f->errs, 1);
+    uint64_t errs = atomic_load(&f->errs);
+    while (w) {
+        struct ol_sync_wait *next = w->next;
+        _Atomic unsigned *out = w->out;
+        w->res = rc < 0 ? rc : errs != w->since ? -EIO : 0;
+        atomic_fetch_add_explicit(&f->barriers, 1, memory_order_relaxed);
+        ol_loop_post(w->loop, &w->msg); /* w belongs to its loop from here */
+        if (out)
+            atomic_fetch_sub_explicit(out, 1, memory_order_release);
+        w = next;
+    }
+}
+
 static void *syncer_main(void *arg)
 {
     struct ol_fs_syncer *f = arg;
@@ -48,24 +76,11 @@ static void *syncer_main(void *arg)
         uint64_t v;
         if (read(f->efd, &v, sizeof v) < 0 && errno != EINTR && errno != EAGAIN)
             break; /* cannot happen on an eventfd we own */
-        struct ol_sync_wait *w = atomic_exchange(&f->head, NULL);
-        if (!w) {
-            if (atomic_load(&f->stop))
-                break;
-            continue;
-        }
-        int rc = syncfs(f->fd) < 0 ? -errno : 0;
-        atomic_fetch_add_explicit(&f->syncs, 1, memory_order_relaxed);
-        if (rc < 0)
-            atomic_fetch_add(&f->errs, 1);
-        uint64_t errs = atomic_load(&f->errs);
-        while (w) {
-            struct ol_sync_wait *next = w->next;
-            w->res = rc < 0 ? rc : errs != w->since ? -EIO : 0;
-            atomic_fetch_add_explicit(&f->barriers, 1, memory_order_relaxed);
-            ol_loop_post(w->loop, &w->msg); /* w belongs to its loop from here */
-            w = next;
-        }
+        struct ol_sync_wait *w;
+        while ((w = atomic_exchange(&f->head, NULL)))
+            sync_batch(f, w);
+        if (atomic_load(&f->stop))
+            break; /* nothing can be pushed any more: the cores are gone */
     }
     return NULL;
 }
@@ -165,15 +180,19 @@ void ol_syncer_wait(struct ol_syncers *s, unsigned drive, ol_loop *loop, struct 
         ;
 }
 
-void ol_syncers_counts(const struct ol_syncers *s, uint64_t *syncs, uint64_t *barriers)
+void ol_syncers_counts(const struct ol_syncers *s, uint64_t *syncs, uint64_t *barriers,
+                       uint64_t *ns)
 {
-    uint64_t a = 0, b = 0;
+    uint64_t a = 0, b = 0, t = 0;
     for (unsigned j = 0; s && j < s->nfs; j++) {
         a += atomic_load_explicit(&s->fs[j].syncs, memory_order_relaxed);
         b += atomic_load_explicit(&s->fs[j].barriers, memory_order_relaxed);
+        t += atomic_load_explicit(&s->fs[j].ns, memory_order_relaxed);
     }
     *syncs = a;
     *barriers = b;
+    if (ns)
+        *ns = t;
 }
 
 unsigned ol_syncers_filesystems(const struct ol_syncers *s) { return s ? s->nfs : 0; }

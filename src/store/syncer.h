@@ -24,6 +24,9 @@
  *
  * Must not: touch the engine's requests. Thread rules: ol_syncer_wait on
  * any loop thread; open/close on one thread with no barrier in flight.
+ * A loop that stops with barriers out must outlive them: its owner waits
+ * for w->out to reach zero (the syncer posts to a stopped loop safely; the
+ * message is never run).
  */
 #ifndef OL_STORE_SYNCER_H
 #define OL_STORE_SYNCER_H
@@ -40,6 +43,8 @@ struct ol_sync_wait {
     struct ol_msg msg;              /* first: posted back to `loop` */
     struct ol_sync_wait *next;      /* private */
     ol_loop *loop;                  /* private */
+    _Atomic unsigned *out;          /* NULL, or a count the syncer takes 1
+                                       from once it no longer touches w */
     uint64_t since;                 /* ol_syncer_mark before the caller's changes */
     int res;                        /* 0, or -errno from syncfs; -EIO when any
                                        syncfs since `since` failed */
@@ -63,8 +68,9 @@ void ol_syncer_wait(struct ol_syncers *s, unsigned drive, ol_loop *loop, struct 
 /* How many filesystems (threads) the online drives are on. */
 unsigned ol_syncers_filesystems(const struct ol_syncers *s);
 
-/* How many syncfs calls and barriers so far (any thread; for tests and
- * metrics). */
-void ol_syncers_counts(const struct ol_syncers *s, uint64_t *syncs, uint64_t *barriers);
+/* How many syncfs calls and barriers so far, and the nanoseconds spent in
+ * syncfs (any thread; for tests and metrics). ns may be NULL. */
+void ol_syncers_counts(const struct ol_syncers *s, uint64_t *syncs, uint64_t *barriers,
+                       uint64_t *ns);
 
 #endif

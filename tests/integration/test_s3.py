@@ -649,6 +649,55 @@ def test_direct_io_shard_writes(make_daemon, tmp_path, direct):
         assert n == 0
 
 
+@pytest.mark.parametrize("sync", ["syncfs", "fsync"])
+def test_store_sync_modes(make_daemon, tmp_path, sync):
+    """Both ways of making writes durable (store_sync) serve the same S3:
+    PUTs, an overwrite, a DELETE and a multipart upload read back after a
+    restart. With the default syncfs group commit /metrics shows the
+    barriers the syncfs calls answered (each PUT waits for two on each of
+    its four drives); with fsync there are none."""
+    drives = [tmp_path / f"drive{i}" for i in range(4)]
+    for dr in drives:
+        dr.mkdir()
+    args = ["--mode", "s3", "--data-dirs", ",".join(map(str, drives)), "--store-sync", sync]
+    env = {"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK}
+    d = make_daemon(args=args, env=env)
+    c = client(d)
+    c.create_bucket(Bucket="syncb")
+    bodies = {f"k{i}": os.urandom(n) for i, n in enumerate([10, 200_000, 3_000_001])}
+    for k, b in bodies.items():
+        c.put_object(Bucket="syncb", Key=k, Body=b)
+    bodies["k0"] = b"again"
+    c.put_object(Bucket="syncb", Key="k0", Body=bodies["k0"])
+    c.put_object(Bucket="syncb", Key="gone", Body=b"x")
+    c.delete_object(Bucket="syncb", Key="gone")
+    up = c.create_multipart_upload(Bucket="syncb", Key="mp")["UploadId"]
+    part = os.urandom(5 << 20)
+    e = c.upload_part(Bucket="syncb", Key="mp", UploadId=up, PartNumber=1, Body=part)["ETag"]
+    c.complete_multipart_upload(Bucket="syncb", Key="mp", UploadId=up, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": e}]})
+    bodies["mp"] = part
+    with urllib.request.urlopen(d.url + "/_openlake/metrics", timeout=10) as r:
+        m = {k: int(v) for k, v in (ln.split() for ln in r.read().decode().splitlines()
+                                   if ln.startswith(("openlake_store_syncfs",
+                                                     "openlake_store_sync_barriers")))}
+    if sync == "syncfs":
+        puts = len(bodies) + 2
+        assert m["openlake_store_sync_barriers_total"] >= 2 * 4 * puts, m
+        assert 1 <= m["openlake_store_syncfs_total"] <= m["openlake_store_sync_barriers_total"], m
+    else:
+        assert m == {"openlake_store_syncfs_total": 0, "openlake_store_sync_barriers_total": 0,
+                     "openlake_store_syncfs_microseconds_total": 0}, m
+    d.stop()
+    d = make_daemon(args=args, env=env)
+    c = client(d)
+    for k, b in bodies.items():
+        assert c.get_object(Bucket="syncb", Key=k)["Body"].read() == b, k
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        c.head_object(Bucket="syncb", Key="gone")
+    assert ei.value.response["Error"]["Code"] == "404"
+
+
 def test_reads_survive_lost_drives(make_daemon, tmp_path):
     """4 drives, one erasure set, 2 parity: any 2 drives may be lost."""
     d, drives = multi_drive(make_daemon, tmp_path)

@@ -136,12 +136,12 @@ void sh_env_stop(struct sh_env *e, bool crash)
     }
     ol_loop_stop(e->loop);
     ol_loop_join(e->loop);
-    ol_loop_destroy(e->loop);
-    e->loop = NULL;
-    if (crash) {
+    if (crash) { /* before the loop goes: it waits for barriers still out */
         ol_store_core_destroy(e->c);
         e->c = NULL;
     }
+    ol_loop_destroy(e->loop);
+    e->loop = NULL;
     ol_store_close(e->s);
     e->s = NULL;
 }

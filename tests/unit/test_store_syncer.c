@@ -158,7 +158,7 @@ OLT_TEST_T(store_syncer_one_syncfs_for_many_barriers, 60)
     run_barriers(r, s, dfd, 3, NB);
     OLT_CHECK_EQ(r->ok, NB);
     uint64_t syncs, barriers;
-    ol_syncers_counts(s, &syncs, &barriers);
+    ol_syncers_counts(s, &syncs, &barriers, NULL);
     OLT_CHECK_EQ(barriers, NB);
     OLT_CHECK(syncs >= 2);          /* each filesystem synced */
     OLT_CHECK(syncs <= NB / 4);     /* and the barriers grouped */
