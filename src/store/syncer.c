@@ -163,13 +163,21 @@ void ol_syncers_close(struct ol_syncers *s)
 
 uint64_t ol_syncer_mark(const struct ol_syncers *s, unsigned drive)
 {
-    return s->of[drive] < 0 ? 0 : atomic_load(&s->fs[s->of[drive]].errs);
+    return drive >= s->n || s->of[drive] < 0 ? 0 : atomic_load(&s->fs[s->of[drive]].errs);
 }
 
 void ol_syncer_wait(struct ol_syncers *s, unsigned drive, ol_loop *loop, struct ol_sync_wait *w)
 {
-    struct ol_fs_syncer *f = &s->fs[s->of[drive]];
     w->loop = loop;
+    if (drive >= s->n || s->of[drive] < 0) { /* offline at open: never synced */
+        w->res = -ENODEV;
+        _Atomic unsigned *out = w->out;
+        ol_loop_post(loop, &w->msg);
+        if (out)
+            atomic_fetch_sub_explicit(out, 1, memory_order_release);
+        return;
+    }
+    struct ol_fs_syncer *f = &s->fs[s->of[drive]];
     struct ol_sync_wait *h = atomic_load_explicit(&f->head, memory_order_relaxed);
     do
         w->next = h;

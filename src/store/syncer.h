@@ -62,7 +62,8 @@ void ol_syncers_close(struct ol_syncers *s);
 uint64_t ol_syncer_mark(const struct ol_syncers *s, unsigned drive);
 
 /* Asks for a barrier on drive's filesystem; w->msg.fn runs on `loop` when
- * it is done. The drive must have been online at open. Never blocks. */
+ * it is done (with -ENODEV at once for a drive offline at open). Never
+ * blocks. */
 void ol_syncer_wait(struct ol_syncers *s, unsigned drive, ol_loop *loop, struct ol_sync_wait *w);
 
 /* How many filesystems (threads) the online drives are on. */

@@ -50,12 +50,14 @@ static void bar_done(ol_loop *loop, struct ol_msg *m)
 }
 
 /* On the loop thread: for each barrier, a file with a page of data made on
- * its drive (so the filesystem has something to write), then the barrier. */
+ * its drive (so the filesystem has something to write); then the barriers,
+ * one right after the other. */
 static void issue(ol_loop *loop, struct ol_timer *t)
 {
     struct run *r = (struct run *)t;
     for (unsigned i = 0; i < r->n; i++) {
         unsigned drive = i % r->ndrives;
+        r->b[i].w.since = ol_syncer_mark(r->s, drive); /* before the changes */
         char name[32];
         snprintf(name, sizeof name, "f%u", i);
         int fd = openat(r->dfd[drive], name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -66,10 +68,11 @@ static void issue(ol_loop *loop, struct ol_timer *t)
                 r->first_err = -EIO;
             close(fd);
         }
+    }
+    for (unsigned i = 0; i < r->n; i++) {
         r->b[i].run = r;
         r->b[i].w.msg.fn = bar_done;
-        r->b[i].w.since = ol_syncer_mark(r->s, drive);
-        ol_syncer_wait(r->s, drive, loop, &r->b[i].w);
+        ol_syncer_wait(r->s, i % r->ndrives, loop, &r->b[i].w);
     }
 }
 
@@ -138,7 +141,8 @@ static void mount_at(const char *name, char *img, char *dir, size_t len)
  * Drives on two filesystems (two on one XFS, one on another, one offline):
  * one thread per filesystem, every barrier answered 0, and the 64 barriers
  * one loop asks for at once share a few syncfs calls (each of which waits
- * for the journal: the rest queue meanwhile) instead of one each.
+ * for the journal: the rest queue meanwhile) instead of one each. A
+ * barrier of the offline drive comes back at once with ENODEV.
  */
 OLT_TEST_T(store_syncer_one_syncfs_for_many_barriers, 60)
 {
@@ -162,6 +166,9 @@ OLT_TEST_T(store_syncer_one_syncfs_for_many_barriers, 60)
     OLT_CHECK_EQ(barriers, NB);
     OLT_CHECK(syncs >= 2);          /* each filesystem synced */
     OLT_CHECK(syncs <= NB / 4);     /* and the barriers grouped */
+    run_barriers(r, s, dfd, 4, 4);  /* the offline drive's barrier: ENODEV at once */
+    OLT_CHECK_EQ(r->ok, 3);
+    OLT_CHECK_EQ(r->first_err, -ENODEV);
     ol_syncers_close(s);
     for (int i = 0; i < 3; i++)
         close(dfd[i]);
