@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -121,7 +122,13 @@ int ol_syncers_open(const int *dfd, unsigned n, struct ol_syncers **out, char *e
                 ol_syncers_close(s);
                 return rc;
             }
+            /* The thread takes no signal (it starts before the daemon blocks
+             * SIGTERM for its main thread: it would take the default action). */
+            sigset_t all, old;
+            sigfillset(&all);
+            pthread_sigmask(SIG_SETMASK, &all, &old);
             int rc = pthread_create(&f->th, NULL, syncer_main, f);
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
             if (rc) {
                 snprintf(err, errlen, "syncer: thread: %s", strerror(rc));
                 ol_syncers_close(s);

@@ -439,6 +439,27 @@ def test_signal_on_idle_daemon_exits_0(make_daemon, sig):
     assert f"signal {int(sig)}" in d.stderr()
 
 
+def test_no_thread_takes_sigterm_or_sigint(make_daemon):
+    """SIGINT and SIGTERM are blocked in every thread of the daemon (the main
+    thread waits for them with sigtimedwait). A thread that left them
+    unblocked (the store's syncfs threads once did: they start before the
+    main thread blocks them) would take a signal that arrives while the main
+    thread is busy elsewhere and kill the process with the default action."""
+    d = make_daemon()  # mode all: the store's threads, the loops, the healer
+    # the main thread itself shows them unblocked while it sits in sigtimedwait
+    tasks = [t for t in os.listdir(f"/proc/{d.proc.pid}/task") if t != str(d.proc.pid)]
+    assert len(tasks) >= 3, tasks
+    names = []
+    for t in tasks:
+        with open(f"/proc/{d.proc.pid}/task/{t}/status") as f:
+            st = dict(ln.split(":\t", 1) for ln in f.read().splitlines() if ":\t" in ln)
+        blocked = int(st["SigBlk"], 16)
+        names.append(st["Name"])
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            assert blocked & (1 << (int(sig) - 1)), (st["Name"], sig)
+    assert any(n.startswith("ol-sync") for n in names), names
+
+
 # ---- metrics ------------------------------------------------------------------------------
 
 
