@@ -465,8 +465,8 @@ static void commit_start(struct ol_sdrv *d)
         return;
     }
     d->obj_now = false;
-    d->step = C_MKAB;
-    ol_se_mkdirat(d, r->p_ab);
+    d->step = C_MKOBJ; /* <ab> only when missing: most keys find it made */
+    ol_se_mkdirat(d, r->p_obj);
 }
 
 /* The conditional write's verdict on this drive's current object (cur
@@ -750,8 +750,11 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         ol_se_mkdirat(d, r->p_obj);
         return;
     case C_MKOBJ:
-        if (res == -ENOENT && d->retries++ < OL_SE_RETRIES)
-            return commit_start(d); /* <ab> vanished under a DELETE */
+        if (res == -ENOENT && d->retries++ < OL_SE_RETRIES) {
+            d->step = C_MKAB; /* no <ab> yet (or it vanished under a DELETE) */
+            ol_se_mkdirat(d, r->p_ab);
+            return;
+        }
         if (res == 0)
             d->made_obj = d->new_obj = d->obj_now = true;
         else if (res != -EEXIST)
