@@ -124,6 +124,9 @@ struct ol_sdrv {
     /* PUT */
     bool dio;                  /* its file is open with O_DIRECT (engine_put.c) */
     bool bucket, made_tmp, made_part, made_ab, made_obj, renamed, tmeta, committed;
+    uint8_t prep_wait;         /* PUT PREP: the statx and the file's steps still
+                                  running side by side (engine_put.c prep_side) */
+    int prep_err;              /* the first error of those */
     bool had_old, old_dd, meta_ready;
     bool new_ab, new_obj;      /* made since the last fan: their parents to fsync */
     bool obj_now;              /* this attempt made <hash>: no metadata in it */

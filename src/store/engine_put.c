@@ -5,10 +5,12 @@
  * and renamed, quorum, old data removed or everything undone).
  *
  * Phases (r->phase), each waiting for every drive's steps to end:
- *   PREP    statx bucket; create tmp/<tid>.part, fallocate its size
+ *   PREP    statx bucket; create tmp/<tid>.part, fallocate its size (a
+ *           PUT's statx runs beside the file's steps: prep_side)
  *   DATA    slot writes (no drive steps; whole pages with O_DIRECT where the
  *           drive takes it, "Direct I/O" below); ends when finished and idle
- *   COMMIT  under the key's lock: mkdirs, rename the file to
+ *   COMMIT  under the key's lock: mkdirs (<obj>, and <ab> only when
+ *           missing), rename the file to
  *           <obj>/<ddir>.data (a flat version: no data dir), read old meta,
  *           write the new one to tmp; then "the fan": the file's fdatasync,
  *           the new meta's fsync and the fsyncs of the new directories'
@@ -282,11 +284,15 @@ static void submit(struct ol_sreq *r)
 }
 
 static void fan_done(struct ol_sdrv *d, unsigned k, int res);
+static void prep_stat_done(struct ol_sdrv *d, int res);
+static void prep_half(struct ol_sdrv *d, int err);
 
 void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res)
 {
     if (r->phase == PH_COMMIT)
         return fan_done(&r->d[pos], slot, res); /* the slots are idle: the fan's ops */
+    if (r->phase == PH_PREP)
+        return prep_stat_done(&r->d[pos], res); /* the bucket's statx (prep_side) */
     struct ol_sslot *sl = &r->slot[slot];
     struct ol_sdrv *d = &r->d[pos];
     bool ok = res == (int)sl->wlen[pos];
@@ -705,7 +711,7 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         return drive_fail(d, res < 0 && d->ms != OL_SE_M_NOBUCKET ? res : -ENOENT);
     case P_OPEN:
         if (res < 0)
-            return drive_fail(d, res);
+            return d->prep_wait ? prep_half(d, res) : drive_fail(d, res);
         d->fd = res;
         d->made_part = true;
         if (r->size) { /* a PUT's or a part's blocks (its record comes after) */
@@ -713,11 +719,15 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
             ol_se_fallocate(d, d->fd, ol_se_part_blocks(r->size, r->k, r->B));
             return;
         }
-        return ol_se_drive_end(d);
+        return d->prep_wait ? prep_half(d, 0) : ol_se_drive_end(d);
     case P_FALLOC:
-        if (res == -ENOSPC || res == -EDQUOT)
+        if (res != -ENOSPC && res != -EDQUOT)
+            res = 0; /* not supported: the writes allocate */
+        if (d->prep_wait)
+            return prep_half(d, res);
+        if (res)
             return drive_fail(d, res);
-        return ol_se_drive_end(d); /* not supported: the writes allocate */
+        return ol_se_drive_end(d);
     /* SYNC */
     case S_TRAIL:
         if (res != (int)d->nlen && !d->err)
@@ -1133,7 +1143,56 @@ static void geometry(struct ol_sreq *r, unsigned m, uint32_t B)
     r->SD = (uint64_t)r->k * r->B;
 }
 
-/* Starts PREP: statx of path (the bucket, or the upload record) on every drive. */
+/* PREP of a PUT's shard file, side by side: the bucket's statx on the
+ * drive's first slot op (idle until DATA) while its control op creates and
+ * reserves tmp/<tid>.part (P_OPEN, P_FALLOC); the drive leaves PREP once
+ * both are done. Under load every step waits for a turn of the loop, and
+ * the shard writes wait for PREP: one step less before them. */
+static void prep_side(struct ol_sreq *r)
+{
+    ol_se_phase_begin(r);
+    for (unsigned p = 0; p < r->n; p++) {
+        struct ol_sdrv *d = &r->d[p];
+        if (d->err)
+            continue;
+        ol_se_drive_begin(d);
+        d->prep_wait = 2;
+        d->dio = r->size && ol_se_drive(r, p)->dio;
+        struct ol_sop *w = &r->w[0][p];
+        ol_se_issue(r, w, ol_loop_statx(r->c->loop, &w->op, ol_se_dfd(r, p), r->p_bucket,
+                                        AT_SYMLINK_NOFOLLOW, STATX_TYPE, &d->stx));
+        d->step = P_OPEN;
+        ol_se_openat(d, r->p_tpart, O_CREAT | O_EXCL | O_WRONLY | (d->dio ? O_DIRECT : 0), 0600);
+    }
+    ol_se_phase_started(r);
+}
+
+/* One of prep_side's two ends, with its error (0: none). */
+static void prep_half(struct ol_sdrv *d, int err)
+{
+    if (err && !d->prep_err)
+        d->prep_err = err;
+    if (--d->prep_wait)
+        return;
+    if (d->prep_err)
+        return drive_fail(d, d->prep_err);
+    ol_se_drive_end(d);
+}
+
+static void prep_stat_done(struct ol_sdrv *d, int res)
+{
+    if (res == -ENOENT || res == -ENOTDIR) {
+        d->ms = OL_SE_M_NOBUCKET;
+        d->prep_err = -ENOENT; /* says more than the file's error, if any */
+        return prep_half(d, 0);
+    }
+    if (res == 0)
+        d->bucket = true;
+    prep_half(d, res);
+}
+
+/* Starts PREP: statx of path (the bucket, or the upload record) on every
+ * drive; a PUT of a shard file creates it beside (prep_side). */
 static void prep_start(struct ol_sreq *r, const char *path)
 {
     ol_se_drives_init(r);
@@ -1142,7 +1201,10 @@ static void prep_start(struct ol_sreq *r, const char *path)
     next_fill(r);
     r->phase = PH_PREP;
     r->in_api = true;
-    ol_se_statx_phase(r, path, P_STAT);
+    if (r->mode == OL_SE_MODE_PUT && !r->inline_obj)
+        prep_side(r);
+    else
+        ol_se_statx_phase(r, path, P_STAT);
     r->in_api = false;
 }
 

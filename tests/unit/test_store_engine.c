@@ -422,6 +422,8 @@ OLT_TEST_T(store_engine_buckets, 60)
     OLT_CHECK_EQ(head(&e, "nob", "k", NULL), OL_STORE_ENOBUCKET);
     OLT_CHECK_EQ(put(&e, "nob", "k", a, 5000), OL_STORE_ENOBUCKET);
     OLT_CHECK_EQ(put(&e, "nob", "k", a, 500000), OL_STORE_ENOBUCKET);
+    sh_settle(&e);
+    sh_check_tmp_empty(&e);   /* the shard files made beside the bucket's statx */
     OLT_CHECK_EQ(sh_del(&e, "nob", "k"), OL_STORE_ENOBUCKET);
     OLT_CHECK_EQ(sh_bucket_delete(&e, "nob"), OL_STORE_ENOBUCKET);
     OLT_CHECK_EQ(sh_bucket_create(&e, "yes"), 0);
