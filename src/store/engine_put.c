@@ -12,11 +12,13 @@
  *   COMMIT  under the key's lock: mkdirs (<obj>, and <ab> only when
  *           missing), rename the file to
  *           <obj>/<ddir>.data (a flat version: no data dir), read old meta,
- *           write the new one to tmp; then "the fan": the file's fdatasync,
- *           the new meta's fsync and the fsyncs of the new directories'
- *           parents, all at once; then rename the meta into place and fsync
- *           <obj> (one fsync makes both renames durable). Two rounds of
- *           syncs per drive, the least that orders data before its name.
+ *           write the new one to tmp; then "the fan": with the syncfs group
+ *           commit (the default, syncer.h) the files closed and one barrier;
+ *           with store_sync = fsync the file's fdatasync, the new meta's
+ *           fsync and the fsyncs of the new directories' parents, all at
+ *           once; then rename the meta into place and a second barrier (or
+ *           fsync <obj>: one fsync makes both renames durable). Two rounds
+ *           of syncs per drive, the least that orders data before its name.
  *   CLEAN   old data dirs removed; failed drives' leftovers undone
  *   UNDO    every drive put back (below quorum)
  *   ABORT   like UNDO, for ol_put_abort; no callback at the end
