@@ -13,7 +13,8 @@
  *           missing), rename the file to
  *           <obj>/<ddir>.data (a flat version: no data dir), read old meta,
  *           write the new one to tmp; then "the fan": with the syncfs group
- *           commit (the default, syncer.h) the files closed and one barrier;
+ *           commit (the default, syncer.h) one barrier, the files closed
+ *           beside it;
  *           with store_sync = fsync the file's fdatasync, the new meta's
  *           fsync and the fsyncs of the new directories' parents, all at
  *           once; then rename the meta into place and a second barrier (or
@@ -377,7 +378,7 @@ static void fan_sync(struct ol_sdrv *d, unsigned k)
 static void fan_member(struct ol_sdrv *d, unsigned k, int fd, const char *path)
 {
     struct ol_sreq *r = d->s.r;
-    if (r->c->s->sync) { /* one barrier after the fan: files only closed */
+    if (r->c->s->sync) { /* files only closed, beside the fan's barrier */
         if (fd < 0)
             return;
         d->fan++;
@@ -400,10 +401,6 @@ static void fan_end(struct ol_sdrv *d)
         return;
     if (d->fan_err)
         return drive_fail(d, d->fan_err);
-    if (d->s.r->c->s->sync) {
-        d->step = C_FANSYNC;
-        return ol_se_barrier(d);
-    }
     d->step = C_MRENAME;
     ol_se_renameat(d, d->s.r->p_tmeta, d->s.r->p_meta);
 }
@@ -432,6 +429,11 @@ static void fan_start(struct ol_sdrv *d)
     if (d->new_obj)
         fan_member(d, F_AB, -1, r->p_ab);
     d->new_ab = d->new_obj = false;
+    if (r->c->s->sync) { /* the barrier beside the closes: it needs them not */
+        d->fan++;
+        d->step = C_FANSYNC;
+        ol_se_barrier(d);
+    }
     fan_end(d);
 }
 
@@ -813,12 +815,10 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
             return drive_fail(d, res < 0 ? res : -EIO);
         d->meta_ready = true;
         return fan_start(d);
-    case C_FANSYNC:
-        if (res < 0)
-            return drive_fail(d, res);
-        d->step = C_MRENAME;
-        ol_se_renameat(d, r->p_tmeta, r->p_meta);
-        return;
+    case C_FANSYNC: /* a member of the fan (fan_start) */
+        if (res < 0 && !d->fan_err)
+            d->fan_err = res;
+        return fan_end(d);
     case C_MRENAME:
         if (res == -ENOENT && d->retries++ < OL_SE_RETRIES)
             return commit_start(d); /* an inline object's <hash> vanished */
