@@ -577,7 +577,7 @@ void ol_se_drives_init(struct ol_sreq *r)
         d->mbuf = mbuf;
         d->nbuf = nbuf;
         if (s->sync) /* before any change of this request (syncer.h) */
-            d->sw.since = ol_syncer_mark(s->sync, r->set * s->dps + i);
+            d->sw.since = ol_syncer_mark(s->sync, ol_se_drive_index(r, i));
         if (ol_se_dfd(r, i) < 0) {
             d->err = -ENODEV;
             d->ms = OL_SE_M_ERR;
@@ -585,10 +585,14 @@ void ol_se_drives_init(struct ol_sreq *r)
     }
 }
 
+unsigned ol_se_drive_index(const struct ol_sreq *r, unsigned pos)
+{
+    return r->set * r->c->s->dps + pos;
+}
+
 const struct ol_store_drive *ol_se_drive(const struct ol_sreq *r, unsigned pos)
 {
-    const struct ol_store *s = r->c->s;
-    return &s->drives[r->set * s->dps + pos];
+    return &r->c->s->drives[ol_se_drive_index(r, pos)];
 }
 
 int ol_se_dfd(const struct ol_sreq *r, unsigned pos) { return ol_se_drive(r, pos)->dfd; }
@@ -809,7 +813,7 @@ void ol_se_barrier(struct ol_sdrv *d)
     d->sw.msg.fn = ol_se_on_sync;
     d->sw.out = &r->c->barriers_out;
     atomic_fetch_add_explicit(&r->c->barriers_out, 1, memory_order_relaxed);
-    ol_syncer_wait(r->c->s->sync, r->set * r->c->s->dps + d->pos, r->c->loop, &d->sw);
+    ol_syncer_wait(r->c->s->sync, ol_se_drive_index(r, d->pos), r->c->loop, &d->sw);
 }
 
 void ol_se_fsync(struct ol_sdrv *d, int fd, int datasync)

@@ -309,7 +309,9 @@ void ol_se_obj_names(const struct ol_store *s, const char *key, size_t klen, con
                      char *p_ab, char *p_obj, char *p_meta);
 /* Resets the per-drive states for set r->set (n = dps drives). */
 void ol_se_drives_init(struct ol_sreq *r);
-/* The store's drive at position pos of r's set, and its directory fd. */
+/* The store's index of the drive at position pos of r's set, that drive,
+ * and its directory fd. */
+unsigned ol_se_drive_index(const struct ol_sreq *r, unsigned pos);
 const struct ol_store_drive *ol_se_drive(const struct ol_sreq *r, unsigned pos);
 int ol_se_dfd(const struct ol_sreq *r, unsigned pos);
 /* Test hook (tests/unit only; NULL in the daemon, which never sets it):

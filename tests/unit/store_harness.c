@@ -112,12 +112,7 @@ void sh_env_start(struct sh_env *e)
     int rc = ol_store_open(&e->p, &e->s, err, sizeof err);
     if (rc < 0)
         olt_fail(__FILE__, __LINE__, "ol_store_open: %d %s", rc, err);
-    struct ol_loop_params lp = {.index = 0, .cpu = -1, .recv_bufs = 64, .recv_buf_size = 4096};
-    rc = ol_loop_create(&lp, &e->loop, err, sizeof err);
-    if (rc == -EPERM || rc == -ENOSYS)
-        OLT_SKIP("io_uring not available here");
-    if (rc < 0)
-        olt_fail(__FILE__, __LINE__, "ol_loop_create: %s", err);
+    e->loop = sh_loop_new();
     OLT_CHECK_EQ(ol_loop_start(e->loop, NULL, NULL), 0);
     struct sh_call t;
     memset(&t, 0, sizeof t);
@@ -551,6 +546,19 @@ void sh_wipe(const char *drive)
     OLT_CHECK_EQ(sh_count_entries(drive), 0);
 }
 
+ol_loop *sh_loop_new(void)
+{
+    char err[256];
+    ol_loop *l = NULL;
+    struct ol_loop_params lp = {.index = 0, .cpu = -1, .recv_bufs = 64, .recv_buf_size = 4096};
+    int rc = ol_loop_create(&lp, &l, err, sizeof err);
+    if (rc == -EPERM || rc == -ENOSYS)
+        OLT_SKIP("io_uring not available here");
+    if (rc < 0)
+        olt_fail(__FILE__, __LINE__, "ol_loop_create: %s", err);
+    return l;
+}
+
 bool sh_own_mount_ns(void)
 {
     return unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
@@ -559,9 +567,15 @@ bool sh_own_mount_ns(void)
 bool sh_mount_xfs(const char *img, const char *dir)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "truncate -s 512M '%s' && mkfs.xfs -q -f '%s' >/dev/null 2>&1 && "
-             "mount -o loop '%s' '%s' 2>/dev/null", img, img, img, dir);
+    snprintf(cmd, sizeof cmd, "truncate -s 512M '%s' && mkfs.xfs -q -f '%s' >/dev/null 2>&1",
+             img, img);
+    return system(cmd) == 0 && sh_mount_image(img, dir);
+}
+
+bool sh_mount_image(const char *img, const char *dir)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "mount -o loop '%s' '%s' 2>/dev/null", img, dir);
     return system(cmd) == 0;
 }
 

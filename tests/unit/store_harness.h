@@ -184,6 +184,9 @@ void sh_flip_byte(const char *path, uint64_t off);
 /* rm -rf of everything inside the drive: the drive's contents are gone, the directory stays. */
 void sh_wipe(const char *drive);
 
+/* A loop for a test (not started); skips where io_uring is not allowed. */
+ol_loop *sh_loop_new(void);
+
 /* Moves the test process into a mount namespace of its own, private from
  * the host's: what it mounts goes with it, even when a failed check or the
  * alarm ends the test early. False where that is not allowed. */
@@ -191,6 +194,9 @@ bool sh_own_mount_ns(void);
 /* Makes a 512 MiB XFS image at img (created) and loop-mounts it on dir.
  * False where that cannot be done (no mkfs.xfs, no loop devices). */
 bool sh_mount_xfs(const char *img, const char *dir);
+/* Loop-mounts the filesystem image img on dir again (after a power cut:
+ * XFS replays its log). */
+bool sh_mount_image(const char *img, const char *dir);
 /* Shuts down the XFS that holds fd as a power cut would (XFS_IOC_GOINGDOWN
  * without flushing the log): what was not durable is lost, and from then
  * on every call on it fails with EIO until it is mounted again. */

@@ -1037,9 +1037,7 @@ OLT_TEST_T(store_engine_acknowledged_writes_survive_a_power_cut, 120)
         OLT_CHECK(sh_xfs_shutdown(ol_store_drive_fd(e.s, 0)));
         sh_env_stop(&e, true);
         OLT_CHECK_EQ(umount2(fs, 0), 0);
-        char cmd[1400];
-        snprintf(cmd, sizeof cmd, "mount -o loop '%s' '%s'", img, fs);
-        OLT_CHECK_EQ(system(cmd), 0);
+        OLT_CHECK(sh_mount_image(img, fs));
         sh_env_start(&e);
         sh_check_get(&e, "pc", "big", a, 300000);
         sh_check_get(&e, "pc", "inl", b, 2000);

@@ -76,19 +76,6 @@ static void issue(ol_loop *loop, struct ol_timer *t)
     }
 }
 
-static ol_loop *mk_loop(void)
-{
-    char err[256];
-    ol_loop *l = NULL;
-    struct ol_loop_params p = {.index = 0, .cpu = -1, .recv_bufs = 16, .recv_buf_size = 4096};
-    int rc = ol_loop_create(&p, &l, err, sizeof err);
-    if (rc == -EPERM || rc == -ENOSYS)
-        OLT_SKIP("io_uring not available here");
-    if (rc < 0)
-        olt_fail(__FILE__, __LINE__, "ol_loop_create: %s", err);
-    return l;
-}
-
 static int run_init(ol_loop *loop, void *arg)
 {
     ol_timer_arm(loop, arg, 0);
@@ -105,7 +92,7 @@ static void run_barriers(struct run *r, struct ol_syncers *s, const int *dfd, un
     r->dfd = dfd;
     r->ndrives = ndrives;
     r->n = n;
-    ol_loop *l = mk_loop();
+    ol_loop *l = sh_loop_new();
     OLT_CHECK_EQ(ol_loop_start(l, run_init, r), 0);
     ol_loop_join(l);
     ol_loop_destroy(l);
@@ -201,9 +188,7 @@ OLT_TEST_T(store_syncer_barrier_survives_a_power_cut_and_reports_errors, 60)
     ol_syncers_close(s);
     close(dfd);
     OLT_CHECK_EQ(umount2(dir, 0), 0);
-    char cmd[1000];
-    snprintf(cmd, sizeof cmd, "mount -o loop '%s' '%s'", img, dir);
-    OLT_CHECK_EQ(system(cmd), 0);
+    OLT_CHECK(sh_mount_image(img, dir));
     for (unsigned i = 0; i < 16; i++) {
         char p[600];
         snprintf(p, sizeof p, "%s/f%u", d, i);
