@@ -432,6 +432,8 @@ void ol_store_core_destroy(struct ol_store_core *c)
                     close(r->d[p].fd2);
                 if (r->d[p].tfd >= 0)
                     close(r->d[p].tfd);
+                if (r->d[p].mfd >= 0)
+                    close(r->d[p].mfd);
                 for (unsigned k = 0; k < OL_SE_FAN; k++)
                     if (r->d[p].ffd[k] >= 0)
                         close(r->d[p].ffd[k]);
@@ -456,7 +458,7 @@ static void ol_se_on_timer(ol_loop *loop, struct ol_timer *t);
 
 static void ol_se_fds_init(struct ol_sdrv *d)
 {
-    d->fd = d->fd2 = d->tfd = -1;
+    d->fd = d->fd2 = d->tfd = d->mfd = -1;
     for (unsigned k = 0; k < OL_SE_FAN; k++)
         d->ffd[k] = -1;
 }

@@ -110,8 +110,10 @@ struct ol_sdrv {
     struct ol_sop s;           /* control op: one step in flight at a time */
     int fd;                    /* file open for this drive's current work, or -1 */
     int fd2;                   /* directory open for an fsync, or -1 */
-    int tfd;                   /* PUT commit: a metadata file open (the old one
-                                  read, the new one written), or -1 */
+    int tfd;                   /* PUT: the new metadata file in tmp (a PUT's opened
+                                  in PREP, prep_side; else by the commit), or -1 */
+    int mfd;                   /* PUT commit: the current metadata file open for
+                                  reading, or -1 */
     int ffd[OL_SE_FAN];        /* PUT commit: each sync of the fan's file, or -1 */
     int err;                   /* 0, or why this drive left the request */
     int fs_err;                /* result of the dir-fsync sub-sequence */
@@ -128,6 +130,12 @@ struct ol_sdrv {
                                   running side by side (engine_put.c prep_side) */
     int prep_err;              /* the first error of those */
     bool had_old, old_dd, meta_ready;
+    uint8_t early;             /* PUT commit: the metadata written early (engine_put.c
+                                  "the early write"): 0 or EW_* */
+    bool early_wait;           /* the commit waits for that write to end */
+    bool early_fail;           /* so does drive_fail (d->err says why) */
+    uint32_t early_len;        /* bytes it wrote at offset 0 */
+    int early_err;             /* its error (EW_BAD) */
     bool new_ab, new_obj;      /* made since the last fan: their parents to fsync */
     bool obj_now;              /* this attempt made <hash>: no metadata in it */
     uint8_t fan;               /* PUT commit: syncs of the fan in flight (+1 while

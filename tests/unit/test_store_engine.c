@@ -613,7 +613,7 @@ OLT_TEST_T(store_engine_abort_leaves_nothing, 120)
     for (unsigned d = 0; d < 4; d++) {
         char p[600];
         snprintf(p, sizeof p, "%s/.openlake/tmp", e.path[d]);
-        OLT_CHECK_EQ(sh_count_entries(p), 1);           /* tmp/<tid>/ */
+        OLT_CHECK_EQ(sh_count_entries(p), 2);           /* <tid>.part, <tid>.meta */
     }
     sh_call(&e, &t, sh_fn_abort_put);
     sh_settle(&e);
