@@ -16,7 +16,9 @@
  *   i*(8+B) + 0      8  sum: XXH3-64 of the block's bytes, little-endian
  *   i*(8+B) + 8    len  the block's bytes (len = B, or less for the last)
  *
- *   file size = S + 8 * nblocks
+ *   file size = S + 8 * nblocks, or that rounded up to a multiple of 4096
+ *               with zero bytes (a file written with O_DIRECT in whole
+ *               pages); nothing reads past the last block
  *
  * The sum is XXH3_64bits_withSeed(block bytes, len, bseed) with the block
  * seed bseed = XXH3_64bits_withSeed(i as 8 bytes little-endian, 8, seed),

@@ -12,6 +12,7 @@
 #include "store_harness.h"
 
 #include "store/engine.h"
+#include "store/engine_int.h"
 #include "store/format.h"
 #include "store/heal.h"
 #include "store/meta.h"
@@ -51,12 +52,25 @@ static uint8_t *slurp(const char *path, size_t *len)
     return b;
 }
 
+/* A shard file written whole in pages (O_DIRECT) ends in zeros up to its
+ * last page boundary (bitrot.h); a healed one at its framing's end. */
+static void check_padding(const uint8_t *b, size_t got, size_t len)
+{
+    if (got == len)
+        return;
+    OLT_CHECK_EQ(got, (len + 4095) / 4096 * 4096);
+    for (size_t i = len; i < got; i++)
+        OLT_CHECK_EQ(b[i], 0);
+}
+
+/* The file holds want[0..len), then nothing (or a shard file's padding). */
 static void same_file(const char *path, const uint8_t *want, size_t len)
 {
     size_t got = 0;
     uint8_t *b = slurp(path, &got);
     OLT_CHECK(b);
-    OLT_CHECK_EQ(got, len);
+    OLT_CHECK(got >= len);
+    check_padding(b, got, len);
     OLT_CHECK_MEM(b, want, len);
     free(b);
 }
@@ -66,7 +80,7 @@ static void same_file(const char *path, const uint8_t *want, size_t len)
 struct snap {
     char meta[SH_MAXD][700], part[SH_MAXD][800];
     uint8_t *mb[SH_MAXD], *pb[SH_MAXD];
-    size_t ml[SH_MAXD], pl[SH_MAXD];
+    size_t ml[SH_MAXD], pl[SH_MAXD];  /* pl: the shard file's framed bytes */
 };
 
 static void snap_take(const struct sh_env *e, const char *b, const char *k, struct snap *s)
@@ -83,8 +97,12 @@ static void snap_take(const struct sh_env *e, const char *b, const char *k, stru
         OLT_CHECK(sh_drive_meta(e, i, b, k, buf, sizeof buf, &v));
         if (!sh_part_path(e, i, b, k, 1, s->part[i], sizeof s->part[i]))
             continue;
-        s->pb[i] = slurp(s->part[i], &s->pl[i]);
+        size_t got = 0;
+        s->pb[i] = slurp(s->part[i], &got);
         OLT_CHECK(s->pb[i]);
+        s->pl[i] = ol_se_part_blocks(v.size, v.ec.k, v.ec.block_size);
+        OLT_CHECK(got >= s->pl[i]);
+        check_padding(s->pb[i], got, s->pl[i]);
     }
 }
 
