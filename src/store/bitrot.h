@@ -16,9 +16,13 @@
  *   i*(8+B) + 0      8  sum: XXH3-64 of the block's bytes, little-endian
  *   i*(8+B) + 8    len  the block's bytes (len = B, or less for the last)
  *
- *   file size = S + 8 * nblocks, or that rounded up to a multiple of 4096
- *               with zero bytes (a file written with O_DIRECT in whole
- *               pages); nothing reads past the last block
+ *   file size = S + 8 * nblocks, or (padded) that rounded up to a
+ *               multiple of OL_BITROT_PAD with zero bytes; nothing reads
+ *               past the last block
+ *
+ * The engine pads the shard files of a single PUT (written with O_DIRECT
+ * in whole pages, docs/store-format.md); an upload's part file is not
+ * padded: its part record follows the last block.
  *
  * The sum is XXH3_64bits_withSeed(block bytes, len, bseed) with the block
  * seed bseed = XXH3_64bits_withSeed(i as 8 bytes little-endian, 8, seed),
@@ -66,6 +70,13 @@ static inline uint64_t ol_bitrot_block_len(uint32_t block_size, uint64_t shard_b
     if (start >= shard_bytes)
         return 0;
     return shard_bytes - start < block_size ? shard_bytes - start : block_size;
+}
+
+/* Zero bytes that pad a shard file of size bytes to a multiple of OL_BITROT_PAD. */
+#define OL_BITROT_PAD 4096u
+static inline uint32_t ol_bitrot_pad(uint64_t size)
+{
+    return (uint32_t)((OL_BITROT_PAD - size % OL_BITROT_PAD) % OL_BITROT_PAD);
 }
 
 /* Size of the shard file holding shard_bytes bytes: shard_bytes + 8 per block. */

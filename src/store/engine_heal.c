@@ -483,6 +483,13 @@ static int part_rebuild(struct hctx *h, const struct ol_meta_version *v,
             h->res->bytes_written += bl + OL_BITROT_HDR_SIZE;
         }
     }
+    if (v->flat && rc == 0) { /* a PUT's file ends in zeros to a page boundary (bitrot.h) */
+        static const uint8_t zeros[OL_BITROT_PAD];
+        uint64_t end = ol_se_part_blocks(pt->size, k, B);
+        for (unsigned p = 0; p < n && rc == 0; p++)
+            if (wfd[p] >= 0)
+                rc = pwrite_full(wfd[p], zeros, ol_bitrot_pad(end), end);
+    }
     for (unsigned p = 0; p < n; p++)
         if (rfd[p] >= 0)
             close(rfd[p]);

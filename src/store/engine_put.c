@@ -199,15 +199,15 @@ static bool slots_idle(const struct ol_sreq *r)
  * stripe's write stops at the last one: the bytes past it go to the
  * drive's carry (r->carry, one page per drive) and are written by the next
  * stripe's write, which starts on that page (they are copied into the room
- * before its record). A PUT's last stripe writes its last page whole too,
- * zeros after the framing's end (bitrot.h allows them; PREP reserved the
- * file rounded up to the page): the file leaves nothing to write back, and
- * a barrier's syncfs has no page of it to write (mixed load: a loaded
- * PUT's p99 −10 %). A part's file ends exactly where its framing says,
- * for the record after its blocks: after the last stripe's write O_DIRECT
- * is turned off (fcntl), and the bytes past the last page and the record
- * (SYNC) are written buffered. Direct writes leave no dirty pages to the
- * fdatasync and skip the page-cache copy.
+ * before its record). A PUT's file ends in zeros up to a page boundary
+ * (bitrot.h; PREP reserves it rounded up, heal writes it so too), so its
+ * last stripe writes its last page whole: the file leaves nothing to write
+ * back, and a barrier's syncfs has no page of it to write (mixed load: a
+ * loaded PUT's p99 −10 %). A part's file ends exactly where its framing
+ * says, for the record after its blocks: after the last stripe's write
+ * O_DIRECT is turned off (fcntl), and the bytes past the last page and the
+ * record (SYNC) are written buffered. Direct writes leave no dirty pages
+ * to the fdatasync and skip the page-cache copy.
  */
 static bool pad_last(const struct ol_sreq *r) { return r->mode == OL_SE_MODE_PUT; }
 
@@ -266,7 +266,9 @@ static void submit(struct ol_sreq *r)
             live++;
             uint8_t *rp = rec(r, sl, d->shard);
             if (!d->dio) {
-                slot_write(r, si, d, rp, len, off);
+                uint32_t pad = last && pad_last(r) ? ol_bitrot_pad(off + len) : 0;
+                memset(rp + len, 0, pad);
+                slot_write(r, si, d, rp, len + pad, off);
                 sl->pending++;
                 continue;
             }
@@ -275,9 +277,9 @@ static void submit(struct ol_sreq *r)
             memcpy(page, carry, sl->pre);
             memcpy(carry, page + whole, all - whole);
             if (last && pad_last(r)) {
-                uint32_t end = (all + OL_SE_PAGE - 1) & ~(OL_SE_PAGE - 1);
-                memset(page + all, 0, end - all);
-                slot_write(r, si, d, page, end, off - sl->pre);
+                uint32_t pad = ol_bitrot_pad(off + len);
+                memset(page + all, 0, pad);
+                slot_write(r, si, d, page, all + pad, off - sl->pre);
             } else if (whole) {
                 slot_write(r, si, d, page, whole, off - sl->pre);
                 if (last && all > whole)
@@ -832,8 +834,8 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         d->made_part = true;
         if (r->size) { /* a PUT's or a part's blocks (its record comes after) */
             uint64_t len = ol_se_part_blocks(r->size, r->k, r->B);
-            if (d->dio && pad_last(r)) /* its last page written whole */
-                len = (len + OL_SE_PAGE - 1) & ~(uint64_t)(OL_SE_PAGE - 1);
+            if (pad_last(r)) /* and its zeros to the page boundary */
+                len += ol_bitrot_pad(len);
             d->step = P_FALLOC;
             ol_se_fallocate(d, d->fd, len);
             return;

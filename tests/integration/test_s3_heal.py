@@ -72,6 +72,17 @@ def fill(c, bucket):
     return bodies
 
 
+def framed_size(size, k=2, stripe=MIB):
+    """Bytes of the blocks of a shard file of an object of size bytes
+    (src/store/bitrot.h): blocks of the shard bytes of a stripe, rounded
+    up to 64, each after its 8-byte checksum."""
+    def shard_len(n):
+        return -(-(-(-n // k)) // 64) * 64
+    B = shard_len(stripe)
+    full, last = divmod(size, k * B)
+    return full * (8 + B) + (8 + shard_len(last) if last else 0)
+
+
 def test_flipped_shard_is_repaired_after_a_get(make_daemon, tmp_path):
     d, drives = multi_drive(make_daemon, tmp_path)
     c = client(d)
@@ -83,8 +94,11 @@ def test_flipped_shard_is_repaired_after_a_get(make_daemon, tmp_path):
     part = next(p for dr in drives for p in shard_files(dr / ".openlake" / "buckets" / "rot")
                 if p.read_bytes()[8:72] == body[:64])
     original = part.read_bytes()
+    end = framed_size(len(body))
+    # a PUT's shard file: its blocks, then zeros to a 4 KiB boundary
+    assert len(original) == -(-end // 4096) * 4096 and not any(original[end:])
     flip(part, 100)
-    flip(part, len(original) - 3)
+    flip(part, end - 3)  # inside the last block
     assert part.read_bytes() != original
     assert c.get_object(Bucket="rot", Key="k")["Body"].read() == body
     m = wait_metric(d, lambda m: m["openlake_heal_objects_healed_total"] >= 1)
