@@ -221,7 +221,7 @@ static const struct ckey ol_config_keys[] = {
      .doc = "Shard files of objects and parts are written with O_DIRECT on drives that take it (tried at start): no page-cache copy, no dirty pages for the fsync. false = buffered writes."},
     {.name = "store_sync", .kind = K_ENUM, .off = CO(store_sync), .choices = syncs,
      .def = "syncfs",
-     .doc = "How writes are made durable: syncfs = one syncfs(2) per filesystem for every write waiting (group commit; for drives that are local filesystems of their own); fsync = an fsync of each file and directory (for drives that share a filesystem with other busy writers, and FUSE or network drives)."},
+     .doc = "How writes are made durable: syncfs = one syncfs(2) per filesystem for every write waiting (group commit, for drives that are local filesystems of their own; drives on other filesystems, FUSE and network ones among them, are synced file by file anyway); fsync = an fsync of each file and directory (for drives that share a filesystem with other busy writers)."},
     {.name = "heal_queue_size", .kind = K_INT, .off = CO(heal_queue_size),
      .lo = 1, .hi = 1048576, .def = "1024",
      .doc = "Objects waiting for the on-read heal; more are dropped (counted)."},

@@ -240,6 +240,13 @@ static int ol_open_store(struct ol_daemon *d, char *err, size_t errlen)
     int rc = ol_store_open(&p, &d->store, err, errlen);
     if (rc < 0)
         return rc;
+    for (unsigned i = 0; i < n && !p.sync; i++) {
+        unsigned long fst;
+        if (ol_store_drive_fd(d->store, i) >= 0 && !ol_store_drive_syncfs(d->store, i, &fst))
+            ol_warn("drive %s: its filesystem (statfs type 0x%lx) is not one that syncfs is "
+                    "known to make durable as a whole: its writes are synced file by file, as "
+                    "with store_sync = \"fsync\" (docs/store.md)", drives[i], fst);
+    }
     struct ol_catalog_info ci;
     unsigned mq = ol_layout_read_quorum(ol_store_drives_per_set(d->store),
                                         ol_store_parity(d->store));

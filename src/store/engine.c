@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +40,38 @@ static void ol_se_say(char *err, size_t errlen, const char *fmt, ...)
 }
 
 static size_t ol_se_round(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/*
+ * Is the filesystem of dfd one whose syncfs(2) makes every change made on
+ * it durable, as the group commit (syncer.h) needs? Local filesystems with
+ * a journal or copy-on-write and their own sync_fs: ext2/3/4, XFS, btrfs,
+ * f2fs, bcachefs, ZFS; overlayfs (it syncs its upper filesystem); tmpfs
+ * (nothing is durable there either way). Not the others: a FUSE server
+ * without syncfs support answers it without syncing, a network filesystem
+ * may keep data the server has not committed. Those drives are synced file
+ * by file (store.md, "Making writes durable").
+ */
+static bool syncfs_whole(int dfd, unsigned long *type)
+{
+    struct statfs st;
+    *type = 0;
+    if (fstatfs(dfd, &st) < 0)
+        return false;
+    *type = (unsigned long)st.f_type;
+    switch (*type) {
+    case 0xEF53ul:     /* ext2, ext3, ext4 */
+    case 0x58465342ul: /* XFS */
+    case 0x9123683Eul: /* btrfs */
+    case 0xF2F52010ul: /* f2fs */
+    case 0xCA451A4Eul: /* bcachefs */
+    case 0x2FC12FC1ul: /* ZFS */
+    case 0x794C7630ul: /* overlayfs */
+    case 0x01021994ul: /* tmpfs */
+        return true;
+    default:
+        return false;
+    }
+}
 
 /* ---- opening the store (blocking: main thread) ----------------------------------- */
 
@@ -96,8 +129,10 @@ static bool ol_se_probe_dio(int dfd)
 {
     static const char name[] = OL_FORMAT_DIR "/tmp/direct-io.probe";
     int fd = openat(dfd, name, O_CREAT | O_TRUNC | O_WRONLY | O_DIRECT | O_CLOEXEC, 0600);
-    if (fd < 0)
+    if (fd < 0) { /* some (ramfs) make the file, then refuse O_DIRECT */
+        unlinkat(dfd, name, 0);
         return false;
+    }
     void *page = aligned_alloc(OL_SE_PAGE, OL_SE_PAGE);
     bool ok = false;
     if (page) {
@@ -251,8 +286,11 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
             rc = -ENOMEM;
             goto fail;
         }
-        for (unsigned i = 0; i < n; i++)
-            dfds[i] = s->drives[i].dfd;
+        for (unsigned i = 0; i < n; i++) {
+            struct ol_store_drive *dr = &s->drives[i];
+            dr->syncfs = dr->dfd >= 0 && syncfs_whole(dr->dfd, &dr->fs_type);
+            dfds[i] = dr->syncfs ? dr->dfd : -1; /* the others are synced file by file */
+        }
         rc = ol_syncers_open(dfds, n, &s->sync, err, errlen);
         free(dfds);
         if (rc < 0)
@@ -309,6 +347,13 @@ void ol_se_heal_queue(struct ol_sreq *r)
 bool ol_store_drive_direct_io(const struct ol_store *s, unsigned drive)
 {
     return drive < s->n && s->drives[drive].dio;
+}
+
+bool ol_store_drive_syncfs(const struct ol_store *s, unsigned drive, unsigned long *fs_type)
+{
+    if (fs_type)
+        *fs_type = drive < s->n ? s->drives[drive].fs_type : 0;
+    return drive < s->n && s->drives[drive].syncfs;
 }
 
 bool ol_store_drive_adopted(const struct ol_store *s, unsigned drive)
@@ -578,7 +623,7 @@ void ol_se_drives_init(struct ol_sreq *r)
         d->pos = (uint8_t)i;
         d->mbuf = mbuf;
         d->nbuf = nbuf;
-        if (s->sync) /* before any change of this request (syncer.h) */
+        if (ol_se_grouped(r, i)) /* before any change of this request (syncer.h) */
             d->sw.since = ol_syncer_mark(s->sync, ol_se_drive_index(r, i));
         if (ol_se_dfd(r, i) < 0) {
             d->err = -ENODEV;
@@ -595,6 +640,11 @@ unsigned ol_se_drive_index(const struct ol_sreq *r, unsigned pos)
 const struct ol_store_drive *ol_se_drive(const struct ol_sreq *r, unsigned pos)
 {
     return &r->c->s->drives[ol_se_drive_index(r, pos)];
+}
+
+bool ol_se_grouped(const struct ol_sreq *r, unsigned pos)
+{
+    return ol_se_drive(r, pos)->syncfs;
 }
 
 int ol_se_dfd(const struct ol_sreq *r, unsigned pos) { return ol_se_drive(r, pos)->dfd; }
@@ -820,7 +870,7 @@ void ol_se_barrier(struct ol_sdrv *d)
 
 void ol_se_fsync(struct ol_sdrv *d, int fd, int datasync)
 {
-    if (d->s.r->c->s->sync)
+    if (ol_se_grouped(d->s.r, d->pos))
         return ol_se_barrier(d);
     ol_se_issue(d->s.r, &d->s, ol_loop_fsync(OL_SE_LOOP(d), &d->s.op, fd, datasync));
 }
@@ -865,7 +915,7 @@ void ol_se_statx(struct ol_sdrv *d, const char *path)
 
 void ol_se_fsync_dir(struct ol_sdrv *d, const char *path, uint16_t after)
 {
-    if (d->s.r->c->s->sync) {
+    if (ol_se_grouped(d->s.r, d->pos)) {
         d->step = after;
         return ol_se_barrier(d);
     }

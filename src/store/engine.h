@@ -945,5 +945,10 @@ int ol_store_drive_fd(const struct ol_store *s, unsigned drive);
 unsigned ol_store_drive_count(const struct ol_store *s);
 /* Does configured drive i take O_DIRECT writes (ol_store_params.direct_io)? */
 bool ol_store_drive_direct_io(const struct ol_store *s, unsigned drive);
+/* Is configured drive i synced by the syncfs group commit? False with sync =
+ * 1, offline, or on a filesystem not known to make all of itself durable on
+ * syncfs (network and FUSE filesystems among them: an fsync of each file and
+ * directory there); *fs_type, if not NULL, gets its statfs f_type. */
+bool ol_store_drive_syncfs(const struct ol_store *s, unsigned drive, unsigned long *fs_type);
 
 #endif

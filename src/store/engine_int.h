@@ -55,6 +55,11 @@ struct ol_store_drive {
     bool adopted;              /* blank at open: adopted, to be rebuilt */
     bool dio;                  /* O_DIRECT writes of 4 KiB-aligned pages work here
                                   (tried at open, unless the params say never) */
+    bool syncfs;               /* synced by the group commit (syncer.h): store_sync
+                                  is syncfs and its filesystem one syncfs makes
+                                  durable as a whole (ol_store_open); else an fsync
+                                  of each file and directory */
+    unsigned long fs_type;     /* statfs f_type of its filesystem */
 };
 
 struct ol_se_reg;              /* the multipart registry (engine_mpu.c) */
@@ -321,6 +326,8 @@ void ol_se_drives_init(struct ol_sreq *r);
  * and its directory fd. */
 unsigned ol_se_drive_index(const struct ol_sreq *r, unsigned pos);
 const struct ol_store_drive *ol_se_drive(const struct ol_sreq *r, unsigned pos);
+/* Does the drive at pos sync by barriers of the group commit (ol_store_drive.syncfs)? */
+bool ol_se_grouped(const struct ol_sreq *r, unsigned pos);
 int ol_se_dfd(const struct ol_sreq *r, unsigned pos);
 /* Test hook (tests/unit only; NULL in the daemon, which never sets it):
  * called on the loop thread as a drive's fan starts, with the drive's root

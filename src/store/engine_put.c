@@ -410,7 +410,7 @@ static void fan_sync(struct ol_sdrv *d, unsigned k)
 static void fan_member(struct ol_sdrv *d, unsigned k, int fd, const char *path)
 {
     struct ol_sreq *r = d->s.r;
-    if (r->c->s->sync) { /* files only closed, beside the fan's barrier */
+    if (ol_se_grouped(r, d->pos)) { /* files only closed, beside the fan's barrier */
         if (fd < 0)
             return;
         d->fan++;
@@ -461,7 +461,7 @@ static void fan_start(struct ol_sdrv *d)
     if (d->new_obj)
         fan_member(d, F_AB, -1, r->p_ab);
     d->new_ab = d->new_obj = false;
-    if (r->c->s->sync) { /* the barrier beside the closes: it needs them not */
+    if (ol_se_grouped(r, d->pos)) { /* the barrier beside the closes: it needs them not */
         d->fan++;
         d->step = C_FANSYNC;
         ol_se_barrier(d);

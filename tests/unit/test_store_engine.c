@@ -1059,3 +1059,61 @@ OLT_TEST_T(store_engine_acknowledged_writes_survive_a_power_cut, 120)
     free(b);
     free(c);
 }
+
+/*
+ * Drives on a filesystem that syncfs is not known to make durable as a
+ * whole (a ramfs mount here, standing in for FUSE or a network
+ * filesystem) are synced file by file even when the group commit is
+ * chosen (store.md, "Making writes durable"); the other drives still go
+ * by barriers. Two of four drives on ramfs: a PUT, an overwrite and a
+ * DELETE succeed on all four drives, and the barriers counted are those of
+ * the two drives on the local filesystem alone (two per drive for a PUT).
+ */
+OLT_TEST_T(store_engine_syncfs_only_where_it_covers_the_filesystem, 60)
+{
+    if (geteuid() != 0)
+        OLT_SKIP("needs root (ramfs mounts)");
+    if (!sh_own_mount_ns())
+        OLT_SKIP("cannot make a private mount namespace here");
+    struct sh_env e;
+    memset(&e, 0, sizeof e);
+    e.n = e.dps = 4;
+    for (unsigned i = 0; i < 4; i++) {
+        snprintf(e.path[i], sizeof e.path[i], "%s/d%u", olt_tmpdir(), i);
+        OLT_CHECK_EQ(mkdir(e.path[i], 0700), 0);
+        if (i >= 2 && mount("none", e.path[i], "ramfs", 0, "mode=0700") != 0)
+            OLT_SKIP("cannot mount ramfs here");
+        e.dp[i] = e.path[i];
+    }
+    e.p = (struct ol_store_params){.drives = e.dp, .n = 4, .drives_per_set = 4, .parity = -1,
+                                   .stripe_bytes = SH_STRIPE, .inline_max = 4096, .sync = 0};
+    sh_env_start(&e);
+    bool grouped = e.p.sync == 0; /* not with OLT_STORE_SYNC=fsync */
+    for (unsigned i = 0; i < 4; i++) {
+        unsigned long type = 0;
+        OLT_CHECK_EQ(ol_store_drive_syncfs(e.s, i, &type), grouped && i < 2);
+        if (grouped && i >= 2)
+            OLT_CHECK_EQ(type, 0x858458F6ul); /* RAMFS_MAGIC */
+    }
+    OLT_CHECK_EQ(sh_bucket_create(&e, "rf"), 0);
+    uint8_t *a = sh_pattern(300000, 60), *b = sh_pattern(200000, 61);
+    uint64_t syncs, b0, b1, ns;
+    ol_store_sync_stats(e.s, &syncs, &b0, &ns);
+    OLT_CHECK_EQ(put(&e, "rf", "k", a, 300000), 0);
+    ol_store_sync_stats(e.s, &syncs, &b1, &ns);
+    OLT_CHECK_EQ(b1 - b0, grouped ? 2 * 2 : 0);
+    OLT_CHECK_EQ(put(&e, "rf", "k", b, 200000), 0);
+    OLT_CHECK_EQ(put(&e, "rf", "gone", a, 300000), 0);
+    OLT_CHECK_EQ(sh_del(&e, "rf", "gone"), 0);
+    sh_check_get(&e, "rf", "k", b, 200000);
+    OLT_CHECK_EQ(head(&e, "rf", "gone", NULL), -ENOENT);
+    struct ol_store_stats st = sh_stats(&e);
+    OLT_CHECK_EQ(st.write_drive_failures, 0);
+    OLT_CHECK_EQ(st.reads_reconstructed, 0);
+    sh_check_tmp_empty(&e);
+    sh_env_stop(&e, false);
+    OLT_CHECK_EQ(umount2(e.path[2], 0), 0);
+    OLT_CHECK_EQ(umount2(e.path[3], 0), 0);
+    free(a);
+    free(b);
+}
