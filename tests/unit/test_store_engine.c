@@ -889,6 +889,18 @@ OLT_TEST_T(store_engine_commit_below_quorum_is_undone, 120)
     env_close(&e);
 }
 
+/* n drive directories root/d0.. made, named in e (not yet opened). */
+static void env_dirs(struct sh_env *e, unsigned n, const char *root)
+{
+    memset(e, 0, sizeof *e);
+    e->n = e->dps = n;
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(e->path[i], sizeof e->path[i], "%s/d%u", root, i);
+        OLT_CHECK_EQ(mkdir(e->path[i], 0700), 0);
+        e->dp[i] = e->path[i];
+    }
+}
+
 /* ---- a drive that dies as its commit's syncs start (root, xfsprogs) ---- */
 
 static dev_t fan_victim;   /* the filesystem the next fan on it kills; 0: none */
@@ -922,13 +934,7 @@ OLT_TEST_T(store_engine_drive_dies_in_the_fan, 120)
     if (!sh_own_mount_ns())
         OLT_SKIP("cannot make a private mount namespace here");
     struct sh_env e;
-    memset(&e, 0, sizeof e);
-    e.n = e.dps = 6;
-    for (unsigned i = 0; i < 6; i++) {
-        snprintf(e.path[i], sizeof e.path[i], "%s/d%u", olt_tmpdir(), i);
-        OLT_CHECK(mkdir(e.path[i], 0700) == 0);
-        e.dp[i] = e.path[i];
-    }
+    env_dirs(&e, 6, olt_tmpdir());
     for (unsigned v = 0; v < 2; v++) {
         char img[600];
         snprintf(img, sizeof img, "%s/xfs%u.img", olt_tmpdir(), v);
@@ -1024,13 +1030,7 @@ OLT_TEST_T(store_engine_acknowledged_writes_survive_a_power_cut, 120)
         if (!sh_mount_xfs(img, fs))
             OLT_SKIP("cannot loop-mount an XFS image here");
         struct sh_env e;
-        memset(&e, 0, sizeof e);
-        e.n = e.dps = 4;
-        for (unsigned i = 0; i < 4; i++) {
-            snprintf(e.path[i], sizeof e.path[i], "%s/d%u", fs, i);
-            OLT_CHECK_EQ(mkdir(e.path[i], 0700), 0);
-            e.dp[i] = e.path[i];
-        }
+        env_dirs(&e, 4, fs);
         e.p = (struct ol_store_params){.drives = e.dp, .n = 4, .drives_per_set = 4,
                                        .parity = -1, .stripe_bytes = SH_STRIPE,
                                        .inline_max = 4096, .sync = mode};
@@ -1076,15 +1076,10 @@ OLT_TEST_T(store_engine_syncfs_only_where_it_covers_the_filesystem, 60)
     if (!sh_own_mount_ns())
         OLT_SKIP("cannot make a private mount namespace here");
     struct sh_env e;
-    memset(&e, 0, sizeof e);
-    e.n = e.dps = 4;
-    for (unsigned i = 0; i < 4; i++) {
-        snprintf(e.path[i], sizeof e.path[i], "%s/d%u", olt_tmpdir(), i);
-        OLT_CHECK_EQ(mkdir(e.path[i], 0700), 0);
-        if (i >= 2 && mount("none", e.path[i], "ramfs", 0, "mode=0700") != 0)
+    env_dirs(&e, 4, olt_tmpdir());
+    for (unsigned i = 2; i < 4; i++)
+        if (mount("none", e.path[i], "ramfs", 0, "mode=0700") != 0)
             OLT_SKIP("cannot mount ramfs here");
-        e.dp[i] = e.path[i];
-    }
     e.p = (struct ol_store_params){.drives = e.dp, .n = 4, .drives_per_set = 4, .parity = -1,
                                    .stripe_bytes = SH_STRIPE, .inline_max = 4096, .sync = 0};
     sh_env_start(&e);
