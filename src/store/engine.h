@@ -89,8 +89,9 @@
  * ---- commit order of a PUT (per drive; a write quorum must finish it all) --------
  *
  *   1. statx buckets/<bucket>; create tmp/<tid>.part and reserve its full
- *      size (fallocate: drives without room fail here, before the body is
- *      streamed; a filesystem without fallocate just goes on)
+ *      size, rounded up to 4 KiB (fallocate: drives without room fail here,
+ *      before the body is streamed; a filesystem without fallocate just
+ *      goes on); create tmp/<tid>.meta
  *   2. the shard blocks, stripe by stripe (at most OL_STORE_PUT_SLOTS stripes
  *      in flight per PUT, from the request's fixed buffer)
  *      -- barrier: fewer than a write quorum of drives left: the tmp files
@@ -101,7 +102,8 @@
  *      <hash>/meta and decide a conditional write on it; the new version is
  *      added as the latest (a null one replaces the null version, wherever
  *      it stood), every other version is kept; write the new file to
- *      tmp/<tid>.meta
+ *      tmp/<tid>.meta (while the mkdir and the rename run, as if the key
+ *      were new; again, merged, when <hash> was there: engine_put.c)
  *   4. at once (engine_put.c "the fan"): fdatasync the shard file, fsync
  *      tmp/<tid>.meta, fsync the parent of each directory 3 made (and
  *      objects/ for a new <hash> in an <ab> that was there: another key's
@@ -327,7 +329,9 @@ struct ol_store_params {
                                    parts write their shard files' whole
                                    pages with O_DIRECT; -1 = never */
     int sync;                   /* 0 = group commit: a syncfs per filesystem
-                                   for every write waiting (syncer.h);
+                                   for every write waiting (syncer.h), on
+                                   drives whose filesystem it covers
+                                   (ol_store_drive_syncfs; the others as 1);
                                    1 = an fsync of each file and directory */
     unsigned mpu_max_uploads;   /* uploads in progress at once (registry
                                    entries, ~2.4 KiB each, touched as used);
@@ -948,7 +952,8 @@ bool ol_store_drive_direct_io(const struct ol_store *s, unsigned drive);
 /* Is configured drive i synced by the syncfs group commit? False with sync =
  * 1, offline, or on a filesystem not known to make all of itself durable on
  * syncfs (network and FUSE filesystems among them: an fsync of each file and
- * directory there); *fs_type, if not NULL, gets its statfs f_type. */
+ * directory there); *fs_type, if not NULL, gets its statfs f_type (0 with
+ * sync = 1: not looked at). */
 bool ol_store_drive_syncfs(const struct ol_store *s, unsigned drive, unsigned long *fs_type);
 
 #endif
