@@ -387,6 +387,8 @@ struct ol_store_stats {
     uint64_t mpu_created, mpu_completed, mpu_aborted;  /* uploads (aborted: also expired) */
     uint64_t mpu_parts;             /* parts uploaded (also counted in puts) */
     uint64_t direct_bytes;          /* shard-file bytes written with O_DIRECT */
+    uint64_t ahead_bytes;           /* of those, written before their stripe was sealed
+                                       (engine_put.c "ahead writes") */
 };
 
 /*

@@ -185,6 +185,15 @@ struct ol_sslot {
     uint32_t fill;             /* PUT: data bytes copied in */
     uint8_t state;
     uint8_t pending;           /* data ops in flight */
+    /* PUT, writes ahead of the seal (engine_put.c "ahead writes"): pages of a
+     * record written while the stripe still fills, and where the rest starts */
+    uint32_t aoff[OL_SE_MAXD]; /* end of each drive's ahead pages in the record's
+                                  page frame (0: none yet) */
+    uint32_t alen[OL_SE_MAXD]; /* bytes of each drive's ahead or head write in flight */
+    uint32_t abusy;            /* drives with an ahead write in flight */
+    uint32_t afollow;          /* drives whose writes follow their ahead one */
+    uint32_t heads;            /* drives whose head write is in flight (wa op) */
+    uint32_t aenc;             /* parity bytes of each block encoded so far */
     uint32_t want, good, tried;/* GET: shard masks */
     uint8_t *sp[OL_SE_MAXD];   /* GET: each shard's bytes */
 };
@@ -224,6 +233,8 @@ struct ol_sreq {
     char p_udir[OL_SE_PATH], p_urec[OL_SE_PATH], p_udata[OL_SE_PATH];
     struct ol_sdrv d[OL_SE_MAXD];
     struct ol_sop w[OL_SE_SLOTS][OL_SE_MAXD];
+    struct ol_sop wa[OL_SE_SLOTS][OL_SE_MAXD]; /* PUT: ahead and head writes (slot
+                                  OL_SE_SLOTS + i) */
     struct ol_sslot slot[OL_SE_SLOTS];
     uint8_t *arena;
     uint8_t *tmpl;             /* PUT: the new version, encoded once */
@@ -306,6 +317,7 @@ struct ol_store_core {
     uint64_t rng[4];
     struct ol_store_stats st;
     _Atomic unsigned barriers_out;  /* barriers the syncer still holds (syncer.h) */
+    unsigned swr;              /* PUT: sealed stripes' writes in flight on this core */
 };
 
 /* ---- engine.c: plumbing shared by the request kinds ------------------------ */

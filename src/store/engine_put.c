@@ -9,7 +9,9 @@
  *           PUT's statx, then the creation of tmp/<tid>.meta, run beside
  *           the file's steps: prep_side)
  *   DATA    slot writes (no drive steps; whole pages with O_DIRECT where the
- *           drive takes it, "Direct I/O" below); ends when finished and idle
+ *           drive takes it, "Direct I/O" below; pages of a filling stripe
+ *           already, when the drives are idle: "Ahead writes"); ends when
+ *           finished and idle
  *   COMMIT  under the key's lock: mkdirs (<obj>, and <ab> only when
  *           missing), rename the file to
  *           <obj>/<ddir>.data (a flat version: no data dir), read old meta,
@@ -111,6 +113,9 @@ static void slot_init(struct ol_sreq *r, struct ol_sslot *sl, uint64_t stripe)
     sl->fill = 0;
     sl->pre = (uint32_t)(stripe * stride(r) % OL_SE_PAGE);
     sl->tails = 0;
+    sl->abusy = sl->afollow = sl->heads = 0;
+    sl->aenc = 0;
+    memset(sl->aoff, 0, sizeof sl->aoff);
     sl->state = OL_SE_SL_FILL;
 }
 
@@ -161,11 +166,11 @@ static void seal(struct ol_sreq *r, struct ol_sslot *sl)
                 uint32_t from = sl->len > start ? (uint32_t)(sl->len - start) : 0;
                 memset(p + from, 0, blen - from);
             }
-            data[j] = p;
+            data[j] = p + sl->aenc;
         }
         for (unsigned i = 0; i < r->m; i++)
-            parity[i] = rec(r, sl, r->k + i) + OL_BITROT_HDR_SIZE;
-        ol_ec_encode(r->ec, blen, data, parity);
+            parity[i] = rec(r, sl, r->k + i) + OL_BITROT_HDR_SIZE + sl->aenc;
+        ol_ec_encode(r->ec, blen - sl->aenc, data, parity); /* the rest: ahead_encode */
         if (!r->inline_obj)
             for (unsigned i = 0; i < r->n; i++) {
                 uint8_t *b = rec(r, sl, i);
@@ -179,7 +184,7 @@ static void seal(struct ol_sreq *r, struct ol_sslot *sl)
 static bool slots_io(const struct ol_sreq *r)
 {
     for (unsigned i = 0; i < OL_SE_SLOTS; i++)
-        if (r->slot[i].state == OL_SE_SL_IO)
+        if (r->slot[i].state == OL_SE_SL_IO || r->slot[i].abusy)
             return true;
     return false;
 }
@@ -187,7 +192,8 @@ static bool slots_io(const struct ol_sreq *r)
 static bool slots_idle(const struct ol_sreq *r)
 {
     for (unsigned i = 0; i < OL_SE_SLOTS; i++)
-        if (r->slot[i].state == OL_SE_SL_IO || r->slot[i].state == OL_SE_SL_SEALED)
+        if (r->slot[i].state == OL_SE_SL_IO || r->slot[i].state == OL_SE_SL_SEALED ||
+            r->slot[i].abusy)
             return false;
     return true;
 }
@@ -225,7 +231,139 @@ static void slot_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, const 
     struct ol_sslot *sl = &r->slot[si];
     struct ol_sop *w = &r->w[si][d->pos];
     sl->wlen[d->pos] = len;
+    r->c->swr++;
     ol_se_issue(r, w, ol_loop_write(r->c->loop, &w->op, d->fd, buf, len, off));
+}
+
+/*
+ * Ahead writes. A lone PUT's body arrives over a millisecond or two, and
+ * its stripe's writes used to start only when the stripe was sealed, all
+ * of them then: on a drive that takes ~1 ms to write anything and more
+ * for each MiB, the body's arrival and the writes ran one after the other.
+ * While a slot fills, the whole pages of a record whose bytes are final
+ * are written now, on the drive's second op of the slot (r->wa): a data
+ * shard's as its block's bytes come in, a parity shard's as the parity is
+ * encoded range by range (it needs the bytes of every data block at those
+ * offsets: ahead_encode). What the seal leaves is the record's first page
+ * (the carry and the header, whose checksum covers the whole block: the
+ * "head", on the same op) and the pages after the last ahead one.
+ *
+ * Only for a PUT's file on a drive taking O_DIRECT (a part's tail is
+ * written buffered, after its last page), and only while no sealed
+ * stripe's writes run on this core (c->swr): with other writes queued the
+ * drive is not idle, and more, smaller writes would only cost CPU (PUT 64
+ * MiB, many PUTs at once). Each ahead write is at least OL_SE_AHEAD_MIN.
+ * The file's bytes are the same as with one write per stripe.
+ */
+#define OL_SE_AHEAD_MIN (128u * 1024u)
+
+/* Start of a record's ahead pages: the first page boundary after its header. */
+static uint32_t ahead_p0(const struct ol_sslot *sl)
+{
+    return (sl->pre + OL_BITROT_HDR_SIZE + OL_SE_PAGE - 1) & ~(OL_SE_PAGE - 1);
+}
+
+/* Bytes of shard `shard`'s block in sl that are final before the seal. */
+static uint32_t ahead_ready(const struct ol_sreq *r, const struct ol_sslot *sl, unsigned shard)
+{
+    if (shard >= r->k)
+        return sl->aenc;
+    uint64_t start = (uint64_t)shard * sl->blen;
+    if (sl->fill <= start)
+        return 0;
+    uint64_t x = sl->fill - start;
+    return x < sl->blen ? (uint32_t)x : sl->blen;
+}
+
+/* Encodes the parity of the block offsets every data block has final bytes
+ * for (those before the last data block's fill: the blocks before it are
+ * whole then), up to a page boundary of the records; ISA-L codes each
+ * offset on its own, so the seal encodes only the rest. */
+static void ahead_encode(struct ol_sreq *r, struct ol_sslot *sl)
+{
+    if (!r->m)
+        return;
+    uint32_t base = sl->pre + OL_BITROT_HDR_SIZE;
+    uint32_t end = (base + ahead_ready(r, sl, r->k - 1)) & ~(OL_SE_PAGE - 1);
+    if (end <= base || end - base < sl->aenc + OL_SE_AHEAD_MIN)
+        return;
+    end -= base;
+    uint8_t *data[OL_EC_MAX_DATA], *parity[OL_EC_MAX_PARITY];
+    for (unsigned j = 0; j < r->k; j++)
+        data[j] = rec(r, sl, j) + OL_BITROT_HDR_SIZE + sl->aenc;
+    for (unsigned i = 0; i < r->m; i++)
+        parity[i] = rec(r, sl, r->k + i) + OL_BITROT_HDR_SIZE + sl->aenc;
+    ol_ec_encode(r->ec, end - sl->aenc, data, parity);
+    sl->aenc = end;
+}
+
+/* Writes [from, to) of drive d's record page frame in slot si on its wa op:
+ * an ahead write, or (head) the first pages of a sealed stripe's. */
+static void ahead_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, uint32_t from,
+                        uint32_t to, bool head)
+{
+    struct ol_sslot *sl = &r->slot[si];
+    struct ol_sop *w = &r->wa[si][d->pos];
+    uint8_t *page = rec(r, sl, d->shard) - sl->pre;
+    sl->alen[d->pos] = to - from;
+    if (head) {
+        sl->heads |= 1u << d->pos;
+        r->c->swr++;
+    } else {
+        sl->abusy |= 1u << d->pos;
+    }
+    ol_se_issue(r, w, ol_loop_write(r->c->loop, &w->op, d->fd, page + from, to - from,
+                                    sl->stripe * stride(r) - sl->pre + from));
+}
+
+/* Starts the ahead writes the filling slot si has pages for. */
+static void ahead_kick(struct ol_sreq *r, unsigned si)
+{
+    struct ol_sslot *sl = &r->slot[si];
+    if (r->phase != PH_DATA || r->status < 0 || r->aborted || !pad_last(r) || r->inline_obj ||
+        sl->state != OL_SE_SL_FILL || r->c->swr)
+        return;
+    ahead_encode(r, sl);
+    uint32_t base = sl->pre + OL_BITROT_HDR_SIZE;
+    for (unsigned pos = 0; pos < r->n; pos++) {
+        struct ol_sdrv *d = &r->d[pos];
+        if (d->err || d->fd < 0 || !d->dio || (sl->abusy >> pos & 1))
+            continue;
+        uint32_t end = (base + ahead_ready(r, sl, d->shard)) & ~(OL_SE_PAGE - 1);
+        uint32_t from = sl->aoff[pos] ? sl->aoff[pos] : ahead_p0(sl);
+        if (end < from + OL_SE_AHEAD_MIN)
+            continue;
+        ahead_write(r, si, d, from, end, false);
+        sl->aoff[pos] = end;
+    }
+}
+
+/* Drive d's writes of sealed slot si, [0, end) of its record's page frame
+ * less the ahead pages: one write, or the head and the rest. Returns how
+ * many were issued. */
+static unsigned dio_final(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, uint32_t end)
+{
+    struct ol_sslot *sl = &r->slot[si];
+    uint8_t *page = rec(r, sl, d->shard) - sl->pre;
+    uint64_t fo = sl->stripe * stride(r) - sl->pre;
+    uint32_t e = sl->aoff[d->pos];
+    if (!e) {
+        if (!end)
+            return 0; /* all of it is in the carry, for the next stripe's write */
+        slot_write(r, si, d, page, end, fo);
+        return 1;
+    }
+    unsigned n = 0;
+    if (sl->abusy >> d->pos & 1)
+        sl->afollow |= 1u << d->pos; /* the head after it, on the same op (ahead_done) */
+    else
+        ahead_write(r, si, d, 0, ahead_p0(sl), true);
+    n++;
+    if (end > e) {
+        slot_write(r, si, d, page + e, end - e, fo + e);
+        n++;
+    }
+    return n;
 }
 
 /* The last stripe's bytes of drive d past its last whole page. */
@@ -257,12 +395,24 @@ static void submit(struct ol_sreq *r)
         bool last = sl->stripe + 1 == r->nstripes;
         unsigned live = 0;
         sl->state = OL_SE_SL_IO;
-        sl->pending = 0;
         sl->tails = 0;
+        /* an ahead write still running: the drive's head write follows it
+         * (ahead_done); one whose drive left counts until it ends */
+        sl->afollow = 0;
+        sl->pending = 0;
+        /* a PUT's records are written in whole pages to the end */
+        uint32_t wend = (sl->pre + len) & ~(OL_SE_PAGE - 1);
+        if (last && pad_last(r))
+            wend = sl->pre + len + ol_bitrot_pad(off + len);
         for (unsigned pos = 0; pos < r->n; pos++) {
             struct ol_sdrv *d = &r->d[pos];
-            if (d->err || d->fd < 0)
+            if (d->err || d->fd < 0) {
+                if (sl->abusy >> pos & 1) {
+                    sl->afollow |= 1u << pos;
+                    sl->pending++;
+                }
                 continue;
+            }
             live++;
             uint8_t *rp = rec(r, sl, d->shard);
             if (!d->dio) {
@@ -276,11 +426,13 @@ static void submit(struct ol_sreq *r)
             uint32_t all = sl->pre + len, whole = all & ~(OL_SE_PAGE - 1);
             memcpy(page, carry, sl->pre);
             memcpy(carry, page + whole, all - whole);
-            if (last && pad_last(r)) {
-                uint32_t pad = ol_bitrot_pad(off + len);
-                memset(page + all, 0, pad);
-                slot_write(r, si, d, page, all + pad, off - sl->pre);
-            } else if (whole) {
+            if (pad_last(r)) { /* a PUT's: whole pages to the end (early writes above) */
+                if (last)
+                    memset(page + all, 0, wend - all);
+                sl->pending += (uint8_t)dio_final(r, si, d, wend);
+                continue;
+            }
+            if (whole) {
                 slot_write(r, si, d, page, whole, off - sl->pre);
                 if (last && all > whole)
                     sl->tails |= 1u << pos;
@@ -297,7 +449,8 @@ static void submit(struct ol_sreq *r)
             sl->pending++;
         }
         if (!live) {
-            sl->state = OL_SE_SL_FREE;
+            if (!sl->pending)
+                sl->state = OL_SE_SL_FREE;
             r->status = lost(r);
             return;
         }
@@ -315,15 +468,63 @@ static void prep_half(struct ol_sdrv *d, int err);
 static void early_start(struct ol_sdrv *d);
 static void commit_meta(struct ol_sdrv *d);
 
+/* One of sealed slot si's writes ended: the slot is free after the last. */
+static void slot_end(struct ol_sreq *r, unsigned si)
+{
+    struct ol_sslot *sl = &r->slot[si];
+    if (--sl->pending == 0) {
+        sl->state = OL_SE_SL_FREE;
+        if (r->status == 0 && healthy(r) < r->wq)
+            r->status = lost(r);
+        next_fill(r);
+    }
+    ol_se_advance(r);
+}
+
+/* An ahead write or a head write of slot si (its wa op) ended. */
+static void ahead_done(struct ol_sreq *r, unsigned si, unsigned pos, int res)
+{
+    struct ol_sslot *sl = &r->slot[si];
+    struct ol_sdrv *d = &r->d[pos];
+    uint32_t bit = 1u << pos;
+    if (res != (int)sl->alen[pos]) {
+        if (!d->err)
+            d->err = res < 0 ? res : -EIO;
+    } else {
+        r->c->st.direct_bytes += (uint64_t)res;
+        if (!(sl->heads & bit))
+            r->c->st.ahead_bytes += (uint64_t)res;
+    }
+    if (sl->heads & bit) { /* the first pages of a sealed stripe's */
+        sl->heads &= ~bit;
+        r->c->swr--;
+        return slot_end(r, si);
+    }
+    sl->abusy &= ~bit;
+    if (sl->afollow & bit) { /* sealed while it ran: its head now */
+        sl->afollow &= ~bit;
+        if (d->err || r->status < 0 || r->aborted || r->phase != PH_DATA)
+            return slot_end(r, si);
+        ahead_write(r, si, d, 0, ahead_p0(sl), true);
+        ol_se_advance(r);
+        return;
+    }
+    ahead_kick(r, si);
+    ol_se_advance(r);
+}
+
 void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res)
 {
     if (r->phase == PH_COMMIT)
         return fan_done(&r->d[pos], slot, res); /* the slots are idle: the fan's ops */
     if (r->phase == PH_PREP)
         return prep_stat_done(&r->d[pos], res); /* the bucket's statx (prep_side) */
+    if (slot >= OL_SE_SLOTS)
+        return ahead_done(r, slot - OL_SE_SLOTS, pos, res);
     struct ol_sslot *sl = &r->slot[slot];
     struct ol_sdrv *d = &r->d[pos];
     bool ok = res == (int)sl->wlen[pos];
+    r->c->swr--;
     if (!ok && !d->err)
         d->err = res < 0 ? res : -EIO;
     if (ok && d->dio) {
@@ -340,13 +541,7 @@ void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res)
             return;
         }
     }
-    if (--sl->pending == 0) {
-        sl->state = OL_SE_SL_FREE;
-        if (r->status == 0 && healthy(r) < r->wq)
-            r->status = lost(r);
-        next_fill(r);
-    }
-    ol_se_advance(r);
+    slot_end(r, slot);
 }
 
 /* ---- drive steps ---------------------------------------------------------------------- */
@@ -1165,6 +1360,8 @@ static bool data_step(struct ol_sreq *r)
         r->again = true;
         return false;
     }
+    if (r->cur >= 0)
+        ahead_kick(r, (unsigned)r->cur); /* bytes that came during PREP */
     if (r->paused && !r->finished && !want_pause(r) && ol_se_can_emit(r)) {
         r->paused = false;
         ol_se_emit(r, OL_STORE_EV_READY, 0);
@@ -1500,6 +1697,8 @@ int ol_put_write(struct ol_put *p, const void *data, size_t len)
         }
     }
     submit(r);
+    if (r->cur >= 0)
+        ahead_kick(r, (unsigned)r->cur);
     if (want_pause(r)) {
         r->paused = true;
         return 1;
