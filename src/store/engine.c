@@ -519,6 +519,7 @@ struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb
     memset(r, 0, offsetof(struct ol_sreq, d));
     memset(&r->w, 0, sizeof r->w);
     memset(&r->wa, 0, sizeof r->wa);
+    memset(&r->aw, 0, sizeof r->aw);
     memset(&r->slot, 0, sizeof r->slot);
     memset(&r->tmpl, 0, sizeof *r - offsetof(struct ol_sreq, tmpl));
     r->timer.fn = ol_se_on_timer;
@@ -551,9 +552,12 @@ struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb
             r->w[sl][i].r = r;
             r->w[sl][i].pos = (uint8_t)i;
             r->w[sl][i].slot = (uint8_t)sl;
-            r->wa[sl][i].r = r;
-            r->wa[sl][i].pos = (uint8_t)i;
-            r->wa[sl][i].slot = (uint8_t)(OL_SE_SLOTS + sl);
+        }
+    for (unsigned i = 0; i < OL_SE_MAXD; i++)
+        for (unsigned k = 0; k < OL_SE_AHEAD; k++) {
+            r->wa[i][k].r = r;
+            r->wa[i][k].pos = (uint8_t)i;
+            r->wa[i][k].slot = (uint8_t)(OL_SE_SLOTS + k);
         }
     return r;
 }
@@ -816,7 +820,7 @@ bool ol_se_can_emit(struct ol_sreq *r)
 static void ol_se_on_timer(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_sreq *r = (struct ol_sreq *)((char *)t - offsetof(struct ol_sreq, timer));
-    struct ol_sop *list[OL_SE_MAXD * (2 * OL_SE_SLOTS + 1)];
+    struct ol_sop *list[OL_SE_MAXD * (OL_SE_SLOTS + OL_SE_AHEAD + 1)];
     unsigned n = 0;
     for (unsigned i = 0; i < OL_SE_MAXD; i++)
         if (r->d[i].s.deferred)
@@ -825,10 +829,10 @@ static void ol_se_on_timer(ol_loop *loop, struct ol_timer *t)
         for (unsigned i = 0; i < OL_SE_MAXD; i++)
             if (r->w[sl][i].deferred)
                 list[n++] = &r->w[sl][i];
-    for (unsigned sl = 0; sl < OL_SE_SLOTS; sl++)
-        for (unsigned i = 0; i < OL_SE_MAXD; i++)
-            if (r->wa[sl][i].deferred)
-                list[n++] = &r->wa[sl][i];
+    for (unsigned i = 0; i < OL_SE_MAXD; i++)
+        for (unsigned k = 0; k < OL_SE_AHEAD; k++)
+            if (r->wa[i][k].deferred)
+                list[n++] = &r->wa[i][k];
     bool kick = r->kick;
     r->kick = false;
     /* Deferred ops count as in flight, so r outlives every call below until

@@ -169,6 +169,18 @@ struct ol_sdrv {
     char path[OL_SE_PATH];     /* per-drive path (old data dirs, scans) */
 };
 
+/* PUT: write ops per drive for the pages of a filling stripe and the
+ * first page of a sealed one (engine_put.c "ahead writes"), and what each
+ * is doing. */
+#define OL_SE_AHEAD 4u
+_Static_assert(OL_SE_SLOTS + OL_SE_AHEAD < OL_SE_CTL, "sop slot numbers");
+enum { OL_SE_AW_FREE = 0, OL_SE_AW_AHEAD, OL_SE_AW_HEAD };
+struct ol_sawr {
+    uint32_t len;              /* bytes of the write in flight */
+    uint8_t slot;              /* its stripe slot */
+    uint8_t kind;              /* OL_SE_AW_* */
+};
+
 /* Stripe slot states. */
 enum { OL_SE_SL_FREE = 0, OL_SE_SL_FILL, OL_SE_SL_SEALED, OL_SE_SL_IO, OL_SE_SL_READY,
        OL_SE_SL_FAILED };
@@ -189,10 +201,8 @@ struct ol_sslot {
      * record written while the stripe still fills, and where the rest starts */
     uint32_t aoff[OL_SE_MAXD]; /* end of each drive's ahead pages in the record's
                                   page frame (0: none yet) */
-    uint32_t alen[OL_SE_MAXD]; /* bytes of each drive's ahead or head write in flight */
-    uint32_t abusy;            /* drives with an ahead write in flight */
-    uint32_t afollow;          /* drives whose writes follow their ahead one */
-    uint32_t heads;            /* drives whose head write is in flight (wa op) */
+    uint8_t ain[OL_SE_MAXD];   /* each drive's ahead writes in flight */
+    uint32_t abusy;            /* drives with ahead writes in flight (ain > 0) */
     uint32_t aenc;             /* parity bytes of each block encoded so far */
     uint32_t want, good, tried;/* GET: shard masks */
     uint8_t *sp[OL_SE_MAXD];   /* GET: each shard's bytes */
@@ -233,8 +243,9 @@ struct ol_sreq {
     char p_udir[OL_SE_PATH], p_urec[OL_SE_PATH], p_udata[OL_SE_PATH];
     struct ol_sdrv d[OL_SE_MAXD];
     struct ol_sop w[OL_SE_SLOTS][OL_SE_MAXD];
-    struct ol_sop wa[OL_SE_SLOTS][OL_SE_MAXD]; /* PUT: ahead and head writes (slot
-                                  OL_SE_SLOTS + i) */
+    struct ol_sop wa[OL_SE_MAXD][OL_SE_AHEAD]; /* PUT: each drive's ahead and head
+                                  writes (sop slot: OL_SE_SLOTS + op) */
+    struct ol_sawr aw[OL_SE_MAXD][OL_SE_AHEAD];
     struct ol_sslot slot[OL_SE_SLOTS];
     uint8_t *arena;
     uint8_t *tmpl;             /* PUT: the new version, encoded once */

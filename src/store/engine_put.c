@@ -113,9 +113,10 @@ static void slot_init(struct ol_sreq *r, struct ol_sslot *sl, uint64_t stripe)
     sl->fill = 0;
     sl->pre = (uint32_t)(stripe * stride(r) % OL_SE_PAGE);
     sl->tails = 0;
-    sl->abusy = sl->afollow = sl->heads = 0;
+    sl->abusy = 0;
     sl->aenc = 0;
     memset(sl->aoff, 0, sizeof sl->aoff);
+    memset(sl->ain, 0, sizeof sl->ain);
     sl->state = OL_SE_SL_FILL;
 }
 
@@ -148,6 +149,9 @@ static uint64_t space(const struct ol_sreq *r)
 
 static bool want_pause(const struct ol_sreq *r)
 {
+    if (r->phase == PH_PREP && r->mode == OL_SE_MODE_PUT && !r->inline_obj && !r->c->swr &&
+        r->written && r->written < r->size)
+        return true; /* the files first, for the ahead writes ("Ahead writes") */
     uint64_t left = r->size - r->written;
     uint64_t need = left < OL_STORE_WRITE_MAX ? left : OL_STORE_WRITE_MAX;
     return left && space(r) < need;
@@ -241,19 +245,31 @@ static void slot_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, const 
  * of them then: on a drive that takes ~1 ms to write anything and more
  * for each MiB, the body's arrival and the writes ran one after the other.
  * While a slot fills, the whole pages of a record whose bytes are final
- * are written now, on the drive's second op of the slot (r->wa): a data
- * shard's as its block's bytes come in, a parity shard's as the parity is
- * encoded range by range (it needs the bytes of every data block at those
- * offsets: ahead_encode). What the seal leaves is the record's first page
- * (the carry and the header, whose checksum covers the whole block: the
- * "head", on the same op) and the pages after the last ahead one.
+ * are written now, on the drive's own ops for this (r->wa, OL_SE_AHEAD of
+ * them, one always kept free for the head below): a data shard's as its
+ * block's bytes come in, a parity shard's as the parity is encoded range
+ * by range (it needs the bytes of every data block at those offsets:
+ * ahead_encode). What the seal leaves is the record's first page (the
+ * carry and the header, whose checksum covers the whole block: the
+ * "head", on a wa op) and the pages after the last ahead one (on the
+ * slot's op, as any stripe write).
  *
  * Only for a PUT's file on a drive taking O_DIRECT (a part's tail is
  * written buffered, after its last page), and only while no sealed
  * stripe's writes run on this core (c->swr): with other writes queued the
  * drive is not idle, and more, smaller writes would only cost CPU (PUT 64
  * MiB, many PUTs at once). Each ahead write is at least OL_SE_AHEAD_MIN.
- * The file's bytes are the same as with one write per stripe.
+ * The file's bytes are the same as with one write per stripe. A slot is
+ * not free (not reused) while any of its ahead writes runs: submit counts
+ * them in its pending writes, and before that slots_io() sees them.
+ *
+ * The files come first: PREP's creates run on the ring's io-wq workers,
+ * which share the core with this thread, and while the body's bytes kept
+ * it busy hashing they waited their turn (PREP ended at 0.7-1.3 ms of a
+ * 1.7 ms body, after it for a third of lone PUTs, and then no page could
+ * go ahead). So while the drives are idle, ol_put_write asks the writer to
+ * wait (want_pause) after the first bytes until PREP is done (0.3 ms):
+ * the client's bytes wait in the socket meanwhile.
  */
 #define OL_SE_AHEAD_MIN (128u * 1024u)
 
@@ -297,19 +313,36 @@ static void ahead_encode(struct ol_sreq *r, struct ol_sslot *sl)
     sl->aenc = end;
 }
 
-/* Writes [from, to) of drive d's record page frame in slot si on its wa op:
- * an ahead write, or (head) the first pages of a sealed stripe's. */
-static void ahead_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, uint32_t from,
-                        uint32_t to, bool head)
+/* Drive pos's free wa op (-1: none), and how many are busy. */
+static int ahead_op(const struct ol_sreq *r, unsigned pos, unsigned *busy)
+{
+    int k = -1;
+    *busy = 0;
+    for (unsigned i = OL_SE_AHEAD; i-- > 0;) {
+        if (r->aw[pos][i].kind == OL_SE_AW_FREE)
+            k = (int)i;
+        else
+            ++*busy;
+    }
+    return k;
+}
+
+/* Writes [from, to) of drive d's record page frame in slot si on its wa op
+ * k: an ahead write, or (head) the first pages of a sealed stripe's. */
+static void ahead_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, unsigned k,
+                        uint32_t from, uint32_t to, bool head)
 {
     struct ol_sslot *sl = &r->slot[si];
-    struct ol_sop *w = &r->wa[si][d->pos];
+    struct ol_sawr *a = &r->aw[d->pos][k];
+    struct ol_sop *w = &r->wa[d->pos][k];
     uint8_t *page = rec(r, sl, d->shard) - sl->pre;
-    sl->alen[d->pos] = to - from;
+    a->len = to - from;
+    a->slot = (uint8_t)si;
+    a->kind = head ? OL_SE_AW_HEAD : OL_SE_AW_AHEAD;
     if (head) {
-        sl->heads |= 1u << d->pos;
         r->c->swr++;
     } else {
+        sl->ain[d->pos]++;
         sl->abusy |= 1u << d->pos;
     }
     ol_se_issue(r, w, ol_loop_write(r->c->loop, &w->op, d->fd, page + from, to - from,
@@ -327,43 +360,44 @@ static void ahead_kick(struct ol_sreq *r, unsigned si)
     uint32_t base = sl->pre + OL_BITROT_HDR_SIZE;
     for (unsigned pos = 0; pos < r->n; pos++) {
         struct ol_sdrv *d = &r->d[pos];
-        if (d->err || d->fd < 0 || !d->dio || (sl->abusy >> pos & 1))
+        if (d->err || d->fd < 0 || !d->dio)
             continue;
         uint32_t end = (base + ahead_ready(r, sl, d->shard)) & ~(OL_SE_PAGE - 1);
         uint32_t from = sl->aoff[pos] ? sl->aoff[pos] : ahead_p0(sl);
-        if (end < from + OL_SE_AHEAD_MIN)
-            continue;
-        ahead_write(r, si, d, from, end, false);
+        unsigned busy;
+        int k = ahead_op(r, pos, &busy);
+        if (end < from + OL_SE_AHEAD_MIN || k < 0 || busy + 1 >= OL_SE_AHEAD)
+            continue; /* one op stays free for the head */
+        ahead_write(r, si, d, (unsigned)k, from, end, false);
         sl->aoff[pos] = end;
     }
 }
 
 /* Drive d's writes of sealed slot si, [0, end) of its record's page frame
  * less the ahead pages: one write, or the head and the rest. Returns how
- * many were issued. */
+ * many. A free wa op for the head is always there: ahead writes leave one,
+ * and only the one slot filling has them while no sealed stripe's writes
+ * (a head among them) run; were none free, the record would be written
+ * whole (the ahead pages again, the same bytes). */
 static unsigned dio_final(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, uint32_t end)
 {
     struct ol_sslot *sl = &r->slot[si];
     uint8_t *page = rec(r, sl, d->shard) - sl->pre;
     uint64_t fo = sl->stripe * stride(r) - sl->pre;
     uint32_t e = sl->aoff[d->pos];
-    if (!e) {
+    unsigned busy;
+    int k = e ? ahead_op(r, d->pos, &busy) : -1;
+    if (k < 0) {
         if (!end)
             return 0; /* all of it is in the carry, for the next stripe's write */
         slot_write(r, si, d, page, end, fo);
         return 1;
     }
-    unsigned n = 0;
-    if (sl->abusy >> d->pos & 1)
-        sl->afollow |= 1u << d->pos; /* the head after it, on the same op (ahead_done) */
-    else
-        ahead_write(r, si, d, 0, ahead_p0(sl), true);
-    n++;
-    if (end > e) {
-        slot_write(r, si, d, page + e, end - e, fo + e);
-        n++;
-    }
-    return n;
+    ahead_write(r, si, d, (unsigned)k, 0, ahead_p0(sl), true);
+    if (end == e)
+        return 1;
+    slot_write(r, si, d, page + e, end - e, fo + e);
+    return 2;
 }
 
 /* The last stripe's bytes of drive d past its last whole page. */
@@ -396,9 +430,6 @@ static void submit(struct ol_sreq *r)
         unsigned live = 0;
         sl->state = OL_SE_SL_IO;
         sl->tails = 0;
-        /* an ahead write still running: the drive's head write follows it
-         * (ahead_done); one whose drive left counts until it ends */
-        sl->afollow = 0;
         sl->pending = 0;
         /* a PUT's records are written in whole pages to the end */
         uint32_t wend = (sl->pre + len) & ~(OL_SE_PAGE - 1);
@@ -406,13 +437,9 @@ static void submit(struct ol_sreq *r)
             wend = sl->pre + len + ol_bitrot_pad(off + len);
         for (unsigned pos = 0; pos < r->n; pos++) {
             struct ol_sdrv *d = &r->d[pos];
-            if (d->err || d->fd < 0) {
-                if (sl->abusy >> pos & 1) {
-                    sl->afollow |= 1u << pos;
-                    sl->pending++;
-                }
+            sl->pending += sl->ain[pos]; /* its ahead writes count until they end */
+            if (d->err || d->fd < 0)
                 continue;
-            }
             live++;
             uint8_t *rp = rec(r, sl, d->shard);
             if (!d->dio) {
@@ -426,7 +453,7 @@ static void submit(struct ol_sreq *r)
             uint32_t all = sl->pre + len, whole = all & ~(OL_SE_PAGE - 1);
             memcpy(page, carry, sl->pre);
             memcpy(carry, page + whole, all - whole);
-            if (pad_last(r)) { /* a PUT's: whole pages to the end (early writes above) */
+            if (pad_last(r)) { /* a PUT's: whole pages to the end (ahead writes above) */
                 if (last)
                     memset(page + all, 0, wend - all);
                 sl->pending += (uint8_t)dio_final(r, si, d, wend);
@@ -481,35 +508,33 @@ static void slot_end(struct ol_sreq *r, unsigned si)
     ol_se_advance(r);
 }
 
-/* An ahead write or a head write of slot si (its wa op) ended. */
-static void ahead_done(struct ol_sreq *r, unsigned si, unsigned pos, int res)
+/* Drive pos's wa op k ended: an ahead write or a head write. */
+static void ahead_done(struct ol_sreq *r, unsigned k, unsigned pos, int res)
 {
+    struct ol_sawr *a = &r->aw[pos][k];
+    unsigned si = a->slot;
+    uint8_t kind = a->kind;
     struct ol_sslot *sl = &r->slot[si];
     struct ol_sdrv *d = &r->d[pos];
     uint32_t bit = 1u << pos;
-    if (res != (int)sl->alen[pos]) {
+    a->kind = OL_SE_AW_FREE;
+    if (res != (int)a->len) {
         if (!d->err)
             d->err = res < 0 ? res : -EIO;
     } else {
         r->c->st.direct_bytes += (uint64_t)res;
-        if (!(sl->heads & bit))
+        if (kind == OL_SE_AW_AHEAD)
             r->c->st.ahead_bytes += (uint64_t)res;
     }
-    if (sl->heads & bit) { /* the first pages of a sealed stripe's */
-        sl->heads &= ~bit;
+    if (kind == OL_SE_AW_HEAD) { /* the first pages of a sealed stripe's */
         r->c->swr--;
         return slot_end(r, si);
     }
-    sl->abusy &= ~bit;
-    if (sl->afollow & bit) { /* sealed while it ran: its head now */
-        sl->afollow &= ~bit;
-        if (d->err || r->status < 0 || r->aborted || r->phase != PH_DATA)
-            return slot_end(r, si);
-        ahead_write(r, si, d, 0, ahead_p0(sl), true);
-        ol_se_advance(r);
-        return;
-    }
-    ahead_kick(r, si);
+    if (--sl->ain[pos] == 0)
+        sl->abusy &= ~bit;
+    if (sl->state == OL_SE_SL_IO)
+        return slot_end(r, si); /* sealed since: submit counted it */
+    ahead_kick(r, si); /* still filling (or sealed, never to be written) */
     ol_se_advance(r);
 }
 

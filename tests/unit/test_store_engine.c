@@ -1005,7 +1005,8 @@ OLT_TEST_T(store_engine_default_stripe_large_object, 120)
 
 /*
  * Ahead writes (engine_put.c): a PUT whose body comes in a little at a
- * time, the loop running in between, has its stripe's whole pages written
+ * time, the loop running in between, is held at its first bytes while its
+ * files are made, then has its stripe's whole pages written
  * while the stripe fills (data pages as they come, parity pages as the
  * parity is encoded range by range), and the rest at the seal. One env
  * per size (the default 1 MiB stripe, k 2 + m 2, blocks of 512 KiB): one
@@ -1034,6 +1035,7 @@ OLT_TEST_T(store_engine_pages_written_ahead_of_the_seal, 120)
         snprintf(key, sizeof key, "obj-%u", i);
         struct sh_call t;
         put_partial(&e, &t, "ah", key, a, size, 64 * 1024);
+        OLT_CHECK_EQ(t.ones, 1); /* held at its first bytes until its files are made */
         struct ol_store_stats st0 = sh_stats(&e);
         bool ahead = false;
         for (uint64_t stop = 128 * 1024; stop < size; stop += 64 * 1024) {
