@@ -540,12 +540,12 @@ static void ahead_done(struct ol_sreq *r, unsigned k, unsigned pos, int res)
 
 void ol_se_put_slot(struct ol_sreq *r, unsigned slot, unsigned pos, int res)
 {
+    if (slot >= OL_SE_SLOTS) /* a wa op (DATA only: every phase after waits for them) */
+        return ahead_done(r, slot - OL_SE_SLOTS, pos, res);
     if (r->phase == PH_COMMIT)
         return fan_done(&r->d[pos], slot, res); /* the slots are idle: the fan's ops */
     if (r->phase == PH_PREP)
         return prep_stat_done(&r->d[pos], res); /* the bucket's statx (prep_side) */
-    if (slot >= OL_SE_SLOTS)
-        return ahead_done(r, slot - OL_SE_SLOTS, pos, res);
     struct ol_sslot *sl = &r->slot[slot];
     struct ol_sdrv *d = &r->d[pos];
     bool ok = res == (int)sl->wlen[pos];
