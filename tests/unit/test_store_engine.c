@@ -1006,14 +1006,14 @@ OLT_TEST_T(store_engine_default_stripe_large_object, 120)
 /*
  * Ahead writes (engine_put.c): a PUT whose body comes in a little at a
  * time, the loop running in between, is held at its first bytes while its
- * files are made, then has its stripe's whole pages written
- * while the stripe fills (data pages as they come, parity pages as the
- * parity is encoded range by range), and the rest at the seal. One env
- * per size (the default 1 MiB stripe, k 2 + m 2, blocks of 512 KiB): one
- * whole stripe, a stripe and a few bytes, almost three stripes, one short
- * stripe whose second data block is partly padding. The object reads back,
- * and again from the parity alone once the drives of both data shards are
- * wiped: every ahead-written page, data and parity, is right.
+ * files are made, then has its stripe's whole pages written while the
+ * stripe fills (data pages as they come, parity pages as the parity is
+ * encoded range by range), and the rest at the seal. The default 1 MiB
+ * stripe, k 2 + m 2, blocks of 512 KiB; objects of one whole stripe, a
+ * stripe and a few bytes, almost three stripes, and one short stripe whose
+ * second data block is partly padding. Each reads back, and again from the
+ * parity alone once both data shards' files are removed: every page
+ * written ahead, data and parity, is right.
  */
 OLT_TEST_T(store_engine_pages_written_ahead_of_the_seal, 120)
 {
