@@ -532,8 +532,8 @@ int ol_put_begin(struct ol_store_core *c, const struct ol_put_args *a, ol_store_
  * Returns 0 (take more); 1 (taken, but less than OL_STORE_WRITE_MAX bytes
  * of room are left, or, while the drives are idle, the PUT's files are
  * still being made (engine_put.c "Ahead writes"): do not call again before
- * EV_READY, e.g. pause the HTTP body); -EINVAL (more bytes than the size given at begin, len over
- * OL_STORE_WRITE_MAX, or after finish); -ENOBUFS (called while paused:
+ * EV_READY, e.g. pause the HTTP body); -EINVAL (more bytes than the size
+ * given at begin, len over OL_STORE_WRITE_MAX, or after finish); -ENOBUFS (called while paused:
  * nothing taken); -errno (the PUT has failed, as EV_ERROR said or will
  * say: call ol_put_abort). Never runs the callback.
  */

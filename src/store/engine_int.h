@@ -201,8 +201,7 @@ struct ol_sslot {
      * record written while the stripe still fills, and where the rest starts */
     uint32_t aoff[OL_SE_MAXD]; /* end of each drive's ahead pages in the record's
                                   page frame (0: none yet) */
-    uint8_t ain[OL_SE_MAXD];   /* each drive's ahead writes in flight */
-    uint32_t abusy;            /* drives with ahead writes in flight (ain > 0) */
+    uint8_t ahead;             /* ahead writes in flight */
     uint32_t aenc;             /* parity bytes of each block encoded so far */
     uint32_t want, good, tried;/* GET: shard masks */
     uint8_t *sp[OL_SE_MAXD];   /* GET: each shard's bytes */

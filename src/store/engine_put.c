@@ -113,10 +113,9 @@ static void slot_init(struct ol_sreq *r, struct ol_sslot *sl, uint64_t stripe)
     sl->fill = 0;
     sl->pre = (uint32_t)(stripe * stride(r) % OL_SE_PAGE);
     sl->tails = 0;
-    sl->abusy = 0;
+    sl->ahead = 0;
     sl->aenc = 0;
     memset(sl->aoff, 0, sizeof sl->aoff);
-    memset(sl->ain, 0, sizeof sl->ain);
     sl->state = OL_SE_SL_FILL;
 }
 
@@ -147,10 +146,11 @@ static uint64_t space(const struct ol_sreq *r)
     return n;
 }
 
+static bool ahead_wanted(const struct ol_sreq *r);
+
 static bool want_pause(const struct ol_sreq *r)
 {
-    if (r->phase == PH_PREP && r->mode == OL_SE_MODE_PUT && !r->inline_obj && !r->c->swr &&
-        r->written && r->written < r->size)
+    if (r->phase == PH_PREP && ahead_wanted(r) && r->written && r->written < r->size)
         return true; /* the files first, for the ahead writes ("Ahead writes") */
     uint64_t left = r->size - r->written;
     uint64_t need = left < OL_STORE_WRITE_MAX ? left : OL_STORE_WRITE_MAX;
@@ -188,7 +188,7 @@ static void seal(struct ol_sreq *r, struct ol_sslot *sl)
 static bool slots_io(const struct ol_sreq *r)
 {
     for (unsigned i = 0; i < OL_SE_SLOTS; i++)
-        if (r->slot[i].state == OL_SE_SL_IO || r->slot[i].abusy)
+        if (r->slot[i].state == OL_SE_SL_IO || r->slot[i].ahead)
             return true;
     return false;
 }
@@ -197,7 +197,7 @@ static bool slots_idle(const struct ol_sreq *r)
 {
     for (unsigned i = 0; i < OL_SE_SLOTS; i++)
         if (r->slot[i].state == OL_SE_SL_IO || r->slot[i].state == OL_SE_SL_SEALED ||
-            r->slot[i].abusy)
+            r->slot[i].ahead)
             return false;
     return true;
 }
@@ -273,6 +273,12 @@ static void slot_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, const 
  */
 #define OL_SE_AHEAD_MIN (128u * 1024u)
 
+/* A PUT's file (not inline), while no sealed stripe's writes run on the core. */
+static bool ahead_wanted(const struct ol_sreq *r)
+{
+    return pad_last(r) && !r->inline_obj && !r->c->swr;
+}
+
 /* Start of a record's ahead pages: the first page boundary after its header. */
 static uint32_t ahead_p0(const struct ol_sslot *sl)
 {
@@ -342,8 +348,7 @@ static void ahead_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, unsig
     if (head) {
         r->c->swr++;
     } else {
-        sl->ain[d->pos]++;
-        sl->abusy |= 1u << d->pos;
+        sl->ahead++;
     }
     ol_se_issue(r, w, ol_loop_write(r->c->loop, &w->op, d->fd, page + from, to - from,
                                     sl->stripe * stride(r) - sl->pre + from));
@@ -353,8 +358,8 @@ static void ahead_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, unsig
 static void ahead_kick(struct ol_sreq *r, unsigned si)
 {
     struct ol_sslot *sl = &r->slot[si];
-    if (r->phase != PH_DATA || r->status < 0 || r->aborted || !pad_last(r) || r->inline_obj ||
-        sl->state != OL_SE_SL_FILL || r->c->swr)
+    if (r->phase != PH_DATA || r->status < 0 || r->aborted || !ahead_wanted(r) ||
+        sl->state != OL_SE_SL_FILL)
         return;
     ahead_encode(r, sl);
     uint32_t base = sl->pre + OL_BITROT_HDR_SIZE;
@@ -430,14 +435,13 @@ static void submit(struct ol_sreq *r)
         unsigned live = 0;
         sl->state = OL_SE_SL_IO;
         sl->tails = 0;
-        sl->pending = 0;
+        sl->pending = sl->ahead; /* its ahead writes count until they end */
         /* a PUT's records are written in whole pages to the end */
         uint32_t wend = (sl->pre + len) & ~(OL_SE_PAGE - 1);
         if (last && pad_last(r))
             wend = sl->pre + len + ol_bitrot_pad(off + len);
         for (unsigned pos = 0; pos < r->n; pos++) {
             struct ol_sdrv *d = &r->d[pos];
-            sl->pending += sl->ain[pos]; /* its ahead writes count until they end */
             if (d->err || d->fd < 0)
                 continue;
             live++;
@@ -516,7 +520,6 @@ static void ahead_done(struct ol_sreq *r, unsigned k, unsigned pos, int res)
     uint8_t kind = a->kind;
     struct ol_sslot *sl = &r->slot[si];
     struct ol_sdrv *d = &r->d[pos];
-    uint32_t bit = 1u << pos;
     a->kind = OL_SE_AW_FREE;
     if (res != (int)a->len) {
         if (!d->err)
@@ -530,8 +533,7 @@ static void ahead_done(struct ol_sreq *r, unsigned k, unsigned pos, int res)
         r->c->swr--;
         return slot_end(r, si);
     }
-    if (--sl->ain[pos] == 0)
-        sl->abusy &= ~bit;
+    sl->ahead--;
     if (sl->state == OL_SE_SL_IO)
         return slot_end(r, si); /* sealed since: submit counted it */
     ahead_kick(r, si); /* still filling (or sealed, never to be written) */
