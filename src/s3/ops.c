@@ -2390,7 +2390,9 @@ static void get_object(struct ol_s3_req *q, bool head, bool tagging)
         return;
     st->has_vid = vq == 1;
     struct ol_get_args a = {.bucket = q->route.bucket, .key = q->route.key, .offset = 0,
-                            .length = -1, .vid = st->has_vid ? st->vid : NULL};
+                            .length = -1, .vid = st->has_vid ? st->vid : NULL,
+                            /* get_pump sends plain-HTTP slices by reference */
+                            .by_ref = !head && !tagging && ol_http_resp_can_ref(q->r)};
     q->abort_handler = get_client_gone;
     int rc = ol_get_begin(store(q), &a, get_event, q, &st->get);
     if (rc < 0)

@@ -471,6 +471,8 @@ void ol_store_core_destroy(struct ol_store_core *c)
             if (!r->in_use)
                 continue;
             for (unsigned p = 0; p < OL_SE_MAXD; p++) {
+                if (r->d[p].map) /* a GET's mapped shard file */
+                    munmap((void *)(uintptr_t)r->d[p].map, r->d[p].map_len);
                 if (r->d[p].fd >= 0)
                     close(r->d[p].fd);
                 if (r->d[p].fd2 >= 0)

@@ -389,6 +389,9 @@ struct ol_store_stats {
     uint64_t direct_bytes;          /* shard-file bytes written with O_DIRECT */
     uint64_t ahead_bytes;           /* of those, written before their stripe was sealed
                                        (engine_put.c "ahead writes") */
+    uint64_t mapped_bytes;          /* GET: shard bytes verified and handed out where
+                                       they lie in the page cache (engine_get.c
+                                       "mapped reads"), not read into a slot */
 };
 
 /*
@@ -572,6 +575,12 @@ struct ol_get_args {
                              whose latest version is newest) and ev->version
                              its latest version (object or delete marker);
                              then ol_get_end. No read quorum is asked for */
+    bool by_ref;          /* the caller only hands EV_DATA's bytes to the kernel
+                             (send(2) by reference, never read in user space):
+                             they may then lie in a read-only mapping of the
+                             shard file, where the kernel's read of a page that
+                             went bad fails the send (-EFAULT) instead of raising
+                             SIGBUS (engine_get.c "mapped reads") */
 };
 
 /*

@@ -17,19 +17,171 @@
  * Parts: an object is read one part at a time (r->pi, the part's object
  * offset r->pbase and size r->psize); stripes, slots and the range bounds
  * r->poff / r->pend are relative to the part. A PUT's object is one part.
+ *
+ * Mapped reads: when the caller sends the bytes by reference (args.by_ref:
+ * plain-HTTP GetObject), each part's shard file is also mapped read-only
+ * when it is opened, and a block whose pages are all in the page cache
+ * (mincore) is verified where it lies and handed out from there: the copy
+ * into the slot, a fifth of a large GET's CPU, is not made. A block with a
+ * page not cached is read into its slot as before (a fault in the mapping
+ * would block the loop on the drive), which also brings the file's next
+ * pages in (readahead). Shard files are never written once renamed into
+ * place (a heal or an overwrite makes a new file), so a verified page keeps
+ * its bytes while it is mapped; a page the kernel cannot supply (the file
+ * shrank under us, a read error after reclaim) raises SIGBUS in user space,
+ * which base/mapguard.h turns into a fallback to the read, and fails the
+ * send in the kernel (a short body, never wrong bytes). A rebuild copies its
+ * mapped sources into the slot first, under the same guard. The mappings
+ * are dropped when the part's files are closed, after the caller released
+ * the last slice (ol_get_next / ol_get_end).
  */
 #include "store/engine_int.h"
 
+#include "base/mapguard.h"
 #include "store/bitrot.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 enum { GPH_META = 1, GPH_WAIT, GPH_OPEN, GPH_DATA, GPH_FAILED, GPH_CLOSE, GPH_SWITCH };
 enum { M_OPEN = 1, M_READ, M_CLOSE, M_STAT, O_OPEN, X_CLOSE };
 
 static uint32_t stride(const struct ol_sreq *r) { return OL_BITROT_HDR_SIZE + r->B; }
+
+/* ---- mapped reads (see the header) --------------------------------------------------------- */
+
+/* Pages of one block a residency check covers; a larger block is read. */
+#define MAP_VEC 1040u
+
+/* d's mapping of the part's shard file, made when its first block is
+ * wanted (so a parity file is mapped only when a rebuild needs it); NULL
+ * when its blocks are to be read: the caller did not allow it, the file is
+ * empty, the mmap failed, or the mapping raised SIGBUS. */
+static const uint8_t *drive_map(struct ol_sreq *r, struct ol_sdrv *d)
+{
+    if (!r->map_ok || d->map_off)
+        return NULL;
+    if (!d->map) {
+        struct stat st;
+        d->map_off = true; /* one try per file */
+        if (fstat(d->fd, &st) < 0 || st.st_size <= 0)
+            return NULL;
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, d->fd, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        d->map = p;
+        d->map_len = (size_t)st.st_size;
+        d->map_off = false;
+    }
+    return d->map;
+}
+
+/* At the part's end, when the caller holds no slice: a mapping stays until
+ * then even when it failed, since slots handed out may still point in it. */
+static void unmap_file(struct ol_sdrv *d)
+{
+    if (d->map)
+        munmap((void *)(uintptr_t)d->map, d->map_len);
+    d->map = NULL;
+    d->map_len = 0;
+    d->map_off = false;
+}
+
+/* What a block's check learnt: shared by the mapping and the read. */
+static void block_checked(struct ol_sreq *r, struct ol_sslot *sl, unsigned i, bool ok)
+{
+    if (ok) {
+        sl->good |= 1u << i;
+    } else {
+        r->c->st.checksum_failures++;
+        r->healed = r->heal_q = true;
+    }
+}
+
+struct map_verify {
+    uint64_t seed, stripe;
+    const uint8_t *hdr;
+    uint32_t blen;
+};
+
+static int map_verify_fn(void *arg)
+{
+    const struct map_verify *a = arg;
+    return ol_bitrot_verify(a->seed, a->stripe, a->hdr, a->hdr + OL_BITROT_HDR_SIZE, a->blen);
+}
+
+/* Block i of the slot's stripe from d's mapping: true when it was decided
+ * there (good: sl->sp[i] points into the mapping; or failing its checksum),
+ * false when it must be read (a page not in the page cache, the file too
+ * short, or a SIGBUS while verifying, after which the drive is read). */
+static bool map_block(struct ol_sreq *r, struct ol_sslot *sl, unsigned i, struct ol_sdrv *d)
+{
+    uint64_t off = sl->stripe * stride(r);
+    size_t len = OL_BITROT_HDR_SIZE + sl->blen;
+    if (off > d->map_len || len > d->map_len - off)
+        return false; /* short: the read reports it */
+    uintptr_t a = (uintptr_t)d->map + off, pg = a & ~(uintptr_t)(OL_SE_PAGE - 1);
+    size_t span = a + len - pg, npg = (span + OL_SE_PAGE - 1) / OL_SE_PAGE;
+    unsigned char vec[MAP_VEC];
+    if (npg > MAP_VEC || mincore((void *)pg, span, vec) < 0)
+        return false;
+    for (size_t j = 0; j < npg; j++)
+        if (!(vec[j] & 1))
+            return false;
+    struct map_verify mv = {.seed = ol_se_part_seed(r->ddir, r->pnum, i), .stripe = sl->stripe,
+                            .hdr = (const uint8_t *)a, .blen = sl->blen};
+    int rc = ol_mapguard_run(d->map, d->map_len, map_verify_fn, &mv);
+    if (rc == -EFAULT) {
+        d->map_off = true;
+        return false;
+    }
+    if (rc == 0) {
+        sl->sp[i] = (uint8_t *)a + OL_BITROT_HDR_SIZE;
+        r->c->st.mapped_bytes += sl->blen;
+    }
+    block_checked(r, sl, i, rc == 0);
+    return true;
+}
+
+struct map_copy {
+    void *to;
+    const void *from;
+    size_t len;
+};
+
+static int map_copy_fn(void *arg)
+{
+    const struct map_copy *a = arg;
+    memcpy(a->to, a->from, a->len);
+    return 0;
+}
+
+/* Before a rebuild (ISA-L reads its sources in user space): the good blocks
+ * that lie in a mapping are copied into the slot. False when a SIGBUS lost
+ * one: it is no longer good or tried, and its drive is read from now on. */
+static bool sources_in_slot(struct ol_sreq *r, struct ol_sslot *sl)
+{
+    bool all = true;
+    uint32_t st = stride(r);
+    for (unsigned i = 0; i < r->n; i++) {
+        uint8_t *own = sl->base + (size_t)i * st + OL_BITROT_HDR_SIZE;
+        if (!(sl->good & (1u << i)) || sl->sp[i] == own)
+            continue;
+        struct ol_sdrv *d = &r->d[r->drv_of[i]];
+        struct map_copy mc = {.to = own, .from = sl->sp[i], .len = sl->blen};
+        sl->sp[i] = own;
+        if (ol_mapguard_run(d->map, d->map_len, map_copy_fn, &mc) == -EFAULT) {
+            d->map_off = true;
+            sl->good &= ~(1u << i);
+            sl->tried &= ~(1u << i);
+            all = false;
+        }
+    }
+    return all;
+}
 
 /* ---- drive steps ---------------------------------------------------------------------- */
 
@@ -310,8 +462,11 @@ static void read_more(struct ol_sreq *r, unsigned si)
             sl->state = OL_SE_SL_READY;
             return;
         }
-        if (ol_se_popcount(sl->good) >= r->k)
+        if (ol_se_popcount(sl->good) >= r->k) {
+            if (!sources_in_slot(r, sl))
+                continue;
             return rebuild(r, sl, sl->good, missing);
+        }
         uint32_t pick = sl->want & ~sl->tried;
         if (!pick) { /* sources for a rebuild: data shards first, then parity */
             unsigned need = r->k - ol_se_popcount(sl->good);
@@ -333,6 +488,8 @@ static void read_more(struct ol_sreq *r, unsigned si)
             struct ol_sdrv *d = &r->d[pos];
             if (d->err || d->fd < 0)
                 continue;
+            if (drive_map(r, d) && map_block(r, sl, i, d))
+                continue; /* decided where it lies */
             struct ol_sop *w = &r->w[si][pos];
             ol_se_issue(r, w, ol_loop_read(r->c->loop, &w->op, d->fd, sl->base + (size_t)i * st,
                                            OL_BITROT_HDR_SIZE + sl->blen, sl->stripe * st));
@@ -368,13 +525,9 @@ void ol_se_get_slot(struct ol_sreq *r, unsigned si, unsigned pos, int res)
     if (!r->ended) {
         uint8_t *hdr = sl->base + (size_t)i * stride(r);
         if (res == (int)(OL_BITROT_HDR_SIZE + sl->blen)) {
-            if (ol_bitrot_verify(ol_se_part_seed(r->ddir, r->pnum, i), sl->stripe, hdr, sl->sp[i],
-                                 sl->blen) == 0) {
-                sl->good |= 1u << i;
-            } else {
-                r->c->st.checksum_failures++;
-                r->healed = r->heal_q = true;
-            }
+            block_checked(r, sl, i,
+                          ol_bitrot_verify(ol_se_part_seed(r->ddir, r->pnum, i), sl->stripe, hdr,
+                                           sl->sp[i], sl->blen) == 0);
         } else {
             r->c->st.read_errors++;
             r->healed = r->heal_q = true;
@@ -471,6 +624,7 @@ static void close_phase(struct ol_sreq *r, uint8_t phase)
     ol_se_phase_begin(r);
     for (unsigned p = 0; p < r->n; p++) {
         struct ol_sdrv *d = &r->d[p];
+        unmap_file(d); /* the caller holds no slice now */
         if (d->fd < 0)
             continue;
         ol_se_drive_begin(d);
@@ -663,6 +817,7 @@ int ol_get_begin(struct ol_store_core *c, const struct ol_get_args *a, ol_store_
     r->off = a->offset;
     r->rlen = a->length;
     r->raw = a->raw;
+    r->map_ok = a->by_ref && ol_mapguard_init() == 0;
     if (a->vid) {
         r->has_vid = true;
         memcpy(r->want_vid, a->vid, 16);

@@ -122,6 +122,10 @@ struct ol_sdrv {
     int ffd[OL_SE_FAN];        /* PUT commit: each sync of the fan's file, or -1 */
     int err;                   /* 0, or why this drive left the request */
     int fs_err;                /* result of the dir-fsync sub-sequence */
+    const uint8_t *map;        /* GET: the part's shard file mapped read-only
+                                  (engine_get.c "mapped reads"), or NULL */
+    size_t map_len;            /*   its length: the file's size when mapped */
+    bool map_off;              /*   no more blocks from it (it failed): reads */
     uint16_t step;             /* what the pending completion is for */
     uint16_t after;            /* step to continue at after a dir fsync */
     uint8_t pos, shard;        /* position in the set, shard index it holds */
@@ -303,6 +307,7 @@ struct ol_sreq {
     bool has_vid;              /* GET / DELETE: one version, want_vid */
     uint8_t want_vid[16];
     bool raw;                  /* GET: hand over the whole file */
+    bool map_ok;               /* GET: slices may lie in a mapping of a shard file */
     struct ol_delete_args *da; /* DELETE of a version */
     struct ol_tagging_args *ta;/* a version's tag set rewritten (engine_del.c) */
 };

@@ -257,6 +257,8 @@ void sh_get_cb(void *ud, const struct ol_store_event *ev)
         }
         memcpy(t->out + t->got, ev->data, ev->len);
         t->got += ev->len;
+        if (t->on_data)
+            t->on_data(t);
         rc = ol_get_next(t->get); /* from inside the callback: the engine loops */
         if (rc < 0) {
             ol_get_end(t->get);
@@ -274,7 +276,8 @@ void sh_get_cb(void *ud, const struct ol_store_event *ev)
 
 void sh_fn_get(struct sh_call *t)
 {
-    struct ol_get_args a = {.bucket = t->bucket, .key = t->key, .offset = 0, .length = -1};
+    struct ol_get_args a = {.bucket = t->bucket, .key = t->key, .offset = 0, .length = -1,
+                            .by_ref = t->by_ref};
     int rc = ol_get_begin(t->e->c, &a, sh_get_cb, t, &t->get);
     if (rc < 0)
         sh_done(t, rc);

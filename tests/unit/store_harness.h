@@ -72,6 +72,8 @@ struct sh_call {
     int64_t len;
     uint32_t part_no;
     bool head;
+    bool by_ref;               /* ol_get_args.by_ref: slices may lie in a mapping */
+    void (*on_data)(struct sh_call *); /* after each slice is copied out, if set */
     uint8_t *out;
     uint64_t cap, got, msize;
     bool meta;

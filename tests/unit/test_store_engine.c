@@ -1183,3 +1183,133 @@ OLT_TEST_T(store_engine_syncfs_only_where_it_covers_the_filesystem, 60)
     free(a);
     free(b);
 }
+
+/* ---- GET from the page cache's mapping (engine_get.c "mapped reads") ---------------- */
+
+/* Reads the whole file, so its pages are in the page cache. */
+static void warm_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    OLT_CHECK(fd >= 0);
+    static char buf[65536];
+    while (read(fd, buf, sizeof buf) > 0)
+        ;
+    close(fd);
+}
+
+/* Mappings of this process whose line in /proc/self/maps names a file of
+ * directory dir. */
+static int maps_under(const char *dir)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    OLT_CHECK(f != NULL);
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, dir) != NULL;
+    fclose(f);
+    return n;
+}
+
+static int get_by_ref(struct sh_env *e, const char *b, const char *k, uint8_t *out,
+                      uint64_t cap, uint64_t *got, void (*on_data)(struct sh_call *))
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    t.bucket = b;
+    t.key = k;
+    t.len = -1;
+    t.out = out;
+    t.cap = cap;
+    t.by_ref = true;
+    t.on_data = on_data;
+    int rc = sh_call(e, &t, sh_fn_get);
+    *got = t.got;
+    return rc;
+}
+
+static char cut_path[900];
+static off_t cut_len;
+static void cut_after_first_slice(struct sh_call *t)
+{
+    if (cut_path[0]) {
+        OLT_CHECK_EQ(truncate(cut_path, cut_len), 0);
+        cut_path[0] = 0;
+    }
+    (void)t;
+}
+
+/* A GET whose caller sends by reference verifies blocks whose pages are
+ * cached where they lie in a mapping of the shard file and hands them out
+ * from there; other GETs, and blocks not cached, are read into the slots.
+ * A flipped byte is caught in the mapping too (and the rebuild takes its
+ * mapped sources), and a shard file cut short while the GET runs is read,
+ * found short and rebuilt around. No mapping outlives its GET. */
+OLT_TEST_T(store_engine_get_from_the_page_cache_mapping, 120)
+{
+    struct sh_env e;
+    env_open(&e, 4, 4, 4096);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "mr"), 0);
+    uint32_t B = (uint32_t)ol_ec_shard_len(SH_STRIPE, 2), st = B + OL_BITROT_HDR_SIZE;
+    uint64_t size = 5ull * 2 * B + 1000; /* 6 stripes, the last a short one */
+    uint8_t *a = sh_pattern(size, 40), *buf = malloc(size + 1);
+    uint64_t got = 0;
+    OLT_CHECK_EQ(put(&e, "mr", "obj", a, size), 0);
+    char pp[4][900];
+    for (unsigned s = 0; s < 4; s++) {
+        part_path(&e, sh_drive_with_shard(&e, "mr", "obj", s), "mr", "obj", pp[s], sizeof pp[s]);
+        warm_file(pp[s]);
+    }
+
+    /* not by reference: read into the slots */
+    struct ol_store_stats s0 = sh_stats(&e);
+    sh_check_get(&e, "mr", "obj", a, size);
+    struct ol_store_stats s1 = sh_stats(&e);
+    OLT_CHECK_EQ(s1.mapped_bytes, s0.mapped_bytes);
+
+    /* by reference: every data block from the mapping, none rebuilt */
+    OLT_CHECK_EQ(get_by_ref(&e, "mr", "obj", buf, size + 1, &got, NULL), 0);
+    OLT_CHECK_EQ(got, size);
+    OLT_CHECK_MEM(buf, a, size);
+    struct ol_store_stats s2 = sh_stats(&e);
+    uint64_t mapped = s2.mapped_bytes - s1.mapped_bytes;
+    OLT_CHECK(mapped >= size && mapped <= size + 2ull * B);
+    OLT_CHECK_EQ(s2.checksum_failures, s1.checksum_failures);
+    OLT_CHECK_EQ(s2.reads_reconstructed, s1.reads_reconstructed);
+    OLT_CHECK_EQ(maps_under(e.path[0]) + maps_under(e.path[1]) + maps_under(e.path[2]) +
+                     maps_under(e.path[3]),
+                 0);
+
+    /* a flipped data byte of shard 0, stripe 2: caught in the mapping, the
+     * stripe rebuilt from shard 1's mapped block and a parity block */
+    sh_flip_byte(pp[0], 2ull * st + OL_BITROT_HDR_SIZE + 77);
+    OLT_CHECK_EQ(get_by_ref(&e, "mr", "obj", buf, size + 1, &got, NULL), 0);
+    OLT_CHECK_EQ(got, size);
+    OLT_CHECK_MEM(buf, a, size);
+    struct ol_store_stats s3 = sh_stats(&e);
+    OLT_CHECK_EQ(s3.checksum_failures, s2.checksum_failures + 1);
+    OLT_CHECK_EQ(s3.reads_reconstructed, s2.reads_reconstructed + 1);
+    OLT_CHECK(s3.mapped_bytes > s2.mapped_bytes);
+    sh_settle(&e);
+
+    /* shard 0's file cut after the stripes the GET reads ahead, once the
+     * first slice is out: the later stripes' pages (the flipped byte's
+     * among them) are gone from the cache, so they are read, come back
+     * short and are rebuilt */
+    snprintf(cut_path, sizeof cut_path, "%s", pp[0]);
+    cut_len = (off_t)OL_STORE_GET_SLOTS * st;
+    OLT_CHECK_EQ(get_by_ref(&e, "mr", "obj", buf, size + 1, &got, cut_after_first_slice), 0);
+    OLT_CHECK_EQ(cut_path[0], 0);
+    OLT_CHECK_EQ(got, size);
+    OLT_CHECK_MEM(buf, a, size);
+    struct ol_store_stats s4 = sh_stats(&e);
+    OLT_CHECK(s4.read_errors > s3.read_errors);
+    OLT_CHECK(s4.reads_reconstructed >= s3.reads_reconstructed + 6 - OL_STORE_GET_SLOTS);
+    sh_settle(&e);
+    OLT_CHECK_EQ(maps_under(e.path[0]) + maps_under(e.path[1]) + maps_under(e.path[2]) +
+                     maps_under(e.path[3]),
+                 0);
+    free(a);
+    free(buf);
+    env_close(&e);
+}
