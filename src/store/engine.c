@@ -487,6 +487,7 @@ void ol_store_core_destroy(struct ol_store_core *c)
             }
         }
     }
+    ol_se_park_drop(c);
     for (unsigned m = 0; m <= OL_EC_MAX_PARITY; m++)
         free(c->ec[m]);
     if (c->arena)

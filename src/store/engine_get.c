@@ -56,10 +56,79 @@ static uint32_t stride(const struct ol_sreq *r) { return OL_BITROT_HDR_SIZE + r-
 /* Pages of one block a residency check covers; a larger block is read. */
 #define MAP_VEC 1040u
 
-/* d's mapping of the part's shard file, made when its first block is
- * wanted (so a parity file is mapped only when a rebuild needs it); NULL
- * when its blocks are to be read: the caller did not allow it, the file is
- * empty, the mmap failed, or the mapping raised SIGBUS. */
+/* ---- parked mappings: a GET's mappings kept for the next GET of the same
+ * files, so a hot object is not mapped, faulted in and unmapped again each
+ * time. A parked mapping is owned by the core; a GET takes it (one GET at a
+ * time: two GETs of one file each have their own) and parks it again when
+ * its part ends. Found by inode and size (the mapping holds the inode, so
+ * its number is not reused while it is parked). Unused ones go after
+ * OL_SE_PARK_MS, and the oldest when the table is full. */
+
+static void park_unmap(struct ol_se_park *pk) { munmap((void *)(uintptr_t)pk->p, pk->len); }
+
+/* Unmaps the first n (the oldest) and moves the rest down. */
+static void park_shift(struct ol_store_core *c, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        park_unmap(&c->park[i]);
+    memmove(c->park, c->park + n, (c->npark - n) * sizeof c->park[0]);
+    c->npark -= n;
+}
+
+static void park_sweep(ol_loop *loop, struct ol_timer *t)
+{
+    struct ol_store_core *c = (struct ol_store_core *)((char *)t -
+                                                       offsetof(struct ol_store_core, park_timer));
+    uint64_t now = ol_loop_now_ms(loop);
+    unsigned n = 0;
+    while (n < c->npark && now - c->park[n].at_ms >= OL_SE_PARK_MS)
+        n++;
+    park_shift(c, n);
+    if (c->npark)
+        ol_timer_arm(loop, t, OL_SE_PARK_MS - (now - c->park[0].at_ms));
+}
+
+void ol_se_park_drop(struct ol_store_core *c)
+{
+    if (ol_timer_armed(&c->park_timer))
+        ol_timer_cancel(c->loop, &c->park_timer);
+    park_shift(c, c->npark);
+}
+
+/* Takes a parked mapping of this file (the newest), or NULL. */
+static const uint8_t *park_take(struct ol_store_core *c, const struct stat *st)
+{
+    for (unsigned i = c->npark; i-- > 0;) {
+        struct ol_se_park *pk = &c->park[i];
+        if (pk->ino != (uint64_t)st->st_ino || pk->dev != (uint64_t)st->st_dev ||
+            pk->len != (size_t)st->st_size)
+            continue;
+        const uint8_t *p = pk->p;
+        memmove(pk, pk + 1, (c->npark - i - 1) * sizeof *pk);
+        c->npark--;
+        return p;
+    }
+    return NULL;
+}
+
+static void park_put(struct ol_store_core *c, struct ol_sdrv *d)
+{
+    if (c->npark == OL_SE_PARK)
+        park_shift(c, 1);
+    c->park[c->npark++] = (struct ol_se_park){.dev = d->map_dev, .ino = d->map_ino, .p = d->map,
+                                              .len = d->map_len,
+                                              .at_ms = ol_loop_now_ms(c->loop)};
+    if (!ol_timer_armed(&c->park_timer)) {
+        c->park_timer.fn = park_sweep;
+        ol_timer_arm(c->loop, &c->park_timer, OL_SE_PARK_MS);
+    }
+}
+
+/* d's mapping of the part's shard file, taken from the parked ones or made
+ * when its first block is wanted (so a parity file is mapped only when a
+ * rebuild needs it); NULL when its blocks are to be read: the caller did
+ * not allow it, the file is empty, the mmap failed, or the mapping raised
+ * SIGBUS. */
 static const uint8_t *drive_map(struct ol_sreq *r, struct ol_sdrv *d)
 {
     if (!r->map_ok || d->map_off)
@@ -69,21 +138,30 @@ static const uint8_t *drive_map(struct ol_sreq *r, struct ol_sdrv *d)
         d->map_off = true; /* one try per file */
         if (fstat(d->fd, &st) < 0 || st.st_size <= 0)
             return NULL;
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, d->fd, 0);
-        if (p == MAP_FAILED)
-            return NULL;
+        const uint8_t *p = park_take(r->c, &st);
+        if (!p) {
+            void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, d->fd, 0);
+            if (m == MAP_FAILED)
+                return NULL;
+            p = m;
+        }
         d->map = p;
         d->map_len = (size_t)st.st_size;
+        d->map_dev = (uint64_t)st.st_dev;
+        d->map_ino = (uint64_t)st.st_ino;
         d->map_off = false;
     }
     return d->map;
 }
 
-/* At the part's end, when the caller holds no slice: a mapping stays until
- * then even when it failed, since slots handed out may still point in it. */
-static void unmap_file(struct ol_sdrv *d)
+/* At the part's end, when the caller holds no slice: the mapping is parked,
+ * or unmapped when it failed (it stays until then, since slices handed out
+ * may still point into it). */
+static void unmap_file(struct ol_sreq *r, struct ol_sdrv *d)
 {
-    if (d->map)
+    if (d->map && !d->map_off)
+        park_put(r->c, d);
+    else if (d->map)
         munmap((void *)(uintptr_t)d->map, d->map_len);
     d->map = NULL;
     d->map_len = 0;
@@ -624,7 +702,7 @@ static void close_phase(struct ol_sreq *r, uint8_t phase)
     ol_se_phase_begin(r);
     for (unsigned p = 0; p < r->n; p++) {
         struct ol_sdrv *d = &r->d[p];
-        unmap_file(d); /* the caller holds no slice now */
+        unmap_file(r, d); /* the caller holds no slice now */
         if (d->fd < 0)
             continue;
         ol_se_drive_begin(d);

@@ -126,6 +126,7 @@ struct ol_sdrv {
                                   (engine_get.c "mapped reads"), or NULL */
     size_t map_len;            /*   its length: the file's size when mapped */
     bool map_off;              /*   no more blocks from it (it failed): reads */
+    uint64_t map_dev, map_ino; /*   the file it maps */
     uint16_t step;             /* what the pending completion is for */
     uint16_t after;            /* step to continue at after a dir fsync */
     uint8_t pos, shard;        /* position in the set, shard index it holds */
@@ -320,6 +321,18 @@ union ol_sreq_u {
     struct ol_get g;
 };
 
+/* A mapping parked by a GET (engine_get.c "mapped reads"): a shard file
+ * known by its inode, whose size it maps. */
+#define OL_SE_PARK 256u         /* per core; the oldest goes first */
+#define OL_SE_PARK_MS 1000u     /* unused that long: unmapped (a deleted file's
+                                   space is freed then) */
+struct ol_se_park {
+    uint64_t dev, ino;
+    const uint8_t *p;
+    size_t len;
+    uint64_t at_ms;             /* when it was parked (the loop's clock) */
+};
+
 struct ol_store_core {
     struct ol_store *s;
     ol_loop *loop;
@@ -333,7 +346,15 @@ struct ol_store_core {
     struct ol_store_stats st;
     _Atomic unsigned barriers_out;  /* barriers the syncer still holds (syncer.h) */
     unsigned swr;              /* PUT: sealed stripes' writes in flight on this core */
+    /* GET: mappings of shard files kept after their GET, oldest first, for
+     * the next GET of the same file (engine_get.c "mapped reads") */
+    struct ol_se_park park[OL_SE_PARK];
+    unsigned npark;
+    struct ol_timer park_timer;   /* unmaps those unused for OL_SE_PARK_MS */
 };
+
+/* Unmaps every parked mapping (ol_store_core_destroy). */
+void ol_se_park_drop(struct ol_store_core *c);
 
 /* ---- engine.c: plumbing shared by the request kinds ------------------------ */
 
