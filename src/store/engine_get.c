@@ -31,9 +31,10 @@
  * shrank under us, a read error after reclaim) raises SIGBUS in user space,
  * which base/mapguard.h turns into a fallback to the read, and fails the
  * send in the kernel (a short body, never wrong bytes). A rebuild copies its
- * mapped sources into the slot first, under the same guard. The mappings
- * are dropped when the part's files are closed, after the caller released
- * the last slice (ol_get_next / ol_get_end).
+ * mapped sources into the slot first, under the same guard. A GET gives its
+ * mappings up when the part's files are closed, after the caller released
+ * the last slice (ol_get_next / ol_get_end): they are parked on the core
+ * for the next GET of the same files (below), or unmapped when they failed.
  */
 #include "store/engine_int.h"
 
