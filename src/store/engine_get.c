@@ -19,10 +19,10 @@
  * r->poff / r->pend are relative to the part. A PUT's object is one part.
  *
  * Mapped reads: when the caller sends the bytes by reference (args.by_ref:
- * plain-HTTP GetObject), each part's shard file is also mapped read-only
- * when it is opened, and a block whose pages are all in the page cache
- * (mincore) is verified where it lies and handed out from there: the copy
- * into the slot, a fifth of a large GET's CPU, is not made. A block with a
+ * plain-HTTP GetObject), a part's shard file is also mapped read-only
+ * when its first block is wanted, and a block whose pages are all in the
+ * page cache (mincore) is verified where it lies and handed out from
+ * there: the copy into the slot, a fifth of a large GET's CPU, is not made. A block with a
  * page not cached is read into its slot as before (a fault in the mapping
  * would block the loop on the drive), which also brings the file's next
  * pages in (readahead). Shard files are never written once renamed into
