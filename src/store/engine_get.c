@@ -158,7 +158,7 @@ static const uint8_t *drive_map(struct ol_sreq *r, struct ol_sdrv *d)
 /* At the part's end, when the caller holds no slice: the mapping is parked,
  * or unmapped when it failed (it stays until then, since slices handed out
  * may still point into it). */
-static void unmap_file(struct ol_sreq *r, struct ol_sdrv *d)
+static void map_release(struct ol_sreq *r, struct ol_sdrv *d)
 {
     if (d->map && !d->map_off)
         park_put(r->c, d);
@@ -703,7 +703,7 @@ static void close_phase(struct ol_sreq *r, uint8_t phase)
     ol_se_phase_begin(r);
     for (unsigned p = 0; p < r->n; p++) {
         struct ol_sdrv *d = &r->d[p];
-        unmap_file(r, d); /* the caller holds no slice now */
+        map_release(r, d); /* the caller holds no slice now */
         if (d->fd < 0)
             continue;
         ol_se_drive_begin(d);
