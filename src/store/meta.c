@@ -639,6 +639,17 @@ int ol_meta_open(const uint8_t *buf, size_t len, struct ol_meta_file *f)
         return -EBADMSG;
     if (len < 6 + OL_META_TRAILER_LEN || len > OL_META_MAX_FILE)
         return -EBADMSG;
+    if (len >= OL_META_HDR_LEN) { /* zeros after the file, to a page (OL_META_PAD) */
+        uint32_t total = ol_le_ld32(buf + 12);
+        if (total >= 6 + OL_META_TRAILER_LEN && total < len) {
+            if (len > ((size_t)total + OL_META_PAD - 1) / OL_META_PAD * OL_META_PAD)
+                return -EBADMSG;
+            for (size_t i = total; i < len; i++)
+                if (buf[i])
+                    return -EBADMSG;
+            len = total;
+        }
+    }
     if (hash64(buf, len - OL_META_TRAILER_LEN) != ol_le_ld64(buf + len - OL_META_TRAILER_LEN))
         return -EBADMSG;
     if (ol_le_ld16(buf + 4) != OL_META_FORMAT)

@@ -107,6 +107,9 @@
 #define OL_META_HDR_LEN      16u     /* fixed header; the key follows */
 #define OL_META_TRAILER_LEN  8u
 /* Bytes of a file without versions whose key is klen bytes. */
+/* A file may end in zeros up to the next multiple of this, which readers
+ * skip: what an O_DIRECT writer writes (engine_put.c "ordered commit"). */
+#define OL_META_PAD          4096u
 #define OL_META_EMPTY_LEN(klen) (OL_META_HDR_LEN + 2u + (klen) + OL_META_TRAILER_LEN)
 #define OL_META_DM_LEN       32u     /* a delete marker record */
 #define OL_META_OBJ_FIXED    88u     /* fixed part of an object record */
@@ -371,7 +374,8 @@ int ol_meta_encode(const char *key, size_t klen, const struct ol_meta_version *c
 /*
  * ol_meta_open - validates the whole file buf[0..len) and sets up f.
  *
- * len must be the file's exact length. Checks, in this order: the magic
+ * len is the file's length: the encoded bytes, or those followed by zeros up
+ * to the next multiple of OL_META_PAD (which are then skipped). Checks, in this order: the magic
  * (and 14 bytes at least), len <= OL_META_MAX_FILE, the trailer checksum
  * (-EBADMSG); the format version (-ENOTSUP: magic, version and trailer
  * are the same in every format version, so a corrupt file is -EBADMSG and

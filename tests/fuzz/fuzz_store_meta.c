@@ -242,6 +242,15 @@ static void open_mode(const uint8_t *buf, size_t n)
         REQUIRE(n >= 14 && memcmp(buf, OL_META_MAGIC, 4) == 0 && (buf[4] | buf[5] << 8) != 1);
     if (rc)
         return;
+    if (f.len < n) { /* zeros after the file, at most to its next page: the file before them */
+        REQUIRE(n <= ((size_t)f.len + OL_META_PAD - 1) / OL_META_PAD * OL_META_PAD);
+        for (size_t i = f.len; i < n; i++)
+            REQUIRE(buf[i] == 0);
+        uint8_t *c = dup_bytes(buf, f.len);
+        open_mode(c, f.len);
+        free(c);
+        return;
+    }
     check_valid(buf, n, true);
     /* every truncation is refused (a sample of them for big files) */
     for (size_t k = 0; k < n; k += (n > 512 ? n / 97 + 1 : 1)) {
@@ -461,6 +470,21 @@ static void encode_mode(const uint8_t *data, size_t size)
     struct ol_meta_file mf;
     REQUIRE(ol_meta_open(f, (size_t)n, &mf) == 0 && mf.count == nv);
     REQUIRE(mf.key.len == klen && memcmp(mf.key.p, key, klen) == 0);
+    { /* padded with zeros to its page, as an O_DIRECT writer leaves it: the same file */
+        size_t pl = ((size_t)n + OL_META_PAD - 1) / OL_META_PAD * OL_META_PAD;
+        uint8_t *p = calloc(1, pl + 1);
+        REQUIRE(p);
+        memcpy(p, f, (size_t)n);
+        struct ol_meta_file pf;
+        REQUIRE(ol_meta_open(p, pl, &pf) == 0 && pf.len == (uint32_t)n && pf.count == nv);
+        p[pl] = 1; /* a byte past the page, or a non-zero one in it: corrupt */
+        REQUIRE(ol_meta_open(p, pl + 1, &pf) == -EBADMSG);
+        if (pl > (size_t)n) {
+            p[pl - 1] = 1;
+            REQUIRE(ol_meta_open(p, pl, &pf) == -EBADMSG);
+        }
+        free(p);
+    }
     struct ol_meta_version d;
     for (unsigned i = 0; i < nv; i++) {
         REQUIRE(ol_meta_next(&mf, &d) == 1);

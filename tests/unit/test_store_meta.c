@@ -951,6 +951,7 @@ OLT_TEST_T(store_meta_limits, 60)
     n = ol_meta_encode(KEY, KLEN, ivs, 31, buf, cap);
     OLT_CHECK(n > 0 && (unsigned)n < OL_META_MAX_FILE);
     OLT_CHECK_EQ(ol_meta_put_version(buf, (size_t)n, KEY, KLEN, &iv[31], false, out, cap), -E2BIG);
+    buf[n] = 0xA5; /* a byte after the file that is not padding */
     OLT_CHECK(ol_meta_open(buf, (size_t)n + 1, &f) == -EBADMSG);
     free(buf);
     free(out);
@@ -1126,6 +1127,37 @@ OLT_TEST(store_meta_truncated_and_extended)
     st32(c + 12, (uint32_t)n + 1); /* and with the total length fixed too */
     refix(c, (size_t)n + 1);
     OLT_CHECK_EQ(ol_meta_open(c, (size_t)n + 1, &f), -EBADMSG);
+    free(c);
+    free(buf);
+}
+
+/* Zeros after the file up to its next 4 KiB boundary (an O_DIRECT writer's
+ * page) are skipped; any other trailing byte, or zeros past the page, is
+ * corrupt. */
+OLT_TEST(store_meta_zero_padding_to_a_page)
+{
+    int n;
+    uint8_t *buf = small_file(&n);
+    OLT_CHECK(n < (int)OL_META_PAD);
+    uint8_t *c = calloc(1, 2 * OL_META_PAD);
+    OLT_CHECK(c);
+    memcpy(c, buf, (size_t)n);
+    struct ol_meta_file f;
+    for (size_t len = (size_t)n; len <= OL_META_PAD; len += len < (size_t)n + 9 ? 1 : 997) {
+        OLT_CHECK_EQ(ol_meta_open(c, len, &f), 0);
+        OLT_CHECK_EQ(f.len, (uint32_t)n);
+        OLT_CHECK_EQ(f.count, 3);
+    }
+    OLT_CHECK_EQ(ol_meta_open(c, OL_META_PAD, &f), 0);
+    OLT_CHECK_EQ(ol_meta_open(c, OL_META_PAD + 1, &f), -EBADMSG); /* past the page */
+    for (size_t at = (size_t)n; at < OL_META_PAD; at += 1021) {
+        c[at] = 1;
+        OLT_CHECK_EQ(ol_meta_open(c, OL_META_PAD, &f), -EBADMSG);
+        c[at] = 0;
+    }
+    c[OL_META_PAD - 1] = 0x80;
+    OLT_CHECK_EQ(ol_meta_open(c, OL_META_PAD, &f), -EBADMSG);
+    OLT_CHECK_EQ(ol_meta_open(c, OL_META_PAD - 1, &f), 0);
     free(c);
     free(buf);
 }
