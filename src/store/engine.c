@@ -51,6 +51,8 @@ static size_t ol_se_round(size_t v, size_t a) { return (v + a - 1) / a * a; }
  * may keep data the server has not committed. Those drives are synced file
  * by file (store.md, "Making writes durable").
  */
+#define OL_SE_XFS_MAGIC 0x58465342ul
+
 static bool syncfs_whole(int dfd, unsigned long *type)
 {
     struct statfs st;
@@ -60,7 +62,7 @@ static bool syncfs_whole(int dfd, unsigned long *type)
     *type = (unsigned long)st.f_type;
     switch (*type) {
     case 0xEF53ul:     /* ext2, ext3, ext4 */
-    case 0x58465342ul: /* XFS */
+    case OL_SE_XFS_MAGIC:
     case 0x9123683Eul: /* btrfs */
     case 0xF2F52010ul: /* f2fs */
     case 0xCA451A4Eul: /* bcachefs */
@@ -289,6 +291,7 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
         for (unsigned i = 0; i < n; i++) {
             struct ol_store_drive *dr = &s->drives[i];
             dr->syncfs = dr->dfd >= 0 && syncfs_whole(dr->dfd, &dr->fs_type);
+            dr->ordered = dr->syncfs && dr->dio && dr->fs_type == OL_SE_XFS_MAGIC;
             dfds[i] = dr->syncfs ? dr->dfd : -1; /* the others are synced file by file */
         }
         rc = ol_syncers_open(dfds, n, &s->sync, err, errlen);
@@ -354,6 +357,11 @@ bool ol_store_drive_syncfs(const struct ol_store *s, unsigned drive, unsigned lo
     if (fs_type)
         *fs_type = drive < s->n ? s->drives[drive].fs_type : 0;
     return drive < s->n && s->drives[drive].syncfs;
+}
+
+bool ol_store_drive_ordered(const struct ol_store *s, unsigned drive)
+{
+    return drive < s->n && s->drives[drive].ordered;
 }
 
 bool ol_store_drive_adopted(const struct ol_store *s, unsigned drive)

@@ -967,5 +967,8 @@ bool ol_store_drive_direct_io(const struct ol_store *s, unsigned drive);
  * directory there); *fs_type, if not NULL, gets its statfs f_type (0 with
  * sync = 1: not looked at). */
 bool ol_store_drive_syncfs(const struct ol_store *s, unsigned drive, unsigned long *fs_type);
+/* Does a PUT's commit on configured drive i need one barrier instead of two
+ * (engine_put.c "ordered commit": group commit, O_DIRECT and XFS)? */
+bool ol_store_drive_ordered(const struct ol_store *s, unsigned drive);
 
 #endif

@@ -60,6 +60,9 @@ struct ol_store_drive {
                                   durable as a whole (ol_store_open); else an fsync
                                   of each file and directory */
     unsigned long fs_type;     /* statfs f_type of its filesystem */
+    bool ordered;              /* a PUT's commit needs one barrier here, not two:
+                                  syncfs, dio and XFS (engine_put.c "ordered
+                                  commit") */
 };
 
 struct ol_se_reg;              /* the multipart registry (engine_mpu.c) */
@@ -135,6 +138,9 @@ struct ol_sdrv {
     bool active;               /* has work in the current phase */
     /* PUT */
     bool dio;                  /* its file is open with O_DIRECT (engine_put.c) */
+    bool ord;                  /* this PUT's commit is ordered: its metadata written
+                                  with O_DIRECT, one barrier after the rename
+                                  (engine_put.c "ordered commit") */
     bool bucket, made_tmp, made_part, made_ab, made_obj, renamed, tmeta, committed;
     uint8_t prep_wait;         /* PUT PREP: the statx and the file's steps still
                                   running side by side (engine_put.c prep_side) */
@@ -382,6 +388,9 @@ int ol_se_dfd(const struct ol_sreq *r, unsigned pos);
  * directory descriptor, before any of the fan's syncs is issued. A test
  * kills the drive's filesystem there to fail those syncs for real. */
 extern void (*ol_se_fan_hook)(int dfd);
+/* Test hook, the same way: called as a PUT's metadata has been renamed into
+ * place on a drive, before the barrier that makes the rename durable. */
+extern void (*ol_se_renamed_hook)(int dfd);
 /* Blocking (ol_store_open only): removes everything inside directory fd,
  * which stays open; depth 0 at the top. 0 or -errno. */
 int ol_se_rm_inside(int fd, int depth);

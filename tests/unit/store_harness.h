@@ -203,5 +203,9 @@ bool sh_mount_image(const char *img, const char *dir);
  * without flushing the log): what was not durable is lost, and from then
  * on every call on it fails with EIO until it is mounted again. */
 bool sh_xfs_shutdown(int fd);
+/* The same after forcing the log to the disk (XFS_FSOP_GOING_FLAGS_LOGFLUSH):
+ * every change made so far is durable in the journal, but the data in the
+ * page cache (buffered writes not yet written back) is lost. */
+bool sh_xfs_shutdown_after_the_log(int fd);
 
 #endif

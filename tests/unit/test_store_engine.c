@@ -1131,6 +1131,95 @@ OLT_TEST_T(store_engine_acknowledged_writes_survive_a_power_cut, 120)
     free(c);
 }
 
+/* ---- the ordered commit: a crash between the rename and its barrier (root, xfsprogs) ---- */
+
+static unsigned renames_left; /* the hook shuts the XFS down at the last of these */
+
+static void log_at_last_rename(int dfd)
+{
+    if (renames_left && --renames_left == 0)
+        OLT_CHECK(sh_xfs_shutdown_after_the_log(dfd));
+}
+
+/*
+ * On XFS with O_DIRECT a PUT's commit renames its metadata into place as
+ * soon as it is written and then waits for one barrier (engine_put.c "the
+ * ordered commit"). Four drives on one loop-mounted XFS; as the last of a
+ * PUT's four renames completes, before any barrier could follow it, the
+ * filesystem's log is forced to the disk and it is shut down: the renames
+ * are durable, and whatever the page cache alone held is lost, as after a
+ * power cut that fell right there. Mounted again, every drive's metadata
+ * names the new version and opens (it was written with O_DIRECT, not left
+ * to writeback), and the object reads back whole with nothing rebuilt
+ * (the shard files' bytes were on the disk before the rename): for a new
+ * object of three stripes, an inline one and an overwrite. With the group
+ * commit (not with OLT_STORE_SYNC=fsync, where the renames follow fsyncs)
+ * each PUT takes one barrier per drive.
+ */
+OLT_TEST_T(store_engine_ordered_commit_survives_a_log_flush, 120)
+{
+    if (geteuid() != 0 || system("command -v mkfs.xfs >/dev/null 2>&1") != 0)
+        OLT_SKIP("needs root and mkfs.xfs (a loop-mounted XFS)");
+    if (!sh_own_mount_ns())
+        OLT_SKIP("cannot make a private mount namespace here");
+    char img[400], fs[400];
+    snprintf(img, sizeof img, "%s/oc.img", olt_tmpdir());
+    snprintf(fs, sizeof fs, "%s/oc", olt_tmpdir());
+    OLT_CHECK_EQ(mkdir(fs, 0700), 0);
+    if (!sh_mount_xfs(img, fs))
+        OLT_SKIP("cannot loop-mount an XFS image here");
+    uint8_t *a = sh_pattern(300000, 80), *b = sh_pattern(2000, 81), *c = sh_pattern(150000, 82);
+    struct { const char *key; const uint8_t *old, *data; uint64_t oldsize, size; } cases[] = {
+        {"big", NULL, a, 0, 300000}, {"inl", NULL, b, 0, 2000}, {"over", a, c, 300000, 150000},
+    };
+    struct sh_env e;
+    env_dirs(&e, 4, fs);
+    e.p = (struct ol_store_params){.drives = e.dp, .n = 4, .drives_per_set = 4, .parity = -1,
+                                   .stripe_bytes = SH_STRIPE, .inline_max = 4096};
+    for (unsigned ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        sh_env_start(&e);
+        bool grouped = e.p.sync == 0;
+        for (unsigned i = 0; i < 4; i++)
+            OLT_CHECK_EQ(ol_store_drive_ordered(e.s, i), grouped);
+        if (ci == 0)
+            OLT_CHECK_EQ(sh_bucket_create(&e, "oc"), 0);
+        if (cases[ci].old) {
+            uint64_t syncs, b0, b1, ns;
+            ol_store_sync_stats(e.s, &syncs, &b0, &ns);
+            OLT_CHECK_EQ(put(&e, "oc", cases[ci].key, cases[ci].old, cases[ci].oldsize), 0);
+            ol_store_sync_stats(e.s, &syncs, &b1, &ns);
+            OLT_CHECK_EQ(b1 - b0, grouped ? 4 : 0); /* one barrier per drive */
+        }
+        renames_left = 4;
+        ol_se_renamed_hook = log_at_last_rename;
+        (void)put(&e, "oc", cases[ci].key, cases[ci].data, cases[ci].size); /* may fail: EIO */
+        ol_se_renamed_hook = NULL;
+        OLT_CHECK_EQ(renames_left, 0);
+        sh_env_stop(&e, true);
+        OLT_CHECK_EQ(umount2(fs, 0), 0);
+        OLT_CHECK(sh_mount_image(img, fs));
+        sh_env_start(&e);
+        for (unsigned i = 0; i < 4; i++) {
+            uint8_t *buf = malloc(1u << 20);
+            OLT_CHECK(buf);
+            struct ol_meta_version v;
+            OLT_CHECK(sh_drive_meta(&e, i, "oc", cases[ci].key, buf, 1u << 20, &v));
+            OLT_CHECK_EQ(v.size, cases[ci].size);
+            free(buf);
+        }
+        struct ol_store_stats s0 = sh_stats(&e);
+        sh_check_get(&e, "oc", cases[ci].key, cases[ci].data, cases[ci].size);
+        struct ol_store_stats s1 = sh_stats(&e);
+        OLT_CHECK_EQ(s1.reads_reconstructed - s0.reads_reconstructed, 0);
+        OLT_CHECK_EQ(s1.checksum_failures - s0.checksum_failures, 0);
+        sh_env_stop(&e, false);
+    }
+    OLT_CHECK_EQ(umount2(fs, 0), 0);
+    free(a);
+    free(b);
+    free(c);
+}
+
 /*
  * Drives on a filesystem that syncfs is not known to make durable as a
  * whole (a ramfs mount here, standing in for FUSE or a network
