@@ -158,6 +158,8 @@ struct ol_sdrv {
                                   they start) */
     uint8_t fst[OL_SE_FAN];    /* each sync's step (engine_put.c) */
     int fan_err;               /* the fan's first error */
+    int mren_res;              /* ordered commit: the metadata's rename, a member of
+                                  the fan (engine_put.c) */
     struct ol_sync_wait sw;    /* a barrier of s (ol_se_barrier) */
     bool one;                  /* DELETE of a version: only d->v's data dir goes */
     /* multipart */

@@ -499,6 +499,7 @@ static void prep_stat_done(struct ol_sdrv *d, int res);
 static void prep_half(struct ol_sdrv *d, int err);
 static void early_start(struct ol_sdrv *d);
 static void commit_meta(struct ol_sdrv *d);
+static void commit_start(struct ol_sdrv *d);
 
 /* One of sealed slot si's writes ended: the slot is free after the last. */
 static void slot_end(struct ol_sreq *r, unsigned si)
@@ -613,7 +614,10 @@ static void drive_fail(struct ol_sdrv *d, int err)
  * that hold the ones this commit made (objects/ also for a new <hash>
  * under an <ab> it found: fan_start). Each ends by closing what it used;
  * the last to end renames the metadata (C_MRENAME), or fails the drive
- * with the first error. On one journal the syncs share its flushes.
+ * with the first error. On one journal the syncs share its flushes. With
+ * the group commit the members are the closes and one barrier; with the
+ * ordered commit (below) the closes and the rename itself, whose barrier
+ * follows (a barrier needs no file closed).
  */
 enum { F_DATA, F_META, F_OBJECTS, F_AB };
 
@@ -650,12 +654,16 @@ static void fan_member(struct ol_sdrv *d, unsigned k, int fd, const char *path)
                                             O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0));
 }
 
+static void meta_renamed(struct ol_sdrv *d, int res);
+
 static void fan_end(struct ol_sdrv *d)
 {
     if (--d->fan)
         return;
     if (d->fan_err)
         return drive_fail(d, d->fan_err);
+    if (d->ord) /* the rename was a member */
+        return meta_renamed(d, d->mren_res);
     d->step = C_MRENAME;
     ol_se_renameat(d, d->s.r->p_tmeta, d->s.r->p_meta);
 }
@@ -690,7 +698,28 @@ static void fan_start(struct ol_sdrv *d)
         d->step = C_FANSYNC;
         ol_se_barrier(d);
     }
+    if (d->ord) { /* the rename beside the closes: the writes are done, the files may stay open */
+        d->fan++;
+        d->step = C_MRENAME;
+        ol_se_renameat(d, r->p_tmeta, r->p_meta);
+    }
     fan_end(d);
+}
+
+/* The metadata's rename into place ended with res: the barrier that makes
+ * it durable next (or the commit again, when <hash> vanished). */
+static void meta_renamed(struct ol_sdrv *d, int res)
+{
+    struct ol_sreq *r = d->s.r;
+    if (res == -ENOENT && d->retries++ < OL_SE_RETRIES)
+        return commit_start(d); /* an inline object's <hash> vanished */
+    if (res < 0)
+        return drive_fail(d, res);
+    d->tmeta = false;
+    d->committed = true;
+    if (ol_se_renamed_hook)
+        ol_se_renamed_hook(ol_se_dfd(r, d->pos));
+    ol_se_fsync_dir(d, r->p_obj, C_OSYNCED);
 }
 
 static void fan_done(struct ol_sdrv *d, unsigned k, int res)
@@ -1211,15 +1240,11 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
             d->fan_err = res;
         return fan_end(d);
     case C_MRENAME:
-        if (res == -ENOENT && d->retries++ < OL_SE_RETRIES)
-            return commit_start(d); /* an inline object's <hash> vanished */
-        if (res < 0)
-            return drive_fail(d, res);
-        d->tmeta = false;
-        d->committed = true;
-        if (ol_se_renamed_hook)
-            ol_se_renamed_hook(ol_se_dfd(r, d->pos));
-        return ol_se_fsync_dir(d, r->p_obj, C_OSYNCED);
+        if (d->ord) { /* a member of the fan */
+            d->mren_res = res;
+            return fan_end(d);
+        }
+        return meta_renamed(d, res);
     case C_OSYNCED:
         if (res < 0 && !d->err)
             d->err = res; /* visible but maybe not durable: not counted */
