@@ -3,7 +3,9 @@
 #   1. C unit tests, normal build          (build/unit_tests)
 #   2. C unit tests, ASan+UBSan build      (build/asan/unit_tests)
 #      and the object engine's tests again with an fsync per file
-#      (OLT_STORE_SYNC=fsync; the default is the syncfs group commit)
+#      (OLT_STORE_SYNC=fsync; the default is the syncfs group commit), and
+#      again (ASan build) with their drives on a loop-mounted XFS, where a
+#      PUT takes the ordered commit (root and mkfs.xfs; else said and left out)
 #   3. allocation-count test, normal build (build/alloc_tests)
 #   4. integration tests (pytest, real openlaked processes), ASan+UBSan build,
 #      including the real-vLLM tests (marker vllm, tests/integration/test_vllm.py)
@@ -26,6 +28,22 @@ sed 's/ unit:/ unit-asan:/' build/test-results-asan.txt >> "$res"; rm -f build/t
 echo "== object engine unit tests with store_sync = fsync (normal build)"
 OLT_STORE_SYNC=fsync ./build/unit_tests -r build/test-results-fsync.txt store_
 sed 's/ unit:/ unit-fsync:/' build/test-results-fsync.txt >> "$res"; rm -f build/test-results-fsync.txt
+echo "== object engine unit tests with their drives on XFS (ASan+UBSan build)"
+xfs_img=build/xfs-tests.img xfs_dir=build/xfs-tests
+if [ "$(id -u)" = 0 ] && command -v mkfs.xfs >/dev/null 2>&1; then
+  mountpoint -q "$xfs_dir" && umount "$xfs_dir"
+  rm -f "$xfs_img"; mkdir -p "$xfs_dir"
+  if truncate -s 8G "$xfs_img" && mkfs.xfs -q -f "$xfs_img" && mount -o loop "$xfs_img" "$xfs_dir"; then
+    TMPDIR="$PWD/$xfs_dir" ./build/asan/unit_tests -r build/test-results-xfs.txt store_
+    sed 's/ unit:/ unit-xfs:/' build/test-results-xfs.txt >> "$res"; rm -f build/test-results-xfs.txt
+    umount "$xfs_dir"
+  else
+    echo "(cannot loop-mount an XFS image here: left out)"
+  fi
+  rm -f "$xfs_img"; rmdir "$xfs_dir" 2>/dev/null
+else
+  echo "(needs root and mkfs.xfs: left out)"
+fi
 echo "== allocation count per request (normal build)"
 ./build/alloc_tests -r "$res"
 

@@ -1256,7 +1256,8 @@ OLT_TEST_T(store_engine_syncfs_only_where_it_covers_the_filesystem, 60)
     ol_store_sync_stats(e.s, &syncs, &b0, &ns);
     OLT_CHECK_EQ(put(&e, "rf", "k", a, 300000), 0);
     ol_store_sync_stats(e.s, &syncs, &b1, &ns);
-    OLT_CHECK_EQ(b1 - b0, grouped ? 2 * 2 : 0);
+    /* two barriers per drive for a PUT, one with the ordered commit (an XFS TMPDIR) */
+    OLT_CHECK_EQ(b1 - b0, grouped ? 2 * (ol_store_drive_ordered(e.s, 0) ? 1 : 2) : 0);
     OLT_CHECK_EQ(put(&e, "rf", "k", b, 200000), 0);
     OLT_CHECK_EQ(put(&e, "rf", "gone", a, 300000), 0);
     OLT_CHECK_EQ(sh_del(&e, "rf", "gone"), 0);
