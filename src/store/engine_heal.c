@@ -735,6 +735,16 @@ static int meta_write(struct hctx *h, unsigned p)
     }
     int len = rc == 0 ? ol_meta_encode(h->key, h->klen, vp, h->nv, out, cap) : rc;
     rc = len < 0 ? len : 0;
+    /* padded to its page as the reference's is (a PUT's on XFS, engine_put.c
+     * "the ordered commit"), so the healed file is byte for byte the lost one */
+    const struct hdrv *rd = &h->d[h->ref];
+    if (rc == 0 && rd->len > rd->mf.len) {
+        size_t pl = ((size_t)len + OL_META_PAD - 1) / OL_META_PAD * OL_META_PAD;
+        if (pl <= cap) {
+            memset(out + len, 0, pl - (size_t)len);
+            len = (int)pl;
+        }
+    }
     char tmp[OL_SE_PATH];
     tmp_name(h, tmp, "meta");
     int fd = -1;

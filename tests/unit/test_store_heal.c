@@ -63,8 +63,7 @@ static void check_padding(const uint8_t *b, size_t got, size_t len)
         OLT_CHECK_EQ(b[i], 0);
 }
 
-/* The file holds want[0..len), then nothing (or a shard file's padding, or
- * a metadata file's: store-meta.md). */
+/* The file holds want[0..len), then nothing (or a shard file's padding). */
 static void same_file(const char *path, const uint8_t *want, size_t len)
 {
     size_t got = 0;
@@ -94,9 +93,6 @@ static void snap_take(const struct sh_env *e, const char *b, const char *k, stru
         snprintf(s->meta[i], sizeof s->meta[i], "%s/meta", dir);
         s->mb[i] = slurp(s->meta[i], &s->ml[i]);
         OLT_CHECK(s->mb[i]);
-        struct ol_meta_file mf; /* its encoded bytes: a PUT's may be padded to a page */
-        OLT_CHECK_EQ(ol_meta_open(s->mb[i], s->ml[i], &mf), 0);
-        s->ml[i] = mf.len;
         struct ol_meta_version v;
         OLT_CHECK(sh_drive_meta(e, i, b, k, buf, sizeof buf, &v));
         if (!sh_part_path(e, i, b, k, 1, s->part[i], sizeof s->part[i]))
