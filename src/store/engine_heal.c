@@ -739,7 +739,7 @@ static int meta_write(struct hctx *h, unsigned p)
      * "the ordered commit"), so the healed file is byte for byte the lost one */
     const struct hdrv *rd = &h->d[h->ref];
     if (rc == 0 && rd->len > rd->mf.len) {
-        size_t pl = ((size_t)len + OL_META_PAD - 1) / OL_META_PAD * OL_META_PAD;
+        size_t pl = OL_META_PADDED((size_t)len);
         if (pl <= cap) {
             memset(out + len, 0, pl - (size_t)len);
             len = (int)pl;

@@ -821,7 +821,8 @@ static uint32_t meta_wlen(struct ol_sdrv *d, uint32_t n)
 {
     if (!d->ord)
         return n;
-    uint32_t w = (n + OL_SE_PAGE - 1) & ~(OL_SE_PAGE - 1);
+    _Static_assert(OL_META_PAD % OL_SE_PAGE == 0, "padded metadata is whole O_DIRECT pages");
+    uint32_t w = OL_META_PADDED(n);
     if (w >= d->s.r->c->s->meta_cap) { /* unpadded, buffered: two barriers */
         d->ord = false;
         if (d->tfd >= 0)

@@ -642,7 +642,7 @@ int ol_meta_open(const uint8_t *buf, size_t len, struct ol_meta_file *f)
     if (len >= OL_META_HDR_LEN) { /* zeros after the file, to a page (OL_META_PAD) */
         uint32_t total = ol_le_ld32(buf + 12);
         if (total >= 6 + OL_META_TRAILER_LEN && total < len) {
-            if (len > ((size_t)total + OL_META_PAD - 1) / OL_META_PAD * OL_META_PAD)
+            if (len > OL_META_PADDED((size_t)total))
                 return -EBADMSG;
             for (size_t i = total; i < len; i++)
                 if (buf[i])

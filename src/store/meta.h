@@ -106,10 +106,12 @@
 #define OL_META_FORMAT       1u      /* the only format version of this codec */
 #define OL_META_HDR_LEN      16u     /* fixed header; the key follows */
 #define OL_META_TRAILER_LEN  8u
-/* Bytes of a file without versions whose key is klen bytes. */
 /* A file may end in zeros up to the next multiple of this, which readers
  * skip: what an O_DIRECT writer writes (engine_put.c "ordered commit"). */
 #define OL_META_PAD          4096u
+/* The length of n encoded bytes with their padding. */
+#define OL_META_PADDED(n)    (((n) + OL_META_PAD - 1) / OL_META_PAD * OL_META_PAD)
+/* Bytes of a file without versions whose key is klen bytes. */
 #define OL_META_EMPTY_LEN(klen) (OL_META_HDR_LEN + 2u + (klen) + OL_META_TRAILER_LEN)
 #define OL_META_DM_LEN       32u     /* a delete marker record */
 #define OL_META_OBJ_FIXED    88u     /* fixed part of an object record */

@@ -582,19 +582,16 @@ bool sh_mount_image(const char *img, const char *dir)
     return system(cmd) == 0;
 }
 
-/* XFS_IOC_GOINGDOWN and XFS_FSOP_GOING_FLAGS_NOLOGFLUSH (xfs_fs.h) */
+/* XFS_IOC_GOINGDOWN and its XFS_FSOP_GOING_FLAGS_{LOG,NOLOG}FLUSH (xfs_fs.h) */
 #define SH_XFS_IOC_GOINGDOWN _IOR('X', 125, uint32_t)
 #define SH_XFS_GOING_LOGFLUSH 1u
 #define SH_XFS_GOING_NOLOGFLUSH 2u
 
-bool sh_xfs_shutdown_after_the_log(int fd)
+static bool xfs_goingdown(int fd, uint32_t how)
 {
-    uint32_t how = SH_XFS_GOING_LOGFLUSH;
     return ioctl(fd, SH_XFS_IOC_GOINGDOWN, &how) == 0;
 }
 
-bool sh_xfs_shutdown(int fd)
-{
-    uint32_t how = SH_XFS_GOING_NOLOGFLUSH;
-    return ioctl(fd, SH_XFS_IOC_GOINGDOWN, &how) == 0;
-}
+bool sh_xfs_shutdown_after_the_log(int fd) { return xfs_goingdown(fd, SH_XFS_GOING_LOGFLUSH); }
+
+bool sh_xfs_shutdown(int fd) { return xfs_goingdown(fd, SH_XFS_GOING_NOLOGFLUSH); }
