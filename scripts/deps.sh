@@ -17,7 +17,7 @@ pkgs=(build-essential pkg-config git liburing-dev libisal-dev libssl-dev
 case "$mode" in
   run) ;;
   test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv python3-dev
-               default-jre-headless maven xfsprogs) ;;
+               default-jre-headless maven xfsprogs iproute2) ;;
   bench) pkgs+=(wrk nginx-light curl python3 python3-venv python3-dev fio redis-server
                 libtcmalloc-minimal4 xfsprogs) ;;
   *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;

@@ -148,6 +148,7 @@ struct ol_config {
         int64_t max_connections;        /* per process */
         uint64_t max_body_bytes;        /* 0 = unlimited */
         int64_t output_buffers;         /* per core, 16 KiB each */
+        int64_t loopback_sndbuf;        /* SO_SNDBUF for loopback peers; 0 = autotune */
         int64_t shutdown_timeout_ms;
         bool debug_endpoints;           /* /_openlake/debug/ (tests only) */
     } http;

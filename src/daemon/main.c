@@ -148,6 +148,7 @@ static int ol_core_init(ol_loop *loop, void *arg)
         .max_conns = (uint32_t)((cfg->http.max_connections + n - 1) / n),
         .max_body_bytes = cfg->http.max_body_bytes,
         .out_bufs = (uint32_t)cfg->http.output_buffers,
+        .loopback_sndbuf = (uint32_t)cfg->http.loopback_sndbuf,
         .tls = core->d->tls,
     };
     struct ol_http_handler h = ol_admin_handler;

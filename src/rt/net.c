@@ -128,3 +128,29 @@ int ol_net_listen_unix(const char *path, char *err, size_t errlen)
     }
     return fd;
 }
+
+int ol_net_peer_is_loopback(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+        return 0;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr))
+            return 1;
+        return IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127;
+    }
+    return 0;
+}
+
+int ol_net_cap_loopback_sndbuf(int fd, int bytes)
+{
+    if (bytes <= 0 || !ol_net_peer_is_loopback(fd))
+        return 0;
+    return setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes) == 0;
+}

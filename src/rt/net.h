@@ -2,7 +2,8 @@
  * net.h - listening sockets for the per-core servers.
  *
  * Owns: address parsing ("host:port", "[v6]:port"), socket options of
- * listeners, the single-owner probe, and Unix socket paths (stale sockets
+ * listeners and of accepted sockets from this host (the loopback send
+ * buffer), the single-owner probe, and Unix socket paths (stale sockets
  * replaced, live ones refused, mode 0600). Returns an fd or -errno with a
  * message in err; never touches errno for the caller.
  */
@@ -22,5 +23,19 @@ int ol_net_listen(const char *addr, int reuseport, int *port_out, char *err, siz
 int ol_net_listen_probe(const char *addr, char *err, size_t errlen);
 /* A listening Unix socket at path, mode 0600. */
 int ol_net_listen_unix(const char *path, char *err, size_t errlen);
+/*
+ * True when the connected TCP socket's peer is on this host: 127.0.0.0/8,
+ * ::1 or ::ffff:127.0.0.0/104. False for any other peer or a failed lookup.
+ */
+int ol_net_peer_is_loopback(int fd);
+/*
+ * Caps the send buffer (SO_SNDBUF, which turns autotuning off) of an
+ * accepted socket whose peer is on this host; leaves any other alone.
+ * With no network between the two ends the round trip is microseconds, so
+ * a small buffer costs no throughput, and it keeps the bytes queued for the
+ * peer few enough to stay in the CPU's caches until the peer reads them
+ * (docs/http.md has the figures). Returns 1 when capped, else 0.
+ */
+int ol_net_cap_loopback_sndbuf(int fd, int bytes);
 
 #endif

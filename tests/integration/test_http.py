@@ -10,6 +10,7 @@ import hashlib
 import random
 import re
 import socket
+import subprocess
 import threading
 import time
 
@@ -921,3 +922,30 @@ def test_two_cores_serve_and_report(make_daemon):
     finally:
         for c in conns:
             c.close()
+
+
+def server_sndbuf(port, client_port):
+    """The send buffer (ss's skmem tb) of the daemon's end of the connection
+    from client_port, read from the kernel with iproute2's ss."""
+    out = subprocess.run(["ss", "-tmnH", "state", "established",
+                          f"( sport = :{port} and dport = :{client_port} )"],
+                         capture_output=True, text=True, check=True).stdout
+    m = re.search(r"\btb(\d+)\b", out)
+    assert m, f"no socket of port {port} to {client_port} in: {out!r}"
+    return int(m.group(1))
+
+
+@pytest.mark.parametrize("setting,expect", [(None, 2 * 262144), ("100000", 2 * 100000), ("0", None)])
+def test_loopback_connections_get_a_small_send_buffer(make_daemon, setting, expect):
+    """http.loopback_sndbuf (default 256 KiB) is set as SO_SNDBUF on
+    connections from this host (the kernel reports it doubled); 0 leaves the
+    kernel's autotuning, which starts elsewhere."""
+    args = [] if setting is None else ["--http.loopback-sndbuf", setting]
+    d = make_daemon(args=args)
+    with Conn(d.port) as c:
+        assert c.request("GET", "/_openlake/health/live").status == 200
+        tb = server_sndbuf(d.port, c.sock.getsockname()[1])
+    if expect is None:
+        assert tb not in (2 * 262144, 2 * 100000)
+    else:
+        assert tb == expect
