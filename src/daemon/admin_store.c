@@ -81,7 +81,7 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
         {"openlake_store_ahead_write_bytes_total", "counter", "Of those, bytes written while their stripe was still filling (a lone PUT's pages ahead of the seal, store.md).", t.ahead_bytes},
         {"openlake_store_get_mapped_bytes_total", "counter", "Shard bytes a GET verified and sent where they lie in the page cache, without reading them into a buffer (store.md, mapped reads).", t.mapped_bytes},
         {"openlake_store_syncfs_total", "counter", "syncfs calls of the group commit (store_sync = syncfs, store.md).", syncs},
-        {"openlake_store_sync_barriers_total", "counter", "Barriers they answered (each a drive of a write, delete or bucket change).", barriers},
+        {"openlake_store_sync_barriers_total", "counter", "Barriers they answered (each the drives on one filesystem of a write, delete or bucket change).", barriers},
         {"openlake_store_syncfs_microseconds_total", "counter", "Time spent in those syncfs calls.", sync_ns / 1000},
     };
     /* the store's lines only where there is one (not in mode kv) */

@@ -3,8 +3,8 @@
  * directories, tmp cleanup), the per-core state (request pool, arena,
  * erasure codes, counters), the plumbing every request kind shares
  * (issuing ops, deferred completions, phases, common drive steps (open
- * phases, failing a drive, a bucket's statx), dir fsyncs, metadata
- * decoding, callbacks). PUT, GET, DELETE and the bucket operations are in
+ * phases, failing a drive, a bucket's statx), dir fsyncs and barriers (one
+ * per filesystem a request's drives share), metadata decoding, callbacks). PUT, GET, DELETE and the bucket operations are in
  * engine_put.c, engine_get.c, engine_del.c and engine_bucket.c; multipart
  * uploads in engine_mpu.c (and the PUT and GET files).
  */
@@ -875,20 +875,106 @@ void ol_se_write(struct ol_sdrv *d, int fd, const void *buf, unsigned len, uint6
     ol_se_issue(d->s.r, &d->s, ol_loop_write(OL_SE_LOOP(d), &d->s.op, fd, buf, len, off));
 }
 
+/* ---- one barrier per filesystem ----------------------------------------------------
+ *
+ * A set's drives may share a filesystem (data_dirs on one disk), and one
+ * syncfs makes all of their changes durable. Sent one per drive, a
+ * request's barriers straddled the syncfs the first of them started (the
+ * others' steps ended while it ran, so they waited for the next one): a PUT
+ * on 4 drives of one XFS took 1.7 syncfs and waited for two in a row. So a
+ * drive that asks for a barrier while another drive of its request on the
+ * same filesystem is still at its steps (active, healthy, no barrier of its
+ * own asked) parks; the last of them to ask, or the last to end its steps
+ * (ol_se_drive_end), sends one barrier that carries the parked ones, and
+ * its completion completes each of theirs with the same result. A parked
+ * drive waits only for ops of its own request already under way, each of
+ * which ends in a step, a barrier or the drive's end. Drives on filesystems
+ * of their own never park. */
+
+static int fs_of(const struct ol_sreq *r, unsigned pos)
+{
+    return ol_se_grouped(r, pos) ? ol_syncer_fs(r->c->s->sync, ol_se_drive_index(r, pos)) : -1;
+}
+
+/* Whether a drive of r on filesystem fs, other than `self`, is still at its
+ * steps with no barrier asked. */
+static bool peers_at_work(const struct ol_sreq *r, const struct ol_sdrv *self, int fs)
+{
+    for (unsigned j = 0; j < r->n; j++) {
+        const struct ol_sdrv *p = &r->d[j];
+        if (p != self && p->active && !p->err && p->sjoin == OL_SE_SJ_NONE && fs_of(r, j) == fs)
+            return true;
+    }
+    return false;
+}
+
 static void ol_se_on_sync(ol_loop *loop, struct ol_msg *m)
 {
     struct ol_sdrv *d = (struct ol_sdrv *)((char *)m - offsetof(struct ol_sdrv, sw));
-    ol_se_on_op(loop, &d->s.op, d->sw.res, 0);
+    struct ol_sreq *r = d->s.r;
+    uint32_t carried = d->sfollow;
+    int res = d->sw.res;
+    d->sfollow = 0;
+    d->sjoin = OL_SE_SJ_NONE;
+    for (unsigned j = 0; j < r->n; j++)
+        if (carried >> j & 1)
+            r->d[j].sjoin = OL_SE_SJ_NONE;
+    /* the carried ones first: d's op, still in flight, keeps r alive */
+    for (unsigned j = 0; j < r->n; j++)
+        if (carried >> j & 1)
+            ol_se_on_op(loop, &r->d[j].s.op, res, 0);
+    ol_se_on_op(loop, &d->s.op, res, 0);
+}
+
+/* Sends lead's barrier, carrying every drive parked on filesystem fs. */
+static void barrier_send(struct ol_sreq *r, struct ol_sdrv *lead, int fs)
+{
+    uint32_t carried = 0;
+    for (unsigned j = 0; r->sparked && j < r->n; j++) {
+        struct ol_sdrv *p = &r->d[j];
+        if (p == lead || p->sjoin != OL_SE_SJ_PARKED || fs_of(r, j) != fs)
+            continue;
+        carried |= 1u << j;
+        p->sjoin = OL_SE_SJ_FOLLOW;
+        r->sparked--;
+        if (p->sw.since < lead->sw.since)
+            lead->sw.since = p->sw.since;   /* the earliest mark: every error since */
+    }
+    lead->sfollow = carried;
+    lead->sjoin = OL_SE_SJ_OUT;
+    lead->sw.msg.fn = ol_se_on_sync;
+    lead->sw.out = &r->c->barriers_out;
+    atomic_fetch_add_explicit(&r->c->barriers_out, 1, memory_order_relaxed);
+    ol_syncer_wait(r->c->s->sync, ol_se_drive_index(r, lead->pos), r->c->loop, &lead->sw);
+}
+
+/* A drive of r on filesystem fs stopped being at work: the parked ones
+ * there go, once none is left at work. */
+static void barrier_release(struct ol_sreq *r, int fs)
+{
+    if (!r->sparked || fs < 0 || peers_at_work(r, NULL, fs))
+        return;
+    for (unsigned j = 0; j < r->n; j++) {
+        struct ol_sdrv *p = &r->d[j];
+        if (p->sjoin == OL_SE_SJ_PARKED && fs_of(r, j) == fs) {
+            p->sjoin = OL_SE_SJ_NONE;
+            r->sparked--;
+            return barrier_send(r, p, fs);
+        }
+    }
 }
 
 void ol_se_barrier(struct ol_sdrv *d)
 {
     struct ol_sreq *r = d->s.r;
     ol_se_issue(r, &d->s, 0);
-    d->sw.msg.fn = ol_se_on_sync;
-    d->sw.out = &r->c->barriers_out;
-    atomic_fetch_add_explicit(&r->c->barriers_out, 1, memory_order_relaxed);
-    ol_syncer_wait(r->c->s->sync, ol_se_drive_index(r, d->pos), r->c->loop, &d->sw);
+    int fs = fs_of(r, d->pos);
+    if (fs >= 0 && peers_at_work(r, d, fs)) {
+        d->sjoin = OL_SE_SJ_PARKED;
+        r->sparked++;
+        return;
+    }
+    barrier_send(r, d, fs);
 }
 
 void ol_se_fsync(struct ol_sdrv *d, int fd, int datasync)
@@ -987,6 +1073,8 @@ void ol_se_drive_end(struct ol_sdrv *d)
 {
     struct ol_sreq *r = d->s.r;
     d->active = false;
+    if (r->sparked)
+        barrier_release(r, fs_of(r, d->pos));
     if (--r->active == 0)
         ol_se_advance(r);
 }

@@ -32,6 +32,10 @@
 #include <sys/stat.h>
 
 #define OL_SE_MAXD   OL_FORMAT_MAX_SET_DRIVES  /* 32 drives per set at most */
+/* A drive's barrier (ol_sdrv.sjoin, engine.c "one barrier per filesystem"):
+ * none out, parked until its peers on the filesystem ask too, carried by a
+ * peer's, or out for itself and the peers in its sfollow. */
+enum { OL_SE_SJ_NONE = 0, OL_SE_SJ_PARKED, OL_SE_SJ_FOLLOW, OL_SE_SJ_OUT };
 #define OL_SE_SLOTS  OL_STORE_PUT_SLOTS
 _Static_assert(OL_STORE_GET_SLOTS <= OL_SE_SLOTS, "a GET reads into the first slots");
 /* A PUT's commit syncs up to four files of a drive at once (its data, its
@@ -161,6 +165,10 @@ struct ol_sdrv {
     int mren_res;              /* ordered commit: the metadata's rename, a member of
                                   the fan (engine_put.c) */
     struct ol_sync_wait sw;    /* a barrier of s (ol_se_barrier) */
+    uint8_t sjoin;             /* that barrier shared with the request's other drives
+                                  on its filesystem (engine.c "one barrier per
+                                  filesystem"): OL_SE_SJ_* */
+    uint32_t sfollow;          /* OL_SE_SJ_OUT: positions whose barriers it carries */
     bool one;                  /* DELETE of a version: only d->v's data dir goes */
     /* multipart */
     bool made_up;              /* create: made uploads/ */
@@ -234,6 +242,8 @@ struct ol_sreq {
     unsigned set, n, k, m, wq, rq;
     unsigned active;           /* drives with work in the current phase */
     unsigned inflight;         /* ops in the ring (and deferred ones) */
+    unsigned sparked;          /* drives whose barrier waits for their peers
+                                  (OL_SE_SJ_PARKED) */
     unsigned cbdepth;          /* user callbacks running */
     int status;
     struct ol_ec *ec;

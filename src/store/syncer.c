@@ -168,6 +168,11 @@ void ol_syncers_close(struct ol_syncers *s)
     free(s);
 }
 
+int ol_syncer_fs(const struct ol_syncers *s, unsigned drive)
+{
+    return drive >= s->n ? -1 : s->of[drive];
+}
+
 uint64_t ol_syncer_mark(const struct ol_syncers *s, unsigned drive)
 {
     return drive >= s->n || s->of[drive] < 0 ? 0 : atomic_load(&s->fs[s->of[drive]].errs);

@@ -66,6 +66,10 @@ uint64_t ol_syncer_mark(const struct ol_syncers *s, unsigned drive);
  * blocks. */
 void ol_syncer_wait(struct ol_syncers *s, unsigned drive, ol_loop *loop, struct ol_sync_wait *w);
 
+/* Which filesystem (0 .. ol_syncers_filesystems - 1) drive is on; -1 when
+ * it was offline at open. Drives with the same value share every syncfs. */
+int ol_syncer_fs(const struct ol_syncers *s, unsigned drive);
+
 /* How many filesystems (threads) the online drives are on. */
 unsigned ol_syncers_filesystems(const struct ol_syncers *s);
 
