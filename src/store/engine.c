@@ -4,9 +4,10 @@
  * erasure codes, counters), the plumbing every request kind shares
  * (issuing ops, deferred completions, phases, common drive steps (open
  * phases, failing a drive, a bucket's statx), dir fsyncs and barriers (one
- * per filesystem a request's drives share), metadata decoding, callbacks). PUT, GET, DELETE and the bucket operations are in
- * engine_put.c, engine_get.c, engine_del.c and engine_bucket.c; multipart
- * uploads in engine_mpu.c (and the PUT and GET files).
+ * per filesystem a request's drives share), metadata decoding, callbacks).
+ * PUT, GET, DELETE and the bucket operations are in engine_put.c,
+ * engine_get.c, engine_del.c and engine_bucket.c; multipart uploads in
+ * engine_mpu.c (and the PUT and GET files).
  */
 #include "store/engine_int.h"
 
@@ -881,7 +882,7 @@ void ol_se_write(struct ol_sdrv *d, int fd, const void *buf, unsigned len, uint6
  * syncfs makes all of their changes durable. Sent one per drive, a
  * request's barriers straddled the syncfs the first of them started (the
  * others' steps ended while it ran, so they waited for the next one): a PUT
- * on 4 drives of one XFS took 1.7 syncfs and waited for two in a row. So a
+ * on 4 drives of one XFS took 1.4-1.5 syncfs, mostly two in a row. So a
  * drive that asks for a barrier while another drive of its request on the
  * same filesystem is still at its steps (active, healthy, no barrier of its
  * own asked) parks; the last of them to ask, or the last to end its steps
