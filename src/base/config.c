@@ -338,7 +338,7 @@ static const struct ckey ol_config_keys[] = {
      .doc = "Response buffers of 16 KiB per core, shared by its connections."},
     {.name = "http.loopback_sndbuf", .kind = K_INT,
      .off = CO(http.loopback_sndbuf), .lo = 0, .hi = 67108864, .def = "262144",
-     .doc = "Send buffer of connections from this host, bytes; 0 = autotuning."},
+     .doc = "Send buffer of plain-HTTP connections from this host, bytes; 0 = autotuning."},
     {.name = "http.shutdown_timeout_ms", .kind = K_INT,
      .off = CO(http.shutdown_timeout_ms), .lo = 0, .hi = 3600000,
      .def = "10000",

@@ -15,8 +15,13 @@
  * Output: responses are copied into 16 KiB buffers from a per-core pool,
  * chained per connection, and sent with one sendmsg per flush. Flushes
  * happen once per batch of input, so pipelined requests share a send.
- * A connection from this host gets a small send buffer (lim.loopback_sndbuf,
- * rt/net.h says why); one from elsewhere keeps the kernel's autotuning.
+ * A plain connection from this host gets a small send buffer
+ * (lim.loopback_sndbuf, rt/net.h says why); one from elsewhere, and a TLS
+ * one, keep the kernel's autotuning. A TLS response is copied through the
+ * core's output pool (its ciphertext chain), so a small kernel buffer
+ * would make that shared pool the queue: with 16 buffers and 24 GETs at
+ * once, heads found it empty often enough that a client ran out of
+ * retries (test_responses_wait_for_output_buffers_instead_of_stalling).
  *
  * Lifetime: a connection is freed only when it is closing, no receive or
  * send is in flight, and no callback of ours is on the stack (busy == 0).
@@ -1163,7 +1168,8 @@ static void ol_on_accept(ol_loop *loop, struct ol_op *op, int res, unsigned flag
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    ol_net_cap_loopback_sndbuf(fd, (int)srv->lim.loopback_sndbuf);
+    if (!srv->lim.tls) /* TLS output is staged in the core's pool: see the header */
+        ol_net_cap_loopback_sndbuf(fd, (int)srv->lim.loopback_sndbuf);
     memset(c, 0, offsetof(struct ol_http_conn, req));
     c->tio = tio;
     c->recv_op.cb = ol_on_recv;

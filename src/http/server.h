@@ -39,7 +39,7 @@ struct ol_http_limits {
     uint64_t max_body_bytes;      /* 0 = unlimited; beyond: 413 */
     uint32_t out_bufs;            /* output buffers in the pool (16 KiB each) */
     uint32_t stage_bufs;          /* head staging buffers in the pool */
-    uint32_t loopback_sndbuf;     /* SO_SNDBUF for peers on this host; 0 = autotune */
+    uint32_t loopback_sndbuf;     /* SO_SNDBUF for plain peers on this host; 0 = autotune */
     struct ol_tls_ctx *tls;       /* TLS on every connection (http/tls.h); NULL = plain */
 };
 

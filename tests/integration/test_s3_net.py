@@ -258,3 +258,22 @@ def test_responses_wait_for_output_buffers_instead_of_stalling(make_daemon, tmp_
     with concurrent.futures.ThreadPoolExecutor(24) as ex:
         assert set(ex.map(get, range(72))) == {want}
     assert time.monotonic() - t0 < 15, "a GET waited for a read timeout"
+
+
+def test_tls_connections_keep_the_kernels_send_buffer(make_daemon, tmp_path):
+    """http.loopback_sndbuf caps plain-HTTP connections from this host only:
+    a TLS response is staged in the core's output pool, which a small kernel
+    buffer would turn into the queue (the test above then ran a client out
+    of retries), so a TLS connection keeps the kernel's autotuning."""
+    from test_http import server_sndbuf
+    cert, key = make_cert(tmp_path)
+    d = make_daemon(args=["--mode", "s3", "--s3-tls-cert", str(cert), "--s3-tls-key", str(key)],
+                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK}, start=False)
+    d.ssl_context = ssl.create_default_context(cafile=str(cert))
+    d.start()
+    ctx = ssl.create_default_context(cafile=str(cert))
+    with socket.create_connection(("127.0.0.1", d.port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        s.sendall(b"GET /_openlake/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(64).startswith(b"HTTP/1.1 200")
+        assert server_sndbuf(d.port, s.getsockname()[1]) != 2 * 262144
