@@ -99,9 +99,9 @@ enum ol_s3_err ol_s3_body_begin(struct ol_s3_body *b, const struct ol_s3_auth *a
     return OL_S3_OK;
 }
 
-static void hash_all(struct ol_s3_body *b, const char *p, size_t n)
+void ol_s3_body_hash(struct ol_s3_body *b, const char *p, size_t n)
 {
-    if (n == 0)
+    if (n == 0 || b->err)
         return;
     ol_simd_clean();   /* OpenSSL's SHA-NI code is legacy SSE: base/simd.h */
     if (b->payload == OL_S3_PAY_SHA256)
@@ -109,7 +109,7 @@ static void hash_all(struct ol_s3_body *b, const char *p, size_t n)
     ol_md5_update(b->ctx.md5, p, n);
     if (b->ck_algo)
         ol_ck_update(&b->ck, p, n);
-    b->got += n;
+    b->hashed += n;
 }
 
 long ol_s3_body_feed(struct ol_s3_body *b, const char *in, size_t n, const char **data,
@@ -124,7 +124,7 @@ long ol_s3_body_feed(struct ol_s3_body *b, const char *in, size_t n, const char 
             b->err = OL_S3_INCOMPLETE_BODY;
             return -1;
         }
-        hash_all(b, in, n);
+        b->got += n;
         *len = n;
         return (long)n;
     }
@@ -136,7 +136,7 @@ long ol_s3_body_feed(struct ol_s3_body *b, const char *in, size_t n, const char 
         *len = 0;
         return -1;
     }
-    hash_all(b, *data, *len);
+    b->got += *len;
     return used;
 }
 
@@ -153,6 +153,8 @@ enum ol_s3_err ol_s3_body_end(struct ol_s3_body *b)
     }
     if (b->got != b->expect)
         return b->err = OL_S3_INCOMPLETE_BODY;
+    if (b->hashed != b->got)
+        return b->err = OL_S3_INTERNAL;   /* a caller that skipped ol_s3_body_hash */
     if (b->payload == OL_S3_PAY_SHA256) {
         uint8_t h[32];
         unsigned hl = 32;

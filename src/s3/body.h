@@ -51,6 +51,7 @@ struct ol_s3_body {
     struct ol_ck ck;
     uint64_t expect;                 /* decoded bytes announced */
     uint64_t got;                    /* decoded bytes seen */
+    uint64_t hashed;                 /* of them, through ol_s3_body_hash */
     enum ol_s3_err err;              /* first failure while feeding */
     /* results, valid after ol_s3_body_end() == OL_S3_OK */
     uint8_t md5[16];
@@ -78,10 +79,19 @@ enum ol_s3_err ol_s3_body_begin(struct ol_s3_body *b, const struct ol_s3_auth *a
  * number of input bytes consumed (call again with the rest) and sets
  * *data and *len to the decoded bytes among them; or -1 once the body is
  * bad (b->err says which S3 error: SignatureDoesNotMatch, IncompleteBody,
- * InvalidRequest, ...).
+ * InvalidRequest, ...). The decoded bytes are not hashed yet: pass each
+ * slice to ol_s3_body_hash, in order, before the next feed.
  */
 long ol_s3_body_feed(struct ol_s3_body *b, const char *in, size_t n, const char **data,
                      size_t *len);
+
+/*
+ * ol_s3_body_hash - runs the payload SHA-256, the MD5 and the flexible
+ * checksum over a slice ol_s3_body_feed gave (every slice, in order; after
+ * the caller has handed the bytes on). ol_s3_body_end fails with
+ * InternalError when a slice was skipped.
+ */
+void ol_s3_body_hash(struct ol_s3_body *b, const char *p, size_t n);
 
 /*
  * ol_s3_body_end - the body has ended. Verifies the length, the payload

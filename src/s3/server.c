@@ -365,8 +365,10 @@ void ol_s3_on_body(ol_http_req *r, const char *data, size_t len)
             q->body_failed = true;   /* answered at body end: nothing is committed */
             break;
         }
-        if (dl)
-            q->body_handler(q, d, dl);
+        if (dl) {
+            q->body_handler(q, d, dl);    /* the drives' writes go first, */
+            ol_s3_body_hash(&q->body, d, dl); /* then the hashes beside them */
+        }
         data += used;
         len -= (size_t)used;
     }

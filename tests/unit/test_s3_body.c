@@ -41,6 +41,7 @@ static enum ol_s3_err run(const struct ol_s3_auth *a, const struct ol_http_heade
         long used = ol_s3_body_feed(b, body + off, n, &d, &dl);
         if (used < 0)
             return b->err;
+        ol_s3_body_hash(b, d, dl);
         if (out)
             memcpy(out + o, d, dl);
         o += dl;
