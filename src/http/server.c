@@ -145,6 +145,7 @@ struct ol_http_conn {
     int fd;
     enum ol_conn_state state;
     bool recv_armed, send_inflight, closing, close_after, in_process;
+    bool recv_stopping;     /* its cancel sent; more completions may come */
     bool peer_eof, nobufs, head_pinned;
     uint16_t head_bid;
     int busy;
@@ -545,6 +546,16 @@ static void ol_req_abort(struct ol_http_conn *c)
     }
 }
 
+/* Cancels the armed receive, once: a multishot receive's completions
+ * already queued still arrive after the cancel is sent, and each must not
+ * send another. */
+static void ol_conn_stop_recv(struct ol_http_conn *c)
+{
+    if (!c->recv_armed || c->recv_stopping)
+        return;
+    c->recv_stopping = ol_loop_cancel(c->srv->loop, &c->recv_op) == 0;
+}
+
 /* Closes now: in-flight operations are cancelled; memory goes back when
  * their completions have arrived. */
 static void ol_conn_close(struct ol_http_conn *c)
@@ -554,8 +565,7 @@ static void ol_conn_close(struct ol_http_conn *c)
     c->closing = true;
     ol_req_abort(c);
     ol_timer_cancel(c->srv->loop, &c->timer);
-    if (c->recv_armed)
-        ol_loop_cancel(c->srv->loop, &c->recv_op);
+    ol_conn_stop_recv(c);
     shutdown(c->fd, SHUT_RDWR);
     ol_conn_maybe_free(c);
 }
@@ -986,7 +996,7 @@ static void ol_on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
     struct ol_http_conn *c = OL_CONTAINER(op, struct ol_http_conn, recv_op);
     ol_http_server *srv = c->srv;
     if (!(flags & OL_CQE_MORE))
-        c->recv_armed = false;
+        c->recv_armed = c->recv_stopping = false;
     c->busy++;
     if (res > 0) {
         unsigned bid;
@@ -1003,8 +1013,8 @@ static void ol_on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
             if (fr < 0) {
                 ol_conn_close(c);
             } else {
-                if (ol_tls_in_pending(c->tio->t) >= OL_TLS_IN_HIGH && c->recv_armed)
-                    ol_loop_cancel(loop, &c->recv_op); /* backpressure */
+                if (ol_tls_in_pending(c->tio->t) >= OL_TLS_IN_HIGH)
+                    ol_conn_stop_recv(c); /* backpressure */
                 /* the head deadline runs from the first byte of a request's
                  * records (and of the handshake): trickling them does not
                  * extend it */
@@ -1023,9 +1033,8 @@ static void ol_on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
             s->off = 0;
             s->len = (uint32_t)res;
             c->inq_n++;
-            if (c->inq_n >= OL_INQ_HIGH && c->recv_armed) {
-                ol_loop_cancel(loop, &c->recv_op); /* backpressure */
-            }
+            if (c->inq_n >= OL_INQ_HIGH)
+                ol_conn_stop_recv(c); /* backpressure */
             ol_conn_touch(c);
             ol_conn_process(c);
         }
