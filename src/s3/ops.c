@@ -1,9 +1,13 @@
 /*
- * ops.c - the S3 operations on the object store (store/engine.h):
- * ListBuckets, CreateBucket, DeleteBucket, HeadBucket, GetBucketLocation,
- * GetBucketVersioning, PutObject, GetObject, HeadObject, DeleteObject.
- * Operations whose storage is not built yet answer NotImplemented (501),
- * naming the operation, so a client sees exactly what is missing.
+ * ops.c - the S3 operations on the object store (store/engine.h) and their
+ * dispatch: buckets (List, Create, Delete, Head, GetBucketLocation),
+ * PutObject, CopyObject, GetObject, HeadObject, DeleteObjects, ListObjects
+ * v1 and v2, multipart uploads (Create, UploadPart, UploadPartCopy,
+ * Complete, Abort, ListParts, ListMultipartUploads) and object tagging.
+ * Versioning's operations (DeleteObject, Get/PutBucketVersioning,
+ * ListObjectVersions) live in versioning.c. A daemon without an object
+ * store, and a catalog-less store asked to list, answer NotImplemented
+ * (501) naming the operation.
  *
  * Every engine callback runs on this core's loop thread with the request
  * state as its user data; a request whose client went away (q->r NULL) is
