@@ -135,6 +135,7 @@ bench-store: deps
 	bash scripts/deps.sh bench
 	$(MAKE) all
 	bash bench/store/run_ec.sh
+	bash bench/store/run_md5.sh
 	bash bench/store/run_index.sh
 	bash bench/store/run_list.sh
 	bash bench/store/run_s3.sh

@@ -1,18 +1,27 @@
 /*
  * md5.c - MD5 of many streams side by side (see md5.h).
  *
- * The kernels run RFC 1321's 64 steps (written once, MD5_STEPS) on two or
- * three streams at once, in plain C: one MD5 chain waits on its own latency
- * (every step needs the one before), so the core's ALUs sit mostly idle;
- * independent chains interleaved step by step fill them. Measured on the
- * 2-core AMD EPYC VM of docs/benchmarks.md: OpenSSL 0.85 GB/s for one
- * stream; interleaved, 1.64 GB/s for two and 2.25 for three; four to six
- * give no more (2.2 - 1.9 GB/s: registers spill). 16 AVX-512 lanes reach
- * 4.8 GB/s but only with 16 streams staged at once, and a few give less
- * than the interleaved pair: uploads rarely fill them (profiled: mostly 2
- * or 3 staged at a time), so there is no SIMD kernel and no CPU feature
- * to probe. OpenSSL hashes a stream that has no company, and every
- * stream's last partial block and padding.
+ * The kernels run RFC 1321's 64 steps (written once, MD5_STEPS) on several
+ * streams at once: one MD5 chain waits on its own latency (every step
+ * needs the one before), so the core's ALUs sit mostly idle; independent
+ * chains side by side fill them. Two kinds:
+ *   - scalar, plain C, two or three chains interleaved step by step (four
+ *     or more spill registers);
+ *   - vector, one stream per 32-bit lane, 8 lanes (AVX2, or AVX-512VL's
+ *     rotate and three-input logic, which shorten each step's chain) or 16
+ *     (AVX-512F); a lane's message words are gathered from its staging
+ *     buffer, and lanes with no stream are padded (their work is wasted).
+ * Through a set on one core (`bash bench/store/run_md5.sh`, streams fed
+ * in step; docs/benchmarks.md) on the Intel Xeon VM, with AVX-512: OpenSSL
+ * 0.69 GB/s for one stream; interleaved 1.12 for two and 1.47 for three;
+ * 8 lanes 1.72 with three streams, 3.54 with eight; 16 lanes 4.24 with
+ * sixteen. On the AMD EPYC VM of earlier runs the kernels alone did 1.64
+ * (two interleaved), 2.25 (three) and 4.8 (16 lanes, all busy). So what pays
+ * depends on the core and on how many streams have blocks staged: each
+ * set times every kernel the CPU has when it is made (calibrate) and each
+ * group takes the kernel that hashes the most of its staged blocks per
+ * nanosecond (choose). OpenSSL hashes a stream that has no company, and
+ * every stream's last partial block and padding.
  */
 #define OPENSSL_SUPPRESS_DEPRECATED   /* MD5_Update/MD5_Final: a state we hold */
 #include "base/md5.h"
@@ -20,9 +29,36 @@
 #include <openssl/md5.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-/* Most streams one kernel call interleaves. */
-#define MD5_MAX_GROUP 3
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+/* Most streams one kernel call hashes. */
+#define MD5_MAX_GROUP 16
+/* Room a lane with a full stage makes: one 16 KiB receive buffer. It
+ * hashes that much, and only that much of its company's bytes, so the
+ * other lanes stay staged and the next group is as wide as this one.
+ * (Freeing a quarter of the stage drained the company each time: 16
+ * uploads of 16 MiB at once went 2.4 lanes to a group on average, 8.3
+ * with this.) */
+#define OL_MD5_ROOM (OL_MD5_STAGE / 32)
+/* Most lanes of a set: their staging offsets must fit the gathers' int32. */
+#define MD5_MAX_LANES ((unsigned)(INT32_MAX / OL_MD5_STAGE))
+
+typedef void (*md5_kernel)(uint32_t (*S)[4], const uint8_t *const *p, size_t nb);
+/* Vector kernels: lane l hashes nb blocks at base + off[l]. */
+typedef void (*md5_vkernel)(uint32_t (*S)[4], const uint8_t *base, const int32_t *off,
+                            size_t nb);
+
+struct md5_kern {
+    const char *name;
+    unsigned width;          /* streams; a scalar kernel needs them all */
+    md5_kernel scalar;       /* one of the two */
+    md5_vkernel vec;
+    uint64_t ns;             /* calibrate: ns for MD5_CAL_BLOCKS blocks per stream */
+};
 
 struct ol_md5_set {
     unsigned nlanes;
@@ -32,6 +68,8 @@ struct ol_md5_set {
     unsigned npend;
     struct ol_md5 *free;     /* lanes not lent */
     unsigned nwait;          /* ended lanes with blocks left (in pend) */
+    struct md5_kern kern[5]; /* the kernels this CPU runs (calibrate) */
+    unsigned nkern;
     uint64_t multi_blocks, single_blocks;
 };
 
@@ -141,18 +179,237 @@ KERNEL(md5_x2)
 KERNEL(md5_x3)
 #undef LANES
 
-typedef void (*md5_kernel)(uint32_t (*S)[4], const uint8_t *const *p, size_t nb);
-static const md5_kernel kernels[MD5_MAX_GROUP + 1] = {NULL, NULL, md5_x2, md5_x3};
+#if defined(__x86_64__)
+/*
+ * Vector kernels: the same MD5_STEPS with STEP redefined on vectors (V_MF ..
+ * V_MI, VADD, VROL, VSET1 and VGATHER are defined before each one). S and
+ * off have W rows; the caller pads the lanes it does not use.
+ */
+#undef STEP
+#define STEP(f, a, b, c, d, j, s, t)                   \
+    a = VADD(a, VADD(m[j], VSET1((int)(t))));          \
+    a = VADD(a, V_##f(b, c, d));                       \
+    a = VROL(a, s);                                    \
+    a = VADD(a, b);
+#define VKERNEL(name, attr, W, vec)                                                      \
+    attr static void name(uint32_t (*S)[4], const uint8_t *base, const int32_t *off,    \
+                          size_t nb)                                                     \
+    {                                                                                    \
+        uint32_t t[4][W];                                                                \
+        for (int l = 0; l < W; l++)                                                      \
+            for (int r = 0; r < 4; r++)                                                  \
+                t[r][l] = S[l][r];                                                       \
+        vec vi = VLOAD(off), a = VLOAD(t[0]), b = VLOAD(t[1]), c = VLOAD(t[2]),          \
+            d = VLOAD(t[3]);                                                             \
+        for (size_t k = 0; k < nb; k++, base += 64) {                                    \
+            vec m[16], a0 = a, b0 = b, c0 = c, d0 = d;                                   \
+            for (int j = 0; j < 16; j++)                                                 \
+                m[j] = VGATHER(base + 4 * j, vi);                                        \
+            MD5_STEPS                                                                    \
+            a = VADD(a, a0);                                                             \
+            b = VADD(b, b0);                                                             \
+            c = VADD(c, c0);                                                             \
+            d = VADD(d, d0);                                                             \
+        }                                                                                \
+        VSTORE(t[0], a);                                                                 \
+        VSTORE(t[1], b);                                                                 \
+        VSTORE(t[2], c);                                                                 \
+        VSTORE(t[3], d);                                                                 \
+        for (int l = 0; l < W; l++)                                                      \
+            for (int r = 0; r < 4; r++)                                                  \
+                S[l][r] = t[r][l];                                                       \
+    }
+
+/* 8 lanes, AVX2: rotate by two shifts, F..I as in the scalar code */
+#define VLOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define VSTORE(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
+#define VGATHER(p, vi) _mm256_i32gather_epi32((const int *)(const void *)(p), vi, 1)
+#define VADD _mm256_add_epi32
+#define VSET1 _mm256_set1_epi32
+#define VROL(x, s) _mm256_or_si256(_mm256_slli_epi32(x, s), _mm256_srli_epi32(x, 32 - (s)))
+#define V_MF(x, y, z) _mm256_xor_si256(z, _mm256_and_si256(x, _mm256_xor_si256(y, z)))
+#define V_MG(x, y, z) _mm256_xor_si256(y, _mm256_and_si256(z, _mm256_xor_si256(x, y)))
+#define V_MH(x, y, z) _mm256_xor_si256(_mm256_xor_si256(x, y), z)
+#define V_MI(x, y, z) \
+    _mm256_xor_si256(y, _mm256_or_si256(x, _mm256_xor_si256(z, _mm256_set1_epi32(-1))))
+VKERNEL(md5_v8_avx2, __attribute__((target("avx2"))), 8, __m256i)
+#undef VROL
+#undef V_MF
+#undef V_MG
+#undef V_MH
+#undef V_MI
+
+/* AVX-512: one rotate, one three-input logic op per function (the
+ * immediates are the truth tables of F, G, H and I over x, y, z) */
+#define V_MF(x, y, z) VTERN(x, y, z, 0xCA)
+#define V_MG(x, y, z) VTERN(x, y, z, 0xE4)
+#define V_MH(x, y, z) VTERN(x, y, z, 0x96)
+#define V_MI(x, y, z) VTERN(x, y, z, 0x39)
+/* 8 lanes, AVX-512VL */
+#define VROL _mm256_rol_epi32
+#define VTERN _mm256_ternarylogic_epi32
+VKERNEL(md5_v8_avx512, __attribute__((target("avx2,avx512f,avx512vl"))), 8, __m256i)
+#undef VLOAD
+#undef VSTORE
+#undef VGATHER
+#undef VADD
+#undef VSET1
+#undef VROL
+#undef VTERN
+/* 16 lanes, AVX-512F */
+#define VLOAD(p) _mm512_loadu_si512((const void *)(p))
+#define VSTORE(p, v) _mm512_storeu_si512((void *)(p), v)
+#define VGATHER(p, vi) _mm512_i32gather_epi32(vi, (const void *)(p), 1)
+#define VADD _mm512_add_epi32
+#define VSET1 _mm512_set1_epi32
+#define VROL _mm512_rol_epi32
+#define VTERN _mm512_ternarylogic_epi32
+VKERNEL(md5_v16_avx512, __attribute__((target("avx512f"))), 16, __m512i)
+#endif
+
+/* ---- choosing kernels ------------------------------------------------------------ */
+
+/* Blocks per stream each kernel is timed on, and the best of how many runs. */
+#define MD5_CAL_BLOCKS 32u
+#define MD5_CAL_RUNS 5
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Runs k on n lanes (n <= k->width; vector kernels pad the rest with lane
+ * 0's, scalar ones need n == width) whose blocks start at ptr[l]. */
+static void run_kernel(const struct md5_kern *k, const uint8_t *base, uint32_t (*st)[4],
+                       const uint8_t *const *ptr, unsigned n, size_t nb)
+{
+#if defined(__x86_64__)
+    if (k->vec) {
+        int32_t off[MD5_MAX_GROUP];
+        for (unsigned l = 0; l < k->width; l++) {
+            off[l] = (int32_t)((l < n ? ptr[l] : ptr[0]) - base);
+            if (l >= n)
+                memcpy(st[l], st[0], sizeof st[l]);
+        }
+        k->vec(st, base, off, nb);
+        return;
+    }
+#else
+    (void)base;
+    (void)n;
+#endif
+    k->scalar(st, ptr, nb);
+}
+
+/* The kernels this CPU has, each timed on `buf` (MD5_MAX_GROUP *
+ * MD5_CAL_BLOCKS blocks): a set of `lanes` never needs more streams. */
+static void calibrate(struct ol_md5_set *s, const uint8_t *buf, unsigned lanes)
+{
+    struct md5_kern all[] = {
+        {"x2", 2, md5_x2, NULL, 0},
+        {"x3", 3, md5_x3, NULL, 0},
+#if defined(__x86_64__)
+        {"v8-avx2", 8, NULL, md5_v8_avx2, 0},
+        {"v8-avx512", 8, NULL, md5_v8_avx512, 0},
+        {"v16-avx512", 16, NULL, md5_v16_avx512, 0},
+#endif
+    };
+    s->nkern = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        struct md5_kern k = all[i];
+#if defined(__x86_64__)
+        if (k.vec == md5_v8_avx512 &&
+            !(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")))
+            continue;
+        if (k.vec == md5_v8_avx2 && !__builtin_cpu_supports("avx2"))
+            continue;
+        if (k.vec == md5_v16_avx512 && (!__builtin_cpu_supports("avx512f") || lanes < 9))
+            continue;
+#endif
+        if (k.width > lanes && !k.vec)
+            continue;
+        const uint8_t *ptr[MD5_MAX_GROUP];
+        uint32_t st[MD5_MAX_GROUP][4];
+        for (unsigned l = 0; l < MD5_MAX_GROUP; l++) {
+            ptr[l] = buf + (size_t)l * MD5_CAL_BLOCKS * 64;
+            memcpy(st[l], md5_iv, sizeof st[l]);
+        }
+        uint64_t best = UINT64_MAX;
+        for (int r = 0; r < MD5_CAL_RUNS; r++) {
+            uint64_t t0 = now_ns();
+            run_kernel(&k, buf, st, ptr, k.width, MD5_CAL_BLOCKS);
+            uint64_t t = now_ns() - t0;
+            if (t < best)
+                best = t;
+        }
+        k.ns = best ? best : 1;
+        s->kern[s->nkern++] = k;
+    }
+}
+
+bool ol_md5_set_only(struct ol_md5_set *s, const char *kernel)
+{
+    for (unsigned i = 0; i < s->nkern; i++)
+        if (strcmp(s->kern[i].name, kernel) == 0) {
+            s->kern[0] = s->kern[i];
+            s->nkern = 1;
+            return true;
+        }
+    return false;
+}
+
+/*
+ * The kernel for a group g[0..ng) (ng >= 2, sorted by claim, g[0] the lane
+ * that needs room): the one that hashes the most blocks per ns, counting
+ * each lane's blocks up to g[0]'s (where the group stops mattering). Sets
+ * *n to how many of the group it takes. NULL when none fits (a set left
+ * with only a scalar kernel wider than the group).
+ */
+static const struct md5_kern *choose(const struct ol_md5_set *s, struct ol_md5 *const *g,
+                                     unsigned ng, unsigned *n)
+{
+    const struct md5_kern *best = NULL;
+    double best_rate = 0;
+    uint32_t cap = g[0]->len / 64;
+    for (unsigned i = 0; i < s->nkern; i++) {
+        const struct md5_kern *k = &s->kern[i];
+        if (!k->vec && k->width > ng)
+            continue;
+        unsigned take = k->width < ng ? k->width : ng;
+        uint64_t eff = 0;
+        for (unsigned l = 0; l < take; l++) {
+            uint32_t b = g[l]->len / 64;
+            eff += b < cap ? b : cap;
+        }
+        double rate = (double)eff / (double)k->ns;
+        if (!best || rate > best_rate) {
+            best = k;
+            best_rate = rate;
+            *n = take;
+        }
+    }
+    return best;
+}
 
 /* ---- the set ------------------------------------------------------------------- */
 
 struct ol_md5_set *ol_md5_set_new(unsigned lanes)
 {
-    if (lanes == 0)
+    if (lanes == 0 || lanes > MD5_MAX_LANES)
         return NULL;
     struct ol_md5_set *s = calloc(1, sizeof *s);
-    if (!s)
+    uint8_t *cal = malloc((size_t)MD5_MAX_GROUP * MD5_CAL_BLOCKS * 64);
+    if (!s || !cal) {
+        free(s);
+        free(cal);
         return NULL;
+    }
+    for (size_t i = 0; i < (size_t)MD5_MAX_GROUP * MD5_CAL_BLOCKS * 64; i++)
+        cal[i] = (uint8_t)(i * 131 + (i >> 9));
+    calibrate(s, cal, lanes);
+    free(cal);
     s->nlanes = lanes;
     s->lane = calloc(lanes, sizeof *s->lane);
     s->pend = calloc(lanes, sizeof *s->pend);
@@ -210,7 +467,24 @@ void ol_md5_set_stats(const struct ol_md5_set *s, uint64_t *multi, uint64_t *sin
 
 static uint32_t blocks(const struct ol_md5 *h)
 {
-    return (h->used - h->off) / 64;
+    return h->len / 64;
+}
+
+/* Blocks staged in one piece from off (the ring wraps on a block's edge:
+ * off and OL_MD5_STAGE are multiples of 64). */
+static uint32_t run_of(const struct ol_md5 *h)
+{
+    uint32_t b = h->len / 64, end = (OL_MD5_STAGE - h->off) / 64;
+    return b < end ? b : end;
+}
+
+/* nb blocks at off are hashed: off moves on, round the ring. */
+static void consume(struct ol_md5 *h, uint32_t nb)
+{
+    h->off += nb * 64;
+    if (h->off == OL_MD5_STAGE)
+        h->off = 0;
+    h->len -= nb * 64;
 }
 
 static void pend_add(struct ol_md5_set *s, struct ol_md5 *h)
@@ -233,15 +507,10 @@ static void pend_del(struct ol_md5_set *s, struct ol_md5 *h)
     }
 }
 
-/* Moves what is left of a lane's staging to its start. */
-static void compact(struct ol_md5_set *s, struct ol_md5 *h)
+/* A lane is pending while it has a whole block staged. */
+static void repend(struct ol_md5_set *s, struct ol_md5 *h)
 {
-    if (h->off) {
-        memmove(h->stage, h->stage + h->off, h->used - h->off);
-        h->used -= h->off;
-        h->off = 0;
-    }
-    if (h->used >= 64)
+    if (blocks(h))
         pend_add(s, h);
     else
         pend_del(s, h);
@@ -268,7 +537,7 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room, bool al
     struct ol_md5 *g[MD5_MAX_GROUP];
     uint32_t st[MD5_MAX_GROUP][4];
     const uint8_t *ptr[MD5_MAX_GROUP];
-    while (blocks(x) && OL_MD5_STAGE - (x->used - x->off) < room) {
+    while (blocks(x) && OL_MD5_STAGE - x->len < room) {
         /* the group: x, then the other lanes by blocks staged, most first */
         unsigned ng = 1;
         g[0] = x;
@@ -292,35 +561,39 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room, bool al
         }
         if (ng == 1)
             break;
-        uint32_t nb = blocks(x);
-        for (unsigned l = 0; l < ng; l++) {
-            if (blocks(g[l]) < nb)
-                nb = blocks(g[l]);
+        unsigned n = 0;
+        const struct md5_kern *k = choose(s, g, ng, &n);
+        if (!k)   /* only a wider scalar kernel (ol_md5_set_only) */
+            break;
+        uint32_t nb = run_of(x);
+        uint32_t need = (room - (OL_MD5_STAGE - x->len) + 63) / 64;
+        if (nb > need)
+            nb = need;
+        for (unsigned l = 0; l < n; l++) {
+            if (run_of(g[l]) < nb)
+                nb = run_of(g[l]);
             memcpy(st[l], g[l]->h, sizeof st[l]);
             ptr[l] = g[l]->stage + g[l]->off;
         }
-        kernels[ng](st, ptr, nb);
-        s->multi_blocks += (uint64_t)nb * ng;
-        for (unsigned l = 0; l < ng; l++) {
+        run_kernel(k, s->stage, st, ptr, n, nb);
+        s->multi_blocks += (uint64_t)nb * n;
+        for (unsigned l = 0; l < n; l++) {
             memcpy(g[l]->h, st[l], sizeof st[l]);
             g[l]->done += (uint64_t)nb * 64;
-            g[l]->off += nb * 64;
+            consume(g[l], nb);
         }
-        /* lanes of this group other than x are compacted now: the next
-         * group may not hold them */
-        for (unsigned l = 1; l < ng; l++)
-            compact(s, g[l]);
+        for (unsigned l = 1; l < n; l++)
+            repend(s, g[l]);
     }
-    uint32_t have = OL_MD5_STAGE - (x->used - x->off);
-    if (alone && blocks(x) && have < room) {
-        uint32_t nb = (room - have + 63) / 64;
-        if (nb > blocks(x))
-            nb = blocks(x);
+    while (alone && blocks(x) && OL_MD5_STAGE - x->len < room) {
+        uint32_t nb = (room - (OL_MD5_STAGE - x->len) + 63) / 64;
+        if (nb > run_of(x))
+            nb = run_of(x);
         scalar_blocks(x, x->stage + x->off, nb);
-        x->off += nb * 64;
+        consume(x, nb);
         s->single_blocks += nb;
     }
-    compact(s, x);
+    repend(s, x);
 }
 
 /* ---- streams --------------------------------------------------------------------- */
@@ -356,17 +629,22 @@ void ol_md5_update(struct ol_md5 *h, const void *data, size_t n)
         return;
     }
     while (n) {
-        if (h->used == OL_MD5_STAGE)
-            flush(h->set, h, OL_MD5_STAGE / 4, true);
-        size_t take = OL_MD5_STAGE - h->used < n ? OL_MD5_STAGE - h->used : n;
-        memcpy(h->stage + h->used, p, take);
-        h->used += (uint32_t)take;
+        if (h->len == OL_MD5_STAGE)
+            flush(h->set, h, OL_MD5_ROOM, true);
+        uint32_t at = (h->off + h->len) % OL_MD5_STAGE;
+        size_t take = OL_MD5_STAGE - h->len;
+        if (take > OL_MD5_STAGE - at)
+            take = OL_MD5_STAGE - at;   /* up to the ring's end */
+        if (take > n)
+            take = n;
+        memcpy(h->stage + at, p, take);
+        h->len += (uint32_t)take;
         p += take;
         n -= take;
     }
-    if (h->used >= 64)
+    if (blocks(h))
         pend_add(h->set, h);
-    if (h->set->nwait && h->used >= 64)
+    if (h->set->nwait && blocks(h))
         flush(h->set, h, OL_MD5_STAGE, false); /* company for the waiting lanes */
 }
 
@@ -406,8 +684,8 @@ void ol_md5_final(struct ol_md5 *h, uint8_t out[16])
     if (h->set) {
         flush(h->set, h, OL_MD5_STAGE, true);
         ctx_from(&c, h);
-        MD5_Update(&c, h->stage, h->used);
-        h->used = 0;
+        MD5_Update(&c, h->stage + h->off, h->len);   /* < 64 bytes: no wrap */
+        h->off = h->len = 0;
         pend_del(h->set, h);
     } else {
         ctx_from(&c, h);
@@ -422,7 +700,7 @@ void ol_md5_drop(struct ol_md5 *h)
     h->done = 0;
     h->tail = 0;
     if (h->set) {
-        h->off = h->used = 0;
+        h->off = h->len = 0;
         pend_del(h->set, h);
     }
     h->ended = false;

@@ -2,14 +2,18 @@
  * md5.h - MD5 (the S3 ETag) of many streams at once.
  *
  * One core receives many uploads at the same time, and OpenSSL hashes one
- * stream at a time (~0.85 GB/s here): MD5 is a serial chain, each step
+ * stream at a time (0.7 - 0.85 GB/s): MD5 is a serial chain, each step
  * waits for the one before, and most of the core idles. A set (struct
- * ol_md5_set, one per core) lends each stream a lane with a staging buffer
- * several receive buffers long; a lane's bytes are hashed when its buffer
- * is full or the stream ends, and then together with the staged blocks of
- * up to 2 other lanes, their chains interleaved (md5.c: 1.6 - 2.25 GB/s
- * where OpenSSL does 0.85). A lane with no company goes through OpenSSL's
- * MD5.
+ * ol_md5_set, one per core) lends each stream a lane with a staging ring
+ * (OL_MD5_STAGE); when a lane's ring is full it hashes one receive
+ * buffer's worth, and the stream's end all it has, together with the
+ * staged blocks of up to 15 other lanes: chains interleaved in scalar code
+ * for two or three lanes, one lane per vector element for up to 8 or 16
+ * (md5.c; which kernel each group takes is timed when the set is made).
+ * Measured through a set (`bash bench/store/run_md5.sh`): 1.1 GB/s for
+ * two streams, 2.2 for four, 3.6 for eight and 4.2 for sixteen on an
+ * AVX-512 core where OpenSSL does 0.7. A lane with no company goes
+ * through OpenSSL's MD5.
  *
  * Uploads often arrive one after the other (the kernel hands a core one
  * connection's bytes in a run), so a stream that ends finds no company for
@@ -19,8 +23,8 @@
  * asks ol_md5_ready and takes the digest with ol_md5_final when it is (or
  * when it gives up waiting: ol_md5_final hashes what is left alone).
  *
- * Owns: the lanes' states and staging buffers, the kernels, the choice of
- * lanes to hash together. OpenSSL does the rest: the single-stream blocks
+ * Owns: the lanes' states and staging rings, the kernels and their
+ * timing, the choice of lanes and kernel to hash together. OpenSSL does the rest: the single-stream blocks
  * and the padding at the end (MD5_Update / MD5_Final).
  *
  * Must not: allocate or lock after ol_md5_set_new (a set belongs to one
@@ -41,9 +45,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Staging bytes per lane of a set (a multiple of 64): eight 16 KiB
- * receive buffers, so that when one lane is full the others hold about
- * half as much on average and go along. */
+/* Staging bytes per lane of a set (a multiple of 64): 32 receive buffers
+ * of 16 KiB, so that the lanes it is hashed with have blocks staged too. */
 #define OL_MD5_STAGE 524288u
 
 struct ol_md5_set;
@@ -53,8 +56,8 @@ struct ol_md5 {
     uint64_t done;             /* bytes hashed into h (a multiple of 64) */
     struct ol_md5_set *set;    /* NULL: a lone stream, no staging */
     uint8_t *stage;            /* set only: OL_MD5_STAGE bytes */
-    uint32_t off, used;        /* stage[off, used) waits to be hashed (off is
-                                  0 between calls) */
+    uint32_t off, len;         /* a ring: len bytes from stage[off] wait to be
+                                  hashed (off is a multiple of 64) */
     uint32_t tail;             /* lone stream: bytes in buf */
     int32_t pend;              /* index in the set's pending list, or -1 */
     bool lent, ended;          /* set: lent by ol_md5_get; ol_md5_end called */
@@ -71,6 +74,11 @@ void ol_md5_set_free(struct ol_md5_set *s);
 struct ol_md5 *ol_md5_get(struct ol_md5_set *s);
 /* Gives a lane back (what it staged is dropped); a lone stream is dropped. */
 void ol_md5_put(struct ol_md5 *h);
+/* Tests and benchmarks: hash groups only with one kernel, not the fastest
+ * for each group: "x2", "x3" (interleaved scalar), "v8-avx2",
+ * "v8-avx512", "v16-avx512" (vector). False when this CPU (or a set of
+ * fewer than 9 lanes, for v16) has no such kernel. */
+bool ol_md5_set_only(struct ol_md5_set *s, const char *kernel);
 /* Blocks of staged bytes hashed so far with company (interleaved) and
  * alone (the last partial block of each stream is not counted); any
  * thread may read them (relaxed loads; a torn value is impossible). */
