@@ -15,8 +15,16 @@
 //	get    -objects objects are uploaded, then read at random (whole body)
 //	mixed  warp's default mix over -objects objects: 45% GET, 30% STAT,
 //	       15% PUT (a new object), 10% DELETE (of a random existing one)
+//	first  every one of the -objects objects read once, -concurrent at a
+//	       time, each read measured (-duration is not used): the first
+//	       reads after an upload, cold when the caller has dropped the page
+//	       cache (bench/store/run_s3.sh does)
 //	prepare  only upload the -objects objects (then get/mixed -prepared)
 //	clear    only delete every object under -prefix
+//
+// With -warm every object is read once before the clock starts (not
+// measured), so a get or mixed run measures reads of objects read before,
+// as in a long run, not the first read of each (see first).
 //
 // Every GET checks the body's length and its first and last 16 bytes (an
 // object's bytes start and end with its own key index), so a store that
@@ -73,7 +81,7 @@ var (
 	access     = flag.String("access-key", "", "access key")
 	secret     = flag.String("secret-key", "", "secret key")
 	bucket     = flag.String("bucket", "s3load", "bucket (created when missing)")
-	op         = flag.String("op", "put", "put | get | mixed")
+	op         = flag.String("op", "put", "put | get | mixed | first | prepare | clear")
 	size       = flag.Int64("size", 4096, "object size in bytes")
 	concurrent = flag.Int("concurrent", 8, "workers")
 	duration   = flag.Duration("duration", 10*time.Second, "measured time")
@@ -82,6 +90,7 @@ var (
 	prepared   = flag.Bool("prepared", false, "objects 1..-objects exist already (from -op prepare)")
 	prefix     = flag.String("prefix", "obj", "key prefix")
 	rate       = flag.Float64("rate", 0, "offered load in requests/s over all workers (0: closed loop)")
+	warm       = flag.Bool("warm", false, "read every object once before the clock starts")
 	trace      = flag.String("trace", "", "also write every request to this file: worker, op, start and latency in ms")
 )
 
@@ -217,9 +226,41 @@ func main() {
 			rbufs[w][j] = 1
 		}
 	}
+	getInto := func(rbuf []byte, i int64) ([]byte, error) {
+		o, err := cl.GetObject(ctx, *bucket, keyName(i), minio.GetObjectOptions{})
+		if err != nil {
+			return rbuf, err
+		}
+		w := bytes.NewBuffer(rbuf[:0])
+		_, err = io.Copy(w, o)
+		o.Close()
+		if err == nil {
+			err = check(w.Bytes(), *size, i)
+		}
+		return w.Bytes(), err
+	}
+	if *warm && *op != "put" {
+		var wg sync.WaitGroup
+		for w := 0; w < *concurrent; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for j := w; j < len(live); j += *concurrent {
+					if _, err := getInto(rbufs[w], live[j]); err != nil {
+						fail(fmt.Errorf("warm-up GET %s: %w", keyName(live[j]), err))
+					}
+				}
+			}(w)
+		}
+		wg.Wait()
+	}
+	firstNext := 0 // first: the next of live to read
 	samples := make([][]sample, *concurrent)
 	start := time.Now()
 	stop := start.Add(*duration)
+	if *op == "first" {
+		stop = start.Add(time.Hour) // ends when every object has been read
+	}
 	var wg sync.WaitGroup
 	for w := 0; w < *concurrent; w++ {
 		wg.Add(1)
@@ -252,6 +293,7 @@ func main() {
 				every = time.Duration(float64(*concurrent) / *rate * float64(time.Second))
 				sched = start.Add(every * time.Duration(w) / time.Duration(*concurrent))
 			}
+		requests:
 			for time.Now().Before(stop) {
 				if every > 0 {
 					if d := time.Until(sched); d > 0 {
@@ -262,7 +304,10 @@ func main() {
 					}
 				}
 				kind := *op
-				if kind == "mixed" {
+				if kind == "first" {
+					kind = "get"
+				}
+				if *op == "mixed" {
 					switch r := rng.Intn(100); {
 					case r < 45:
 						kind = "get"
@@ -292,22 +337,24 @@ func main() {
 						mu.Unlock()
 					}
 				case "get":
-					i, ok := pick(false)
-					if !ok {
+					var i int64
+					ok := false
+					if *op == "first" {
+						mu.Lock()
+						if firstNext < len(live) {
+							i, ok = live[firstNext], true
+							firstNext++
+						}
+						mu.Unlock()
+						if !ok {
+							break requests
+						}
+					} else if i, ok = pick(false); !ok {
 						continue
 					}
 					s.key = i
-					var o *minio.Object
-					if o, s.err = cl.GetObject(ctx, *bucket, keyName(i), minio.GetObjectOptions{}); s.err == nil {
-						w := bytes.NewBuffer(rbuf[:0])
-						_, s.err = io.Copy(w, o)
-						o.Close()
-						if s.err == nil {
-							s.err = check(w.Bytes(), *size, i)
-						}
-						s.bytes = int64(w.Len())
-						rbuf = w.Bytes()
-					}
+					rbuf, s.err = getInto(rbuf, i)
+					s.bytes = int64(len(rbuf))
 				case "stat":
 					i, ok := pick(false)
 					if !ok {
