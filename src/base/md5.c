@@ -13,9 +13,10 @@
  *     buffer, and lanes with no stream are padded (their work is wasted).
  * Through a set on one core (`bash bench/store/run_md5.sh`, streams fed
  * in step; docs/benchmarks.md) on the Intel Xeon VM, with AVX-512: OpenSSL
- * 0.69 GB/s for one stream; interleaved 1.12 for two and 1.47 for three;
- * 8 lanes 1.72 with three streams, 3.54 with eight; 16 lanes 4.24 with
- * sixteen. On the AMD EPYC VM of earlier runs the kernels alone did 1.64
+ * 0.68 GB/s for one stream; interleaved 1.13 for three streams in pairs
+ * and 1.47 in threes; 8 lanes 1.72 with three streams, 3.51 with eight;
+ * 16 lanes 3.65 with sixteen, and the set's own choice 4.14 there (16- and
+ * 8-lane groups as lanes run dry). On the AMD EPYC VM of earlier runs the kernels alone did 1.64
  * (two interleaved), 2.25 (three) and 4.8 (16 lanes, all busy). So what pays
  * depends on the core and on how many streams have blocks staged: each
  * set times every kernel the CPU has when it is made (calibrate) and each
@@ -43,7 +44,7 @@
  * (Freeing a quarter of the stage drained the company each time: 16
  * uploads of 16 MiB at once went 2.4 lanes to a group on average, 8.3
  * with this.) */
-#define OL_MD5_ROOM (OL_MD5_STAGE / 32)
+#define MD5_ROOM (OL_MD5_STAGE / 32)
 /* Most lanes of a set: their staging offsets must fit the gathers' int32. */
 #define MD5_MAX_LANES ((unsigned)(INT32_MAX / OL_MD5_STAGE))
 
@@ -630,7 +631,7 @@ void ol_md5_update(struct ol_md5 *h, const void *data, size_t n)
     }
     while (n) {
         if (h->len == OL_MD5_STAGE)
-            flush(h->set, h, OL_MD5_ROOM, true);
+            flush(h->set, h, MD5_ROOM, true);
         uint32_t at = (h->off + h->len) % OL_MD5_STAGE;
         size_t take = OL_MD5_STAGE - h->len;
         if (take > OL_MD5_STAGE - at)
