@@ -524,14 +524,20 @@ static uint32_t claim(const struct ol_md5 *h)
     return blocks(h) + (h->ended ? 1u << 24 : 0);
 }
 
+/* Blocks x must hash to have `room` bytes free. */
+static uint32_t need_of(const struct ol_md5 *x, uint32_t room)
+{
+    return (room - (OL_MD5_STAGE - x->len) + 63) / 64;
+}
+
 /*
  * Hashes whole blocks x has staged until it has `room` bytes free (all of
- * them at the end of a stream), together with the (up to 2) lanes with the
- * best claim: the kernel for the group runs for as many blocks as its
- * smallest lane has; the lanes that run dry leave and the rest go on.
- * Alone (with `alone`), x hashes only the blocks that make the room: the
- * rest waits for company (uploads arrive in bursts, one connection after
- * the other).
+ * them at the end of a stream), together with the (up to 15) lanes with
+ * the best claim and the kernel choose() picks for them: each run goes for
+ * as many blocks as x needs, or fewer when a lane of the group has fewer in
+ * one piece; the lanes that run dry leave and the rest go on. Alone (with
+ * `alone`), x hashes only the blocks that make the room: the rest waits for
+ * company (uploads arrive in bursts, one connection after the other).
  */
 static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room, bool alone)
 {
@@ -566,8 +572,7 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room, bool al
         const struct md5_kern *k = choose(s, g, ng, &n);
         if (!k)   /* only a wider scalar kernel (ol_md5_set_only) */
             break;
-        uint32_t nb = run_of(x);
-        uint32_t need = (room - (OL_MD5_STAGE - x->len) + 63) / 64;
+        uint32_t nb = run_of(x), need = need_of(x, room);
         if (nb > need)
             nb = need;
         for (unsigned l = 0; l < n; l++) {
@@ -587,7 +592,7 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room, bool al
             repend(s, g[l]);
     }
     while (alone && blocks(x) && OL_MD5_STAGE - x->len < room) {
-        uint32_t nb = (room - (OL_MD5_STAGE - x->len) + 63) / 64;
+        uint32_t nb = need_of(x, room);
         if (nb > run_of(x))
             nb = run_of(x);
         scalar_blocks(x, x->stage + x->off, nb);
