@@ -16,12 +16,14 @@
 # its ops/s at 4 KiB, p99 <= half of MinIO's. Latency also at a fixed
 # offered load below both systems' saturation (GET 4 KiB at RATE_GET/s, PUT
 # 1 MiB at RATE_PUT/s), for DUR_RATE each (20 s: ~300 PUTs, so p99 is not
-# just the slowest one or two). Server CPU time per op from
+# just the slowest one or two). The 64 MiB phases run DUR_BIG (20 s: ~1,100
+# GETs of ours, 4 at a time; in 6 s the p99 of ~340 was the slowest round
+# of four, and one slow round at the start set it). Server CPU time per op from
 # /proc/<pid>/stat (utime + stime, all threads) around each measured phase.
 # One warm-up round (short), then ROUNDS rounds alternating the order
 # (OpenLake first in odd rounds, MinIO first in even ones). Writes
 # bench/results/store-s3-*.json and the store-s3 section of
-# docs/benchmarks.md. About 22 minutes with the defaults (5 rounds, as
+# docs/benchmarks.md. About 27 minutes with the defaults (5 rounds, as
 # ../shared/BENCHMARKING.md asks; set DUR, DUR_BIG, DUR_RATE, ROUNDS lower to
 # shorten it).
 # Drives: FS=xfs (the default when run as root with loop devices and
@@ -31,7 +33,7 @@
 # documents for its drives; it is made afresh for each system's round, so
 # neither inherits the other's freed inodes. FS=dir uses plain directories
 # under build/bench/s3 on whatever filesystem holds the checkout.
-#   ROUNDS=5 DUR=6s DUR_BIG=6s DUR_RATE=20s CONC=16 CONC_BIG=4 RATE_GET=1000 RATE_PUT=16 FS=xfs \
+#   ROUNDS=5 DUR=6s DUR_BIG=20s DUR_RATE=20s CONC=16 CONC_BIG=4 RATE_GET=1000 RATE_PUT=16 FS=xfs \
 #   bash bench/store/run_s3.sh
 # PHASES="put_64m get_64m" (names below) runs only those phases, in the
 # order they always run; the raw JSON then holds only them and
@@ -40,7 +42,7 @@ set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-ROUNDS=${ROUNDS:-5}; DUR=${DUR:-6s}; DUR_BIG=${DUR_BIG:-6s}; WARM=${WARM:-2s}
+ROUNDS=${ROUNDS:-5}; DUR=${DUR:-6s}; DUR_BIG=${DUR_BIG:-20s}; WARM=${WARM:-2s}
 DUR_RATE=${DUR_RATE:-20s}
 CONC=${CONC:-16}; CONC_BIG=${CONC_BIG:-4}; SCPU=${SCPU:-0}; CCPU=${CCPU:-1}
 RATE_GET=${RATE_GET:-1000}; RATE_PUT=${RATE_PUT:-16}; PORT=${PORT:-39100}
