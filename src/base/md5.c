@@ -363,17 +363,17 @@ bool ol_md5_set_only(struct ol_md5_set *s, const char *kernel)
 
 /*
  * The kernel for a group g[0..ng) (ng >= 2, sorted by claim, g[0] the lane
- * that needs room): the one that hashes the most blocks per ns, counting
- * each lane's blocks up to g[0]'s (where the group stops mattering). Sets
+ * that needs room, `cap` blocks more): the one that hashes the most blocks
+ * per ns, counting each lane's blocks up to cap (where the group stops
+ * mattering: flush ends once g[0] has its room). Sets
  * *n to how many of the group it takes. NULL when none fits (a set left
  * with only a scalar kernel wider than the group).
  */
 static const struct md5_kern *choose(const struct ol_md5_set *s, struct ol_md5 *const *g,
-                                     unsigned ng, unsigned *n)
+                                     unsigned ng, uint32_t cap, unsigned *n)
 {
     const struct md5_kern *best = NULL;
     double best_rate = 0;
-    uint32_t cap = g[0]->len / 64;
     for (unsigned i = 0; i < s->nkern; i++) {
         const struct md5_kern *k = &s->kern[i];
         if (!k->vec && k->width > ng)
@@ -568,11 +568,11 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room, bool al
         }
         if (ng == 1)
             break;
+        uint32_t nb = run_of(x), need = need_of(x, room);
         unsigned n = 0;
-        const struct md5_kern *k = choose(s, g, ng, &n);
+        const struct md5_kern *k = choose(s, g, ng, need, &n);
         if (!k)   /* only a wider scalar kernel (ol_md5_set_only) */
             break;
-        uint32_t nb = run_of(x), need = need_of(x, room);
         if (nb > need)
             nb = need;
         for (unsigned l = 0; l < n; l++) {
