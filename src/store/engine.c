@@ -480,7 +480,8 @@ void ol_store_core_destroy(struct ol_store_core *c)
             if (!r->in_use)
                 continue;
             for (unsigned p = 0; p < OL_SE_MAXD; p++) {
-                if (r->d[p].map) /* a GET's mapped shard file */
+                if (r->d[p].map && r->d[p].map_slot == 0xffffu) /* a GET's own mapping
+                                                                     (shared ones: below) */
                     munmap((void *)(uintptr_t)r->d[p].map, r->d[p].map_len);
                 if (r->d[p].fd >= 0)
                     close(r->d[p].fd);

@@ -31,10 +31,10 @@
  * shrank under us, a read error after reclaim) raises SIGBUS in user space,
  * which base/mapguard.h turns into a fallback to the read, and fails the
  * send in the kernel (a short body, never wrong bytes). A rebuild copies its
- * mapped sources into the slot first, under the same guard. A GET gives its
- * mappings up when the part's files are closed, after the caller released
- * the last slice (ol_get_next / ol_get_end): they are parked on the core
- * for the next GET of the same files (below), or unmapped when they failed.
+ * mapped sources into the slot first, under the same guard. A mapping is
+ * the core's, shared by every GET of its file (below); a GET lets its
+ * mappings go when the part's files are closed, after the caller released
+ * the last slice (ol_get_next / ol_get_end).
  */
 #include "store/engine_int.h"
 
@@ -57,23 +57,36 @@ static uint32_t stride(const struct ol_sreq *r) { return OL_BITROT_HDR_SIZE + r-
 /* Pages of one block a residency check covers; a larger block is read. */
 #define MAP_VEC 1040u
 
-/* ---- parked mappings: a GET's mappings kept for the next GET of the same
- * files, so a hot object is not mapped, faulted in and unmapped again each
- * time. A parked mapping is owned by the core; a GET takes it (one GET at a
- * time: two GETs of one file each have their own) and parks it again when
- * its part ends. Found by inode and size (the mapping holds the inode, so
- * its number is not reused while it is parked). Unused ones go after
- * OL_SE_PARK_MS, and the oldest when the table is full. */
+/* ---- shared mappings: a shard file's mapping is kept on the core and
+ * shared by every GET of that file, those at the same time included, and
+ * kept after the last for the next, so a hot object is not mapped, faulted
+ * in and unmapped again for each GET (on a VM whose page tables the host
+ * shadows, a new mapping's faults cost a 64 MiB GET as much again). Found
+ * by inode and size (the mapping holds the inode, so its number is not
+ * reused while it is kept). An entry's users are the GETs holding it; one
+ * unused for OL_SE_PARK_MS goes, and the oldest unused one when the table
+ * is full (with none unused, a GET maps the file for itself). An entry a
+ * GET found failing (SIGBUS) is given to no other and goes with its last
+ * user. */
 
-static void park_unmap(struct ol_se_park *pk) { munmap((void *)(uintptr_t)pk->p, pk->len); }
+#define MAP_OWN 0xffffu   /* d->map_slot of a mapping the GET made for itself */
 
-/* Unmaps the first n (the oldest) and moves the rest down. */
-static void park_shift(struct ol_store_core *c, unsigned n)
+static void park_unmap(struct ol_se_park *pk)
 {
-    for (unsigned i = 0; i < n; i++)
-        park_unmap(&c->park[i]);
-    memmove(c->park, c->park + n, (c->npark - n) * sizeof c->park[0]);
-    c->npark -= n;
+    munmap((void *)(uintptr_t)pk->p, pk->len);
+    pk->p = NULL;
+}
+
+static void park_arm(struct ol_store_core *c, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+    for (unsigned i = 0; i < OL_SE_PARK; i++) {
+        const struct ol_se_park *pk = &c->park[i];
+        if (pk->p && pk->users == 0 && pk->at_ms + OL_SE_PARK_MS < next)
+            next = pk->at_ms + OL_SE_PARK_MS;
+    }
+    if (next != UINT64_MAX && !ol_timer_armed(&c->park_timer))
+        ol_timer_arm(c->loop, &c->park_timer, next > now ? next - now : 0);
 }
 
 static void park_sweep(ol_loop *loop, struct ol_timer *t)
@@ -81,89 +94,116 @@ static void park_sweep(ol_loop *loop, struct ol_timer *t)
     struct ol_store_core *c = (struct ol_store_core *)((char *)t -
                                                        offsetof(struct ol_store_core, park_timer));
     uint64_t now = ol_loop_now_ms(loop);
-    unsigned n = 0;
-    while (n < c->npark && now - c->park[n].at_ms >= OL_SE_PARK_MS)
-        n++;
-    park_shift(c, n);
-    if (c->npark)
-        ol_timer_arm(loop, t, OL_SE_PARK_MS - (now - c->park[0].at_ms));
+    for (unsigned i = 0; i < OL_SE_PARK; i++) {
+        struct ol_se_park *pk = &c->park[i];
+        if (pk->p && pk->users == 0 && now - pk->at_ms >= OL_SE_PARK_MS) {
+            park_unmap(pk);
+            c->npark--;
+        }
+    }
+    park_arm(c, now);
 }
 
 void ol_se_park_drop(struct ol_store_core *c)
 {
     if (ol_timer_armed(&c->park_timer))
         ol_timer_cancel(c->loop, &c->park_timer);
-    park_shift(c, c->npark);
+    for (unsigned i = 0; i < OL_SE_PARK; i++)
+        if (c->park[i].p)
+            park_unmap(&c->park[i]);
+    c->npark = 0;
 }
 
-/* Takes a parked mapping of this file (the newest), or NULL. */
-static const uint8_t *park_take(struct ol_store_core *c, const struct stat *st)
+/* A slot for a new entry: a free one, else the oldest unused one (unmapped
+ * first); OL_SE_PARK when every entry is in use. */
+static unsigned park_slot(struct ol_store_core *c)
 {
-    for (unsigned i = c->npark; i-- > 0;) {
+    unsigned old = OL_SE_PARK;
+    for (unsigned i = 0; i < OL_SE_PARK; i++) {
         struct ol_se_park *pk = &c->park[i];
-        if (pk->ino != (uint64_t)st->st_ino || pk->dev != (uint64_t)st->st_dev ||
-            pk->len != (size_t)st->st_size)
-            continue;
-        const uint8_t *p = pk->p;
-        memmove(pk, pk + 1, (c->npark - i - 1) * sizeof *pk);
+        if (!pk->p)
+            return i;
+        if (pk->users == 0 && (old == OL_SE_PARK || pk->at_ms < c->park[old].at_ms))
+            old = i;
+    }
+    if (old != OL_SE_PARK) {
+        park_unmap(&c->park[old]);
         c->npark--;
-        return p;
     }
-    return NULL;
+    return old;
 }
 
-static void park_put(struct ol_store_core *c, struct ol_sdrv *d)
-{
-    if (c->npark == OL_SE_PARK)
-        park_shift(c, 1);
-    c->park[c->npark++] = (struct ol_se_park){.dev = d->map_dev, .ino = d->map_ino, .p = d->map,
-                                              .len = d->map_len,
-                                              .at_ms = ol_loop_now_ms(c->loop)};
-    if (!ol_timer_armed(&c->park_timer)) {
-        c->park_timer.fn = park_sweep;
-        ol_timer_arm(c->loop, &c->park_timer, OL_SE_PARK_MS);
-    }
-}
-
-/* d's mapping of the part's shard file, taken from the parked ones or made
- * when its first block is wanted (so a parity file is mapped only when a
- * rebuild needs it); NULL when its blocks are to be read: the caller did
+/* d's mapping of the part's shard file, shared from the core's table or
+ * made when its first block is wanted (so a parity file is mapped only when
+ * a rebuild needs it); NULL when its blocks are to be read: the caller did
  * not allow it, the file is empty, the mmap failed, or the mapping raised
  * SIGBUS. */
 static const uint8_t *drive_map(struct ol_sreq *r, struct ol_sdrv *d)
 {
     if (!r->map_ok || d->map_off)
         return NULL;
-    if (!d->map) {
-        struct stat st;
-        d->map_off = true; /* one try per file */
-        if (fstat(d->fd, &st) < 0 || st.st_size <= 0)
-            return NULL;
-        const uint8_t *p = park_take(r->c, &st);
-        if (!p) {
-            void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, d->fd, 0);
-            if (m == MAP_FAILED)
-                return NULL;
-            p = m;
+    if (d->map)
+        return d->map;
+    struct ol_store_core *c = r->c;
+    struct stat st;
+    d->map_off = true; /* one try per file */
+    if (fstat(d->fd, &st) < 0 || st.st_size <= 0)
+        return NULL;
+    unsigned slot = OL_SE_PARK;
+    for (unsigned i = 0; i < OL_SE_PARK && c->npark; i++) {
+        const struct ol_se_park *pk = &c->park[i];
+        if (pk->p && !pk->dead && pk->ino == (uint64_t)st.st_ino &&
+            pk->dev == (uint64_t)st.st_dev && pk->len == (size_t)st.st_size) {
+            slot = i;
+            break;
         }
-        d->map = p;
-        d->map_len = (size_t)st.st_size;
-        d->map_dev = (uint64_t)st.st_dev;
-        d->map_ino = (uint64_t)st.st_ino;
-        d->map_off = false;
     }
+    if (slot == OL_SE_PARK) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, d->fd, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        slot = park_slot(c);
+        if (slot == OL_SE_PARK) {
+            d->map_slot = MAP_OWN;
+            d->map = m;
+        } else {
+            c->park[slot] = (struct ol_se_park){.dev = (uint64_t)st.st_dev,
+                                                .ino = (uint64_t)st.st_ino, .p = m,
+                                                .len = (size_t)st.st_size};
+            c->npark++;
+        }
+    }
+    if (slot != OL_SE_PARK) {
+        c->park[slot].users++;
+        d->map_slot = (uint16_t)slot;
+        d->map = c->park[slot].p;
+    }
+    d->map_len = (size_t)st.st_size;
+    d->map_off = false;
     return d->map;
 }
 
-/* At the part's end, when the caller holds no slice: the mapping is parked,
- * or unmapped when it failed (it stays until then, since slices handed out
- * may still point into it). */
+/* At the part's end, when the caller holds no slice: d lets its mapping go
+ * (it stays until then, since slices handed out may still point into it);
+ * one that failed is given to no other GET. */
 static void map_release(struct ol_sreq *r, struct ol_sdrv *d)
 {
-    if (d->map && !d->map_off)
-        park_put(r->c, d);
-    else if (d->map)
+    struct ol_store_core *c = r->c;
+    if (d->map && d->map_slot == MAP_OWN) {
         munmap((void *)(uintptr_t)d->map, d->map_len);
+    } else if (d->map) {
+        struct ol_se_park *pk = &c->park[d->map_slot];
+        uint64_t now = ol_loop_now_ms(c->loop);
+        pk->dead |= d->map_off;
+        pk->at_ms = now;
+        if (--pk->users == 0 && pk->dead) {
+            park_unmap(pk);
+            c->npark--;
+        } else if (pk->users == 0) {
+            c->park_timer.fn = park_sweep;
+            park_arm(c, now);
+        }
+    }
     d->map = NULL;
     d->map_len = 0;
     d->map_off = false;

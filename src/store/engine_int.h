@@ -133,7 +133,8 @@ struct ol_sdrv {
                                   (engine_get.c "mapped reads"), or NULL */
     size_t map_len;            /*   its length: the file's size when mapped */
     bool map_off;              /*   no more blocks from it (it failed): reads */
-    uint64_t map_dev, map_ino; /*   the file it maps */
+    uint16_t map_slot;         /*   its entry in the core's park table, or
+                                    0xffff: mapped for this GET alone */
     uint16_t step;             /* what the pending completion is for */
     uint16_t after;            /* step to continue at after a dir fsync */
     uint8_t pos, shard;        /* position in the set, shard index it holds */
@@ -339,16 +340,19 @@ union ol_sreq_u {
     struct ol_get g;
 };
 
-/* A mapping parked by a GET (engine_get.c "mapped reads"): a shard file
- * known by its inode, whose size it maps. */
-#define OL_SE_PARK 256u         /* per core; the oldest goes first */
+/* A shard file's mapping, shared by the GETs of that file and kept after
+ * them (engine_get.c "shared mappings"): known by its inode, whose size it
+ * maps. */
+#define OL_SE_PARK 256u         /* per core; the oldest unused goes first */
 #define OL_SE_PARK_MS 1000u     /* unused that long: unmapped (a deleted file's
                                    space is freed then) */
 struct ol_se_park {
     uint64_t dev, ino;
-    const uint8_t *p;
+    const uint8_t *p;           /* NULL: a free entry */
     size_t len;
-    uint64_t at_ms;             /* when it was parked (the loop's clock) */
+    uint64_t at_ms;             /* when a GET last let it go (the loop's clock) */
+    uint32_t users;             /* GETs holding it */
+    bool dead;                  /* it failed (SIGBUS): goes with its last user */
 };
 
 struct ol_store_core {
@@ -364,8 +368,9 @@ struct ol_store_core {
     struct ol_store_stats st;
     _Atomic unsigned barriers_out;  /* barriers the syncer still holds (syncer.h) */
     unsigned swr;              /* PUT: sealed stripes' writes in flight on this core */
-    /* GET: mappings of shard files kept after their GET, oldest first, for
-     * the next GET of the same file (engine_get.c "mapped reads") */
+    /* GET: mappings of shard files shared by their GETs and kept after
+     * them for the next (engine_get.c "shared mappings"); entries with p
+     * set: npark */
     struct ol_se_park park[OL_SE_PARK];
     unsigned npark;
     struct ol_timer park_timer;   /* unmaps those unused for OL_SE_PARK_MS */

@@ -259,6 +259,8 @@ void sh_get_cb(void *ud, const struct ol_store_event *ev)
         t->got += ev->len;
         if (t->on_data)
             t->on_data(t);
+        if (t->held)
+            break;
         rc = ol_get_next(t->get); /* from inside the callback: the engine loops */
         if (rc < 0) {
             ol_get_end(t->get);
@@ -271,6 +273,16 @@ void sh_get_cb(void *ud, const struct ol_store_event *ev)
         break;
     default:
         break;
+    }
+}
+
+void sh_get_resume(struct sh_call *t)
+{
+    t->held = false;
+    int rc = ol_get_next(t->get);
+    if (rc < 0) {
+        ol_get_end(t->get);
+        sh_done(t, rc);
     }
 }
 

@@ -74,6 +74,7 @@ struct sh_call {
     bool head;
     bool by_ref;               /* ol_get_args.by_ref: slices may lie in a mapping */
     void (*on_data)(struct sh_call *); /* after each slice is copied out, if set */
+    bool held;                 /* set by on_data: the next slice waits for sh_get_resume */
     uint8_t *out;
     uint64_t cap, got, msize;
     bool meta;
@@ -134,6 +135,8 @@ void sh_fn_abort_put(struct sh_call *t);
 /* The GET callback: the version into msize/etag/..., the data into out[0..cap). */
 void sh_get_cb(void *ud, const struct ol_store_event *ev);
 void sh_fn_get(struct sh_call *t);
+/* On the loop thread: a GET its on_data held (t->held) goes on. */
+void sh_get_resume(struct sh_call *t);
 /* GET of [off, off + len) (len -1: to the end) into out; *got = bytes. */
 int sh_get_range(struct sh_env *e, const char *b, const char *k, uint64_t off, int64_t len,
                  uint8_t *out, uint64_t cap, uint64_t *got);

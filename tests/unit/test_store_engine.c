@@ -1345,6 +1345,97 @@ static void cut_after_first_slice(struct sh_call *t)
     (void)t;
 }
 
+/* Two GETs of one object at once share the mappings of its shard files:
+ * the first is held after its first slice while the second starts; when
+ * the second has its first slice, the process maps each data file once. */
+struct share {
+    struct sh_call sub[2];
+    struct ol_msg resume;
+    int maps_seen;
+};
+static struct share g_share;
+
+static void share_resume(ol_loop *l, struct ol_msg *m)
+{
+    (void)l;
+    (void)m;
+    sh_get_resume(&g_share.sub[0]);
+}
+
+static void share_second_data(struct sh_call *t)
+{
+    if (g_share.maps_seen >= 0)
+        return;
+    char m[4096];
+    g_share.maps_seen = drive_maps(t->e, m, sizeof m);
+    g_share.resume.fn = share_resume;
+    ol_loop_post(t->e->loop, &g_share.resume); /* not from inside this GET's callback */
+}
+
+static void share_first_data(struct sh_call *t)
+{
+    if (g_share.sub[1].fn == NULL) {
+        struct sh_call *u = &g_share.sub[1];
+        t->held = true;
+        u->fn = sh_fn_get;
+        sh_fn_get(u);
+    }
+}
+
+static void fn_share(struct sh_call *t)
+{
+    t->remaining = 2;
+    for (unsigned i = 0; i < 2; i++) {
+        g_share.sub[i].e = t->e;
+        g_share.sub[i].parent = t;
+        g_share.sub[i].posted = false;
+    }
+    sh_fn_get(&g_share.sub[0]);
+}
+
+OLT_TEST_T(store_engine_concurrent_gets_share_mappings, 60)
+{
+    struct sh_env e;
+    env_open(&e, 4, 4, 4096);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "ms"), 0);
+    uint32_t B = (uint32_t)ol_ec_shard_len(SH_STRIPE, 2);
+    uint64_t size = 5ull * 2 * B + 1000;
+    uint8_t *a = sh_pattern(size, 41);
+    OLT_CHECK_EQ(put(&e, "ms", "obj", a, size), 0);
+    for (unsigned s = 0; s < 4; s++) {
+        char pp[900];
+        part_path(&e, sh_drive_with_shard(&e, "ms", "obj", s), "ms", "obj", pp, sizeof pp);
+        warm_file(pp);
+    }
+    memset(&g_share, 0, sizeof g_share);
+    g_share.maps_seen = -1;
+    for (unsigned i = 0; i < 2; i++) {
+        struct sh_call *u = &g_share.sub[i];
+        u->bucket = "ms";
+        u->key = "obj";
+        u->len = -1;
+        u->out = malloc(size + 1);
+        u->cap = size + 1;
+        u->by_ref = true;
+        u->on_data = i == 0 ? share_first_data : share_second_data;
+    }
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    OLT_CHECK_EQ(sh_call(&e, &t, fn_share), 0);
+    for (unsigned i = 0; i < 2; i++) {
+        OLT_CHECK_EQ(g_share.sub[i].status, 0);
+        OLT_CHECK_EQ(g_share.sub[i].got, size);
+        OLT_CHECK_MEM(g_share.sub[i].out, a, size);
+        free(g_share.sub[i].out);
+    }
+    OLT_CHECK_EQ(g_share.sub[1].fn == sh_fn_get, true); /* the second ran while the first was held */
+    OLT_CHECK_EQ(g_share.maps_seen, 2);                 /* each data file mapped once */
+    char m[4096];
+    OLT_CHECK_EQ(drive_maps(&e, m, sizeof m), 2);       /* and kept for the next GET */
+    free(a);
+    env_close(&e);
+}
+
 /* A GET whose caller sends by reference verifies blocks whose pages are
  * cached where they lie in a mapping of the shard file and hands them out
  * from there; other GETs, and blocks not cached, are read into the slots.
