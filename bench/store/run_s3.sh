@@ -151,6 +151,9 @@ for d, _, fs in os.walk(sys.argv[1]):
   res=$(load -op "$op" -size "$size" -concurrent "$conc" -duration "$dur" -objects "$n" -noclear "${extra[@]}")
   echo "{\"cpu_ticks\":$(( $(cpu_ticks "$pid") - t0 )),\"load\":$res}"
   load -op clear
+  # the filesystem settled before the next phase's clock: what the deletions
+  # left to do (XFS inactivates deleted inodes in the background) is done here
+  sync -f "$root"
 }
 
 # The phases, in the order they run: name op size concurrency duration objects
