@@ -60,8 +60,7 @@ static uint32_t stride(const struct ol_sreq *r) { return OL_BITROT_HDR_SIZE + r-
 /* ---- shared mappings: a shard file's mapping is kept on the core and
  * shared by every GET of that file, those at the same time included, and
  * kept after the last for the next, so a hot object is not mapped, faulted
- * in and unmapped again for each GET (on a VM whose page tables the host
- * shadows, a new mapping's faults cost a 64 MiB GET as much again). Found
+ * in and unmapped again for each GET (docs/store.md, "Mapped reads"). Found
  * by inode and size (the mapping holds the inode, so its number is not
  * reused while it is kept). An entry's users are the GETs holding it; one
  * unused for OL_SE_PARK_MS goes, and the oldest unused one when the table
