@@ -480,8 +480,8 @@ void ol_store_core_destroy(struct ol_store_core *c)
             if (!r->in_use)
                 continue;
             for (unsigned p = 0; p < OL_SE_MAXD; p++) {
-                if (r->d[p].map && r->d[p].map_slot == 0xffffu) /* a GET's own mapping
-                                                                     (shared ones: below) */
+                /* a GET's own mapping (the shared ones: ol_se_park_drop) */
+                if (r->d[p].map && r->d[p].map_slot == OL_SE_MAP_OWN)
                     munmap((void *)(uintptr_t)r->d[p].map, r->d[p].map_len);
                 if (r->d[p].fd >= 0)
                     close(r->d[p].fd);

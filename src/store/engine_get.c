@@ -68,8 +68,6 @@ static uint32_t stride(const struct ol_sreq *r) { return OL_BITROT_HDR_SIZE + r-
  * GET found failing (SIGBUS) is given to no other and goes with its last
  * user. */
 
-#define MAP_OWN 0xffffu   /* d->map_slot of a mapping the GET made for itself */
-
 static void park_unmap(struct ol_se_park *pk)
 {
     munmap((void *)(uintptr_t)pk->p, pk->len);
@@ -149,10 +147,13 @@ static const uint8_t *drive_map(struct ol_sreq *r, struct ol_sdrv *d)
     if (fstat(d->fd, &st) < 0 || st.st_size <= 0)
         return NULL;
     unsigned slot = OL_SE_PARK;
-    for (unsigned i = 0; i < OL_SE_PARK && c->npark; i++) {
+    for (unsigned i = 0, seen = 0; i < OL_SE_PARK && seen < c->npark; i++) {
         const struct ol_se_park *pk = &c->park[i];
-        if (pk->p && !pk->dead && pk->ino == (uint64_t)st.st_ino &&
-            pk->dev == (uint64_t)st.st_dev && pk->len == (size_t)st.st_size) {
+        if (!pk->p)
+            continue;
+        seen++;
+        if (!pk->dead && pk->ino == (uint64_t)st.st_ino && pk->dev == (uint64_t)st.st_dev &&
+            pk->len == (size_t)st.st_size) {
             slot = i;
             break;
         }
@@ -163,7 +164,7 @@ static const uint8_t *drive_map(struct ol_sreq *r, struct ol_sdrv *d)
             return NULL;
         slot = park_slot(c);
         if (slot == OL_SE_PARK) {
-            d->map_slot = MAP_OWN;
+            d->map_slot = OL_SE_MAP_OWN;
             d->map = m;
         } else {
             c->park[slot] = (struct ol_se_park){.dev = (uint64_t)st.st_dev,
@@ -188,7 +189,7 @@ static const uint8_t *drive_map(struct ol_sreq *r, struct ol_sdrv *d)
 static void map_release(struct ol_sreq *r, struct ol_sdrv *d)
 {
     struct ol_store_core *c = r->c;
-    if (d->map && d->map_slot == MAP_OWN) {
+    if (d->map && d->map_slot == OL_SE_MAP_OWN) {
         munmap((void *)(uintptr_t)d->map, d->map_len);
     } else if (d->map) {
         struct ol_se_park *pk = &c->park[d->map_slot];

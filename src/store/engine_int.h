@@ -134,7 +134,7 @@ struct ol_sdrv {
     size_t map_len;            /*   its length: the file's size when mapped */
     bool map_off;              /*   no more blocks from it (it failed): reads */
     uint16_t map_slot;         /*   its entry in the core's park table, or
-                                    0xffff: mapped for this GET alone */
+                                    OL_SE_MAP_OWN: mapped for this GET alone */
     uint16_t step;             /* what the pending completion is for */
     uint16_t after;            /* step to continue at after a dir fsync */
     uint8_t pos, shard;        /* position in the set, shard index it holds */
@@ -344,6 +344,7 @@ union ol_sreq_u {
  * them (engine_get.c "shared mappings"): known by its inode, whose size it
  * maps. */
 #define OL_SE_PARK 256u         /* per core; the oldest unused goes first */
+#define OL_SE_MAP_OWN 0xffffu   /* ol_sdrv.map_slot of a mapping not in the table */
 #define OL_SE_PARK_MS 1000u     /* unused that long: unmapped (a deleted file's
                                    space is freed then) */
 struct ol_se_park {

@@ -1355,6 +1355,19 @@ struct share {
 };
 static struct share g_share;
 
+/* Whether /proc/self/maps holds a mapping of path. */
+static bool path_mapped(const char *path)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    OLT_CHECK(f != NULL);
+    char line[2048];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, path) != NULL;
+    fclose(f);
+    return found;
+}
+
 static void share_resume(ol_loop *l, struct ol_msg *m)
 {
     (void)l;
@@ -1432,6 +1445,31 @@ OLT_TEST_T(store_engine_concurrent_gets_share_mappings, 60)
     OLT_CHECK_EQ(g_share.maps_seen, 2);                 /* each data file mapped once */
     char m[4096];
     OLT_CHECK_EQ(drive_maps(&e, m, sizeof m), 2);       /* and kept for the next GET */
+
+    /* more files read than the table holds: the oldest unused go, the
+     * process never keeps more than OL_SE_PARK */
+    unsigned nobj = OL_SE_PARK / 2 + 3;
+    uint64_t small = 2ull * B; /* one stripe: two data files */
+    uint8_t *out = malloc(small + 1);
+    for (unsigned i = 0; i < nobj; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "many-%u", i);
+        OLT_CHECK_EQ(put(&e, "ms", k, a, small), 0);
+        uint64_t got = 0;
+        OLT_CHECK_EQ(get_by_ref(&e, "ms", k, out, small + 1, &got, NULL), 0);
+        OLT_CHECK_EQ(got, small);
+        OLT_CHECK_MEM(out, a, small);
+    }
+    static char big[256 * 1024];
+    OLT_CHECK_EQ(drive_maps(&e, big, sizeof big), (int)OL_SE_PARK);
+    /* the last object's files are kept, the first object's went */
+    char first[900], last[900], k[32];
+    snprintf(k, sizeof k, "many-%u", nobj - 1);
+    part_path(&e, sh_drive_with_shard(&e, "ms", k, 0), "ms", k, last, sizeof last);
+    part_path(&e, sh_drive_with_shard(&e, "ms", "many-0", 0), "ms", "many-0", first, sizeof first);
+    OLT_CHECK(path_mapped(last));
+    OLT_CHECK(!path_mapped(first));
+    free(out);
     free(a);
     env_close(&e);
 }
