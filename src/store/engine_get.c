@@ -68,22 +68,31 @@ static uint32_t stride(const struct ol_sreq *r) { return OL_BITROT_HDR_SIZE + r-
  * GET found failing (SIGBUS) is given to no other and goes with its last
  * user. */
 
-static void park_unmap(struct ol_se_park *pk)
+static void park_unmap(struct ol_store_core *c, struct ol_se_park *pk)
 {
     munmap((void *)(uintptr_t)pk->p, pk->len);
     pk->p = NULL;
+    c->npark--;
 }
 
+static void park_sweep(ol_loop *loop, struct ol_timer *t);
+
+/* The sweep armed for the first unused entry to expire; an armed one is
+ * early enough already (an entry let go now expires after every other). */
 static void park_arm(struct ol_store_core *c, uint64_t now)
 {
+    if (ol_timer_armed(&c->park_timer))
+        return;
     uint64_t next = UINT64_MAX;
     for (unsigned i = 0; i < OL_SE_PARK; i++) {
         const struct ol_se_park *pk = &c->park[i];
         if (pk->p && pk->users == 0 && pk->at_ms + OL_SE_PARK_MS < next)
             next = pk->at_ms + OL_SE_PARK_MS;
     }
-    if (next != UINT64_MAX && !ol_timer_armed(&c->park_timer))
-        ol_timer_arm(c->loop, &c->park_timer, next > now ? next - now : 0);
+    if (next == UINT64_MAX)
+        return;
+    c->park_timer.fn = park_sweep;
+    ol_timer_arm(c->loop, &c->park_timer, next > now ? next - now : 0);
 }
 
 static void park_sweep(ol_loop *loop, struct ol_timer *t)
@@ -93,10 +102,8 @@ static void park_sweep(ol_loop *loop, struct ol_timer *t)
     uint64_t now = ol_loop_now_ms(loop);
     for (unsigned i = 0; i < OL_SE_PARK; i++) {
         struct ol_se_park *pk = &c->park[i];
-        if (pk->p && pk->users == 0 && now - pk->at_ms >= OL_SE_PARK_MS) {
-            park_unmap(pk);
-            c->npark--;
-        }
+        if (pk->p && pk->users == 0 && now - pk->at_ms >= OL_SE_PARK_MS)
+            park_unmap(c, pk);
     }
     park_arm(c, now);
 }
@@ -107,8 +114,7 @@ void ol_se_park_drop(struct ol_store_core *c)
         ol_timer_cancel(c->loop, &c->park_timer);
     for (unsigned i = 0; i < OL_SE_PARK; i++)
         if (c->park[i].p)
-            park_unmap(&c->park[i]);
-    c->npark = 0;
+            park_unmap(c, &c->park[i]);
 }
 
 /* A slot for a new entry: a free one, else the oldest unused one (unmapped
@@ -123,10 +129,8 @@ static unsigned park_slot(struct ol_store_core *c)
         if (pk->users == 0 && (old == OL_SE_PARK || pk->at_ms < c->park[old].at_ms))
             old = i;
     }
-    if (old != OL_SE_PARK) {
-        park_unmap(&c->park[old]);
-        c->npark--;
-    }
+    if (old != OL_SE_PARK)
+        park_unmap(c, &c->park[old]);
     return old;
 }
 
@@ -158,27 +162,26 @@ static const uint8_t *drive_map(struct ol_sreq *r, struct ol_sdrv *d)
             break;
         }
     }
+    d->map_len = (size_t)st.st_size;
     if (slot == OL_SE_PARK) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, d->fd, 0);
+        void *m = mmap(NULL, d->map_len, PROT_READ, MAP_SHARED, d->fd, 0);
         if (m == MAP_FAILED)
             return NULL;
+        d->map_off = false;
+        d->map = m;
         slot = park_slot(c);
-        if (slot == OL_SE_PARK) {
+        if (slot == OL_SE_PARK) { /* every entry in use */
             d->map_slot = OL_SE_MAP_OWN;
-            d->map = m;
-        } else {
-            c->park[slot] = (struct ol_se_park){.dev = (uint64_t)st.st_dev,
-                                                .ino = (uint64_t)st.st_ino, .p = m,
-                                                .len = (size_t)st.st_size};
-            c->npark++;
+            return d->map;
         }
+        c->park[slot] = (struct ol_se_park){.dev = (uint64_t)st.st_dev,
+                                            .ino = (uint64_t)st.st_ino, .p = m,
+                                            .len = d->map_len};
+        c->npark++;
     }
-    if (slot != OL_SE_PARK) {
-        c->park[slot].users++;
-        d->map_slot = (uint16_t)slot;
-        d->map = c->park[slot].p;
-    }
-    d->map_len = (size_t)st.st_size;
+    c->park[slot].users++;
+    d->map_slot = (uint16_t)slot;
+    d->map = c->park[slot].p;
     d->map_off = false;
     return d->map;
 }
@@ -196,13 +199,10 @@ static void map_release(struct ol_sreq *r, struct ol_sdrv *d)
         uint64_t now = ol_loop_now_ms(c->loop);
         pk->dead |= d->map_off;
         pk->at_ms = now;
-        if (--pk->users == 0 && pk->dead) {
-            park_unmap(pk);
-            c->npark--;
-        } else if (pk->users == 0) {
-            c->park_timer.fn = park_sweep;
+        if (--pk->users == 0 && pk->dead)
+            park_unmap(c, pk);
+        else if (pk->users == 0)
             park_arm(c, now);
-        }
     }
     d->map = NULL;
     d->map_len = 0;
