@@ -91,7 +91,7 @@ var (
 	prefix     = flag.String("prefix", "obj", "key prefix")
 	rate       = flag.Float64("rate", 0, "offered load in requests/s over all workers (0: closed loop)")
 	warm       = flag.Bool("warm", false, "read every object once before the clock starts")
-	trace      = flag.String("trace", "", "also write every request to this file: worker, op, start and latency in ms")
+	trace      = flag.String("trace", "", "also write every request to this file: worker, op, start and latency in ms (after a first line \"# start UNIXTIME\", the phase's start)")
 )
 
 func keyName(i int64) string { return fmt.Sprintf("%s/%09d", *prefix, i) }
@@ -393,6 +393,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
+		fmt.Fprintf(f, "# start %.6f\n", float64(start.UnixMicro())/1e6)
 		for w, ss := range samples {
 			for _, s := range ss {
 				fmt.Fprintf(f, "%d %s %.3f %.3f\n", w, s.op, float64(s.at.Microseconds())/1000,
