@@ -37,7 +37,8 @@
 #   bash bench/store/run_s3.sh
 # PHASES="put_64m get_64m" (names below) runs only those phases, in the
 # order they always run; the raw JSON then holds only them and
-# docs/benchmarks.md is not rewritten.
+# docs/benchmarks.md is not rewritten. TRACE=DIR also writes each measured
+# phase's requests (s3load -trace) to DIR/SYSTEM-PHASE-UNIXTIME.trace.
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
@@ -84,6 +85,38 @@ make_drives() {
   mkdir -p "${drives[@]}"
 }
 mkdir -p bench/results "$(dirname "$root")"
+
+# Free page reporting (virtio-balloon; on the VMs this benchmark has run on)
+# hands memory the guest frees back to the host, and the guest's next first
+# touch of each such page then costs a fault on the host: 6-9.5 us per
+# 4 KiB page here, against 2-3 for memory the host still backs. Each phase's
+# deletions free gigabytes, and at the start of the next transfer-heavy
+# phase the kernel's per-CPU page lists grow by hundreds of MiB (their
+# high mark tunes itself), drawing those pages: the first half second of
+# a GET 64 MiB phase then ran at a third of its speed on whichever server
+# was sending fastest (docs/benchmarks.md). VM_PAGE_REPORTING=off (the
+# default, as root where the knob exists) stops reporting for the run
+# (page_reporting_order past the largest order) and touches the free memory
+# once so the host backs it, then puts the setting back; both servers run
+# under the same setting. VM_PAGE_REPORTING=keep leaves it as it is.
+VM_PAGE_REPORTING=${VM_PAGE_REPORTING:-off}
+pr_knob=/sys/module/page_reporting/parameters/page_reporting_order
+pr_old=
+if [ "$VM_PAGE_REPORTING" = off ] && [ -w "$pr_knob" ]; then
+  pr_old=$(cat "$pr_knob")
+  echo 11 > "$pr_knob"
+  python3 -c 'import mmap
+free = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemFree:")) * 1024
+n = max(free - (1 << 30), 0) // mmap.PAGESIZE * mmap.PAGESIZE
+if n:
+    m = mmap.mmap(-1, n)
+    memoryview(m)[::mmap.PAGESIZE] = bytes([1]) * (n // mmap.PAGESIZE)
+    m.close()'
+fi
+pr_state=keep
+[ -n "$pr_old" ] && pr_state="off (was order $pr_old)"
+restore_reporting() { if [ -n "$pr_old" ]; then echo "$pr_old" > "$pr_knob"; fi; }
+if [ -n "${TRACE:-}" ]; then mkdir -p "$TRACE"; TRACE=$(cd "$TRACE" && pwd); fi
 out=bench/results/store-s3-$(date -u +%Y%m%dT%H%M%SZ).json
 log=$root.log
 : > "$log"
@@ -97,7 +130,7 @@ stop_server() {
   wait "$pid" 2>/dev/null || true
   pid=
 }
-trap 'stop_server; unmount_drives' EXIT
+trap 'stop_server; unmount_drives; restore_reporting' EXIT
 
 start_server() {  # $1 = openlake | minio
   make_drives
@@ -124,6 +157,21 @@ start_server() {  # $1 = openlake | minio
 
 load() { taskset -c "$CCPU" $bin/s3load -endpoint 127.0.0.1:$PORT -access-key $AK -secret-key $SK "$@"; }
 
+# MiB/s of fio reading N files of SIZE bytes at once (one job each, 1 MiB
+# reads, 4 in flight, O_DIRECT) from a folder beside the drive directories
+# on the same filesystem; the files are written and synced first, then the
+# read is measured (runs between a phase's upload and its reads).
+drive_ceiling() {  # size n
+  local dir=$root/ceiling
+  mkdir -p "$dir"
+  fio --name=ceiling --directory="$dir" --numjobs="$2" --size="$1" --bs=1M --rw=write \
+      --direct=1 --end_fsync=1 --ioengine=psync >/dev/null
+  fio --name=ceiling --directory="$dir" --numjobs="$2" --size="$1" --bs=1M --rw=read \
+      --direct=1 --iodepth=4 --ioengine=io_uring --group_reporting --output-format=json |
+    python3 -c 'import json, sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["bw"] / 1024, 1))'
+  rm -rf "$dir"
+}
+
 # One measured phase: prints {"cpu_ticks":N,"load":{...}}; the objects it
 # read were uploaded before (not measured) and are deleted after.
 phase() {  # op size concurrency duration objects [s3load options]
@@ -132,7 +180,11 @@ phase() {  # op size concurrency duration objects [s3load options]
     load -op prepare -size "$size" -concurrent "$conc" -objects "$n" -noclear
     extra+=(-prepared)
   fi
+  local ceiling=null
   if [ "$op" = first ]; then
+    # the drives' ceiling in the same minute: fio reading as many files of
+    # the same size at once, with direct I/O, from the same filesystem
+    ceiling=$(drive_ceiling "$size" "$conc")
     # cold: the drive files' pages leave the page cache (only theirs: a
     # global drop_caches would also evict the binaries, and the next
     # phases would wait for them to be read back)
@@ -147,9 +199,10 @@ for d, _, fs in os.walk(sys.argv[1]):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.close(fd)' "$root"
   fi
+  if [ -n "${TRACE:-}" ]; then extra+=(-trace "$TRACE/$cur_sys-$cur_phase-$(date +%s).trace"); fi
   t0=$(cpu_ticks "$pid")
   res=$(load -op "$op" -size "$size" -concurrent "$conc" -duration "$dur" -objects "$n" -noclear "${extra[@]}")
-  echo "{\"cpu_ticks\":$(( $(cpu_ticks "$pid") - t0 )),\"load\":$res}"
+  echo "{\"cpu_ticks\":$(( $(cpu_ticks "$pid") - t0 )),\"ceiling_mib_per_s\":$ceiling,\"load\":$res}"
   load -op clear
   # the filesystem settled before the next phase's clock: what the deletions
   # left to do (XFS inactivates deleted inodes in the background) is done here
@@ -189,6 +242,7 @@ system_round() {  # system duration-small duration-big duration-rate
     [[ " $PHASES " == *" $ph "* ]] || continue
     read -r -a args <<< "$(phase_args "$ph")"
     args[3]=${dur[${args[3]}]}
+    cur_sys=$1 cur_phase=$ph
     json+=",\"$ph\":$(phase "${args[@]}")"
   done
   stop_server
@@ -205,7 +259,7 @@ system_round() {  # system duration-small duration-big duration-rate
   echo ",\"clk_tck\":$(getconf CLK_TCK),\"conc\":$CONC,\"conc_big\":$CONC_BIG"
   echo ",\"rate_get\":$RATE_GET,\"rate_put\":$RATE_PUT"
   echo ",\"dur\":\"$DUR\",\"dur_big\":\"$DUR_BIG\",\"dur_rate\":\"$DUR_RATE\",\"scpu\":$SCPU,\"ccpu\":$CCPU"
-  echo ",\"fs\":\"$FS\",\"fs_desc\":\"$(fs_desc)\""
+  echo ",\"fs\":\"$FS\",\"fs_desc\":\"$(fs_desc)\",\"vm_page_reporting\":\"$pr_state\""
   a=$(system_round openlake "$WARM" "$WARM" "$WARM"); b=$(system_round minio "$WARM" "$WARM" "$WARM")
   echo ",\"warmup\":[$a,$b]"
   echo ',"rounds":['
