@@ -197,8 +197,9 @@ def main():
             "hold them either). MiB/s over the "
             "reads; the slowest read of each round (of four, so no p99), its ratio per round. "
             "These reads are bound by the drive, not by the server, so each round also measures "
-            "the drive's ceiling just before the reads (fio, as many files of 64 MiB read at once "
-            "with O_DIRECT, 1 MiB reads, 4 in flight, on the same filesystem): a goal counts as "
+            "the drive's ceiling just before the reads (fio reading the data shards those reads "
+            "need, 2 files of 32 MiB an object, all at once, on the same filesystem, buffered 4 MiB "
+            "reads after their pages were dropped, the best of three): a goal counts as "
             f"met at {CEILING_FRACTION:.0%} of the ceiling (throughput), or when the slowest read "
             f"takes at most 1/{CEILING_FRACTION:.0%} of the time the ceiling needs for all "
             "the reads' bytes, since no server can beat the drive:",
