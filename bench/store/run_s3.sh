@@ -49,7 +49,8 @@ CONC=${CONC:-16}; CONC_BIG=${CONC_BIG:-4}; SCPU=${SCPU:-0}; CCPU=${CCPU:-1}
 RATE_GET=${RATE_GET:-1000}; RATE_PUT=${RATE_PUT:-16}; PORT=${PORT:-39100}
 AK=benchadmin; SK=benchsecret-0123456789
 bin=build/go-bin
-[ -x build/openlaked ] || { echo "run_s3: build/openlaked missing (make all)" >&2; exit 1; }
+OLBIN=${OLBIN:-build/openlaked}   # OLBIN=PATH: another build of openlaked (an A/B)
+[ -x "$OLBIN" ] || { echo "run_s3: $OLBIN missing (make all)" >&2; exit 1; }
 [ -x $bin/minio ] && [ -x $bin/s3load ] || { echo "run_s3: run scripts/deps.sh bench first" >&2; exit 1; }
 root=$PWD/build/bench/s3
 img=$PWD/build/bench/s3.img
@@ -135,7 +136,7 @@ trap 'stop_server; unmount_drives; restore_reporting' EXIT
 start_server() {  # $1 = openlake | minio
   make_drives
   if [ "$1" = openlake ]; then
-    OPENLAKE_ACCESS_KEY=$AK OPENLAKE_SECRET_KEY=$SK taskset -c "$SCPU" build/openlaked \
+    OPENLAKE_ACCESS_KEY=$AK OPENLAKE_SECRET_KEY=$SK taskset -c "$SCPU" "$OLBIN" \
       --mode s3 --s3-addr 127.0.0.1:$PORT --kv-addr 127.0.0.1:$((PORT + 1)) --threads 1 \
       --data-dirs "$(IFS=,; echo "${drives[*]}")" >> "$log" 2>&1 &
     pid=$!; ready=/_openlake/health/ready
