@@ -84,7 +84,9 @@ def main():
         "Go module proxy refuses `github.com/minio/warp` here. Every GET checks the body's length and "
         "the object index written at both ends; each worker's buffers are made and touched before "
         "a phase's clock starts (since 216117e: before, each worker's first GET paid the "
-        "generator's own page faults, tens of ms at 64 MiB).",
+        "generator's own page faults, tens of ms at 64 MiB). The VM's free page reporting "
+        f"(virtio-balloon): {run.get('vm_page_reporting', 'as the VM had it')} for the run "
+        "(`VM_PAGE_REPORTING`, bench/store/run_s3.sh; since 19ca5b0, below).",
         "",
         "Durability: before it answers a PUT, OpenLake makes every shard file, the metadata file "
         "and the object directory durable, by default with one `syncfs` per filesystem shared by "

@@ -103,9 +103,12 @@ mkdir -p bench/results "$(dirname "$root")"
 VM_PAGE_REPORTING=${VM_PAGE_REPORTING:-off}
 pr_knob=/sys/module/page_reporting/parameters/page_reporting_order
 pr_old=
+restore_reporting() { if [ -n "$pr_old" ]; then echo "$pr_old" > "$pr_knob"; fi; }
 if [ "$VM_PAGE_REPORTING" = off ] && [ -w "$pr_knob" ]; then
   pr_old=$(cat "$pr_knob")
-  echo 11 > "$pr_knob"
+  trap restore_reporting EXIT
+  # one past the largest order the buddy allocator has (its columns)
+  awk 'NR == 1 {print NF - 4}' /proc/buddyinfo > "$pr_knob"
   python3 -c 'import mmap
 free = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemFree:")) * 1024
 n = max(free - (1 << 30), 0) // mmap.PAGESIZE * mmap.PAGESIZE
@@ -116,7 +119,6 @@ if n:
 fi
 pr_state=keep
 [ -n "$pr_old" ] && pr_state="off (was order $pr_old)"
-restore_reporting() { if [ -n "$pr_old" ]; then echo "$pr_old" > "$pr_knob"; fi; }
 if [ -n "${TRACE:-}" ]; then mkdir -p "$TRACE"; TRACE=$(cd "$TRACE" && pwd); fi
 out=bench/results/store-s3-$(date -u +%Y%m%dT%H%M%SZ).json
 log=$root.log
@@ -189,8 +191,7 @@ phase() {  # op size concurrency duration objects [s3load options]
   fi
   local ceiling=null
   if [ "$op" = first ]; then
-    # the drives' ceiling in the same minute: fio reading as many files of
-    # the same size at once, with direct I/O, from the same filesystem
+    # the drives' ceiling in the same minute (drive_ceiling)
     ceiling=$(drive_ceiling "$size" "$conc")
     # cold: the drive files' pages leave the page cache (only theirs: a
     # global drop_caches would also evict the binaries, and the next
