@@ -203,7 +203,7 @@ def main():
             "need, 2 files of 32 MiB an object, all at once, on the same filesystem, buffered 4 MiB "
             "reads after their pages were dropped, the best of three): a goal counts as "
             f"met at {CEILING_FRACTION:.0%} of the ceiling (throughput), or when the slowest read "
-            f"takes at most 1/{CEILING_FRACTION:.0%} of the time the ceiling needs for all "
+            f"takes at most {1 / CEILING_FRACTION:.2f}× the time the ceiling needs for all "
             "the reads' bytes, since no server can beat the drive:",
             "",
             "| workload | OpenLake MiB/s | MinIO MiB/s | drive ceiling MiB/s (fio) "
