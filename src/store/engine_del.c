@@ -2,9 +2,12 @@
  * engine_del.c - DELETE of a whole object on every drive of its set: read
  * the metadata (to learn the versions' data), unlink it, fsync the object
  * directory, remove every version's shard files (and multipart objects'
- * data dirs), then the object directory
- * and its <ab> parent when they are empty. A drive without the file (or
- * with another key's file) already does not hold the object.
+ * data dirs), then the object directory when it is empty. Its <ab>
+ * parent stays (one of the bucket's 256, removed with the bucket): the
+ * next PUT of a key under it then makes one directory, not two, and does
+ * not first fail on the missing parent (a lone 1 MiB PUT's commit 0.3 ms
+ * shorter). A drive without the file (or with another key's file) already
+ * does not hold the object.
  *
  * DELETE of one version (ol_delete_version): the same read; a drive
  * without the version is done; when it is the file's only version, the
@@ -20,7 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { D_OPEN = 1, D_READ, D_CLOSE, D_STAT, D_UNLINK, D_SYNCED, D_DATA, D_RMOBJ, D_RMAB,
+enum { D_OPEN = 1, D_READ, D_CLOSE, D_STAT, D_UNLINK, D_SYNCED, D_DATA, D_RMOBJ,
        D_FAILCLOSE, D_TOPEN, D_TWRITE, D_TSYNC, D_TCLOSE, D_TRENAME, D_TSYNCED, D_TUNLINK };
 
 static void drive_fail(struct ol_sdrv *d, int err) { ol_se_drive_fail(d, err, D_FAILCLOSE); }
@@ -231,13 +234,8 @@ void ol_se_del_drive(struct ol_sdrv *d, int res)
         }
         return data_next(d);
     }
-    case D_RMOBJ:
-        if (res < 0)
-            return ol_se_drive_end(d); /* not empty (leftovers for the scanner) */
-        d->step = D_RMAB;
-        ol_se_unlinkat(d, r->p_ab, AT_REMOVEDIR);
-        return;
-    default: /* D_RMAB, D_FAILCLOSE */
+    case D_RMOBJ: /* when not empty: leftovers for the scanner */
+    default:      /* D_FAILCLOSE */
         return ol_se_drive_end(d);
     }
 }
