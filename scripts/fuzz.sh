@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target tests/fuzz/fuzz_*.c with clang
-# (-fsanitize=fuzzer,address,undefined) against the library sources and runs
+# (-fsanitize=fuzzer,address,undefined) against the library sources (built
+# once for all targets) and runs
 # each for $1 seconds (default 30), starting from its seed corpus
 # tests/fuzz/seeds/<target>/ when present. Fails if any target finds a crash.
 set -euo pipefail
@@ -8,13 +9,24 @@ secs=${1:-30}
 cd "$(dirname "$0")/.."
 out=build/fuzz
 mkdir -p "$out"
-lib_src=$(ls src/base/*.c src/rt/*.c src/http/*.c src/kv/*.c src/store/*.c src/s3/*.c 2>/dev/null | tr '\n' ' ')
-flags="-std=c17 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
+lib_src=$(ls src/base/*.c src/rt/*.c src/http/*.c src/kv/*.c src/store/*.c src/s3/*.c 2>/dev/null)
+common="-std=c17 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fno-sanitize-recover=undefined"
+# The library once, instrumented for coverage (fuzzer-no-link) and the
+# sanitizers, all cores at once; each target then links against it.
+objdir=$out/obj
+rm -rf "$objdir"; mkdir -p "$objdir"
+echo "fuzz: building the library"
+printf '%s\n' $lib_src | xargs -P "$(nproc)" -I{} \
+  sh -c 'clang $1 -fsanitize=fuzzer-no-link,address,undefined -c "$2" -o "$3/$(echo "$2" | tr / _).o"' \
+  sh "$common" {} "$objdir"
+rm -f "$out/libfuzz.a"
+ar rcs "$out/libfuzz.a" "$objdir"/*.o
 status=0
 for t in tests/fuzz/fuzz_*.c; do
   name=$(basename "$t" .c)
   echo "fuzz: building $name"
-  clang $flags -o "$out/$name" "$t" $lib_src -luring -lisal -lcrypto -lssl -lxxhash -lexpat -lpthread -lm
+  clang $common -fsanitize=fuzzer,address,undefined -o "$out/$name" "$t" "$out/libfuzz.a" \
+    -luring -lisal -lcrypto -lssl -lxxhash -lexpat -lpthread -lm
   corpus="$out/corpus-$name"
   mkdir -p "$corpus"
   seeds=()
