@@ -336,6 +336,14 @@ int ol_loop_more_pending(ol_loop *loop)
     return loop->batch_left || io_uring_cq_ready(&loop->ring) ? 1 : 0;
 }
 
+int ol_loop_submit_now(ol_loop *loop)
+{
+    if (!io_uring_sq_ready(&loop->ring) ||
+        !atomic_load_explicit(&loop->enabled, memory_order_relaxed))
+        return 0;
+    return io_uring_submit(&loop->ring);
+}
+
 void ol_loop_defer(ol_loop *loop, struct ol_timer *t)
 {
     ol_timer_cancel(loop, t);

@@ -178,6 +178,12 @@ void ol_loop_defer(ol_loop *loop, struct ol_timer *t);
 /* Inside a callback: whether more completions are already in (this
  * batch's, or in the ring), i.e. more work comes without waiting. */
 int ol_loop_more_pending(ol_loop *loop);
+/* Inside a callback: hands the operations prepared so far to the kernel
+ * now rather than when this iteration's completions are all handled.
+ * For a callback that queued I/O and goes on computing for a while
+ * (hashing a request body): the I/O then runs beside the computation, not
+ * after it. Returns how many went (0 when none were queued) or -errno. */
+int ol_loop_submit_now(ol_loop *loop);
 /* Disarms t; harmless when not armed. */
 void ol_timer_cancel(ol_loop *loop, struct ol_timer *t);
 static inline int ol_timer_armed(const struct ol_timer *t) { return t->prev != NULL; }

@@ -367,6 +367,8 @@ void ol_s3_on_body(ol_http_req *r, const char *data, size_t len)
         }
         if (dl) {
             q->body_handler(q, d, dl);    /* the drives' writes go first, */
+            if (q->srv->p.loop)           /* to the kernel, not after this batch */
+                ol_loop_submit_now(q->srv->p.loop);
             ol_s3_body_hash(&q->body, d, dl); /* then the hashes beside them */
         }
         data += used;
@@ -385,8 +387,11 @@ void ol_s3_on_body_end(ol_http_req *r)
     bool parked = md5_park(q);   /* its ol_md5_end may have served the parked */
     if (s->parked)
         md5_poll(s, true);
-    if (!parked)
+    if (!parked) {
+        if (s->p.loop)   /* the last stripe's writes run beside the last hashing */
+            ol_loop_submit_now(s->p.loop);
         body_end_now(q);
+    }
 }
 
 void ol_s3_on_drain(ol_http_req *r)
