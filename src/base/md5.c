@@ -26,6 +26,7 @@
  */
 #define OPENSSL_SUPPRESS_DEPRECATED   /* MD5_Update/MD5_Final: a state we hold */
 #include "base/md5.h"
+#include "base/md5_steps.h"
 
 #include <openssl/md5.h>
 #include <stdlib.h>
@@ -69,6 +70,7 @@ struct ol_md5_set {
     unsigned npend;
     struct ol_md5 *free;     /* lanes not lent */
     unsigned nwait;          /* ended lanes with blocks left (in pend) */
+    unsigned nlent;          /* lanes lent (ol_md5_get) and not put back */
     struct md5_kern kern[5]; /* the kernels this CPU runs (calibrate) */
     unsigned nkern;
     uint64_t multi_blocks, single_blocks;
@@ -105,12 +107,6 @@ static void scalar_blocks(struct ol_md5 *h, const uint8_t *p, size_t nb)
 
 /* ---- kernels ------------------------------------------------------------------ */
 
-#define ROTL(x, c) (((x) << (c)) | ((x) >> (32 - (c))))
-#define MF(x, y, z) ((z) ^ ((x) & ((y) ^ (z))))
-#define MG(x, y, z) ((y) ^ ((z) & ((x) ^ (y))))
-#define MH(x, y, z) ((x) ^ (y) ^ (z))
-#define MI(x, y, z) ((y) ^ ((x) | ~(z)))
-
 /* One step on lane i; LANES (defined by each kernel) applies it to all. */
 #define LANE_ADD(i, f, a, b, c, d, j, t) a##i += f(b##i, c##i, d##i) + m##i[j] + (uint32_t)(t);
 #define LANE_ROT(i, a, s) a##i = ROTL(a##i, s);
@@ -119,40 +115,6 @@ static void scalar_blocks(struct ol_md5 *h, const uint8_t *p, size_t nb)
     LANES(LANE_ADD, f, a, b, c, d, j, t)      \
     LANES(LANE_ROT, a, s)                     \
     LANES(LANE_SUM, a, b)
-#define MD5_STEPS                                                                    \
-    STEP(MF, a, b, c, d, 0, 7, 0xd76aa478) STEP(MF, d, a, b, c, 1, 12, 0xe8c7b756)   \
-    STEP(MF, c, d, a, b, 2, 17, 0x242070db) STEP(MF, b, c, d, a, 3, 22, 0xc1bdceee)  \
-    STEP(MF, a, b, c, d, 4, 7, 0xf57c0faf) STEP(MF, d, a, b, c, 5, 12, 0x4787c62a)   \
-    STEP(MF, c, d, a, b, 6, 17, 0xa8304613) STEP(MF, b, c, d, a, 7, 22, 0xfd469501)  \
-    STEP(MF, a, b, c, d, 8, 7, 0x698098d8) STEP(MF, d, a, b, c, 9, 12, 0x8b44f7af)   \
-    STEP(MF, c, d, a, b, 10, 17, 0xffff5bb1) STEP(MF, b, c, d, a, 11, 22, 0x895cd7be) \
-    STEP(MF, a, b, c, d, 12, 7, 0x6b901122) STEP(MF, d, a, b, c, 13, 12, 0xfd987193)  \
-    STEP(MF, c, d, a, b, 14, 17, 0xa679438e) STEP(MF, b, c, d, a, 15, 22, 0x49b40821) \
-    STEP(MG, a, b, c, d, 1, 5, 0xf61e2562) STEP(MG, d, a, b, c, 6, 9, 0xc040b340)    \
-    STEP(MG, c, d, a, b, 11, 14, 0x265e5a51) STEP(MG, b, c, d, a, 0, 20, 0xe9b6c7aa)  \
-    STEP(MG, a, b, c, d, 5, 5, 0xd62f105d) STEP(MG, d, a, b, c, 10, 9, 0x02441453)   \
-    STEP(MG, c, d, a, b, 15, 14, 0xd8a1e681) STEP(MG, b, c, d, a, 4, 20, 0xe7d3fbc8)  \
-    STEP(MG, a, b, c, d, 9, 5, 0x21e1cde6) STEP(MG, d, a, b, c, 14, 9, 0xc33707d6)   \
-    STEP(MG, c, d, a, b, 3, 14, 0xf4d50d87) STEP(MG, b, c, d, a, 8, 20, 0x455a14ed)   \
-    STEP(MG, a, b, c, d, 13, 5, 0xa9e3e905) STEP(MG, d, a, b, c, 2, 9, 0xfcefa3f8)   \
-    STEP(MG, c, d, a, b, 7, 14, 0x676f02d9) STEP(MG, b, c, d, a, 12, 20, 0x8d2a4c8a)  \
-    STEP(MH, a, b, c, d, 5, 4, 0xfffa3942) STEP(MH, d, a, b, c, 8, 11, 0x8771f681)   \
-    STEP(MH, c, d, a, b, 11, 16, 0x6d9d6122) STEP(MH, b, c, d, a, 14, 23, 0xfde5380c) \
-    STEP(MH, a, b, c, d, 1, 4, 0xa4beea44) STEP(MH, d, a, b, c, 4, 11, 0x4bdecfa9)   \
-    STEP(MH, c, d, a, b, 7, 16, 0xf6bb4b60) STEP(MH, b, c, d, a, 10, 23, 0xbebfbc70)  \
-    STEP(MH, a, b, c, d, 13, 4, 0x289b7ec6) STEP(MH, d, a, b, c, 0, 11, 0xeaa127fa)  \
-    STEP(MH, c, d, a, b, 3, 16, 0xd4ef3085) STEP(MH, b, c, d, a, 6, 23, 0x04881d05)   \
-    STEP(MH, a, b, c, d, 9, 4, 0xd9d4d039) STEP(MH, d, a, b, c, 12, 11, 0xe6db99e5)  \
-    STEP(MH, c, d, a, b, 15, 16, 0x1fa27cf8) STEP(MH, b, c, d, a, 2, 23, 0xc4ac5665)  \
-    STEP(MI, a, b, c, d, 0, 6, 0xf4292244) STEP(MI, d, a, b, c, 7, 10, 0x432aff97)   \
-    STEP(MI, c, d, a, b, 14, 15, 0xab9423a7) STEP(MI, b, c, d, a, 5, 21, 0xfc93a039)  \
-    STEP(MI, a, b, c, d, 12, 6, 0x655b59c3) STEP(MI, d, a, b, c, 3, 10, 0x8f0ccc92)  \
-    STEP(MI, c, d, a, b, 10, 15, 0xffeff47d) STEP(MI, b, c, d, a, 1, 21, 0x85845dd1)  \
-    STEP(MI, a, b, c, d, 8, 6, 0x6fa87e4f) STEP(MI, d, a, b, c, 15, 10, 0xfe2ce6e0)  \
-    STEP(MI, c, d, a, b, 6, 15, 0xa3014314) STEP(MI, b, c, d, a, 13, 21, 0x4e0811a1)  \
-    STEP(MI, a, b, c, d, 4, 6, 0xf7537e82) STEP(MI, d, a, b, c, 11, 10, 0xbd3af235)  \
-    STEP(MI, c, d, a, b, 2, 15, 0x2ad7d2bb) STEP(MI, b, c, d, a, 9, 21, 0xeb86d391)
-
 #define LANE_LOAD(i, S) uint32_t a##i = S[i][0], b##i = S[i][1], c##i = S[i][2], d##i = S[i][3];
 #define LANE_MSG(i, p, k)                                             \
     uint32_t m##i[16], a0##i = a##i, b0##i = b##i, c0##i = c##i, d0##i = d##i; \
@@ -446,8 +408,14 @@ struct ol_md5 *ol_md5_get(struct ol_md5_set *s)
         s->free = h->next_free;
         h->next_free = NULL;
         h->lent = true;
+        s->nlent++;
     }
     return h;
+}
+
+bool ol_md5_set_busy(const struct ol_md5_set *s)
+{
+    return s->nlent > 0;
 }
 
 void ol_md5_put(struct ol_md5 *h)
@@ -455,6 +423,7 @@ void ol_md5_put(struct ol_md5 *h)
     ol_md5_drop(h);
     if (h->set) {
         h->lent = false;
+        h->set->nlent--;
         h->next_free = h->set->free;
         h->set->free = h;
     }

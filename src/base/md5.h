@@ -72,6 +72,9 @@ struct ol_md5_set *ol_md5_set_new(unsigned lanes);
 void ol_md5_set_free(struct ol_md5_set *s);
 /* A free lane of the set (init it before use), or NULL when all are lent. */
 struct ol_md5 *ol_md5_get(struct ol_md5_set *s);
+/* Whether any lane is lent (some upload on this core hashes through the
+ * set). */
+bool ol_md5_set_busy(const struct ol_md5_set *s);
 /* Gives a lane back (what it staged is dropped); a lone stream is dropped. */
 void ol_md5_put(struct ol_md5 *h);
 /* Tests and benchmarks: hash groups only with one kernel, not the fastest

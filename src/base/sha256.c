@@ -10,7 +10,8 @@
  * 2.9 GB/s together there (tests/unit/test_sha256.c holds them to
  * OpenSSL's digests).
  * The rounds follow FIPS 180-4 section 6.2.2 in the instruction set's own
- * state layout (ABEF / CDGH words); everything that is not the 64 rounds
+ * state layout (ABEF / CDGH words, sha256_ni.h, shared with md5sha.c's
+ * kernel); everything that is not the 64 rounds
  * (padding, the length, the digest's byte order, a stream's partial block)
  * is OpenSSL's (sha256.h).
  */
@@ -21,11 +22,10 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <immintrin.h>
 
-#define SHA_TARGET __attribute__((target("sha,sse4.1,ssse3")))
+#include "base/sha256_ni.h"
 
-static const uint32_t K256[64] = {
+const uint32_t ol_sha256_k[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
     0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
@@ -36,63 +36,27 @@ static const uint32_t K256[64] = {
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 };
 
-/* h[0..7] (a..h) into the instructions' ABEF / CDGH registers and back. */
-SHA_TARGET static inline void to_lanes(const uint32_t h[8], __m128i *abef, __m128i *cdgh)
-{
-    __m128i abcd = _mm_loadu_si128((const __m128i *)h);
-    __m128i efgh = _mm_loadu_si128((const __m128i *)(h + 4));
-    __m128i badc = _mm_shuffle_epi32(abcd, 0xB1);
-    __m128i hgfe = _mm_shuffle_epi32(efgh, 0x1B);
-    *abef = _mm_alignr_epi8(badc, hgfe, 8);
-    *cdgh = _mm_blend_epi16(hgfe, badc, 0xF0);
-}
-
-SHA_TARGET static inline void from_lanes(uint32_t h[8], __m128i abef, __m128i cdgh)
-{
-    __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
-    __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
-    _mm_storeu_si128((__m128i *)h, _mm_blend_epi16(feba, dchg, 0xF0));
-    _mm_storeu_si128((__m128i *)(h + 4), _mm_alignr_epi8(dchg, feba, 8));
-}
-
-/*
- * Four rounds r..r+3 of both streams. m[x][g % 4] holds the schedule
- * words 4g..4g+3 of stream x; from g = 4 on, they are made from the four
- * groups before (W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16]:
- * MSG1 adds s0, the ALIGNR the W[t-7] words, MSG2 s1).
- */
-#define QUAD(g)                                                                          \
-    do {                                                                                 \
-        for (int x = 0; x < 2; x++) {                                                    \
-            if ((g) >= 4) {                                                              \
-                __m128i t7 = _mm_alignr_epi8(m[x][((g) + 3) & 3], m[x][((g) + 2) & 3], 4); \
-                __m128i w = _mm_add_epi32(_mm_sha256msg1_epu32(m[x][(g) & 3],             \
-                                                               m[x][((g) + 1) & 3]), t7); \
-                m[x][(g) & 3] = _mm_sha256msg2_epu32(w, m[x][((g) + 3) & 3]);           \
-            }                                                                            \
-            k[x] = _mm_add_epi32(m[x][(g) & 3],                                          \
-                                 _mm_loadu_si128((const __m128i *)(K256 + 4 * (g))));    \
-        }                                                                                \
-        cdgh0 = _mm_sha256rnds2_epu32(cdgh0, abef0, k[0]);                               \
-        cdgh1 = _mm_sha256rnds2_epu32(cdgh1, abef1, k[1]);                               \
-        abef0 = _mm_sha256rnds2_epu32(abef0, cdgh0, _mm_shuffle_epi32(k[0], 0x0E));      \
-        abef1 = _mm_sha256rnds2_epu32(abef1, cdgh1, _mm_shuffle_epi32(k[1], 0x0E));      \
+/* Four rounds 4g..4g+3 of both streams, their instructions alternating. */
+#define QUAD(g)                                                                   \
+    do {                                                                          \
+        __m128i k0 = OL_SHA_NI_SCHED(m0, g), k1 = OL_SHA_NI_SCHED(m1, g);        \
+        cdgh0 = _mm_sha256rnds2_epu32(cdgh0, abef0, k0);                          \
+        cdgh1 = _mm_sha256rnds2_epu32(cdgh1, abef1, k1);                          \
+        abef0 = _mm_sha256rnds2_epu32(abef0, cdgh0, _mm_shuffle_epi32(k0, 0x0E)); \
+        abef1 = _mm_sha256rnds2_epu32(abef1, cdgh1, _mm_shuffle_epi32(k1, 0x0E)); \
     } while (0)
 
 SHA_TARGET static void blocks_x2_ni(uint32_t h0[8], uint32_t h1[8], const uint8_t *p0,
                                     const uint8_t *p1, size_t nb)
 {
-    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
     __m128i abef0, cdgh0, abef1, cdgh1;
-    to_lanes(h0, &abef0, &cdgh0);
-    to_lanes(h1, &abef1, &cdgh1);
+    ol_sha_ni_load(h0, &abef0, &cdgh0);
+    ol_sha_ni_load(h1, &abef1, &cdgh1);
     for (; nb; nb--, p0 += 64, p1 += 64) {
-        __m128i m[2][4], k[2];
+        __m128i m0[4], m1[4];
         const __m128i sa0 = abef0, sc0 = cdgh0, sa1 = abef1, sc1 = cdgh1;
-        for (int i = 0; i < 4; i++) {
-            m[0][i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p0 + 16 * i)), bswap);
-            m[1][i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p1 + 16 * i)), bswap);
-        }
+        OL_SHA_NI_MSG(m0, p0);
+        OL_SHA_NI_MSG(m1, p1);
         /* the order of the rounds (and so of the schedule) is fixed: the
          * groups are written out so every index is a constant */
         QUAD(0); QUAD(1); QUAD(2); QUAD(3); QUAD(4); QUAD(5); QUAD(6); QUAD(7);
@@ -102,17 +66,8 @@ SHA_TARGET static void blocks_x2_ni(uint32_t h0[8], uint32_t h1[8], const uint8_
         abef1 = _mm_add_epi32(abef1, sa1);
         cdgh1 = _mm_add_epi32(cdgh1, sc1);
     }
-    from_lanes(h0, abef0, cdgh0);
-    from_lanes(h1, abef1, cdgh1);
-}
-
-/* A context between whole blocks: num == 0, so h and the bit count are all
- * of its state. */
-static void advance(SHA256_CTX *c, size_t nb)
-{
-    uint64_t bits = ((uint64_t)c->Nh << 32 | c->Nl) + (uint64_t)nb * 512;
-    c->Nl = (SHA_LONG)bits;
-    c->Nh = (SHA_LONG)(bits >> 32);
+    ol_sha_ni_store(h0, abef0, cdgh0);
+    ol_sha_ni_store(h1, abef1, cdgh1);
 }
 
 static int have_ni = -1;
@@ -162,8 +117,8 @@ size_t ol_sha256_update2(SHA256_CTX *a, const uint8_t *pa, size_t na, SHA256_CTX
             blocks_x2_ni(ha, hb, pa, pb, both);
             memcpy(a->h, ha, sizeof ha);
             memcpy(b->h, hb, sizeof hb);
-            advance(a, both);
-            advance(b, both);
+            ol_sha_ni_advance(a, both);
+            ol_sha_ni_advance(b, both);
         }
     }
 #endif

@@ -140,6 +140,8 @@ static int hash_blocks(struct ol_awsc *st, const uint8_t *p, size_t nb)
 static int chunk_data(struct ol_awsc *st, const uint8_t *p, size_t m)
 {
     struct ol_awsc_lane *c = &st->lane[st->cur];
+    if (st->outside)
+        return 0;   /* the caller's, before the next feed */
     if (!st->stage) {
         ol_simd_clean();
         ol_sha256_update(&c->sha, p, m);
@@ -195,7 +197,7 @@ static int chunk_end(struct ol_awsc *st)
     if (!is_signed(st))
         return 0;
     struct ol_awsc_lane *c = &st->lane[st->cur];
-    if (!st->stage)
+    if (!st->stage || st->outside)
         return verify(st, st->cur);
     if (!st->direct) {
         if (c->used >= 64) {
@@ -389,6 +391,16 @@ long ol_awsc_feed(struct ol_awsc *st, const char *in, size_t n, const char **dat
         }
     }
     return (long)i;
+}
+
+void ol_awsc_hash_outside(struct ol_awsc *st)
+{
+    st->outside = true;
+}
+
+SHA256_CTX *ol_awsc_chunk_sha(struct ol_awsc *st)
+{
+    return &st->lane[st->cur].sha;
 }
 
 int ol_awsc_finish(const struct ol_awsc *st)

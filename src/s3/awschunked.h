@@ -20,8 +20,10 @@
  * beside the next one as that one arrives, two messages side by side
  * (base/sha256.h: ~1.45x OpenSSL's one-stream rate), so a chunk's
  * signature may be checked only while the next one is received (at the
- * latest before the final chunk's). Either way the caller must not commit
- * anything before ol_awsc_finish() returns 0.
+ * latest before the final chunk's). Or the caller hashes the data itself
+ * (ol_awsc_hash_outside: with the MD5 of the same bytes in one pass,
+ * base/md5sha.h). Either way the caller must not commit anything before
+ * ol_awsc_finish() returns 0.
  *
  * Must not: allocate, block, or know what the body is for.
  *
@@ -83,6 +85,7 @@ struct ol_awsc {
     } lane[2];
     int cur, wait;
     bool direct;                      /* lane[cur] hashed from the input */
+    bool outside;                     /* the caller hashes (ol_awsc_hash_outside) */
     unsigned tail_len;
     uint8_t tail[64];                 /* a block of it cut by the input */
     uint64_t paired;                  /* bytes hashed beside another chunk's */
@@ -120,6 +123,17 @@ void ol_awsc_init(struct ol_awsc *st, int mode, const uint8_t key[32], const cha
  */
 long ol_awsc_feed(struct ol_awsc *st, const char *in, size_t n, const char **data,
                   size_t *data_len);
+
+/*
+ * ol_awsc_hash_outside - the caller hashes every chunk's data (signed
+ * modes; call after ol_awsc_init, before the first feed): each data slice
+ * a feed returns is added to ol_awsc_chunk_sha() before the next feed,
+ * which checks a chunk's signature once its CRLF comes. A slice the
+ * caller leaves out makes the chunk's signature fail.
+ */
+void ol_awsc_hash_outside(struct ol_awsc *st);
+/* The SHA-256 of the chunk the last data slice belongs to. */
+SHA256_CTX *ol_awsc_chunk_sha(struct ol_awsc *st);
 
 /* The body has ended: 0 when the final chunk (and trailer) was complete and
  * verified, else -EBADMSG / -EMSGSIZE / the earlier error. */

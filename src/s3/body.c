@@ -57,7 +57,11 @@ enum ol_s3_err ol_s3_body_begin(struct ol_s3_body *b, const struct ol_s3_auth *a
                    : auth->payload == OL_S3_PAY_STREAM_SIGNED_TRAILER ? OL_AWSC_SIGNED_TRAILER
                    : OL_AWSC_UNSIGNED_TRAILER;
         ol_awsc_init(&b->awsc, mode, auth->key, auth->amz_date, auth->scope, auth->scope_len,
-                     auth->seed, b->expect, ctx->stage);
+                     auth->seed, b->expect, ctx->one_pass ? NULL : ctx->stage);
+        if (ctx->one_pass && mode != OL_AWSC_UNSIGNED_TRAILER) {
+            ol_awsc_hash_outside(&b->awsc);   /* ol_s3_body_hash does it */
+            b->one_pass = true;
+        }
     }
     if (auth->payload == OL_S3_PAY_SHA256) {
         memcpy(b->body_sha256, auth->body_sha256, 32);
@@ -106,7 +110,10 @@ void ol_s3_body_hash(struct ol_s3_body *b, const char *p, size_t n)
     ol_simd_clean();   /* OpenSSL's SHA-NI code is legacy SSE: base/simd.h */
     if (b->payload == OL_S3_PAY_SHA256)
         EVP_DigestUpdate(b->ctx.payload, p, n);
-    ol_md5_update(b->ctx.md5, p, n);
+    if (b->one_pass)
+        b->one_pass_bytes += ol_md5_sha256_update(b->ctx.md5, ol_awsc_chunk_sha(&b->awsc), p, n);
+    else
+        ol_md5_update(b->ctx.md5, p, n);
     if (b->ck_algo)
         ol_ck_update(&b->ck, p, n);
     b->hashed += n;

@@ -5,8 +5,10 @@
  * a header or a trailer; and the MD5 that becomes a PUT's ETag.
  *
  * Owns: one pass over the body bytes as they arrive, de-chunking
- * aws-chunked bodies (awschunked.h) and feeding every hash at once; the
- * verdict at the end. The decoded bytes go to the caller as slices of its
+ * aws-chunked bodies (awschunked.h) and feeding every hash at once (a
+ * signed body's chunk SHA-256s and its MD5 in one interleaved pass when
+ * the caller lends a lone MD5 stream for it: ctx.one_pass); the verdict
+ * at the end. The decoded bytes go to the caller as slices of its
  * input (no copy), before they are verified: the caller stages them and
  * commits only when ol_s3_body_end() says OL_S3_OK.
  *
@@ -22,6 +24,7 @@
 #include <openssl/evp.h>
 
 #include "base/md5.h"
+#include "base/md5sha.h"
 #include "http/parse.h"
 #include "s3/auth.h"
 #include "s3/awschunked.h"
@@ -33,12 +36,16 @@ struct ol_s3_body_ctx {
     EVP_MD_CTX *payload;   /* SHA-256 of the body (UNSIGNED: unused) */
     uint8_t *stage;        /* aws-chunked: OL_AWSC_STAGE bytes, or NULL */
     struct ol_md5 *md5;    /* the ETag: a lane of the core's MD5 set (base/md5.h) */
+    bool one_pass;         /* md5 is a lone stream, hashed with a signed body's chunk
+                              SHA-256s in one pass (base/md5sha.h) */
     EVP_MD_CTX *cksum;     /* a SHA-1 / SHA-256 flexible checksum */
 };
 
 struct ol_s3_body {
     int payload;                     /* enum ol_s3_payload */
     bool chunked;                    /* aws-chunked framing */
+    bool one_pass;                   /* MD5 and chunk SHA-256s in one pass */
+    uint64_t one_pass_bytes;         /* bytes that went through it */
     struct ol_awsc awsc;
     struct ol_s3_body_ctx ctx;
     uint8_t body_sha256[32];         /* OL_S3_PAY_SHA256 */
@@ -87,9 +94,11 @@ long ol_s3_body_feed(struct ol_s3_body *b, const char *in, size_t n, const char 
 
 /*
  * ol_s3_body_hash - runs the payload SHA-256, the MD5 and the flexible
- * checksum over a slice ol_s3_body_feed gave (every slice, in order; after
- * the caller has handed the bytes on). ol_s3_body_end fails with
- * InternalError when a slice was skipped.
+ * checksum over a slice ol_s3_body_feed gave (every slice, in order, before
+ * the next feed; after the caller has handed the bytes on), and with
+ * one_pass the chunk's SHA-256 too. ol_s3_body_end fails with
+ * InternalError (or, one_pass, SignatureDoesNotMatch) when a slice was
+ * skipped.
  */
 void ol_s3_body_hash(struct ol_s3_body *b, const char *p, size_t n);
 

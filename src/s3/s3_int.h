@@ -75,6 +75,8 @@ struct ol_s3_req {
     struct ol_md5 *md5;          /* its MD5 stream once asked for (ol_s3_md5) */
     struct ol_s3_req *md5_next;  /* parked: waiting for MD5 company (server.c) */
     bool md5_parked;
+    bool one_pass;               /* a lone upload: MD5 and chunk SHA-256s in one pass,
+                                    counted in srv->one_pass_live until its body ends */
     uint8_t *stage;              /* aws-chunked staging lent (srv->stages), or NULL */
     struct ol_s3_server *srv;
     ol_http_req *r;              /* NULL once the client went away */
@@ -120,6 +122,8 @@ struct ol_s3_server {
     uint64_t md5_waits, md5_waits_late;
     uint64_t chunk_paired;       /* signed chunk bytes hashed in pairs */
     uint64_t chunk_unstaged;     /* signed uploads that found no staging */
+    unsigned one_pass_live;      /* one-pass uploads still receiving */
+    uint64_t one_pass_bytes;     /* their bytes hashed in one pass */
 };
 
 /* Starts the operation of a routed, authenticated request (ops.c). */

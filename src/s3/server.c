@@ -83,12 +83,23 @@ void ol_s3_server_stats(const struct ol_s3_server *s, struct ol_s3_stats *out)
     out->etag_waits_late = __atomic_load_n(&s->md5_waits_late, __ATOMIC_RELAXED);
     out->chunk_paired_bytes = __atomic_load_n(&s->chunk_paired, __ATOMIC_RELAXED);
     out->chunk_unstaged = __atomic_load_n(&s->chunk_unstaged, __ATOMIC_RELAXED);
+    out->one_pass_bytes = __atomic_load_n(&s->one_pass_bytes, __ATOMIC_RELAXED);
 }
 
 /* ---- responses ------------------------------------------------------------ */
 
 static void md5_unpark(struct ol_s3_req *q);
 static void md5_poll(struct ol_s3_server *s, bool company);
+
+/* A one-pass upload's body has ended (or the request went): the next
+ * upload may be alone again. */
+static void one_pass_end(struct ol_s3_req *q)
+{
+    if (q->one_pass) {
+        q->one_pass = false;
+        q->srv->one_pass_live--;
+    }
+}
 
 void ol_s3_req_free(struct ol_s3_req *q)
 {
@@ -97,6 +108,7 @@ void ol_s3_req_free(struct ol_s3_req *q)
         ol_http_req_set_udata(q->r, NULL);
     if (q->md5_parked)
         md5_unpark(q);
+    one_pass_end(q);
     if (q->md5) {
         ol_md5_put(q->md5);   /* what a body cut short staged goes too */
         if (s->parked)
@@ -269,6 +281,7 @@ static void body_end_now(struct ol_s3_req *q)
     enum ol_s3_err e = ol_s3_body_end(&q->body);
     if (q->body.chunked)
         q->srv->chunk_paired += q->body.awsc.paired;
+    q->srv->one_pass_bytes += q->body.one_pass_bytes;
     q->body_end_handler(q, e);
 }
 
@@ -384,6 +397,7 @@ void ol_s3_on_body_end(ol_http_req *r)
     if (!ol_s3_owns(q) || !q->body_end_handler)
         return;
     struct ol_s3_server *s = q->srv;
+    one_pass_end(q);
     bool parked = md5_park(q);   /* its ol_md5_end may have served the parked */
     if (s->parked)
         md5_poll(s, true);
@@ -427,12 +441,24 @@ enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q)
     int64_t clen = info->chunked ? -1
                    : info->content_length == OL_HTTP_NO_LENGTH ? 0
                    : (int64_t)info->content_length;
-    struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
+    struct ol_s3_server *s = q->srv;
+    struct ol_s3_body_ctx *ctx = &s->ctx[q->ctx_slot];
+    bool chunk_signed = q->auth.payload == OL_S3_PAY_STREAM_SIGNED ||
+                        q->auth.payload == OL_S3_PAY_STREAM_SIGNED_TRAILER;
+    /* A signed upload alone on this core (no MD5 lane lent, no other
+     * one-pass upload receiving) has no company to hash its MD5 beside:
+     * its MD5 and its chunks' SHA-256s go through one pass instead
+     * (base/md5sha.h), as its bytes come, nothing staged. */
+    ctx->one_pass = chunk_signed && !q->md5 && ol_md5sha_fast() &&
+                    !ol_md5_set_busy(s->md5) && s->one_pass_live == 0;
+    if (ctx->one_pass) {
+        q->md5 = &s->md5_lone[q->ctx_slot];
+        q->one_pass = true;
+        s->one_pass_live++;
+    }
     ctx->md5 = ol_s3_md5(q);
-    if (!q->stage && (q->auth.payload == OL_S3_PAY_STREAM_SIGNED ||
-                      q->auth.payload == OL_S3_PAY_STREAM_SIGNED_TRAILER) &&
-        !(q->stage = ol_pool_get(&q->srv->stages)))
-        q->srv->chunk_unstaged++;   /* none left: its chunks one by one */
+    if (!ctx->one_pass && !q->stage && chunk_signed && !(q->stage = ol_pool_get(&s->stages)))
+        s->chunk_unstaged++;   /* none left: its chunks one by one */
     ctx->stage = q->stage;
     return ol_s3_body_begin(&q->body, &q->auth, h->headers, h->num_headers, clen,
                             ctx);

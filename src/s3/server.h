@@ -49,6 +49,7 @@ struct ol_s3_stats {
     uint64_t etag_waits_late;          /* ... that the tick ended (hashed alone) */
     uint64_t chunk_paired_bytes;       /* signed chunks' bytes hashed beside another's */
     uint64_t chunk_unstaged;           /* signed uploads with no staging (one by one) */
+    uint64_t one_pass_bytes;           /* signed chunks' bytes hashed with the MD5 in one pass */
 };
 void ol_s3_server_stats(const struct ol_s3_server *s, struct ol_s3_stats *out);
 

@@ -525,22 +525,41 @@ def finish(conn, pieces):
     return out
 
 
+@pytest.mark.parametrize("company", [False, True])
 @pytest.mark.parametrize("chunk", [65536, 131072, 300000, 1000])
-def test_signed_streaming_uploads(s3d, chunk):
-    """Signed chunks (hashed two at a time on the server, every other one
-    staged) of the sizes clients use, chunks longer than the stage and
-    small ones; a byte changed in any chunk is SignatureDoesNotMatch and
-    stores nothing."""
+def test_signed_streaming_uploads(s3d, chunk, company):
+    """Signed chunks of the sizes clients use, chunks longer than the stage
+    and small ones, from an upload alone on the core (its chunks' SHA-256s
+    and its MD5 in one pass, base/md5sha.h) or while another upload is
+    receiving (chunks hashed two at a time, every other one staged); a
+    byte changed in any chunk is SignatureDoesNotMatch and stores
+    nothing."""
     c = client(s3d)
     c.create_bucket(Bucket="sig")
     data = os.urandom(5 * chunk + 12345)
+    other = None
+    if company:   # it starts alone (one pass); the uploads below then are not
+        other_data = os.urandom(3 * 65536)
+        conn, pieces = streaming_put(s3d, "/sig/company", other_data, 65536)
+        conn.send(next(pieces))
+        other = (conn, pieces)
     r = finish(*streaming_put(s3d, "/sig/ok", data, chunk))
     assert r[0] == 200, r
-    paired = chunk_metrics(s3d)["openlake_s3_chunk_sha256_paired_bytes_total"]
-    if cpu_has_sha_ni() and chunk <= 131072:   # chunks 1+2, 3+4 side by side
-        assert paired >= 2 * (chunk // 64 * 64), paired
-    elif not cpu_has_sha_ni():
-        assert paired == 0
+    m = chunk_metrics(s3d)
+    paired = m["openlake_s3_chunk_sha256_paired_bytes_total"]
+    one_pass = m["openlake_s3_chunk_one_pass_bytes_total"]
+    if not cpu_has_sha_ni():
+        assert paired == 0 and one_pass == 0, m
+    elif company:
+        assert one_pass == 0, m   # the company's body has not ended
+        if chunk <= 131072:       # chunks 1+2, 3+4 side by side
+            assert paired >= 2 * (chunk // 64 * 64), paired
+    else:
+        assert paired == 0, m
+        # every chunk when they are whole blocks; else the MD5 and the next
+        # chunk's SHA-256 no longer stand at one offset in a block after the
+        # first chunk, and each hashes alone
+        assert one_pass >= (5 * chunk if chunk % 64 == 0 else chunk // 64 * 64), m
     got = c.get_object(Bucket="sig", Key="ok")
     assert got["Body"].read() == data
     assert got["ETag"] == '"%s"' % hashlib.md5(data).hexdigest()
@@ -548,13 +567,19 @@ def test_signed_streaming_uploads(s3d, chunk):
         status, body = finish(*streaming_put(s3d, "/sig/bad%d" % bad, data, chunk, bad))
         assert status == 403 and b"SignatureDoesNotMatch" in body, bad
         assert error_of(lambda: c.head_object(Bucket="sig", Key="bad%d" % bad))[1] == 404
+    if other:
+        assert finish(*other)[0] == 200
+        got = c.get_object(Bucket="sig", Key="company")
+        assert got["Body"].read() == other_data
+        assert got["ETag"] == '"%s"' % hashlib.md5(other_data).hexdigest()
 
 
 def test_signed_streaming_uploads_past_the_staging_pool(s3d):
     """More signed uploads in flight at once than a core lends staging to
     (OL_S3_CHUNK_STAGES, 32; the daemon runs one core, which takes 64
-    PUTs at once): the rest hash their chunks one by one and every upload
-    is stored right."""
+    PUTs at once): the first, alone when it starts, hashes in one pass and
+    takes none (where the CPU has the SHA extensions), 32 take one, the
+    rest hash their chunks one by one, and every upload is stored right."""
     c = client(s3d)
     c.create_bucket(Bucket="many")
     ups = []
@@ -565,7 +590,8 @@ def test_signed_streaming_uploads_past_the_staging_pool(s3d):
         ups.append((data, conn, pieces))
     for i, (data, conn, pieces) in enumerate(ups):
         assert finish(conn, pieces)[0] == 200, i
-    assert chunk_metrics(s3d)["openlake_s3_chunk_unstaged_total"] == 48 - 32
+    assert chunk_metrics(s3d)["openlake_s3_chunk_unstaged_total"] == \
+        48 - 32 - (1 if cpu_has_sha_ni() else 0)
     for i, (data, _, _) in enumerate(ups):
         assert c.get_object(Bucket="many", Key="k%d" % i)["Body"].read() == data, i
 

@@ -1,10 +1,12 @@
 /*
  * test_s3_awschunked.c - aws-chunked bodies: AWS's published streaming
  * example (signatures included), the trailer modes, every way a body can
- * be wrong, and input split at every possible place.
+ * be wrong, and input split at every possible place; chunks hashed by the
+ * decoder (in pairs or one by one) or by the caller, all to one verdict.
  */
 #include "olt.h"
 
+#include "base/md5sha.h"
 #include "base/sha256.h"
 #include "s3/awschunked.h"
 
@@ -58,11 +60,18 @@ static void aws_example(void)
 }
 
 /* One decoding of body in pieces of `step` bytes (0: random 1..300), with
- * chunks hashed in pairs (stage) or one by one. */
+ * chunks hashed in pairs (stage), one by one, or (outside) by the caller
+ * with the MD5 of the data in one pass (base/md5sha.h), that MD5 then
+ * checked against OpenSSL's. */
 static int decode1(int mode, uint64_t expect, size_t step, char *out, size_t *out_len,
-                   struct ol_awsc *st, uint8_t *stage)
+                   struct ol_awsc *st, uint8_t *stage, bool outside)
 {
     ol_awsc_init(st, mode, key, DATE, SCOPE, strlen(SCOPE), seed, expect, stage);
+    struct ol_md5 md5 = {0};
+    ol_md5_init(&md5);
+    outside = outside && mode != OL_AWSC_UNSIGNED_TRAILER;
+    if (outside)
+        ol_awsc_hash_outside(st);
     size_t off = 0, o = 0;
     int rc = 0;
     while (off < body_len) {
@@ -80,20 +89,30 @@ static int decode1(int mode, uint64_t expect, size_t step, char *out, size_t *ou
             OLT_CHECK(used > 0 && (size_t)used <= n);
             OLT_CHECK(dl == 0 || (d >= body + off && d + dl <= body + off + used));
             memcpy(out + o, d, dl);
+            if (outside && dl)
+                ol_md5_sha256_update(&md5, ol_awsc_chunk_sha(st), d, dl);
             o += dl;
             off += (size_t)used;
             n -= (size_t)used;
         }
     }
     rc = ol_awsc_finish(st);
+    if (rc == 0 && outside) {
+        uint8_t got[16], want[16];
+        unsigned l = 16;
+        ol_md5_final(&md5, got);
+        OLT_CHECK(EVP_Digest(out, o, want, &l, EVP_md5(), NULL) == 1);
+        OLT_CHECK_MEM(got, want, 16);
+    }
 out:
     *out_len = o;
     return rc;
 }
 
-/* Decodes body both ways (staged chunk pairs and one by one): they must
- * agree on the verdict, and on the data when the body is good. Returns
- * the first error or finish()'s answer; *out gets the data. */
+/* Decodes body three ways (staged chunk pairs, one by one, hashed by the
+ * caller): they must agree on the verdict, and on the data when the body
+ * is good. Returns the first error or finish()'s answer; *out gets the
+ * data. */
 static int decode(int mode, uint64_t expect, size_t step, char *out, size_t *out_len,
                   struct ol_awsc *st)
 {
@@ -109,9 +128,14 @@ static int decode(int mode, uint64_t expect, size_t step, char *out, size_t *out
     unsigned seed0 = (unsigned)rand();
     size_t alone_len;
     srand(seed0);   /* the same random pieces both times */
-    int rc_alone = decode1(mode, expect, step, alone, &alone_len, st, NULL);
+    int rc_alone = decode1(mode, expect, step, alone, &alone_len, st, NULL, false);
     srand(seed0);
-    int rc = decode1(mode, expect, step, out, out_len, st, stage);
+    int rc_outside = decode1(mode, expect, step, out, out_len, st, NULL, true);
+    OLT_CHECK_EQ(rc_outside, rc_alone);
+    if (rc_outside == 0)
+        OLT_CHECK(*out_len == alone_len && memcmp(out, alone, alone_len) == 0);
+    srand(seed0);
+    int rc = decode1(mode, expect, step, out, out_len, st, stage, false);
     OLT_CHECK_EQ(rc, rc_alone);
     if (rc == 0)
         OLT_CHECK(*out_len == alone_len && memcmp(out, alone, alone_len) == 0);
