@@ -1,7 +1,8 @@
 /*
  * test_loop.c - the per-core event loop: cross-core messages (order, no
- * loss, under load), timers, file I/O through the ring (incl. O_DIRECT with
- * registered buffers), and socket accept/recv/send with provided buffers.
+ * loss, under load), timers, submitting inside a callback, file I/O
+ * through the ring (incl. O_DIRECT with registered buffers), and socket
+ * accept/recv/send with provided buffers.
  */
 #include "olt.h"
 
@@ -255,6 +256,67 @@ OLT_TEST(loop_deferred_calls_run_next_iteration_without_waiting)
     OLT_CHECK_EQ(dc.runs, 100);   /* 100 iterations before a 20 ms timer: none waited a tick */
     OLT_CHECK(dc.done_before_stop);
     OLT_CHECK_EQ(dc.d2_runs, 0);
+    ol_loop_destroy(l);
+}
+
+/* ---- submitting inside a callback ------------------------------------------ */
+
+/* A write to a pipe prepared inside a callback reaches the kernel at
+ * ol_loop_submit_now, not when the callback returns: the bytes are in the
+ * pipe right after it (a pipe write with room is done at submission). */
+struct snow_case {
+    struct ol_timer t, stopper;
+    struct ol_op op;
+    int p[2];
+    int before, queued, after, again, done_res;
+};
+
+static void snow_done(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    struct snow_case *c = (struct snow_case *)((char *)op - offsetof(struct snow_case, op));
+    c->done_res = res;
+    ol_loop_stop(loop);
+}
+
+static void snow_run(ol_loop *loop, struct ol_timer *t)
+{
+    struct snow_case *c = (struct snow_case *)((char *)t - offsetof(struct snow_case, t));
+    char b;
+    c->op.cb = snow_done;
+    if (ol_loop_write(loop, &c->op, c->p[1], "x", 1, 0) < 0)
+        return;
+    c->before = (int)read(c->p[0], &b, 1);   /* only queued: the pipe is empty */
+    c->queued = ol_loop_submit_now(loop);
+    c->after = (int)read(c->p[0], &b, 1);    /* done by the kernel already */
+    c->again = ol_loop_submit_now(loop);     /* nothing queued */
+}
+
+static int snow_init(ol_loop *loop, void *arg)
+{
+    struct snow_case *c = arg;
+    c->t.fn = snow_run;
+    c->stopper.fn = on_stop;
+    ol_loop_defer(loop, &c->t);           /* inside the running loop */
+    ol_timer_arm(loop, &c->stopper, 2000); /* a write that never completes */
+    return 0;
+}
+
+OLT_TEST(loop_submit_now_hands_queued_ops_to_the_kernel)
+{
+    ol_loop *l = mk_loop(0);
+    struct snow_case c;
+    memset(&c, 0, sizeof c);
+    c.done_res = -1000;
+    OLT_CHECK_EQ(pipe2(c.p, O_NONBLOCK), 0);
+    OLT_CHECK_EQ(ol_loop_start(l, snow_init, &c), 0);
+    ol_loop_join(l);
+    OLT_CHECK_EQ(c.before, -1);
+    OLT_CHECK_EQ(c.queued, 1);
+    OLT_CHECK_EQ(c.after, 1);
+    OLT_CHECK_EQ(c.again, 0);
+    OLT_CHECK_EQ(c.done_res, 1);
+    close(c.p[0]);
+    close(c.p[1]);
     ol_loop_destroy(l);
 }
 
