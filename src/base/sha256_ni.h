@@ -3,9 +3,10 @@
  * more than one kernel uses (internal to src/base: sha256.c's two streams
  * side by side, md5sha.c's one stream beside an MD5): the round
  * constants, the state in the instructions' ABEF / CDGH layout and back,
- * four rounds' message schedule, and the four rounds themselves. FIPS
- * 180-4 section 6.2.2; the callers hold OpenSSL's SHA256_CTX and keep it
- * between whole blocks (sha256.h).
+ * a block's message words, four rounds' schedule, and a context's bit
+ * count after whole blocks (each kernel issues the SHA256RNDS2s in its
+ * own order). FIPS 180-4 section 6.2.2; the callers hold OpenSSL's
+ * SHA256_CTX and keep it between whole blocks (sha256.h).
  *
  * Every function and macro needs SHA_TARGET on its caller (or on itself).
  */
