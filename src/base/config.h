@@ -57,7 +57,7 @@
 #define OL_CONFIG_MAX_CREDENTIALS 64
 #define OL_CONFIG_MAX_NODES       1024
 #define OL_CONFIG_MAX_RDMA_DEVICES 32
-#define OL_CONFIG_MAX_KEYS        64    /* capacity of origin[] */
+#define OL_CONFIG_MAX_KEYS        96    /* capacity of origin[] */
 
 enum ol_config_mode { OL_MODE_ALL, OL_MODE_S3, OL_MODE_KV };
 enum ol_config_transport { OL_TRANSPORT_TCP, OL_TRANSPORT_UCX };
@@ -101,6 +101,8 @@ struct ol_config {
     char kv_addr[OL_CONFIG_ADDR_LEN];
     char kv_socket[OL_CONFIG_PATH_LEN];  /* "" = <data_dirs[0]>/kv.sock */
     char kv_token[OL_CONFIG_KEY_LEN];    /* "" = generated, kept in the data dir */
+    int64_t kv_hello_timeout_ms;        /* a connection without HELLO is closed then */
+    int64_t kv_max_unauthenticated;     /* per core and listener; the oldest goes first */
     char region[OL_CONFIG_REGION_LEN];
     char s3_domain[OL_CONFIG_DOMAIN_LEN]; /* "" = path-style addressing only */
     char s3_tls_cert[OL_CONFIG_PATH_LEN]; /* "" = plain HTTP */

@@ -20,6 +20,20 @@
  * OL_KVS_LOAD_WAIT_MS; then it is answered with what RAM holds. Committed
  * entries are written behind after each batch of frames (ol_kv_shard_pump).
  *
+ * Before HELLO: a connection is unauthenticated until its HELLO's token
+ * checks. Until then it holds no pooled buffer (its bytes go to a small
+ * buffer inside the connection, and a frame before HELLO may be at most
+ * OL_KVS_PRE_CAP bytes), it must complete HELLO within kv_hello_timeout_ms
+ * of its accept, and at most kv_max_unauthenticated of them live per core
+ * and listener (one more closes the oldest): so the 512 connection slots
+ * of a core always keep room for clients that authenticated, and the Unix
+ * socket's room is not taken by TCP peers (a burst of accepts can still
+ * fill the slots with connections being closed: accepts past
+ * OL_KVS_CONNS - OL_KVS_HANDOVER_ROOM are refused then, hand-overs of
+ * authenticated clients still land). Every connection closed for
+ * these reasons is counted (ol_kv_service_metrics) and logged at most once
+ * per OL_KVS_LOG_MS per core.
+ *
  * Hand-over: HELLO names the shard the connection serves. If that shard is
  * another core's, this core stops receiving, and posts the socket to that
  * core (ol_msg embedded in the connection); the target core adopts it,
@@ -32,6 +46,7 @@
 #include "base/pool.h"
 #include "rt/net.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -45,6 +60,12 @@
 #include <unistd.h>
 
 #define OL_KVS_CONNS       512
+/* Slots a new connection may not take: kept for clients that authenticated
+ * on another core and are handed over here. A connection closed to make
+ * room holds its slot until its receive's cancellation completes, so a
+ * burst of accepts can fill the slots with closing ones; the accepts past
+ * this mark are refused, the hand-overs still land. */
+#define OL_KVS_HANDOVER_ROOM 64
 #define OL_KVS_BUFS        128  /* frame buffers, lent to connections with bytes in flight */
 #define OL_KVS_MAX_ITEMS   8192u
 #define OL_KVS_MAX_BODY    (1u << 20)   /* metadata frames */
@@ -65,6 +86,12 @@
 #define OL_KVS_OUT_BUF     (OL_KVS_OUT_CAP + OL_KVS_MAX_ITEMS * sizeof(struct ol_kv_ref))
 #define OL_KVS_DEFAULT_VALUE (64u << 10)
 #define OL_KVS_TICK_MS     100
+/* Bytes a connection may hold before HELLO: one HELLO frame at its largest
+ * (header, fixed fields, token, namespace, padding, CRC trailer) fits. */
+#define OL_KVS_PRE_CAP     1024u
+_Static_assert(OL_KV_HDR_LEN + 32 + OL_KV_MAX_TOKEN + OL_KV_MAX_NAMESPACE + 8 + 8 <= OL_KVS_PRE_CAP,
+               "a HELLO frame must fit the pre-HELLO buffer");
+#define OL_KVS_LOG_MS      10000  /* refused connections: one log line a core per 10 s */
 #define OL_KVS_LOAD_WAIT_MS 2000
 
 /* A GET value sent from its slot: out[off, off + len) on the wire is
@@ -83,6 +110,10 @@ struct ol_kv_conn {
     int fd;
     bool is_unix, recv_armed, send_inflight, closing, close_after, hello, shm, migrating, adopted;
     bool parked;              /* waiting for disk reads (on srv->parked) */
+    bool authed;              /* HELLO's token checked (hello: and bound here) */
+    bool pending;             /* on srv->pend[is_unix]: accepted, not authed */
+    struct ol_kv_conn *pend_next, *pend_prev;
+    uint64_t accepted_ms;
     struct ol_kv_conn *park_next, *park_prev;
     uint64_t park_since;      /* ms when the frame first waited; 0 = not waiting */
     int busy;
@@ -101,6 +132,13 @@ struct ol_kv_conn {
     uint64_t hello_req_id;
     uint32_t want_shard;
     unsigned crc_flag;        /* OL_KV_F_BODY_CRC when the frame being answered had it */
+    char pre[OL_KVS_PRE_CAP]; /* input before HELLO (in == pre), no pooled buffer */
+};
+
+/* Unauthenticated connections of one listener, oldest first. */
+struct ol_kv_pend {
+    struct ol_kv_conn *head, *tail;
+    uint32_t n;
 };
 
 struct ol_kv_server {
@@ -115,6 +153,7 @@ struct ol_kv_server {
     struct ol_pool conns, inbufs, outbufs;
     struct ol_kv_conn *list;
     struct ol_kv_conn *parked;           /* connections waiting for disk reads */
+    struct ol_kv_pend pend[2];           /* [is_unix] */
     uint32_t nconns;
     struct ol_timer tick;
     struct ol_kv_hash hs[OL_KVS_MAX_ITEMS];
@@ -148,18 +187,59 @@ static void ol_kvc_unpark(struct ol_kv_conn *c)
     c->parked = false;
 }
 
+static void ol_kvc_pend_remove(struct ol_kv_conn *c)
+{
+    if (!c->pending)
+        return;
+    struct ol_kv_pend *p = &c->srv->pend[c->is_unix];
+    if (c->pend_prev)
+        c->pend_prev->pend_next = c->pend_next;
+    else
+        p->head = c->pend_next;
+    if (c->pend_next)
+        c->pend_next->pend_prev = c->pend_prev;
+    else
+        p->tail = c->pend_prev;
+    c->pend_next = c->pend_prev = NULL;
+    c->pending = false;
+    assert(p->n > 0);
+    p->n--;
+}
+
+static void ol_kvc_pend_add(struct ol_kv_conn *c)
+{
+    struct ol_kv_pend *p = &c->srv->pend[c->is_unix];
+    c->pend_prev = p->tail;
+    c->pend_next = NULL;
+    if (p->tail)
+        p->tail->pend_next = c;
+    else
+        p->head = c;
+    p->tail = c;
+    p->n++;
+    c->pending = true;
+}
+
+/* Returns c's input buffer: to the pool, or nothing for the inline one. */
+static void ol_kvc_in_put(struct ol_kv_conn *c)
+{
+    if (c->in && c->in != c->pre)
+        ol_pool_put(&c->srv->inbufs, c->in);
+    c->in = NULL;
+}
+
 static void ol_kvc_maybe_free(struct ol_kv_conn *c)
 {
     if (!c->closing || c->busy || c->recv_armed || c->send_inflight)
         return;
     struct ol_kv_server *s = c->srv;
     ol_kvc_unpark(c);
+    ol_kvc_pend_remove(c);
     if (c->hello && !c->migrating) {
         ol_kv_shard_session_close(s->shard, c->sid);
         atomic_fetch_sub(&s->svc->sessions, 1);
     }
-    if (c->in)
-        ol_pool_put(&s->inbufs, c->in);
+    ol_kvc_in_put(c);
     if (c->out)
         ol_pool_put(&s->outbufs, c->out);
     if (!c->migrating) /* a handed-over socket belongs to the other core now */
@@ -179,6 +259,7 @@ static void ol_kvc_close(struct ol_kv_conn *c)
     if (c->closing)
         return;
     c->closing = true;
+    ol_kvc_pend_remove(c); /* its slot is free soon: not counted against newer ones */
     if (c->recv_armed)
         ol_loop_cancel(c->srv->loop, &c->recv_op);
     if (!c->migrating)
@@ -387,6 +468,7 @@ static void ol_on_kv_migrate(ol_loop *loop, struct ol_msg *m)
     struct ol_kv_server *s = src->srv->servers[src->want_shard];
     struct ol_kv_conn *c = ol_kvc_new(s, src->fd, src->is_unix);
     if (c) {
+        c->authed = true;
         c->shm = src->shm;
         c->crc_flag = src->crc_flag;
         c->ns_seed = src->ns_seed;
@@ -414,6 +496,7 @@ static void ol_on_kv_migrate(ol_loop *loop, struct ol_msg *m)
         }
     } else {
         close(src->fd);
+        atomic_fetch_add(&s->svc->conns_refused, 1);
     }
     ol_loop_post(src->srv->loop, &src->ack_msg);
 }
@@ -444,6 +527,8 @@ static void ol_kvc_handle_hello(struct ol_kv_conn *c, const struct ol_kv_hdr *h,
         c->close_after = true;
         return;
     }
+    c->authed = true;
+    ol_kvc_pend_remove(c);
     if (q.min_version > 1) {
         ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_UNSUPPORTED_VERSION,
                             "this server speaks protocol version 1");
@@ -812,6 +897,11 @@ static void ol_kvc_process(struct ol_kv_conn *c)
             ol_kvc_proto_error(c, h.req_id, OL_KV_BAD_REQUEST, "a client sent a response frame");
             break;
         }
+        if (!c->authed && ol_kv_frame_len(&h) > OL_KVS_PRE_CAP) {
+            ol_kvc_proto_error(c, h.req_id, OL_KV_TOO_LARGE_ST,
+                               "a frame before HELLO is over 1024 bytes");
+            break;
+        }
         uint32_t body_max = h.opcode == OL_KV_OP_PUT ? OL_KVS_MAX_DATA : OL_KVS_MAX_BODY;
         if (h.body_len > body_max || h.count > OL_KVS_MAX_ITEMS) {
             ol_kvc_proto_error(c, h.req_id, OL_KV_TOO_LARGE_ST,
@@ -857,9 +947,11 @@ static void ol_kvc_process(struct ol_kv_conn *c)
             c->in_len -= flen;
         }
     }
-    if (!c->closing && !c->migrating && c->in && !c->in_len) {
-        ol_pool_put(&s->inbufs, c->in); /* idle connections hold no buffer */
-        c->in = NULL;
+    if (!c->closing && !c->migrating && c->in && !c->in_len)
+        ol_kvc_in_put(c); /* idle connections hold no buffer */
+    if (!c->closing && c->out && !c->out_len && !c->send_inflight) {
+        ol_pool_put(&s->outbufs, c->out); /* nor an empty output buffer (after HELLO) */
+        c->out = NULL;
     }
     ol_kv_shard_pump(s->shard); /* write behind what this batch committed */
     if (!c->closing) {
@@ -875,33 +967,60 @@ static void ol_kvc_process(struct ol_kv_conn *c)
     ol_kvc_maybe_free(c);
 }
 
+/*
+ * Appends n received bytes to c's input and runs its frames. Before HELLO
+ * the input is c->pre (a frame there is at most OL_KVS_PRE_CAP bytes, so a
+ * HELLO is whole in it); bytes past the HELLO move to a pooled buffer once
+ * the token checked. Closes c when a pooled buffer is wanted and none is
+ * free, or when the input would pass OL_KVS_IN_CAP.
+ */
+static void ol_kvc_take(struct ol_kv_conn *c, const char *b, uint32_t n)
+{
+    struct ol_kv_server *s = c->srv;
+    while (n && !c->closing && !c->close_after) {
+        if (!c->in && !c->authed)
+            c->in = c->pre;
+        if (c->authed && (!c->in || c->in == c->pre)) {
+            char *in = ol_pool_get(&s->inbufs);
+            if (!in) {
+                ol_kvc_close(c);
+                return;
+            }
+            if (c->in_len)
+                memcpy(in, c->pre, c->in_len);
+            c->in = in;
+        }
+        uint32_t cap = c->in == c->pre ? OL_KVS_PRE_CAP : OL_KVS_IN_CAP;
+        uint32_t k = cap - c->in_len < n ? cap - c->in_len : n;
+        if (k == 0) { /* cannot happen before HELLO: process refuses bigger frames */
+            ol_kvc_close(c);
+            return;
+        }
+        memcpy(c->in + c->in_len, b, k);
+        c->in_len += k;
+        b += k;
+        n -= k;
+        /* stop receiving while a whole frame's worth waits */
+        if (c->recv_armed && c->in_len >= OL_KVS_IN_PAUSE)
+            ol_loop_cancel(s->loop, &c->recv_op);
+        if (!c->migrating)
+            ol_kvc_process(c);
+    }
+}
+
 static void ol_on_kv_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
 {
     struct ol_kv_conn *c = OL_CONTAINER(op, struct ol_kv_conn, recv_op);
-    struct ol_kv_server *s = c->srv;
     if (!(flags & OL_CQE_MORE))
         c->recv_armed = false;
     c->busy++;
     if (res > 0) {
         unsigned bid;
         char *b = ol_loop_recv_buf(loop, flags, &bid);
-        if (!b || c->closing || c->close_after) {
-            if (b)
-                ol_loop_buf_release(loop, bid);
-        } else if ((!c->in && !(c->in = ol_pool_get(&s->inbufs))) ||
-                   c->in_len + (uint32_t)res > OL_KVS_IN_CAP) {
+        if (b && !c->closing && !c->close_after)
+            ol_kvc_take(c, b, (uint32_t)res);
+        if (b)
             ol_loop_buf_release(loop, bid);
-            ol_kvc_close(c);
-        } else {
-            memcpy(c->in + c->in_len, b, (size_t)res);
-            c->in_len += (uint32_t)res;
-            ol_loop_buf_release(loop, bid);
-            /* stop receiving while a whole frame's worth waits */
-            if (c->recv_armed && c->in_len >= OL_KVS_IN_PAUSE)
-                ol_loop_cancel(loop, &c->recv_op);
-            if (!c->migrating)
-                ol_kvc_process(c);
-        }
     } else if (res == 0 || (res < 0 && res != -ECANCELED && res != -ENOBUFS)) {
         ol_kvc_close(c);
     }
@@ -924,13 +1043,52 @@ static void ol_kvc_adopted_start(struct ol_kv_conn *c)
 
 /* ---- accept, timers ---------------------------------------------------------------- */
 
+/* Logs the connections closed before HELLO since the last line, at most
+ * once per OL_KVS_LOG_MS for the process (the core that claims the slot). */
+static void ol_kvs_log_refused(struct ol_kv_server *s, uint64_t now)
+{
+    struct ol_kv_service *v = s->svc;
+    uint64_t cur[3] = {atomic_load(&v->conns_refused), atomic_load(&v->hello_timeouts),
+                       atomic_load(&v->unauth_evicted)};
+    uint64_t last = atomic_load(&v->log_ms);
+    if ((cur[0] == atomic_load(&v->logged[0]) && cur[1] == atomic_load(&v->logged[1]) &&
+         cur[2] == atomic_load(&v->logged[2])) ||
+        (last && now - last < OL_KVS_LOG_MS) ||
+        !atomic_compare_exchange_strong(&v->log_ms, &last, now))
+        return;
+    ol_warn("kv: connections closed before HELLO since the last report: %llu refused (a "
+            "core's %d slots for new connections taken), %llu at the HELLO deadline (kv_hello_timeout_ms = %u), "
+            "%llu to make room (kv_max_unauthenticated = %u per core and listener); "
+            "metric openlake_kv_unauthenticated_closed_total",
+            (unsigned long long)(cur[0] - atomic_load(&v->logged[0])),
+            OL_KVS_CONNS - OL_KVS_HANDOVER_ROOM,
+            (unsigned long long)(cur[1] - atomic_load(&v->logged[1])), v->hello_timeout_ms,
+            (unsigned long long)(cur[2] - atomic_load(&v->logged[2])), v->max_unauth);
+    for (int i = 0; i < 3; i++)
+        atomic_store(&v->logged[i], cur[i]);
+}
+
 static void ol_kv_accepted(struct ol_kv_server *s, int fd, bool is_unix)
 {
-    struct ol_kv_conn *c = ol_kvc_new(s, fd, is_unix);
+    uint64_t now = ol_loop_now_ms(s->loop);
+    struct ol_kv_pend *p = &s->pend[is_unix];
+    if (!s->draining && p->n >= s->svc->max_unauth) {
+        atomic_fetch_add(&s->svc->unauth_evicted, 1);
+        ol_kvc_close(p->head); /* the oldest: a real client sends HELLO at once */
+        ol_kvs_log_refused(s, now);
+    }
+    struct ol_kv_conn *c = s->nconns < OL_KVS_CONNS - OL_KVS_HANDOVER_ROOM
+                               ? ol_kvc_new(s, fd, is_unix) : NULL;
     if (!c) {
         close(fd);
+        if (!s->draining) {
+            atomic_fetch_add(&s->svc->conns_refused, 1);
+            ol_kvs_log_refused(s, now);
+        }
         return;
     }
+    c->accepted_ms = now;
+    ol_kvc_pend_add(c);
     c->recv_op.cb = ol_on_kv_recv;
     c->send_op.cb = ol_on_kv_send;
     if (!is_unix) {
@@ -966,7 +1124,14 @@ static void ol_on_kv_accept_unix(ol_loop *loop, struct ol_op *op, int res, unsig
 static void ol_on_kv_tick(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_kv_server *s = OL_CONTAINER(t, struct ol_kv_server, tick);
-    ol_kv_shard_expire(s->shard, ol_loop_now_ms(loop));
+    uint64_t now = ol_loop_now_ms(loop);
+    for (int u = 0; u < 2; u++) /* oldest first: stop at the first within its time */
+        while (s->pend[u].head && now - s->pend[u].head->accepted_ms >= s->svc->hello_timeout_ms) {
+            atomic_fetch_add(&s->svc->hello_timeouts, 1);
+            ol_kvc_close(s->pend[u].head);
+        }
+    ol_kvs_log_refused(s, now);
+    ol_kv_shard_expire(s->shard, now);
     ol_kv_shard_pump(s->shard);
     ol_kvs_rekick(s); /* parked frames past their wait are answered */
     ol_timer_arm(loop, t, OL_KVS_TICK_MS);

@@ -128,6 +128,8 @@ int ol_kv_service_create(struct ol_kv_service **out, const struct ol_config *cfg
     svc->slab.fd = -1;
     svc->nshards = nshards;
     svc->ttl_ms = (uint32_t)cfg->kv_slab.reserve_ttl_secs * 1000u;
+    svc->hello_timeout_ms = (uint32_t)cfg->kv_hello_timeout_ms;
+    svc->max_unauth = (uint32_t)cfg->kv_max_unauthenticated;
     const char *dir = cfg->data_dirs[0];
     char sock[OL_CONFIG_PATH_LEN + 16];
     if (cfg->kv_socket[0])
@@ -200,4 +202,23 @@ void ol_kv_service_destroy(struct ol_kv_service *svc)
     ol_kv_slab_destroy(&svc->slab);
     explicit_bzero(svc->token, sizeof svc->token);
     free(svc);
+}
+
+size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap,
+        "# HELP openlake_kv_sessions KV sessions open (connections past HELLO).\n"
+        "# TYPE openlake_kv_sessions gauge\n"
+        "openlake_kv_sessions %llu\n"
+        "# HELP openlake_kv_unauthenticated_closed_total KV connections closed before "
+        "a successful HELLO, by cause.\n"
+        "# TYPE openlake_kv_unauthenticated_closed_total counter\n"
+        "openlake_kv_unauthenticated_closed_total{cause=\"refused\"} %llu\n"
+        "openlake_kv_unauthenticated_closed_total{cause=\"hello_timeout\"} %llu\n"
+        "openlake_kv_unauthenticated_closed_total{cause=\"evicted\"} %llu\n",
+        (unsigned long long)atomic_load(&svc->sessions),
+        (unsigned long long)atomic_load(&svc->conns_refused),
+        (unsigned long long)atomic_load(&svc->hello_timeouts),
+        (unsigned long long)atomic_load(&svc->unauth_evicted));
+    return n < 0 ? cap : (size_t)n;
 }

@@ -32,8 +32,15 @@ struct ol_kv_service {
     char token_path[OL_CONFIG_PATH_LEN + 16]; /* "" when the token came from config */
     char sock_path[108];
     uint32_t ttl_ms;
+    uint32_t hello_timeout_ms;   /* kv_hello_timeout_ms */
+    uint32_t max_unauth;         /* kv_max_unauthenticated, per core and listener */
     _Atomic int ready;   /* every core's server exists (set by the daemon) */
     _Atomic uint64_t sessions, protocol_errors; /* process-wide STATS counters */
+    /* Connections closed before their HELLO (the metrics of ol_kv_service_metrics):
+     * refused at accept (every slot of the core taken), closed at the HELLO
+     * deadline, closed to make room for a newer unauthenticated one. */
+    _Atomic uint64_t conns_refused, hello_timeouts, unauth_evicted;
+    _Atomic uint64_t log_ms, logged[3]; /* the last log line of those (server.c) */
 };
 
 /*
@@ -54,6 +61,13 @@ static inline int ol_kv_shard_of(const struct ol_kv_service *svc, struct ol_kv_h
 {
     return (int)(h.hi % (uint64_t)svc->nshards);
 }
+
+/*
+ * Appends the service's Prometheus metrics (openlake_kv_*) to buf[0, cap):
+ * sessions, and the connections closed before HELLO by cause. Returns the
+ * bytes written; cap or more when they did not fit (nothing usable then).
+ */
+size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap);
 
 /* Constant-time token check. */
 int ol_kv_service_token_ok(const struct ol_kv_service *svc, const void *tok, size_t len);
