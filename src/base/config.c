@@ -210,7 +210,8 @@ static const struct ckey ol_config_keys[] = {
      .hi = OL_CONFIG_MAX_DATA_DIRS, .check = check_path,
      .expect = "a non-empty path of at most 4095 bytes",
      .def = "./data",
-     .doc = "Data directories, one per drive; each must be distinct."},
+     .doc = "Data directories, one per drive; each must be distinct. A missing one is "
+            "made only where its parent exists; each is locked while openlaked runs."},
     {.name = "set_drive_count", .kind = K_INT, .off = CO(set_drive_count),
      .lo = 0, .hi = 256, .def = "0",
      .doc = "Drives per erasure set; 0 = choose from the drive count."},
@@ -288,7 +289,8 @@ static const struct ckey ol_config_keys[] = {
      .size = CS(kv_disk.dirs[0]), .count_off = CO(kv_disk.n_dirs), .lo = 0,
      .hi = OL_CONFIG_MAX_KV_DISK_DIRS, .check = check_path,
      .expect = "a non-empty path of at most 4095 bytes",
-     .doc = "Directories on local drives for the disk tier; empty = the data dirs."},
+     .doc = "Directories on local drives for the disk tier; empty = the data dirs. Made "
+            "and locked as data_dirs are."},
     {.name = "kv_disk.capacity_gb", .kind = K_FLOAT,
      .off = CO(kv_disk.capacity_gb), .flo = 0, .fhi = INFINITY, .def = "0",
      .doc = "Disk tier size in GiB over all its dirs; 0 = no disk tier."},

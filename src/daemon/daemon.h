@@ -52,7 +52,17 @@ struct ol_daemon {
     struct ol_catalog *catalog;       /* key indexes for ListObjects */
     struct ol_tls_ctx *tls;           /* TLS on s3_addr, or NULL (http/tls.h) */
     struct ol_healer *healer;         /* heal queue, walks, scanner; NULL in mode kv */
+    struct ol_dirlock *locks;         /* the data and KV disk dirs, held for life (dirs.c) */
 };
+
+/* dirs.c: makes each missing data dir and KV disk dir whose parent exists
+ * (logged) and locks them all, before anything in them is read. 0, or
+ * -errno with err holding the one line to print before exiting 2: a
+ * directory missing with its parent, not a directory, in use by another
+ * process ("data dir D is in use by openlaked pid N"), or out of memory. A
+ * directory that cannot be examined or locked for another reason is logged
+ * and left to the subsystem that uses it. */
+int ol_daemon_dirs(struct ol_daemon *d, char *err, size_t errlen);
 
 /* admin.c: the handler for the S3 listener: admin routes under /_openlake/,
  * everything else to the S3 API (s3/server.h). */

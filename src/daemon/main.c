@@ -1,8 +1,9 @@
 /*
  * main.c - openlaked: configuration → cores → serve → graceful shutdown.
  *
- * Owns: process start-up (config, data directory, signal mask), one event
- * loop per core with its listeners, the start-up banner, and shutdown:
+ * Owns: process start-up (config, the directories made and locked through
+ * dirs.c, signal mask), one event loop per core with its listeners, the
+ * start-up banner, and shutdown:
  *   first SIGTERM/SIGINT  stop accepting, let in-flight requests finish (at
  *                         most http.shutdown_timeout_ms), then exit 0;
  *   second signal         exit 1 at once.
@@ -11,6 +12,7 @@
  */
 #include "daemon/daemon.h"
 
+#include "base/dirlock.h"
 #include "base/log.h"
 #include "http/tls.h"
 #include "store/layout.h"
@@ -21,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,26 +187,6 @@ static int ol_core_init(ol_loop *loop, void *arg)
 
 /* ---- main ------------------------------------------------------------------- */
 
-static int ol_mkdirs(const char *path)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n >= sizeof buf)
-        return -ENAMETOOLONG;
-    memcpy(buf, path, n + 1);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
 /* The erasure sets over data_dirs: set_drive_count, or the largest divisor of
  * the drive count up to 16 (one set of all drives when it has none). */
 static int ol_open_store(struct ol_daemon *d, char *err, size_t errlen)
@@ -324,10 +305,10 @@ int main(int argc, char **argv)
     }
     ol_log_set_level((enum ol_log_level)d.cfg.log_level);
 
-    int rc = ol_mkdirs(d.cfg.data_dirs[0]);
-    if (rc < 0) {
-        fprintf(stderr, "openlaked: cannot create data directory %s: %s\n", d.cfg.data_dirs[0],
-                strerror(-rc));
+    /* Before anything in the data dirs is read: a second openlaked on them
+     * stops here, having changed nothing. */
+    if (ol_daemon_dirs(&d, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: %s\n", err);
         return 2;
     }
 
@@ -489,6 +470,7 @@ int main(int argc, char **argv)
     free(d.kv_servers);
     ol_kv_service_destroy(d.kv);
     ol_tls_ctx_free(d.tls);
+    ol_dirlock_destroy(d.locks);
     if (status == 0)
         ol_info("openlaked stopped");
     return status;

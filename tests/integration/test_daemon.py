@@ -167,7 +167,7 @@ def test_uncreatable_data_dir_exits_2(tmp_path):
     r = run_openlaked("--data-dirs", str(blocker / "data"), "--threads", "1",
                       "--s3-addr", f"127.0.0.1:{conftest.free_port()}", cwd=tmp_path)
     assert r.returncode == 2, r.stderr
-    assert "data directory" in r.stderr and str(blocker / "data") in r.stderr
+    assert "data dir" in r.stderr and str(blocker / "data") in r.stderr
 
 
 def live(port):
