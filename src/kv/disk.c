@@ -649,11 +649,6 @@ int ol_kv_disk_open(struct ol_kv_disk **out, const struct ol_kv_disk_params *p, 
     d->evict_kind = p->evict_kind;
     d->nios = p->queue_depth ? p->queue_depth : 32;
     snprintf(path, sizeof path, "%s/kv-disk", p->dir);
-    if (mkdir(p->dir, 0700) < 0 && errno != EEXIST) {
-        rc = -errno;
-        snprintf(err, errlen, "kv_disk: cannot create %s: %s", p->dir, strerror(errno));
-        goto fail;
-    }
     if (mkdir(path, 0700) < 0 && errno != EEXIST) {
         rc = -errno;
         snprintf(err, errlen, "kv_disk: cannot create %s: %s", path, strerror(errno));

@@ -63,7 +63,9 @@ typedef void (*ol_kv_disk_done_fn)(void *ctx, int ev, uint64_t tag, int status,
                                    const struct ol_kv_slot_hdr *hdr);
 
 struct ol_kv_disk_params {
-    const char *dir;       /* the drive directory; kv-disk/ is made inside */
+    const char *dir;       /* the drive directory, which must exist (the daemon
+                              makes a missing one, docs/kv-disk.md); kv-disk/
+                              is made inside */
     int shard, nshards;
     uint64_t bytes;        /* this shard's share, rounded down to 2 MiB pages */
     int evict_kind;        /* enum ol_evict_kind */

@@ -64,6 +64,7 @@ static const char *subdir(const char *name)
 {
     static char buf[512];
     snprintf(buf, sizeof buf, "%s/%s", olt_tmpdir(), name);
+    OLT_CHECK(mkdir(buf, 0700) == 0); /* the tier makes only kv-disk/ inside */
     return buf;
 }
 
