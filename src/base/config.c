@@ -329,11 +329,13 @@ static const struct ckey ol_config_keys[] = {
     {.name = "http.header_timeout_ms", .kind = K_INT,
      .off = CO(http.header_timeout_ms), .lo = 1, .hi = 3600000,
      .def = "10000",
-     .doc = "Time allowed to receive a request's headers."},
+     .doc = "Time allowed for a request's headers from their first byte; for a "
+            "new connection's first request, from the connect."},
     {.name = "http.idle_timeout_ms", .kind = K_INT,
      .off = CO(http.idle_timeout_ms), .lo = 1, .hi = 86400000,
      .def = "60000",
-     .doc = "Idle keep-alive connections are closed after this."},
+     .doc = "Connections idle between requests are closed after this; a body "
+            "with no bytes this long gets 408."},
     {.name = "http.max_connections", .kind = K_INT,
      .off = CO(http.max_connections), .lo = 1, .hi = 1000000,
      .def = "10000",

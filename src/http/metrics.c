@@ -61,6 +61,10 @@ size_t ol_http_metrics_render(const struct ol_http_stats *const *st, int n, char
     ol_per_core(&b, st, n, "openlake_http_connections_rejected_total", "counter",
                 "HTTP connections refused with 503 at the connection limit.",
                 offsetof(struct ol_http_stats, conns_rejected));
+    ol_per_core(&b, st, n, "openlake_http_header_timeouts_total", "counter",
+                "Connections closed at header_timeout_ms: a head not complete in time (408), "
+                "or a new connection that sent nothing (closed unanswered).",
+                offsetof(struct ol_http_stats, head_timeouts));
     ol_per_core(&b, st, n, "openlake_http_received_bytes_total", "counter",
                 "Bytes received on HTTP connections.", offsetof(struct ol_http_stats, bytes_in));
     ol_per_core(&b, st, n, "openlake_http_sent_bytes_total", "counter",

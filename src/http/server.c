@@ -26,8 +26,11 @@
  * Lifetime: a connection is freed only when it is closing, no receive or
  * send is in flight, and no callback of ours is on the stack (busy == 0).
  *
- * Timers: one per connection: idle (no progress), head deadline (slowloris),
- * linger after a response that ends the connection, and retry after ENOBUFS.
+ * Timers: one per connection: idle (no progress), head deadline (slowloris:
+ * header_timeout_ms from a request's first byte, or from the accept for a
+ * connection's first request, so one that never sends is not kept for the
+ * idle timeout), linger after a response that ends the connection, and
+ * retry after ENOBUFS.
  *
  * TLS (lim.tls set): each connection gets a session (http/tls.h) and a few
  * plaintext buffers of its own. Received ciphertext goes into the session
@@ -1090,7 +1093,10 @@ static void ol_on_timer(ol_loop *loop, struct ol_timer *t)
     } else if (c->state == OL_CS_RESP && !c->send_inflight) {
         ol_conn_touch(c); /* the handler is working: not our timeout */
     } else if (c->head_deadline && ol_loop_now_ms(loop) >= c->head_deadline) {
-        if (c->tio && !ol_tls_ready(c->tio->t))
+        OL_STAT_ADD(c->srv->st.head_timeouts, 1);
+        if (!c->inq_n && !c->stage_len)
+            ol_conn_close(c); /* no byte of a request (a new connection): nothing to answer */
+        else if (c->tio && !ol_tls_ready(c->tio->t))
             ol_conn_close(c); /* no TLS session to answer in */
         else
             ol_conn_error(c, 408, "request head not received in time");
@@ -1196,6 +1202,9 @@ static void ol_on_accept(ol_loop *loop, struct ol_op *op, int res, unsigned flag
     srv->nconns++;
     OL_STAT_ADD(srv->st.conns_active, 1);
     OL_STAT_ADD(srv->st.conns_total, 1);
+    /* the first request's head is due header_timeout_ms from now: a
+     * connection that sends nothing is not kept for the idle timeout */
+    c->head_deadline = ol_loop_now_ms(loop) + srv->lim.header_timeout_ms;
     ol_conn_arm_recv(c);
     ol_conn_touch(c);
 }

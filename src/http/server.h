@@ -33,7 +33,9 @@ typedef struct ol_http_req ol_http_req;
 struct ol_http_limits {
     uint32_t max_header_bytes;    /* request line + headers; beyond: 431 */
     uint32_t max_headers;         /* header count; beyond: 431 */
-    uint32_t header_timeout_ms;   /* first byte to end of head; beyond: 408 */
+    uint32_t header_timeout_ms;   /* first byte to end of head; beyond: 408. A new
+                                     connection's first head: from the accept, and
+                                     one that sent nothing is closed unanswered */
     uint32_t idle_timeout_ms;     /* no progress while idle or mid-body: close */
     uint32_t max_conns;           /* per server (per core); beyond: 503 */
     uint64_t max_body_bytes;      /* 0 = unlimited; beyond: 413 */
@@ -63,6 +65,7 @@ struct ol_http_handler {
 extern const double ol_http_lat_bounds[OL_HTTP_LAT_BUCKETS]; /* seconds */
 struct ol_http_stats {
     _Atomic uint64_t conns_active, conns_total, conns_rejected;
+    _Atomic uint64_t head_timeouts;    /* closed at header_timeout_ms (408 or unanswered) */
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic uint64_t requests[600];                      /* by status code */
     _Atomic uint64_t lat_buckets[OL_HTTP_LAT_BUCKETS + 1]; /* last = +Inf */

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from test_http import (Conn, build_request, chunked_body, hermetic_openlake_env,
-                       sink_json, wait_for)
+from test_http import (Conn, build_request, chunked_body, get_metrics, hermetic_openlake_env,
+                       metric_sum, sink_json, wait_for)
 
 assert hermetic_openlake_env  # autouse fixture, imported to apply here too
 
@@ -392,6 +392,46 @@ def test_stalled_body_is_408(make_daemon):
                              headers=[("Transfer-Encoding", "chunked")]) + b"64\r\nabc")
         r = c.read_response()
         assert r.status == 408 and r.closes, r
+        c.expect_closed()
+
+
+def closed_within(c, limit):
+    """Seconds until the server closes c without sending anything (at most
+    `limit`; fails when it is still open then)."""
+    t0 = time.time()
+    c.expect_closed(timeout=limit)
+    return time.time() - t0
+
+
+def test_silent_new_connection_closed_at_header_timeout(make_daemon):
+    """A connection that never sends a byte gets header_timeout_ms, not the
+    (much longer) idle timeout, and no answer: it made no request."""
+    d = make_daemon(args=DEBUG + ["--http.header-timeout-ms", "1000",
+                                  "--http.idle-timeout-ms", "30000"])
+    with Conn(d.port) as c:
+        assert 0.8 <= closed_within(c, 10) < 10
+    assert metric_sum(get_metrics(d.port), "openlake_http_header_timeouts_total") >= 1
+
+
+def test_keep_alive_connection_waits_for_idle_timeout(make_daemon):
+    """After a complete request, a silent connection is idle keep-alive: the
+    header timeout does not apply until the next request's first byte."""
+    d = make_daemon(args=DEBUG + ["--http.header-timeout-ms", "500",
+                                  "--http.idle-timeout-ms", "3000"])
+    with Conn(d.port) as c:
+        assert c.request("GET", "/_openlake/health/live").status == 200
+        t0 = time.time()
+        c.expect_open(wait=1.5)  # three header timeouts
+        c.expect_closed(timeout=10)
+        assert 2.5 <= time.time() - t0 < 10
+    # its next request's first byte starts the header timeout again
+    with Conn(d.port) as c:
+        assert c.request("GET", "/_openlake/health/live").status == 200
+        c.send(b"GET /_openlake/health/live HTTP/1.1\r\n")
+        t0 = time.time()
+        r = c.read_response()
+        assert r.status == 408 and r.closes, r
+        assert 0.3 <= time.time() - t0 < 2.5
         c.expect_closed()
 
 
