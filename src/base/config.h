@@ -147,6 +147,8 @@ struct ol_config {
         int64_t max_headers;
         int64_t header_timeout_ms;
         int64_t idle_timeout_ms;
+        int64_t body_min_rate;          /* bytes/s over body_rate_window_ms; 0 = none */
+        int64_t body_rate_window_ms;
         int64_t max_connections;        /* per process */
         uint64_t max_body_bytes;        /* 0 = unlimited */
         int64_t output_buffers;         /* per core, 16 KiB each */

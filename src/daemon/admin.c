@@ -331,12 +331,18 @@ static void ol_admin_on_abort(ol_http_req *r)
         ol_state_free(s);
 }
 
+static void ol_admin_on_timeout(ol_http_req *r)
+{
+    ol_s3_on_timeout(r);   /* S3 answers RequestTimeout; admin paths get the server's 408 */
+}
+
 const struct ol_http_handler ol_admin_handler = {
     .on_request = ol_admin_on_request,
     .on_body = ol_admin_on_body,
     .on_body_end = ol_admin_on_body_end,
     .on_drain = ol_admin_on_drain,
     .on_abort = ol_admin_on_abort,
+    .on_timeout = ol_admin_on_timeout,
 };
 
 int ol_admin_init(struct ol_core *core, char *err, size_t errlen)

@@ -146,6 +146,8 @@ static int ol_core_init(ol_loop *loop, void *arg)
         .max_headers = (uint32_t)cfg->http.max_headers,
         .header_timeout_ms = (uint32_t)cfg->http.header_timeout_ms,
         .idle_timeout_ms = (uint32_t)cfg->http.idle_timeout_ms,
+        .body_min_rate = (uint32_t)cfg->http.body_min_rate,
+        .body_rate_window_ms = (uint32_t)cfg->http.body_rate_window_ms,
         .max_conns = (uint32_t)((cfg->http.max_connections + n - 1) / n),
         .max_body_bytes = cfg->http.max_body_bytes,
         .out_bufs = (uint32_t)cfg->http.output_buffers,

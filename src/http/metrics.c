@@ -65,6 +65,10 @@ size_t ol_http_metrics_render(const struct ol_http_stats *const *st, int n, char
                 "Connections closed at header_timeout_ms: a head not complete in time (408), "
                 "or a new connection that sent nothing (closed unanswered).",
                 offsetof(struct ol_http_stats, head_timeouts));
+    ol_per_core(&b, st, n, "openlake_http_slow_bodies_total", "counter",
+                "Requests failed with 408 because their body averaged less than body_min_rate "
+                "over a body_rate_window_ms window.",
+                offsetof(struct ol_http_stats, slow_bodies));
     ol_per_core(&b, st, n, "openlake_http_received_bytes_total", "counter",
                 "Bytes received on HTTP connections.", offsetof(struct ol_http_stats, bytes_in));
     ol_per_core(&b, st, n, "openlake_http_sent_bytes_total", "counter",

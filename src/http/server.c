@@ -26,11 +26,16 @@
  * Lifetime: a connection is freed only when it is closing, no receive or
  * send is in flight, and no callback of ours is on the stack (busy == 0).
  *
- * Timers: one per connection: idle (no progress), head deadline (slowloris:
- * header_timeout_ms from a request's first byte, or from the accept for a
- * connection's first request, so one that never sends is not kept for the
- * idle timeout), linger after a response that ends the connection, and
- * retry after ENOBUFS.
+ * Timers: one per connection, armed for the nearest of: idle (no progress
+ * for idle_timeout_ms), head deadline (slowloris: header_timeout_ms from a
+ * request's first byte, or from the accept for a connection's first
+ * request, so one that never sends is not kept for the idle timeout),
+ * the end of the body-rate window (http/rate.h: while a body is received,
+ * it must average body_min_rate bytes/s over each window of the time the
+ * server was willing to receive it; the handler's pauses and a lack of
+ * receive buffers stop that clock), linger after a response that ends the
+ * connection, and retry after ENOBUFS. A body that stalls or is too slow
+ * gets 408 (or the handler's on_timeout answer) and the connection closes.
  *
  * TLS (lim.tls set): each connection gets a session (http/tls.h) and a few
  * plaintext buffers of its own. Received ciphertext goes into the session
@@ -43,6 +48,7 @@
  * which is what gets sent.
  */
 #include "http/server.h"
+#include "http/rate.h"
 #include "http/tls.h"
 
 #include "base/log.h"
@@ -158,6 +164,8 @@ struct ol_http_conn {
     char *stage;
     uint32_t stage_len;
     uint64_t head_deadline;
+    uint64_t touched_ms;                 /* last progress (ol_conn_touch) */
+    struct ol_http_rate rate;            /* OL_CS_BODY: the body-rate window */
     struct ol_obuf *out_head, *out_tail;
     uint32_t out_bufs;
     struct ol_tls_io *tio;               /* NULL: plain HTTP */
@@ -195,6 +203,8 @@ static void ol_conn_process(struct ol_http_conn *c);
 static void ol_conn_flush(struct ol_http_conn *c);
 static void ol_conn_close(struct ol_http_conn *c);
 static void ol_conn_touch(struct ol_http_conn *c);
+static void ol_conn_timer_arm(struct ol_http_conn *c);
+static void ol_conn_rate_sync(struct ol_http_conn *c);
 static void ol_date_update(ol_http_server *srv);
 
 #define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
@@ -632,6 +642,20 @@ static void ol_conn_error(struct ol_http_conn *c, int status, const char *reason
         ol_conn_flush(c);
 }
 
+/* A request body timed out (stalled, or slower than body_min_rate): the
+ * handler may answer (on_timeout), else the server's plain 408. */
+static void ol_conn_body_timeout(struct ol_http_conn *c, const char *reason)
+{
+    ol_http_server *srv = c->srv;
+    if (srv->h.on_timeout && c->req.active && !c->req.started) {
+        uint32_t seq = c->seq;
+        srv->h.on_timeout(&c->req);
+        if (c->seq != seq || c->closing)
+            return; /* answered */
+    }
+    ol_conn_error(c, 408, reason);
+}
+
 /* ---- request start ------------------------------------------------------------------ */
 
 static void ol_req_begin(struct ol_http_conn *c)
@@ -667,6 +691,10 @@ static void ol_req_begin(struct ol_http_conn *c)
     } else {
         r->body_done = true;
         c->state = OL_CS_RESP;
+    }
+    if (c->state == OL_CS_BODY) {
+        ol_http_rate_begin(&c->rate, ol_loop_now_ms(srv->loop));
+        ol_conn_timer_arm(c); /* the first window's end, if nearer than the idle limit */
     }
     if (srv->draining)
         r->info.keep_alive = false;
@@ -879,10 +907,12 @@ static void ol_conn_process(struct ol_http_conn *c)
             break;
         struct ol_inseg *seg = &c->inq[c->inq_head];
         const char *p = ol_seg_ptr(c, seg);
-        long used = c->state == OL_CS_HEAD ? ol_conn_head(c, seg, p, seg->len)
-                                           : ol_conn_body(c, p, seg->len);
+        bool body = c->state == OL_CS_BODY;
+        long used = body ? ol_conn_body(c, p, seg->len) : ol_conn_head(c, seg, p, seg->len);
         if (used < 0)
             break;
+        if (body)
+            ol_http_rate_add(&c->rate, (uint64_t)used);
         seg->off += (uint32_t)used;
         seg->len -= (uint32_t)used;
         if (seg->len == 0)
@@ -1053,6 +1083,7 @@ static void ol_on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
             ol_conn_process(c); /* answer what was sent before the EOF */
     } else if (res == -ENOBUFS) {
         c->nobufs = true;
+        ol_conn_rate_sync(c); /* not receiving: the body-rate clock stops */
         ol_timer_arm(loop, &c->timer, OL_NOBUFS_RETRY_MS);
     } else if (res != -ECANCELED) {
         ol_conn_close(c);
@@ -1063,49 +1094,94 @@ static void ol_on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
     ol_conn_maybe_free(c);
 }
 
-static void ol_conn_touch(struct ol_http_conn *c)
+/* Arms the timer for the nearest of: the idle limit from the last
+ * progress, the head deadline, and (while the body-rate clock runs) the
+ * end of the body-rate window. */
+static void ol_conn_timer_arm(struct ol_http_conn *c)
 {
     ol_http_server *srv = c->srv;
     if (c->state == OL_CS_LINGER || c->closing)
         return;
-    uint64_t ms = srv->lim.idle_timeout_ms;
-    if (c->head_deadline) {
-        uint64_t now = ol_loop_now_ms(srv->loop);
-        uint64_t left = c->head_deadline > now ? c->head_deadline - now : 0;
-        if (left < ms)
-            ms = left;
+    uint64_t now = ol_loop_now_ms(srv->loop);
+    uint64_t due = c->touched_ms + srv->lim.idle_timeout_ms;
+    if (c->head_deadline && c->head_deadline < due)
+        due = c->head_deadline;
+    if (c->state == OL_CS_BODY && c->rate.running && srv->lim.body_min_rate) {
+        uint64_t end = ol_http_rate_due(&c->rate, srv->lim.body_rate_window_ms);
+        if (end < due)
+            due = end;
     }
+    uint64_t ms = due > now ? due - now : 0;
     if (c->nobufs && ms > OL_NOBUFS_RETRY_MS)
         ms = OL_NOBUFS_RETRY_MS;
     ol_timer_arm(srv->loop, &c->timer, ms);
 }
 
+/* Progress: the idle limit runs from now. */
+static void ol_conn_touch(struct ol_http_conn *c)
+{
+    if (c->state == OL_CS_LINGER || c->closing)
+        return;
+    c->touched_ms = ol_loop_now_ms(c->srv->loop);
+    ol_conn_timer_arm(c);
+}
+
+/* The body-rate clock runs while the server is willing to receive the
+ * body: in OL_CS_BODY, not paused by the handler, with receive buffers.
+ * Call after any of these changes. */
+static void ol_conn_rate_sync(struct ol_http_conn *c)
+{
+    uint64_t now = ol_loop_now_ms(c->srv->loop);
+    if (c->state == OL_CS_BODY && !c->req.paused && !c->nobufs)
+        ol_http_rate_go(&c->rate, now);
+    else
+        ol_http_rate_stop(&c->rate, now);
+}
+
+/* A window of the body-rate clock ended with too few bytes. A window that
+ * ended with enough starts the next one. */
+static bool ol_conn_body_slow(struct ol_http_conn *c, uint64_t now)
+{
+    const struct ol_http_limits *lim = &c->srv->lim;
+    return lim->body_min_rate &&
+           ol_http_rate_check(&c->rate, now, lim->body_min_rate, lim->body_rate_window_ms) ==
+               OL_HTTP_RATE_SLOW;
+}
+
 static void ol_on_timer(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_http_conn *c = OL_CONTAINER(t, struct ol_http_conn, timer);
+    ol_http_server *srv = c->srv;
+    uint64_t now = ol_loop_now_ms(loop);
     c->busy++;
     if (c->state == OL_CS_LINGER) {
         ol_conn_close(c);
     } else if (c->nobufs) {
         c->nobufs = false;
+        ol_conn_rate_sync(c);
         ol_conn_arm_recv(c);
         ol_conn_touch(c);
     } else if (c->state == OL_CS_RESP && !c->send_inflight) {
         ol_conn_touch(c); /* the handler is working: not our timeout */
-    } else if (c->head_deadline && ol_loop_now_ms(loop) >= c->head_deadline) {
-        OL_STAT_ADD(c->srv->st.head_timeouts, 1);
+    } else if (c->head_deadline && now >= c->head_deadline) {
+        OL_STAT_ADD(srv->st.head_timeouts, 1);
         if (!c->inq_n && !c->stage_len)
             ol_conn_close(c); /* no byte of a request (a new connection): nothing to answer */
         else if (c->tio && !ol_tls_ready(c->tio->t))
             ol_conn_close(c); /* no TLS session to answer in */
         else
             ol_conn_error(c, 408, "request head not received in time");
+    } else if (c->state == OL_CS_BODY && ol_conn_body_slow(c, now)) {
+        OL_STAT_ADD(srv->st.slow_bodies, 1);
+        ol_conn_body_timeout(c, "request body slower than body_min_rate");
+    } else if (now < c->touched_ms + srv->lim.idle_timeout_ms) {
+        ol_conn_timer_arm(c); /* woken for a deadline, not the idle limit */
     } else if (c->state == OL_CS_HEAD && !c->inq_n && !c->stage_len) {
         ol_conn_close(c); /* idle keep-alive connection */
     } else if (c->state == OL_CS_HEAD) {
         ol_conn_error(c, 408, "request head stalled");
     } else if (c->state == OL_CS_BODY && !c->req.paused) {
-        ol_conn_error(c, 408, "request body stalled");
+        ol_conn_body_timeout(c, "request body stalled");
     } else if (c->state == OL_CS_BODY) {
         ol_conn_touch(c);
     } else {
@@ -1234,6 +1310,7 @@ const struct ol_http_header *ol_http_req_header(const ol_http_req *r, const char
 void ol_http_req_pause(ol_http_req *r)
 {
     r->paused = true;
+    ol_conn_rate_sync(r->c); /* the server's pause: not the client's slowness */
 }
 
 void ol_http_req_resume(ol_http_req *r)
@@ -1242,6 +1319,9 @@ void ol_http_req_resume(ol_http_req *r)
     if (!r->paused)
         return;
     r->paused = false;
+    ol_conn_rate_sync(c);
+    if (c->state == OL_CS_BODY)
+        ol_conn_timer_arm(c); /* the window's end is due again */
     if (!c->in_process)
         ol_conn_process(c);
 }
@@ -1452,7 +1532,8 @@ int ol_http_server_create(ol_loop *loop, const char *addr, const struct ol_http_
         srv->lim.out_bufs = 4096;
     if (!srv->lim.stage_bufs)
         srv->lim.stage_bufs = srv->lim.max_conns / 4 + 64;
-    if (srv->lim.max_headers < 1 || srv->lim.max_header_bytes < 64 || !srv->lim.max_conns) {
+    if (srv->lim.max_headers < 1 || srv->lim.max_header_bytes < 64 || !srv->lim.max_conns ||
+        (srv->lim.body_min_rate && !srv->lim.body_rate_window_ms)) {
         snprintf(err, errlen, "http limits out of range");
         rc = -EINVAL;
         goto fail;

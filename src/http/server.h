@@ -37,6 +37,9 @@ struct ol_http_limits {
                                      connection's first head: from the accept, and
                                      one that sent nothing is closed unanswered */
     uint32_t idle_timeout_ms;     /* no progress while idle or mid-body: close */
+    uint32_t body_min_rate;       /* bytes/s a body must average over each window
+                                     of receiving time; below: 408; 0 = no minimum */
+    uint32_t body_rate_window_ms; /* that window; must be > 0 when body_min_rate is */
     uint32_t max_conns;           /* per server (per core); beyond: 503 */
     uint64_t max_body_bytes;      /* 0 = unlimited; beyond: 413 */
     uint32_t out_bufs;            /* output buffers in the pool (16 KiB each) */
@@ -57,6 +60,13 @@ struct ol_http_handler {
     void (*on_drain)(ol_http_req *r);
     /* The connection ended before ol_http_resp_end(): free handler state. */
     void (*on_abort)(ol_http_req *r);
+    /* Optional. The body timed out (no bytes for idle_timeout_ms, or below
+     * body_min_rate) before a response was started. Either the handler
+     * undoes its work and answers during the call with a whole response
+     * (start through end; the connection closes after it, the body
+     * unread), or it does nothing: the server then ends the request as
+     * for a lost connection (on_abort) and answers a plain 408 itself. */
+    void (*on_timeout)(ol_http_req *r);
     void *ctx;
 };
 
@@ -66,6 +76,7 @@ extern const double ol_http_lat_bounds[OL_HTTP_LAT_BUCKETS]; /* seconds */
 struct ol_http_stats {
     _Atomic uint64_t conns_active, conns_total, conns_rejected;
     _Atomic uint64_t head_timeouts;    /* closed at header_timeout_ms (408 or unanswered) */
+    _Atomic uint64_t slow_bodies;      /* requests failed below body_min_rate */
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic uint64_t requests[600];                      /* by status code */
     _Atomic uint64_t lat_buckets[OL_HTTP_LAT_BUCKETS + 1]; /* last = +Inf */

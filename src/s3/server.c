@@ -429,6 +429,20 @@ void ol_s3_on_abort(ol_http_req *r)
         ol_s3_req_free(q);
 }
 
+void ol_s3_on_timeout(ol_http_req *r)
+{
+    struct ol_s3_req *q = ol_http_req_udata(r);
+    if (!ol_s3_owns(q))
+        return;
+    char id[17];
+    memcpy(id, q->id, sizeof id);
+    const char *path = q->path;   /* in the request head: valid until the response ends */
+    size_t plen = q->path_len;
+    ol_s3_on_abort(r);            /* as if the client had gone: q may be freed */
+    ol_http_req_set_udata(r, NULL);
+    send_error_raw(r, id, OL_S3_REQUEST_TIMEOUT, NULL, path, plen, NULL);
+}
+
 /* ---- helpers for operations ---------------------------------------------- */
 
 enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q)

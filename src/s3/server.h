@@ -60,6 +60,10 @@ void ol_s3_on_body(ol_http_req *r, const char *data, size_t len);
 void ol_s3_on_body_end(ol_http_req *r);
 void ol_s3_on_drain(ol_http_req *r);
 void ol_s3_on_abort(ol_http_req *r);
+/* The body timed out (http on_timeout): the operation undoes its work as
+ * on_abort, and the client gets RequestTimeout. Does nothing for a request
+ * the S3 layer does not own. */
+void ol_s3_on_timeout(ol_http_req *r);
 bool ol_s3_owns(const void *udata);
 
 #endif

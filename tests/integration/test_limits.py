@@ -4,12 +4,18 @@ and nothing sent after the refused request may be answered.
 """
 import hashlib
 import socket
+import ssl
 import time
 
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 
 from test_http import (Conn, build_request, chunked_body, get_metrics, hermetic_openlake_env,
                        metric_sum, sink_json, wait_for)
+from test_s3 import AK, SK, client, error_of
+from test_s3_net import make_cert
 
 assert hermetic_openlake_env  # autouse fixture, imported to apply here too
 
@@ -433,6 +439,139 @@ def test_keep_alive_connection_waits_for_idle_timeout(make_daemon):
         assert r.status == 408 and r.closes, r
         assert 0.3 <= time.time() - t0 < 2.5
         c.expect_closed()
+
+
+# ---- body rate -------------------------------------------------------------------------------
+
+RATE = ["--http.body-min-rate", "100", "--http.body-rate-window-ms", "1000",
+        "--http.idle-timeout-ms", "30000"]
+
+
+def s3_rate_daemon(make_daemon):
+    d = make_daemon(args=["--mode", "s3"] + RATE,
+                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
+    client(d).create_bucket(Bucket="rate")
+    return d
+
+
+def signed_put_head(d, key, length):
+    """The head of a SigV4-signed PUT (UNSIGNED-PAYLOAD) of `length` bytes,
+    for sending its body by hand."""
+    req = AWSRequest(method="PUT", url=f"http://127.0.0.1:{d.port}/rate/{key}",
+                     headers={"Content-Length": str(length)})
+    req.headers["x-amz-content-sha256"] = "UNSIGNED-PAYLOAD"
+    SigV4Auth(Credentials(AK, SK), "s3", "us-east-1").add_auth(req)
+    return build_request("PUT", f"/rate/{key}", headers=[("Host", f"127.0.0.1:{d.port}")]
+                         + list(req.headers.items()), host=False)
+
+
+def expect_trickle_cut(c, marker):
+    """Sends body bytes one every 0.5 s until the server answers (at most
+    15 s): it must answer 408 with `marker` in the body and Connection:
+    close, after about one 1 s window."""
+    t0 = time.time()
+    c.sock.settimeout(0.5)
+    while time.time() - t0 < 15:
+        try:
+            c.send(b"x")
+        except OSError:
+            break  # closed: the answer is already queued for us
+        try:
+            got = c.sock.recv(65536)
+        except socket.timeout:
+            continue
+        except (ConnectionResetError, ssl.SSLError):
+            break
+        c.buf += got
+        c.eof = not got
+        break
+    elapsed = time.time() - t0
+    c.sock.settimeout(10)
+    r = c.read_response()
+    assert r.status == 408 and r.closes, r
+    assert marker in r.body, r
+    assert 0.8 <= elapsed < 10, elapsed
+
+
+def test_trickled_body_is_cut_with_408(make_daemon):
+    """One body byte every 0.5 s (2 B/s) against a minimum of 100 B/s over
+    1 s windows: each byte is progress, so the idle timeout never fires, but
+    the first window ends the request: RequestTimeout (408), connection
+    closed, and the object was never written."""
+    d = s3_rate_daemon(make_daemon)
+    with Conn(d.port) as c:
+        c.send(signed_put_head(d, "slow", 1000))
+        expect_trickle_cut(c, b"<Code>RequestTimeout</Code>")
+        c.expect_closed()
+    code, status, _ = error_of(lambda: client(d).get_object(Bucket="rate", Key="slow"))
+    assert (code, status) == ("NoSuchKey", 404)
+    samples = get_metrics(d.port)
+    assert metric_sum(samples, "openlake_http_slow_bodies_total") == 1
+    assert metric_sum(samples, "openlake_http_requests_total", code=408) == 1
+
+
+def test_body_above_min_rate_is_never_cut(make_daemon):
+    """50 bytes every 0.1 s (500 B/s, five times the minimum) for about five
+    windows: stored whole."""
+    d = s3_rate_daemon(make_daemon)
+    data = bytes(range(256)) * 10  # 2560 bytes
+    with Conn(d.port) as c:
+        c.send(signed_put_head(d, "steady", len(data)))
+        for off in range(0, len(data), 50):
+            c.send(data[off:off + 50])
+            time.sleep(0.1)
+        r = c.read_response()
+        assert r.status == 200, r
+    assert client(d).get_object(Bucket="rate", Key="steady")["Body"].read() == data
+    assert metric_sum(get_metrics(d.port), "openlake_http_slow_bodies_total") == 0
+
+
+def test_server_pause_does_not_count_against_the_body(make_daemon):
+    """The sink holds (pauses) the body for 2.5 s, longer than two windows,
+    while the whole body waits in the server's queue: the server was not
+    receiving, so no window ends and the upload is answered 200."""
+    d = make_daemon(args=DEBUG + RATE)
+    data = b"p" * 500
+    with Conn(d.port) as c:
+        r = c.request("PUT", "/_openlake/debug/sink?hold_ms=2500", body=data)
+        assert sink_json(r) == (len(data), hashlib.sha256(data).hexdigest())
+        # and with 100-continue, the hold before the body is not the client's either
+        c.send(build_request("PUT", "/_openlake/debug/sink?hold_ms=2500",
+                             headers=[("Expect", "100-continue"),
+                                      ("Content-Length", str(len(data)))]))
+        assert c.read_response(allow_100=True).status == 100
+        c.send(data)
+        assert sink_json(c.read_response()) == (len(data), hashlib.sha256(data).hexdigest())
+    assert metric_sum(get_metrics(d.port), "openlake_http_slow_bodies_total") == 0
+
+
+def test_trickled_chunked_body_is_cut(make_daemon):
+    """Chunk framing counts as body bytes, but a trickle is still a trickle;
+    outside S3 the server's own 408 answers."""
+    d = make_daemon(args=DEBUG + RATE)
+    with Conn(d.port) as c:
+        c.send(build_request("PUT", "/_openlake/debug/sink",
+                             headers=[("Transfer-Encoding", "chunked")]) + b"3e8\r\n")
+        expect_trickle_cut(c, b"body_min_rate")
+        c.expect_closed()
+
+
+def test_tls_timeouts(make_daemon, tmp_path):
+    """Over TLS: a connection that sends nothing is closed at the header
+    timeout; a trickled body is cut with 408 inside the session."""
+    cert, key = make_cert(tmp_path)
+    d = make_daemon(args=DEBUG + RATE + ["--http.header-timeout-ms", "1000",
+                                         "--s3-tls-cert", str(cert), "--s3-tls-key", str(key)],
+                    start=False)
+    d.ssl_context = ssl.create_default_context(cafile=str(cert))
+    d.start()
+    with Conn(d.port) as c:  # no handshake at all
+        assert 0.8 <= closed_within(c, 10) < 10
+    with Conn(d.port) as c:
+        c.sock = d.ssl_context.wrap_socket(c.sock, server_hostname="localhost")
+        c.send(build_request("PUT", "/_openlake/debug/sink",
+                             headers=[("Content-Length", "1000")]))
+        expect_trickle_cut(c, b"body_min_rate")
 
 
 # ---- connections -----------------------------------------------------------------------------
