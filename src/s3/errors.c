@@ -78,7 +78,7 @@ static const struct ol_s3_err_info tab[OL_S3_ERR_COUNT] = {
     [OL_S3_PRECONDITION_FAILED] = {"PreconditionFailed", 412,
                                    "At least one of the preconditions you specified did not "
                                    "hold."},
-    [OL_S3_REQUEST_TIMEOUT] = {"RequestTimeout", 408,
+    [OL_S3_REQUEST_TIMEOUT] = {"RequestTimeout", 400,
                                "Your socket connection to the server was not read from or "
                                "written to within the timeout period."},
     [OL_S3_REQUEST_TIME_TOO_SKEWED] = {"RequestTimeTooSkewed", 403,

@@ -45,7 +45,7 @@ enum ol_s3_err {
     OL_S3_NOT_IMPLEMENTED,
     OL_S3_NOT_MODIFIED,
     OL_S3_PRECONDITION_FAILED,
-    OL_S3_REQUEST_TIMEOUT,       /* 408 here; AWS sends the code with 400 */
+    OL_S3_REQUEST_TIMEOUT,       /* 400, as AWS (the HTTP layer's own answer is 408) */
     OL_S3_REQUEST_TIME_TOO_SKEWED,
     OL_S3_SERVICE_UNAVAILABLE,
     OL_S3_SIGNATURE_DOES_NOT_MATCH,
