@@ -648,15 +648,21 @@ static const char *expect(const struct ckey *k, char *buf, size_t len)
     return buf;
 }
 
-/* "<where>: expected <expect>, got <what>" */
+/* "<where>: expected <expect>, got <what>"; a secret's text is not shown,
+ * only its length (the message goes to stderr and into logs). */
 static int bad_value(const struct ckey *k, const char *exp,
                      const struct ol_toml *node, const char *text,
                      const struct src *s, char *err, size_t errlen)
 {
     char w[512], e[256], got[160];
+    size_t slen = 0;
+    const char *str = node ? ol_toml_str(node, &slen) : text;
     if (!exp)
         exp = expect(k, e, sizeof e);
-    if (node)
+    if ((k->flags & KF_SECRET) && str)
+        snprintf(got, sizeof got, "a string of %zu bytes (secret, not shown)",
+                 node ? slen : strlen(str));
+    else if (node)
         ol_toml_describe(node, got, sizeof got);
     else
         quote(text, got, sizeof got);

@@ -486,7 +486,7 @@ OLT_TEST(config_file_value_errors)
     FILE_ERR("[[credentials]]\naccess_key = \"a/b\"\nsecret_key = \"12345678\"\n",
              "openlake.toml:2: credentials.access_key: expected a string of 3 to 128 printable ASCII characters without spaces or '/', got string \"a/b\"");
     FILE_ERR("[[credentials]]\naccess_key = \"abc\"\nsecret_key = \"short\"\n",
-             "openlake.toml:3: credentials.secret_key: expected a string of 8 to 128 printable ASCII characters without spaces, got string \"short\"");
+             "openlake.toml:3: credentials.secret_key: expected a string of 8 to 128 printable ASCII characters without spaces, got a string of 5 bytes (secret, not shown)");
     FILE_ERR("[[nodes]]\nid = -1\nrpc_addr = \"h:1\"\n", "openlake.toml:2: nodes.id: expected an integer from 0 to 2147483647, got integer -1");
     FILE_ERR("[[nodes]]\nid = 1\nrpc_addr = \"h:0\"\n", "openlake.toml:3: nodes.rpc_addr: expected an address host:port or [v6]:port (port 1 to 65535), got string \"h:0\"");
     FILE_ERR("[[nodes]]\nrpc_addr = \"h:1\"\n", "openlake.toml:1: nodes[0]: missing required key id");
@@ -705,7 +705,10 @@ OLT_TEST(config_credentials_from_flags_and_env)
     OLT_CHECK_EQ(finalize(c), -1);
     OLT_CHECK_STR(err, "command line: --secret-key: given without access_key (set --access-key or OPENLAKE_ACCESS_KEY too)");
     /* checked like file credentials */
-    ENV_ERR("environment: OPENLAKE_SECRET_KEY: expected a string of 8 to 128 printable ASCII characters without spaces, got \"short\"", "OPENLAKE_SECRET_KEY=short");
+    ENV_ERR("environment: OPENLAKE_SECRET_KEY: expected a string of 8 to 128 printable ASCII characters without spaces, got a string of 5 bytes (secret, not shown)", "OPENLAKE_SECRET_KEY=short");
+    /* a secret's text never shows in a message, even a near miss */
+    ARGS_ERR("command line: --kv-token: expected a string of up to 128 printable ASCII characters without spaces, got a string of 12 bytes (secret, not shown)",
+             "--kv-token", "hunter2 typo");
     /* no room */
     ol_config_defaults(c);
     size_t cap = 1 << 16, n = 0;
