@@ -28,11 +28,14 @@
  *   K_ENUM     int index into choices[]
  *   K_LIST     char[hi][size] + int count at count_off; lo..hi items,
  *              each item non-empty, shorter than size, optional check()
+ * A K_STR row with secret_of names a file holding the secret key of that
+ * name (a top-level K_STR row flagged KF_SECRET); finalize reads it.
  * Defaults are written as flag text and applied by the same code that
  * reads flags, so a default is checked like any other value.
  */
 #include "base/config.h"
 #include "base/log.h"
+#include "base/secretfile.h"
 #include "base/toml.h"
 
 #include <arpa/inet.h>
@@ -71,6 +74,7 @@ struct ckey {
     const char *expect;           /* replaces the generated "expected ..." */
     const char *def;              /* default as flag text; NULL: none */
     const char *doc;
+    const char *secret_of;        /* K_STR path of a file holding this secret key */
 };
 
 #define CO(f) offsetof(struct ol_config, f)
@@ -178,7 +182,11 @@ static const struct ckey ol_config_keys[] = {
      .size = CS(kv_token), .lo = 0, .hi = 128, .check = check_secret_key,
      .expect = "a string of up to 128 printable ASCII characters without spaces",
      .def = "",
-     .doc = "Token KV clients present; \"\" = generated once, kept 0600 in kv.token in the first data dir."},
+     .doc = "Token KV clients present; \"\" = generated once, kept 0600 in kv.token in the first data dir (or read from kv_token_file)."},
+    {.name = "kv_token_file", .kind = K_STR, .off = CO(kv_token_file),
+     .size = CS(kv_token_file), .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1, .check = check_path,
+     .expect = "a path of at most 4095 bytes", .def = "", .secret_of = "kv_token",
+     .doc = "File holding kv_token, read at start (trailing newline dropped); not with kv_token. A flag shows in /proc/PID/cmdline, a file does not."},
     {.name = "kv_hello_timeout_ms", .kind = K_INT, .off = CO(kv_hello_timeout_ms),
      .lo = 10, .hi = 600000, .def = "2000",
      .doc = "A KV connection that has not completed HELLO this many ms after it was accepted is closed."},
@@ -378,6 +386,11 @@ static const struct ckey ol_config_keys[] = {
      .expect = "a string of 8 to 128 printable ASCII characters without "
                "spaces",
      .doc = "Secret key of access_key; replaces the file's if it has the key."},
+    {.name = "secret_key_file", .kind = K_STR, .flags = KF_NO_FILE,
+     .off = CO(flag_secret_key_file), .size = CS(flag_secret_key_file), .lo = 0,
+     .hi = OL_CONFIG_PATH_LEN - 1, .check = check_path,
+     .expect = "a path of at most 4095 bytes", .def = "", .secret_of = "secret_key",
+     .doc = "File holding secret_key, read at start (trailing newline dropped); not with secret_key."},
 };
 
 #define NKEYS ((int)(sizeof ol_config_keys / sizeof ol_config_keys[0]))
@@ -1422,16 +1435,75 @@ static const char *elem_where(const struct ol_config *c,
     return buf;
 }
 
+/* The *_file key of secret key ki, or -1. */
+static int file_key_of(int ki)
+{
+    for (int i = 0; i < NKEYS; i++)
+        if (ol_config_keys[i].secret_of &&
+            strcmp(ol_config_keys[i].secret_of, ol_config_keys[ki].name) == 0)
+            return i;
+    return -1;
+}
+
+/* The key that gave secret key ki its value: its *_file key when that names
+ * a file, else ki. */
+static int secret_source(const struct ol_config *c, int ki)
+{
+    int fi = file_key_of(ki);
+    return fi >= 0 && ((const char *)c)[ol_config_keys[fi].off] ? fi : ki;
+}
+
+/* Reads the file of each *_file key that names one into its secret. */
+static int read_secret_files(struct ol_config *c, char *err, size_t errlen)
+{
+    char w[512], w2[512], msg[600], val[OL_CONFIG_KEY_LEN];
+    for (int fi = 0; fi < NKEYS; fi++) {
+        const struct ckey *f = &ol_config_keys[fi];
+        const char *path = (const char *)c + f->off;
+        if (!f->secret_of || !path[0])
+            continue;
+        int si = find_key(f->secret_of);
+        const struct ckey *k = &ol_config_keys[si];
+        assert(k->kind == K_STR && (k->flags & KF_SECRET) && k->size <= sizeof val);
+        if (c->origin[si].source != OL_CONFIG_DEFAULT)
+            return errf(err, errlen, "%s: given together with %s; give the secret "
+                        "one way only", key_where(c, fi, w, sizeof w),
+                        key_where(c, si, w2, sizeof w2));
+        unsigned mode = 0;
+        int n = ol_secret_file_read(path, val, k->size, &mode, msg, sizeof msg);
+        if (n < 0)
+            return errf(err, errlen, "%s: %s", key_where(c, fi, w, sizeof w), msg);
+        if (str_ok(k, val, (size_t)n)) {
+            char e[256];
+            explicit_bzero(val, sizeof val);
+            return errf(err, errlen, "%s: %s: expected %s, got %d bytes (secret, not "
+                        "shown)", key_where(c, fi, w, sizeof w), path,
+                        expect(k, e, sizeof e), n);
+        }
+        memcpy((char *)c + k->off, val, (size_t)n + 1);
+        explicit_bzero(val, sizeof val);
+        c->secret_file_mode[fi] = (uint16_t)mode;
+    }
+    return 0;
+}
+
 static int merge_flag_credential(struct ol_config *c, char *err, size_t errlen)
 {
     struct ol_config_credential *fc = &c->flag_credential;
-    int ai = find_key("access_key"), si = find_key("secret_key");
+    int ai = find_key("access_key"), si = secret_source(c, find_key("secret_key"));
     char w[512];
     if (!fc->access_key[0] && !fc->secret_key[0])
         return 0;
     if (!fc->access_key[0] || !fc->secret_key[0]) {
         int have = fc->access_key[0] ? ai : si, miss = have == ai ? si : ai;
-        char fl[64], en[64];
+        int mfi = file_key_of(miss);
+        char fl[64], en[64], en2[64];
+        if (mfi >= 0)   /* point at the file form first */
+            return errf(err, errlen, "%s: given without %s (set %s, %s or %s too)",
+                        key_where(c, have, w, sizeof w), ol_config_keys[miss].name,
+                        flag_name(ol_config_keys[mfi].name, fl, sizeof fl),
+                        env_name(ol_config_keys[mfi].name, en, sizeof en),
+                        env_name(ol_config_keys[miss].name, en2, sizeof en2));
         return errf(err, errlen, "%s: given without %s (set %s or %s too)",
                     key_where(c, have, w, sizeof w), ol_config_keys[miss].name,
                     flag_name(ol_config_keys[miss].name, fl, sizeof fl),
@@ -1458,7 +1530,7 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
     char w[512], q[160], ids[128];
     if (errlen)
         err[0] = 0;
-    if (merge_flag_credential(c, err, errlen))
+    if (read_secret_files(c, err, errlen) || merge_flag_credential(c, err, errlen))
         return -1;
     for (int i = 0; i < c->n_credentials; i++)
         for (int j = 0; j < i; j++)
@@ -1647,6 +1719,9 @@ static void dump_keys(FILE *f, const char *prefix, const char *base,
         }
         if (strchr(rest, '.'))
             continue;
+        if (!want_flags && (k->flags & KF_SECRET) &&
+            secret_source((const struct ol_config *)(const void *)base, i) != i)
+            continue;   /* read from its file: that key's path is written */
         fprintf(f, "%s = ", rest);
         put_value(f, k, base, show_secrets);
         fputc('\n', f);
@@ -1748,6 +1823,37 @@ const char *ol_config_origin_of(const struct ol_config *c, const char *key,
         break;
     }
     return buf;
+}
+
+const char *ol_config_secret_warning(const struct ol_config *c, int i, char *buf,
+                                     size_t len)
+{
+    char fl[160], ffl[160], fen[160], en[160], w[512];
+    for (int ki = 0; ki < NKEYS; ki++) {
+        const struct ckey *k = &ol_config_keys[ki];
+        if ((k->flags & (KF_SECRET | KF_IN_ARRAY)) == KF_SECRET &&
+            c->origin[ki].source == OL_CONFIG_FLAG && i-- == 0) {
+            int fi = file_key_of(ki);
+            flag_name(k->name, fl, sizeof fl);
+            env_name(k->name, en, sizeof en);
+            if (fi < 0)
+                bufprintf(buf, len, "%s on the command line is readable by any local "
+                          "user in /proc/PID/cmdline; use %s instead", fl, en);
+            else
+                bufprintf(buf, len, "%s on the command line is readable by any local "
+                          "user in /proc/PID/cmdline; use %s FILE (or %s, %s) instead",
+                          fl, flag_name(ol_config_keys[fi].name, ffl, sizeof ffl),
+                          env_name(ol_config_keys[fi].name, fen, sizeof fen), en);
+            return buf;
+        }
+        if (k->secret_of && ol_secret_file_loose(c->secret_file_mode[ki]) && i-- == 0) {
+            bufprintf(buf, len, "%s: %s is mode %04o: group or others may read it; "
+                      "chmod 600 it", key_where(c, ki, w, sizeof w),
+                      (const char *)c + k->off, c->secret_file_mode[ki]);
+            return buf;
+        }
+    }
+    return NULL;
 }
 
 bool ol_config_is_set(const struct ol_config *c, const char *key)

@@ -25,6 +25,13 @@
  * environment keys access_key + secret_key (OPENLAKE_ACCESS_KEY,
  * OPENLAKE_SECRET_KEY) add or replace one credential pair.
  *
+ * Secrets: kv_token and secret_key each have a *_file key naming a file
+ * that holds the secret (base/secretfile.h: trailing whitespace dropped;
+ * missing, empty or too long is an error). ol_config_finalize() reads it
+ * into the secret's field; giving both forms, from any sources, is an
+ * error. A secret given as a flag is readable by every local user in
+ * /proc/PID/cmdline: ol_config_secret_warning() says so, for the log.
+ *
  * Errors: every function that can fail returns 0 or -1 and, on -1, writes
  * one line (no newline) into the caller's err[errlen], naming where the bad
  * value came from, the key, what was expected and what was found:
@@ -101,6 +108,7 @@ struct ol_config {
     char kv_addr[OL_CONFIG_ADDR_LEN];
     char kv_socket[OL_CONFIG_PATH_LEN];  /* "" = <data_dirs[0]>/kv.sock */
     char kv_token[OL_CONFIG_KEY_LEN];    /* "" = generated, kept in the data dir */
+    char kv_token_file[OL_CONFIG_PATH_LEN]; /* "" = none; finalize reads it into kv_token */
     int64_t kv_hello_timeout_ms;        /* a connection without HELLO is closed then */
     int64_t kv_max_unauthenticated;     /* per core and listener; the oldest goes first */
     char region[OL_CONFIG_REGION_LEN];
@@ -160,12 +168,17 @@ struct ol_config {
     /* The pair given by access_key/secret_key flags or OPENLAKE_ACCESS_KEY/
      * OPENLAKE_SECRET_KEY; finalize merges it into credentials[]. */
     struct ol_config_credential flag_credential;
+    /* secret_key_file: finalize reads it into flag_credential.secret_key. */
+    char flag_secret_key_file[OL_CONFIG_PATH_LEN];
 
     /* Bookkeeping: the file loaded (as named to the loader, "" if none) and
      * where each key of the table got its value (index = key table order;
      * use ol_config_origin_of() rather than indexing). */
     char config_file[OL_CONFIG_PATH_LEN];
     struct ol_config_origin origin[OL_CONFIG_MAX_KEYS];
+    /* Permission bits of the file each *_file key named, as finalize found
+     * it (index = key table order; 0 when none was read). */
+    uint16_t secret_file_mode[OL_CONFIG_MAX_KEYS];
 };
 
 /* Fills c with every key's default (from the key table) and clears the
@@ -210,6 +223,9 @@ int ol_config_apply_env(struct ol_config *c, char **envp, char *err,
 
 /*
  * Cross-key checks and derived values, run once after all sources:
+ *   - each *_file key that names a file (kv_token_file, secret_key_file)
+ *     has it read into its secret (kv_token, secret_key) and checked like
+ *     the secret given inline; the secret given inline as well is an error;
  *   - access_key/secret_key from flags/env must come together; the pair
  *     replaces the secret of the credential with that access key, or is
  *     appended;
@@ -241,6 +257,20 @@ int ol_config_load(struct ol_config *c, int argc, char **argv, char **envp,
 int ol_config_find_file_arg(int argc, char **argv, const char **path,
                             char *err, size_t errlen);
 
+/*
+ * The i-th (i = 0, 1, ...) warning about how the secrets were given, one
+ * line for the log, in buf; NULL when there is no i-th. After a successful
+ * ol_config_finalize(). The warnings:
+ *   --kv-token on the command line is readable by any local user in
+ *   /proc/PID/cmdline; use --kv-token-file FILE (or OPENLAKE_KV_TOKEN_FILE,
+ *   OPENLAKE_KV_TOKEN) instead
+ *   flag --kv-token-file: /etc/ol/kv.token is mode 0644: group or others
+ *   may read it; chmod 600 it
+ * They name keys, flags and paths, never a secret.
+ */
+const char *ol_config_secret_warning(const struct ol_config *c, int i, char *buf,
+                                     size_t len);
+
 /* Prints the documented key list (`openlaked --help-config`). The text is
  * the reference block of docs/configuration.md, byte for byte. */
 void ol_config_print_keys(FILE *f);
@@ -248,7 +278,8 @@ void ol_config_print_keys(FILE *f);
 /*
  * Writes the effective configuration as a TOML document that loads back to
  * the same settings. Secret keys are written as "<redacted>" unless
- * show_secrets.
+ * show_secrets; a secret read from its *_file key is left out (the path is
+ * written instead; it is not secret).
  */
 void ol_config_dump(FILE *f, const struct ol_config *c, bool show_secrets);
 

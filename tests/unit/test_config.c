@@ -5,8 +5,10 @@
  * write theirs; precedence defaults < file < flags < environment; the
  * kv-mode rpc_addr rule; every kind of error with its exact message;
  * did-you-mean for keys, flags and variables; cross-key checks; the
- * credential pair from flags/env; address validation; dump round trip;
- * and that docs/configuration.md carries the key list byte for byte.
+ * credential pair from flags/env; secrets read from *_file keys, and the
+ * warnings about secrets on the command line or in loose files; address
+ * validation; dump round trip; and that docs/configuration.md carries the
+ * key list byte for byte.
  */
 #include "olt.h"
 
@@ -699,7 +701,7 @@ OLT_TEST(config_credentials_from_flags_and_env)
     ol_config_defaults(c);
     OLT_CHECK_EQ(env(c, "OPENLAKE_ACCESS_KEY=abc", (char *)NULL), 0);
     OLT_CHECK_EQ(finalize(c), -1);
-    OLT_CHECK_STR(err, "environment: OPENLAKE_ACCESS_KEY: given without secret_key (set --secret-key or OPENLAKE_SECRET_KEY too)");
+    OLT_CHECK_STR(err, "environment: OPENLAKE_ACCESS_KEY: given without secret_key (set --secret-key-file, OPENLAKE_SECRET_KEY_FILE or OPENLAKE_SECRET_KEY too)");
     ol_config_defaults(c);
     OLT_CHECK_EQ(args(c, "--secret-key", "12345678", (char *)NULL), 0);
     OLT_CHECK_EQ(finalize(c), -1);
@@ -720,6 +722,176 @@ OLT_TEST(config_credentials_from_flags_and_env)
     OLT_CHECK_EQ(finalize(c), -1);
     OLT_CHECK_STR(err, "environment: OPENLAKE_ACCESS_KEY: no room for one more credential (64 already)");
     free(b);
+    free(c);
+}
+
+static char *dump(const struct ol_config *c, bool secrets);
+
+/* Writes text to dir/name with the given mode; the path goes to p[512]. */
+static const char *secret_file(char *p, const char *dir, const char *name, const char *text,
+                               mode_t mode)
+{
+    snprintf(p, 512, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    OLT_CHECK(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    OLT_CHECK_EQ(chmod(p, mode), 0);
+    return p;
+}
+
+/* From defaults: the flag pair f1 f2 (f1 NULL: none), the variable e1
+ * (NULL: none), finalize. */
+static int flags_env_final(struct ol_config *c, const char *f1, const char *f2, const char *e1)
+{
+    ol_config_defaults(c);
+    if (f1 && args(c, f1, f2, (char *)NULL))
+        return -1;
+    if (e1 && env(c, e1, (char *)NULL))
+        return -1;
+    return finalize(c);
+}
+
+OLT_TEST(config_secret_files)
+{
+    const char *dir = olt_tmpdir();
+    struct ol_config *c = cfg();
+    char a[600], want[1200], w[600], tokp[512], skp[512];
+    /* one trailing newline (or \r\n, or spaces) is dropped */
+    const char *tok = secret_file(tokp, dir, "kv.token", "file-token-0123\n", 0600);
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token-file", tok, NULL), 0);
+    OLT_CHECK_STR(c->kv_token, "file-token-0123");
+    OLT_CHECK_STR(c->kv_token_file, tok);
+    OLT_CHECK(!ol_config_is_set(c, "kv_token"));
+    OLT_CHECK(ol_config_secret_warning(c, 0, w, sizeof w) == NULL);
+    OLT_CHECK_EQ(finalize(c), 0);              /* twice changes nothing */
+    OLT_CHECK_STR(c->kv_token, "file-token-0123");
+    tok = secret_file(tokp, dir, "crlf.token", "tok-crlf\r\n", 0400);
+    snprintf(a, sizeof a, "OPENLAKE_KV_TOKEN_FILE=%s", tok);
+    OLT_CHECK_EQ(flags_env_final(c, NULL, NULL, a), 0);
+    OLT_CHECK_STR(c->kv_token, "tok-crlf");
+    /* from the config file too */
+    ol_config_defaults(c);
+    snprintf(a, sizeof a, "kv_token_file = \"%s\"\n", tok);
+    OLT_CHECK_EQ(load(c, a), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK_STR(c->kv_token, "tok-crlf");
+    /* the S3 secret key from a file joins the access key of a flag */
+    const char *sk = secret_file(skp, dir, "s3.secret", "file-secret-key \n", 0600);
+    ol_config_defaults(c);
+    OLT_CHECK_EQ(args(c, "--access-key", "filekey", "--secret-key-file", sk, (char *)NULL), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK_EQ(c->n_credentials, 1);
+    OLT_CHECK_STR(c->credentials[0].access_key, "filekey");
+    OLT_CHECK_STR(c->credentials[0].secret_key, "file-secret-key");
+    OLT_CHECK_EQ(c->credentials[0].origin.source, OL_CONFIG_FLAG);
+    /* ... and is not given alone */
+    snprintf(a, sizeof a, "OPENLAKE_SECRET_KEY_FILE=%s", sk);
+    OLT_CHECK_EQ(flags_env_final(c, NULL, NULL, a), -1);
+    OLT_CHECK_STR(err, "environment: OPENLAKE_SECRET_KEY_FILE: given without access_key (set --access-key or OPENLAKE_ACCESS_KEY too)");
+    /* the secret_key_file key is flag and environment only, like secret_key */
+    ol_config_defaults(c);
+    OLT_CHECK_EQ(load(c, "secret_key_file = \"/x\"\n"), -1);
+    OLT_CHECK_STR(err, "openlake.toml:1: secret_key_file is not accepted in a config file; put credentials in a [[credentials]] table");
+    /* missing, empty (only whitespace), too long, a bad character, not a regular file */
+    snprintf(a, sizeof a, "%s/none", dir);
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token-file", a, NULL), -1);
+    snprintf(want, sizeof want, "command line: --kv-token-file: %s: cannot open: No such file or directory", a);
+    OLT_CHECK_STR(err, want);
+    tok = secret_file(tokp, dir, "empty", "\n \n", 0600);
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token-file", tok, NULL), -1);
+    snprintf(want, sizeof want, "command line: --kv-token-file: %s: is empty", tok);
+    OLT_CHECK_STR(err, want);
+    char big[200];
+    memset(big, 'x', 129);
+    strcpy(big + 129, "\n");
+    tok = secret_file(tokp, dir, "long", big, 0600);
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token-file", tok, NULL), -1);
+    snprintf(want, sizeof want, "command line: --kv-token-file: %s: longer than 128 bytes", tok);
+    OLT_CHECK_STR(err, want);
+    big[128] = '\n';                           /* 128 is the most */
+    big[129] = 0;
+    tok = secret_file(tokp, dir, "long", big, 0600);
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token-file", tok, NULL), 0);
+    OLT_CHECK_EQ(strlen(c->kv_token), 128);
+    tok = secret_file(tokp, dir, "space", "two words\n", 0600);
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token-file", tok, NULL), -1);
+    snprintf(want, sizeof want, "command line: --kv-token-file: %s: expected a string of up to 128 printable ASCII characters without spaces, got 9 bytes (secret, not shown)", tok);
+    OLT_CHECK_STR(err, want);
+    sk = secret_file(skp, dir, "short", "short\n", 0600);
+    ol_config_defaults(c);
+    OLT_CHECK_EQ(args(c, "--access-key", "abc", "--secret-key-file", sk, (char *)NULL), 0);
+    OLT_CHECK_EQ(finalize(c), -1);
+    snprintf(want, sizeof want, "command line: --secret-key-file: %s: expected a string of 8 to 128 printable ASCII characters without spaces, got 5 bytes (secret, not shown)", sk);
+    OLT_CHECK_STR(err, want);
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token-file", dir, NULL), -1);
+    snprintf(want, sizeof want, "command line: --kv-token-file: %s: not a regular file", dir);
+    OLT_CHECK_STR(err, want);
+    /* both forms, from any two sources */
+    tok = secret_file(tokp, dir, "kv.token", "file-token-0123\n", 0600);
+    snprintf(a, sizeof a, "OPENLAKE_KV_TOKEN_FILE=%s", tok);
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token", "inline-token", a), -1);
+    OLT_CHECK_STR(err, "environment: OPENLAKE_KV_TOKEN_FILE: given together with command line: --kv-token; give the secret one way only");
+    ol_config_defaults(c);
+    OLT_CHECK_EQ(load(c, "kv_token = \"in-the-file\"\n"), 0);
+    OLT_CHECK_EQ(args(c, "--kv-token-file", tok, (char *)NULL), 0);
+    OLT_CHECK_EQ(finalize(c), -1);
+    OLT_CHECK_STR(err, "command line: --kv-token-file: given together with openlake.toml:1: kv_token; give the secret one way only");
+    ol_config_defaults(c);
+    OLT_CHECK_EQ(args(c, "--access-key", "abc", "--secret-key", "12345678", "--secret-key-file", sk, (char *)NULL), 0);
+    OLT_CHECK_EQ(finalize(c), -1);
+    OLT_CHECK_STR(err, "command line: --secret-key-file: given together with command line: --secret-key; give the secret one way only");
+    /* the dump writes the path, never the secret read from it */
+    tok = secret_file(tokp, dir, "kv.token", "file-token-0123\n", 0600);
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token-file", tok, NULL), 0);
+    for (int show = 0; show < 2; show++) {
+        char *t = dump(c, show);
+        OLT_CHECK(strstr(t, "file-token-0123") == NULL);
+        OLT_CHECK(strstr(t, "\nkv_token =") == NULL);
+        snprintf(want, sizeof want, "\nkv_token_file = \"%s\"\n", tok);
+        OLT_CHECK(strstr(t, want) != NULL);
+        struct ol_config *b = cfg();           /* and loads back */
+        OLT_CHECK_EQ(ol_config_load_buffer(b, "dump", t, strlen(t), err, sizeof err), 0);
+        OLT_CHECK_EQ(finalize(b), 0);
+        OLT_CHECK_STR(b->kv_token, "file-token-0123");
+        free(b);
+        free(t);
+    }
+    free(c);
+}
+
+OLT_TEST(config_secret_warnings)
+{
+    const char *dir = olt_tmpdir();
+    struct ol_config *c = cfg();
+    char w[600], want[700], tokp[512];
+    /* a secret as a flag: named, with the file and environment forms */
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token", "flag-token-0123", NULL), 0);
+    OLT_CHECK_STR(ol_config_secret_warning(c, 0, w, sizeof w),
+                  "--kv-token on the command line is readable by any local user in /proc/PID/cmdline; use --kv-token-file FILE (or OPENLAKE_KV_TOKEN_FILE, OPENLAKE_KV_TOKEN) instead");
+    OLT_CHECK(strstr(w, "flag-token-0123") == NULL);
+    OLT_CHECK(ol_config_secret_warning(c, 1, w, sizeof w) == NULL);
+    ol_config_defaults(c);
+    OLT_CHECK_EQ(args(c, "--access-key", "abc", "--secret-key", "12345678", "--kv-token", "t0123456",
+                      (char *)NULL), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK(strncmp(ol_config_secret_warning(c, 0, w, sizeof w), "--kv-token on the command line", 30) == 0);
+    OLT_CHECK_STR(ol_config_secret_warning(c, 1, w, sizeof w),
+                  "--secret-key on the command line is readable by any local user in /proc/PID/cmdline; use --secret-key-file FILE (or OPENLAKE_SECRET_KEY_FILE, OPENLAKE_SECRET_KEY) instead");
+    OLT_CHECK(ol_config_secret_warning(c, 2, w, sizeof w) == NULL);
+    /* the environment and the file are not the command line */
+    OLT_CHECK_EQ(flags_env_final(c, NULL, NULL, "OPENLAKE_KV_TOKEN=env-token-0123"), 0);
+    OLT_CHECK(ol_config_secret_warning(c, 0, w, sizeof w) == NULL);
+    ol_config_defaults(c);
+    OLT_CHECK_EQ(load(c, "kv_token = \"file-token\"\n[[credentials]]\naccess_key = \"abc\"\nsecret_key = \"12345678\"\n"), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK(ol_config_secret_warning(c, 0, w, sizeof w) == NULL);
+    /* a secret file that group or others may read */
+    const char *tok = secret_file(tokp, dir, "kv.token", "file-token-0123\n", 0644);
+    OLT_CHECK_EQ(flags_env_final(c, "--kv-token-file", tok, NULL), 0);
+    snprintf(want, sizeof want, "command line: --kv-token-file: %s is mode 0644: group or others may read it; chmod 600 it", tok);
+    OLT_CHECK_STR(ol_config_secret_warning(c, 0, w, sizeof w), want);
+    OLT_CHECK(ol_config_secret_warning(c, 1, w, sizeof w) == NULL);
     free(c);
 }
 
