@@ -43,6 +43,9 @@ static void ol_usage(FILE *f)
             "  --version        print the version and exit\n"
             "  --help           this text\n"
             "\n"
+            "Secrets: --secret-key-file FILE and --kv-token-file FILE (or OPENLAKE_*),\n"
+            "not --secret-key / --kv-token, whose values any local user can read in ps.\n"
+            "\n"
             "Precedence: defaults < config file < flags < OPENLAKE_* environment variables.\n"
             "With no config, a single-node default is used (data under ./data,\n"
             "S3 and admin on 127.0.0.1:9000). See docs/configuration.md.\n");
@@ -276,6 +279,8 @@ static void ol_banner(struct ol_daemon *d)
         if (d->kv->token_path[0])
             printf("  KV token:     in %s (mode 0600; clients present it in HELLO)\n",
                    d->kv->token_path);
+        else if (c->kv_token_file[0])
+            printf("  KV token:     from %s (kv_token_file)\n", c->kv_token_file);
     }
     printf("  data dir:     %s\n", c->data_dirs[0]);
     printf("Stop with Ctrl-C (SIGINT) or SIGTERM.\n");
@@ -306,6 +311,8 @@ int main(int argc, char **argv)
         return 2;
     }
     ol_log_set_level((enum ol_log_level)d.cfg.log_level);
+    for (int i = 0; ol_config_secret_warning(&d.cfg, i, err, sizeof err); i++)
+        ol_warn("%s", err);
 
     /* Before anything in the data dirs is read: a second openlaked on them
      * stops here, having changed nothing. */
