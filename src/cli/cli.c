@@ -146,6 +146,14 @@ int ol_cli_bad_option(const struct ol_cli *cli, const char *cmd, const char *opt
     return ol_cli_usage_tail(cmd);
 }
 
+void ol_cli_warn_secret_flag(const struct ol_cli *cli, const char *cmd, const char *flag,
+                             const char *instead)
+{
+    ol_cli_prefix(cli, cmd);
+    fprintf(stderr, "warning: %s on the command line is readable by any local user in "
+            "/proc/PID/cmdline; use %s instead\n", flag, instead);
+}
+
 int ol_cli_fail(const struct ol_cli *cli, const char *cmd, const char *fmt, ...)
 {
     va_list ap;

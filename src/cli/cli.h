@@ -86,6 +86,27 @@ int ol_cli_options(const struct ol_cli *cli, const char *cmd, int argc, char **a
 int ol_cli_fail(const struct ol_cli *cli, const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * Warns on stderr that a secret came as the option `flag`, which every
+ * local user can read (ps, /proc/PID/cmdline):
+ *   openlake CMD: warning: FLAG on the command line is readable by any
+ *   local user in /proc/PID/cmdline; use INSTEAD instead
+ */
+void ol_cli_warn_secret_flag(const struct ol_cli *cli, const char *cmd, const char *flag,
+                             const char *instead);
+
+struct ol_client_opts;
+
+/*
+ * The KV token of `openlake kv` and `openlake bench`, into o->token or
+ * o->token_file (o->addr set): --token or --token-file (not both; --token
+ * warns), else OPENLAKE_KV_TOKEN or OPENLAKE_KV_TOKEN_FILE (not both),
+ * else kv.token beside a Unix socket address (written into tokpath[4096]).
+ * Returns 0, or OL_EXIT_USAGE after printing the usage error.
+ */
+int ol_cli_kv_token(const struct ol_cli *cli, const char *cmd, const char *token,
+                    const char *token_file, struct ol_client_opts *o, char *tokpath);
+
 /* ---- commands (one cmd_NAME.c each; `help` lives in main.c) ------------- */
 
 int ol_cmd_version(const struct ol_cli *cli, int argc, char **argv);

@@ -10,7 +10,6 @@
 #include "openlake/client.h"
 
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,19 +85,11 @@ int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv)
             break;
         }
     }
-    char tokpath[4096], dir[4096], err[512];
-    if (!token && !token_file) {
-        token = getenv("OPENLAKE_KV_TOKEN");
-        if (!token && strchr(addr, '/')) {
-            snprintf(dir, sizeof dir, "%s", addr);
-            snprintf(tokpath, sizeof tokpath, "%s/kv.token", dirname(dir));
-            token_file = tokpath;
-        } else if (!token) {
-            return ol_cli_usage_error(cli, "bench", "a TCP address needs --token or --token-file");
-        }
-    }
-    struct ol_client_opts o = {.addr = addr, .token = token, .token_file = token_file, .ns = ns,
-                               .value_size = vsize};
+    char tokpath[4096], err[512];
+    struct ol_client_opts o = {.addr = addr, .ns = ns, .value_size = vsize};
+    int ex = ol_cli_kv_token(cli, "bench", token, token_file, &o, tokpath);
+    if (ex)
+        return ex;
     ol_client *c;
     if (ol_client_open(&o, &c, err, sizeof err) < 0)
         return ol_cli_fail(cli, "bench", "%s (is openlaked running? see --addr)", err);

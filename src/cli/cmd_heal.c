@@ -13,6 +13,7 @@
  */
 #include "cli/cli.h"
 #include "cli/output.h"
+#include "base/secretfile.h"
 #include "s3/pct.h"
 #include "s3/sigv4.h"
 
@@ -30,7 +31,8 @@
 #define OL_HEAL_POLL_MS  200
 
 struct ol_heal_args {
-    const char *endpoint, *access_key, *secret_key, *credentials, *region, *target;
+    const char *endpoint, *access_key, *secret_key, *secret_key_file, *credentials, *region,
+        *target;
     char host[256], port[8];
     char ak[129], sk[129];
 };
@@ -57,10 +59,13 @@ static int read_credentials(struct ol_heal_args *a, const char *path)
     return a->ak[0] && a->sk[0] ? 0 : -EINVAL;
 }
 
+/* $a if set and not empty, else $b if so, else NULL. */
 static const char *env2(const char *a, const char *b)
 {
     const char *v = getenv(a);
-    return v && *v ? v : getenv(b);
+    if (!v || !*v)
+        v = getenv(b);
+    return v && *v ? v : NULL;
 }
 
 /* ---- one signed request ------------------------------------------------------------- */
@@ -228,9 +233,9 @@ static void human_bytes(unsigned long long b, char *out, size_t cap)
 static int parse(const struct ol_cli *cli, int argc, char **argv, struct ol_heal_args *a)
 {
     static const char *const opts[] = {"--endpoint", "--access-key", "--secret-key",
-                                       "--credentials", "--region", NULL};
-    const char **slots[] = {&a->endpoint, &a->access_key, &a->secret_key, &a->credentials,
-                            &a->region};
+                                       "--secret-key-file", "--credentials", "--region", NULL};
+    const char **slots[] = {&a->endpoint, &a->access_key, &a->secret_key, &a->secret_key_file,
+                            &a->credentials, &a->region};
     const char **pos[] = {&a->target};
     int rc = ol_cli_options(cli, "heal", argc, argv, opts, slots, pos, 1);
     if (rc)
@@ -249,18 +254,38 @@ static int parse(const struct ol_cli *cli, int argc, char **argv, struct ol_heal
     a->host[hl] = 0;
     snprintf(a->port, sizeof a->port, "%.*s", colon ? (int)strcspn(colon + 1, "/") : 2,
              colon ? colon + 1 : "80");
-    if (a->access_key && a->secret_key) {
-        snprintf(a->ak, sizeof a->ak, "%s", a->access_key);
-        snprintf(a->sk, sizeof a->sk, "%s", a->secret_key);
-    } else if (!a->credentials && env2("OPENLAKE_ACCESS_KEY", "AWS_ACCESS_KEY_ID") &&
-               env2("OPENLAKE_SECRET_KEY", "AWS_SECRET_ACCESS_KEY")) {
-        snprintf(a->ak, sizeof a->ak, "%s", env2("OPENLAKE_ACCESS_KEY", "AWS_ACCESS_KEY_ID"));
-        snprintf(a->sk, sizeof a->sk, "%s", env2("OPENLAKE_SECRET_KEY", "AWS_SECRET_ACCESS_KEY"));
+    if (a->secret_key && a->secret_key_file)
+        return ol_cli_usage_error(cli, "heal", "give --secret-key-file or --secret-key, not both");
+    if (a->secret_key)
+        ol_cli_warn_secret_flag(cli, "heal", "--secret-key",
+                                "--secret-key-file FILE (or OPENLAKE_SECRET_KEY_FILE, "
+                                "AWS_SECRET_ACCESS_KEY)");
+    /* the flags' pair; else (no --credentials) the environment's; else the file */
+    const char *ak = NULL, *sk = NULL, *skf = NULL, *skf_from = "--secret-key-file";
+    if (a->access_key && (a->secret_key || a->secret_key_file)) {
+        ak = a->access_key;
+        sk = a->secret_key;
+        skf = a->secret_key_file;
+    } else if (!a->credentials && (ak = env2("OPENLAKE_ACCESS_KEY", "AWS_ACCESS_KEY_ID"))) {
+        skf_from = "OPENLAKE_SECRET_KEY_FILE";
+        skf = env2(skf_from, skf_from);
+        sk = skf ? NULL : env2("OPENLAKE_SECRET_KEY", "AWS_SECRET_ACCESS_KEY");
+        if (!skf && !sk)
+            ak = NULL;
+    }
+    if (skf) {
+        char err[600];
+        if (ol_secret_file_read(skf, a->sk, sizeof a->sk, NULL, err, sizeof err) < 0)
+            return ol_cli_usage_error(cli, "heal", "%s %s", skf_from, err);
+        snprintf(a->ak, sizeof a->ak, "%s", ak);
+    } else if (ak) {
+        snprintf(a->ak, sizeof a->ak, "%s", ak);
+        snprintf(a->sk, sizeof a->sk, "%s", sk);
     } else {
         const char *f = a->credentials ? a->credentials : "./data/s3.credentials";
         if (read_credentials(a, f) < 0)
             return ol_cli_usage_error(cli, "heal",
-                                      "no S3 credential: give --access-key and --secret-key, "
+                                      "no S3 credential: give --access-key and --secret-key-file, "
                                       "set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or "
                                       "--credentials FILE (cannot read '%s')", f);
     }

@@ -57,25 +57,49 @@ static char *ol_read_all(int fd, uint64_t *len)
     return b;
 }
 
+static const char *ol_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+int ol_cli_kv_token(const struct ol_cli *cli, const char *cmd, const char *token,
+                    const char *token_file, struct ol_client_opts *o, char *tokpath)
+{
+    if (token && token_file)
+        return ol_cli_usage_error(cli, cmd, "give --token or --token-file, not both");
+    if (!token && !token_file) {
+        token = ol_env("OPENLAKE_KV_TOKEN");
+        token_file = ol_env("OPENLAKE_KV_TOKEN_FILE");
+        if (token && token_file)
+            return ol_cli_usage_error(cli, cmd, "OPENLAKE_KV_TOKEN and OPENLAKE_KV_TOKEN_FILE "
+                                      "are both set; unset one");
+    } else if (token) {
+        ol_cli_warn_secret_flag(cli, cmd, "--token",
+                                "--token-file FILE (or OPENLAKE_KV_TOKEN_FILE, OPENLAKE_KV_TOKEN)");
+    }
+    if (!token && !token_file) {
+        if (!strchr(o->addr, '/'))
+            return ol_cli_usage_error(cli, cmd, "a TCP address needs --token-file, "
+                                      "OPENLAKE_KV_TOKEN_FILE or OPENLAKE_KV_TOKEN");
+        char dir[4096];                    /* kv.token sits beside kv.sock */
+        snprintf(dir, sizeof dir, "%s", o->addr);
+        snprintf(tokpath, 4096, "%s/kv.token", dirname(dir));
+        token_file = tokpath;
+    }
+    o->token = token;
+    o->token_file = token ? NULL : token_file;
+    return 0;
+}
+
 static int ol_kv_connect(const struct ol_cli *cli, const struct ol_kv_args *a, uint64_t value_size,
                          ol_client **c)
 {
     char tokpath[4096], err[512];
-    struct ol_client_opts o = {.addr = a->addr, .ns = a->ns, .value_size = value_size,
-                               .token = a->token ? a->token : getenv("OPENLAKE_KV_TOKEN")};
-    if (!o.token) {
-        if (a->token_file) {
-            o.token_file = a->token_file;
-        } else if (strchr(a->addr, '/')) { /* kv.token sits beside kv.sock */
-            char dir[4096];
-            snprintf(dir, sizeof dir, "%s", a->addr);
-            snprintf(tokpath, sizeof tokpath, "%s/kv.token", dirname(dir));
-            o.token_file = tokpath;
-        } else {
-            return ol_cli_usage_error(cli, "kv", "a TCP address needs --token, --token-file "
-                                                 "or OPENLAKE_KV_TOKEN");
-        }
-    }
+    struct ol_client_opts o = {.addr = a->addr, .ns = a->ns, .value_size = value_size};
+    int rc = ol_cli_kv_token(cli, "kv", a->token, a->token_file, &o, tokpath);
+    if (rc)
+        return rc;
     if (ol_client_open(&o, c, err, sizeof err) < 0)
         return ol_cli_fail(cli, "kv", "%s (is openlaked running? see --addr)", err);
     return OL_EXIT_OK;

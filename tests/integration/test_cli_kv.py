@@ -7,8 +7,8 @@ import subprocess
 import conftest
 
 
-def cli(*args, stdin=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLAKE_")}
+def cli(*args, stdin=None, env=None):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENLAKE_")}, **(env or {})}
     return subprocess.run([conftest.bin_path("openlake"), *args], input=stdin,
                           capture_output=True, env=env, timeout=60)
 
@@ -16,8 +16,7 @@ def cli(*args, stdin=None):
 def test_kv_put_get_del_stats(make_daemon, tmp_path):
     d = make_daemon(threads=2)
     sock = str(d.data / "kv.sock")
-    token = (d.data / "kv.token").read_text()
-    tcp = ["--addr", f"127.0.0.1:{d.kv_port}", "--token", token]
+    tcp = ["--addr", f"127.0.0.1:{d.kv_port}", "--token-file", str(d.data / "kv.token")]
 
     r = cli("kv", "put", "greeting", "--value", "hello, cache", "--addr", sock)
     assert r.returncode == 0, r.stderr
@@ -59,6 +58,9 @@ def test_kv_cli_errors(make_daemon):
     sock = str(d.data / "kv.sock")
     r = cli("kv", "get", "k", "--addr", sock, "--token", "wrong")
     assert r.returncode == 1 and b"token" in r.stderr
+    assert b"warning: --token on the command line is readable by any local user" in r.stderr
+    r = cli("kv", "get", "k", "--addr", sock, "--token", "t", "--token-file", "f")
+    assert r.returncode == 2 and b"not both" in r.stderr
     r = cli("kv", "get", "k", "--addr", f"127.0.0.1:{d.kv_port}")
     assert r.returncode == 2 and b"--token" in r.stderr
     assert cli("kv").returncode == 2
@@ -69,6 +71,16 @@ def test_kv_cli_errors(make_daemon):
     assert r.returncode == 1 and b"openlaked running" in r.stderr
     r = cli("kv", "put", "x" * 200, "--value", "v", "--addr", sock)
     assert r.returncode == 2
+
+
+def test_kv_token_file_from_the_environment(make_daemon):
+    d = make_daemon()
+    tcp = f"127.0.0.1:{d.kv_port}"
+    r = cli("kv", "stats", "--addr", tcp, env={"OPENLAKE_KV_TOKEN_FILE": str(d.data / "kv.token")})
+    assert r.returncode == 0 and b"warning" not in r.stderr, r.stderr
+    r = cli("kv", "stats", "--addr", tcp, env={"OPENLAKE_KV_TOKEN_FILE": str(d.data / "kv.token"),
+                                              "OPENLAKE_KV_TOKEN": "x"})
+    assert r.returncode == 2 and b"both set" in r.stderr
 
 
 def test_bench_kv_reports_and_checks_bytes(make_daemon):

@@ -59,8 +59,11 @@ def flip(path, off):
 
 
 def heal_cli(d, *args):
+    sk = d.tmp / "heal.secret"
+    sk.write_text(SK + "\n")
+    sk.chmod(0o600)
     return subprocess.run([bin_path("openlake"), "heal", *args, "--endpoint", d.url,
-                           "--access-key", AK, "--secret-key", SK],
+                           "--access-key", AK, "--secret-key-file", str(sk)],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -223,6 +226,8 @@ def test_heal_route_needs_a_signature_and_one_walk_at_a_time(make_daemon, tmp_pa
                         "--secret-key", "wrong-secret-key-0000"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 1 and "HTTP 403" in r.stderr, r.stderr
+    assert "warning: --secret-key on the command line is readable by any local user" in r.stderr
+    assert "wrong-secret-key-0000" not in r.stderr
     r = heal_cli(d, "--bogus")
     assert r.returncode == 2
     r = heal_cli(d, "nosuchbucket/x")
