@@ -350,13 +350,19 @@ def test_config_addresses(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OPENLAKE_KV_SOCKET", raising=False)
     monkeypatch.delenv("OPENLAKE_KV_TOKEN", raising=False)
+    monkeypatch.delenv("OPENLAKE_KV_TOKEN_FILE", raising=False)
     with pytest.raises(ValueError, match=r"openlake_socket"):
         _resolve_addrs(OpenLakeConfig.from_extra({}))
     cfg = OpenLakeConfig.from_extra({"openlake_socket": "/run/ol/kv.sock"})
     assert _resolve_addrs(cfg) == [("/run/ol/kv.sock", None, "/run/ol/kv.token")]
     monkeypatch.setenv("OPENLAKE_KV_TOKEN", "tok")
     assert _resolve_addrs(cfg) == [("/run/ol/kv.sock", "tok", None)]
+    monkeypatch.setenv("OPENLAKE_KV_TOKEN_FILE", "/run/secrets/kv.token")
+    with pytest.raises(ValueError, match=r"both set"):
+        _resolve_addrs(cfg)
     monkeypatch.delenv("OPENLAKE_KV_TOKEN")
+    assert _resolve_addrs(cfg) == [("/run/ol/kv.sock", None, "/run/secrets/kv.token")]
+    monkeypatch.delenv("OPENLAKE_KV_TOKEN_FILE")
     with pytest.raises(ValueError, match=r"openlake_token"):
         _resolve_addrs(OpenLakeConfig.from_extra({"openlake_device": "tcp"}))
     tcp = OpenLakeConfig.from_extra({"openlake_device": "tcp", "openlake_token_file": "/t",

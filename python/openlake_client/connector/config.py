@@ -122,6 +122,10 @@ def _resolve_addrs(cfg: OpenLakeConfig) -> list[tuple[str, str | None, str | Non
     token, token_file = cfg.token, cfg.token_file
     if token is None and token_file is None:
         token = os.environ.get("OPENLAKE_KV_TOKEN") or None
+        token_file = os.environ.get("OPENLAKE_KV_TOKEN_FILE") or None
+        if token and token_file:
+            raise ValueError("OPENLAKE_KV_TOKEN and OPENLAKE_KV_TOKEN_FILE are both set; "
+                             "unset one")
     if cfg.device == "local":
         sock = cfg.socket or os.environ.get("OPENLAKE_KV_SOCKET") or None
         if sock is None and os.path.exists("./data/kv.sock"):
@@ -143,5 +147,6 @@ def _resolve_addrs(cfg: OpenLakeConfig) -> list[tuple[str, str | None, str | Non
         raise ValueError(
             "kv_connector_extra_config['openlake_token'] or ['openlake_token_file'] is "
             "needed with openlake_device \"tcp\" (openlaked's kv_token; by default "
-            "kv.token in its first data dir), or set OPENLAKE_KV_TOKEN")
+            "kv.token in its first data dir), or set OPENLAKE_KV_TOKEN_FILE or "
+            "OPENLAKE_KV_TOKEN")
     return [(n, token, token_file) for n in cfg.nodes]
