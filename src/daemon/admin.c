@@ -3,7 +3,10 @@
  *
  *   GET|HEAD /_openlake/health/live    200 while the process serves
  *   GET|HEAD /_openlake/health/ready   200 when every core serves, 503 while
- *                                      starting or shutting down
+ *                                      starting (the object store, the KV
+ *                                      service and its disk tier are opened
+ *                                      and recovered before: main.c) or
+ *                                      shutting down
  *   GET      /_openlake/metrics        Prometheus text (all cores, the healer)
  *   POST|GET /_openlake/heal           heal walks (admin_heal.c; SigV4-signed)
  *   PUT|POST /_openlake/debug/sink     (http.debug_endpoints only) consumes
@@ -13,6 +16,14 @@
  *   GET      /_openlake/debug/source?bytes=N[&chunked=1]
  *                                      (http.debug_endpoints only) streams N
  *                                      bytes, byte i = i mod 251
+ *   POST     /_openlake/debug/ready?hold=1|0
+ *                                      (http.debug_endpoints only) holds the
+ *                                      daemon not ready, as while starting:
+ *                                      health/ready 503, KV HELLO BUSY
+ *                                      "starting; retry"; 0 lets it go
+ *   GET      /_openlake/debug/ready    (http.debug_endpoints only) "held" or
+ *                                      "free", and "hello_busy N": HELLOs
+ *                                      answered BUSY so far
  *
  * `_` is not allowed in bucket names, so /_openlake/ never clashes with S3.
  * Every other request goes to the S3 API (s3/server.h), which marks its
@@ -200,6 +211,24 @@ static void ol_debug_route(struct ol_core *core, ol_http_req *r, const char *pat
         ol_source_pump(r, s);
         return;
     }
+    if (ol_path_is(path, plen, "/_openlake/debug/ready")) {
+        struct ol_daemon *d = core->d;
+        char body[96];
+        if (ol_method_is(h, "POST")) {
+            int hold = ol_query_u64(q, qlen, "hold", 0) != 0;
+            atomic_store(&d->ready_held, hold);
+            if (d->kv)
+                atomic_store(&d->kv->ready, !hold && atomic_load(&d->ready));
+        } else if (!ol_method_is(h, "GET")) {
+            ol_method_not_allowed(r, "GET, POST");
+            return;
+        }
+        int n = snprintf(body, sizeof body, "%s\nhello_busy %llu\n",
+                         atomic_load(&d->ready_held) ? "held" : "free",
+                         d->kv ? (unsigned long long)atomic_load(&d->kv->hello_busy) : 0ull);
+        ol_http_resp_simple(r, 200, "text/plain", body, (size_t)n);
+        return;
+    }
     ol_http_resp_simple(r, 404, "text/plain", "no such debug endpoint\n", 23);
 }
 
@@ -229,7 +258,8 @@ static void ol_admin_on_request(ol_http_req *r)
         return;
     }
     if (ol_path_is(path, plen, "/_openlake/health/ready")) {
-        int ready = atomic_load(&d->ready) && !atomic_load(&d->draining);
+        int ready = atomic_load(&d->ready) && !atomic_load(&d->ready_held) &&
+                    !atomic_load(&d->draining);
         if (!get)
             ol_method_not_allowed(r, "GET, HEAD");
         else if (ready)

@@ -43,7 +43,8 @@ struct ol_daemon {
     struct ol_config cfg;
     int ncores;
     struct ol_core *cores;
-    _Atomic int ready;         /* every core is serving */
+    _Atomic int ready;         /* every core is serving, the stores recovered (main.c) */
+    _Atomic int ready_held;    /* POST /_openlake/debug/ready?hold=1 (tests only) */
     _Atomic int draining;      /* shutdown started */
     struct ol_kv_service *kv;  /* NULL in mode s3 */
     struct ol_kv_server **kv_servers; /* one per core */

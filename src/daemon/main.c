@@ -413,9 +413,14 @@ int main(int argc, char **argv)
     }
 
     if (status == 0) {
+        /* Ready: every core serves, and what it serves is whole: the object
+         * store and its listing indexes were opened, the KV service created
+         * with its disk tier recovered (ol_kv_service_create reads every
+         * shard's index), all before the first listener opened. Until now
+         * health/ready answered 503 and KV HELLO BUSY "starting; retry". */
         atomic_store(&d.ready, 1);
         if (d.kv)
-            atomic_store(&d.kv->ready, 1);
+            atomic_store(&d.kv->ready, !atomic_load(&d.ready_held));
         ol_banner(&d);
         ol_info("openlaked started: %d cores, S3/admin on %s", d.ncores, d.cfg.s3_addr);
         int signals = 0;

@@ -541,6 +541,12 @@ static void ol_kvc_handle_hello(struct ol_kv_conn *c, const struct ol_kv_hdr *h,
         c->close_after = true;
         return;
     }
+    if (!atomic_load(&s->svc->ready)) { /* any shard: ready is the daemon's word */
+        atomic_fetch_add(&s->svc->hello_busy, 1);
+        ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_BUSY, "starting; retry");
+        c->close_after = true;
+        return;
+    }
     c->shm = c->is_unix && (q.flags & OL_KV_HELLO_WANTS_SHM);
     c->value_size = q.value_size ? q.value_size : OL_KVS_DEFAULT_VALUE;
     c->ns_seed = ol_kv_ns_seed(q.ns.p, q.ns.len);
@@ -551,11 +557,6 @@ static void ol_kvc_handle_hello(struct ol_kv_conn *c, const struct ol_kv_hdr *h,
             return;
         }
         ol_kvc_hello_reply(c, h->req_id);
-        return;
-    }
-    if (!atomic_load(&s->svc->ready)) {
-        ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_BUSY, "starting; retry");
-        c->close_after = true;
         return;
     }
     /* Another core's shard: hand the socket over once receiving stopped. */

@@ -34,8 +34,10 @@ struct ol_kv_service {
     uint32_t ttl_ms;
     uint32_t hello_timeout_ms;   /* kv_hello_timeout_ms */
     uint32_t max_unauth;         /* kv_max_unauthenticated, per core and listener */
-    _Atomic int ready;   /* every core's server exists (set by the daemon) */
+    _Atomic int ready;   /* the daemon is ready (every core's server exists; set by the
+                            daemon): until then HELLO answers BUSY "starting; retry" */
     _Atomic uint64_t sessions, protocol_errors; /* process-wide STATS counters */
+    _Atomic uint64_t hello_busy; /* HELLOs answered BUSY "starting; retry" */
     /* Connections closed before their HELLO (the metrics of ol_kv_service_metrics):
      * refused at accept (every slot of the core taken), closed at the HELLO
      * deadline, closed to make room for a newer unauthenticated one. */
