@@ -17,7 +17,11 @@
  *
  * Failures: a broken connection is reopened on a later call, after a
  * backoff that doubles from 10 ms to 1 s; meanwhile calls touching that
- * shard return -EAGAIN. A call that fails half way drops the connections it
+ * shard return -EAGAIN. A HELLO answered BUSY (the daemon is still
+ * starting, or the shard has no session free; the server closes) is said
+ * again on a new connection after 10 ms, doubling to 200 ms, until
+ * timeout_ms has passed: ol_client_open counts from its start (then
+ * -EBUSY), a reconnect from its own start (then -EAGAIN). A call that fails half way drops the connections it
  * left out of step (their pins and reservations end on the server); the
  * others keep theirs. Per-key outcomes are KV status codes (enum
  * ol_kv_status in docs/kv-protocol.md: 0 OK, 1 EXISTS, 2 NOT_FOUND...).
@@ -26,7 +30,8 @@
  * -E2BIG (a key-list call (lookup, delete, reserve, acquire) whose keys for
  * one shard exceed the server's max_items, 8192, or its 1 MiB frame body:
  * split the call),
- * -EAGAIN (a shard is reconnecting: retry), -ETIMEDOUT, -EIO (connection
+ * -EAGAIN (a shard is reconnecting: retry), -EBUSY (ol_client_open: the
+ * server answered BUSY until the timeout), -ETIMEDOUT, -EIO (connection
  * lost during the call), -EPROTO (the server refused the frame, or its
  * answer made no sense; the client keeps working), -EACCES (bad token, from
  * ol_client_open), -EOPNOTSUPP (a slot call over TCP), -ENOMEM.
@@ -50,7 +55,8 @@ struct ol_client_opts {
     const char *token_file; /* e.g. <data dir>/kv.token */
     const char *ns;         /* namespace: model fingerprint + tenant salt */
     uint64_t value_size;    /* value size class in bytes; 0 = the server's default */
-    int timeout_ms;         /* per call; 0 = 10000 */
+    int timeout_ms;         /* per call (ol_client_open: for all its HELLOs, BUSY
+                               answers retried within it); 0 = 10000 */
 };
 
 struct ol_client_key {

@@ -54,6 +54,7 @@
 
 #define OL_C_BACKOFF_MIN 10
 #define OL_C_BACKOFF_MAX 1000
+#define OL_C_BUSY_MAX    200  /* ms: the longest pause between HELLOs answered BUSY */
 
 #define OL_C_POP_SHIFT 21 /* ol_c_populate works in 2 MiB pieces: the slab's data pages */
 
@@ -337,6 +338,8 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
     if (rc == 0) {
         if (h.status == OL_KV_UNAUTHORIZED)
             rc = -EACCES;
+        else if (h.status == OL_KV_BUSY) /* starting, or no session free; it closes */
+            rc = -EBUSY;
         else if (h.status != OL_KV_OK || ol_kv_dec_hello_resp(&d, resp) < 0)
             rc = -EPROTO;
         ol_c_consume(k, used);
@@ -402,6 +405,37 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
     return 0;
 }
 
+/*
+ * ol_c_hello, again on a new connection while the server answers BUSY (the
+ * daemon is starting, or the shard has no session free), after pauses of
+ * 10 ms doubling to 200 ms, until deadline_ms (ol_c_now_ms). Returns what
+ * the last try returned: -EBUSY when the deadline came first.
+ */
+static int ol_c_hello_retry(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp *resp,
+                            uint64_t deadline_ms)
+{
+    uint64_t pause = OL_C_BACKOFF_MIN;
+    for (;;) {
+        int rc = ol_c_hello(c, k, resp);
+        uint64_t now = ol_c_now_ms();
+        if (rc != -EBUSY || now >= deadline_ms)
+            return rc;
+        uint64_t ms = pause < deadline_ms - now ? pause : deadline_ms - now;
+        struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+        pause = pause * 2 < OL_C_BUSY_MAX ? pause * 2 : OL_C_BUSY_MAX;
+    }
+}
+
+/* Why ol_client_open could not say HELLO, for its message. */
+static const char *ol_c_hello_error(int rc)
+{
+    return rc == -EACCES  ? "the server refused the token"
+           : rc == -EBUSY ? "the server answered BUSY until the timeout (still starting?)"
+                          : strerror(-rc);
+}
+
 /* Makes k usable: reconnects a broken one once its backoff has passed. */
 static int ol_c_ready(ol_client *c, struct ol_cconn *k)
 {
@@ -410,7 +444,7 @@ static int ol_c_ready(ol_client *c, struct ol_cconn *k)
     if (ol_c_now_ms() < k->retry_at_ms)
         return -EAGAIN;
     struct ol_kv_hello_resp r;
-    int rc = ol_c_hello(c, k, &r);
+    int rc = ol_c_hello_retry(c, k, &r, ol_c_now_ms() + (uint64_t)c->timeout_ms);
     if (rc < 0) {
         ol_c_fail(k);
         return -EAGAIN;
@@ -468,11 +502,11 @@ int ol_client_open(const struct ol_client_opts *o, ol_client **out, char *err, s
     c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 10000;
     c->seed = ol_kv_ns_seed(c->ns, c->ns_len);
     /* Shard 0 first: its answer says how many shards there are. */
+    uint64_t deadline = ol_c_now_ms() + (uint64_t)c->timeout_ms;
     struct ol_cconn first = {.fd = -1, .shard = 0, .next_req = 1};
     struct ol_kv_hello_resp r;
-    if ((rc = ol_c_hello(c, &first, &r)) < 0) {
-        snprintf(err, errlen, "%s: %s", c->addr,
-                 rc == -EACCES ? "the server refused the token" : strerror(-rc));
+    if ((rc = ol_c_hello_retry(c, &first, &r, deadline)) < 0) {
+        snprintf(err, errlen, "%s: %s", c->addr, ol_c_hello_error(rc));
         free(first.out);
         free(first.in);
         goto fail;
@@ -496,8 +530,8 @@ int ol_client_open(const struct ol_client_opts *o, ol_client **out, char *err, s
             continue;
         k->fd = -1;
         k->next_req = 1;
-        if ((rc = ol_c_hello(c, k, &r)) < 0) {
-            snprintf(err, errlen, "%s shard %u: %s", c->addr, i, strerror(-rc));
+        if ((rc = ol_c_hello_retry(c, k, &r, deadline)) < 0) {
+            snprintf(err, errlen, "%s shard %u: %s", c->addr, i, ol_c_hello_error(rc));
             goto fail;
         }
     }
