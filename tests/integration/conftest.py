@@ -83,7 +83,7 @@ class Daemon:
             self.wait_ready()
         return self
 
-    def wait_ready(self, timeout=20):
+    def wait_ready(self, timeout=60):
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

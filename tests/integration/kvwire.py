@@ -24,6 +24,7 @@ import mmap
 import os
 import socket
 import struct
+import time
 
 import xxhash
 
@@ -742,15 +743,34 @@ class KvClient:
 
     def __init__(self, addr, token, ns=b"default", value_size=0, shm=False, timeout=10):
         self.ns = _b(ns)
-        first = KvConn(addr, timeout)
-        info = first.hello(token, ns, value_size, shard=0, shm=shm)
+        deadline = time.monotonic() + timeout
+        first, info = self._hello(addr, timeout, deadline, token, ns, value_size, 0, shm)
         self.shards = info["shards"]
         self.info = info
         self.conns = [first]
         for s in range(1, self.shards):
+            self.conns.append(self._hello(addr, timeout, deadline, token, ns, value_size, s,
+                                          shm)[0])
+
+    @staticmethod
+    def _hello(addr, timeout, deadline, token, ns, value_size, shard, shm):
+        """A connection with its HELLO said for `shard`. A BUSY answer (the
+        daemon is starting, or the shard has no session free; the server
+        closes) is tried again on a new connection after 10 ms doubling to
+        200 ms until the deadline, as the C client does (docs/kv-client.md).
+        KvConn.hello itself stays strict: it raises on BUSY."""
+        pause = 0.01
+        while True:
             c = KvConn(addr, timeout)
-            c.hello(token, ns, value_size, shard=s, shm=shm)
-            self.conns.append(c)
+            try:
+                return c, c.hello(token, ns, value_size, shard=shard, shm=shm)
+            except KvError as e:
+                c.close()
+                left = deadline - time.monotonic()
+                if e.status != St.BUSY or left <= 0:
+                    raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.2)
 
     def close(self):
         for c in self.conns:

@@ -50,20 +50,14 @@ def hermetic_openlake_env(monkeypatch):
 # ---- helpers -----------------------------------------------------------------------------
 
 
-def wait_kv(d, timeout=20):
-    """Waits until the KV TCP port accepts and the Unix socket exists."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if d.proc.poll() is not None:
-            raise AssertionError(f"openlaked exited {d.proc.returncode}: {d.stderr()}")
-        try:
-            socket.create_connection(("127.0.0.1", d.kv_port), timeout=1).close()
-            if os.path.exists(d.kv_sock):
-                return d
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("KV listener not up: " + d.stderr())
+def wait_kv(d, timeout=60):
+    """Waits until the daemon says it is ready (/_openlake/health/ready: every
+    core's KV listener is up, the KV service and its disk tier recovered);
+    before that a HELLO answers BUSY "starting; retry". A listener that
+    accepts is not enough: the other cores may still be starting."""
+    d.wait_ready(timeout)
+    assert os.path.exists(d.kv_sock), "ready without the KV socket " + d.kv_sock
+    return d
 
 
 @pytest.fixture
@@ -84,7 +78,7 @@ def kvd(make_daemon):
         if len(d.kv_sock) > 100:        # sun_path holds 108 bytes
             d.kv_sock = os.path.join(short_dir(), f"kv-{d.kv_port}.sock")
             d.args += ["--kv-socket", d.kv_sock]
-        d.start(wait=(mode != "kv"))
+        d.start(wait=False)
         return wait_kv(d)
     return factory
 
