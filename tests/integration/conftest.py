@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -97,6 +98,34 @@ class Daemon:
                 pass
             time.sleep(0.05)
         raise AssertionError("openlaked did not become ready: " + self.stderr())
+
+    def hold_ready(self, hold=True):
+        """Holds the daemon not ready, as while it starts (health/ready 503, KV
+        HELLO BUSY "starting; retry"), or lets it go. Needs
+        --http.debug-endpoints (POST /_openlake/debug/ready?hold=1|0)."""
+        req = urllib.request.Request(f"{self.url}/_openlake/debug/ready?hold={int(hold)}",
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=10, context=self.ssl_context) as r:
+            assert r.read().startswith(b"held" if hold else b"free")
+
+    def hello_busy(self):
+        """KV HELLOs the daemon answered BUSY "starting; retry" so far."""
+        with urllib.request.urlopen(self.url + "/_openlake/debug/ready", timeout=10,
+                                    context=self.ssl_context) as r:
+            return int(r.read().split(b"hello_busy ")[1])
+
+    def is_ready(self):
+        """GET /_openlake/health/ready answers 200 (503, or no listener yet:
+        False)."""
+        try:
+            with urllib.request.urlopen(self.url + "/_openlake/health/ready", timeout=10,
+                                        context=self.ssl_context) as r:
+                return r.status == 200
+        except urllib.error.HTTPError as e:
+            assert e.code == 503, e
+            return False
+        except OSError:
+            return False
 
     def stderr(self):
         try:

@@ -2,11 +2,13 @@
 runs build/client_tests (tests/client/test_client.c) with the daemon's
 addresses and checks every C test passed. The driver also restarts the
 daemon when the reconnect test asks for it over a pipe."""
+import json
 import os
 import subprocess
 import threading
 
 import conftest
+from test_kv import poll
 
 
 def test_c_client_against_daemon(make_daemon):
@@ -38,3 +40,27 @@ def test_c_client_against_daemon(make_daemon):
     assert r.returncode == 0, r.stdout + r.stderr
     last = r.stdout.strip().splitlines()[-1]
     assert last.startswith("unit: ") and " 0 failed, 0 skipped" in last, last
+
+
+def test_c_client_open_retries_busy_until_the_daemon_is_ready(make_daemon):
+    """ol_client_open while the daemon is not ready (held so here, as while
+    it starts): each HELLO answered BUSY "starting; retry" is said again
+    until the daemon is ready. `openlake kv stats` is a C client (timeout
+    10 s: the hold is let go well within it)."""
+    d = make_daemon(threads=2, args=["--http.debug-endpoints", "true"])
+    d.hold_ready()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLAKE_")}
+    p = subprocess.Popen([conftest.bin_path("openlake"), "--json", "kv", "stats", "--addr",
+                          str(d.data / "kv.sock")], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert poll(lambda: d.hello_busy() >= 2 or p.poll() is not None, 60)
+        assert p.poll() is None, "the C client gave up on BUSY: " + p.communicate()[1]
+        d.hold_ready(False)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert json.loads(out)["shards"] == 2

@@ -231,6 +231,39 @@ def test_frames_before_hello_get_unauthorized_then_close(kvd, op):
     healthy(d)
 
 
+def test_hello_answers_busy_until_the_daemon_is_ready(kvd):
+    """While the daemon is not ready (held here as if it were starting) every
+    HELLO, for any shard, on either socket, answers BUSY "starting; retry"
+    and closes; KvClient says HELLO again until the daemon is ready."""
+    d = kvd(threads=2, args=["--http.debug-endpoints", "true"])
+    d.hold_ready()
+    assert not d.is_ready()
+    for unix in (False, True):
+        for shard in (0, 1):
+            c = KvConn(d.kv_sock if unix else tcp(d))
+            with pytest.raises(KvError) as e:
+                c.hello(TOKEN, b"test", VS, shard=shard, shm=unix)
+            assert (e.value.op, e.value.status, e.value.message) == \
+                (Op.HELLO, St.BUSY, "starting; retry"), e.value
+            assert not c.fds, "slab descriptor sent before ready"
+            c.expect_closed()
+            c.close()
+    assert d.hello_busy() == 4
+    got = []
+    t = threading.Thread(target=lambda: got.append(KvClient(tcp(d), TOKEN, ns=b"test",
+                                                            timeout=120)))
+    t.start()
+    assert poll(lambda: d.hello_busy() > 4, 60), "KvClient said no HELLO"
+    assert t.is_alive() and not got, "KvClient gave up on BUSY"
+    d.hold_ready(False)
+    t.join(60)
+    assert got, "KvClient did not get through once the daemon was ready"
+    assert got[0].stats()["sessions"] >= 2
+    got[0].close()
+    assert d.is_ready()
+    healthy(d)
+
+
 def test_mode_kv_serves_both_listeners(kvd):
     d = kvd(mode="kv")
     for unix in (False, True):

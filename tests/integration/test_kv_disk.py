@@ -159,6 +159,29 @@ def test_restart_serves_the_keys_it_had_on_disk(kvd, kill):
     c.close()
 
 
+def test_ready_only_once_the_disk_tier_has_recovered(kvd):
+    """/_openlake/health/ready says ready only when the disk tier is whole
+    again: at its first 200 after a restart, a HELLO on every shard is
+    served at once (no BUSY) and STATS counts every entry on disk."""
+    d = kvd(threads=2, capacity="0.0625", args=disk_args(0.5))
+    c = client(d)
+    pairs = values(b"rdy", 40, size=256 << 10)
+    put_written(c, pairs)
+    c.close()
+    d.stop()
+    d.start(wait=False)
+    deadline = time.time() + 60
+    while not d.is_ready():
+        assert d.proc.poll() is None, d.stderr()
+        assert time.time() < deadline, "not ready: " + d.stderr()
+        time.sleep(0.005)
+    conns = [session(d, unix=False, ns=b"disk", value_size=MIB, shard=s) for s in (0, 1)]
+    assert sum(s.stats()["disk_entries"] for s in conns) == len(pairs)
+    for s in conns:
+        s.close()
+    assert "40 entries found" in d.stderr()
+
+
 def test_a_sigterm_restart_keeps_values_not_yet_written(kvd):
     """Shutdown finishes the write-behind queue before exiting."""
     d = kvd(threads=1, capacity="0.125", args=disk_args(0.25, queue_depth=1))

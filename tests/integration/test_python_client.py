@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from test_kv import poll
+
 openlake_client = pytest.importorskip(
     "openlake_client", reason="pip install ./python (scripts/deps.sh test does it)")
 from openlake_client import (EXISTS, NOT_FOUND, OK, STALE_GENERATION, TOO_LARGE,  # noqa: E402
@@ -401,3 +403,33 @@ def test_tcp_value_over_max_data_body_is_too_large(make_daemon):
         assert t.get(["huge"], outs[:1]) == [-TOO_LARGE]
         assert u.get(["huge"], outs[:1]) == [20 << 20]
         assert t.stats()["pins"] == 0
+
+
+def test_client_waits_for_a_daemon_that_is_starting(make_daemon):
+    """Client() goes through ol_client_open: a HELLO answered BUSY "starting;
+    retry" is said again within timeout_ms (held not ready here, as while
+    the daemon starts), then ConnectionError."""
+    d = make_daemon(threads=2, args=["--http.debug-endpoints", "true"])
+    sock, tf = str(d.data / "kv.sock"), str(d.data / "kv.token")
+    d.hold_ready()
+    with pytest.raises(ConnectionError, match="BUSY"):
+        Client(sock, token_file=tf, timeout_ms=300)
+    n = d.hello_busy()
+    assert n >= 2, "no HELLO said again before the timeout"
+    got, errs = [], []
+
+    def connect():
+        try:
+            got.append(Client(sock, token_file=tf, namespace="busy", timeout_ms=120000))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errs.append(e)
+
+    t = threading.Thread(target=connect)
+    t.start()
+    assert poll(lambda: d.hello_busy() >= n + 2 or not t.is_alive(), 60)
+    assert t.is_alive(), errs
+    d.hold_ready(False)
+    t.join(60)
+    assert got and not errs, errs
+    with got[0] as c:
+        assert c.shards == 2 and c.stats()["sessions"] >= 2
