@@ -340,24 +340,25 @@ def start_held_upload(port, hold_ms, data):
     return c
 
 
-def wait_refused(port, timeout=10):
+def wait_refused(port, timeout=30):
     wait_for(lambda: refuses_connections(port), timeout=timeout, what="listener closed")
 
 
 def test_graceful_shutdown_finishes_in_flight_request(make_daemon):
     d = make_daemon(args=DEBUG)
     data = random.Random(9).randbytes(200_000)
-    idle = Conn(d.port)
-    assert idle.request("GET", "/_openlake/health/live").status == 200
+    # The partial head goes first: the server has read it by the time the
+    # two round trips below are done (no sleep to guess at).
     partial = Conn(d.port)
     partial.send(b"GET /_openlake/health/ready HTTP/1.1\r\n")
+    idle = Conn(d.port)
+    assert idle.request("GET", "/_openlake/health/live").status == 200
+    t0 = time.monotonic()   # before the hold starts: the exit is at least 2.5 s later
     held = start_held_upload(d.port, 2500, data)
-    time.sleep(0.3)  # let the partial head reach the server
-    t0 = time.time()
     d.signal(signal.SIGTERM)
     # New connections are refused; idle keep-alive connections are closed.
     wait_refused(d.port)
-    idle.expect_closed(timeout=5)
+    idle.expect_closed(timeout=30)
     # A request whose head was arriving is answered (not ready: shutting down).
     partial.send(b"Host: x\r\n\r\n")
     r = partial.read_response()
@@ -368,8 +369,8 @@ def test_graceful_shutdown_finishes_in_flight_request(make_daemon):
     assert sink_json(r) == (len(data), hashlib.sha256(data).hexdigest())
     assert r.closes
     held.expect_closed()
-    assert d.proc.wait(timeout=15) == 0
-    assert time.time() - t0 >= 1.5, "exited before the held request could finish"
+    assert d.proc.wait(timeout=30) == 0
+    assert time.monotonic() - t0 >= 2.0, "exited before the held request could finish"
     d.stop(expect_rc=0)
     err = d.stderr()
     assert "shutting down" in err and "stopped" in err
@@ -397,17 +398,18 @@ def test_graceful_shutdown_streaming_download(make_daemon):
 
 
 def test_shutdown_timeout_closes_stragglers(make_daemon):
+    # The hold (120 s) outlasts every wait below: an exit within them is the
+    # shutdown timeout's doing, whatever the machine's load.
     d = make_daemon(args=DEBUG + ["--http.shutdown-timeout-ms", "300"])
-    held = start_held_upload(d.port, 20000, b"x" * 1000)
-    t0 = time.time()
+    held = start_held_upload(d.port, 120000, b"x" * 1000)
+    held.sock.settimeout(60)
     d.signal(signal.SIGTERM)
     try:
         extra = held.sock.recv(65536)
     except ConnectionResetError:
         extra = b""
     assert extra == b"", extra
-    assert d.proc.wait(timeout=10) == 0
-    assert time.time() - t0 < 8
+    assert d.proc.wait(timeout=60) == 0
     d.stop(expect_rc=0)
     assert "shutdown timeout" in d.stderr()
     held.close()
@@ -415,14 +417,13 @@ def test_shutdown_timeout_closes_stragglers(make_daemon):
 
 def test_second_signal_exits_1_at_once(make_daemon):
     d = make_daemon(args=DEBUG)
-    held = start_held_upload(d.port, 30000, b"y" * 1000)
+    held = start_held_upload(d.port, 120000, b"y" * 1000)
     d.signal(signal.SIGTERM)
     wait_refused(d.port)
     assert d.proc.poll() is None, "exited although a request was in flight"
-    t0 = time.time()
     d.signal(signal.SIGINT)
-    assert d.proc.wait(timeout=5) == 1
-    assert time.time() - t0 < 3
+    # status 1, long before the hold or the 10 s shutdown timeout (which exits 0)
+    assert d.proc.wait(timeout=60) == 1
     d.stop(expect_rc=1)
     assert "second signal" in d.stderr()
     held.close()
@@ -431,12 +432,11 @@ def test_second_signal_exits_1_at_once(make_daemon):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_on_idle_daemon_exits_0(make_daemon, sig):
     d = make_daemon()
-    t0 = time.time()
     d.signal(sig)
-    assert d.proc.wait(timeout=10) == 0
-    assert time.time() - t0 < 5
+    assert d.proc.wait(timeout=60) == 0
     d.stop(expect_rc=0)
     assert f"signal {int(sig)}" in d.stderr()
+    assert "shutdown timeout" not in d.stderr(), "an idle daemon waited for its timeout"
 
 
 def test_no_thread_takes_sigterm_or_sigint(make_daemon):
@@ -558,8 +558,8 @@ def test_abrupt_disconnects_leave_daemon_serving(make_daemon):
         c = Conn(d.port)
         c.send(b"GET /_openlake/health/live HTTP/1.1\r\nHost: x\r\nX-")
         c.close(reset=i % 2 == 0)
-    wait_for(lambda: active_conns(d.port) == 0, timeout=15, what="connections_active back to 0")
-    time.sleep(0.3)  # let any hold timers of dropped uploads fire
+    # (an aborted request's state, hold timer included, is freed with it)
+    wait_for(lambda: active_conns(d.port) == 0, timeout=60, what="connections_active back to 0")
     data = random.Random(1).randbytes(1 << 20)
     with Conn(d.port) as c:
         for _ in range(3):

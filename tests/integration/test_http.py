@@ -197,7 +197,7 @@ class Conn:
         self.send(build_request(method, target, headers, body, version, host))
         return self.read_response(method)
 
-    def expect_closed(self, timeout=5):
+    def expect_closed(self, timeout=30):
         """Asserts the server closes the connection (FIN or RST) within timeout
         seconds without sending anything more."""
         assert not self.buf, f"unexpected bytes after the response: {bytes(self.buf)!r}"
@@ -701,8 +701,9 @@ def test_sink_hold_backpressure(daemon):
     sent = [0]
     errors = []
 
-    with Conn(daemon.port, timeout=30) as c:
-        c.send(build_request("PUT", "/_openlake/debug/sink?hold_ms=1500",
+    with Conn(daemon.port, timeout=60) as c:
+        t0 = time.monotonic()   # before the hold starts
+        c.send(build_request("PUT", "/_openlake/debug/sink?hold_ms=5000",
                              headers=[("Content-Length", str(total))]))
 
         def sender():
@@ -716,10 +717,17 @@ def test_sink_hold_backpressure(daemon):
 
         t = threading.Thread(target=sender, daemon=True)
         t.start()
-        time.sleep(0.7)
-        stalled_at = sent[0]
-        assert stalled_at < total - (16 << 20), \
-            f"client sent {stalled_at} bytes while the server held the body"
+        # Wait for the sends to stall (no progress for 0.3 s) while the hold
+        # (5 s) surely lasts: no fixed sleep that a loaded machine outruns.
+        last, stalled_at = -1, None
+        while time.monotonic() - t0 < 4.0:
+            time.sleep(0.3)
+            if sent[0] == last:
+                stalled_at = last
+                break
+            last = sent[0]
+        assert stalled_at is not None and stalled_at < total - (16 << 20), \
+            f"client sent {sent[0]} bytes while the server held the body"
         t.join(60)
         assert not t.is_alive() and not errors, errors
         r = c.read_response()

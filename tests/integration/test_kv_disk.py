@@ -321,7 +321,7 @@ def test_delete_and_reset_reach_the_disk_and_survive_restart(kvd):
         [False, False, True]
     removed = b.reset()
     assert removed == 24
-    assert poll(lambda: a.stats()["disk_entries"] == 22, 10), a.stats()
+    assert poll(lambda: a.stats()["disk_entries"] == 22, 60), a.stats()
     a.close()
     b.close()
     restart(d)

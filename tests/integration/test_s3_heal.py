@@ -353,11 +353,19 @@ def test_drives_that_die_during_puts(make_daemon, tmp_path):
             threads = [threading.Thread(target=put_loop, args=(t,)) for t in range(12)]
             for th in threads:
                 th.start()
-            time.sleep(1.0)
+            # 12 acks before the drive dies and 12 after, however slowly they
+            # come (polled, not timed); the failure counter moves meanwhile.
+            deadline = time.time() + 120
+            while len(acked) - before < 12 and not errors:
+                assert time.time() < deadline, (rnd, len(acked) - before)
+                time.sleep(0.05)
             alive = len(acked)
             fails = metrics(d, "openlake_store_")["openlake_store_write_drive_failures_total"]
             subprocess.run(["xfs_io", "-x", "-c", "shutdown", str(drives[victim])], check=True)
-            time.sleep(1.5)
+            while (len(acked) - alive < 12 or metrics(d, "openlake_store_")[
+                    "openlake_store_write_drive_failures_total"] <= fails) and not errors:
+                assert time.time() < deadline, (rnd, len(acked) - alive)
+                time.sleep(0.05)
             stop.set()
             for th in threads:
                 th.join(timeout=60)

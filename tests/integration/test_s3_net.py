@@ -211,9 +211,11 @@ def test_tls_handshake_trickled_byte_by_byte_is_cut_off(make_daemon, tmp_path):
             except (BrokenPipeError, ConnectionResetError):
                 closed = True
                 break
-            if time.time() - t0 > 10:
+            if time.time() - t0 > 40:
                 break
-    assert closed and time.time() - t0 < 6, time.time() - t0
+    # cut by the 1 s head deadline, not the 60 s idle timeout (a loaded
+    # machine may take its time)
+    assert closed and time.time() - t0 < 30, time.time() - t0
     with urllib.request.urlopen(d.url + "/_openlake/health/live", context=d.ssl_context,
                                 timeout=10) as r:
         assert r.status == 200
@@ -242,9 +244,11 @@ def test_responses_wait_for_output_buffers_instead_of_stalling(make_daemon, tmp_
     if tls:
         d.ssl_context = ssl.create_default_context(cafile=str(cert))
     d.start()
+    read_timeout = 60   # resets (a head that found no buffer) are retried: up to 9 times,
+                        # as a loaded machine can reset one GET several times in a row
     c = boto3.client("s3", endpoint_url=d.url, aws_access_key_id=AK, aws_secret_access_key=SK,
                      region_name="us-east-1", verify=str(cert) if tls else None,
-                     config=Config(retries={"max_attempts": 5}, read_timeout=20,
+                     config=Config(retries={"max_attempts": 10}, read_timeout=read_timeout,
                                    max_pool_connections=24))
     c.create_bucket(Bucket="few")
     body = os.urandom(6 * MiB + 5)
@@ -252,12 +256,18 @@ def test_responses_wait_for_output_buffers_instead_of_stalling(make_daemon, tmp_
     c.put_object(Bucket="few", Key="o", Body=body)
 
     def get(_):
-        return hashlib.sha256(c.get_object(Bucket="few", Key="o")["Body"].read()).hexdigest()
+        t0 = time.monotonic()
+        h = hashlib.sha256(c.get_object(Bucket="few", Key="o")["Body"].read()).hexdigest()
+        return h, time.monotonic() - t0
 
-    t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(24) as ex:
-        assert set(ex.map(get, range(72))) == {want}
-    assert time.monotonic() - t0 < 15, "a GET waited for a read timeout"
+        got = list(ex.map(get, range(72)))
+    assert {h for h, _ in got} == {want}
+    # A GET that stalled sat out a whole read timeout before its retry; one
+    # that waited its turn for buffers did not (a slow machine is slow, not
+    # stalled, so no bound on the total).
+    slowest = max(t for _, t in got)
+    assert slowest < read_timeout, f"a GET waited for a read timeout ({slowest:.1f} s)"
 
 
 def test_tls_connections_keep_the_kernels_send_buffer(make_daemon, tmp_path):

@@ -195,7 +195,7 @@ def test_incomplete_uploads_expire_while_serving(make_daemon, tmp_path):
     c.upload_part(Bucket="expb", Key="old", UploadId=old, PartNumber=1, Body=b"x" * 1000)
     uploads = d.data / ".openlake" / "buckets" / "expb" / "uploads"
     assert any(uploads.rglob("upload"))
-    deadline = time.time() + 20
+    deadline = time.time() + 60
     while time.time() < deadline:
         ups = c.list_multipart_uploads(Bucket="expb").get("Uploads", [])
         if not ups:
