@@ -264,8 +264,8 @@ int ol_config_find_file_arg(int argc, char **argv, const char **path,
  *   --kv-token on the command line is readable by any local user in
  *   /proc/PID/cmdline; use --kv-token-file FILE (or OPENLAKE_KV_TOKEN_FILE,
  *   OPENLAKE_KV_TOKEN) instead
- *   flag --kv-token-file: /etc/ol/kv.token is mode 0644: group or others
- *   may read it; chmod 600 it
+ *   command line: --kv-token-file: /etc/ol/kv.token is mode 0644: group or
+ *   others may read it; chmod 600 it
  * They name keys, flags and paths, never a secret.
  */
 const char *ol_config_secret_warning(const struct ol_config *c, int i, char *buf,

@@ -59,11 +59,11 @@ static int read_credentials(struct ol_heal_args *a, const char *path)
     return a->ak[0] && a->sk[0] ? 0 : -EINVAL;
 }
 
-/* $a if set and not empty, else $b if so, else NULL. */
+/* $a if set and not empty, else $b (b may be NULL) if so, else NULL. */
 static const char *env2(const char *a, const char *b)
 {
     const char *v = getenv(a);
-    if (!v || !*v)
+    if ((!v || !*v) && b)
         v = getenv(b);
     return v && *v ? v : NULL;
 }
@@ -268,7 +268,7 @@ static int parse(const struct ol_cli *cli, int argc, char **argv, struct ol_heal
         skf = a->secret_key_file;
     } else if (!a->credentials && (ak = env2("OPENLAKE_ACCESS_KEY", "AWS_ACCESS_KEY_ID"))) {
         skf_from = "OPENLAKE_SECRET_KEY_FILE";
-        skf = env2(skf_from, skf_from);
+        skf = env2(skf_from, NULL);
         sk = skf ? NULL : env2("OPENLAKE_SECRET_KEY", "AWS_SECRET_ACCESS_KEY");
         if (!skf && !sk)
             ak = NULL;
