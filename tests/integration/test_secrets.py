@@ -5,10 +5,14 @@ and work: SigV4-signed S3 requests with that secret, a KV session with that
 token. A secret given as a flag still works, with a warning naming the flag
 and the file form; a bad secret file stops the start with exit 2.
 """
+import os
+import subprocess
+
 import boto3
 import pytest
 from botocore.config import Config
 
+import conftest
 import kvwire
 from kvwire import KvClient
 from test_kv import hermetic_openlake_env  # noqa: F401
@@ -116,3 +120,24 @@ def test_a_bad_secret_file_stops_the_start(make_daemon, tmp_path, case):
     assert want in d.stderr(), d.stderr()
     assert TOKEN not in d.stderr()
     d.stop(expect_rc=2)
+
+
+def test_openlake_heal_takes_the_secret_from_a_file(make_daemon, tmp_path):
+    sk = secret(tmp_path, "s3.secret", SK)
+    d = make_daemon(args=["--access-key", AK, "--secret-key-file", str(sk)])
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENLAKE_", "AWS_"))}
+
+    def heal(*args, **extra):
+        return subprocess.run([conftest.bin_path("openlake"), "heal", "--endpoint", d.url, *args],
+                              env={**env, **extra}, capture_output=True, text=True, timeout=120)
+    r = heal(OPENLAKE_ACCESS_KEY=AK, OPENLAKE_SECRET_KEY_FILE=str(sk))
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    r = heal("--access-key", AK, "--secret-key-file", str(sk))
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    r = heal("--access-key", AK, "--secret-key", SK)
+    assert r.returncode == 0, r.stderr
+    assert "warning: --secret-key on the command line is readable by any local user" in r.stderr
+    assert SK not in r.stderr + r.stdout
+    r = heal("--access-key", AK, "--secret-key-file", str(tmp_path / "none"))
+    assert r.returncode == 2 and "--secret-key-file" in r.stderr and "cannot open" in r.stderr
