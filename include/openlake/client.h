@@ -18,7 +18,8 @@
  * Failures: a broken connection is reopened on a later call, after a
  * backoff that doubles from 10 ms to 1 s; meanwhile calls touching that
  * shard return -EAGAIN. A HELLO answered BUSY (the daemon is still
- * starting, or the shard has no session free; the server closes) is said
+ * starting, or the shard has no session free; the server closes), or whose
+ * connection closed before any answer (the server shed it), is said
  * again on a new connection after 10 ms, doubling to 200 ms, until
  * timeout_ms has passed: ol_client_open counts from its start (then
  * -EBUSY), a reconnect from its own start (then -EAGAIN). A call that fails half way drops the connections it

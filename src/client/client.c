@@ -335,6 +335,9 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
     size_t used = 0;
     if (rc == 0)
         rc = ol_c_recv(k, &h, &d, &slab_fd, &used);
+    if (rc == -EIO && k->in_len == 0)
+        rc = -EBUSY; /* closed before any answer: the server shed it (too many
+                        connections before HELLO, or stopping); say it again */
     if (rc == 0) {
         if (h.status == OL_KV_UNAUTHORIZED)
             rc = -EACCES;
@@ -407,7 +410,8 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
 
 /*
  * ol_c_hello, again on a new connection while the server answers BUSY (the
- * daemon is starting, or the shard has no session free), after pauses of
+ * daemon is starting, or the shard has no session free) or closes the
+ * connection before answering it at all, after pauses of
  * 10 ms doubling to 200 ms, until deadline_ms (ol_c_now_ms). Returns what
  * the last try returned: -EBUSY when the deadline came first.
  */

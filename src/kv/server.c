@@ -28,9 +28,11 @@
  * and listener (one more closes the oldest): so the 512 connection slots
  * of a core always keep room for clients that authenticated, and the Unix
  * socket's room is not taken by TCP peers (a burst of accepts can still
- * fill the slots with connections being closed: accepts past
- * OL_KVS_CONNS - OL_KVS_HANDOVER_ROOM are refused then, hand-overs of
- * authenticated clients still land). Every connection closed for
+ * fill the slots with connections being closed: TCP accepts past
+ * OL_KVS_CONNS - OL_KVS_HANDOVER_ROOM - OL_KVS_UNIX_ROOM, and Unix ones
+ * past OL_KVS_CONNS - OL_KVS_HANDOVER_ROOM, are refused then; hand-overs
+ * of authenticated clients still land). Clients say HELLO again on a
+ * connection closed before its answer (docs/kv-client.md). Every connection closed for
  * these reasons is counted (ol_kv_service_metrics) and logged at most once
  * per OL_KVS_LOG_MS per core.
  *
@@ -66,6 +68,9 @@
  * burst of accepts can fill the slots with closing ones; the accepts past
  * this mark are refused, the hand-overs still land. */
 #define OL_KVS_HANDOVER_ROOM 64
+/* And on the core with the Unix socket, slots TCP accepts may not take:
+ * a TCP flood does not shed same-host clients. */
+#define OL_KVS_UNIX_ROOM   64
 #define OL_KVS_BUFS        128  /* frame buffers, lent to connections with bytes in flight */
 #define OL_KVS_MAX_ITEMS   8192u
 #define OL_KVS_MAX_BODY    (1u << 20)   /* metadata frames */
@@ -1057,12 +1062,11 @@ static void ol_kvs_log_refused(struct ol_kv_server *s, uint64_t now)
         (last && now - last < OL_KVS_LOG_MS) ||
         !atomic_compare_exchange_strong(&v->log_ms, &last, now))
         return;
-    ol_warn("kv: connections closed before HELLO since the last report: %llu refused (a "
-            "core's %d slots for new connections taken), %llu at the HELLO deadline (kv_hello_timeout_ms = %u), "
-            "%llu to make room (kv_max_unauthenticated = %u per core and listener); "
-            "metric openlake_kv_unauthenticated_closed_total",
+    ol_warn("kv: connections closed before HELLO since the last report: %llu refused at "
+            "accept (a core's slots for new connections taken), %llu at the HELLO deadline "
+            "(kv_hello_timeout_ms = %u), %llu to make room (kv_max_unauthenticated = %u per "
+            "core and listener); metric openlake_kv_unauthenticated_closed_total",
             (unsigned long long)(cur[0] - atomic_load(&v->logged[0])),
-            OL_KVS_CONNS - OL_KVS_HANDOVER_ROOM,
             (unsigned long long)(cur[1] - atomic_load(&v->logged[1])), v->hello_timeout_ms,
             (unsigned long long)(cur[2] - atomic_load(&v->logged[2])), v->max_unauth);
     for (int i = 0; i < 3; i++)
@@ -1078,8 +1082,9 @@ static void ol_kv_accepted(struct ol_kv_server *s, int fd, bool is_unix)
         ol_kvc_close(p->head); /* the oldest: a real client sends HELLO at once */
         ol_kvs_log_refused(s, now);
     }
-    struct ol_kv_conn *c = s->nconns < OL_KVS_CONNS - OL_KVS_HANDOVER_ROOM
-                               ? ol_kvc_new(s, fd, is_unix) : NULL;
+    uint32_t room = OL_KVS_CONNS - OL_KVS_HANDOVER_ROOM -
+                    (is_unix || s->unix_fd < 0 ? 0 : OL_KVS_UNIX_ROOM);
+    struct ol_kv_conn *c = s->nconns < room ? ol_kvc_new(s, fd, is_unix) : NULL;
     if (!c) {
         close(fd);
         if (!s->draining) {

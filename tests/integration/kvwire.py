@@ -756,18 +756,21 @@ class KvClient:
     def _hello(addr, timeout, deadline, token, ns, value_size, shard, shm):
         """A connection with its HELLO said for `shard`. A BUSY answer (the
         daemon is starting, or the shard has no session free; the server
-        closes) is tried again on a new connection after 10 ms doubling to
-        200 ms until the deadline, as the C client does (docs/kv-client.md).
-        KvConn.hello itself stays strict: it raises on BUSY."""
+        closes), or a connection closed before any answer (the server shed
+        it: docs/kv-protocol.md "Before HELLO"), is tried again on a new
+        connection after 10 ms doubling to 200 ms until the deadline, as the
+        C client does (docs/kv-client.md). KvConn.hello itself stays strict:
+        it raises on BUSY and on a closed connection."""
         pause = 0.01
         while True:
             c = KvConn(addr, timeout)
             try:
                 return c, c.hello(token, ns, value_size, shard=shard, shm=shm)
-            except KvError as e:
+            except (KvError, EOFError, ConnectionError) as e:
                 c.close()
                 left = deadline - time.monotonic()
-                if e.status != St.BUSY or left <= 0:
+                if (isinstance(e, KvError) and e.status != St.BUSY) or left <= 0 or \
+                        (not isinstance(e, KvError) and c.buf):
                     raise
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.2)

@@ -9,7 +9,8 @@ import re
 import resource
 import select
 import socket
-import threading
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -87,8 +88,11 @@ def real_client_works(d, rounds, shards, tag):
             assert c.put(kv) == [St.OK] * 4
             assert c.get([k for k, _ in kv]) == [v for _, v in kv]
         key = b"t-%s-%d" % (tag, i)
-        with session(d, unix=False, shm=False, ns=b"real",
-                     shard=kvwire.shard_of(b"real", key, shards)) as c:
+        # (the retrying HELLO of KvClient: in an accept burst the server may
+        # shed a new connection before reading it, and clients try again)
+        c, _ = KvClient._hello(tcp(d), 10, time.monotonic() + 10, TOKEN, b"real", 0,
+                               kvwire.shard_of(b"real", key, shards), False)
+        with c:
             st, res = c.request(Op.PUT, [(key, blob(key, n=MIB))])
             assert st == St.OK and res == [St.OK], (st, res)
             st, got = c.request(Op.GET, [key])
@@ -118,8 +122,9 @@ def test_silent_and_one_byte_connections_do_not_lock_clients_out(kvd):
     # every attack connection was closed by one of the causes: some evicted
     # (over 64 at once), some at the deadline, and, when a burst of accepts
     # fills a core's slots with connections still being closed, some refused
+    # (then also a few of the real client's, which it said again)
     assert got["evicted"] > 0 and got["hello_timeout"] > 0, got
-    assert sum(got.values()) == len(socks), got
+    assert len(socks) <= sum(got.values()) <= len(socks) + 20, got
     for s in socks:
         s.close()
     assert poll(lambda: "connections closed before HELLO" in d.stderr(), 5), d.stderr()
@@ -127,52 +132,52 @@ def test_silent_and_one_byte_connections_do_not_lock_clients_out(kvd):
     assert "kv_hello_timeout_ms = 2000" in line and "kv_max_unauthenticated = 64" in line, line
 
 
-def test_clients_keep_working_while_an_attacker_keeps_reconnecting(kvd):
-    """An attacker that opens new silent connections as fast as it can (a
-    bounded burst) cannot starve a client: the oldest unauthenticated go
-    first, and a client sends its HELLO at once."""
-    d = kvd(threads=1, args=["--kv-max-unauthenticated", "16"])
-    stop = threading.Event()
-    opened, retries = [0], [0]
-
-    def attacker():
-        held = []
-        deadline = time.monotonic() + 6
-        while not stop.is_set() and time.monotonic() < deadline and opened[0] < 20000:
-            try:
-                held.append(socket.create_connection(tcp(d), timeout=5))
-                opened[0] += 1
-            except OSError:
-                time.sleep(0.01)
-            if len(held) > 200:        # keep this process's descriptors bounded
-                for s in held[:100]:
-                    s.close()
-                del held[:100]
-        for s in held:
+ATTACKER = """
+import socket, sys, time
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+held, opened, deadline = [], 0, time.monotonic() + seconds
+while time.monotonic() < deadline and opened < 50000:
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        opened += 1
+    except OSError:
+        time.sleep(0.01)
+    if len(held) > 200:          # its descriptors stay bounded
+        for s in held[:100]:
             s.close()
+        del held[:100]
+print(opened)
+"""
 
-    t = threading.Thread(target=attacker)
-    t.start()
+
+def test_clients_keep_working_while_an_attacker_keeps_reconnecting(kvd):
+    """An attacker (its own process) that opens new silent connections as
+    fast as it can for a few seconds cannot starve a client: the oldest
+    unauthenticated go first, and a client sends its HELLO at once. A client
+    whose connection was closed before its HELLO was read (evicted in the
+    flood) connects again, as the C client does on a lost connection."""
+    d = kvd(threads=1, args=["--kv-max-unauthenticated", "16"])
+    att = subprocess.Popen([sys.executable, "-c", ATTACKER, str(d.kv_port), "6"],
+                           stdout=subprocess.PIPE, text=True)
+    retries = 0
     try:
         time.sleep(0.3)
         for i in range(20):
             for unix in (False, True):
-                # a client whose connection was closed before its HELLO was
-                # read (evicted in the flood) connects again, as ours do
-                for attempt in range(5):
+                for attempt in range(10):
                     try:
                         with session(d, unix=unix, shm=unix, ns=b"r%d" % i) as c:
                             c.stats()
                         break
                     except (EOFError, ConnectionError):
-                        retries[0] += 1
+                        retries += 1
                 else:
-                    raise AssertionError(f"session {i} (unix={unix}): 5 tries failed")
+                    raise AssertionError(f"session {i} (unix={unix}): 10 tries failed")
     finally:
-        stop.set()
-        t.join()
-    assert opened[0] > 100, f"the attacker opened only {opened[0]} connections"
-    print(f"attacker: {opened[0]} connections; client retries: {retries[0]} in 40 sessions")
+        out, _ = att.communicate(timeout=60)
+    opened = int(out.strip() or 0)
+    assert opened > 100, f"the attacker opened only {opened} connections"
+    print(f"attacker: {opened} connections; client retries: {retries} in 40 sessions")
     assert closed_by_cause(d)["evicted"] > 0
 
 
