@@ -61,7 +61,7 @@ struct ol_loop_params {
  * punted) queued behind 8 workers, ~2.5 ms per step. Workers are made as
  * work arrives, so a higher cap costs nothing when idle; past 32, large
  * PUTs (direct writes punted on devices without nowait) lost more to
- * switching between workers than small ones gained (docs/benchmarks.md). */
+ * switching between workers than small ones gained (docs/benchmarks-history.md). */
 #define OL_LOOP_IOWQ_BOUNDED 32
 
 /* What the loop negotiated with the kernel (for logs, tests and metrics). */

@@ -34,7 +34,7 @@ int ol_net_peer_is_loopback(int fd);
  * With no network between the two ends the round trip is microseconds, so
  * a small buffer costs no throughput, and it keeps the bytes queued for the
  * peer few enough to stay in the CPU's caches until the peer reads them
- * (docs/architecture.md, "A request's life"; docs/benchmarks.md has the
+ * (docs/architecture.md, "A request's life"; docs/benchmarks-history.md has the
  * figures). Returns 1 when capped, else 0.
  */
 int ol_net_cap_loopback_sndbuf(int fd, int bytes);
