@@ -1095,7 +1095,7 @@ static int load_tables(struct ol_config *c, int ti, const struct ol_toml *node,
             (struct ol_config_origin *)(void *)(elem + t->org_off);
         org->source = OL_CONFIG_FILE;
         org->line = es.line;
-        uint64_t seen = 0;
+        bool seen[OL_CONFIG_MAX_KEYS] = {false};
         for (const struct ol_toml *f = ol_toml_first(e); f; f = ol_toml_next(f)) {
             int ki = join_key(t->name, ol_toml_key(f), name, sizeof name) ? -1
                      : find_key(name);
@@ -1107,12 +1107,12 @@ static int load_tables(struct ol_config *c, int ti, const struct ol_toml *node,
             fs.disp = ol_config_keys[ki].name;
             if (set_key(&ol_config_keys[ki], elem, f, NULL, &fs, err, errlen))
                 return -1;
-            seen |= 1ull << ki;
+            seen[ki] = true;
         }
         for (int i = 0; i < NKEYS; i++) {
             const struct ckey *k = &ol_config_keys[i];
             size_t tl = strlen(t->name);
-            if ((k->flags & KF_REQUIRED) && !(seen & (1ull << i)) &&
+            if ((k->flags & KF_REQUIRED) && !seen[i] &&
                 strncmp(k->name, t->name, tl) == 0 && k->name[tl] == '.')
                 return errf(err, errlen, "%s: missing required key %s",
                             where(&es, w, sizeof w), k->name + tl + 1);
