@@ -35,6 +35,7 @@
  */
 #include "base/config.h"
 #include "base/log.h"
+#include "base/nspat.h"
 #include "base/secretfile.h"
 #include "base/toml.h"
 
@@ -83,6 +84,8 @@ struct ckey {
 #define CRS(f) sizeof(((struct ol_config_credential *)0)->f)
 #define NO(f) offsetof(struct ol_config_node, f)
 #define NS(f) sizeof(((struct ol_config_node *)0)->f)
+#define TO(f) offsetof(struct ol_config_kv_tenant, f)
+#define TS(f) sizeof(((struct ol_config_kv_tenant *)0)->f)
 
 static const char *const modes[] = {"all", "s3", "kv", NULL};
 static const char *const transports[] = {"tcp", "ucx", NULL};
@@ -149,6 +152,18 @@ static int check_device(const char *s)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
               (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' ||
               *s == '.' || *s == ':'))
+            return -1;
+    return 0;
+}
+
+/* A tenant name: 1..32 of a-z, 0-9, '_', '-'; "default" names the
+ * namespaces no tenant claims. */
+static int check_tenant_name(const char *s)
+{
+    if (strcmp(s, "default") == 0)
+        return -1;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
             return -1;
     return 0;
 }
@@ -305,6 +320,33 @@ static const struct ckey ol_config_keys[] = {
     {.name = "kv_disk.queue_depth", .kind = K_INT,
      .off = CO(kv_disk.queue_depth), .lo = 1, .hi = 1024, .def = "32",
      .doc = "Disk reads and writes in flight per core."},
+    {.name = "kv_tenants", .kind = K_TABLES, .off = CO(kv_tenants),
+     .size = sizeof(struct ol_config_kv_tenant), .count_off = CO(n_kv_tenants),
+     .hi = OL_CONFIG_MAX_KV_TENANTS, .org_off = TO(origin),
+     .doc = "KV tenants: each has its own token, namespaces and slab; its clients map only "
+            "its slab. kv_token opens every namespace."},
+    {.name = "kv_tenants.name", .kind = K_STR, .flags = KF_IN_ARRAY | KF_REQUIRED,
+     .off = TO(name), .size = TS(name), .lo = 1, .hi = OL_CONFIG_TENANT_NAME_LEN - 1,
+     .check = check_tenant_name,
+     .expect = "a name of 1 to 32 characters a-z, 0-9, '_' or '-', not \"default\"",
+     .doc = "The tenant's name (logs, metrics, its disk tier's directory); unique."},
+    {.name = "kv_tenants.token_file", .kind = K_STR, .flags = KF_IN_ARRAY | KF_REQUIRED,
+     .off = TO(token_file), .size = TS(token_file), .lo = 1, .hi = OL_CONFIG_PATH_LEN - 1,
+     .check = check_path, .expect = "a path of 1 to 4095 bytes",
+     .doc = "File holding the tenant's token, read at start (trailing whitespace dropped; "
+            "the rules of kv_token); unique among the tenants and not kv_token."},
+    {.name = "kv_tenants.namespaces", .kind = K_LIST, .flags = KF_IN_ARRAY | KF_REQUIRED,
+     .off = TO(namespaces), .size = TS(namespaces[0]), .count_off = TO(n_namespaces),
+     .lo = 1, .hi = OL_CONFIG_MAX_TENANT_NS, .check = ol_nspat_check,
+     .expect = "a namespace (1 to 256 bytes, no control characters), or a prefix "
+               "ending in '*' such as \"team-a/*\"",
+     .doc = "The namespaces the tenant's token opens; no namespace may be claimed by two tenants."},
+    {.name = "kv_tenants.capacity_gb", .kind = K_FLOAT, .flags = KF_IN_ARRAY | KF_REQUIRED,
+     .off = TO(capacity_gb), .flo = 0.001, .fhi = INFINITY,
+     .doc = "The tenant's slab in GiB (at least 2 MiB per core)."},
+    {.name = "kv_tenants.disk_capacity_gb", .kind = K_FLOAT, .flags = KF_IN_ARRAY,
+     .off = TO(disk_capacity_gb), .flo = 0, .fhi = INFINITY, .def = "0",
+     .doc = "The tenant's disk tier in GiB, in kv_disk's dirs (kv-disk/tenant-<name>/); 0 = none."},
     {.name = "rdma", .kind = K_TABLE,
      .doc = "RDMA for KV transfers."},
     {.name = "rdma.backend", .kind = K_ENUM, .off = CO(rdma.backend),
@@ -1525,6 +1567,56 @@ static int merge_flag_credential(struct ol_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* [[kv_tenants]]: unique names, no namespace claimed twice, each token read
+ * from its file, valid, and its own. */
+static int check_kv_tenants(struct ol_config *c, char *err, size_t errlen)
+{
+    char w[512], q[160], q2[160], q3[160], msg[600];
+    int tki = find_key("kv_token");
+    for (int i = 0; i < c->n_kv_tenants; i++) {
+        struct ol_config_kv_tenant *t = &c->kv_tenants[i];
+        for (int j = 0; j < i; j++) {
+            const struct ol_config_kv_tenant *o = &c->kv_tenants[j];
+            if (strcmp(t->name, o->name) == 0)
+                return errf(err, errlen, "%s: tenant name %s is used twice (first at line %u)",
+                            elem_where(c, &t->origin, "kv_tenants.name", w, sizeof w),
+                            quote(t->name, q, sizeof q), o->origin.line);
+            for (int a = 0; a < t->n_namespaces; a++)
+                for (int b = 0; b < o->n_namespaces; b++)
+                    if (ol_nspat_overlap(t->namespaces[a], o->namespaces[b]))
+                        return errf(err, errlen, "%s: %s overlaps %s of tenant %s (line %u): "
+                                    "a namespace belongs to one tenant",
+                                    elem_where(c, &t->origin, "kv_tenants.namespaces", w,
+                                               sizeof w),
+                                    quote(t->namespaces[a], q, sizeof q),
+                                    quote(o->namespaces[b], q2, sizeof q2),
+                                    quote(o->name, q3, sizeof q3), o->origin.line);
+        }
+        unsigned mode = 0;
+        int n = ol_secret_file_read(t->token_file, t->token, sizeof t->token, &mode, msg,
+                                    sizeof msg);
+        elem_where(c, &t->origin, "kv_tenants.token_file", w, sizeof w);
+        if (n < 0)
+            return errf(err, errlen, "%s: %s", w, msg);
+        t->token_file_mode = (uint16_t)mode;
+        if (str_ok(&ol_config_keys[tki], t->token, (size_t)n)) {
+            explicit_bzero(t->token, sizeof t->token);
+            return errf(err, errlen, "%s: %s: expected %s, got %d bytes (secret, not shown)", w,
+                        t->token_file, ol_config_keys[tki].expect, n);
+        }
+        if (c->kv_token[0] && strcmp(t->token, c->kv_token) == 0)
+            return errf(err, errlen, "%s: %s holds kv_token, which opens every namespace; "
+                        "give the tenant a token of its own", w, t->token_file);
+        for (int j = 0; j < i; j++)
+            if (strcmp(t->token, c->kv_tenants[j].token) == 0)
+                return errf(err, errlen, "%s: %s holds the token of tenant %s (line %u); "
+                            "each tenant needs its own", w, t->token_file,
+                            quote(c->kv_tenants[j].name, q3, sizeof q3),
+                            c->kv_tenants[j].origin.line);
+    }
+    return 0;
+}
+
 int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
 {
     char w[512], q[160], ids[128];
@@ -1584,6 +1676,8 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
                 return errf(err, errlen, "%s: %s is listed twice",
                             key_where(c, find_key("data_dirs"), w, sizeof w),
                             quote(c->data_dirs[i], q, sizeof q));
+    if (check_kv_tenants(c, err, errlen))
+        return -1;
     if (c->set_drive_count > 0 && c->default_parity_count >= 0 &&
         c->default_parity_count > c->set_drive_count / 2)
         return errf(err, errlen, "%s: %lld is more than half of "
@@ -1751,10 +1845,10 @@ void ol_config_dump(FILE *f, const struct ol_config *c, bool show_secrets)
 static void put_default(FILE *f, const struct ckey *k)
 {
     if (!k->def) {
-        if (k->kind == K_LIST)
-            fputs("default []", f);
+        if (k->flags & KF_REQUIRED)
+            fputs("required", f);
         else
-            fputs((k->flags & KF_REQUIRED) ? "required" : "no default", f);
+            fputs(k->kind == K_LIST ? "default []" : "no default", f);
         return;
     }
     fputs("default ", f);

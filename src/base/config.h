@@ -13,16 +13,17 @@
  * a later source replaces the whole list).
  *
  * Must not: log, exit, touch global state (the log level included), or read
- * any file but the one it is asked to. The caller prints the message and
- * exits (openlaked exits 2).
+ * any file but the one it is asked to and the token files of [[kv_tenants]]
+ * (read by ol_config_finalize). The caller prints the message and exits
+ * (openlaked exits 2).
  *
  * Naming: a key's flag is "--" + key with '_' written as '-' (either is
  * accepted), e.g. kv_slab.capacity_gb -> --kv-slab.capacity-gb; its
  * environment variable is "OPENLAKE_" + key upper-cased with '.' -> '_',
  * e.g. OPENLAKE_KV_SLAB_CAPACITY_GB. List keys take a comma-separated list
  * from a flag or the environment (items are trimmed of spaces).
- * [[credentials]] and [[nodes]] are file-only, except that the flag and
- * environment keys access_key + secret_key (OPENLAKE_ACCESS_KEY,
+ * [[credentials]], [[nodes]] and [[kv_tenants]] are file-only, except that
+ * the flag and environment keys access_key + secret_key (OPENLAKE_ACCESS_KEY,
  * OPENLAKE_SECRET_KEY) add or replace one credential pair.
  *
  * Secrets: kv_token and secret_key each have a *_file key naming a file
@@ -42,7 +43,7 @@
  * After a failure the struct holds a mix of old and new values; do not use
  * it. err may be NULL only when errlen is 0.
  *
- * Size: struct ol_config is about 570 KiB (fixed arrays); allocate it
+ * Size: struct ol_config is about 840 KiB (fixed arrays); allocate it
  * statically or on the heap, not on a thread's stack.
  */
 #ifndef OL_CONFIG_H
@@ -64,6 +65,10 @@
 #define OL_CONFIG_MAX_CREDENTIALS 64
 #define OL_CONFIG_MAX_NODES       1024
 #define OL_CONFIG_MAX_RDMA_DEVICES 32
+#define OL_CONFIG_MAX_KV_TENANTS  32
+#define OL_CONFIG_MAX_TENANT_NS   16    /* namespace patterns per tenant */
+#define OL_CONFIG_TENANT_NAME_LEN 33    /* 32 + NUL */
+#define OL_CONFIG_NSPAT_LEN       257   /* a namespace pattern (base/nspat.h), 256 + NUL */
 #define OL_CONFIG_MAX_KEYS        96    /* capacity of origin[] */
 
 enum ol_config_mode { OL_MODE_ALL, OL_MODE_S3, OL_MODE_KV };
@@ -97,6 +102,21 @@ struct ol_config_node {
     char rpc_addr[OL_CONFIG_ADDR_LEN];
     int64_t disk_count;                 /* 0 = not stated */
     struct ol_config_origin origin;     /* the [[nodes]] header */
+};
+
+/* One [[kv_tenants]] entry: who may use which KV namespaces, in a slab of
+ * its own (docs/configuration.md, "KV tenants"). */
+struct ol_config_kv_tenant {
+    char name[OL_CONFIG_TENANT_NAME_LEN];      /* [a-z0-9_-], unique, not "default" */
+    char token_file[OL_CONFIG_PATH_LEN];
+    char namespaces[OL_CONFIG_MAX_TENANT_NS][OL_CONFIG_NSPAT_LEN]; /* base/nspat.h */
+    int n_namespaces;
+    double capacity_gb;                        /* its slab */
+    double disk_capacity_gb;                   /* its disk tier; 0 = none */
+    /* Set by ol_config_finalize from token_file (not a key: never dumped). */
+    char token[OL_CONFIG_KEY_LEN];
+    uint16_t token_file_mode;                  /* the file's permission bits */
+    struct ol_config_origin origin;            /* the [[kv_tenants]] header */
 };
 
 struct ol_config {
@@ -142,6 +162,8 @@ struct ol_config {
         double capacity_gb;             /* 0 = no disk tier */
         int64_t queue_depth;
     } kv_disk;
+    struct ol_config_kv_tenant kv_tenants[OL_CONFIG_MAX_KV_TENANTS];
+    int n_kv_tenants;
     struct {
         int backend;                    /* enum ol_config_rdma_backend */
         char devices[OL_CONFIG_MAX_RDMA_DEVICES][OL_CONFIG_DEVICE_LEN];
@@ -230,6 +252,10 @@ int ol_config_apply_env(struct ol_config *c, char **envp, char *err,
  *     replaces the secret of the credential with that access key, or is
  *     appended;
  *   - access keys, node ids, node rpc_addrs and data_dirs must be unique;
+ *   - [[kv_tenants]]: names unique; no namespace claimed by two tenants
+ *     (their patterns must not overlap); each token_file is read
+ *     (base/secretfile.h) into the entry's token, which must be a valid
+ *     kv_token, differ from every other tenant's and from kv_token;
  *     self_id must be one of the [[nodes]] ids when nodes are listed;
  *   - default_parity_count <= set_drive_count / 2 when both are set;
  *   - s3_addr must differ from rpc_addr (modes all, s3) and from kv_addr

@@ -1146,3 +1146,159 @@ OLT_TEST(config_guard_page)
     free(c);
     munmap(mem, (size_t)pg * 2);
 }
+
+/* ---- [[kv_tenants]] ---------------------------------------------------------- */
+
+/* Writes `text` to <tmpdir>/<name> with `mode`; returns the path (static). */
+static const char *token_file(const char *name, const char *text, mode_t mode)
+{
+    static char paths[8][512];
+    static int next;
+    char *p = paths[next++ % 8];
+    snprintf(p, 512, "%s/%s", olt_tmpdir(), name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    OLT_CHECK(fd >= 0);
+    OLT_CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    OLT_CHECK(chmod(p, mode) == 0);
+    return p;
+}
+
+/* Two tenants: top-level keys in `head` before them, `extra` (a third
+ * entry) after. */
+static char *tenants_doc(const char *head, const char *ta, const char *tb, const char *extra)
+{
+    static char doc[8192];
+    snprintf(doc, sizeof doc,
+             "%s"
+             "[[kv_tenants]]\n"
+             "name = \"team-a\"\n"
+             "token_file = \"%s\"\n"
+             "namespaces = [\"team-a/*\", \"shared-a\"]\n"
+             "capacity_gb = 0.5\n"
+             "\n"
+             "[[kv_tenants]]\n"
+             "name = \"b_2\"\n"
+             "token_file = \"%s\"\n"
+             "namespaces = [\"team-b/*\"]\n"
+             "capacity_gb = 1\n"
+             "disk_capacity_gb = 4\n"
+             "%s",
+             head, ta, tb, extra);
+    return doc;
+}
+
+OLT_TEST(config_kv_tenants)
+{
+    const char *ta = token_file("a.tok", "token-of-a-0123\n", 0600);
+    const char *tb = token_file("b.tok", "token-of-b-0123\r\n", 0640);
+    struct ol_config *c = cfg();
+    OLT_CHECK_EQ(load(c, tenants_doc("kv_token = \"admin-token\"\n", ta, tb, "")), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK_EQ(c->n_kv_tenants, 2);
+    const struct ol_config_kv_tenant *a = &c->kv_tenants[0], *b = &c->kv_tenants[1];
+    OLT_CHECK_STR(a->name, "team-a");
+    OLT_CHECK_STR(a->token_file, ta);
+    OLT_CHECK_STR(a->token, "token-of-a-0123");
+    OLT_CHECK_EQ(a->token_file_mode, 0600);
+    OLT_CHECK_EQ(a->n_namespaces, 2);
+    OLT_CHECK_STR(a->namespaces[0], "team-a/*");
+    OLT_CHECK_STR(a->namespaces[1], "shared-a");
+    OLT_CHECK(a->capacity_gb == 0.5 && a->disk_capacity_gb == 0);
+    OLT_CHECK_EQ(a->origin.line, 2);
+    OLT_CHECK_STR(b->name, "b_2");
+    OLT_CHECK_STR(b->token, "token-of-b-0123");
+    OLT_CHECK_EQ(b->token_file_mode, 0640);
+    OLT_CHECK(b->capacity_gb == 1 && b->disk_capacity_gb == 4);
+    /* the dump names the token files, never the tokens, and loads back */
+    char *t1 = dump(c, true);
+    OLT_CHECK(strstr(t1, "token-of-a") == NULL && strstr(t1, "token-of-b") == NULL);
+    OLT_CHECK(strstr(t1, "\n[[kv_tenants]]\nname = \"team-a\"\ntoken_file = ") != NULL);
+    OLT_CHECK(strstr(t1, "namespaces = [\"team-a/*\", \"shared-a\"]\n") != NULL);
+    struct ol_config *d = cfg();
+    OLT_CHECK_EQ(ol_config_load_buffer(d, "dump", t1, strlen(t1), err, sizeof err), 0);
+    OLT_CHECK_EQ(finalize(d), 0);
+    OLT_CHECK_STR(d->kv_tenants[1].token, "token-of-b-0123");
+    free(t1);
+    free(d);
+    free(c);
+    /* none: nothing changes */
+    c = cfg();
+    OLT_CHECK_EQ(load(c, "kv_token = \"x\"\n"), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK_EQ(c->n_kv_tenants, 0);
+    free(c);
+    /* file only */
+    ARGS_ERR("command line: --kv-tenants.name: [[kv_tenants]] entries can only be given in "
+             "the config file", "--kv-tenants.name", "x");
+}
+
+OLT_TEST(config_kv_tenants_errors)
+{
+    char e[1024], extra[1024];
+    const char *ta = token_file("a.tok", "token-of-a-0123\n", 0600);
+    const char *tb = token_file("b.tok", "token-of-b-0123\n", 0600);
+    /* names */
+    snprintf(extra, sizeof extra, "\n[[kv_tenants]]\nname = \"team-a\"\ntoken_file = \"%s\"\n"
+             "namespaces = [\"c\"]\ncapacity_gb = 1\n", tb);
+    FILE_ERR(tenants_doc("", ta, tb, extra), "openlake.toml:14: kv_tenants.name: tenant name "
+             "\"team-a\" is used twice (first at line 1)");
+    FILE_ERR("[[kv_tenants]]\nname = \"default\"\n",
+             "openlake.toml:2: kv_tenants.name: expected a name of 1 to 32 characters a-z, 0-9, "
+             "'_' or '-', not \"default\", got string \"default\"");
+    FILE_ERR("[[kv_tenants]]\nname = \"Team\"\n",
+             "openlake.toml:2: kv_tenants.name: expected a name of 1 to 32 characters a-z, 0-9, "
+             "'_' or '-', not \"default\", got string \"Team\"");
+    /* patterns: one namespace, one tenant */
+    snprintf(extra, sizeof extra, "\n[[kv_tenants]]\nname = \"c\"\ntoken_file = \"%s\"\n"
+             "namespaces = [\"x\", \"team-*\"]\ncapacity_gb = 1\n",
+             token_file("c.tok", "token-of-c-0123", 0600));
+    FILE_ERR(tenants_doc("", ta, tb, extra), "openlake.toml:14: kv_tenants.namespaces: "
+             "\"team-*\" overlaps \"team-a/*\" of tenant \"team-a\" (line 1): a namespace "
+             "belongs to one tenant");
+    snprintf(extra, sizeof extra, "\n[[kv_tenants]]\nname = \"c\"\ntoken_file = \"%s\"\n"
+             "namespaces = [\"team-b/x\"]\ncapacity_gb = 1\n",
+             token_file("c.tok", "token-of-c-0123", 0600));
+    FILE_ERR(tenants_doc("", ta, tb, extra), "openlake.toml:14: kv_tenants.namespaces: "
+             "\"team-b/x\" overlaps \"team-b/*\" of tenant \"b_2\" (line 7): a namespace "
+             "belongs to one tenant");
+    FILE_ERR("[[kv_tenants]]\nnamespaces = [\"a*b\"]\n",
+             "openlake.toml:2: kv_tenants.namespaces[0]: expected a namespace (1 to 256 bytes, "
+             "no control characters), or a prefix ending in '*' such as \"team-a/*\", got "
+             "string \"a*b\"");
+    FILE_ERR("[[kv_tenants]]\nnamespaces = []\n",
+             "openlake.toml:2: kv_tenants.namespaces: expected an array of 1 to 16 strings, got "
+             "an empty array");
+    FILE_ERR("[[kv_tenants]]\nname = \"a\"\ntoken_file = \"/t\"\nnamespaces = [\"a\"]\n",
+             "openlake.toml:1: kv_tenants[0]: missing required key capacity_gb");
+    FILE_ERR("[[kv_tenants]]\ncapacity_gb = 0\n",
+             "openlake.toml:2: kv_tenants.capacity_gb: expected a number >= 0.001, got integer 0");
+    /* token files */
+    snprintf(e, sizeof e, "openlake.toml:7: kv_tenants.token_file: %s/none: cannot open: No "
+             "such file or directory", olt_tmpdir());
+    char none[600];
+    snprintf(none, sizeof none, "%s/none", olt_tmpdir());
+    FILE_ERR(tenants_doc("", ta, none, ""), e);
+    const char *bad = token_file("empty.tok", " \n", 0600);
+    snprintf(e, sizeof e, "openlake.toml:7: kv_tenants.token_file: %s: is empty", bad);
+    FILE_ERR(tenants_doc("", ta, bad, ""), e);
+    bad = token_file("space.tok", "two words\n", 0600);
+    snprintf(e, sizeof e, "openlake.toml:7: kv_tenants.token_file: %s: expected a string of up "
+             "to 128 printable ASCII characters without spaces, got 9 bytes (secret, not shown)",
+             bad);
+    FILE_ERR(tenants_doc("", ta, bad, ""), e);
+    char big[200];
+    memset(big, 'x', 129);
+    big[129] = 0;
+    bad = token_file("long.tok", big, 0600);
+    snprintf(e, sizeof e, "openlake.toml:7: kv_tenants.token_file: %s: longer than 128 bytes",
+             bad);
+    FILE_ERR(tenants_doc("", ta, bad, ""), e);
+    /* a token of its own */
+    snprintf(e, sizeof e, "openlake.toml:7: kv_tenants.token_file: %s holds the token of tenant "
+             "\"team-a\" (line 1); each tenant needs its own", ta);
+    FILE_ERR(tenants_doc("", ta, ta, ""), e);
+    snprintf(e, sizeof e, "openlake.toml:2: kv_tenants.token_file: %s holds kv_token, which "
+             "opens every namespace; give the tenant a token of its own", ta);
+    FILE_ERR(tenants_doc("kv_token = \"token-of-a-0123\"\n", ta, tb, ""), e);
+}
