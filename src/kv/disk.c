@@ -69,7 +69,7 @@ struct ol_kv_disk_sb {
 struct ol_kv_disk {
     int data_fd, idx_fd;
     bool direct;
-    char dir[4096];
+    char files[4096];   /* <dir>/kv-disk or <dir>/kv-disk/tenant-<name> */
     uint32_t shard, npages, nents;
     struct ol_kv_alloc alloc;
     struct ol_kv_index index;
@@ -366,8 +366,8 @@ static void ol_read_part(struct ol_kv_dio *io, bool want, int res, unsigned expe
         if (status == -EBADMSG)
             d->st.corrupt++;
         /* rare, and an operator wants to know: one line per entry */
-        ol_warn("kv_disk: %s/kv-disk/shard-%u.dat slot %u: %s; entry dropped (%llu so far)",
-                d->dir, d->shard, io->id,
+        ol_warn("kv_disk: %s/shard-%u.dat slot %u: %s; entry dropped (%llu so far)",
+                d->files, d->shard, io->id,
                 status == -EBADMSG ? "value or header failed its checks" : "read error",
                 (unsigned long long)(d->st.corrupt + d->st.io_errors));
         ol_d_unpublish(d, io->id); /* never served again */
@@ -523,7 +523,7 @@ static int64_t ol_scan(struct ol_kv_disk *d, struct ol_found *found, char *err, 
         ssize_t got = pread(d->idx_fd, buf, want, (off_t)off);
         if (got < 0) {
             int e = errno;
-            snprintf(err, errlen, "kv_disk: reading %s/kv-disk/shard-%u.idx: %s", d->dir,
+            snprintf(err, errlen, "kv_disk: reading %s/shard-%u.idx: %s", d->files,
                      d->shard, strerror(e));
             free(buf);
             return -e;
@@ -625,14 +625,15 @@ int ol_kv_disk_open(struct ol_kv_disk **out, const struct ol_kv_disk_params *p, 
                     size_t errlen)
 {
     int rc = 0;
-    char path[sizeof ((struct ol_kv_disk *)0)->dir + 64];
+    char path[sizeof ((struct ol_kv_disk *)0)->files + 64];
     uint32_t npages = (uint32_t)(p->bytes / OL_KV_PAGE);
     if (npages == 0 || (uint64_t)npages * OL_KV_SLOTS_PER_PAGE > (1u << 31)) {
         snprintf(err, errlen, "kv_disk: a core's share must be 2 MiB to 16 TiB, got %llu bytes",
                  (unsigned long long)p->bytes);
         return -EINVAL;
     }
-    if (strlen(p->dir) >= sizeof ((struct ol_kv_disk *)0)->dir) {
+    if (strlen(p->dir) + (p->tenant ? strlen(p->tenant) : 0) + 32 >=
+        sizeof ((struct ol_kv_disk *)0)->files) {
         snprintf(err, errlen, "kv_disk: directory name too long: %s", p->dir);
         return -ENAMETOOLONG;
     }
@@ -642,26 +643,29 @@ int ol_kv_disk_open(struct ol_kv_disk **out, const struct ol_kv_disk_params *p, 
         return -ENOMEM;
     }
     d->data_fd = d->idx_fd = -1;
-    snprintf(d->dir, sizeof d->dir, "%s", p->dir);
+    snprintf(d->files, sizeof d->files, "%s/kv-disk", p->dir);
     d->shard = (uint32_t)p->shard;
     d->npages = npages;
     d->nents = npages * OL_KV_SLOTS_PER_PAGE;
     d->evict_kind = p->evict_kind;
     d->nios = p->queue_depth ? p->queue_depth : 32;
-    snprintf(path, sizeof path, "%s/kv-disk", p->dir);
-    if (mkdir(path, 0700) < 0 && errno != EEXIST) {
-        rc = -errno;
-        snprintf(err, errlen, "kv_disk: cannot create %s: %s", path, strerror(errno));
-        goto fail;
+    for (int level = 0; level < (p->tenant ? 2 : 1); level++) {
+        if (level == 1) /* kv-disk/ first, then the tenant's directory in it */
+            snprintf(d->files, sizeof d->files, "%s/kv-disk/tenant-%s", p->dir, p->tenant);
+        if (mkdir(d->files, 0700) < 0 && errno != EEXIST) {
+            rc = -errno;
+            snprintf(err, errlen, "kv_disk: cannot create %s: %s", d->files, strerror(errno));
+            goto fail;
+        }
     }
-    snprintf(path, sizeof path, "%s/kv-disk/shard-%d.idx", p->dir, p->shard);
+    snprintf(path, sizeof path, "%s/shard-%d.idx", d->files, p->shard);
     if ((d->idx_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
         rc = -errno;
         snprintf(err, errlen, "kv_disk: cannot open %s: %s", path, strerror(errno));
         goto fail;
     }
     bool fresh = !ol_sb_matches(d, (uint32_t)p->nshards);
-    snprintf(path, sizeof path, "%s/kv-disk/shard-%d.dat", p->dir, p->shard);
+    snprintf(path, sizeof path, "%s/shard-%d.dat", d->files, p->shard);
     d->data_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT, 0600);
     d->direct = d->data_fd >= 0;
     if (d->data_fd < 0 && errno == EINVAL) /* no O_DIRECT here (tmpfs) */
@@ -675,8 +679,8 @@ int ol_kv_disk_open(struct ol_kv_disk **out, const struct ol_kv_disk_params *p, 
     if (fresh) {
         struct stat stx;
         if (fstat(d->idx_fd, &stx) == 0 && stx.st_size > 0)
-            ol_warn("kv_disk: %s/kv-disk/shard-%d: written for another layout (threads, capacity "
-                    "or version changed); starting it empty", p->dir, p->shard);
+            ol_warn("kv_disk: %s/shard-%d: written for another layout (threads, capacity "
+                    "or version changed); starting it empty", d->files, p->shard);
         rc = 0;
         if (ftruncate(d->idx_fd, 0) < 0 || ftruncate(d->data_fd, 0) < 0 ||
             (rc = ol_sb_write(d, (uint32_t)p->nshards)) < 0) {

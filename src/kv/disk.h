@@ -3,7 +3,8 @@
  * to a local drive, read back into RAM on a hit, and found again after a
  * restart.
  *
- * Owns: the shard's two files in <dir>/kv-disk/
+ * Owns: the shard's two files in <dir>/kv-disk/ (a tenant's tier:
+ * <dir>/kv-disk/tenant-<name>/, so tenants share no file)
  *
  *   shard-<i>.dat   values, at the same page/slot geometry as the slab
  *                   (slot id s of a class of slot_size S lives at
@@ -66,6 +67,8 @@ struct ol_kv_disk_params {
     const char *dir;       /* the drive directory, which must exist (the daemon
                               makes a missing one, docs/kv-disk.md); kv-disk/
                               is made inside */
+    const char *tenant;    /* NULL: the files are in <dir>/kv-disk/; a [[kv_tenants]]
+                              name: in <dir>/kv-disk/tenant-<name>/ (made too) */
     int shard, nshards;
     uint64_t bytes;        /* this shard's share, rounded down to 2 MiB pages */
     int evict_kind;        /* enum ol_evict_kind */

@@ -106,6 +106,35 @@ OLT_TEST(kv_disk_rebuild_newest_wins_bad_and_overlapping_dropped)
     ol_kv_disk_close(d);
 }
 
+/* A tenant's tier lives in kv-disk/tenant-<name>/ beside the main tier's
+ * files in kv-disk/, in the same dir: neither sees the other's entries, and
+ * each finds its own again. */
+OLT_TEST(kv_disk_tenant_files_apart)
+{
+    char dir[512], err[512], path[1024];
+    snprintf(dir, sizeof dir, "%s", subdir("tenants"));
+    struct ol_kv_disk *main_tier = open_disk(dir, 1, 8 * MIB), *t = NULL;
+    struct ol_kv_disk_params p = {.dir = dir, .tenant = "team-a", .shard = 0, .nshards = 1,
+                                  .bytes = 8 * MIB, .evict_kind = OL_EVICT_DEFAULT,
+                                  .queue_depth = 4};
+    OLT_CHECK_EQ(ol_kv_disk_open(&t, &p, err, sizeof err), 0);
+    struct stat st;
+    snprintf(path, sizeof path, "%s/kv-disk/tenant-team-a/shard-0.idx", dir);
+    OLT_CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    snprintf(path, sizeof path, "%s/kv-disk/tenant-team-a", dir);
+    OLT_CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+    ol_kv_disk_close(t);
+    ol_kv_disk_close(main_tier);
+    struct ol_kv_hash A = {1, 2};
+    put_hdr(dir, 0, 5, A, 42, 65536, 0);   /* the main tier's shard-0.idx */
+    main_tier = open_disk(dir, 1, 8 * MIB);
+    OLT_CHECK_EQ(ol_kv_disk_open(&t, &p, err, sizeof err), 0);
+    OLT_CHECK_EQ(ol_kv_disk_find(main_tier, 42, A, NULL), 0);
+    OLT_CHECK_EQ(ol_kv_disk_find(t, 42, A, NULL), -1);
+    ol_kv_disk_close(t);
+    ol_kv_disk_close(main_tier);
+}
+
 /* ---- I/O on a loop ---------------------------------------------------------- */
 
 struct io_case {
