@@ -5,8 +5,9 @@
  * Owns: the rule for a missing directory and the process's set of
  * directory locks (base/dirlock.h), held until the process ends. The
  * directories are every data dir (modes all, s3 and kv: the first holds
- * the S3 credentials, the KV token and socket) and, where the KV disk tier
- * is on and has its own kv_disk.dirs, those.
+ * the S3 credentials, the KV token and socket) and, where a KV disk tier
+ * (the main one, or a [[kv_tenants]] entry's) is on and kv_disk.dirs names
+ * its own dirs, those.
  *
  *   exists                       locked
  *   missing, its parent exists   made (mode 0700, one level), logged, locked
@@ -78,7 +79,10 @@ int ol_daemon_dirs(struct ol_daemon *d, char *err, size_t errlen)
     for (int i = 0; i < c->n_data_dirs; i++)
         want[n++] = (struct ol_dir_want){.path = c->data_dirs[i], .noun = "data dir",
                                          .key = "data_dirs"};
-    if (c->mode != OL_MODE_S3 && c->kv_disk.capacity_gb > 0)
+    bool kv_disk = c->kv_disk.capacity_gb > 0;
+    for (int i = 0; i < c->n_kv_tenants; i++)
+        kv_disk |= c->kv_tenants[i].disk_capacity_gb > 0;
+    if (c->mode != OL_MODE_S3 && kv_disk)
         for (int i = 0; i < c->kv_disk.n_dirs; i++)
             want[n++] = (struct ol_dir_want){.path = c->kv_disk.dirs[i], .noun = "KV disk dir",
                                              .key = "kv_disk.dirs"};

@@ -36,6 +36,13 @@
  * these reasons is counted (ol_kv_service_metrics) and logged at most once
  * per OL_KVS_LOG_MS per core.
  *
+ * Tenants (service.h): HELLO's namespace picks the tenant; the token must
+ * open it (the tenant's own, or the admin token), else UNAUTHORIZED as for
+ * a bad token. The connection is then bound to that tenant's shard on its
+ * core (c->t, c->sh): every operation, the slab it maps and STATS are that
+ * tenant's. The tick and the disk completions run every tenant's shard of
+ * this core.
+ *
  * Hand-over: HELLO names the shard the connection serves. If that shard is
  * another core's, this core stops receiving, and posts the socket to that
  * core (ol_msg embedded in the connection); the target core adopts it,
@@ -122,7 +129,9 @@ struct ol_kv_conn {
     struct ol_kv_conn *park_next, *park_prev;
     uint64_t park_since;      /* ms when the frame first waited; 0 = not waiting */
     int busy;
-    int sid;                  /* session on this core's shard */
+    int sid;                  /* session on c->sh */
+    struct ol_kv_tenant *t;   /* after HELLO: the namespace's tenant */
+    struct ol_kv_shard *sh;   /* once bound: t's shard of this core */
     uint64_t ns_seed;
     uint32_t ns;
     uint64_t value_size;
@@ -146,11 +155,17 @@ struct ol_kv_pend {
     uint32_t n;
 };
 
+/* A tenant's shard of this core, and the context of its disk completions. */
+struct ol_kvs_unit {
+    struct ol_kv_server *srv;
+    struct ol_kv_shard *shard;
+};
+
 struct ol_kv_server {
     ol_loop *loop;
     int core;
     struct ol_kv_service *svc;
-    struct ol_kv_shard *shard;
+    struct ol_kvs_unit *units;           /* [svc->ntenants] */
     struct ol_kv_server **servers;
     int tcp_fd, unix_fd, port;
     struct ol_op tcp_accept, unix_accept;
@@ -241,8 +256,9 @@ static void ol_kvc_maybe_free(struct ol_kv_conn *c)
     ol_kvc_unpark(c);
     ol_kvc_pend_remove(c);
     if (c->hello && !c->migrating) {
-        ol_kv_shard_session_close(s->shard, c->sid);
+        ol_kv_shard_session_close(c->sh, c->sid);
         atomic_fetch_sub(&s->svc->sessions, 1);
+        atomic_fetch_sub(&c->t->sessions, 1);
     }
     ol_kvc_in_put(c);
     if (c->out)
@@ -310,7 +326,7 @@ static void ol_on_kv_send(ol_loop *loop, struct ol_op *op, int res, unsigned fla
         struct ol_kv_ref *r = c->nrefs ? ol_kvc_refs(c) : NULL;
         for (; c->refs_done < c->nrefs && r[c->refs_done].off + r[c->refs_done].len <= c->out_sent;
              c->refs_done++)
-            ol_kv_shard_release(c->srv->shard, c->sid, r[c->refs_done].slot, r[c->refs_done].gen);
+            ol_kv_shard_release(c->sh, c->sid, r[c->refs_done].slot, r[c->refs_done].gen);
         if (c->out_sent == c->out_len) {
             c->out_len = c->out_sent = 0;
             c->nrefs = c->refs_done = 0;
@@ -402,25 +418,28 @@ static void ol_kvc_proto_error(struct ol_kv_conn *c, uint64_t req_id, unsigned s
 
 /* ---- HELLO ---------------------------------------------------------------------- */
 
+/* Opens c's session on its tenant's shard of this core. */
 static int ol_kvc_bind(struct ol_kv_conn *c)
 {
     struct ol_kv_server *s = c->srv;
-    int sid = ol_kv_shard_session_open(s->shard);
+    c->sh = &c->t->shards[s->core];
+    int sid = ol_kv_shard_session_open(c->sh);
     if (sid < 0)
         return -1;
     c->sid = sid;
     c->hello = true;
     atomic_fetch_add(&s->svc->sessions, 1);
+    atomic_fetch_add(&c->t->sessions, 1);
     c->session_id = atomic_fetch_add(&ol_kv_next_session, 1);
     return 0;
 }
 
-/* Sends the HELLO response (with the slab fd for a SHM session) directly:
- * it is the first thing the connection sends, and small. */
+/* Sends the HELLO response (with the fd of the tenant's slab for a SHM
+ * session) directly: it is the first thing the connection sends, and small. */
 static void ol_kvc_hello_reply(struct ol_kv_conn *c, uint64_t req_id)
 {
     struct ol_kv_server *s = c->srv;
-    const struct ol_kv_slab *slab = &s->svc->slab;
+    const struct ol_kv_slab *slab = &c->t->slab;
     struct ol_kv_hello_resp r = {
         .session_id = c->session_id, .version = 1, .flags = c->shm ? OL_KV_HELLO_SHM : 0,
         .shards = (uint32_t)s->svc->nshards, .max_items = OL_KVS_MAX_ITEMS,
@@ -478,6 +497,7 @@ static void ol_on_kv_migrate(ol_loop *loop, struct ol_msg *m)
         c->crc_flag = src->crc_flag;
         c->ns_seed = src->ns_seed;
         c->ns = src->ns;
+        c->t = src->t;
         c->value_size = src->value_size;
         /* Frames the client pipelined behind its HELLO come along. */
         if (src->in_len && !(c->in = ol_pool_get(&s->inbufs))) {
@@ -526,12 +546,17 @@ static void ol_kvc_handle_hello(struct ol_kv_conn *c, const struct ol_kv_hdr *h,
         ol_kvc_proto_error(c, h->req_id, OL_KV_BAD_REQUEST, "malformed HELLO");
         return;
     }
-    if (!ol_kv_service_token_ok(s->svc, q.token.p, q.token.len)) {
+    struct ol_kv_tenant *t = ol_kv_service_tenant_of(s->svc, q.ns.p, q.ns.len);
+    if (!ol_kv_service_may_open(s->svc, t, q.token.p, q.token.len)) {
+        /* a bad token and another tenant's answer alike */
         atomic_fetch_add(&s->svc->protocol_errors, 1);
-        ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_UNAUTHORIZED, "bad token");
+        atomic_fetch_add(&t->hello_refused, 1);
+        ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_UNAUTHORIZED,
+                            s->svc->ntenants > 1 ? "bad token for this namespace" : "bad token");
         c->close_after = true;
         return;
     }
+    c->t = t;
     c->authed = true;
     ol_kvc_pend_remove(c);
     if (q.min_version > 1) {
@@ -608,7 +633,8 @@ static uint32_t ol_kvc_keys(struct ol_kv_conn *c, struct ol_kv_dec *d, bool *wro
 static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, struct ol_kv_dec *d)
 {
     struct ol_kv_server *s = c->srv;
-    struct ol_kv_shard *sh = s->shard;
+    struct ol_kv_shard *sh = c->sh;
+    const struct ol_kv_slab *slab = &c->t->slab;
     unsigned op = h->opcode;
     bool needs_shm = op == OL_KV_OP_RESERVE || op == OL_KV_OP_COMMIT || op == OL_KV_OP_ABORT ||
                      op == OL_KV_OP_ACQUIRE || op == OL_KV_OP_RELEASE;
@@ -705,7 +731,7 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
             } else if ((st = (unsigned)ol_kv_shard_reserve(sh, c->sid, c->ns, kh, it.key.p,
                                                            (uint16_t)it.key.len, it.value_len, i,
                                                            now, &loc)) == OL_KV_OK) {
-                uint64_t sum = ol_kv_copy_hash(s->svc->slab.base + loc.offset, it.value,
+                uint64_t sum = ol_kv_copy_hash(slab->base + loc.offset, it.value,
                                                it.value_len);
                 if (it.checksum && sum != it.checksum) {
                     ol_kv_shard_abort(sh, c->sid, loc.slot, loc.gen); /* nothing stored */
@@ -735,7 +761,7 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
             int st = s->mine[i] ? ol_kv_shard_acquire(sh, c->sid, c->ns, s->hs[i], &loc)
                                 : OL_KV_WRONG_SHARD;
             if (st == OL_KV_OK) {
-                const char *src = s->svc->slab.base + loc.offset;
+                const char *src = slab->base + loc.offset;
                 bool by_ref = loc.value_len >= OL_KVS_BY_REF && !c->crc_flag;
                 void *at;
                 value_bytes += ol_kv_align8(loc.value_len);
@@ -794,14 +820,14 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
         uint32_t ss = ol_kv_slot_size_for(c->value_size);
         uint64_t per = ss <= OL_KV_PAGE ? OL_KV_PAGE / ss : 0;
         uint64_t span = per ? 1 : (ss + OL_KV_PAGE - 1) / OL_KV_PAGE;
-        uint64_t np = s->svc->slab.npages;
+        uint64_t np = slab->npages;
         o.c[OL_KV_STAT_BYTES_CAPACITY] = np * OL_KV_PAGE;
         o.c[OL_KV_STAT_SLOTS_TOTAL] = per ? np * per : np / span;
         o.c[OL_KV_STAT_SLOTS_FREE] = per ? (uint64_t)al->free_pages * per : al->free_pages / span;
         int k = ol_kv_alloc_class(&sh->alloc, c->value_size);
         if (k >= 0 && per)
             o.c[OL_KV_STAT_SLOTS_FREE] += (uint64_t)al->cls[k].pages * per - al->cls[k].used;
-        o.c[OL_KV_STAT_SESSIONS] = atomic_load(&s->svc->sessions);
+        o.c[OL_KV_STAT_SESSIONS] = atomic_load(&c->t->sessions);
         o.c[OL_KV_STAT_PROTOCOL_ERRORS] = atomic_load(&s->svc->protocol_errors);
         ol_kv_enc_stats(&e, &o);
         break;
@@ -835,11 +861,11 @@ static bool ol_kvc_wait_loads(struct ol_kv_conn *c, const struct ol_kv_dec *fram
         struct ol_kv_hash kh = ol_kv_key_hash(c->ns_seed, k.p, k.len);
         if (ol_kv_shard_of(s->svc, kh) != s->core)
             continue;
-        int where = ol_kv_shard_where(s->shard, c->ns, kh);
+        int where = ol_kv_shard_where(c->sh, c->ns, kh);
         if (where == OL_KV_WHERE_LOADING) {
             wait = true;
         } else if (where == OL_KV_WHERE_DISK) {
-            int rc = ol_kv_shard_promote(s->shard, c->ns, kh);
+            int rc = ol_kv_shard_promote(c->sh, c->ns, kh);
             wait |= rc == 0 || rc == -EBUSY;
         }
     }
@@ -873,10 +899,10 @@ static void ol_kvs_rekick(struct ol_kv_server *s)
 static void ol_kvs_disk_done(void *ctx, int ev, uint64_t tag, int status,
                              const struct ol_kv_slot_hdr *hdr)
 {
-    struct ol_kv_server *s = ctx;
-    ol_kv_shard_disk_done(s->shard, ev, tag, status, hdr);
-    ol_kv_shard_pump(s->shard);
-    ol_kvs_rekick(s);
+    struct ol_kvs_unit *u = ctx;
+    ol_kv_shard_disk_done(u->shard, ev, tag, status, hdr);
+    ol_kv_shard_pump(u->shard);
+    ol_kvs_rekick(u->srv);
 }
 
 /* ---- input ---------------------------------------------------------------------- */
@@ -936,7 +962,7 @@ static void ol_kvc_process(struct ol_kv_conn *c)
             break;
         }
         uint32_t flen = (uint32_t)ol_kv_frame_len(&h);
-        if (s->shard->disk &&
+        if (c->sh && c->sh->disk && /* ACQUIRE and GET come after HELLO */
             ((h.opcode == OL_KV_OP_ACQUIRE && c->shm) || h.opcode == OL_KV_OP_GET) &&
             ol_kvc_wait_loads(c, &d))
             break; /* parked until its keys are in RAM */
@@ -959,7 +985,8 @@ static void ol_kvc_process(struct ol_kv_conn *c)
         ol_pool_put(&s->outbufs, c->out); /* nor an empty output buffer (after HELLO) */
         c->out = NULL;
     }
-    ol_kv_shard_pump(s->shard); /* write behind what this batch committed */
+    if (c->sh)
+        ol_kv_shard_pump(c->sh); /* write behind what this batch committed */
     if (!c->closing) {
         ol_kvc_flush(c);
         if (!c->recv_armed && !c->migrating && !c->close_after && c->in_len < OL_KVS_IN_PAUSE) {
@@ -1137,8 +1164,10 @@ static void ol_on_kv_tick(ol_loop *loop, struct ol_timer *t)
             ol_kvc_close(s->pend[u].head);
         }
     ol_kvs_log_refused(s, now);
-    ol_kv_shard_expire(s->shard, now);
-    ol_kv_shard_pump(s->shard);
+    for (int i = 0; i < s->svc->ntenants; i++) {
+        ol_kv_shard_expire(s->units[i].shard, now);
+        ol_kv_shard_pump(s->units[i].shard);
+    }
     ol_kvs_rekick(s); /* parked frames past their wait are answered */
     ol_timer_arm(loop, t, OL_KVS_TICK_MS);
 }
@@ -1158,7 +1187,13 @@ int ol_kv_server_create(ol_loop *loop, int core, struct ol_kv_service *svc,
     s->loop = loop;
     s->core = core;
     s->svc = svc;
-    s->shard = &svc->shards[core];
+    if (!(s->units = calloc((size_t)svc->ntenants, sizeof *s->units))) {
+        free(s);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (int i = 0; i < svc->ntenants; i++)
+        s->units[i] = (struct ol_kvs_unit){.srv = s, .shard = &svc->tenants[i].shards[core]};
     s->servers = servers;
     s->tcp_fd = s->unix_fd = -1;
     s->tcp_accept.cb = ol_on_kv_accept_tcp;
@@ -1181,8 +1216,9 @@ int ol_kv_server_create(ol_loop *loop, int core, struct ol_kv_service *svc,
     }
     ol_loop_accept(loop, &s->tcp_accept, s->tcp_fd);
     ol_timer_arm(loop, &s->tick, OL_KVS_TICK_MS);
-    if (svc->disks)
-        ol_kv_disk_attach(svc->disks[core], loop, ol_kvs_disk_done, s);
+    for (int i = 0; i < svc->ntenants; i++)
+        if (svc->tenants[i].disks)
+            ol_kv_disk_attach(svc->tenants[i].disks[core], loop, ol_kvs_disk_done, &s->units[i]);
     servers[core] = s;
     *out = s;
     return 0;
@@ -1204,6 +1240,7 @@ void ol_kv_server_destroy(struct ol_kv_server *s)
     ol_pool_exit(&s->conns);
     ol_pool_exit(&s->inbufs);
     ol_pool_exit(&s->outbufs);
+    free(s->units);
     free(s);
 }
 
@@ -1248,6 +1285,11 @@ void ol_kv_server_close_all(struct ol_kv_server *s)
 uint32_t ol_kv_server_conns(const struct ol_kv_server *s) { return s->nconns; }
 bool ol_kv_server_idle(const struct ol_kv_server *s)
 {
-    return s->nconns == 0 && !ol_kv_shard_disk_busy(s->shard);
+    if (s->nconns)
+        return false;
+    for (int i = 0; i < s->svc->ntenants; i++)
+        if (ol_kv_shard_disk_busy(s->units[i].shard))
+            return false;
+    return true;
 }
 int ol_kv_server_port(const struct ol_kv_server *s) { return s->port; }
