@@ -146,6 +146,22 @@ static int check_path(const char *s)
     return 0;
 }
 
+/* An octal mode of 3 or 4 digits, at most 0777, that lets the owner read
+ * and write ("0600", "0660", "666"). */
+static int check_mode(const char *s)
+{
+    size_t n = strlen(s);
+    unsigned long v = 0;
+    if (n < 3 || n > 4)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '7')
+            return -1;
+        v = v * 8 + (unsigned long)(s[i] - '0');
+    }
+    return v <= 0777 && (v & 0600) == 0600 ? 0 : -1;
+}
+
 static int check_device(const char *s)
 {
     for (; *s; s++)
@@ -192,7 +208,12 @@ static const struct ckey ol_config_keys[] = {
      .lo = 0, .hi = 107, .check = check_path,
      .expect = "a socket path of at most 107 bytes",
      .def = "",
-     .doc = "KV service Unix socket (mode 0600); \"\" = kv.sock in the first data dir."},
+     .doc = "KV service Unix socket; \"\" = kv.sock in the first data dir."},
+    {.name = "kv_socket_mode", .kind = K_STR, .off = CO(kv_socket_mode),
+     .size = CS(kv_socket_mode), .lo = 3, .hi = 4, .check = check_mode,
+     .expect = "an octal mode of 3 or 4 digits, at most 0777, with owner read and write",
+     .def = "0600",
+     .doc = "Permission bits of the KV Unix socket; \"0660\" lets the socket's group connect (clients still need a token; put kv_socket in a directory they can reach)."},
     {.name = "kv_token", .kind = K_STR, .flags = KF_SECRET, .off = CO(kv_token),
      .size = CS(kv_token), .lo = 0, .hi = 128, .check = check_secret_key,
      .expect = "a string of up to 128 printable ASCII characters without spaces",

@@ -127,6 +127,7 @@ struct ol_config {
     char s3_addr[OL_CONFIG_ADDR_LEN];
     char kv_addr[OL_CONFIG_ADDR_LEN];
     char kv_socket[OL_CONFIG_PATH_LEN];  /* "" = <data_dirs[0]>/kv.sock */
+    char kv_socket_mode[8];             /* octal permission bits, e.g. "0600" */
     char kv_token[OL_CONFIG_KEY_LEN];    /* "" = generated, kept in the data dir */
     char kv_token_file[OL_CONFIG_PATH_LEN]; /* "" = none; finalize reads it into kv_token */
     int64_t kv_hello_timeout_ms;        /* a connection without HELLO is closed then */

@@ -1209,7 +1209,7 @@ int ol_kv_server_create(ol_loop *loop, int core, struct ol_kv_service *svc,
         goto fail;
     s->tcp_fd = rc;
     if (core == 0) {
-        if ((rc = ol_net_listen_unix(svc->sock_path, err, errlen)) < 0)
+        if ((rc = ol_net_listen_unix(svc->sock_path, svc->sock_mode, err, errlen)) < 0)
             goto fail;
         s->unix_fd = rc;
         ol_loop_accept(loop, &s->unix_accept, s->unix_fd);

@@ -273,6 +273,7 @@ int ol_kv_service_create(struct ol_kv_service **out, const struct ol_config *cfg
         goto fail;
     }
     memcpy(svc->sock_path, sock, strlen(sock) + 1);
+    svc->sock_mode = (unsigned)strtoul(cfg->kv_socket_mode, NULL, 8); /* checked by config */
     if (cfg->kv_token[0]) {
         svc->token_len = strlen(cfg->kv_token);
         memcpy(svc->token, cfg->kv_token, svc->token_len);

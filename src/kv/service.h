@@ -59,6 +59,7 @@ struct ol_kv_service {
     size_t token_len;
     char token_path[OL_CONFIG_PATH_LEN + 16]; /* "" when the token came from config */
     char sock_path[108];
+    unsigned sock_mode;          /* kv_socket_mode */
     uint32_t ttl_ms;
     uint32_t hello_timeout_ms;   /* kv_hello_timeout_ms */
     uint32_t max_unauth;         /* kv_max_unauthenticated, per core and listener */

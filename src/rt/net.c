@@ -86,7 +86,7 @@ int ol_net_listen_probe(const char *addr, char *err, size_t errlen)
     return 0;
 }
 
-int ol_net_listen_unix(const char *path, char *err, size_t errlen)
+int ol_net_listen_unix(const char *path, unsigned mode, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
@@ -120,6 +120,13 @@ int ol_net_listen_unix(const char *path, char *err, size_t errlen)
     mode_t old = umask(0177); /* the socket is created 0600 */
     int brc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
+    if (brc == 0 && mode != 0600 && chmod(path, (mode_t)mode) < 0) {
+        int rc = -errno;
+        snprintf(err, errlen, "cannot set mode %04o on %s: %s", mode, path, strerror(errno));
+        close(fd);
+        unlink(path);
+        return rc;
+    }
     if (brc < 0 || listen(fd, 4096) < 0) {
         int rc = -errno;
         snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(errno));

@@ -21,8 +21,10 @@ int ol_net_listen(const char *addr, int reuseport, int *port_out, char *err, siz
  * already listens there. Call once before the per-core listeners.
  */
 int ol_net_listen_probe(const char *addr, char *err, size_t errlen);
-/* A listening Unix socket at path, mode 0600. */
-int ol_net_listen_unix(const char *path, char *err, size_t errlen);
+/* A listening Unix socket at path with permission bits mode (0600: its
+ * owner only). It is made 0600 and changed to mode before it listens, so it
+ * is never looser than asked. */
+int ol_net_listen_unix(const char *path, unsigned mode, char *err, size_t errlen);
 /*
  * True when the connected TCP socket's peer is on this host: 127.0.0.0/8,
  * ::1 or ::ffff:127.0.0.0/104. False for any other peer or a failed lookup.

@@ -202,6 +202,18 @@ def test_token_from_flag_and_environment(kvd):
     assert e.value.status == St.UNAUTHORIZED
 
 
+def test_socket_mode_setting(kvd):
+    """kv_socket_mode: the socket's permission bits (the default 0600 is
+    checked above); a client still needs the token."""
+    d = kvd(args=["--kv-socket-mode", "0660"])
+    assert stat.S_IMODE(os.stat(d.kv_sock).st_mode) == 0o660
+    with session(d) as c:
+        c.stats()
+    with pytest.raises(KvError) as e:
+        session(d, token="nope")
+    assert e.value.status == St.UNAUTHORIZED
+
+
 @pytest.mark.parametrize("unix", [False, True], ids=["tcp", "unix"])
 def test_wrong_or_missing_token_is_refused_and_closed(kvd, unix):
     d = kvd()

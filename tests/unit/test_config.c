@@ -1302,3 +1302,21 @@ OLT_TEST(config_kv_tenants_errors)
              "opens every namespace; give the tenant a token of its own", ta);
     FILE_ERR(tenants_doc("kv_token = \"token-of-a-0123\"\n", ta, tb, ""), e);
 }
+
+OLT_TEST(config_kv_socket_mode)
+{
+    struct ol_config *c = cfg();
+    OLT_CHECK_STR(c->kv_socket_mode, "0600");
+    OLT_CHECK_EQ(args(c, "--kv-socket-mode", "0660", (char *)NULL), 0);
+    OLT_CHECK_STR(c->kv_socket_mode, "0660");
+    OLT_CHECK_EQ(args(c, "--kv-socket-mode", "666", (char *)NULL), 0);
+    free(c);
+    const char *want = "command line: --kv-socket-mode: expected an octal mode of 3 or 4 "
+                       "digits, at most 0777, with owner read and write, got ";
+    char e[256];
+    const char *bad[] = {"0400", "0680", "01777", "660x", "60", "0o660"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(e, sizeof e, "%s\"%s\"", want, bad[i]);
+        ARGS_ERR(e, "--kv-socket-mode", bad[i]);
+    }
+}
