@@ -510,7 +510,11 @@ int ol_client_open(const struct ol_client_opts *o, ol_client **out, char *err, s
     struct ol_cconn first = {.fd = -1, .shard = 0, .next_req = 1};
     struct ol_kv_hello_resp r;
     if ((rc = ol_c_hello_retry(c, &first, &r, deadline)) < 0) {
-        snprintf(err, errlen, "%s: %s", c->addr, ol_c_hello_error(rc));
+        if (rc == -EACCES) /* a bad token, or one of a tenant that does not claim ns */
+            snprintf(err, errlen, "%s: the server refused the token for namespace \"%.*s\"",
+                     c->addr, (int)c->ns_len, c->ns);
+        else
+            snprintf(err, errlen, "%s: %s", c->addr, ol_c_hello_error(rc));
         free(first.out);
         free(first.in);
         goto fail;

@@ -57,7 +57,8 @@ class _Store:
         except PermissionError as e:
             self._retry_at[i] = time.monotonic() + max(self._cfg.reconnect_secs, 5.0)
             self._warn("%s refused the token: %s (check openlake_token / "
-                       "openlake_token_file)", addr, e)
+                       "openlake_token_file, and that the token's tenant claims the "
+                       "namespace: openlake_namespace)", addr, e)
             return None
         except (OSError, ValueError) as e:
             self._retry_at[i] = time.monotonic() + self._cfg.reconnect_secs
