@@ -1249,19 +1249,19 @@ OLT_TEST(config_kv_tenants_errors)
     FILE_ERR("[[kv_tenants]]\nname = \"Team\"\n",
              "openlake.toml:2: kv_tenants.name: expected a name of 1 to 32 characters a-z, 0-9, "
              "'_' or '-', not \"default\", got string \"Team\"");
-    /* patterns: one namespace, one tenant */
-    snprintf(extra, sizeof extra, "\n[[kv_tenants]]\nname = \"c\"\ntoken_file = \"%s\"\n"
-             "namespaces = [\"x\", \"team-*\"]\ncapacity_gb = 1\n",
-             token_file("c.tok", "token-of-c-0123", 0600));
-    FILE_ERR(tenants_doc("", ta, tb, extra), "openlake.toml:14: kv_tenants.namespaces: "
-             "\"team-*\" overlaps \"team-a/*\" of tenant \"team-a\" (line 1): a namespace "
-             "belongs to one tenant");
-    snprintf(extra, sizeof extra, "\n[[kv_tenants]]\nname = \"c\"\ntoken_file = \"%s\"\n"
-             "namespaces = [\"team-b/x\"]\ncapacity_gb = 1\n",
-             token_file("c.tok", "token-of-c-0123", 0600));
-    FILE_ERR(tenants_doc("", ta, tb, extra), "openlake.toml:14: kv_tenants.namespaces: "
-             "\"team-b/x\" overlaps \"team-b/*\" of tenant \"b_2\" (line 7): a namespace "
-             "belongs to one tenant");
+    /* patterns: one namespace, one tenant (a third tenant's against the two) */
+    static const char *const overlaps[][2] = {
+        {"\"x\", \"team-*\"", "\"team-*\" overlaps \"team-a/*\" of tenant \"team-a\" (line 1)"},
+        {"\"team-b/x\"", "\"team-b/x\" overlaps \"team-b/*\" of tenant \"b_2\" (line 7)"},
+    };
+    const char *tc = token_file("c.tok", "token-of-c-0123", 0600);
+    for (size_t i = 0; i < sizeof overlaps / sizeof overlaps[0]; i++) {
+        snprintf(extra, sizeof extra, "\n[[kv_tenants]]\nname = \"c\"\ntoken_file = \"%s\"\n"
+                 "namespaces = [%s]\ncapacity_gb = 1\n", tc, overlaps[i][0]);
+        snprintf(e, sizeof e, "openlake.toml:14: kv_tenants.namespaces: %s: a namespace belongs "
+                 "to one tenant", overlaps[i][1]);
+        FILE_ERR(tenants_doc("", ta, tb, extra), e);
+    }
     FILE_ERR("[[kv_tenants]]\nnamespaces = [\"a*b\"]\n",
              "openlake.toml:2: kv_tenants.namespaces[0]: expected a namespace (1 to 256 bytes, "
              "no control characters), or a prefix ending in '*' such as \"team-a/*\", got "
