@@ -2,9 +2,10 @@
  * server.h - the KV listener of one core.
  *
  * Owns: this core's KV connections (TCP on kv_addr with SO_REUSEPORT on
- * every core; the Unix socket on core 0 only), frame I/O, HELLO (token,
- * namespace, shard, slab fd over SCM_RIGHTS), and the dispatch of each
- * operation to this core's shard. A connection serves one shard: a HELLO
+ * every core; the Unix socket on core 0 only), frame I/O, HELLO (namespace
+ * → tenant, the token that must open it, shard, the tenant's slab fd over
+ * SCM_RIGHTS), and the dispatch of each operation to the tenant's shard of
+ * this core. A connection serves one shard: a HELLO
  * for another core's shard hands the socket over to that core (once), so
  * every request after HELLO runs on the core that owns its keys, with no
  * locks and no cross-core traffic.
