@@ -1,7 +1,8 @@
 /*
  * admin_store.c - the object store's and the S3 API's counters in
  * /_openlake/metrics: struct ol_store_stats (store/engine.h) and struct
- * ol_s3_stats (s3/server.h) of every core, summed.
+ * ol_s3_stats (s3/server.h) of every core, summed, and the listing
+ * catalog's error count (store/catalog.h).
  *
  * Each core writes its own counters; this reads them from the admin
  * request's core with relaxed 64-bit loads (a scrape sees each counter as
@@ -14,6 +15,7 @@
 
 #include "http/metrics.h"
 #include "s3/server.h"
+#include "store/catalog.h"
 #include "store/engine.h"
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
@@ -59,6 +61,7 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
     uint64_t syncs = 0, barriers = 0, sync_ns = 0;
     if (d->store)
         ol_store_sync_stats(d->store, &syncs, &barriers, &sync_ns);
+    uint64_t cat_errors = d->catalog ? ol_catalog_errors(d->catalog) : 0;
     const struct ol_metric m[] = {
         {"openlake_s3_etag_md5_blocks_interleaved_total", "counter", "ETag MD5 blocks hashed together with other uploads' (base/md5.h).", e.etag_blocks_interleaved},
         {"openlake_s3_etag_md5_blocks_alone_total", "counter", "ETag MD5 blocks hashed alone.", e.etag_blocks_alone},
@@ -85,6 +88,7 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
         {"openlake_store_syncfs_total", "counter", "syncfs calls of the group commit (store_sync = syncfs, store.md).", syncs},
         {"openlake_store_sync_barriers_total", "counter", "Barriers they answered (each the drives on one filesystem of a write, delete or bucket change).", barriers},
         {"openlake_store_syncfs_microseconds_total", "counter", "Time spent in those syncfs calls.", sync_ns / 1000},
+        {"openlake_store_catalog_errors_total", "counter", "Listing index updates that failed, or writes whose outcome it could not learn: the index is then rebuilt from the object metadata at the next start (store.md, listing).", cat_errors},
     };
     /* the store's lines only where there is one (not in mode kv) */
     return ol_metrics_put(buf, cap, 0, m, store ? sizeof m / sizeof *m : 4);

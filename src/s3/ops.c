@@ -2982,7 +2982,8 @@ static void list_objects(struct ol_s3_req *q, bool v2)
     ol_xml_elem(&w, "Name", q->route.bucket, q->route.bucket_len);
     url_elem(&w, "Prefix", prefix, (size_t)pl, url);
     size_t head_len = w.n;   /* the summary goes here, once the listing is known */
-    int rc = ol_catalog_list(q->srv->p.catalog, q->route.bucket, &req, list_entry, &lc, &out);
+    int rc = ol_catalog_list(q->srv->p.catalog, q->route.bucket, &req, q->srv->list_page,
+                             list_entry, &lc, &out);
     if (rc == -ENOENT) {
         free(buf);
         free(cpbuf);

@@ -35,6 +35,7 @@
 /* PutObject in flight (ops.c). */
 #define OL_S3_SPILL (64u << 10)
 struct ol_put;
+struct ol_catalog_page;
 struct ol_get;
 
 struct ol_s3_op_put {
@@ -124,6 +125,8 @@ struct ol_s3_server {
     uint64_t chunk_unstaged;     /* signed uploads that found no staging */
     unsigned one_pass_live;      /* one-pass uploads still receiving */
     uint64_t one_pass_bytes;     /* their bytes hashed in one pass */
+    struct ol_catalog_page *list_page; /* a listing's page, copied out of the
+                                          catalog (NULL without a catalog) */
 };
 
 /* Starts the operation of a routed, authenticated request (ops.c). */

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "store/catalog.h"
 
 bool ol_s3_owns(const void *udata)
 {
@@ -51,6 +52,9 @@ int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out)
         s->ctx_free[i] = i;
     }
     s->nctx_free = OL_S3_STATES;
+    /* the listings of this core copy their page here (catalog.h) */
+    if (p->catalog && ol_catalog_page_create(&s->list_page) < 0)
+        goto oom;
     *out = s;
     return 0;
 oom:
@@ -73,6 +77,7 @@ void ol_s3_server_destroy(struct ol_s3_server *s)
     ol_md5_set_free(s->md5);
     ol_pool_exit(&s->stages);
     ol_pool_exit(&s->states);
+    ol_catalog_page_destroy(s->list_page);
     free(s);
 }
 

@@ -796,7 +796,8 @@ void ol_s3_list_object_versions(struct ol_s3_req *q)
                                     .start = s->kmark, .start_len = (size_t)s->kl,
                                     .max_keys = s->max, .skip_deleted = false};
     struct ol_index_list_out out;
-    int rc = ol_catalog_list(q->srv->p.catalog, q->route.bucket, &req, lv_collect, s, &out);
+    int rc = ol_catalog_list(q->srv->p.catalog, q->route.bucket, &req, q->srv->list_page,
+                             lv_collect, s, &out);
     if (rc < 0) {
         lv_free(q);
         ol_s3_error(q, rc == -ENOENT ? OL_S3_NO_SUCH_BUCKET : OL_S3_INTERNAL, NULL);

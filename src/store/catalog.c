@@ -1,13 +1,16 @@
 /*
  * catalog.c - per-bucket listing indexes: load or rebuild at start, memory
- * while serving, checkpoint at a clean shutdown (see catalog.h).
+ * while serving (updated by the engine at its commits), checkpoint at a
+ * clean shutdown of a catalog that is not dirty (see catalog.h).
  */
 #include "store/catalog.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "store/layout.h"
 #include "store/meta.h"
 
@@ -36,6 +40,23 @@ struct ol_catalog {
     char **drives;
     unsigned ndrives;
     unsigned marker_quorum;    /* drives agreeing on a delete marker (a GET's read quorum) */
+    atomic_bool dirty;         /* an index may be wrong: no clean marker at close */
+    atomic_uint_fast64_t errors; /* times it was marked dirty */
+};
+
+/* One entry of a page: its name at names[off], len bytes. */
+struct pent {
+    uint32_t off;
+    uint16_t len;
+    bool prefix;               /* a CommonPrefix (rec unused) */
+    struct ol_index_rec rec;
+};
+
+struct ol_catalog_page {
+    unsigned n;
+    size_t used;               /* bytes of names */
+    struct pent e[OL_CATALOG_PAGE_MAX];
+    uint8_t names[OL_CATALOG_PAGE_MAX * OL_INDEX_KEY_MAX];
 };
 
 static void say(char *err, size_t errlen, const char *fmt, const char *a, int e)
@@ -414,7 +435,9 @@ int ol_catalog_close(struct ol_catalog *c)
     if (!c)
         return 0;
     int first = 0;
-    if (c->root[0]) {
+    if (atomic_load(&c->dirty)) {
+        first = -ESTALE;   /* nothing saved, no marker: the next start rebuilds */
+    } else if (c->root[0]) {
         for (unsigned i = 0; i < c->n; i++) {
             int rc = save(c, c->b[i]);
             if (rc < 0 && !first)
@@ -460,12 +483,26 @@ int ol_catalog_close(struct ol_catalog *c)
 
 /* ---- serving ----------------------------------------------------------------------- */
 
+void ol_catalog_set_dirty(struct ol_catalog *c, const char *what, int err)
+{
+    atomic_fetch_add(&c->errors, 1);
+    if (!atomic_exchange(&c->dirty, true))
+        ol_warn("listing index: %s%s%s; it stays in use, and the next start rebuilds it from "
+                "the object metadata", what, err ? ": " : "", err ? strerror(-err) : "");
+}
+
+bool ol_catalog_dirty(const struct ol_catalog *c) { return atomic_load(&c->dirty); }
+
+uint64_t ol_catalog_errors(const struct ol_catalog *c) { return atomic_load(&c->errors); }
+
 int ol_catalog_bucket_add(struct ol_catalog *c, const char *bucket)
 {
     struct ol_index *idx;
     int rc = ol_index_create_empty(NULL, &idx);
-    if (rc < 0)
+    if (rc < 0) {
+        ol_catalog_set_dirty(c, "a new bucket could not be added", rc);
         return rc;
+    }
     pthread_rwlock_wrlock(&c->lock);
     struct cbucket *have = find_locked(c, bucket);
     rc = have ? 0 : add_locked(c, bucket, idx);
@@ -479,6 +516,8 @@ int ol_catalog_bucket_add(struct ol_catalog *c, const char *bucket)
     pthread_rwlock_unlock(&c->lock);
     if (!used)
         ol_index_close(idx);
+    if (rc < 0)
+        ol_catalog_set_dirty(c, "a new bucket could not be added", rc);
     return rc;
 }
 
@@ -543,6 +582,10 @@ int ol_catalog_put(struct ol_catalog *c, const char *bucket, const void *key, si
 {
     int rc = 0;
     WITH_BUCKET(c, bucket, rc = ol_index_put(idx, key, klen, rec));
+    if (rc < 0)
+        ol_catalog_set_dirty(c, rc == -ENOENT ? "an object was committed in a bucket it does "
+                                                "not hold" : "an object could not be added",
+                             rc == -ENOENT ? 0 : rc);
     return rc < 0 ? rc : 0;
 }
 
@@ -550,13 +593,61 @@ int ol_catalog_remove(struct ol_catalog *c, const char *bucket, const void *key,
 {
     int rc = 0;
     WITH_BUCKET(c, bucket, rc = ol_index_remove(idx, key, klen));
-    return rc == -ENOENT ? 0 : rc;
+    if (rc == -ENOENT)
+        return 0;
+    if (rc < 0)
+        ol_catalog_set_dirty(c, "an object could not be removed", rc);
+    return rc;
+}
+
+int ol_catalog_get(struct ol_catalog *c, const char *bucket, const void *key, size_t klen,
+                   struct ol_index_rec *rec)
+{
+    int rc = 0;
+    WITH_BUCKET(c, bucket, rc = ol_index_get(idx, key, klen, rec));
+    return rc;
+}
+
+int ol_catalog_page_create(struct ol_catalog_page **out)
+{
+    *out = malloc(sizeof **out);   /* large: mapped, touched only as a page fills */
+    return *out ? 0 : -ENOMEM;
+}
+
+void ol_catalog_page_destroy(struct ol_catalog_page *p) { free(p); }
+
+/* ol_index_list's callback under the bucket's lock: the entry into the page
+ * (room for max_keys <= OL_CATALOG_PAGE_MAX entries was made sure of). */
+static int page_add(void *arg, const uint8_t *name, size_t len, const struct ol_index_rec *rec)
+{
+    struct ol_catalog_page *p = arg;
+    assert(p->n < OL_CATALOG_PAGE_MAX && len <= OL_INDEX_KEY_MAX);
+    struct pent *e = &p->e[p->n++];
+    e->off = (uint32_t)p->used;
+    e->len = (uint16_t)len;
+    e->prefix = rec == NULL;
+    if (rec)
+        e->rec = *rec;
+    memcpy(p->names + p->used, name, len);
+    p->used += len;
+    return 0;
 }
 
 int ol_catalog_list(struct ol_catalog *c, const char *bucket, const struct ol_index_list_req *req,
-                    ol_index_list_fn cb, void *arg, struct ol_index_list_out *out)
+                    struct ol_catalog_page *page, ol_index_list_fn cb, void *arg,
+                    struct ol_index_list_out *out)
 {
+    struct ol_index_list_req r = *req;
+    if (r.max_keys > OL_CATALOG_PAGE_MAX)
+        r.max_keys = OL_CATALOG_PAGE_MAX;
+    page->n = 0;
+    page->used = 0;
     int rc = 0;
-    WITH_BUCKET(c, bucket, rc = ol_index_list(idx, req, cb, arg, out));
+    WITH_BUCKET(c, bucket, rc = ol_index_list(idx, &r, page_add, page, out));
+    /* the formatting runs here, on the copies, with no lock held */
+    for (unsigned i = 0; rc == 0 && cb && i < page->n; i++) {
+        const struct pent *e = &page->e[i];
+        rc = cb(arg, page->names + e->off, e->len, e->prefix ? NULL : &e->rec);
+    }
     return rc;
 }
