@@ -239,6 +239,8 @@ static int ol_open_store(struct ol_daemon *d, char *err, size_t errlen)
                                         ol_store_parity(d->store));
     rc = ol_catalog_open(drives, n, mq, &d->catalog, &ci, err, errlen);
     if (rc == 0)
+        ol_store_set_catalog(d->store, d->catalog);   /* kept by the engine's commits */
+    if (rc == 0)
         ol_info("listing indexes: %u bucket%s, %llu keys, %u rebuilt from %llu metadata "
                 "files, %.2f s", ci.buckets, ci.buckets == 1 ? "" : "s", ci.keys, ci.rebuilt,
                 ci.metas, ci.seconds);
@@ -481,7 +483,11 @@ int main(int argc, char **argv)
     free(d.cores);
     ol_healer_stop(d.healer);
     if (d.store) {
-        if (ol_catalog_close(d.catalog) < 0)
+        int crc = ol_catalog_close(d.catalog);
+        if (crc == -ESTALE)
+            ol_warn("listing indexes not saved (they were marked dirty): the next start "
+                    "rebuilds them");
+        else if (crc < 0)
             ol_warn("could not save the listing indexes: the next start rebuilds them");
         ol_store_close(d.store);
     }

@@ -218,14 +218,10 @@ static void bucket_done(void *ud, const struct ol_store_event *ev)
     char h[256];
     switch (op) {
     case OL_OP_CREATE_BUCKET:
-        if (q->srv->p.catalog)
-            ol_catalog_bucket_add(q->srv->p.catalog, q->route.bucket);
         snprintf(h, sizeof h, "Location: /%s\r\n", q->route.bucket);
         ol_s3_reply(q, 200, h, NULL, NULL, 0);
         break;
     case OL_OP_DELETE_BUCKET:
-        if (q->srv->p.catalog)
-            ol_catalog_bucket_remove(q->srv->p.catalog, q->route.bucket);
         ol_s3_reply(q, 204, NULL, NULL, NULL, 0);
         break;
     case OL_OP_HEAD_BUCKET:
@@ -633,22 +629,6 @@ static void put_event(void *ud, const struct ol_store_event *ev)
         if (ev->status < 0) {
             store_error(q, ev->status);
             return;
-        }
-        if (q->srv->p.catalog && !st->is_part) {
-            struct timespec now;
-            clock_gettime(CLOCK_REALTIME, &now);
-            const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
-            struct ol_index_rec rec = {
-                .size = q->body.expect,
-                .mtime_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
-                .storage_class = sc && sc->value_len == 18 &&
-                                 memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
-                                     ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD,
-                .flags = ol_s3_rec_flags(q, st->vid)};
-            memcpy(rec.etag, q->body.md5, 16);
-            memcpy(rec.version_id, st->vid, 16);
-            ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len,
-                           &rec);
         }
         char h[512], et[OL_META_ETAG_STRLEN + 2], b64[OL_CK_MAX_B64 + 1];
         struct ol_meta_version tmp = {0};
@@ -1171,15 +1151,6 @@ static void complete_done(void *ud, const struct ol_store_event *ev)
     if (mpu_ended(q, ev))
         return;
     struct ol_mpu_complete_args *a = &m->complete;
-    if (q->srv->p.catalog) {
-        struct ol_index_rec rec = {.size = a->size, .mtime_ns = a->mtime_ns,
-                                   .etag_parts = (uint16_t)a->nparts,
-                                   .storage_class = a->storage_class,
-                                   .flags = ol_s3_rec_flags(q, a->vid)};
-        memcpy(rec.etag, a->etag, 16);
-        memcpy(rec.version_id, a->vid, 16);
-        ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len, &rec);
-    }
     complete_reply(q, a->etag, a->nparts, a->vid, &m->cks);
 }
 
@@ -1616,15 +1587,6 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
         if (c->part) {
             copy_part_reply(q);
             return;
-        }
-        if (q->srv->p.catalog) {
-            struct ol_index_rec rec = {.size = c->size, .mtime_ns = c->v.mtime_ns,
-                                       .storage_class = c->v.storage_class,
-                                       .flags = ol_s3_rec_flags(q, c->new_vid)};
-            memcpy(rec.etag, c->v.etag, 16);
-            memcpy(rec.version_id, c->new_vid, 16);
-            ol_catalog_put(q->srv->p.catalog, q->route.bucket, q->route.key, q->route.key_len,
-                           &rec);
         }
         char out[512], d[40], et[OL_META_ETAG_STRLEN + 2];
         iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);

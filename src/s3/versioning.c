@@ -103,16 +103,6 @@ size_t ol_s3_vid_header(struct ol_s3_req *q, const uint8_t vid[16], char *h, siz
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
-uint8_t ol_s3_rec_flags(struct ol_s3_req *q, const uint8_t vid[16])
-{
-    /* a bucket ever versioned may hold more than the null version of a key */
-    if (memcmp(vid, null_vid, 16) != 0 ||
-        ol_store_versioning_get(ol_store_core_store(core(q)), q->route.bucket) !=
-            OL_STORE_VER_OFF)
-        return OL_INDEX_F_VERSIONS;
-    return 0;
-}
-
 void ol_s3_get_failed(struct ol_s3_req *q, const struct ol_store_event *ev)
 {
     bool by_vid = q->op.get.has_vid;
@@ -201,12 +191,6 @@ bool ol_s3_write_cond(struct ol_s3_req *q, struct ol_store_cond *c)
 
 /* ---- DeleteObject ------------------------------------------------------------------------ */
 
-static void vdel_index_rm(struct ol_s3_req *q, struct ol_s3_vdel *x)
-{
-    if (q->srv->p.catalog)
-        ol_catalog_remove(q->srv->p.catalog, q->route.bucket, x->key, x->klen);
-}
-
 static void vdel_ver_done(void *ud, const struct ol_store_event *ev)
 {
     struct ol_s3_vdel *x = ud;
@@ -216,23 +200,6 @@ static void vdel_ver_done(void *ud, const struct ol_store_event *ev)
         x->show_vid = true;
         memcpy(x->out_vid, x->vid, 16);
         x->marker = a->found && a->was_marker;
-        if (a->found && q->srv->p.catalog) {
-            if (a->latest == 0) {
-                vdel_index_rm(q, x);
-            } else {
-                const struct ol_meta_version *v = &a->lv;
-                struct ol_index_rec rec = {.size = v->size, .mtime_ns = v->mtime_ns,
-                                           .etag_parts = v->etag_parts,
-                                           .storage_class = v->storage_class};
-                memcpy(rec.etag, v->etag, 16);
-                memcpy(rec.version_id, v->vid, 16);
-                if (a->latest == OL_META_DELETE_MARKER)
-                    rec.flags |= OL_INDEX_F_DELETE_MARKER;
-                if (a->more)
-                    rec.flags |= OL_INDEX_F_VERSIONS;
-                ol_catalog_put(q->srv->p.catalog, q->route.bucket, x->key, x->klen, &rec);
-            }
-        }
     }
     x->done(q, x, ev->status);
 }
@@ -240,8 +207,6 @@ static void vdel_ver_done(void *ud, const struct ol_store_event *ev)
 static void vdel_obj_done(void *ud, const struct ol_store_event *ev)
 {
     struct ol_s3_vdel *x = ud;
-    if (ev->status == 0)
-        vdel_index_rm(x->q, x);
     x->done(x->q, x, ev->status);
 }
 
@@ -263,15 +228,6 @@ static void vdel_marker_event(void *ud, const struct ol_store_event *ev)
     if (ev->status == 0) {
         x->marker = true;
         x->show_vid = true;
-        if (q->srv->p.catalog) {
-            struct timespec now;
-            clock_gettime(CLOCK_REALTIME, &now);
-            struct ol_index_rec rec = {
-                .mtime_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
-                .flags = OL_INDEX_F_DELETE_MARKER | OL_INDEX_F_VERSIONS};
-            memcpy(rec.version_id, x->out_vid, 16);
-            ol_catalog_put(q->srv->p.catalog, q->route.bucket, x->key, x->klen, &rec);
-        }
     }
     x->done(q, x, ev->status);
 }

@@ -36,8 +36,6 @@ void ol_s3_vid_new(struct ol_s3_req *q, uint8_t vid[16]);
  * versioning state or vid is not null (S3 sends none for a bucket never
  * versioned); bytes written. */
 size_t ol_s3_vid_header(struct ol_s3_req *q, const uint8_t vid[16], char *h, size_t cap);
-/* The listing record's flags for a new latest object version vid. */
-uint8_t ol_s3_rec_flags(struct ol_s3_req *q, const uint8_t vid[16]);
 /* If-None-Match / If-Match of a PutObject or CompleteMultipartUpload into
  * *c. false: the request was answered (400 / 501). */
 bool ol_s3_write_cond(struct ol_s3_req *q, struct ol_store_cond *c);
@@ -46,8 +44,9 @@ bool ol_s3_write_cond(struct ol_s3_req *q, struct ol_store_cond *c);
  * One S3 delete of a key: with a version id, that version goes; without,
  * in a bucket never versioned the object goes, else a delete marker is
  * written (a random id when Enabled, the null one replacing the null
- * version when Suspended). The listing index is updated. done(q, x,
- * status) runs once (q->r may be NULL: the client left).
+ * version when Suspended). The engine keeps the listing index (engine.h,
+ * ol_store_set_catalog). done(q, x, status) runs once (q->r may be NULL:
+ * the client left).
  */
 struct ol_s3_vdel;
 typedef void (*ol_s3_vdel_fn)(struct ol_s3_req *q, struct ol_s3_vdel *x, int status);

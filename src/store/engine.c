@@ -474,11 +474,15 @@ void ol_store_core_destroy(struct ol_store_core *c)
     while (atomic_load_explicit(&c->barriers_out, memory_order_acquire))
         nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     if (c->reqs) {
-        /* Requests still in use (the loop stopped under them): a crash. */
+        /* Requests still in use (the loop stopped under them): a crash. One
+         * that held a commit lock may have committed, or not: the listing
+         * cannot know (engine_listing.c). */
         for (unsigned i = 0; i < c->s->max_requests; i++) {
             struct ol_sreq *r = &c->reqs[i].r;
             if (!r->in_use)
                 continue;
+            if (r->locked)
+                ol_se_listing_unknown(c->s, "a write was dropped by a stopping core");
             for (unsigned p = 0; p < OL_SE_MAXD; p++) {
                 /* a GET's own mapping (the shared ones: ol_se_park_drop) */
                 if (r->d[p].map && r->d[p].map_slot == OL_SE_MAP_OWN)

@@ -115,9 +115,10 @@
  *      be). Two rounds of syncs per drive, where a sequence of 3 to 5 would
  *      do: the data, the metadata and the directories holding them are
  *      durable before the one name that makes them visible
- *   6. quorum of drives through 5: the replaced version's data is removed
- *      (its shard file; a multipart version's part files, then its data
- *      dir) and EV_DONE(0). Below quorum: each drive is put back (the old
+ *   6. quorum of drives through 5: the listing catalog gets the new
+ *      version (ol_store_set_catalog), the replaced version's data is
+ *      removed (its shard file; a multipart version's part files, then its
+ *      data dir) and EV_DONE(0). Below quorum: each drive is put back (the old
  *      meta bytes rewritten the same way, or meta unlinked when there was
  *      none; the new shard file removed) and EV_DONE(-EIO).
  * Inline objects skip 1's file, 2, 3's rename and 4's fdatasync. A crash
@@ -454,11 +455,12 @@ typedef void (*ol_store_cb)(void *ud, const struct ol_store_event *ev);
  * from reading the old metadata until its request is released; a write
  * finding the lock taken waits (it is retried every timer tick), except a
  * conditional write, which fails with OL_STORE_ECONFLICT (S3's 409
- * ConditionalRequestConflict). The lock is let go after the EV_DONE
- * callback returns, so what the caller records there (the listing index)
- * follows the commit order too. So two writes of one key, on one core or
- * two, commit one after the other: no version is lost, and of several
- * racing If-None-Match: * writes exactly one succeeds.
+ * ConditionalRequestConflict). The engine updates the listing catalog
+ * under it, at the commit point (ol_store_set_catalog); the lock is let go
+ * after the EV_DONE callback returns. So two writes of one key, on one
+ * core or two, commit one after the other: no version is lost, the
+ * listing follows them in that order, and of several racing
+ * If-None-Match: * writes exactly one succeeds.
  */
 #define OL_STORE_EPRECOND  (-EALREADY)  /* PreconditionFailed (412) */
 #define OL_STORE_ECONFLICT (-EDEADLK)   /* ConditionalRequestConflict (409) */
@@ -509,6 +511,37 @@ int ol_store_versioning_set(struct ol_store_core *c, const char *bucket,
 struct ol_store *ol_store_core_store(const struct ol_store_core *c);
 /* 16 random bytes for a new version id (the core's generator). */
 void ol_store_random_id(struct ol_store_core *c, uint8_t out[16]);
+
+/* ---- listings ---- */
+
+struct ol_catalog;
+/*
+ * The listing catalog (store/catalog.h) the engine keeps in step with its
+ * commits; set once after ol_store_open, before the loops run (NULL, the
+ * default: no listing upkeep, e.g. the engine's own unit tests). Every
+ * write then updates it at its commit point: when its write quorum is
+ * reached, under the key's commit lock, before EV_DONE and whether or not
+ * the caller still wants the answer:
+ *   PUT (also a CopyObject, a PUT whose bytes come from a GET), delete
+ *     marker, Complete   the new version is the key's latest: size, mtime,
+ *                        ETag and its part count, storage class, version
+ *                        id, DELETE_MARKER for a marker, VERSIONS when the
+ *                        key may hold more than that one null version (the
+ *                        new metadata kept another, the id is not null,
+ *                        or the bucket was ever versioned);
+ *   DELETE               the key is removed;
+ *   DELETE of a version  the key's new latest, from the metadata written,
+ *                        or its removal with the last version (nothing
+ *                        when no drive had the version);
+ *   bucket create/delete the bucket is added / dropped (under the bucket's
+ *                        own commit lock, so the two keep their order).
+ * UploadPart, tag sets and versioning states change no listing. A write
+ * the catalog cannot follow marks it dirty (catalog.h), to be rebuilt at
+ * the next start: a DELETE that failed after removing the object from
+ * some drives, and any write holding a commit lock when
+ * ol_store_core_destroy drops it (its commit may have happened).
+ */
+void ol_store_set_catalog(struct ol_store *s, struct ol_catalog *cat);
 
 /* ---- PUT ---- */
 

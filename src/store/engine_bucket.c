@@ -13,7 +13,9 @@
  * statx, the versioning file (engine_ver.c) written to tmp, fsynced,
  * renamed into the bucket, the bucket fsynced; Delete removes that file
  * before the bucket directory. A bucket with uploads in progress
- * is not empty (-ENOTEMPTY: abort them first).
+ * is not empty (-ENOTEMPTY: abort them first). Create and Delete hold the
+ * bucket's commit lock (phase LOCK waits for it) and add or drop the
+ * bucket in the listing catalog at their success (engine_listing.c).
  */
 #include "store/engine_int.h"
 
@@ -25,7 +27,7 @@
 
 enum { OL_SE_BOP_CREATE = 1, OL_SE_BOP_DELETE, OL_SE_BOP_EXISTS, OL_SE_BOP_UPLOADS,
        OL_SE_BOP_VERSIONING };
-enum { OL_SE_BPH_MAIN = 1, OL_SE_BPH_UNDO, OL_SE_BPH_SCAN, OL_SE_BPH_RM };
+enum { OL_SE_BPH_MAIN = 1, OL_SE_BPH_UNDO, OL_SE_BPH_SCAN, OL_SE_BPH_RM, OL_SE_BPH_LOCK };
 enum {
     OL_SE_B_MK = 1, OL_SE_B_MKO, OL_SE_B_SYNC1, OL_SE_B_SYNC2,
     OL_SE_B_UNO, OL_SE_B_UNB,
@@ -269,10 +271,16 @@ static void ol_se_bkt_start_set(struct ol_sreq *r)
     ol_se_phase_started(r);
 }
 
+static void ol_se_bkt_go(struct ol_sreq *r);
+
 bool ol_se_bkt_step(struct ol_sreq *r)
 {
     if (r->active || r->inflight || !ol_se_can_emit(r))
         return false;
+    if (r->phase == OL_SE_BPH_LOCK) {
+        ol_se_bkt_go(r);
+        return false;
+    }
     const struct ol_store *s = r->c->s;
     unsigned ok = 0, present = 0, absent = 0, had = 0;
     for (unsigned i = 0; i < r->n; i++) {
@@ -315,7 +323,10 @@ bool ol_se_bkt_step(struct ol_sreq *r)
             return false;
         }
         if (r->bop == OL_SE_BOP_CREATE) {
-            ol_se_done(r, r->sets_existed == s->sets ? -EEXIST : 0);
+            int st = r->sets_existed == s->sets ? -EEXIST : 0;
+            if (st == 0)
+                ol_se_listing_bucket(r, true);
+            ol_se_done(r, st);
         } else if (r->sets_present == s->sets) {
             int st = 0;
             if (r->bop == OL_SE_BOP_UPLOADS)
@@ -361,22 +372,42 @@ bool ol_se_bkt_step(struct ol_sreq *r)
             ol_se_bkt_start_set(r);
             return false;
         }
-        if (r->status == 0)
+        if (r->status == 0) {
             ol_se_ver_forget(r->c->s, r->bucket);
+            ol_se_listing_bucket(r, false);
+        }
         ol_se_done(r, r->status);
         return true;
     }
     return false;
 }
 
-/* Starts operation bop on set 0 (no callback inside the call); 0. */
+/* Starts r->bop on set 0. A create or a delete first takes the bucket's
+ * commit lock (the table of engine_ver.c, keyed by the bucket's directory),
+ * held to the end of its callback, so the two commit, and update the
+ * listing catalog, one after the other; while another holds it, retried
+ * from the timer. */
+static void ol_se_bkt_go(struct ol_sreq *r)
+{
+    uint8_t bop = r->bop;
+    if ((bop == OL_SE_BOP_CREATE || bop == OL_SE_BOP_DELETE) &&
+        !ol_se_path_lock(r, r->p_bucket)) {
+        r->phase = OL_SE_BPH_LOCK;
+        r->kick = true;
+        ol_timer_arm(r->c->loop, &r->timer, OL_SE_LOCK_RETRY_MS);
+        return;
+    }
+    r->phase = bop == OL_SE_BOP_DELETE ? OL_SE_BPH_SCAN : OL_SE_BPH_MAIN;
+    ol_se_bkt_start_set(r);
+}
+
+/* Starts operation bop (no callback inside the call); 0. */
 static int ol_se_bkt_run(struct ol_sreq *r, uint8_t bop)
 {
     r->bop = bop;
     r->bset = 0;
-    r->phase = bop == OL_SE_BOP_DELETE ? OL_SE_BPH_SCAN : OL_SE_BPH_MAIN;
     r->in_api = true;
-    ol_se_bkt_start_set(r);
+    ol_se_bkt_go(r);
     r->in_api = false;
     return 0;
 }

@@ -287,9 +287,18 @@ bool ol_se_del_step(struct ol_sreq *r)
             st->write_drive_failures += r->n - ok;
             st->needs_heal++;
         }
+        ol_se_listing_delete(r); /* committed: the listing follows, still locked */
         ol_se_done(r, 0);
         return true;
     }
+    unsigned changed = 0; /* drives that removed the object, or the version */
+    for (unsigned i = 0; i < r->n; i++) {
+        const struct ol_sdrv *d = &r->d[i];
+        changed += d->committed && (r->da ? d->valid
+                                          : d->ms == OL_SE_M_OK || d->ms == OL_SE_M_OTHER);
+    }
+    if (changed && !r->ta) /* below quorum, but what was removed stays removed */
+        ol_se_listing_unknown(r->c->s, "a delete failed after changing some drives");
     int status = present == 0 && nob >= ol_layout_read_quorum(r->n, s->parity)
                      ? OL_STORE_ENOBUCKET : -EIO;
     for (unsigned i = 0; r->ta && i < r->n; i++)

@@ -2,9 +2,10 @@
  * engine_int.h - the object engine's private structures, shared by
  * engine.c (store, cores, request pool, op plumbing), engine_put.c (PUT,
  * UploadPart, CompleteMultipartUpload's commit), engine_get.c (GET),
- * engine_del.c (DELETE), engine_bucket.c (buckets, ListMultipartUploads)
- * and engine_mpu.c (the upload registry, the scan at open, create, abort,
- * ListParts, Complete's checks). Nothing outside src/store/engine*.c
+ * engine_del.c (DELETE), engine_bucket.c (buckets, ListMultipartUploads),
+ * engine_mpu.c (the upload registry, the scan at open, create, abort,
+ * ListParts, Complete's checks) and engine_listing.c (the listing
+ * catalog's upkeep at each commit). Nothing outside src/store/engine*.c
  * includes it.
  *
  * A request is one struct ol_sreq from the core's pool, plus a fixed
@@ -91,6 +92,8 @@ struct ol_store {
     struct ol_syncers *sync;   /* group commit by syncfs, or NULL: fsyncs per file */
     ol_store_heal_fn heal_fn;  /* heal queue (NULL = off), set before the loops run */
     void *heal_ud;
+    struct ol_catalog *catalog;/* listings kept at each commit (engine_listing.c;
+                                  NULL = none), set before the loops run */
 };
 
 struct ol_sreq;
@@ -322,6 +325,8 @@ struct ol_sreq {
     unsigned lock_slot;
     uint8_t nvid[16];          /* PUT: the new version's id */
     bool dmark;                /* PUT: writes a delete marker */
+    bool kept;                 /* PUT: a drive's new metadata keeps another version
+                                  beside the new one (the listing's VERSIONS flag) */
     struct ol_store_cond cond; /* PUT / COMPLETE: conditional write */
     int cond_st;               /* PUT: what a drive decided (failed condition, -EFBIG) */
     bool has_vid;              /* GET / DELETE: one version, want_vid */
@@ -542,6 +547,9 @@ int ol_se_ver_set(struct ol_store *s, const char *bucket, uint8_t state, uint64_
 void ol_se_ver_forget(struct ol_store *s, const char *bucket);
 /* Takes r's key's commit lock (r->p_obj): true when held (also already). */
 bool ol_se_key_lock(struct ol_sreq *r);
+/* The same for another directory of the same table (a bucket's: its
+ * creates and deletes, engine_bucket.c). */
+bool ol_se_path_lock(struct ol_sreq *r, const char *path);
 /* The commit lock of the object directory p_obj (r->p_obj's form), for
  * callers without a request (the healer's thread): 0 and *slot (release
  * with ol_se_key_unlock_slot), or -EBUSY (held, or the table is full). */
@@ -552,6 +560,20 @@ void ol_se_key_unlock(struct ol_sreq *r);
 void ol_se_key_unlock_slot(struct ol_store *s, unsigned slot);
 /* Tick to wait before retrying a taken lock. */
 #define OL_SE_LOCK_RETRY_MS 1u
+
+/* ---- the listing catalog (engine_listing.c) ---------------------------------------- */
+
+/* Each at the commit point, before EV_DONE, with r's commit lock held. */
+/* PUT, delete marker, Complete (a part: nothing): r's version is the key's latest. */
+void ol_se_listing_commit(struct ol_sreq *r);
+/* DELETE (of the object, r->da NULL) or of a version (r->da): the key's new
+ * latest, or its removal (a tag set rewrite, r->ta: nothing). */
+void ol_se_listing_delete(struct ol_sreq *r);
+/* Bucket r->bucket created / deleted. */
+void ol_se_listing_bucket(struct ol_sreq *r, bool created);
+/* A write whose outcome the listing cannot follow (what: why): the
+ * catalog is marked dirty, to be rebuilt at the next start. */
+void ol_se_listing_unknown(struct ol_store *s, const char *what);
 
 /* ---- multipart (engine_mpu.c) ---------------------------------------------------- */
 

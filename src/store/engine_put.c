@@ -881,8 +881,10 @@ static void commit_build(struct ol_sdrv *d)
                 r->cond_st = cst;
                 return drive_fail(d, cst);
             }
-            if (replace && ol_meta_find(&d->mf, null_vid, &ov) >= 0 &&
-                ov.type == OL_META_OBJECT && !ov.has_inline &&
+            bool null_there = replace && ol_meta_find(&d->mf, null_vid, &ov) >= 0;
+            if (d->mf.count > (null_there ? 1u : 0u))
+                r->kept = true; /* another version stays beside the new one */
+            if (null_there && ov.type == OL_META_OBJECT && !ov.has_inline &&
                 memcmp(ov.data_dir, null_vid, 16) != 0 && memcmp(ov.data_dir, r->ddir, 16) != 0) {
                 d->v = ov;
                 d->old_dd = true;
@@ -1518,6 +1520,7 @@ bool ol_se_put_step(struct ol_sreq *r)
                 r->status = r->cond_st ? r->cond_st : lost(r);
             start_phase(r, PH_UNDO);
         } else {
+            ol_se_listing_commit(r); /* committed: the listing follows, still locked */
             start_phase(r, PH_CLEAN);
         }
         return false;

@@ -168,14 +168,16 @@ int ol_se_key_trylock(struct ol_store *s, const char *p_obj, unsigned *slot)
     return freeslot >= 0 ? 0 : -EBUSY;
 }
 
-bool ol_se_key_lock(struct ol_sreq *r)
+bool ol_se_path_lock(struct ol_sreq *r, const char *path)
 {
     if (r->locked)
         return true;
-    if (ol_se_key_trylock(r->c->s, r->p_obj, &r->lock_slot) == 0)
+    if (ol_se_key_trylock(r->c->s, path, &r->lock_slot) == 0)
         r->locked = true;
     return r->locked;
 }
+
+bool ol_se_key_lock(struct ol_sreq *r) { return ol_se_path_lock(r, r->p_obj); }
 
 void ol_se_key_unlock_slot(struct ol_store *s, unsigned slot)
 {

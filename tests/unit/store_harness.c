@@ -7,6 +7,7 @@
  */
 #include "store_harness.h"
 
+#include "store/catalog.h"
 #include "store/format.h"
 
 #include <dirent.h>
@@ -43,36 +44,45 @@ static void on_msg(ol_loop *l, struct ol_msg *m)
     t->fn(t);
 }
 
-int sh_call(struct sh_env *e, struct sh_call *t, void (*fn)(struct sh_call *))
+int sh_call_on(struct sh_env *e, unsigned core, struct sh_call *t, void (*fn)(struct sh_call *))
 {
     t->e = e;
     t->fn = fn;
+    t->on = core;
     t->posted = false;
     t->m.fn = on_msg;
     sem_init(&t->sem, 0, 0);
-    ol_loop_post(e->loop, &t->m);
+    ol_loop_post(core ? e->loop2 : e->loop, &t->m);
     while (sem_wait(&t->sem) < 0 && errno == EINTR)
         ;
     sem_destroy(&t->sem);
     return t->status;
 }
 
+int sh_call(struct sh_env *e, struct sh_call *t, void (*fn)(struct sh_call *))
+{
+    return sh_call_on(e, 0, t, fn);
+}
+
+struct ol_store_core *sh_core(const struct sh_call *t) { return t->on ? t->e->c2 : t->e->c; }
+
 static void fn_core_create(struct sh_call *t)
 {
-    sh_done(t, ol_store_core_create(t->e->s, t->e->loop, &t->e->c));
+    sh_done(t, ol_store_core_create(t->e->s, t->on ? t->e->loop2 : t->e->loop,
+                                    t->on ? &t->e->c2 : &t->e->c));
 }
 
 static void fn_core_destroy(struct sh_call *t)
 {
-    ol_store_core_destroy(t->e->c);
-    t->e->c = NULL;
+    ol_store_core_destroy(sh_core(t));
+    *(t->on ? &t->e->c2 : &t->e->c) = NULL;
     sh_done(t, 0);
 }
 
 static void fn_stats(struct sh_call *t)
 {
-    t->st = *ol_store_core_stats(t->e->c);
-    t->busy = ol_store_core_busy(t->e->c);
+    t->st = *ol_store_core_stats(sh_core(t));
+    t->busy = ol_store_core_busy(sh_core(t));
     sh_done(t, 0);
 }
 
@@ -92,11 +102,21 @@ unsigned sh_busy(struct sh_env *e)
     return t.busy;
 }
 
+static unsigned busy_on(struct sh_env *e, unsigned core)
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    sh_call_on(e, core, &t, fn_stats);
+    return t.busy;
+}
+
 void sh_settle(struct sh_env *e)
 {
-    for (int i = 0; i < 500 && sh_busy(e); i++)
-        usleep(10000);
-    OLT_CHECK_EQ(sh_busy(e), 0);
+    for (unsigned core = 0; core < 1u + e->two; core++) {
+        for (int i = 0; i < 500 && busy_on(e, core); i++)
+            usleep(10000);
+        OLT_CHECK_EQ(busy_on(e, core), 0);
+    }
 }
 
 /* ---- environment -------------------------------------------------------------- */
@@ -112,37 +132,62 @@ void sh_env_start(struct sh_env *e)
     int rc = ol_store_open(&e->p, &e->s, err, sizeof err);
     if (rc < 0)
         olt_fail(__FILE__, __LINE__, "ol_store_open: %d %s", rc, err);
-    e->loop = sh_loop_new();
-    OLT_CHECK_EQ(ol_loop_start(e->loop, NULL, NULL), 0);
-    struct sh_call t;
-    memset(&t, 0, sizeof t);
-    OLT_CHECK_EQ(sh_call(e, &t, fn_core_create), 0);
+    if (e->listing) {
+        unsigned mq = ol_layout_read_quorum(ol_store_drives_per_set(e->s), ol_store_parity(e->s));
+        rc = ol_catalog_open(e->dp, e->n, mq, &e->cat, &e->cat_info, err, sizeof err);
+        if (rc < 0)
+            olt_fail(__FILE__, __LINE__, "ol_catalog_open: %d %s", rc, err);
+        ol_store_set_catalog(e->s, e->cat);
+    }
+    for (unsigned core = 0; core < 1u + e->two; core++) {
+        ol_loop **l = core ? &e->loop2 : &e->loop;
+        *l = sh_loop_new();
+        OLT_CHECK_EQ(ol_loop_start(*l, NULL, NULL), 0);
+        struct sh_call t;
+        memset(&t, 0, sizeof t);
+        OLT_CHECK_EQ(sh_call_on(e, core, &t, fn_core_create), 0);
+    }
 }
 
 void sh_env_stop(struct sh_env *e, bool crash)
 {
     if (!crash) {
-        /* the core may only go once no request is in use: the last GET's
+        /* the cores may only go once no request is in use: the last GET's
            files may still be closing after its EV_DONE */
         sh_settle(e);
-        struct sh_call t;
-        memset(&t, 0, sizeof t);
-        sh_call(e, &t, fn_core_destroy);
+        for (unsigned core = 0; core < 1u + e->two; core++) {
+            struct sh_call t;
+            memset(&t, 0, sizeof t);
+            sh_call_on(e, core, &t, fn_core_destroy);
+        }
     }
-    ol_loop_stop(e->loop);
-    ol_loop_join(e->loop);
-    if (crash) { /* before the loop goes: it waits for barriers still out */
-        ol_store_core_destroy(e->c);
-        e->c = NULL;
+    for (unsigned core = 0; core < 1u + e->two; core++) {
+        ol_loop **l = core ? &e->loop2 : &e->loop;
+        struct ol_store_core **c = core ? &e->c2 : &e->c;
+        ol_loop_stop(*l);
+        ol_loop_join(*l);
+        if (crash) { /* before the loop goes: it waits for barriers still out */
+            ol_store_core_destroy(*c);
+            *c = NULL;
+        }
+        ol_loop_destroy(*l);
+        *l = NULL;
     }
-    ol_loop_destroy(e->loop);
-    e->loop = NULL;
+    if (e->cat) {
+        e->cat_rc = ol_catalog_close(e->cat);
+        e->cat = NULL;
+        char clean[600];   /* a crash never reaches the clean close */
+        snprintf(clean, sizeof clean, "%s/.openlake/index/clean", e->path[0]);
+        if (crash)
+            unlink(clean);
+    }
     ol_store_close(e->s);
     e->s = NULL;
 }
 
-void sh_env_open(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max,
-                 uint64_t mpu_min_part)
+/* The drives of sh_env_open, and its parameters. */
+static void env_init(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max,
+                     uint64_t mpu_min_part)
 {
     memset(e, 0, sizeof *e);
     e->n = n;
@@ -155,6 +200,21 @@ void sh_env_open(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max,
     e->p = (struct ol_store_params){.drives = e->dp, .n = n, .drives_per_set = dps,
                                     .parity = -1, .stripe_bytes = SH_STRIPE,
                                     .inline_max = inline_max, .mpu_min_part = mpu_min_part};
+}
+
+void sh_env_open(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max,
+                 uint64_t mpu_min_part)
+{
+    env_init(e, n, dps, inline_max, mpu_min_part);
+    sh_env_start(e);
+}
+
+void sh_env_open_listing(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max,
+                         bool two)
+{
+    env_init(e, n, dps, inline_max, 0);
+    e->listing = true;
+    e->two = two;
     sh_env_start(e);
 }
 

@@ -1,9 +1,10 @@
 /*
- * store_harness.h - the object-engine test harness shared by
- * test_store_engine.c and test_store_mpu.c (implemented in store_harness.c).
+ * store_harness.h - the object-engine test harness shared by the
+ * test_store_*.c files of the engine (implemented in store_harness.c).
  *
  * It owns: the environment (temporary directories as drives, a store, a
- * real loop and one core on it); running a call on the loop thread while
+ * real loop and one core on it; for the listing tests the catalog the
+ * store keeps and a second core); running a call on the loop thread while
  * the test thread waits (sh_call: post a message, the engine's callback
  * ends it with sh_done); the PUT pump, the GET collector and the plain
  * callbacks with their common wrappers (GET, range GET, HEAD, DELETE,
@@ -20,6 +21,7 @@
 #include "olt.h"
 
 #include "rt/loop.h"
+#include "store/catalog.h"
 #include "store/engine.h"
 #include "store/layout.h"
 #include "store/meta.h"
@@ -40,6 +42,14 @@ struct sh_env {
     struct ol_store *s;
     struct ol_store_core *c;
     ol_loop *loop;
+    /* sh_env_open_listing: the listing catalog the store keeps, and a
+     * second core on its own loop (sh_call_on) */
+    bool listing, two;
+    struct ol_catalog *cat;
+    struct ol_catalog_info cat_info;   /* what its last open did */
+    int cat_rc;                        /* what its last close returned */
+    struct ol_store_core *c2;
+    ol_loop *loop2;
 };
 
 /* One call run on the loop thread; the fields are what the calls use. */
@@ -94,6 +104,7 @@ struct sh_call {
     struct ol_store_stats st;
     unsigned busy;
     int which;
+    unsigned on;               /* the core it runs on (sh_call_on): sh_core(t) */
 };
 
 /* ---- running things on the loop thread ---- */
@@ -102,6 +113,11 @@ struct sh_call {
 void sh_done(struct sh_call *t, int status);
 /* Runs fn(t) on e's loop thread and waits until it is done; its status. */
 int sh_call(struct sh_env *e, struct sh_call *t, void (*fn)(struct sh_call *));
+/* The same on core `core` (0, or 1: the second core of sh_env_open_listing);
+ * fn finds that core's store core with sh_core(t). Two test threads may
+ * each run calls on their own core at once. */
+int sh_call_on(struct sh_env *e, unsigned core, struct sh_call *t, void (*fn)(struct sh_call *));
+struct ol_store_core *sh_core(const struct sh_call *t);
 struct ol_store_stats sh_stats(struct sh_env *e);
 /* Request states of the core in use. */
 unsigned sh_busy(struct sh_env *e);
@@ -114,10 +130,18 @@ void sh_settle(struct sh_env *e);
  * SH_STRIPE, default parity; then sh_env_start. */
 void sh_env_open(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max,
                  uint64_t mpu_min_part);
-/* Opens the store of e->p, starts a loop and creates the core on it. */
+/* sh_env_open with the listing catalog (store/catalog.h) opened on the
+ * drives and set on the store before the loops run, and with two set, a
+ * second loop and core. */
+void sh_env_open_listing(struct sh_env *e, unsigned n, unsigned dps, int64_t inline_max,
+                         bool two);
+/* Opens the store of e->p (and the catalog, e->listing), starts a loop and
+ * creates the core on it (and the second, e->two). */
 void sh_env_start(struct sh_env *e);
-/* Stops the loop: after sh_settle, the core is destroyed on its loop; with
- * crash set, it is dropped as a crash would drop it. */
+/* Stops the loops: after sh_settle, the cores are destroyed on their loops;
+ * with crash set, they are dropped as a crash would drop them. Then the
+ * catalog is closed (e->cat_rc; with crash set, its clean marker removed
+ * after: the next start rebuilds) and the store. */
 void sh_env_stop(struct sh_env *e, bool crash);
 
 /* ---- operations ---- */
