@@ -46,6 +46,7 @@ struct ol_daemon {
     _Atomic int ready;         /* every core is serving, the stores recovered (main.c) */
     _Atomic int ready_held;    /* POST /_openlake/debug/ready?hold=1 (tests only) */
     _Atomic int draining;      /* shutdown started */
+    _Atomic int closing;       /* ... and its timeout passed: stop with what is left */
     struct ol_kv_service *kv;  /* NULL in mode s3 */
     struct ol_kv_server **kv_servers; /* one per core */
     struct ol_s3_credset creds;       /* S3 credentials (s3/creds.h) */

@@ -56,8 +56,13 @@ static void ol_usage(FILE *f)
 static void ol_core_tick(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_core *core = (struct ol_core *)((char *)t - offsetof(struct ol_core, tick));
+    /* the store's requests too: a write whose client left still commits, and
+     * one stopped under it would make the listing catalog dirty (engine.h,
+     * ol_store_set_catalog) */
+    bool store_idle = !core->store || ol_store_core_busy(core->store) == 0 ||
+                      atomic_load(&core->d->closing);
     if (atomic_load(&core->d->draining) && ol_http_server_conns(core->s3) == 0 &&
-        (!core->kv || ol_kv_server_idle(core->kv)) && !core->sweeping) {
+        (!core->kv || ol_kv_server_idle(core->kv)) && !core->sweeping && store_idle) {
         ol_loop_stop(loop);
         return;
     }
@@ -461,6 +466,7 @@ int main(int argc, char **argv)
                     (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec)) {
                     ol_warn("shutdown timeout: closing the remaining connections");
                     closing = 1;
+                    atomic_store(&d.closing, 1);
                     for (int i = 0; i < started; i++)
                         ol_loop_post(d.cores[i].loop, &d.cores[i].close_msg);
                 }
