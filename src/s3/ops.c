@@ -818,6 +818,13 @@ static void mpu_gone(struct ol_s3_req *q)
     (void)q;   /* the engine's callback comes and frees */
 }
 
+/* The client left before the engine was called (a body being read). */
+static void mpu_gone_early(struct ol_s3_req *q)
+{
+    mpu_free(q);
+    ol_s3_req_free(q);
+}
+
 /* The start of every multipart callback: true when the request ended here
  * (the client left, or the engine failed: answered). */
 static bool mpu_ended(struct ol_s3_req *q, const struct ol_store_event *ev)
@@ -1231,7 +1238,9 @@ static void complete_upload(struct ol_s3_req *q)
     if (e) {
         mpu_free(q);
         ol_s3_error(q, e, NULL);
+        return;
     }
+    q->abort_handler = mpu_gone_early;   /* until complete_body calls the engine */
 }
 
 static void abort_done(void *ud, const struct ol_store_event *ev)
