@@ -3,8 +3,11 @@
  * key of a bucket in S3's order, each with the small fixed record a
  * listing needs (size, mtime, ETag, storage class, flags, latest version
  * id), so ListObjects never reads object metadata and never walks
- * directories. Durable through an append log with group commit and a
- * sorted snapshot written at checkpoints.
+ * directories. An index lives in memory; on disk it is a sorted snapshot
+ * written at checkpoints plus an append log with group commit. What the
+ * daemon makes durable is the catalog's choice (catalog.h): it keeps its
+ * indexes memory-only while serving and checkpoints them only at a clean
+ * stop (see Durability).
  *
  * Owns: the in-memory ordered map, the S3 listing walk (prefix,
  * delimiter, marker, max-keys, CommonPrefixes, IsTruncated, next marker),
@@ -22,7 +25,7 @@
  * loop; include anything but libc and xxhash.h; validate S3 key syntax
  * (UTF-8, NUL: ol_layout_key_ok at the S3 boundary does that - here a key
  * is 1..1024 arbitrary bytes); rebuild itself from object metadata (the
- * engine does that through ol_index_create_empty + ol_index_put).
+ * catalog does that through ol_index_create_empty + ol_index_put).
  *
  * ---- Why a B+tree ------------------------------------------------------
  *
@@ -50,14 +53,24 @@
  * ---- Durability --------------------------------------------------------
  *
  * ol_index_put / ol_index_remove change the in-memory map at once (later
- * listings see the change) and append a log frame to an in-memory batch.
- * ol_index_flush writes the batch and a COMMIT frame at the end of the log
- * with one pwrite and fdatasyncs it (group commit): the engine calls it
- * before acknowledging a PUT or DELETE, and one flush covers every change
- * made since the last. These are plain blocking syscalls in this first
- * version: the engine runs flushes and checkpoints off the event-loop
- * thread (or moves them to io_uring later). A handle is not thread-safe:
- * one thread at a time, the caller serialises.
+ * listings see the change) and append a log frame to an in-memory batch
+ * (not on a memory-only index). ol_index_flush writes the batch and a
+ * COMMIT frame at the end of the log with one pwrite and fdatasyncs it
+ * (group commit: one flush covers every change made since the last). A
+ * change is durable only once a flush or a checkpoint that covers it
+ * returned 0.
+ *
+ * What the daemon uses, exactly (catalog.h): memory-only indexes while
+ * serving (no change is logged, flushed or synced, and no write waits for
+ * the index), each copied into a fresh index directory and checkpointed at
+ * a clean stop, then a clean marker written; a start loads them only when
+ * that marker is there, else (a crash, a dirty catalog) rebuilds them from
+ * the object metadata. The log and flush are built and tested for an index
+ * made durable change by change; the catalog never calls ol_index_flush.
+ *
+ * Flush and checkpoint are plain blocking syscalls: callers run them off
+ * the event-loop threads (the catalog: at the stop, after the loops ended).
+ * A handle is not thread-safe: one thread at a time, the caller serialises.
  *
  * A batch is applied on replay only when it is whole: every frame and the
  * COMMIT that closes it verify (length, type, checksum, count, sequence).
@@ -66,7 +79,7 @@
  * truncated there so appends continue after the last whole batch).
  * Garbage is never loaded. A complete batch found after the bad one means
  * the bad one had been fdatasynced, so acknowledged changes were lost:
- * open reports it (info->damaged) and the engine should rebuild.
+ * open reports it (info->damaged) and the caller should rebuild.
  *
  * ol_index_checkpoint writes every key to snapshot.tmp, fsyncs, renames it
  * over snapshot, fsyncs the directory, starts log G+1 (header, fsync,
@@ -163,9 +176,11 @@
 /* Record flags. */
 #define OL_INDEX_F_DELETE_MARKER 0x01u /* the latest version is a delete marker:
                                           ListObjects does not show the key */
-#define OL_INDEX_F_VERSIONS      0x02u /* the key has more than the one null
-                                          version: ListObjectVersions reads
-                                          its metadata */
+#define OL_INDEX_F_VERSIONS      0x02u /* the key may have more than the one
+                                          null version: ListObjectVersions
+                                          reads its metadata (set whenever it
+                                          may: a flag too many costs a read,
+                                          one missing would hide versions) */
 #define OL_INDEX_F_ALL           0x03u
 
 /* What a listing shows for a key without reading its metadata. */
