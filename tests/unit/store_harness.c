@@ -23,6 +23,17 @@
 
 /* ---- running things on the loop thread --------------------------------------- */
 
+void sh_call_init(struct sh_call *t, const char *b, const char *k, const uint8_t *data,
+                  uint64_t size)
+{
+    memset(t, 0, sizeof *t);
+    t->bucket = b;
+    t->key = k;
+    t->data = data;
+    t->size = t->stop = size;
+    t->chunk = OL_STORE_WRITE_MAX;
+}
+
 void sh_done(struct sh_call *t, int status)
 {
     if (t->posted)
@@ -593,12 +604,7 @@ int sh_put(struct sh_env *e, const char *b, const char *k, const uint8_t *data, 
            void (*fill)(struct sh_call *, struct ol_meta_version *))
 {
     struct sh_call t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.key = k;
-    t.data = data;
-    t.size = t.stop = size;
-    t.chunk = OL_STORE_WRITE_MAX;
+    sh_call_init(&t, b, k, data, size);
     t.fill = fill;
     return sh_call(e, &t, sh_fn_put);
 }

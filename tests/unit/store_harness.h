@@ -109,6 +109,10 @@ struct sh_call {
 
 /* ---- running things on the loop thread ---- */
 
+/* t zeroed for a call on b/k, with size bytes of data (NULL for none) that
+ * a PUT writes whole (stop = size) in OL_STORE_WRITE_MAX pieces. */
+void sh_call_init(struct sh_call *t, const char *b, const char *k, const uint8_t *data,
+                  uint64_t size);
 /* Ends t with status (once): wakes the test thread, or counts down the parent. */
 void sh_done(struct sh_call *t, int status);
 /* Runs fn(t) on e's loop thread and waits until it is done; its status. */

@@ -256,9 +256,7 @@ static void check_listed(struct sh_env *e, const char *b, const char *k)
     struct seen_ver h;
     memset(&h, 0, sizeof h);
     struct sh_call t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.key = k;
+    sh_call_init(&t, b, k, NULL, 0);
     t.out = (uint8_t *)&h;
     h.status = sh_call(e, &t, fn_head);
     struct ol_index_rec rec;
@@ -338,12 +336,7 @@ static int put_on(struct sh_env *e, unsigned core, const char *b, const char *k,
                   int marker, bool ignore)
 {
     struct sh_call t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.key = k;
-    t.data = data;
-    t.size = t.stop = size;
-    t.chunk = OL_STORE_WRITE_MAX;
+    sh_call_init(&t, b, k, data, size);
     memset(t.etag, (int)seed, 16);
     t.etag[0] = (uint8_t)(seed >> 8);
     if (vid)
@@ -367,9 +360,7 @@ static void fn_vdel(struct sh_call *t)
 static int vdel(struct sh_env *e, const char *b, const char *k, const uint8_t vid[16])
 {
     struct sh_call t;
-    memset(&t, 0, sizeof t);
-    t.bucket = b;
-    t.key = k;
+    sh_call_init(&t, b, k, NULL, 0);
     memcpy(t.id, vid, 16);
     return sh_call(e, &t, fn_vdel);
 }
@@ -405,14 +396,9 @@ static int multipart(struct sh_env *e, const char *b, const char *k, const uint8
         return rc;
     uint8_t id[16];
     memcpy(id, t.ca.upload_id, 16);
-    memset(&t, 0, sizeof t);
+    sh_call_init(&t, b, k, data, size);
     t.part = true;
-    t.bucket = b;
-    t.key = k;
     memcpy(t.id, id, 16);
-    t.data = data;
-    t.size = t.stop = size;
-    t.chunk = OL_STORE_WRITE_MAX;
     memset(t.etag, (int)seed, 16);
     if ((rc = sh_call(e, &t, fn_put)) < 0)
         return rc;
