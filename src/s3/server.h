@@ -33,7 +33,8 @@ struct ol_s3_params {
     struct ol_store_core *store;       /* this core's object store; NULL: none */
     const struct ol_store *store_all;  /* the store (geometry), or NULL */
     struct ol_catalog *catalog;        /* the buckets and their key indexes (ListBuckets,
-                                          ListObjects) */
+                                          ListObjects, ListObjectVersions): read
+                                          only here, the store engine keeps them */
 };
 
 /* On the loop's thread. Returns 0 or -ENOMEM. */
