@@ -239,6 +239,8 @@ static const struct ckey ol_config_keys[] = {
      .expect = "a DNS name such as s3.example.com (letters, digits, '-', '.')",
      .def = "",
      .doc = "Base domain of virtual-host-style requests (bucket.<s3_domain>); \"\" = path style only."},
+    {.name = "s3_sigv2", .kind = K_BOOL, .off = CO(s3_sigv2), .def = "true",
+     .doc = "Accept S3 requests signed with Signature Version 2 (HMAC-SHA1: \"Authorization: AWS ...\" headers, and presigned URLs with AWSAccessKeyId, Signature and Expires: what boto3's generate_presigned_url and s3cmd signurl make by default), as MinIO and Ceph RGW do; false = SigV4 only."},
     {.name = "s3_tls_cert", .kind = K_STR, .off = CO(s3_tls_cert), .size = CS(s3_tls_cert),
      .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1, .check = check_path,
      .expect = "a path of at most 4095 bytes",

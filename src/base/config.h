@@ -134,6 +134,7 @@ struct ol_config {
     int64_t kv_max_unauthenticated;     /* per core and listener; the oldest goes first */
     char region[OL_CONFIG_REGION_LEN];
     char s3_domain[OL_CONFIG_DOMAIN_LEN]; /* "" = path-style addressing only */
+    bool s3_sigv2;                      /* accept Signature Version 2 requests */
     char s3_tls_cert[OL_CONFIG_PATH_LEN]; /* "" = plain HTTP */
     char s3_tls_key[OL_CONFIG_PATH_LEN];
     char data_dirs[OL_CONFIG_MAX_DATA_DIRS][OL_CONFIG_PATH_LEN];

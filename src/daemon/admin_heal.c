@@ -150,9 +150,10 @@ void ol_admin_heal_route(struct ol_core *core, ol_http_req *r, const char *path,
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     struct ol_s3_auth auth;
+    const struct ol_s3_auth_conf conf = {&d->creds.view, d->cfg.region, d->cfg.s3_domain,
+                                         d->cfg.s3_sigv2};
     enum ol_s3_err e = ol_s3_authenticate(h->method, h->method_len, path, plen, q, qlen,
-                                          h->headers, h->num_headers, &d->creds.view,
-                                          d->cfg.region, now.tv_sec, &auth);
+                                          h->headers, h->num_headers, &conf, now.tv_sec, &auth);
     if (e) {
         const struct ol_s3_err_info *ei = ol_s3_err_info(e);
         answer_error(r, ei->status, ei->code, auth.message[0] ? auth.message : ei->message);

@@ -56,6 +56,8 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
             e.chunk_paired_bytes += x.chunk_paired_bytes;
             e.chunk_unstaged += x.chunk_unstaged;
             e.one_pass_bytes += x.one_pass_bytes;
+            e.auth_sigv4 += x.auth_sigv4;
+            e.auth_sigv2 += x.auth_sigv2;
         }
     }
     uint64_t syncs = 0, barriers = 0, sync_ns = 0;
@@ -63,6 +65,8 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
         ol_store_sync_stats(d->store, &syncs, &barriers, &sync_ns);
     uint64_t cat_errors = d->catalog ? ol_catalog_errors(d->catalog) : 0;
     const struct ol_metric m[] = {
+        {"openlake_s3_auth_sigv4_total", "counter", "S3 requests authenticated with Signature Version 4 (header or presigned URL).", e.auth_sigv4},
+        {"openlake_s3_auth_sigv2_total", "counter", "S3 requests authenticated with Signature Version 2 (header or presigned URL; s3_sigv2).", e.auth_sigv2},
         {"openlake_s3_etag_md5_blocks_interleaved_total", "counter", "ETag MD5 blocks hashed together with other uploads' (base/md5.h).", e.etag_blocks_interleaved},
         {"openlake_s3_etag_md5_blocks_alone_total", "counter", "ETag MD5 blocks hashed alone.", e.etag_blocks_alone},
         {"openlake_s3_etag_waits_total", "counter", "Uploads whose body ended and whose ETag waited for another upload's bytes.", e.etag_waits},
@@ -91,5 +95,5 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
         {"openlake_store_catalog_errors_total", "counter", "Listing index updates that failed, or writes whose outcome it could not learn: the index is then rebuilt from the object metadata at the next start (store.md, listing).", cat_errors},
     };
     /* the store's lines only where there is one (not in mode kv) */
-    return ol_metrics_put(buf, cap, 0, m, store ? sizeof m / sizeof *m : 4);
+    return ol_metrics_put(buf, cap, 0, m, store ? sizeof m / sizeof *m : 6);
 }

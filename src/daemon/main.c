@@ -175,7 +175,8 @@ static int ol_core_init(ol_loop *loop, void *arg)
         return -1;
     }
     struct ol_s3_params sp = {.creds = &core->d->creds.view, .region = cfg->region,
-                              .domain = cfg->s3_domain, .core = core->index, .loop = loop,
+                              .domain = cfg->s3_domain, .sigv2 = cfg->s3_sigv2,
+                              .core = core->index, .loop = loop,
                               .store = core->store,
                               .store_all = core->d->store,
                               .catalog = core->d->catalog};

@@ -13,6 +13,8 @@
 #include <openssl/crypto.h>
 
 #include "s3/awschunked.h"
+#include "s3/route.h"
+#include "s3/sigv2.h"
 
 static const struct ol_http_header *hdr(const struct ol_http_header *h, size_t n,
                                         const char *name)
@@ -149,6 +151,27 @@ static enum ol_s3_err sign_and_compare(const struct ol_sigv4 *a, const char *sec
     return OL_S3_OK;
 }
 
+/* The payload mode x-amz-content-sha256 announces (p). */
+static enum ol_s3_err payload_mode(const struct ol_http_header *p, struct ol_s3_auth *out)
+{
+    int mode = ol_awsc_mode_of(p->value, p->value_len);
+    if (mode == OL_AWSC_SIGNED)
+        out->payload = OL_S3_PAY_STREAM_SIGNED;
+    else if (mode == OL_AWSC_SIGNED_TRAILER)
+        out->payload = OL_S3_PAY_STREAM_SIGNED_TRAILER;
+    else if (mode == OL_AWSC_UNSIGNED_TRAILER)
+        out->payload = OL_S3_PAY_STREAM_UNSIGNED_TRAILER;
+    else if (p->value_len == 16 && memcmp(p->value, "UNSIGNED-PAYLOAD", 16) == 0)
+        out->payload = OL_S3_PAY_UNSIGNED;
+    else if (ol_sigv4_from_hex(p->value, p->value_len, out->body_sha256) == 0)
+        out->payload = OL_S3_PAY_SHA256;
+    else
+        return fail(out, OL_S3_INVALID_ARGUMENT, "x-amz-content-sha256 must be "
+                    "UNSIGNED-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER], "
+                    "STREAMING-UNSIGNED-PAYLOAD-TRAILER, or a SHA-256 in hex.");
+    return OL_S3_OK;
+}
+
 static enum ol_s3_err header_auth(const struct ol_http_header *auth, const char *method,
                                   size_t method_len, const char *path, size_t path_len,
                                   const char *query, size_t query_len,
@@ -173,21 +196,9 @@ static enum ol_s3_err header_auth(const struct ol_http_header *auth, const char 
     if (!p)
         return fail(out, OL_S3_INVALID_REQUEST,
                     "Missing required header for this request: x-amz-content-sha256");
-    int mode = ol_awsc_mode_of(p->value, p->value_len);
-    if (mode == OL_AWSC_SIGNED)
-        out->payload = OL_S3_PAY_STREAM_SIGNED;
-    else if (mode == OL_AWSC_SIGNED_TRAILER)
-        out->payload = OL_S3_PAY_STREAM_SIGNED_TRAILER;
-    else if (mode == OL_AWSC_UNSIGNED_TRAILER)
-        out->payload = OL_S3_PAY_STREAM_UNSIGNED_TRAILER;
-    else if (p->value_len == 16 && memcmp(p->value, "UNSIGNED-PAYLOAD", 16) == 0)
-        out->payload = OL_S3_PAY_UNSIGNED;
-    else if (ol_sigv4_from_hex(p->value, p->value_len, out->body_sha256) == 0)
-        out->payload = OL_S3_PAY_SHA256;
-    else
-        return fail(out, OL_S3_INVALID_ARGUMENT, "x-amz-content-sha256 must be "
-                    "UNSIGNED-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER], "
-                    "STREAMING-UNSIGNED-PAYLOAD-TRAILER, or a SHA-256 in hex.");
+    e = payload_mode(p, out);
+    if (e)
+        return e;
     out->cred = find_cred(creds, a.access_key, a.access_key_len);
     if (out->cred < 0)
         return OL_S3_INVALID_ACCESS_KEY;
@@ -233,28 +244,140 @@ static enum ol_s3_err query_auth(const char *method, size_t method_len, const ch
                             out);
 }
 
+/* ---- Signature Version 2 (sigv2.h) ------------------------------------------------ */
+
+static enum ol_s3_err v2_refused(struct ol_s3_auth *out)
+{
+    return fail(out, OL_S3_ACCESS_DENIED, "Signature Version 2 is turned off on this server "
+                "(s3_sigv2 = false): sign with SigV4 (boto3: Config(signature_version="
+                "'s3v4'); s3cmd: signature_v2 = False).");
+}
+
+/* The string to sign, HMAC-SHA1 with the secret of the access key, compared. */
+static enum ol_s3_err v2_compare(const struct ol_sigv2 *a, const char *method,
+                                 size_t method_len, const char *path, size_t path_len,
+                                 const char *query, size_t query_len,
+                                 const struct ol_http_header *hdrs, size_t nhdrs,
+                                 const struct ol_s3_auth_conf *conf, struct ol_s3_auth *out)
+{
+    out->cred = find_cred(conf->creds, a->access_key, a->access_key_len);
+    if (out->cred < 0)
+        return OL_S3_INVALID_ACCESS_KEY;
+    const struct ol_http_header *host = hdr(hdrs, nhdrs, "host");
+    size_t bl = 0;
+    const char *bucket = host ? ol_s3_vhost_bucket(host->value, host->value_len, conf->domain,
+                                                   &bl) : NULL;
+    char sts[OL_SIGV2_MAX_STS];
+    int n = ol_sigv2_string_to_sign(method, method_len, bucket, bl, path, path_len, query,
+                                    query_len, hdrs, nhdrs, a->expires, a->expires_len, sts,
+                                    sizeof sts);
+    if (n < 0)
+        return fail(out, OL_S3_INVALID_REQUEST, "The request is too large to sign with SigV2 "
+                    "(over %u bytes to sign, %u x-amz-* headers or %u sub-resources).",
+                    OL_SIGV2_MAX_STS, OL_SIGV2_MAX_AMZ, OL_SIGV2_MAX_SUBRES);
+    const char *secret = conf->creds->secrets[out->cred];
+    uint8_t sig[20];
+    ol_sigv2_sign(secret, strlen(secret), sts, (size_t)n, sig);
+    return ol_sigv2_equal(sig, a->signature) ? OL_S3_OK : OL_S3_SIGNATURE_DOES_NOT_MATCH;
+}
+
+static enum ol_s3_err v2_header_auth(const struct ol_http_header *auth, const char *method,
+                                     size_t method_len, const char *path, size_t path_len,
+                                     const char *query, size_t query_len,
+                                     const struct ol_http_header *hdrs, size_t nhdrs,
+                                     const struct ol_s3_auth_conf *conf, int64_t now,
+                                     struct ol_s3_auth *out)
+{
+    struct ol_sigv2 a;
+    if (ol_sigv2_parse_header(auth->value, auth->value_len, &a) < 0)
+        return fail(out, OL_S3_INVALID_ARGUMENT, "AWS authorization header is invalid.  "
+                    "Expected AwsAccessKeyId:signature");
+    /* the request's time: x-amz-date when sent (then Date is not signed) */
+    const struct ol_http_header *d = hdr(hdrs, nhdrs, "x-amz-date");
+    if (!d)
+        d = hdr(hdrs, nhdrs, "date");
+    int64_t t;
+    if (!d || ol_sigv2_parse_date(d->value, d->value_len, &t) < 0)
+        return fail(out, OL_S3_ACCESS_DENIED,
+                    "AWS authentication requires a valid Date or x-amz-date header");
+    if (t > now + OL_S3_MAX_SKEW_S || t < now - OL_S3_MAX_SKEW_S)
+        return OL_S3_REQUEST_TIME_TOO_SKEWED;
+    const struct ol_http_header *p = hdr(hdrs, nhdrs, "x-amz-content-sha256");
+    out->payload = OL_S3_PAY_UNSIGNED;
+    if (p) {
+        enum ol_s3_err e = payload_mode(p, out);
+        if (e)
+            return e;
+        if (out->payload == OL_S3_PAY_STREAM_SIGNED ||
+            out->payload == OL_S3_PAY_STREAM_SIGNED_TRAILER)
+            return fail(out, OL_S3_INVALID_REQUEST, "Signed aws-chunked payloads "
+                        "(STREAMING-AWS4-HMAC-SHA256-PAYLOAD) need a SigV4 signature.");
+    }
+    return v2_compare(&a, method, method_len, path, path_len, query, query_len, hdrs, nhdrs,
+                      conf, out);
+}
+
+/* SigV2 in the query (AWSAccessKeyId, Signature, Expires); *absent when the
+ * query has none of the three. */
+static enum ol_s3_err v2_query_auth(const char *method, size_t method_len, const char *path,
+                                    size_t path_len, const char *query, size_t query_len,
+                                    const struct ol_http_header *hdrs, size_t nhdrs,
+                                    const struct ol_s3_auth_conf *conf, int64_t now,
+                                    struct ol_s3_auth *out, bool *absent)
+{
+    char scratch[OL_SIGV4_MAX_CANONICAL];   /* query_auth refused longer queries */
+    struct ol_sigv2 a;
+    int rc = ol_sigv2_parse_query(query, query_len, scratch, &a);
+    *absent = rc == -ENOENT;
+    if (*absent)
+        return OL_S3_ACCESS_DENIED;
+    out->sig = OL_S3_SIG_V2_QUERY;
+    if (!conf->sigv2)
+        return v2_refused(out);
+    if (rc < 0)
+        return fail(out, OL_S3_ACCESS_DENIED, "Query-string authentication requires the "
+                    "Signature, Expires and AWSAccessKeyId parameters");
+    if (now > a.expires_at)
+        return fail(out, OL_S3_ACCESS_DENIED, "Request has expired");
+    out->payload = OL_S3_PAY_UNSIGNED;
+    return v2_compare(&a, method, method_len, path, path_len, query, query_len, hdrs, nhdrs,
+                      conf, out);
+}
+
+/* ---- the decision ------------------------------------------------------------------ */
+
 enum ol_s3_err ol_s3_authenticate(const char *method, size_t method_len, const char *path,
                                   size_t path_len, const char *query, size_t query_len,
                                   const struct ol_http_header *hdrs, size_t nhdrs,
-                                  const struct ol_s3_creds *creds, const char *region,
-                                  int64_t now, struct ol_s3_auth *out)
+                                  const struct ol_s3_auth_conf *conf, int64_t now,
+                                  struct ol_s3_auth *out)
 {
     memset(out, 0, sizeof *out);
     out->cred = -1;
     const struct ol_http_header *auth = hdr(hdrs, nhdrs, "authorization");
-    bool v2 = auth ? auth->value_len > 4 && memcmp(auth->value, "AWS ", 4) == 0
-                   : ol_sigv4_query_has_v2(query, query_len);
-    if (v2)
-        return fail(out, OL_S3_ACCESS_DENIED, "Signature Version 2 is not supported: sign with "
-                    "SigV4 (boto3: Config(signature_version='s3v4'); aws CLI: "
-                    "s3.signature_version = s3v4).");
-    if (auth)
+    if (auth && auth->value_len >= 4 && memcmp(auth->value, "AWS ", 4) == 0) {
+        out->sig = OL_S3_SIG_V2;
+        if (!conf->sigv2)
+            return v2_refused(out);
+        return v2_header_auth(auth, method, method_len, path, path_len, query, query_len, hdrs,
+                              nhdrs, conf, now, out);
+    }
+    if (auth) {
+        out->sig = OL_S3_SIG_V4;
         return header_auth(auth, method, method_len, path, path_len, query, query_len, hdrs,
-                           nhdrs, creds, region, now, out);
+                           nhdrs, conf->creds, conf->region, now, out);
+    }
     int not_presigned = 0;
     enum ol_s3_err e = query_auth(method, method_len, path, path_len, query, query_len, hdrs,
-                                  nhdrs, creds, region, now, out, &not_presigned);
-    if (not_presigned)
+                                  nhdrs, conf->creds, conf->region, now, out, &not_presigned);
+    if (!not_presigned) {
+        out->sig = OL_S3_SIG_V4_QUERY;
+        return e;
+    }
+    bool absent;
+    e = v2_query_auth(method, method_len, path, path_len, query, query_len, hdrs, nhdrs, conf,
+                      now, out, &absent);
+    if (absent)
         return fail(out, OL_S3_ACCESS_DENIED, "Anonymous access is not allowed: sign the "
                     "request (SigV4) with one of the server's credentials.");
     return e;

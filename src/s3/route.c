@@ -105,6 +105,23 @@ static bool has(const char *q, size_t n, const char *name)
     return ol_s3_query_has(q, n, name);
 }
 
+const char *ol_s3_vhost_bucket(const char *host, size_t host_len, const char *domain,
+                               size_t *len)
+{
+    size_t dl = domain ? strlen(domain) : 0;
+    if (!dl || !host)
+        return NULL;
+    size_t hl = host_len;
+    const char *colon = memchr(host, ':', hl);
+    if (colon)
+        hl = (size_t)(colon - host);
+    if (hl > dl + 1 && host[hl - dl - 1] == '.' && strncasecmp(host + hl - dl, domain, dl) == 0) {
+        *len = hl - dl - 1;
+        return host;
+    }
+    return NULL;
+}
+
 enum ol_s3_err ol_s3_route(const char *method, size_t method_len, const char *path,
                            size_t path_len, const char *query, size_t query_len,
                            const char *host, size_t host_len, const char *domain,
@@ -113,22 +130,9 @@ enum ol_s3_err ol_s3_route(const char *method, size_t method_len, const char *pa
     memset(out, 0, sizeof *out);
     if (path_len == 0 || path[0] != '/')
         return OL_S3_INVALID_REQUEST;
-    /* virtual host: "<bucket>.<domain>[:port]" */
-    const char *bucket = NULL;
     size_t blen = 0;
-    size_t dl = domain ? strlen(domain) : 0;
-    if (dl && host) {
-        size_t hl = host_len;
-        const char *colon = memchr(host, ':', hl);
-        if (colon)
-            hl = (size_t)(colon - host);
-        if (hl > dl + 1 && host[hl - dl - 1] == '.' &&
-            strncasecmp(host + hl - dl, domain, dl) == 0) {
-            bucket = host;
-            blen = hl - dl - 1;
-            out->virtual_host = true;
-        }
-    }
+    const char *bucket = ol_s3_vhost_bucket(host, host_len, domain, &blen);
+    out->virtual_host = bucket != NULL;
     const char *rest = path + 1;
     size_t rest_len = path_len - 1;
     if (!out->virtual_host) {   /* path style: the first segment is the bucket */

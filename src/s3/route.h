@@ -76,6 +76,15 @@ enum ol_s3_err ol_s3_route(const char *method, size_t method_len, const char *pa
                            const char *host, size_t host_len, const char *domain,
                            bool copy_source, struct ol_s3_route *out);
 
+/*
+ * ol_s3_vhost_bucket - the bucket a virtual-host-style Host names: host is
+ * "<bucket>.<domain>[:port]" (domain compared ignoring case). Returns the
+ * bucket's first byte inside host with its length in *len, or NULL (no
+ * domain configured, no host, or a path-style request).
+ */
+const char *ol_s3_vhost_bucket(const char *host, size_t host_len, const char *domain,
+                               size_t *len);
+
 /* The operation's name as in AWS's API reference ("PutObject"). */
 const char *ol_s3_op_name(enum ol_s3_op op);
 

@@ -107,6 +107,7 @@ struct ol_s3_req {
 
 struct ol_s3_server {
     struct ol_s3_params p;
+    struct ol_s3_auth_conf auth;  /* from p: what requests are checked against */
     uint32_t started;            /* seconds, for request ids */
     uint32_t counter;
     struct ol_pool states;
@@ -127,6 +128,7 @@ struct ol_s3_server {
     uint64_t one_pass_bytes;     /* their bytes hashed in one pass */
     struct ol_catalog_page *list_page; /* a listing's page, copied out of the
                                           catalog (NULL without a catalog) */
+    uint64_t auth_sigv4, auth_sigv2;   /* requests authenticated, by signature version */
 };
 
 /* Starts the operation of a routed, authenticated request (ops.c). */

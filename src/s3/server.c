@@ -34,6 +34,7 @@ int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out)
     if (!s)
         return -ENOMEM;
     s->p = *p;
+    s->auth = (struct ol_s3_auth_conf){p->creds, p->region, p->domain, p->sigv2};
     s->started = (uint32_t)time(NULL);
     s->md5_soon.fn = md5_on_soon;
     s->md5_late.fn = md5_on_late;
@@ -89,6 +90,8 @@ void ol_s3_server_stats(const struct ol_s3_server *s, struct ol_s3_stats *out)
     out->chunk_paired_bytes = __atomic_load_n(&s->chunk_paired, __ATOMIC_RELAXED);
     out->chunk_unstaged = __atomic_load_n(&s->chunk_unstaged, __ATOMIC_RELAXED);
     out->one_pass_bytes = __atomic_load_n(&s->one_pass_bytes, __ATOMIC_RELAXED);
+    out->auth_sigv4 = __atomic_load_n(&s->auth_sigv4, __ATOMIC_RELAXED);
+    out->auth_sigv2 = __atomic_load_n(&s->auth_sigv2, __ATOMIC_RELAXED);
 }
 
 /* ---- responses ------------------------------------------------------------ */
@@ -237,14 +240,18 @@ void ol_s3_on_request(struct ol_s3_server *s, ol_http_req *r)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     enum ol_s3_err e = ol_s3_authenticate(h->method, h->method_len, target, plen, query, qlen,
-                                          h->headers, h->num_headers, s->p.creds, s->p.region,
-                                          now.tv_sec, &q->auth);
+                                          h->headers, h->num_headers, &s->auth, now.tv_sec,
+                                          &q->auth);
     if (e) {
         char msg[sizeof q->auth.message];
         memcpy(msg, q->auth.message, sizeof msg);
         ol_s3_error(q, e, msg);
         return;
     }
+    if (q->auth.sig == OL_S3_SIG_V2 || q->auth.sig == OL_S3_SIG_V2_QUERY)
+        s->auth_sigv2++;
+    else
+        s->auth_sigv4++;
     const struct ol_http_header *host = find_hdr(r, "host");
     const struct ol_http_header *copy = find_hdr(r, "x-amz-copy-source");
     e = ol_s3_route(h->method, h->method_len, target, plen, query, qlen,

@@ -28,6 +28,7 @@ struct ol_s3_params {
     const struct ol_s3_creds *creds;   /* outlives the server */
     const char *region;                /* "us-east-1" */
     const char *domain;                /* virtual-host style base domain, or "" */
+    bool sigv2;                        /* accept Signature Version 2 (s3_sigv2) */
     int core;                          /* core index (request ids) */
     ol_loop *loop;                     /* this core's loop; NULL: no waits (tests) */
     struct ol_store_core *store;       /* this core's object store; NULL: none */
@@ -51,6 +52,8 @@ struct ol_s3_stats {
     uint64_t chunk_paired_bytes;       /* signed chunks' bytes hashed beside another's */
     uint64_t chunk_unstaged;           /* signed uploads with no staging (one by one) */
     uint64_t one_pass_bytes;           /* signed chunks' bytes hashed with the MD5 in one pass */
+    uint64_t auth_sigv4;               /* requests authenticated with SigV4 (header or query) */
+    uint64_t auth_sigv2;               /* ... with SigV2 (header or query) */
 };
 void ol_s3_server_stats(const struct ol_s3_server *s, struct ol_s3_stats *out);
 

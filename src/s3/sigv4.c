@@ -345,20 +345,6 @@ int ol_sigv4_parse_query(const char *q, size_t n, char *scratch, struct ol_sigv4
     return 0;
 }
 
-bool ol_sigv4_query_has_v2(const char *q, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        size_t s = i;
-        while (i < n && q[i] != '&')
-            i++;
-        if (i - s > 15 && memcmp(q + s, "AWSAccessKeyId=", 15) == 0)
-            return true;
-        i++;
-    }
-    return false;
-}
-
 /* ---- canonical request ------------------------------------------------------ */
 
 struct param {

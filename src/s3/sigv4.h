@@ -132,10 +132,6 @@ void ol_sigv4_trailer_sign(const uint8_t key[32], const char *amz_date, const ch
                            size_t scope_len, const uint8_t prev[32],
                            const char *trailer, size_t trailer_len, uint8_t sig[32]);
 
-/* Whether a query string is a Signature Version 2 presigned URL
- * (AWSAccessKeyId=...&Signature=...), which OpenLake refuses. */
-bool ol_sigv4_query_has_v2(const char *q, size_t n);
-
 /* Constant-time equality of two signatures. */
 bool ol_sigv4_equal(const uint8_t a[32], const uint8_t b[32]);
 

@@ -22,6 +22,8 @@
 static const char *keys[] = {"OTHERKEY", AK};
 static const char *secrets[] = {"other-secret", SECRET};
 static const struct ol_s3_creds creds = {keys, secrets, 2};
+/* path style, SigV2 accepted */
+static const struct ol_s3_auth_conf US = {&creds, "us-east-1", "", true};
 
 static struct ol_http_header H(const char *n, const char *v)
 {
@@ -41,7 +43,8 @@ static enum ol_s3_err get(const char *authz, const char *date, const char *sha, 
         h[n++] = H("x-amz-date", date);
     if (authz)
         h[n++] = H("Authorization", authz);
-    return ol_s3_authenticate("GET", 3, "/test.txt", 9, "", 0, h, n, &creds, region, now, out);
+    const struct ol_s3_auth_conf conf = {&creds, region, "", true};
+    return ol_s3_authenticate("GET", 3, "/test.txt", 9, "", 0, h, n, &conf, now, out);
 }
 
 OLT_TEST(s3_auth_header_signed_request)
@@ -88,18 +91,19 @@ OLT_TEST(s3_auth_refusals)
                  OL_S3_INVALID_ACCESS_KEY);
     const char *wrong_secrets[] = {"other-secret", "not-the-secret"};
     struct ol_s3_creds bad = {keys, wrong_secrets, 2};
+    struct ol_s3_auth_conf bad_conf = {&bad, "us-east-1", "", true};
     struct ol_http_header h[] = {H("Host", "examplebucket.s3.amazonaws.com"),
                                  H("Range", "bytes=0-9"), H("x-amz-content-sha256", EMPTY_SHA),
                                  H("x-amz-date", "20130524T000000Z"), H("Authorization", AUTH_GET)};
-    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, "", 0, h, 5, &bad, "us-east-1",
+    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, "", 0, h, 5, &bad_conf,
                                     T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
     /* a different path or method does not verify either */
-    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txx", 9, "", 0, h, 5, &creds, "us-east-1",
+    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txx", 9, "", 0, h, 5, &US,
                                     T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
-    OLT_CHECK_EQ(ol_s3_authenticate("PUT", 3, "/test.txt", 9, "", 0, h, 5, &creds, "us-east-1",
+    OLT_CHECK_EQ(ol_s3_authenticate("PUT", 3, "/test.txt", 9, "", 0, h, 5, &US,
                                     T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
-    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, "x=1", 3, h, 5, &creds,
-                                    "us-east-1", T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
+    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, "x=1", 3, h, 5, &US,
+                                    T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
 }
 
 #define PRESIGNED                                                                          \
@@ -113,23 +117,28 @@ OLT_TEST(s3_auth_presigned_url)
     struct ol_s3_auth a;
     struct ol_http_header h[] = {H("Host", "examplebucket.s3.amazonaws.com")};
     const char *q = PRESIGNED;
-    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, q, strlen(q), h, 1, &creds,
-                                    "us-east-1", T0 + 3600, &a), OL_S3_OK);
+    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, q, strlen(q), h, 1, &US,
+                                    T0 + 3600, &a), OL_S3_OK);
     OLT_CHECK_EQ(a.payload, OL_S3_PAY_UNSIGNED);
-    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, q, strlen(q), h, 1, &creds,
-                                    "us-east-1", T0 + 86401, &a), OL_S3_ACCESS_DENIED);
+    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, q, strlen(q), h, 1, &US,
+                                    T0 + 86401, &a), OL_S3_ACCESS_DENIED);
     OLT_CHECK(strstr(a.message, "expired") != NULL);
-    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, q, strlen(q), h, 1, &creds,
-                                    "us-east-1", T0 - 1000, &a), OL_S3_ACCESS_DENIED);
-    OLT_CHECK_EQ(ol_s3_authenticate("PUT", 3, "/test.txt", 9, q, strlen(q), h, 1, &creds,
-                                    "us-east-1", T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
+    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, q, strlen(q), h, 1, &US,
+                                    T0 - 1000, &a), OL_S3_ACCESS_DENIED);
+    OLT_CHECK_EQ(ol_s3_authenticate("PUT", 3, "/test.txt", 9, q, strlen(q), h, 1, &US,
+                                    T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
+    /* SigV2 (test_s3_sigv2.c): a malformed one, and any with s3_sigv2 = false */
     const char *v2 = "AWSAccessKeyId=AK&Signature=abc%3D&Expires=1";
-    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, v2, strlen(v2), h, 1, &creds,
-                                    "us-east-1", T0, &a), OL_S3_ACCESS_DENIED);
+    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, v2, strlen(v2), h, 1, &US, T0, &a),
+                 OL_S3_ACCESS_DENIED);
+    OLT_CHECK(strstr(a.message, "AWSAccessKeyId parameters") != NULL);
+    const struct ol_s3_auth_conf v4_only = {&creds, "us-east-1", "", false};
+    OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, v2, strlen(v2), h, 1, &v4_only,
+                                    T0, &a), OL_S3_ACCESS_DENIED);
     OLT_CHECK(strstr(a.message, "Signature Version 2") != NULL);
     const char *broken = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=10";
     OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, broken, strlen(broken), h, 1,
-                                    &creds, "us-east-1", T0, &a), OL_S3_AUTH_QUERY_ERROR);
+                                    &US, T0, &a), OL_S3_AUTH_QUERY_ERROR);
 }
 
 /* The per-thread signing-key cache must never let a request through with
@@ -139,6 +148,7 @@ OLT_TEST(s3_auth_signing_key_cache_follows_the_secret)
 {
     static const char *rot_secrets[] = {"other-secret", "rotated-secret-0123456789"};
     static const struct ol_s3_creds rotated = {keys, rot_secrets, 2};
+    static const struct ol_s3_auth_conf rotated_conf = {&rotated, "us-east-1", "", true};
     struct ol_http_header h[4] = {H("Host", "examplebucket.s3.amazonaws.com"),
                                   H("Range", "bytes=0-9"),
                                   H("x-amz-content-sha256", EMPTY_SHA),
@@ -148,9 +158,9 @@ OLT_TEST(s3_auth_signing_key_cache_follows_the_secret)
     ha[4] = H("Authorization", AUTH_GET);
     struct ol_s3_auth a;
     for (int round = 0; round < 3; round++) {
-        OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, "", 0, ha, 5, &creds,
-                                        "us-east-1", T0, &a), OL_S3_OK);
-        OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, "", 0, ha, 5, &rotated,
-                                        "us-east-1", T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
+        OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, "", 0, ha, 5, &US,
+                                        T0, &a), OL_S3_OK);
+        OLT_CHECK_EQ(ol_s3_authenticate("GET", 3, "/test.txt", 9, "", 0, ha, 5, &rotated_conf,
+                                        T0, &a), OL_S3_SIGNATURE_DOES_NOT_MATCH);
     }
 }
