@@ -278,7 +278,8 @@ static enum ol_s3_err v2_compare(const struct ol_sigv2 *a, const char *method,
     const char *secret = conf->creds->secrets[out->cred];
     uint8_t sig[20];
     ol_sigv2_sign(secret, strlen(secret), sts, (size_t)n, sig);
-    return ol_sigv2_equal(sig, a->signature) ? OL_S3_OK : OL_S3_SIGNATURE_DOES_NOT_MATCH;
+    return a->signature_ok && ol_sigv2_equal(sig, a->signature)
+               ? OL_S3_OK : OL_S3_SIGNATURE_DOES_NOT_MATCH;
 }
 
 static enum ol_s3_err v2_header_auth(const struct ol_http_header *auth, const char *method,

@@ -152,8 +152,7 @@ int ol_sigv2_parse_header(const char *v, size_t n, struct ol_sigv2 *out)
     size_t akl = (size_t)(colon - ak);
     if (akl == 0 || akl > OL_SIGV2_KEY_MAX || memchr(ak, ' ', akl))
         return -EINVAL;
-    if (sig_from_base64(colon + 1, n - 4 - akl - 1, out->signature) < 0)
-        return -EINVAL;
+    out->signature_ok = sig_from_base64(colon + 1, n - 4 - akl - 1, out->signature) == 0;
     out->access_key = ak;
     out->access_key_len = akl;
     return 0;
@@ -194,8 +193,9 @@ int ol_sigv2_parse_query(const char *q, size_t n, char *scratch, struct ol_sigv2
             out->access_key = val;
             out->access_key_len = (size_t)vl;
         } else if (which == 2) {
-            if (have_sig++ || sig_from_base64(val, (size_t)vl, out->signature) < 0)
+            if (have_sig++)
                 bad = 1;
+            out->signature_ok = sig_from_base64(val, (size_t)vl, out->signature) == 0;
         } else {
             if (have_exp++ || vl > 19 || !digits(val, (size_t)vl))
                 bad = 1;

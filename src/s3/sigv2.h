@@ -51,25 +51,30 @@
 struct ol_sigv2 {
     const char *access_key;  size_t access_key_len;
     uint8_t signature[20];
+    bool signature_ok;                             /* base64 of 20 bytes: else it
+                                                      cannot match (SignatureDoesNotMatch) */
     bool presigned;                                /* the query form */
     const char *expires;     size_t expires_len;   /* query form: as sent, decoded */
     int64_t expires_at;                            /* query form: seconds since the epoch */
 };
 
 /*
- * ol_sigv2_parse_header - an Authorization value "AWS AK:base64(sig)"
- * (exactly one space after "AWS"; AK 1..OL_SIGV2_KEY_MAX bytes without ':';
- * the signature base64 of 20 bytes). Returns 0 or -EINVAL.
+ * ol_sigv2_parse_header - an Authorization value "AWS AK:signature"
+ * (exactly one space after "AWS"; AK 1..OL_SIGV2_KEY_MAX bytes without ':'
+ * or spaces). Returns 0 or -EINVAL. A signature that is not base64 of 20
+ * bytes parses, with signature_ok false: like any other wrong signature it
+ * does not match.
  */
 int ol_sigv2_parse_header(const char *v, size_t n, struct ol_sigv2 *out);
 
 /*
  * ol_sigv2_parse_query - a query string (raw, without '?'). The values of
  * AWSAccessKeyId, Signature and Expires are percent-decoded ('+' is a
- * space) into scratch (at least n bytes). Returns 0 with all three present
- * once and valid (Expires 1 to 19 digits); -ENOENT when none of the three
- * is present; -EINVAL otherwise (one missing or repeated, bad encoding, a
- * signature that is not base64 of 20 bytes, Expires not digits).
+ * space; a raw '+' in Signature stays, base64's) into scratch (at least n
+ * bytes). Returns 0 with all three present once (AWSAccessKeyId not empty,
+ * Expires 1 to 19 digits; Signature as parse_header's); -ENOENT when none
+ * of the three is present; -EINVAL otherwise (one missing or repeated, bad
+ * percent-encoding, Expires not digits).
  */
 int ol_sigv2_parse_query(const char *q, size_t n, char *scratch, struct ol_sigv2 *out);
 

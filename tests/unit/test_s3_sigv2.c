@@ -179,15 +179,23 @@ OLT_TEST(s3_sigv2_malformed_is_refused)
     static const char *const bad_headers[] = {
         "AWS", "AWS ", "AWS " AK, "AWS :qgk2+6Sv9/oM7G3qLEjTH1a1l1g=",
         "AWS  " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1g=",      /* a space in the key */
-        "AWS " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1g",        /* no padding */
-        "AWS " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1g==",      /* too long */
-        "AWS " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1=",        /* too short */
-        "AWS " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1-=",       /* not base64 */
-        "AWS " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1g= ",
         "AWS4-HMAC-SHA256 Credential=x",
     };
     for (size_t i = 0; i < sizeof bad_headers / sizeof *bad_headers; i++)
         OLT_CHECK_EQ(ol_sigv2_parse_header(bad_headers[i], strlen(bad_headers[i]), &a), -EINVAL);
+    /* a signature that cannot be one parses, and never matches */
+    static const char *const bad_sigs[] = {
+        "AWS " AK ":", "AWS " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1g",   /* no padding */
+        "AWS " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1g==",                /* too long */
+        "AWS " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1=",                  /* too short */
+        "AWS " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1-=",                 /* not base64 */
+        "AWS " AK ":qgk2+6Sv9/oM7G3qLEjTH1a1l1g= ",
+    };
+    for (size_t i = 0; i < sizeof bad_sigs / sizeof *bad_sigs; i++) {
+        OLT_CHECK_EQ(ol_sigv2_parse_header(bad_sigs[i], strlen(bad_sigs[i]), &a), 0);
+        OLT_CHECK(!a.signature_ok);
+    }
+    OLT_CHECK_EQ(ol_sigv2_parse_header(bad_sigs[1], strlen(bad_sigs[1]) - 1, &a), 0);
     char key[OL_SIGV2_KEY_MAX + 64];
     memset(key, 'K', sizeof key);
     memcpy(key, "AWS ", 4);
@@ -206,16 +214,19 @@ OLT_TEST(s3_sigv2_malformed_is_refused)
         "AWSAccessKeyId=AK&Expires=1x&Signature=qgk2%2B6Sv9%2FoM7G3qLEjTH1a1l1g%3D",
         "AWSAccessKeyId=AK&Expires=&Signature=qgk2%2B6Sv9%2FoM7G3qLEjTH1a1l1g%3D",
         "AWSAccessKeyId=AK&Expires=99999999999999999999&Signature=qgk2%2B6Sv9%2FoM7G3qLEjTH1a1l1g%3D",
-        "AWSAccessKeyId=AK&Expires=1&Signature=abc%3D",
         "AWSAccessKeyId=%zz&Expires=1&Signature=qgk2%2B6Sv9%2FoM7G3qLEjTH1a1l1g%3D",
         "AWSAccessKeyId=&Expires=1&Signature=qgk2%2B6Sv9%2FoM7G3qLEjTH1a1l1g%3D",
     };
     for (size_t i = 0; i < sizeof bad_queries / sizeof *bad_queries; i++)
         OLT_CHECK_EQ(ol_sigv2_parse_query(bad_queries[i], strlen(bad_queries[i]), scratch, &a),
                      -EINVAL);
+    const char *short_sig = "AWSAccessKeyId=AK&Expires=1&Signature=abc%3D";
+    OLT_CHECK_EQ(ol_sigv2_parse_query(short_sig, strlen(short_sig), scratch, &a), 0);
+    OLT_CHECK(!a.signature_ok);
     /* a raw '+' in Signature is base64's (not a space) */
     const char *plus = "Expires=1&AWSAccessKeyId=AK&Signature=qgk2+6Sv9/oM7G3qLEjTH1a1l1g=";
     OLT_CHECK_EQ(ol_sigv2_parse_query(plus, strlen(plus), scratch, &a), 0);
+    OLT_CHECK(a.signature_ok);
     OLT_CHECK_EQ(a.signature[0], 0xaa);
 }
 
@@ -331,6 +342,8 @@ OLT_TEST(s3_sigv2_authenticate_header)
                           true, T_GET, &a), OL_S3_INVALID_ACCESS_KEY);
     OLT_CHECK_EQ(auth_get("AWS " AK, "s3.amazonaws.com", true, T_GET, &a),
                  OL_S3_INVALID_ARGUMENT);
+    OLT_CHECK_EQ(auth_get("AWS " AK ":qgk2", "s3.amazonaws.com", true, T_GET, &a),
+                 OL_S3_SIGNATURE_DOES_NOT_MATCH);
     /* turned off: refused whatever it carries, saying why */
     OLT_CHECK_EQ(auth_get(good, "s3.amazonaws.com", false, T_GET, &a), OL_S3_ACCESS_DENIED);
     OLT_CHECK(strstr(a.message, "s3_sigv2 = false") != NULL);
