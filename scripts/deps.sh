@@ -2,7 +2,8 @@
 # Installs what OpenLake needs on a Debian machine, and nothing already there.
 #   deps.sh run    build + run: compiler, liburing, ISA-L, OpenSSL, xxhash, expat, UCX
 #   deps.sh test   + clang/libFuzzer, curl, a project-local .venv with pytest, xfsprogs
-#                  (drives on loop-mounted XFS), and for the Spark and Flink tests a Java
+#                  (drives on loop-mounted XFS), .venv-s3fs, .venv-boto135 (boto3 1.35)
+#                  and .venv-s3cmd for client tests, and for the Spark and Flink tests a Java
 #                  runtime, Maven, .venv-spark, .venv-flink and their jars from Maven
 #                  Central in build/jars
 #   deps.sh bench  + wrk, nginx, redis-server, fio and tcmalloc (peers and tools for bench/);
@@ -48,14 +49,20 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
     .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
     cp tests/requirements.txt .venv/requirements.installed
   fi
-  # s3fs (fsspec) in its own venv: its aiobotocore pins a botocore older
-  # than the boto3 / aws CLI in .venv want.
-  if [ ! -x .venv-s3fs/bin/python ] || ! cmp -s tests/requirements-s3fs.txt .venv-s3fs/requirements.installed; then
-    echo "deps: filling .venv-s3fs (tests/requirements-s3fs.txt)"
-    [ -x .venv-s3fs/bin/python ] || python3 -m venv .venv-s3fs
-    .venv-s3fs/bin/pip install -q --disable-pip-version-check -r tests/requirements-s3fs.txt
-    cp tests/requirements-s3fs.txt .venv-s3fs/requirements.installed
-  fi
+  # Clients in venvs of their own, each redone when its list changed:
+  # s3fs (fsspec): its aiobotocore pins a botocore older than the boto3 /
+  # aws CLI in .venv want; boto135: boto3 1.35, the last before 1.36
+  # changed the default checksums (test_s3_boto_compat.py runs its checks
+  # with both boto3s); s3cmd (test_s3_clients.py).
+  for cl in s3fs boto135 s3cmd; do
+    req=tests/requirements-$cl.txt venv=.venv-$cl
+    if [ ! -x $venv/bin/python ] || ! cmp -s $req $venv/requirements.installed; then
+      echo "deps: filling $venv ($req)"
+      [ -x $venv/bin/python ] || python3 -m venv $venv
+      $venv/bin/pip install -q --disable-pip-version-check -r $req
+      cp $req $venv/requirements.installed
+    fi
+  done
   # Spark (pyspark) and Flink (apache-flink) in venvs of their own (each
   # pins what it needs), and the Java archives their S3 connectors need
   # (tests/jars/*/pom.xml), fetched from Maven Central with Maven into
