@@ -2866,6 +2866,19 @@ static int list_entry(void *arg, const uint8_t *name, size_t len, const struct o
     return w->err;
 }
 
+/* A continuation token (base64 of the name to resume after) decoded into
+ * out; its length, or -1 when it is not base64 of at most max bytes. */
+static int token_decode(const char *tok, int tl, uint8_t *out, size_t max)
+{
+    if (tl % 4 || (size_t)tl > (max + 2) / 3 * 4)
+        return -1;
+    int n = EVP_DecodeBlock(out, (const unsigned char *)tok, tl);
+    size_t pad = (tl >= 1 && tok[tl - 1] == '=') + (tl >= 2 && tok[tl - 2] == '=');
+    if (n < 0 || (size_t)n < pad || (size_t)n - pad > max)
+        return -1;
+    return (int)((size_t)n - pad);
+}
+
 /* A query parameter into buf; -1 when present but bad. */
 static int qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap)
 {
@@ -2909,19 +2922,14 @@ static void list_objects(struct ol_s3_req *q, bool v2)
     /* the continuation token: base64 of the key to resume after */
     uint8_t after[OL_S3_KEY_MAX + 4];
     size_t after_len = 0;
-    if (tl > (int)((OL_S3_KEY_MAX + 2) / 3 * 4)) {   /* more than a key's base64 */
-        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "The continuation token provided is incorrect.");
-        return;
-    }
     if (tl > 0) {
-        int n = EVP_DecodeBlock(after, (const unsigned char *)tok, tl);
-        size_t pad = (tl >= 1 && tok[tl - 1] == '=') + (tl >= 2 && tok[tl - 2] == '=');
-        if (n < 0 || tl % 4 || (size_t)n < pad || (size_t)n - pad > OL_S3_KEY_MAX) {
+        int n = token_decode(tok, tl, after, OL_S3_KEY_MAX);
+        if (n < 0) {
             ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "The continuation token provided is "
                         "incorrect.");
             return;
         }
-        after_len = (size_t)n - pad;
+        after_len = (size_t)n;
     } else if (sl > (int)OL_S3_KEY_MAX) {
         ol_s3_error(q, OL_S3_INVALID_ARGUMENT, v2 ? "start-after is longer than any key."
                                                   : "marker is longer than any key.");
@@ -2951,7 +2959,9 @@ static void list_objects(struct ol_s3_req *q, bool v2)
     ol_xml_decl(&w);
     ol_xml_open(&w, "ListBucketResult", OL_S3_NS);
     ol_xml_elem(&w, "Name", q->route.bucket, q->route.bucket_len);
-    url_elem(&w, "Prefix", prefix, (size_t)pl, url);
+    /* encoding-type=url encodes v2's Prefix, not v1's (AWS; botocore
+     * decodes Prefix for ListObjectsV2 only) */
+    url_elem(&w, "Prefix", prefix, (size_t)pl, url && v2);
     size_t head_len = w.n;   /* the summary goes here, once the listing is known */
     int rc = ol_catalog_list(q->srv->p.catalog, q->route.bucket, &req, q->srv->list_page,
                              list_entry, &lc, &out);
@@ -2972,7 +2982,8 @@ static void list_objects(struct ol_s3_req *q, bool v2)
     ol_xml_w_init(&t, tail_buf, sizeof tail_buf);
     if (v2) {
         ol_xml_elem_u64(&t, "KeyCount", out.nkeys + out.nprefixes);
-        if (tl > 0)
+        /* echoed when sent, even empty (an empty token lists from the start) */
+        if (ol_s3_query_has(q->query, q->query_len, "continuation-token"))
             ol_xml_elem(&t, "ContinuationToken", tok, (size_t)tl);
         if (out.truncated && out.next_len) {
             char nt[OL_S3_KEY_MAX * 2 + 8];
