@@ -205,6 +205,15 @@ static void bucket_done(void *ud, const struct ol_store_event *ev)
         return;
     }
     enum ol_s3_op op = q->route.op;
+    char h[256];
+    if (ev->status == -EEXIST && op == OL_OP_CREATE_BUCKET &&
+        strcmp(q->srv->p.region, "us-east-1") == 0) {
+        /* AWS, "for legacy compatibility": re-creating a bucket you own in
+         * us-east-1 is 200 OK (BucketAlreadyOwnedByYou everywhere else) */
+        snprintf(h, sizeof h, "Location: /%s\r\n", q->route.bucket);
+        ol_s3_reply(q, 200, h, NULL, NULL, 0);
+        return;
+    }
     if (ev->status < 0) {
         if (op == OL_OP_HEAD_BUCKET) {
             const char *msg;
@@ -215,7 +224,6 @@ static void bucket_done(void *ud, const struct ol_store_event *ev)
         store_error(q, ev->status);
         return;
     }
-    char h[256];
     switch (op) {
     case OL_OP_CREATE_BUCKET:
         snprintf(h, sizeof h, "Location: /%s\r\n", q->route.bucket);

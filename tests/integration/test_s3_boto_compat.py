@@ -7,6 +7,8 @@ default checksums), by clients/boto_compat.py against a real daemon:
   and lists from the start;
 - ListObjects (v1) with encoding-type=url encodes keys, markers and common
   prefixes but not Prefix (boto3 decodes Prefix for v2 only);
+- CreateBucket of a bucket one owns: 200 in us-east-1, 409
+  BucketAlreadyOwnedByYou in other regions;
 - Signature Version 2: boto3's default presigned GET and PUT, the header
   form (signature_version='s3'), expiry, tampering; s3_sigv2 = false.
 """
@@ -48,6 +50,16 @@ def test_list_objects_v2_echoes_an_empty_continuation_token(s3d, py):
 
 def test_list_objects_v1_leaves_prefix_unencoded(s3d, py):
     run(py, s3d, "list_v1_prefix")
+
+
+def test_create_bucket_one_owns_in_us_east_1_is_200(s3d, py):
+    run(py, s3d, "create_bucket_again")
+
+
+def test_create_bucket_one_owns_elsewhere_is_409(make_daemon, py):
+    d = make_daemon(args=["--mode", "s3", "--region", "eu-west-1"],
+                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
+    run(py, d, "create_bucket_again", region="eu-west-1")
 
 
 def test_sigv2_presigned_urls_and_headers(s3d, py):
