@@ -160,10 +160,57 @@ static void owner_xml(struct ol_xml_w *w, const char *tag)
 
 /* ---- buckets ---------------------------------------------------------------- */
 
+static int qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap);
+static int token_decode(const char *tok, int tl, uint8_t *out, size_t max);
+
+/*
+ * ListBuckets, with AWS's optional parameters: max-buckets (1..10000),
+ * continuation-token (base64 of the last name of the previous page),
+ * prefix, bucket-region (this server's one region: all buckets or none).
+ * With any of them, each Bucket carries BucketRegion ("if the request
+ * contains at least one valid parameter"), Prefix is echoed when sent, and
+ * a truncated page ends with ContinuationToken.
+ */
 static void list_buckets(struct ol_s3_req *q)
 {
+    char prefix[OL_S3_KEY_MAX + 1], tok[128], region[64], num[16];
+    int pl = qparam(q, "prefix", prefix, sizeof prefix);
+    int tl = qparam(q, "continuation-token", tok, sizeof tok);
+    int rl = qparam(q, "bucket-region", region, sizeof region);
+    int ml = qparam(q, "max-buckets", num, sizeof num);
+    if (pl < 0 || rl < 0) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "A ListBuckets parameter is malformed or too "
+                    "long.");
+        return;
+    }
+    uint8_t after[64];
+    int al = tl > 0 ? token_decode(tok, tl, after, sizeof after - 1) : 0;
+    if (tl < 0 || al < 0) {
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "The continuation token provided is incorrect");
+        return;
+    }
+    after[al] = 0;
+    unsigned max = OL_CATALOG_MAX_BUCKETS;
+    if (ml != 0) {
+        char *end;
+        long v = ml > 0 ? strtol(num, &end, 10) : 0;
+        if (ml < 0 || *end || num[0] < '0' || num[0] > '9' || v < 1 || v > 10000) {
+            ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "max-buckets must be an integer from 1 "
+                        "to 10000.");
+            return;
+        }
+        max = (unsigned)v;
+    }
+    const char *qs = q->query;
+    size_t ql = q->query_len;
+    bool has_prefix = ol_s3_query_has(qs, ql, "prefix");
+    bool params = has_prefix || ol_s3_query_has(qs, ql, "continuation-token") ||
+                  ol_s3_query_has(qs, ql, "bucket-region") ||
+                  ol_s3_query_has(qs, ql, "max-buckets");
+    bool other_region = ol_s3_query_has(qs, ql, "bucket-region") &&
+                        strcmp(region, q->srv->p.region) != 0;
     struct ol_catalog_bucket *v = malloc(OL_CATALOG_MAX_BUCKETS * sizeof *v);
-    size_t cap = 512 + (size_t)OL_CATALOG_MAX_BUCKETS * 160;
+    size_t cap = 8192 + 6 * (size_t)pl + (size_t)OL_CATALOG_MAX_BUCKETS * 256;
     char *out = malloc(cap);
     if (!v || !out) {
         free(v);
@@ -171,23 +218,45 @@ static void list_buckets(struct ol_s3_req *q)
         ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
         return;
     }
-    unsigned n = q->srv->p.catalog ? ol_catalog_buckets(q->srv->p.catalog, v,
-                                                        OL_CATALOG_MAX_BUCKETS) : 0;
+    unsigned n = q->srv->p.catalog && !other_region
+                     ? ol_catalog_buckets(q->srv->p.catalog, v, OL_CATALOG_MAX_BUCKETS) : 0;
     struct ol_xml_w w;
     ol_xml_w_init(&w, out, cap);
     ol_xml_decl(&w);
     ol_xml_open(&w, "ListAllMyBucketsResult", OL_S3_NS);
     owner_xml(&w, "Owner");
     ol_xml_open(&w, "Buckets", NULL);
+    unsigned listed = 0;
+    const char *last = NULL;
+    bool truncated = false;
     for (unsigned i = 0; i < n; i++) {
+        if (strcmp(v[i].name, (const char *)after) <= 0 ||
+            strncmp(v[i].name, prefix, (size_t)pl) != 0)
+            continue;
+        if (listed == max) {
+            truncated = true;
+            break;
+        }
         char d[40];
         iso_date(v[i].created, d);
         ol_xml_open(&w, "Bucket", NULL);
         ol_xml_elem_s(&w, "Name", v[i].name);
         ol_xml_elem_s(&w, "CreationDate", d);
+        if (params)
+            ol_xml_elem_s(&w, "BucketRegion", q->srv->p.region);
         ol_xml_close(&w, "Bucket");
+        last = v[i].name;
+        listed++;
     }
     ol_xml_close(&w, "Buckets");
+    if (truncated) {
+        char nt[96];
+        int tn = EVP_EncodeBlock((unsigned char *)nt, (const unsigned char *)last,
+                                 (int)strlen(last));
+        ol_xml_elem(&w, "ContinuationToken", nt, (size_t)tn);
+    }
+    if (has_prefix)
+        ol_xml_elem(&w, "Prefix", prefix, (size_t)pl);
     ol_xml_close(&w, "ListAllMyBucketsResult");
     if (w.err)
         ol_s3_error(q, OL_S3_INTERNAL, NULL);

@@ -9,6 +9,7 @@ default checksums), by clients/boto_compat.py against a real daemon:
   prefixes but not Prefix (boto3 decodes Prefix for v2 only);
 - CreateBucket of a bucket one owns: 200 in us-east-1, 409
   BucketAlreadyOwnedByYou in other regions;
+- ListBuckets' max-buckets, continuation-token, prefix and bucket-region;
 - Signature Version 2: boto3's default presigned GET and PUT, the header
   form (signature_version='s3'), expiry, tampering; s3_sigv2 = false.
 """
@@ -60,6 +61,16 @@ def test_create_bucket_one_owns_elsewhere_is_409(make_daemon, py):
     d = make_daemon(args=["--mode", "s3", "--region", "eu-west-1"],
                     env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
     run(py, d, "create_bucket_again", region="eu-west-1")
+
+
+def test_list_buckets_parameters(s3d, py):
+    run(py, s3d, "list_buckets_params")
+
+
+def test_list_buckets_parameters_in_another_region(make_daemon, py):
+    d = make_daemon(args=["--mode", "s3", "--region", "eu-west-1"],
+                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
+    run(py, d, "list_buckets_params", region="eu-west-1")
 
 
 def test_sigv2_presigned_urls_and_headers(s3d, py):
