@@ -1,7 +1,8 @@
 /*
- * pct.h - hex digits, percent-decoding and -encoding, shared by the SigV4
- * checks, the router, the aws-chunked decoder, listings (encoding-type=url),
- * tag sets and the CLI's query strings.
+ * pct.h - hex digits, percent-decoding and -encoding, and walking a raw
+ * query string, shared by the SigV4 and SigV2 checks, the router, the
+ * aws-chunked decoder, listings (encoding-type=url), tag sets and the CLI's
+ * query strings.
  *
  * Owns: nothing but these pure helpers. Must not: allocate.
  */
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 /* The value of one hex digit (either case), or -1. */
 static inline int ol_hexval(char c)
@@ -75,6 +77,36 @@ static inline long ol_pct_encode(const char *s, size_t n, char *out, size_t cap,
         return -E2BIG;
     out[o] = 0;
     return (long)o;
+}
+
+/* One parameter of a raw query string: slices of it, nothing decoded. */
+struct ol_qparam {
+    const char *name, *value;   /* value: after '=', or NULL when there is none */
+    size_t name_len, value_len;
+};
+
+/*
+ * ol_query_next - the parameter of q[0..n) that starts at *at, and *at moved
+ * past it and its '&'. Returns false when none is left. Every '&'-separated
+ * piece is one parameter, empty ones too (a name of length 0):
+ *
+ *   size_t at = 0; struct ol_qparam p;
+ *   while (ol_query_next(q, n, &at, &p)) ...
+ */
+static inline bool ol_query_next(const char *q, size_t n, size_t *at, struct ol_qparam *p)
+{
+    if (*at >= n)
+        return false;
+    const char *s = q + *at;
+    const char *amp = (const char *)memchr(s, '&', n - *at);
+    size_t len = amp ? (size_t)(amp - s) : n - *at;
+    *at += len + 1;
+    const char *eq = (const char *)memchr(s, '=', len);
+    p->name = s;
+    p->name_len = eq ? (size_t)(eq - s) : len;
+    p->value = eq ? eq + 1 : NULL;
+    p->value_len = eq ? len - p->name_len - 1 : 0;
+    return true;
 }
 
 #endif

@@ -50,19 +50,12 @@ const char *ol_s3_op_name(enum ol_s3_op op)
 static bool find_param(const char *q, size_t n, const char *name, const char **val,
                        size_t *vlen)
 {
-    size_t nl = strlen(name), i = 0;
-    while (i < n) {
-        size_t s = i;
-        while (i < n && q[i] != '&')
-            i++;
-        const char *p = q + s;
-        size_t pl = i - s;
-        i++;
-        const char *eq = memchr(p, '=', pl);
-        size_t kl = eq ? (size_t)(eq - p) : pl;
-        if (kl == nl && memcmp(p, name, nl) == 0) {
-            *val = eq ? eq + 1 : p + pl;
-            *vlen = eq ? pl - kl - 1 : 0;
+    size_t nl = strlen(name), at = 0;
+    struct ol_qparam p;
+    while (ol_query_next(q, n, &at, &p)) {
+        if (p.name_len == nl && memcmp(p.name, name, nl) == 0) {
+            *val = p.value ? p.value : p.name + nl;
+            *vlen = p.value_len;
             return true;
         }
     }

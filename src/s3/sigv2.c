@@ -10,6 +10,7 @@
 #include "s3/sigv2.h"
 
 #include "s3/pct.h"
+#include "s3/sigv4.h"
 
 #include <errno.h>
 #include <string.h>
@@ -75,45 +76,15 @@ static bool digits(const char *s, size_t n)
     return n > 0;
 }
 
-static int num(const char *s, size_t n)
-{
-    int v = 0;
-    for (size_t i = 0; i < n; i++)
-        v = v * 10 + (s[i] - '0');
-    return v;
-}
-
 /* ---- dates -------------------------------------------------------------------- */
-
-/* Days from 1970-01-01 to y-m-d (proleptic Gregorian). */
-static int64_t days_from_civil(int y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static int to_epoch(int y, int mo, int d, int hh, int mm, int ss, int64_t *epoch)
-{
-    static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] + (mo == 2 && leap) ||
-        hh > 23 || mm > 59 || ss > 60)
-        return -EINVAL;
-    *epoch = days_from_civil(y, mo, d) * 86400 + hh * 3600 + mm * 60 + ss;
-    return 0;
-}
 
 int ol_sigv2_parse_date(const char *s, size_t n, int64_t *epoch)
 {
-    /* ISO 8601 basic: yyyymmddThhmmssZ */
-    if (n == 16 && s[8] == 'T' && s[15] == 'Z' && digits(s, 8) && digits(s + 9, 6))
-        return to_epoch(num(s, 4), num(s + 4, 2), num(s + 6, 2), num(s + 9, 2), num(s + 11, 2),
-                        num(s + 13, 2), epoch);
-    /* RFC 1123: "Www, dd Mon yyyy hh:mm:ss GMT" (or UTC, or +0000) */
+    /* ISO 8601 basic: yyyymmddThhmmssZ, SigV4's x-amz-date */
+    if (n == 16)
+        return ol_sigv4_parse_amz_date(s, n, epoch);
+    /* RFC 1123: "Www, dd Mon yyyy hh:mm:ss GMT" (or UTC, or +0000), checked
+     * as the same stamp */
     static const char wdays[] = "MonTueWedThuFriSatSun";
     static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
     if (n < 29 || s[3] != ',' || s[4] != ' ' || s[7] != ' ' || s[11] != ' ' || s[16] != ' ' ||
@@ -134,8 +105,17 @@ int ol_sigv2_parse_date(const char *s, size_t n, int64_t *epoch)
     if (!wday_ok || !mo || !digits(s + 5, 2) || !digits(s + 12, 4) || !digits(s + 17, 2) ||
         !digits(s + 20, 2) || !digits(s + 23, 2))
         return -EINVAL;
-    return to_epoch(num(s + 12, 4), mo, num(s + 5, 2), num(s + 17, 2), num(s + 20, 2),
-                    num(s + 23, 2), epoch);
+    char iso[16];
+    memcpy(iso, s + 12, 4);
+    iso[4] = (char)('0' + mo / 10);
+    iso[5] = (char)('0' + mo % 10);
+    memcpy(iso + 6, s + 5, 2);
+    iso[8] = 'T';
+    memcpy(iso + 9, s + 17, 2);
+    memcpy(iso + 11, s + 20, 2);
+    memcpy(iso + 13, s + 23, 2);
+    iso[15] = 'Z';
+    return ol_sigv4_parse_amz_date(iso, sizeof iso, epoch);
 }
 
 /* ---- parsing -------------------------------------------------------------------- */
@@ -162,16 +142,11 @@ int ol_sigv2_parse_query(const char *q, size_t n, char *scratch, struct ol_sigv2
 {
     memset(out, 0, sizeof *out);
     int have_ak = 0, have_sig = 0, have_exp = 0, bad = 0;
-    size_t used = 0, i = 0;
-    while (i < n) {
-        size_t s = i;
-        while (i < n && q[i] != '&')
-            i++;
-        const char *p = q + s;
-        size_t pl = i - s;
-        i++;
-        const char *eq = memchr(p, '=', pl);
-        size_t nl = eq ? (size_t)(eq - p) : pl;
+    size_t used = 0, at = 0;
+    struct ol_qparam pr;
+    while (ol_query_next(q, n, &at, &pr)) {
+        const char *p = pr.name;
+        size_t nl = pr.name_len;
         int which = nl == 14 && memcmp(p, "AWSAccessKeyId", 14) == 0 ? 1
                   : nl == 9 && memcmp(p, "Signature", 9) == 0       ? 2
                   : nl == 7 && memcmp(p, "Expires", 7) == 0         ? 3
@@ -180,7 +155,7 @@ int ol_sigv2_parse_query(const char *q, size_t n, char *scratch, struct ol_sigv2
             continue;
         /* a raw '+' in Signature is base64's, not a space */
         char *val = scratch + used;
-        long vl = ol_pct_decode(eq ? eq + 1 : p + pl, eq ? pl - nl - 1 : 0, val, n - used,
+        long vl = ol_pct_decode(pr.value ? pr.value : p, pr.value_len, val, n - used,
                                 which != 2);
         if (vl < 0) {
             bad = 1;
@@ -334,12 +309,7 @@ static bool is_subresource(const char *name, size_t n)
     return false;
 }
 
-struct param {
-    const char *name, *value;   /* value NULL: sent without '=' */
-    size_t name_len, value_len;
-};
-
-static int param_cmp(const struct param *a, const struct param *b)
+static int param_cmp(const struct ol_qparam *a, const struct ol_qparam *b)
 {
     size_t m = a->name_len < b->name_len ? a->name_len : b->name_len;
     int c = memcmp(a->name, b->name, m);
@@ -372,24 +342,16 @@ static void put_resource(struct out *o, const char *bucket, size_t bucket_len,
      * authPath for bucket operations, "the signature the server accepts") */
     if (!bucket_len && path_len > 1 && path[0] == '/' && !memchr(path + 1, '/', path_len - 1))
         put(o, "/", 1);
-    struct param ps[OL_SIGV2_MAX_SUBRES];
-    size_t np = 0, i = 0;
-    while (i < qn) {
-        size_t s = i;
-        while (i < qn && q[i] != '&')
-            i++;
-        const char *p = q + s;
-        size_t pl = i - s;
-        i++;
-        const char *eq = memchr(p, '=', pl);
-        size_t nl = eq ? (size_t)(eq - p) : pl;
-        if (!is_subresource(p, nl))
+    struct ol_qparam ps[OL_SIGV2_MAX_SUBRES];
+    size_t np = 0, at = 0;
+    struct ol_qparam x;
+    while (ol_query_next(q, qn, &at, &x)) {
+        if (!is_subresource(x.name, x.name_len))
             continue;
         if (np == OL_SIGV2_MAX_SUBRES) {
             o->err = -ENOSPC;
             return;
         }
-        struct param x = {p, eq ? eq + 1 : NULL, nl, eq ? pl - nl - 1 : 0};
         size_t k = np++;   /* insertion sort by name: stable */
         while (k > 0 && param_cmp(&ps[k - 1], &x) > 0) {
             ps[k] = ps[k - 1];

@@ -286,21 +286,16 @@ int ol_sigv4_parse_query(const char *q, size_t n, char *scratch, struct ol_sigv4
     memset(out, 0, sizeof *out);
     int have_algo = 0, have_cred = 0, have_date = 0, have_exp = 0, have_sh = 0, have_sig = 0;
     int bad = 0;
-    size_t used = 0, i = 0;
-    while (i <= n) {
-        size_t s = i;
-        while (i < n && q[i] != '&')
-            i++;
-        const char *p = q + s;
-        size_t pl = i - s;
-        i++;
-        if (pl < 6 || memcmp(p, "X-Amz-", 6) != 0)
+    size_t used = 0, at = 0;
+    struct ol_qparam pr;
+    while (ol_query_next(q, n, &at, &pr)) {
+        const char *p = pr.name;
+        size_t nl = pr.name_len;
+        if (nl < 6 || memcmp(p, "X-Amz-", 6) != 0)
             continue;
-        const char *eq = memchr(p, '=', pl);
-        size_t nl = eq ? (size_t)(eq - p) : pl;
-        const char *raw = eq ? eq + 1 : p + pl;
         char *val = scratch + used;
-        long vl = ol_pct_decode(raw, pl - nl - (eq ? 1 : 0), val, n - used, true);
+        long vl = ol_pct_decode(pr.value ? pr.value : p + nl, pr.value_len, val, n - used,
+                                true);
         if (vl < 0) {
             bad = 1;
             continue;
@@ -369,18 +364,13 @@ static int canonical_query(struct sb *out, const char *q, size_t n, bool presign
     char tmp[OL_SIGV4_MAX_CANONICAL];
     struct param ps[OL_SIGV4_MAX_PARAMS];
     struct sb t = {tmp, 0, sizeof tmp, 0};
-    size_t np = 0, i = 0;
-    while (n > 0 && i <= n) {
-        size_t s = i;
-        while (i < n && q[i] != '&')
-            i++;
-        const char *p = q + s;
-        size_t pl = i - s;
-        i++;
-        if (pl == 0)
+    size_t np = 0, at = 0;
+    struct ol_qparam qp;
+    while (ol_query_next(q, n, &at, &qp)) {
+        const char *p = qp.name;
+        size_t nl = qp.name_len;
+        if (nl == 0 && !qp.value)
             continue;
-        const char *eq = memchr(p, '=', pl);
-        size_t nl = eq ? (size_t)(eq - p) : pl;
         if (presigned && nl == 15 && memcmp(p, "X-Amz-Signature", 15) == 0)
             continue;
         if (np == OL_SIGV4_MAX_PARAMS)
@@ -391,7 +381,7 @@ static int canonical_query(struct sb *out, const char *q, size_t n, bool presign
             return -EINVAL;
         pr->name_len = t.n - pr->off;
         sb_ch(&t, '=');
-        if (eq && sb_recode(&t, eq + 1, pl - nl - 1, 0, 1) < 0)
+        if (qp.value && sb_recode(&t, qp.value, qp.value_len, 0, 1) < 0)
             return -EINVAL;
         if (t.err)
             return t.err;

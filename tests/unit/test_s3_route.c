@@ -5,6 +5,7 @@
  */
 #include "olt.h"
 
+#include "s3/pct.h"
 #include "s3/route.h"
 
 #include <errno.h>
@@ -126,4 +127,29 @@ OLT_TEST(s3_route_query_values)
     OLT_CHECK_EQ(ol_s3_query(q, strlen(q), "prefix", v, 4), -E2BIG);
     OLT_CHECK(ol_s3_query_has(q, strlen(q), "delimiter"));
     OLT_CHECK(!ol_s3_query_has(q, strlen(q), "delim"));
+}
+
+/* ol_query_next (pct.h): every '&'-separated piece, raw, empty ones too;
+ * the value NULL without '=' */
+OLT_TEST(s3_route_query_walk)
+{
+    const char *q = "a=1&&b&=c&d=%41=x&";
+    static const struct { const char *name, *value; } want[] = {
+        {"a", "1"}, {"", NULL}, {"b", NULL}, {"", "c"}, {"d", "%41=x"}};
+    size_t at = 0, k = 0;
+    struct ol_qparam p;
+    while (ol_query_next(q, strlen(q), &at, &p)) {
+        OLT_CHECK(k < sizeof want / sizeof *want);
+        OLT_CHECK(p.name_len == strlen(want[k].name) &&
+                  memcmp(p.name, want[k].name, p.name_len) == 0);
+        if (want[k].value)
+            OLT_CHECK(p.value && p.value_len == strlen(want[k].value) &&
+                      memcmp(p.value, want[k].value, p.value_len) == 0);
+        else
+            OLT_CHECK(!p.value && p.value_len == 0);
+        k++;
+    }
+    OLT_CHECK_EQ(k, 5);
+    at = 0;
+    OLT_CHECK(!ol_query_next("", 0, &at, &p));
 }
