@@ -49,13 +49,15 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
     .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
     cp tests/requirements.txt .venv/requirements.installed
   fi
-  # Clients in venvs of their own, each redone when its list changed:
-  # s3fs (fsspec): its aiobotocore pins a botocore older than the boto3 /
-  # aws CLI in .venv want; boto135: boto3 1.35, the last before 1.36
-  # changed the default checksums (test_s3_boto_compat.py runs its checks
-  # with both boto3s); s3cmd (test_s3_clients.py).
-  for cl in s3fs boto135 s3cmd; do
-    req=tests/requirements-$cl.txt venv=.venv-$cl
+  # Clients and frameworks in venvs of their own, each filled from
+  # tests/requirements-<name>.txt and redone when that changed: s3fs
+  # (fsspec: its aiobotocore pins a botocore older than the boto3 / aws CLI
+  # in .venv want); boto135 (boto3 1.35, the last before 1.36 changed the
+  # default checksums: test_s3_boto_compat.py runs its checks with both
+  # boto3s); s3cmd (test_s3_clients.py); Spark (pyspark) and Flink
+  # (apache-flink), each pinning what it needs.
+  for v in s3fs boto135 s3cmd spark flink; do
+    req=tests/requirements-$v.txt venv=.venv-$v
     if [ ! -x $venv/bin/python ] || ! cmp -s $req $venv/requirements.installed; then
       echo "deps: filling $venv ($req)"
       [ -x $venv/bin/python ] || python3 -m venv $venv
@@ -63,18 +65,10 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
       cp $req $venv/requirements.installed
     fi
   done
-  # Spark (pyspark) and Flink (apache-flink) in venvs of their own (each
-  # pins what it needs), and the Java archives their S3 connectors need
+  # The Java archives the Spark and Flink S3 connectors need
   # (tests/jars/*/pom.xml), fetched from Maven Central with Maven into
   # build/jars/<name>; each redone when its list changed.
   for fw in spark flink; do
-    req=tests/requirements-$fw.txt venv=.venv-$fw
-    if [ ! -x $venv/bin/python ] || ! cmp -s $req $venv/requirements.installed; then
-      echo "deps: filling $venv ($req)"
-      [ -x $venv/bin/python ] || python3 -m venv $venv
-      $venv/bin/pip install -q --disable-pip-version-check -r $req
-      cp $req $venv/requirements.installed
-    fi
     out=build/jars/$fw
     if ! cmp -s tests/jars/$fw/pom.xml $out/pom.installed; then
       echo "deps: fetching the $fw jars (tests/jars/$fw/pom.xml) into $out"

@@ -57,10 +57,14 @@ def test_create_bucket_one_owns_in_us_east_1_is_200(s3d, py):
     run(py, s3d, "create_bucket_again")
 
 
+def daemon_with(make_daemon, *args):
+    return make_daemon(args=["--mode", "s3", *args],
+                       env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
+
+
 def test_create_bucket_one_owns_elsewhere_is_409(make_daemon, py):
-    d = make_daemon(args=["--mode", "s3", "--region", "eu-west-1"],
-                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
-    run(py, d, "create_bucket_again", region="eu-west-1")
+    run(py, daemon_with(make_daemon, "--region", "eu-west-1"), "create_bucket_again",
+        region="eu-west-1")
 
 
 def test_list_buckets_parameters(s3d, py):
@@ -68,9 +72,8 @@ def test_list_buckets_parameters(s3d, py):
 
 
 def test_list_buckets_parameters_in_another_region(make_daemon, py):
-    d = make_daemon(args=["--mode", "s3", "--region", "eu-west-1"],
-                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
-    run(py, d, "list_buckets_params", region="eu-west-1")
+    run(py, daemon_with(make_daemon, "--region", "eu-west-1"), "list_buckets_params",
+        region="eu-west-1")
 
 
 def test_sigv2_presigned_urls_and_headers(s3d, py):
@@ -86,6 +89,4 @@ def test_sigv2_presigned_urls_and_headers(s3d, py):
 
 
 def test_sigv2_turned_off(make_daemon, py):
-    d = make_daemon(args=["--mode", "s3", "--s3-sigv2", "false"],
-                    env={"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY": SK})
-    run(py, d, "sigv2_off")
+    run(py, daemon_with(make_daemon, "--s3-sigv2", "false"), "sigv2_off")
