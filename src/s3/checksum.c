@@ -96,6 +96,95 @@ uint64_t ol_crc64nvme(uint64_t crc, const void *p, size_t n)
     return ~crc;
 }
 
+/* ---- CRC combine --------------------------------------------------------- */
+
+/* The reflected polynomial and width of each CRC. In the reflected
+ * representation bit w-1 is the coefficient of x^0, bit 0 that of x^(w-1). */
+static const struct {
+    uint64_t poly;
+    unsigned width;
+} crc_tab[OL_CK_COUNT] = {
+    [OL_CK_CRC32] = {0xedb88320u, 32},
+    [OL_CK_CRC32C] = {0x82f63b78u, 32},
+    [OL_CK_CRC64NVME] = {NVME_POLY_REFL, 64},
+};
+
+#define X2N_COUNT 67   /* x^(2^k) for k < 3 + 64: a length in bytes is 2^3 bits */
+
+static uint64_t x2n_tab[OL_CK_COUNT][X2N_COUNT];
+static pthread_once_t x2n_once = PTHREAD_ONCE_INIT;
+
+int ol_ck_is_crc(int algo)
+{
+    return algo > 0 && algo < OL_CK_COUNT && crc_tab[algo].width != 0;
+}
+
+/* a * b mod p in the reflected representation (zlib's multmodp). a != 0. */
+static uint64_t gf_mul(int algo, uint64_t a, uint64_t b)
+{
+    uint64_t poly = crc_tab[algo].poly, m = 1ull << (crc_tab[algo].width - 1), p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0)
+                break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ poly : b >> 1;
+    }
+    return p;
+}
+
+static void x2n_init(void)
+{
+    for (int a = 1; a < OL_CK_COUNT; a++) {
+        if (!ol_ck_is_crc(a))
+            continue;
+        uint64_t p = 1ull << (crc_tab[a].width - 2);   /* x^1 */
+        x2n_tab[a][0] = p;
+        for (int k = 1; k < X2N_COUNT; k++)
+            x2n_tab[a][k] = p = gf_mul(a, p, p);
+    }
+}
+
+uint64_t ol_ck_crc_combine(int algo, uint64_t crc_a, uint64_t crc_b, uint64_t len_b)
+{
+    if (!ol_ck_is_crc(algo))
+        return 0;
+    pthread_once(&x2n_once, x2n_init);
+    /* x^(8 len_b) mod p, from the squares x^(2^k) */
+    uint64_t p = 1ull << (crc_tab[algo].width - 1);   /* x^0 */
+    for (unsigned k = 3; len_b; len_b >>= 1, k++)
+        if (len_b & 1)
+            p = gf_mul(algo, x2n_tab[algo][k], p);
+    return gf_mul(algo, p, crc_a) ^ crc_b;
+}
+
+uint64_t ol_ck_crc_combine_ref(int algo, uint64_t crc_a, uint64_t crc_b, uint64_t len_b)
+{
+    if (!ol_ck_is_crc(algo))
+        return 0;
+    uint64_t poly = crc_tab[algo].poly, r = crc_a;
+    for (uint64_t i = 0; i < 8 * len_b; i++)
+        r = (r >> 1) ^ (poly & (0 - (r & 1)));
+    return r ^ crc_b;
+}
+
+uint64_t ol_ck_crc_load(int algo, const uint8_t *raw)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < ol_ck_raw_size(algo); i++)
+        v = v << 8 | raw[i];
+    return v;
+}
+
+void ol_ck_crc_store(int algo, uint64_t crc, uint8_t *raw)
+{
+    size_t n = ol_ck_raw_size(algo);
+    for (size_t i = 0; i < n; i++)
+        raw[i] = (uint8_t)(crc >> (8 * (n - 1 - i)));
+}
+
 /* ---- streaming ------------------------------------------------------------ */
 
 int ol_ck_init(struct ol_ck *c, int algo, EVP_MD_CTX *md)
@@ -150,8 +239,7 @@ size_t ol_ck_final(struct ol_ck *c, uint8_t out[OL_CK_MAX_RAW])
         EVP_DigestFinal_ex(c->md, out, &len);
         return len;
     }
-    for (size_t i = 0; i < raw; i++)
-        out[i] = (uint8_t)(c->crc >> (8 * (raw - 1 - i)));
+    ol_ck_crc_store(c->algo, c->crc, out);
     return raw;
 }
 

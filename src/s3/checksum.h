@@ -11,6 +11,12 @@
  * a slice-by-8 table over the reflected polynomial, with a bitwise
  * reference twin that the tests compare it against.
  *
+ * Also owns the CRC combine behind S3's FULL_OBJECT checksums of multipart
+ * uploads: the CRC of A || B from crc(A), crc(B) and the length of B, so a
+ * Complete makes the whole object's CRC from its parts' without reading
+ * them (zlib's crc32_combine method, for the three CRCs S3 offers; no
+ * Debian C library exports it for CRC-32C or CRC-64/NVME).
+ *
  * Must not: know requests or storage. The S3 layer decides where a
  * checksum comes from (header or trailer) and compares.
  */
@@ -71,5 +77,28 @@ int ol_ck_from_b64(const char *s, size_t n, size_t want, uint8_t *out);
  * continue from `crc` (0 to start). The bitwise reference twin. */
 uint64_t ol_crc64nvme(uint64_t crc, const void *p, size_t n);
 uint64_t ol_crc64nvme_ref(uint64_t crc, const void *p, size_t n);
+
+/* ---- CRC combine ----------------------------------------------------------
+ *
+ * For CRC32, CRC32C and CRC64NVME (reflected, init and xorout all ones, so
+ * crc(A || B) = shift(crc(A), |B| zero bytes) ^ crc(B)): the CRC values
+ * here are numbers (what ol_ck keeps in .crc), not the big-endian bytes S3
+ * prints; ol_ck_crc_load / ol_ck_crc_store convert.
+ */
+
+/* Whether algo is one of the CRCs above (S3's FULL_OBJECT algorithms). */
+int ol_ck_is_crc(int algo);
+/* The CRC of A || B given crc_a = crc(A), crc_b = crc(B) and len_b = |B|
+ * in bytes, for a CRC algo (ol_ck_is_crc; anything else returns 0).
+ * O(log len_b) multiplications in GF(2)[x] mod the polynomial, with a
+ * table of x^(2^k) made once per process. */
+uint64_t ol_ck_crc_combine(int algo, uint64_t crc_a, uint64_t crc_b, uint64_t len_b);
+/* The reference twin: crc_a pushed through len_b zero bytes bit by bit
+ * (O(len_b)), for the tests. */
+uint64_t ol_ck_crc_combine_ref(int algo, uint64_t crc_a, uint64_t crc_b, uint64_t len_b);
+/* A CRC's raw big-endian bytes (ol_ck_raw_size(algo) of them) as a number,
+ * and back. */
+uint64_t ol_ck_crc_load(int algo, const uint8_t *raw);
+void ol_ck_crc_store(int algo, uint64_t crc, uint8_t *raw);
 
 #endif
