@@ -163,8 +163,9 @@
  *   upload          the upload record: a metadata file (meta.h) of the
  *                   object's key with one object version, the template
  *                   fixed at create: headers, user metadata, tagging,
- *                   storage class, checksum algorithm, k, m, B, dist,
- *                   data dir = the upload id, mtime = initiated. Its
+ *                   storage class, checksum algorithm and type (the
+ *                   FULL_OBJECT flag), k, m, B, dist, data dir = the
+ *                   upload id, mtime = initiated. Its
  *                   presence is the upload's existence on that drive.
  *   data/part.<n>   this drive's shard of part n, laid out as in an object
  *                   (the data dir id is the upload id), followed by the
@@ -213,7 +214,7 @@
  * The registry: the uploads in progress are also kept in memory, in one
  * table shared by the cores (a mutex held for table updates only, never
  * across I/O): bucket, key, id, initiated, m, B, storage class, checksum
- * algorithm, and a bitmap of the part numbers ever begun (io_uring has no
+ * algorithm and type, and a bitmap of the part numbers ever begun (io_uring has no
  * getdents: Abort, Complete and ListParts learn the part files from it).
  * ol_store_open rebuilds it by scanning the drives (blocking, before the
  * loops run): an upload whose record is on fewer than a read quorum of its
@@ -272,6 +273,8 @@ struct ol_get;         /* one GET / HEAD */
 #define OL_STORE_EPARTORDER (-EDOM)     /* InvalidPartOrder */
 #define OL_STORE_EBADPART   (-EBADR)    /* InvalidPart */
 #define OL_STORE_ETOOSMALL  (-EMSGSIZE) /* EntityTooSmall */
+#define OL_STORE_EBADDIGEST (-EBADE)    /* BadDigest: Complete's checksum hook
+                                           refused the object's checksum */
 
 #define OL_STORE_STRIPE_DEFAULT (1u << 20)  /* 1 MiB of data per stripe */
 #define OL_STORE_STRIPE_MIN     (64u << 10)
@@ -756,8 +759,10 @@ struct ol_mpu_create_args {
     int parity;           /* as in ol_put_args (storage class) */
     const struct ol_meta_version *v; /* what S3 decided at create: hdr[], user,
                                         tagging, storage_class, cks.algo (the
-                                        upload's checksum algorithm; cks flags,
-                                        parts and sum ignored). Encoded at once */
+                                        upload's checksum algorithm) and the
+                                        cks flag OL_META_CKS_FULL_OBJECT (its
+                                        type; other flags, parts and sum
+                                        ignored). Encoded at once */
     uint8_t upload_id[OL_STORE_MPU_ID_LEN]; /* OUT: set before ol_mpu_create
                                                returns 0; valid once EV_DONE 0 */
 };
@@ -801,6 +806,29 @@ int ol_mpu_part_begin(struct ol_store_core *c, const struct ol_mpu_part_args *a,
  * ol_put_finish must use it (UploadPartCopy computes it). */
 unsigned ol_put_upload_algo(const struct ol_put *p);
 
+/*
+ * The checksum algorithm (OL_META_CKS_*) and flags (OL_META_CKS_FULL_OBJECT
+ * or 0) of an upload in the registry, as its create recorded them: the S3
+ * layer decides how to answer a Complete before starting it. Synchronous
+ * (a look at the registry). Returns 0, or OL_STORE_ENOUPLOAD.
+ */
+int ol_mpu_upload_checksum(struct ol_store_core *c, const char *bucket, const char *key,
+                           const uint8_t upload_id[OL_STORE_MPU_ID_LEN], uint8_t *algo,
+                           uint8_t *flags);
+
+/*
+ * Complete's checksum hook: called once, on the loop thread, after every
+ * listed part was found and matched on a write quorum of drives and before
+ * anything is committed, with the parts as they will be stored (number,
+ * size, actual_size, etag, and cks: the client's, or the part record's
+ * where cks_given says the client gave none). Fills *out, the object's
+ * checksum (algorithm the upload's). Returns 0, or a negative status the
+ * Complete then ends with, nothing committed and the upload kept (e.g.
+ * OL_STORE_EBADDIGEST when it differs from what the client expects).
+ */
+typedef int (*ol_mpu_cks_fn)(void *ud, const struct ol_meta_part *parts, unsigned nparts,
+                             struct ol_meta_checksum *out);
+
 struct ol_mpu_complete_args {
     const char *bucket;   /* NUL-terminated, validated; copied */
     const char *key;
@@ -811,9 +839,17 @@ struct ol_mpu_complete_args {
                                     actual_size are filled in (OUT) */
     unsigned nparts;      /* 1..10000 */
     const struct ol_meta_checksum *cks;  /* the object's checksum (composite,
-                                            computed by S3 from the parts'):
-                                            required, with the upload's algorithm,
-                                            when it has one; else NULL. Copied */
+                                            computed by S3 from the parts'), with
+                                            the upload's algorithm; or NULL.
+                                            Copied */
+    ol_mpu_cks_fn cks_fn;  /* or the hook that makes it (above); an upload
+                              with a checksum algorithm needs cks or cks_fn,
+                              one without has neither */
+    void *cks_ud;
+    const uint8_t *cks_given; /* bit i (byte i / 8, bit i % 8): parts[i].cks is
+                                 the client's, compared with the part's record;
+                                 clear: filled in from the record (OUT). NULL:
+                                 every part's is given */
     uint64_t size;        /* OUT, valid at EV_DONE 0: the object's size */
     uint8_t etag[16];     /* OUT, valid at EV_DONE 0: MD5 of the parts' MD5s;
                              the ETag is "<hex>-<nparts>" */
@@ -828,14 +864,15 @@ struct ol_mpu_complete_args {
  * CompleteMultipartUpload: a stays the caller's and must stay valid until
  * EV_DONE. EV_DONE: 0 (the object is visible, the upload gone; a->size and
  * a->etag set); OL_STORE_EBADPART (a listed part is missing, or its etag
- * or checksum differs); OL_STORE_ETOOSMALL (a part but the last is under
- * mpu_min_part); OL_STORE_ENOUPLOAD; OL_STORE_ENOBUCKET; -EIO (quorum: the
+ * or given checksum differs); OL_STORE_ETOOSMALL (a part but the last is
+ * under mpu_min_part); what cks_fn returned; OL_STORE_ENOUPLOAD;
+ * OL_STORE_ENOBUCKET; -EIO (quorum: the
  * upload stays, less its unlisted parts when the commit itself failed).
  * Returns 0; OL_STORE_EPARTORDER (part numbers not strictly ascending);
  * OL_STORE_ENOUPLOAD (not in the registry); -EBUSY (pool empty, or an
  * UploadPart, Complete or Abort of this upload is still running: S3
  * SlowDown, the client retries); -EINVAL (nparts or a number out of range,
- * cks against the upload's algorithm).
+ * cks or cks_fn against the upload's algorithm).
  */
 int ol_mpu_complete(struct ol_store_core *c, struct ol_mpu_complete_args *a, ol_store_cb cb,
                     void *ud);
@@ -870,6 +907,7 @@ struct ol_mpu_list_parts_args {
     bool truncated;       /* more parts after out[count - 1] */
     uint64_t initiated_ns;
     uint8_t storage_class, cks_algo;
+    uint8_t cks_flags;    /* OL_META_CKS_FULL_OBJECT or 0 */
 };
 
 /*
@@ -887,6 +925,7 @@ struct ol_mpu_upload_info {
     uint8_t upload_id[OL_STORE_MPU_ID_LEN];
     uint64_t initiated_ns;
     uint8_t storage_class, cks_algo;
+    uint8_t cks_flags;    /* OL_META_CKS_FULL_OBJECT or 0 */
 };
 
 struct ol_mpu_list_uploads_args {

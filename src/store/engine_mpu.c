@@ -96,6 +96,7 @@ enum { U_FREE = 0, U_RESERVED, U_LIVE, U_EXCL };
 
 struct ol_se_upload {
     uint8_t state, m, sc, algo;
+    uint8_t cflags;              /* checksum flags: OL_META_CKS_FULL_OBJECT or 0 */
     uint32_t B;
     unsigned set, writers;
     uint64_t initiated_ns;
@@ -307,6 +308,22 @@ unsigned ol_store_mpu_count(struct ol_store *s)
     return n;
 }
 
+int ol_mpu_upload_checksum(struct ol_store_core *c, const char *bucket, const char *key,
+                           const uint8_t upload_id[OL_STORE_MPU_ID_LEN], uint8_t *algo,
+                           uint8_t *flags)
+{
+    struct ol_se_reg *g = c->s->reg;
+    pthread_mutex_lock(&g->mu);
+    int pos = find_pos(g, bucket, key, strlen(key), upload_id);
+    if (pos >= 0) {
+        const struct ol_se_upload *u = &g->u[g->order[pos]];
+        *algo = u->algo;
+        *flags = u->cflags;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return pos >= 0 ? 0 : OL_STORE_ENOUPLOAD;
+}
+
 void ol_se_mpu_list_fill(struct ol_sreq *r)
 {
     struct ol_mpu_list_uploads_args *a = r->lu;
@@ -346,6 +363,7 @@ void ol_se_mpu_list_fill(struct ol_sreq *r)
         o->initiated_ns = u->initiated_ns;
         o->storage_class = u->sc;
         o->cks_algo = u->algo;
+        o->cks_flags = u->cflags;
     }
     pthread_mutex_unlock(&g->mu);
 }
@@ -387,6 +405,7 @@ struct found {
     unsigned set, drives;
     uint8_t id[16];
     uint8_t m, sc, algo, k;
+    uint8_t cflags;
     uint32_t B;
     uint64_t initiated_ns;
     char bucket[OL_LAYOUT_BUCKET_MAX + 1];
@@ -489,6 +508,7 @@ static int scan_upload(struct scan *sc, unsigned di, int bfd, const char *b, con
     nf.B = v.ec.block_size;
     nf.sc = v.storage_class;
     nf.algo = v.cks.algo;
+    nf.cflags = v.cks.flags & OL_META_CKS_FULL_OBJECT;
     nf.initiated_ns = v.mtime_ns;
     snprintf(nf.bucket, sizeof nf.bucket, "%s", b);
     memcpy(nf.ab, ab, 2);
@@ -701,6 +721,7 @@ int ol_se_mpu_open(struct ol_store *s, const struct ol_store_params *p, char *er
         u->m = f->m;
         u->sc = f->sc;
         u->algo = f->algo;
+        u->cflags = f->cflags;
         u->B = f->B;
         u->set = f->set;
         u->writers = 0;
@@ -855,7 +876,8 @@ static bool urec_ok(struct ol_sreq *r, struct ol_sdrv *d, struct ol_meta_version
            v->ec.k == r->k && v->ec.m == r->m && v->ec.block_size == r->B;
 }
 
-/* The record in d->v matches listed part vi? Fills its size the first time. */
+/* The record in d->v matches listed part vi? Fills its size (and its
+ * checksum, when the client gave none) the first time. */
 static bool part_matches(struct ol_sreq *r, struct ol_sdrv *d)
 {
     struct ol_meta_part *pt = &r->ca->parts[d->vi];
@@ -863,17 +885,23 @@ static bool part_matches(struct ol_sreq *r, struct ol_sdrv *d)
     if (memcmp(v->etag, pt->etag, 16) != 0 || v->ec.k != r->k || v->ec.m != r->m ||
         v->ec.block_size != r->B)
         return false;
+    const uint8_t *given = r->ca->cks_given;
+    bool fill = given && !(given[d->vi / 8] >> (d->vi % 8) & 1);
+    struct ol_meta_part rp;
+    int L = ol_meta_cks_len(r->ualgo);
     if (r->ualgo != OL_META_CKS_NONE) {
-        struct ol_meta_part rp;
-        int L = ol_meta_cks_len(r->ualgo);
         if (v->cks.algo != r->ualgo || ol_meta_part_at(v, 0, &rp) < 0 || L < 0 ||
-            memcmp(rp.cks, pt->cks, (size_t)L) != 0)
+            (!fill && memcmp(rp.cks, pt->cks, (size_t)L) != 0))
             return false;
+    } else {
+        fill = false;
     }
     if (!ol_se_bit_get(r->sbits, d->vi)) {
         pt->size = pt->actual_size = v->size;
+        if (fill)
+            memcpy(pt->cks, rp.cks, (size_t)L);
         ol_se_bit_put(r->sbits, d->vi);
-    } else if (pt->size != v->size) {
+    } else if (pt->size != v->size || (fill && memcmp(rp.cks, pt->cks, (size_t)L) != 0)) {
         return false;
     }
     return true;
@@ -925,8 +953,15 @@ int ol_se_mpu_val_decide(struct ol_sreq *r)
     t.parts = a->parts;
     t.parts_enc = NULL;
     memset(&t.cks, 0, sizeof t.cks);
-    if (r->has_ccks)
+    if (r->has_ccks) {
         t.cks = r->ccks;
+    } else if (a->cks_fn) {
+        int st = a->cks_fn(a->cks_ud, a->parts, a->nparts, &t.cks);
+        if (st < 0)
+            return st;
+        if (t.cks.algo != r->ualgo)
+            return -EINVAL;
+    }
     t.ec.index = 0;
     t.has_inline = false;
     t.inline_data = (struct ol_meta_bytes){0};
@@ -1509,9 +1544,10 @@ int ol_mpu_create(struct ol_store_core *c, struct ol_mpu_create_args *a, ol_stor
     t.size = 0;
     memset(t.etag, 0, sizeof t.etag);
     t.etag_parts = 0;
-    uint8_t algo = a->v->cks.algo;
+    uint8_t algo = a->v->cks.algo, cflags = a->v->cks.flags & OL_META_CKS_FULL_OBJECT;
     memset(&t.cks, 0, sizeof t.cks);
     t.cks.algo = algo;
+    t.cks.flags = cflags;
     memset(&t.ec, 0, sizeof t.ec);
     t.ec.k = (uint8_t)r->k;
     t.ec.m = (uint8_t)r->m;
@@ -1544,6 +1580,7 @@ int ol_mpu_create(struct ol_store_core *c, struct ol_mpu_create_args *a, ol_stor
     u->m = (uint8_t)r->m;
     u->sc = t.storage_class;
     u->algo = algo;
+    u->cflags = cflags;
     u->B = r->B;
     u->set = r->set;
     u->writers = 0;
@@ -1635,6 +1672,7 @@ int ol_mpu_list_parts(struct ol_store_core *c, struct ol_mpu_list_parts_args *a,
         a->initiated_ns = u->initiated_ns;
         a->storage_class = u->sc;
         a->cks_algo = u->algo;
+        a->cks_flags = u->cflags;
     }
     pthread_mutex_unlock(&g->mu);
     if (idx < 0) {

@@ -1739,8 +1739,12 @@ int ol_mpu_complete(struct ol_store_core *c, struct ol_mpu_complete_args *a, ol_
     r->lbits = r->bits + OL_SE_PBITS;
     r->sbits = r->lbits + OL_SE_PBITS;
     int rc = ol_se_mpu_excl_enter(r);
-    if (rc == 0 && (a->cks ? a->cks->algo != r->ualgo || r->ualgo == OL_META_CKS_NONE
-                           : r->ualgo != OL_META_CKS_NONE)) {
+    /* an upload with an algorithm: the object's checksum or its hook (one
+     * of them, the upload's algorithm); without: neither */
+    bool bad = r->ualgo == OL_META_CKS_NONE
+                   ? a->cks || a->cks_fn
+                   : !a->cks == !a->cks_fn || (a->cks && a->cks->algo != r->ualgo);
+    if (rc == 0 && bad) {
         ol_se_mpu_leave(r, false);
         rc = -EINVAL;
     }

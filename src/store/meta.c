@@ -176,7 +176,13 @@ static bool parts_ok(const uint8_t *p, uint32_t count, uint32_t L)
 /* Checksum fields; returns the checksum length L, or -1. */
 static int cks_check(const struct ol_meta_checksum *c)
 {
-    if (c->algo >= OL_META_CKS__COUNT || (c->flags & ~OL_META_CKS_COMPOSITE))
+    if (c->algo >= OL_META_CKS__COUNT ||
+        (c->flags & ~(OL_META_CKS_COMPOSITE | OL_META_CKS_FULL_OBJECT)) ||
+        c->flags == (OL_META_CKS_COMPOSITE | OL_META_CKS_FULL_OBJECT))
+        return -1;
+    if ((c->flags & OL_META_CKS_FULL_OBJECT) &&
+        (c->parts != 0 || (c->algo != OL_META_CKS_CRC32 && c->algo != OL_META_CKS_CRC32C &&
+                           c->algo != OL_META_CKS_CRC64NVME)))
         return -1;
     if (c->flags & OL_META_CKS_COMPOSITE) {
         if (c->algo == OL_META_CKS_NONE || c->parts == 0 || c->parts > OL_META_MAX_PARTS)

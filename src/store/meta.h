@@ -54,7 +54,8 @@
  *    58    2 u16     part count P, 0..10000
  *    60    1 u8      storage class (enum ol_meta_sc)
  *    61    1 u8      checksum algorithm (enum ol_meta_cks); its length L
- *    62    1 u8      checksum flags: OL_META_CKS_COMPOSITE
+ *    62    1 u8      checksum flags: OL_META_CKS_COMPOSITE or
+ *                    OL_META_CKS_FULL_OBJECT, never both
  *    63    1 u8      erasure k (data shards), >= 1
  *    64    1 u8      erasure m (parity shards); k + m <= 64
  *    65    1 u8      this drive's shard index, < k + m
@@ -187,6 +188,12 @@ enum ol_meta_cks {
 
 /* Checksum flags. */
 #define OL_META_CKS_COMPOSITE 0x01u  /* checksum of the parts' checksums, "-N" */
+/* S3's FULL_OBJECT type asked for at CreateMultipartUpload: set in an
+ * upload record (engine.h), whose Complete combines the parts' CRCs into
+ * the whole object's. CRC32, CRC32C or CRC-64/NVME only, no part count.
+ * A checksum without either flag is a whole-object one too (a PUT's, a
+ * FULL_OBJECT Complete's): objects are written without this bit. */
+#define OL_META_CKS_FULL_OBJECT 0x02u
 
 /* The stored HTTP headers, in record order. Stable numbers. */
 enum ol_meta_hdr {
@@ -229,7 +236,7 @@ struct ol_meta_part {
 /* Flexible checksum of a version. */
 struct ol_meta_checksum {
     uint8_t algo;                  /* enum ol_meta_cks */
-    uint8_t flags;                 /* OL_META_CKS_COMPOSITE */
+    uint8_t flags;                 /* OL_META_CKS_COMPOSITE, _FULL_OBJECT */
     uint16_t parts;                /* composite: N >= 1; else 0 */
     uint8_t sum[OL_META_CKS_MAX];  /* raw bytes as S3 sends them base64-
                                       decoded (CRCs big-endian); first

@@ -564,6 +564,28 @@ OLT_TEST(store_meta_checksum_kinds)
     OLT_CHECK(ol_meta_version_size(&v) > 0);
     v.cks.flags = 0; /* full-object with a part count */
     OLT_CHECK_EQ(ol_meta_version_size(&v), -EINVAL);
+    /* FULL_OBJECT (an upload record's type): the CRCs, no part count, not
+     * with COMPOSITE */
+    for (unsigned a = 0; a < OL_META_CKS__COUNT; a++) {
+        full_object(&v, 1);
+        v.cks.algo = (uint8_t)a;
+        v.cks.flags = OL_META_CKS_FULL_OBJECT;
+        v.cks.parts = 0;
+        if (a == OL_META_CKS_CRC32 || a == OL_META_CKS_CRC32C || a == OL_META_CKS_CRC64NVME)
+            roundtrip1(&v);
+        else
+            OLT_CHECK_EQ(ol_meta_version_size(&v), -EINVAL);
+    }
+    full_object(&v, 1);
+    v.cks.algo = OL_META_CKS_CRC32;
+    v.cks.flags = OL_META_CKS_FULL_OBJECT;
+    v.cks.parts = 2;
+    OLT_CHECK_EQ(ol_meta_version_size(&v), -EINVAL);
+    v.cks.flags = OL_META_CKS_FULL_OBJECT | OL_META_CKS_COMPOSITE;
+    OLT_CHECK_EQ(ol_meta_version_size(&v), -EINVAL);
+    v.cks.flags = 4;
+    v.cks.parts = 0;
+    OLT_CHECK_EQ(ol_meta_version_size(&v), -EINVAL);
 }
 
 OLT_TEST(store_meta_newest_first)

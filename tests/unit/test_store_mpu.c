@@ -161,7 +161,17 @@ static void fn_create(struct sh_call *t)
         sh_done(t, rc);
 }
 
+static int create_cks(struct sh_env *e, const char *b, const char *k, uint8_t algo,
+                      uint8_t flags, uint8_t id[16]);
+
 static int create_full(struct sh_env *e, const char *b, const char *k, uint8_t algo, uint8_t id[16])
+{
+    return create_cks(e, b, k, algo, 0, id);
+}
+
+/* Creates an upload whose checksum is algo with flags (its type). */
+static int create_cks(struct sh_env *e, const char *b, const char *k, uint8_t algo,
+                      uint8_t flags, uint8_t id[16])
 {
     struct sh_call t;
     memset(&t, 0, sizeof t);
@@ -174,6 +184,7 @@ static int create_full(struct sh_env *e, const char *b, const char *k, uint8_t a
     v.user = &kv;
     v.user_count = 1;
     v.cks.algo = algo;
+    v.cks.flags = flags;
     t.ca = (struct ol_mpu_create_args){.bucket = b, .key = k, .parity = -1, .v = &v};
     int rc = sh_call(e, &t, fn_create);
     memcpy(id, t.ca.upload_id, 16);
@@ -1100,6 +1111,141 @@ OLT_TEST_T(store_mpu_checksums_and_flow_control, 120)
     OLT_CHECK_EQ(ol_meta_part_at(&v, 1, &pt), 0);
     OLT_CHECK_MEM(pt.cks, "\x05\x06\x07\x08", 4);
     OLT_CHECK_EQ(pt.size, 1000);
+    free(a);
+    env_close(&e);
+}
+
+/* Complete's checksum hook for the tests: records what it was given,
+ * answers ret, else the checksum sum (CRC32). */
+struct hook {
+    unsigned calls, n;
+    struct ol_meta_part parts[4];
+    int ret;
+    uint8_t sum[4];
+};
+
+static int hook_fn(void *ud, const struct ol_meta_part *parts, unsigned n,
+                   struct ol_meta_checksum *out)
+{
+    struct hook *h = ud;
+    h->calls++;
+    h->n = n;
+    memcpy(h->parts, parts, (n < 4 ? n : 4) * sizeof *parts);
+    if (h->ret)
+        return h->ret;
+    memset(out, 0, sizeof *out);
+    out->algo = OL_META_CKS_CRC32;
+    memcpy(out->sum, h->sum, 4);
+    return 0;
+}
+
+static int complete_hook(struct sh_env *e, const char *b, const char *k, const uint8_t id[16],
+                         struct ol_meta_part *parts, unsigned n, const uint8_t *given,
+                         struct hook *h, const struct ol_meta_checksum *cks)
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    t.cpa = (struct ol_mpu_complete_args){.bucket = b, .key = k, .upload_id = id,
+                                          .parts = parts, .nparts = n, .cks = cks,
+                                          .cks_fn = h ? hook_fn : NULL, .cks_ud = h,
+                                          .cks_given = given};
+    return sh_call(e, &t, fn_complete);
+}
+
+/* UploadPart of data[0..size) with a 4-byte CRC32 checksum value. */
+static int part_crc(struct sh_env *e, const char *b, const char *k, const uint8_t id[16],
+                    uint32_t number, const uint8_t *data, uint64_t size, const char *crc,
+                    uint8_t etag[16])
+{
+    struct sh_call t;
+    memset(&t, 0, sizeof t);
+    t.part = true;
+    t.bucket = b;
+    t.key = k;
+    memcpy(t.id, id, 16);
+    t.number = number;
+    t.data = data;
+    t.size = t.stop = size;
+    t.chunk = 10007;
+    t.cks_algo = OL_META_CKS_CRC32;
+    memcpy(t.cks, crc, 4);
+    md5(data, size, t.etag);
+    memcpy(etag, t.etag, 16);
+    return sh_call(e, &t, fn_put);
+}
+
+/* An upload created FULL_OBJECT keeps its type (record, registry, its
+ * rebuild); Complete's hook sees the parts with their sizes and checksums,
+ * the client's or, where it gave none, the records'; a hook's refusal
+ * commits nothing and keeps the upload; what it makes is the object's
+ * checksum, stored without the FULL_OBJECT flag. */
+OLT_TEST_T(store_mpu_full_object_checksum_hook, 120)
+{
+    struct sh_env e;
+    env_open(&e, 4, 4);
+    OLT_CHECK_EQ(sh_bucket_create(&e, "fo"), 0);
+    uint64_t big = 3ull * SH_STRIPE + 5;
+    uint8_t *a = sh_pattern(big + 1000, 31), id[16], none[16] = {1};
+    OLT_CHECK_EQ(create_cks(&e, "fo", "k", OL_META_CKS_CRC32, OL_META_CKS_FULL_OBJECT, id), 0);
+    uint8_t algo = 0, flags = 0;
+    OLT_CHECK_EQ(ol_mpu_upload_checksum(e.c, "fo", "k", id, &algo, &flags), 0);
+    OLT_CHECK_EQ(algo, OL_META_CKS_CRC32);
+    OLT_CHECK_EQ(flags, OL_META_CKS_FULL_OBJECT);
+    OLT_CHECK_EQ(ol_mpu_upload_checksum(e.c, "fo", "k", none, &algo, &flags),
+                 OL_STORE_ENOUPLOAD);
+    OLT_CHECK_EQ(ol_mpu_upload_checksum(e.c, "fo", "other", id, &algo, &flags),
+                 OL_STORE_ENOUPLOAD);
+    struct ol_meta_part p[2];
+    memset(p, 0, sizeof p);
+    p[0].number = 1;
+    p[1].number = 2;
+    OLT_CHECK_EQ(part_crc(&e, "fo", "k", id, 1, a, big, "\x01\x02\x03\x04", p[0].etag), 0);
+    OLT_CHECK_EQ(part_crc(&e, "fo", "k", id, 2, a + big, 1000, "\x05\x06\x07\x08", p[1].etag),
+                 0);
+    env_reopen(&e);   /* the type comes back from the record */
+    flags = 0;
+    OLT_CHECK_EQ(ol_mpu_upload_checksum(e.c, "fo", "k", id, &algo, &flags), 0);
+    OLT_CHECK_EQ(flags, OL_META_CKS_FULL_OBJECT);
+    struct sh_call r;
+    struct ol_mpu_part_info info[4];
+    OLT_CHECK_EQ(list_parts(&e, "fo", "k", id, 0, 4, info, &r), 0);
+    OLT_CHECK_EQ(r.lpa.cks_flags, OL_META_CKS_FULL_OBJECT);
+    /* part 1's checksum given, part 2's not */
+    memcpy(p[0].cks, "\x01\x02\x03\x04", 4);
+    uint8_t given[2] = {0x01, 0};
+    struct hook h = {.ret = OL_STORE_EBADDIGEST};
+    struct ol_meta_checksum obj = {.algo = OL_META_CKS_CRC32};
+    OLT_CHECK_EQ(complete_hook(&e, "fo", "k", id, p, 2, given, &h, &obj), -EINVAL);
+    OLT_CHECK_EQ(complete_hook(&e, "fo", "k", id, p, 2, given, NULL, NULL), -EINVAL);
+    OLT_CHECK_EQ(complete_hook(&e, "fo", "k", id, p, 2, given, &h, NULL), OL_STORE_EBADDIGEST);
+    OLT_CHECK_EQ(h.calls, 1);
+    OLT_CHECK_EQ(h.n, 2);
+    OLT_CHECK_EQ(h.parts[0].actual_size, big);
+    OLT_CHECK_EQ(h.parts[1].actual_size, 1000);
+    OLT_CHECK_MEM(h.parts[1].cks, "\x05\x06\x07\x08", 4);   /* from the record */
+    OLT_CHECK_EQ(ol_store_mpu_count(e.s), 1);                  /* still there */
+    /* a given checksum that differs: InvalidPart, the hook not asked */
+    p[0].cks[3] ^= 1;
+    OLT_CHECK_EQ(complete_hook(&e, "fo", "k", id, p, 2, given, &h, NULL), OL_STORE_EBADPART);
+    OLT_CHECK_EQ(h.calls, 1);
+    p[0].cks[3] ^= 1;
+    memset(p[1].cks, 0, sizeof p[1].cks);
+    h.ret = 0;
+    memcpy(h.sum, "\xde\xad\xbe\xef", 4);
+    OLT_CHECK_EQ(complete_hook(&e, "fo", "k", id, p, 2, given, &h, NULL), 0);
+    OLT_CHECK_EQ(h.calls, 2);
+    OLT_CHECK_EQ(ol_store_mpu_count(e.s), 0);
+    sh_check_get(&e, "fo", "k", a, big + 1000);
+    struct ol_meta_version v;
+    static uint8_t buf[1 << 20];
+    OLT_CHECK(sh_drive_meta(&e, 0, "fo", "k", buf, sizeof buf, &v));
+    OLT_CHECK_EQ(v.cks.algo, OL_META_CKS_CRC32);
+    OLT_CHECK_EQ(v.cks.flags, 0);
+    OLT_CHECK_EQ(v.cks.parts, 0);
+    OLT_CHECK_MEM(v.cks.sum, "\xde\xad\xbe\xef", 4);
+    struct ol_meta_part pt;
+    OLT_CHECK_EQ(ol_meta_part_at(&v, 1, &pt), 0);
+    OLT_CHECK_MEM(pt.cks, "\x05\x06\x07\x08", 4);
     free(a);
     env_close(&e);
 }
