@@ -596,6 +596,46 @@ static void set_hdr(struct ol_meta_version *v, int which, const struct ol_http_h
         v->hdr[which] = (struct ol_meta_bytes){(const uint8_t *)x->value, (uint32_t)x->value_len};
 }
 
+/* The Content-Encoding to store: the header's list without its
+ * aws-chunked elements (the transfer framing, not the object's encoding:
+ * S3 drops them wherever they stand, so "gzip, aws-chunked" is stored as
+ * "gzip"); the other elements as sent, commas between them. Writes into
+ * out (cap bytes) and returns the length, 0 when nothing is left; a value
+ * longer than cap is returned whole (a slice of the header: too large to
+ * store, refused by the caller's length check). */
+static struct ol_meta_bytes content_encoding(const struct ol_http_header *ce, char *out,
+                                             size_t cap)
+{
+    if (!ce)
+        return (struct ol_meta_bytes){0};
+    if (ce->value_len > cap)
+        return (struct ol_meta_bytes){(const uint8_t *)ce->value, (uint32_t)ce->value_len};
+    size_t n = 0;
+    const char *v = ce->value, *end = v + ce->value_len;
+    for (;;) {
+        const char *c = memchr(v, ',', (size_t)(end - v));
+        const char *s = v, *t = c ? c : end;
+        while (s < t && (*s == ' ' || *s == '\t'))
+            s++;
+        while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        bool chunked = t - s == 11 && strncasecmp(s, "aws-chunked", 11) == 0;
+        if (!chunked && t > s) {
+            const char *from = s;
+            if (n) {
+                out[n++] = ',';
+                from = v;   /* the spaces after the comma, as sent */
+            }
+            memcpy(out + n, from, (size_t)(t - from));
+            n += (size_t)(t - from);
+        }
+        if (!c)
+            break;
+        v = c + 1;
+    }
+    return (struct ol_meta_bytes){(const uint8_t *)out, (uint32_t)n};
+}
+
 static void put_finish(struct ol_s3_req *q)
 {
     struct ol_s3_op_put *st = &q->op.put;
@@ -611,20 +651,9 @@ static void put_finish(struct ol_s3_req *q)
     v.user = um.kv;
     v.user_count = (uint16_t)um.n;
     set_hdr(&v, OL_META_HDR_CONTENT_TYPE, hdr(q, "content-type"));
-    const struct ol_http_header *ce = hdr(q, "content-encoding");
-    /* aws-chunked is the transfer framing, not the object's encoding */
-    if (ce && !(ce->value_len == 11 && strncasecmp(ce->value, "aws-chunked", 11) == 0)) {
-        const char *val = ce->value;
-        size_t vl = ce->value_len;
-        if (vl > 12 && strncasecmp(val, "aws-chunked,", 12) == 0) {
-            val += 12, vl -= 12;
-            while (vl && *val == ' ')
-                val++, vl--;
-        }
-        if (vl)
-            v.hdr[OL_META_HDR_CONTENT_ENCODING] =
-                (struct ol_meta_bytes){(const uint8_t *)val, (uint32_t)vl};
-    }
+    char ce[OL_META_MAX_HEADER];
+    v.hdr[OL_META_HDR_CONTENT_ENCODING] = content_encoding(hdr(q, "content-encoding"), ce,
+                                                           sizeof ce);
     set_hdr(&v, OL_META_HDR_CONTENT_DISPOSITION, hdr(q, "content-disposition"));
     set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, hdr(q, "content-language"));
     set_hdr(&v, OL_META_HDR_CACHE_CONTROL, hdr(q, "cache-control"));
@@ -1005,7 +1034,9 @@ static void create_upload(struct ol_s3_req *q)
     set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, hdr(q, "content-language"));
     set_hdr(&v, OL_META_HDR_CACHE_CONTROL, hdr(q, "cache-control"));
     set_hdr(&v, OL_META_HDR_EXPIRES, hdr(q, "expires"));
-    set_hdr(&v, OL_META_HDR_CONTENT_ENCODING, hdr(q, "content-encoding"));
+    char ce[OL_META_MAX_HEADER];
+    v.hdr[OL_META_HDR_CONTENT_ENCODING] = content_encoding(hdr(q, "content-encoding"), ce,
+                                                           sizeof ce);
     if (tg && tg->value_len)
         v.tagging = (struct ol_meta_bytes){(const uint8_t *)tg->value, (uint32_t)tg->value_len};
     const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
