@@ -76,7 +76,7 @@ enum ol_s3_err ol_s3_body_begin(struct ol_s3_body *b, const struct ol_s3_auth *a
         b->md5_given = true;
     }
     /* flexible checksum: a header value, or a trailer announced by x-amz-trailer */
-    for (size_t i = 0; i < nhdrs; i++) {
+    for (size_t i = 0; i < nhdrs && !ctx->object_checksums; i++) {
         int a = ol_ck_algo_of_header(hdrs[i].name, hdrs[i].name_len);
         if (!a)
             continue;

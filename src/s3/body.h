@@ -39,6 +39,9 @@ struct ol_s3_body_ctx {
     bool one_pass;         /* md5 is a lone stream, hashed with a signed body's chunk
                               SHA-256s in one pass (base/md5sha.h) */
     EVP_MD_CTX *cksum;     /* a SHA-1 / SHA-256 flexible checksum */
+    bool object_checksums; /* the x-amz-checksum-* headers are the object's
+                              (CompleteMultipartUpload), not this body's:
+                              left to the caller */
 };
 
 struct ol_s3_body {

@@ -871,6 +871,7 @@ static enum ol_s3_err mpu_err(int status, const char **msg)
     case OL_STORE_EPARTORDER: return OL_S3_INVALID_PART_ORDER;
     case OL_STORE_EBADPART: return OL_S3_INVALID_PART;
     case OL_STORE_ETOOSMALL: return OL_S3_ENTITY_TOO_SMALL;
+    case OL_STORE_EBADDIGEST: return OL_S3_BAD_DIGEST;
     case -ENOSPC:
         *msg = "Too many multipart uploads in progress: complete or abort some.";
         return OL_S3_SLOW_DOWN;
@@ -902,7 +903,58 @@ struct mpu_state {
     char prefix[OL_S3_KEY_MAX + 1], delim[OL_S3_KEY_MAX + 1], key_marker[OL_S3_KEY_MAX + 1];
     struct ol_store_cond cond;   /* Complete: If-None-Match / If-Match */
     struct ol_get *get;          /* Complete again: the key's latest version */
+    bool full;                   /* the upload's checksum type is FULL_OBJECT */
+    bool want;                   /* Complete: the client expects this object checksum: */
+    unsigned want_parts;         /*   its "-N" (0: none given) */
+    uint8_t want_raw[OL_CK_MAX_RAW];
+    uint8_t given[OL_S3_MAX_PARTS / 8 + 1];  /* Complete: listed parts with their checksum */
 };
+
+/* ---- checksum types (S3's x-amz-checksum-type) ---- */
+
+enum { CK_TYPE_NONE, CK_TYPE_COMPOSITE, CK_TYPE_FULL_OBJECT };
+
+/* The request's x-amz-checksum-type: CK_TYPE_*, -1 for another value. */
+static int checksum_type(struct ol_s3_req *q)
+{
+    const struct ol_http_header *h = hdr(q, "x-amz-checksum-type");
+    if (!h)
+        return CK_TYPE_NONE;
+    if (h->value_len == 9 && strncasecmp(h->value, "COMPOSITE", 9) == 0)
+        return CK_TYPE_COMPOSITE;
+    if (h->value_len == 11 && strncasecmp(h->value, "FULL_OBJECT", 11) == 0)
+        return CK_TYPE_FULL_OBJECT;
+    return -1;
+}
+
+/* Whether an upload of checksum algo with the store's checksum flags
+ * combines its parts' CRCs into a whole-object checksum (S3 FULL_OBJECT;
+ * CRC-64/NVME has no other type) rather than a composite. */
+static bool upload_full(unsigned algo, unsigned flags)
+{
+    return algo && ((flags & OL_META_CKS_FULL_OBJECT) || algo == OL_CK_CRC64NVME);
+}
+
+/* An algorithm's name in lower case, as S3's messages write it. */
+static const char *ck_lower(int algo, char out[16])
+{
+    const char *n = algo ? ol_ck_name(algo) : "null";
+    size_t i = 0;
+    for (; n[i] && i < 15; i++)
+        out[i] = (char)(n[i] >= 'A' && n[i] <= 'Z' ? n[i] + 32 : n[i]);
+    out[i] = 0;
+    return out;
+}
+
+/* <ChecksumAlgorithm> and <ChecksumType> of an upload (ListParts,
+ * ListMultipartUploads), when it has an algorithm. */
+static void upload_cks_xml(struct ol_xml_w *w, unsigned algo, unsigned flags)
+{
+    if (!algo)
+        return;
+    ol_xml_elem_s(w, "ChecksumAlgorithm", ol_ck_name((int)algo));
+    ol_xml_elem_s(w, "ChecksumType", upload_full(algo, flags) ? "FULL_OBJECT" : "COMPOSITE");
+}
 
 static void mpu_free(struct ol_s3_req *q)
 {
@@ -993,7 +1045,8 @@ static void create_done(void *ud, const struct ol_store_event *ev)
     ol_xml_elem_s(&w, "UploadId", id);
     ol_xml_close(&w, "InitiateMultipartUploadResult");
     if (m->algo)
-        snprintf(h, sizeof h, "x-amz-checksum-algorithm: %s\r\n", ol_ck_name(m->algo));
+        snprintf(h, sizeof h, "x-amz-checksum-algorithm: %s\r\nx-amz-checksum-type: %s\r\n",
+                 ol_ck_name(m->algo), m->full ? "FULL_OBJECT" : "COMPOSITE");
     mpu_free(q);
     ol_s3_reply(q, 200, h, "application/xml", out, w.n);
 }
@@ -1018,6 +1071,27 @@ static void create_upload(struct ol_s3_req *q)
         ol_s3_error(q, OL_S3_INVALID_REQUEST, "Unknown x-amz-checksum-algorithm.");
         return;
     }
+    /* the checksum type, as S3 takes it: FULL_OBJECT for the CRCs only,
+     * COMPOSITE for all but CRC-64/NVME; by default COMPOSITE, except
+     * CRC-64/NVME's FULL_OBJECT */
+    int type = checksum_type(q);
+    char msg[160], an[16];
+    if (type < 0) {
+        ol_s3_error(q, OL_S3_INVALID_REQUEST, "Value for x-amz-checksum-type header is invalid.");
+        return;
+    }
+    if (type && !algo) {
+        ol_s3_error(q, OL_S3_INVALID_REQUEST, "The x-amz-checksum-type header can only be used "
+                    "with the x-amz-checksum-algorithm header.");
+        return;
+    }
+    bool full = type ? type == CK_TYPE_FULL_OBJECT : algo == OL_CK_CRC64NVME;
+    if (algo && (full ? !ol_ck_is_crc(algo) : algo == OL_CK_CRC64NVME)) {
+        snprintf(msg, sizeof msg, "The %s checksum type cannot be used with the %s checksum "
+                 "algorithm.", full ? "FULL_OBJECT" : "COMPOSITE", ck_lower(algo, an));
+        ol_s3_error(q, OL_S3_INVALID_REQUEST, msg);
+        return;
+    }
     int parity;
     if (!parity_of(q, &parity))
         return;
@@ -1025,6 +1099,7 @@ static void create_upload(struct ol_s3_req *q)
     if (!m)
         return;
     m->algo = algo;
+    m->full = algo && full;
     struct ol_meta_version v;
     memset(&v, 0, sizeof v);
     v.user = um.kv;
@@ -1043,6 +1118,7 @@ static void create_upload(struct ol_s3_req *q)
     v.storage_class = sc && sc->value_len == 18 && memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
                           ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
     v.cks.algo = (uint8_t)algo;
+    v.cks.flags = m->full ? OL_META_CKS_FULL_OBJECT : 0;
     m->create = (struct ol_mpu_create_args){.bucket = q->route.bucket, .key = q->route.key,
                                             .parity = parity, .v = &v};
     int rc = ol_mpu_create(store(q), &m->create, create_done, q);
@@ -1092,6 +1168,17 @@ static void upload_part(struct ol_s3_req *q)
         mpu_error(q, rc);
         return;
     }
+    /* an upload with a checksum algorithm takes parts with that checksum
+     * only, as S3 does (a part without one could not be listed at
+     * Complete, nor combined into a FULL_OBJECT checksum) */
+    unsigned ua = ol_put_upload_algo(st->put);
+    if (ua && ua != (unsigned)q->body.ck_algo) {
+        char msg[128], un[16], gn[16];
+        snprintf(msg, sizeof msg, "Checksum Type mismatch occurred, expected checksum Type: %s, "
+                 "actual checksum Type: %s", ck_lower((int)ua, un), ck_lower(q->body.ck_algo, gn));
+        put_fail(q, OL_S3_INVALID_REQUEST, msg);
+        return;
+    }
     q->body_handler = put_body;
     q->body_end_handler = put_body_end;
     q->abort_handler = put_client_gone;
@@ -1099,11 +1186,19 @@ static void upload_part(struct ol_s3_req *q)
 
 /* ---- CompleteMultipartUpload ---- */
 
+/* What the parts list says. A part may carry checksums (<ChecksumCRC32>
+ * ...): the upload's algorithm's goes to parts[i].cks (and its bit in
+ * m->given); each must be base64 of its algorithm's size, one per part. */
 struct complete_parse {
     struct mpu_state *m;
     unsigned n;
-    bool bad;
-    int algo;
+    bool bad;            /* an ETag we never gave: InvalidPart */
+    bool bad_cks;        /* a checksum not base64 of its size, or two in a part */
+    int algo;            /* the upload's checksum algorithm (OL_CK_*), 0: none */
+    unsigned seen;       /* the algorithms of the current part's checksums, a bit each */
+    uint32_t other_part; /* the first part with only another algorithm's checksum */
+    int other_algo;      /*   that algorithm */
+    uint32_t missing;    /* the first part without a checksum */
 };
 
 static int complete_cb(void *ctx, const char *path, size_t depth, const char *text, size_t len,
@@ -1117,6 +1212,7 @@ static int complete_cb(void *ctx, const char *path, size_t depth, const char *te
             if (cp->n == OL_S3_MAX_PARTS)
                 return -E2BIG;
             memset(&cp->m->parts[cp->n], 0, sizeof cp->m->parts[0]);
+            cp->seen = 0;
         }
         return 0;
     }
@@ -1142,19 +1238,157 @@ static int complete_cb(void *ctx, const char *path, size_t depth, const char *te
         if (len != 32 || unhex16(lower, 32, p->etag) < 0)
             cp->bad = true;   /* an ETag we never gave: InvalidPart */
     } else if (strncmp(path, "CompleteMultipartUpload/Part/Checksum", 37) == 0) {
-        char hn[64];
-        snprintf(hn, sizeof hn, "x-amz-checksum-%s", path + 37);
-        for (char *c = hn; *c; c++)
-            *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
-        int a = ol_ck_algo_of_header(hn, strlen(hn));
-        if (a && a == cp->algo &&
-            ol_ck_from_b64(text, len, ol_ck_raw_size(a), p->cks) < 0)
-            return -EINVAL;
+        int a = ol_ck_algo_of_name(path + 37, strlen(path + 37));
+        uint8_t tmp[OL_CK_MAX_RAW];
+        if (!a)
+            return 0;   /* an algorithm this server does not offer: not the upload's */
+        if (cp->seen || ol_ck_from_b64(text, len, ol_ck_raw_size(a),
+                                       a == cp->algo ? p->cks : tmp) < 0)
+            cp->bad_cks = true;
+        cp->seen |= 1u << a;
     } else if (strcmp(path, "CompleteMultipartUpload/Part") == 0) {
         if (p->number == 0)
             return -EINVAL;
+        if (cp->algo && (cp->seen >> cp->algo & 1)) {
+            cp->m->given[cp->n / 8] |= (uint8_t)(1u << (cp->n % 8));
+        } else if (cp->algo && cp->seen && !cp->other_part) {
+            cp->other_part = p->number;
+            cp->other_algo = __builtin_ctz(cp->seen);
+        } else if (cp->algo && !cp->seen && !cp->missing) {
+            cp->missing = p->number;
+        }
         cp->n++;
     }
+    return 0;
+}
+
+/* A Complete's x-amz-checksum-<alg> value for an upload of algo: "<base64>"
+ * or, for a composite, "<base64>-N" (N 1..10000). 0 with raw and *parts
+ * (N, or 0 when not given); -1 when malformed. */
+static int want_decode(int algo, bool composite, const char *v, size_t n, uint8_t *raw,
+                       unsigned *parts)
+{
+    *parts = 0;
+    const char *dash = memchr(v, '-', n);
+    size_t bl = dash ? (size_t)(dash - v) : n;
+    if (dash) {
+        const char *d = dash + 1;
+        size_t dl = n - bl - 1;
+        if (!composite || dl == 0 || dl > 5 || d[0] == '0')
+            return -1;
+        unsigned x = 0;
+        for (size_t i = 0; i < dl; i++) {
+            if (d[i] < '0' || d[i] > '9')
+                return -1;
+            x = x * 10 + (unsigned)(d[i] - '0');
+        }
+        if (x > OL_S3_MAX_PARTS)
+            return -1;
+        *parts = x;
+    }
+    return ol_ck_from_b64(v, bl, ol_ck_raw_size(algo), raw) < 0 ? -1 : 0;
+}
+
+/*
+ * The checksum rules of a Complete of an upload with a checksum algorithm,
+ * as S3 applies them: x-amz-checksum-type (when sent) must be the
+ * upload's; at most one x-amz-checksum-<alg> (the object's checksum the
+ * client expects, compared by complete_cks), of the upload's algorithm
+ * and well formed; no part with another algorithm's checksum instead; a
+ * composite upload needs every part's checksum (a FULL_OBJECT one takes
+ * those not given from the parts). Fills m->want*; OL_S3_OK, or the error
+ * with its message in msg.
+ */
+static enum ol_s3_err complete_checks(struct ol_s3_req *q, const struct complete_parse *cp,
+                                      char *msg, size_t cap)
+{
+    struct mpu_state *m = q->op_state;
+    char un[16], on[16];
+    ck_lower(m->algo, un);
+    int type = checksum_type(q);
+    if (type < 0) {
+        snprintf(msg, cap, "Value for x-amz-checksum-type header is invalid.");
+        return OL_S3_INVALID_REQUEST;
+    }
+    if (type && (type == CK_TYPE_FULL_OBJECT) != m->full) {
+        snprintf(msg, cap, "The upload was created using the %s checksum mode. The complete "
+                 "request must use the same checksum mode.", m->full ? "FULL_OBJECT" : "COMPOSITE");
+        return OL_S3_INVALID_REQUEST;
+    }
+    const struct ol_http_request *h = ol_http_req_head(q->r);
+    const struct ol_http_header *want = NULL;
+    int wa = 0;
+    for (size_t i = 0; i < h->num_headers; i++) {
+        int a = ol_ck_algo_of_header(h->headers[i].name, h->headers[i].name_len);
+        if (!a)
+            continue;
+        if (want) {
+            snprintf(msg, cap, "Expecting a single x-amz-checksum- header. Multiple checksum "
+                     "Types are not allowed.");
+            return OL_S3_INVALID_REQUEST;
+        }
+        want = &h->headers[i];
+        wa = a;
+    }
+    if (want && wa != m->algo) {
+        snprintf(msg, cap, "Checksum Type mismatch occurred, expected checksum Type: %s, actual "
+                 "checksum Type: %s", un, ck_lower(wa, on));
+        return OL_S3_INVALID_REQUEST;
+    }
+    if (want && want_decode(wa, !m->full, want->value, want->value_len, m->want_raw,
+                            &m->want_parts) < 0) {
+        snprintf(msg, cap, "Value for %s header is invalid.", ol_ck_header(wa));
+        return OL_S3_INVALID_REQUEST;
+    }
+    m->want = want != NULL;
+    if (cp->other_part) {
+        snprintf(msg, cap, "The %s you specified for part %u did not match what we received.",
+                 ck_lower(cp->other_algo, on), (unsigned)cp->other_part);
+        return OL_S3_BAD_DIGEST;
+    }
+    if (!m->full && cp->missing) {
+        snprintf(msg, cap, "The upload was created using a %s checksum. The complete request "
+                 "must include the checksum for each part. It was missing for part %u in the "
+                 "request.", un, (unsigned)cp->missing);
+        return OL_S3_INVALID_REQUEST;
+    }
+    return OL_S3_OK;
+}
+
+/* Complete's checksum hook (engine.h ol_mpu_cks_fn): the object's checksum
+ * from the parts as they will be stored. FULL_OBJECT: their CRCs combined
+ * in order (checksum.h), the CRC of the whole object; COMPOSITE: the
+ * checksum of their checksums, "-N". Against what the client expects:
+ * OL_STORE_EBADDIGEST when it differs. Kept in m->cks for the answer. */
+static int complete_cks(void *ud, const struct ol_meta_part *parts, unsigned n,
+                        struct ol_meta_checksum *out)
+{
+    struct ol_s3_req *q = ud;
+    struct mpu_state *m = q->op_state;
+    size_t raw = ol_ck_raw_size(m->algo);
+    memset(out, 0, sizeof *out);
+    out->algo = (uint8_t)m->algo;
+    if (m->full) {
+        uint64_t crc = 0;
+        for (unsigned i = 0; i < n; i++) {
+            uint64_t c = ol_ck_crc_load(m->algo, parts[i].cks);
+            crc = i ? ol_ck_crc_combine(m->algo, crc, c, parts[i].actual_size) : c;
+        }
+        ol_ck_crc_store(m->algo, crc, out->sum);
+    } else {
+        struct ol_ck ck;
+        if (ol_ck_init(&ck, m->algo, q->srv->ctx[q->ctx_slot].cksum) < 0)
+            return -EIO;
+        for (unsigned i = 0; i < n; i++)
+            ol_ck_update(&ck, parts[i].cks, raw);
+        ol_ck_final(&ck, out->sum);
+        out->flags = OL_META_CKS_COMPOSITE;
+        out->parts = (uint16_t)n;
+    }
+    m->cks = *out;
+    if (m->want && (memcmp(out->sum, m->want_raw, raw) != 0 ||
+                    (m->want_parts && m->want_parts != n)))
+        return OL_STORE_EBADDIGEST;
     return 0;
 }
 
@@ -1187,10 +1421,12 @@ static void complete_reply(struct ol_s3_req *q, const uint8_t etag[16], unsigned
     ol_xml_elem_s(&w, "ETag", et);
     if (cks && cks->algo) {
         char b64[OL_CK_MAX_B64 + 1], tag[40], val[OL_CK_MAX_B64 + 8];
+        bool composite = cks->flags & OL_META_CKS_COMPOSITE;
         ol_ck_b64(cks->sum, ol_ck_raw_size(cks->algo), b64);
-        snprintf(val, sizeof val, "%s-%u", b64, nparts);
+        snprintf(val, sizeof val, composite ? "%s-%u" : "%s", b64, nparts);
         snprintf(tag, sizeof tag, "Checksum%s", ol_ck_name(cks->algo));
         ol_xml_elem_s(&w, tag, val);
+        ol_xml_elem_s(&w, "ChecksumType", composite ? "COMPOSITE" : "FULL_OBJECT");
     }
     ol_xml_close(&w, "CompleteMultipartUploadResult");
     mpu_free(q);
@@ -1237,7 +1473,7 @@ static void complete_again_event(void *ud, const struct ol_store_event *ev)
         return;
     }
     complete_reply(q, v->etag, m->complete.nparts, v->vid,
-                   v->cks.flags & OL_META_CKS_COMPOSITE ? &v->cks : NULL);   /* ends the GET */
+                   v->cks.algo ? &v->cks : NULL);   /* ends the GET */
 }
 
 static void complete_again(struct ol_s3_req *q)
@@ -1263,10 +1499,18 @@ static void complete_done(void *ud, const struct ol_store_event *ev)
         complete_again(q);
         return;
     }
+    if (q->r && ev->status == OL_STORE_EBADDIGEST) {
+        char msg[96], an[16];
+        snprintf(msg, sizeof msg, "The %s you specified did not match the calculated checksum.",
+                 ck_lower(m->algo, an));
+        mpu_free(q);
+        ol_s3_error(q, OL_S3_BAD_DIGEST, msg);
+        return;
+    }
     if (mpu_ended(q, ev))
         return;
     struct ol_mpu_complete_args *a = &m->complete;
-    complete_reply(q, a->etag, a->nparts, a->vid, &m->cks);
+    complete_reply(q, a->etag, a->nparts, a->vid, m->algo ? &m->cks : NULL);
 }
 
 static void complete_body(struct ol_s3_req *q)
@@ -1278,18 +1522,24 @@ static void complete_body(struct ol_s3_req *q)
         ol_s3_error(q, OL_S3_SLOW_DOWN, NULL);
         return;
     }
-    /* the upload's checksum algorithm: the parts' checksums name it */
-    struct complete_parse cp = {m, 0, false, 0};
-    for (int a = 1; a < OL_CK_COUNT; a++) {
-        char tag[48];
-        snprintf(tag, sizeof tag, "<Checksum%s>", ol_ck_name(a));
-        if (q->xml_len && memmem(q->xml, q->xml_len, tag, strlen(tag)))
-            cp.algo = a;
-    }
+    /* the upload's checksum algorithm and type decide what the list and
+     * the headers must say (an upload not found: maybe a Complete again) */
+    uint8_t ualgo = 0, uflags = 0;
+    bool known = ol_mpu_upload_checksum(store(q), q->route.bucket, q->route.key, m->id, &ualgo,
+                                        &uflags) == 0;
+    m->algo = known ? ualgo : 0;   /* ol_ck_algo and ol_meta_cks agree */
+    m->full = upload_full(ualgo, uflags);
+    struct complete_parse cp = {.m = m, .algo = m->algo};
     int rc = ol_xml_parse(q->xml, q->xml_len, complete_cb, &cp);
     if (rc < 0 || cp.n == 0) {
         mpu_free(q);
         ol_s3_error(q, OL_S3_MALFORMED_XML, NULL);
+        return;
+    }
+    if (cp.bad_cks) {
+        mpu_free(q);
+        ol_s3_error(q, OL_S3_INVALID_ARGUMENT,
+                    "Invalid Base64 or multiple checksums present in request");
         return;
     }
     if (cp.bad) {
@@ -1297,31 +1547,27 @@ static void complete_body(struct ol_s3_req *q)
         ol_s3_error(q, OL_S3_INVALID_PART, NULL);
         return;
     }
-    const struct ol_meta_checksum *cks = NULL;
-    if (cp.algo) {   /* composite: the checksum of the parts' checksums, "-N" */
-        struct ol_ck ck;
-        struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
-        ol_ck_init(&ck, cp.algo, ctx->cksum);
-        for (unsigned i = 0; i < cp.n; i++)
-            ol_ck_update(&ck, m->parts[i].cks, ol_ck_raw_size(cp.algo));
-        m->cks.algo = (uint8_t)cp.algo;
-        m->cks.flags = OL_META_CKS_COMPOSITE;
-        m->cks.parts = (uint16_t)cp.n;
-        ol_ck_final(&ck, m->cks.sum);
-        cks = &m->cks;
-    }
     m->complete = (struct ol_mpu_complete_args){.bucket = q->route.bucket, .key = q->route.key,
                                                 .upload_id = m->id, .parts = m->parts,
-                                                .nparts = cp.n, .cks = cks, .cond = m->cond};
+                                                .nparts = cp.n, .cond = m->cond};
+    if (!known) {
+        complete_again(q);
+        return;
+    }
+    if (m->algo) {
+        char msg[256];
+        enum ol_s3_err e = complete_checks(q, &cp, msg, sizeof msg);
+        if (e) {
+            mpu_free(q);
+            ol_s3_error(q, e, msg);
+            return;
+        }
+        m->complete.cks_fn = complete_cks;
+        m->complete.cks_ud = q;
+        m->complete.cks_given = m->full ? m->given : NULL;
+    }
     ol_s3_vid_new(q, m->complete.vid);
     rc = ol_mpu_complete(store(q), &m->complete, complete_done, q);
-    if (rc == -EINVAL && cks) {
-        /* the parts carry checksums but the upload was created without an
-         * algorithm: the parts were verified when uploaded; keep none */
-        m->cks.algo = 0;
-        m->complete.cks = NULL;
-        rc = ol_mpu_complete(store(q), &m->complete, complete_done, q);
-    }
     if (rc == OL_STORE_ENOUPLOAD)
         complete_again(q);
     else
@@ -1342,6 +1588,7 @@ static void complete_upload(struct ol_s3_req *q)
         free(m);
         return;
     }
+    q->object_checksums = true;   /* x-amz-checksum-*: the object's, not the XML's */
     enum ol_s3_err e = ol_s3_read_xml(q, complete_body);
     if (e) {
         mpu_free(q);
@@ -1407,6 +1654,7 @@ static void list_parts_done(void *ud, const struct ol_store_event *ev)
     ol_xml_elem_s(&w, "IsTruncated", a->truncated ? "true" : "false");
     ol_xml_elem_s(&w, "StorageClass", a->storage_class == OL_META_SC_REDUCED_REDUNDANCY
                                           ? "REDUCED_REDUNDANCY" : "STANDARD");
+    upload_cks_xml(&w, a->cks_algo, a->cks_flags);
     for (unsigned i = 0; i < a->count; i++) {
         struct ol_mpu_part_info *p = &a->out[i];
         struct ol_meta_version v = {0};
@@ -1529,6 +1777,7 @@ static void list_uploads_done(void *ud, const struct ol_store_event *ev)
         ol_xml_elem_s(&w, "StorageClass", u->storage_class == OL_META_SC_REDUCED_REDUNDANCY
                                               ? "REDUCED_REDUNDANCY" : "STANDARD");
         ol_xml_elem_s(&w, "Initiated", d);
+        upload_cks_xml(&w, u->cks_algo, u->cks_flags);
         ol_xml_close(&w, "Upload");
     }
     ol_xml_close(&w, "ListMultipartUploadsResult");
@@ -2256,9 +2505,11 @@ static size_t object_headers(struct ol_s3_req *q, const struct ol_meta_version *
         char b64[OL_CK_MAX_B64 + 1];
         ol_ck_b64(v->cks.sum, ol_ck_raw_size(v->cks.algo), b64);
         if (v->cks.flags & OL_META_CKS_COMPOSITE)   /* of the parts' checksums: "-N" */
-            ADD("%s: %s-%u\r\n", ol_ck_header(v->cks.algo), b64, (unsigned)v->cks.parts);
+            ADD("%s: %s-%u\r\nx-amz-checksum-type: COMPOSITE\r\n", ol_ck_header(v->cks.algo),
+                b64, (unsigned)v->cks.parts);
         else
-            ADD("%s: %s\r\n", ol_ck_header(v->cks.algo), b64);
+            ADD("%s: %s\r\nx-amz-checksum-type: FULL_OBJECT\r\n", ol_ck_header(v->cks.algo),
+                b64);
     }
 #undef ADD
     return n;

@@ -85,6 +85,7 @@ struct ol_s3_req {
     size_t path_len, query_len;
     char id[17];                 /* x-amz-request-id */
     bool body_failed, xml_too_big;
+    bool object_checksums;       /* body.h ctx.object_checksums (Complete) */
     ol_s3_body_fn body_handler;  /* decoded body bytes */
     ol_s3_end_fn body_end_handler;
     ol_s3_fn drain_handler;      /* streaming response wants more */

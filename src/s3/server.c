@@ -486,6 +486,7 @@ enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q)
     if (!ctx->one_pass && !q->stage && chunk_signed && !(q->stage = ol_pool_get(&s->stages)))
         s->chunk_unstaged++;   /* none left: its chunks one by one */
     ctx->stage = q->stage;
+    ctx->object_checksums = q->object_checksums;
     return ol_s3_body_begin(&q->body, &q->auth, h->headers, h->num_headers, clen,
                             ctx);
 }

@@ -4,13 +4,20 @@ where the bytes on the wire matter, boto3 for the rest.
 """
 import base64
 import http.client
+import os
+import subprocess
+import sys
 import zlib
+
+import pytest
 
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from conftest import ROOT
 from test_s3 import AK, SK, client, s3d  # noqa: F401  (s3d is a fixture)
+from test_s3_net import tls_daemon
 
 MiB = 1024 * 1024
 
@@ -72,3 +79,143 @@ def test_aws_chunked_is_dropped_from_the_stored_content_encoding(s3d):
     c.complete_multipart_upload(Bucket="ceb", Key="m", UploadId=uid["UploadId"],
                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
     assert c.head_object(Bucket="ceb", Key="m")["ContentEncoding"] == "gzip"
+
+
+OLD_BOTO3_PY = os.path.join(ROOT, ".venv-oldboto", "bin", "python")
+
+
+@pytest.mark.parametrize("boto", ["current", "1.35"])
+def test_multipart_checksums_with_boto3(make_daemon, tmp_path, boto):
+    """clients/boto3_checksums.py, over TLS, with .venv's boto3 (>= 1.36) and
+    with boto3 1.35 (.venv-oldboto): composite Completes without part
+    checksums (400, never 500) and with the server's own "-N" value,
+    FULL_OBJECT uploads of the three CRCs, and Content-Encoding."""
+    py = sys.executable if boto == "current" else OLD_BOTO3_PY
+    if not os.path.exists(py):
+        pytest.skip("no .venv-oldboto: run `make test-deps` (scripts/deps.sh test)")
+    d, cert = tls_daemon(make_daemon, tmp_path)
+    script = os.path.join(os.path.dirname(__file__), "clients", "boto3_checksums.py")
+    r = subprocess.run([py, script, d.url, AK, SK, str(cert)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout + r.stderr
+    assert ("ChecksumType known: %s" % (boto == "current")) in r.stdout
+    assert "InternalError" not in d.stderr()
+
+
+def sha(b):
+    import hashlib
+    return base64.b64encode(hashlib.sha256(b).digest()).decode()
+
+
+def complete_xml(parts):
+    """A CompleteMultipartUpload body: parts are (number, etag, {"SHA256": value, ...})."""
+    out = "<CompleteMultipartUpload>"
+    for n, etag, cks in parts:
+        out += "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag>" % (n, etag)
+        out += "".join("<Checksum%s>%s</Checksum%s>" % (a, v, a) for a, v in cks.items())
+        out += "</Part>"
+    return (out + "</CompleteMultipartUpload>").encode()
+
+
+def error_code(body):
+    import re
+    m = re.search(rb"<Code>([^<]*)</Code>.*<Message>([^<]*)</Message>", body, re.S)
+    return (m.group(1).decode(), m.group(2).decode()) if m else (None, None)
+
+
+def test_checksum_rules_of_create_upload_part_and_complete(s3d):
+    """What S3 answers to each checksum mistake around a multipart upload
+    (none of them a 500), and the checksum type in ListParts and
+    ListMultipartUploads."""
+    from test_s3 import error_of
+    c = client(s3d)
+    c.create_bucket(Bucket="rules")
+    # CreateMultipartUpload
+    for hdrs, msg in (({"x-amz-checksum-algorithm": "CRC32", "x-amz-checksum-type": "BOTH"},
+                       "Value for x-amz-checksum-type header is invalid."),
+                      ({"x-amz-checksum-type": "FULL_OBJECT"},
+                       "The x-amz-checksum-type header can only be used with the "
+                       "x-amz-checksum-algorithm header.")):
+        status, _, body = raw(s3d, "POST", "/rules/k?uploads", headers=hdrs)
+        assert (status, error_code(body)) == (400, ("InvalidRequest", msg))
+    # UploadPart into a SHA256 upload: with that checksum only
+    uid = c.create_multipart_upload(Bucket="rules", Key="k", ChecksumAlgorithm="SHA256",
+                                    ChecksumType="COMPOSITE")["UploadId"]
+    q = f"/rules/k?partNumber=1&uploadId={uid}"
+    status, _, body = raw(s3d, "PUT", q, b"abc")
+    assert (status, error_code(body)) == (400, ("InvalidRequest", "Checksum Type mismatch "
+                                               "occurred, expected checksum Type: sha256, "
+                                               "actual checksum Type: null"))
+    status, _, body = raw(s3d, "PUT", q, b"abc", {"x-amz-checksum-crc32": base64.b64encode(
+        zlib.crc32(b"abc").to_bytes(4, "big")).decode()})
+    assert error_code(body)[1].endswith("actual checksum Type: crc32")
+    assert "Parts" not in c.list_parts(Bucket="rules", Key="k", UploadId=uid)
+    bodies = [os.urandom(5 * MiB), b"tail"]
+    etags = [c.upload_part(Bucket="rules", Key="k", UploadId=uid, PartNumber=i, Body=b,
+                           ChecksumAlgorithm="SHA256")["ETag"] for i, b in enumerate(bodies, 1)]
+    lp = c.list_parts(Bucket="rules", Key="k", UploadId=uid)
+    assert (lp["ChecksumAlgorithm"], lp["ChecksumType"]) == ("SHA256", "COMPOSITE")
+    assert [p["ChecksumSHA256"] for p in lp["Parts"]] == [sha(b) for b in bodies]
+    up = c.list_multipart_uploads(Bucket="rules")["Uploads"][0]
+    assert (up["ChecksumAlgorithm"], up["ChecksumType"]) == ("SHA256", "COMPOSITE")
+    good = [(1, etags[0], {"SHA256": sha(bodies[0])}), (2, etags[1], {"SHA256": sha(bodies[1])})]
+    composite = base64.b64encode(__import__("hashlib").sha256(b"".join(
+        base64.b64decode(sha(b)) for b in bodies)).digest()).decode()
+    path = f"/rules/k?uploadId={uid}"
+    crc = base64.b64encode(zlib.crc32(b"x").to_bytes(4, "big")).decode()
+    cases = [
+        ([(1, etags[0], {"SHA256": "not base64!"}), good[1]], {},
+         ("InvalidArgument", "Invalid Base64 or multiple checksums present in request")),
+        ([(1, etags[0], {"SHA256": sha(bodies[0]), "CRC32": crc}), good[1]], {},
+         ("InvalidArgument", "Invalid Base64 or multiple checksums present in request")),
+        ([(1, etags[0], {"CRC32": crc}), good[1]], {},
+         ("BadDigest", "The crc32 you specified for part 1 did not match what we received.")),
+        ([good[0], (2, etags[1], {})], {},
+         ("InvalidRequest", "The upload was created using a sha256 checksum. The complete "
+          "request must include the checksum for each part. It was missing for part 2 in the "
+          "request.")),
+        ([(1, etags[0], {"SHA256": sha(b"other")}), good[1]], {}, ("InvalidPart", None)),
+        (good, {"x-amz-checksum-type": "FULL_OBJECT"},
+         ("InvalidRequest", "The upload was created using the COMPOSITE checksum mode. The "
+          "complete request must use the same checksum mode.")),
+        (good, {"x-amz-checksum-type": "full"},
+         ("InvalidRequest", "Value for x-amz-checksum-type header is invalid.")),
+        (good, {"x-amz-checksum-sha256": composite + "-2", "x-amz-checksum-crc32": crc},
+         ("InvalidRequest", "Expecting a single x-amz-checksum- header. Multiple checksum "
+          "Types are not allowed.")),
+        (good, {"x-amz-checksum-crc32": crc},
+         ("InvalidRequest", "Checksum Type mismatch occurred, expected checksum Type: sha256, "
+          "actual checksum Type: crc32")),
+        (good, {"x-amz-checksum-sha256": composite + "-2-2"},
+         ("InvalidRequest", "Value for x-amz-checksum-sha256 header is invalid.")),
+        (good, {"x-amz-checksum-sha256": composite + "--2"},
+         ("InvalidRequest", "Value for x-amz-checksum-sha256 header is invalid.")),
+        (good, {"x-amz-checksum-sha256": composite + "-0"},
+         ("InvalidRequest", "Value for x-amz-checksum-sha256 header is invalid.")),
+        (good, {"x-amz-checksum-sha256": "abc-2"},
+         ("InvalidRequest", "Value for x-amz-checksum-sha256 header is invalid.")),
+        (good, {"x-amz-checksum-sha256": composite + "-3"},
+         ("BadDigest", "The sha256 you specified did not match the calculated checksum.")),
+        (good, {"x-amz-checksum-sha256": sha(b"") + "-2"},
+         ("BadDigest", "The sha256 you specified did not match the calculated checksum.")),
+    ]
+    for parts, hdrs, (code, msg) in cases:
+        status, _, body = raw(s3d, "POST", path, complete_xml(parts), hdrs)
+        got = error_code(body)
+        assert status == 400 and got[0] == code and (msg is None or got[1] == msg), \
+            (parts, hdrs, status, body)
+    # the composite without its "-N", and with it: accepted
+    status, _, body = raw(s3d, "POST", path, complete_xml(good),
+                          {"x-amz-checksum-sha256": composite, "x-amz-checksum-type": "COMPOSITE"})
+    assert status == 200, body
+    assert b"<ChecksumSHA256>%s-2</ChecksumSHA256><ChecksumType>COMPOSITE</ChecksumType>" % \
+        composite.encode() in body
+    # an upload without an algorithm ignores the object checksum it is sent
+    u2 = c.create_multipart_upload(Bucket="rules", Key="plain")["UploadId"]
+    e = c.upload_part(Bucket="rules", Key="plain", UploadId=u2, PartNumber=1, Body=b"p")["ETag"]
+    r = c.complete_multipart_upload(Bucket="rules", Key="plain", UploadId=u2,
+                                    ChecksumCRC64NVME="AAAAAAAAAAA=",
+                                    MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
+    assert "ChecksumCRC64NVME" not in r and "ChecksumType" not in r
+    assert error_of(lambda: c.create_multipart_upload(
+        Bucket="rules", Key="k", ChecksumAlgorithm="MD4"))[:2] == ("InvalidRequest", 400)

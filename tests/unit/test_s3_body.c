@@ -87,6 +87,15 @@ OLT_TEST(s3_body_plain_payload_hash_md5_and_checksum)
     OLT_CHECK_EQ(run(&a, two, 2, body, 11, 11, 5, &b, NULL, NULL), OL_S3_INVALID_REQUEST);
     struct ol_http_header shortv[] = {H("x-amz-checksum-sha256", "DUoRhQ==")};
     OLT_CHECK_EQ(run(&a, shortv, 1, body, 11, 11, 5, &b, NULL, NULL), OL_S3_INVALID_REQUEST);
+    /* a Complete's x-amz-checksum-* are the object's ("<b64>-N" too): not
+     * this body's, left alone */
+    struct ol_http_header obj[] = {H("x-amz-checksum-sha256", "DUoRhQ==-2"),
+                                   H("x-amz-checksum-crc32", "AAAAAA==")};
+    ctx.object_checksums = true;
+    OLT_CHECK_EQ(run(&a, obj, 2, body, 11, 11, 5, &b, NULL, NULL), OL_S3_OK);
+    OLT_CHECK_EQ(b.ck_algo, OL_CK_NONE);
+    OLT_CHECK_EQ(run(&a, badmd5, 1, body, 11, 11, 4, &b, NULL, NULL), OL_S3_BAD_DIGEST);
+    ctx.object_checksums = false;
     /* fewer bytes than announced */
     OLT_CHECK_EQ(run(&a, NULL, 0, body, 10, 11, 5, &b, NULL, NULL), OL_S3_INCOMPLETE_BODY);
     OLT_CHECK_EQ(run(&a, NULL, 0, body, 11, -1, 5, &b, NULL, NULL), OL_S3_MISSING_CONTENT_LENGTH);
