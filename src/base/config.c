@@ -436,7 +436,9 @@ static const struct ckey ol_config_keys[] = {
      .doc = "Time given to open requests on shutdown before closing."},
     {.name = "http.debug_endpoints", .kind = K_BOOL,
      .off = CO(http.debug_endpoints), .def = "false",
-     .doc = "Enables test-only endpoints under /_openlake/debug/."},
+     .doc = "Enables test-only endpoints under /_openlake/debug/, and the S3 "
+            "request header x-openlake-debug-internal-error (answered with a "
+            "logged InternalError)."},
     {.name = "access_key", .kind = K_STR, .flags = KF_NO_FILE,
      .off = CO(flag_credential.access_key),
      .size = CS(flag_credential.access_key), .lo = 3, .hi = 128,

@@ -179,7 +179,8 @@ static int ol_core_init(ol_loop *loop, void *arg)
                               .core = core->index, .loop = loop,
                               .store = core->store,
                               .store_all = core->d->store,
-                              .catalog = core->d->catalog};
+                              .catalog = core->d->catalog,
+                              .debug = cfg->http.debug_endpoints};
     if (ol_s3_server_create(&sp, &core->s3api) < 0) {
         snprintf(core->err, sizeof core->err, "s3: out of memory");
         return -1;

@@ -131,11 +131,20 @@ static enum ol_s3_err store_err(int status, const char **msg)
     }
 }
 
+/* An InternalError's cause for the log (ol_s3_error): what failed and the
+ * status it gave. Returns buf. */
+static const char *cause(char buf[128], const char *what, int status)
+{
+    snprintf(buf, 128, "%s: %d (%s)", what, status, strerror(status < 0 ? -status : status));
+    return buf;
+}
+
 static void store_error(struct ol_s3_req *q, int status)
 {
     const char *msg;
+    char c[128];
     enum ol_s3_err e = store_err(status, &msg);
-    ol_s3_error(q, e, msg);
+    ol_s3_error(q, e, e == OL_S3_INTERNAL ? cause(c, "the store", status) : msg);
 }
 
 static struct ol_store_core *store(struct ol_s3_req *q)
@@ -528,8 +537,10 @@ static void put_finish(struct ol_s3_req *q);
 static void put_body(struct ol_s3_req *q, const char *d, size_t n)
 {
     int rc = put_push(q, d, n);
+    char c[128];
     if (rc < 0)
-        put_fail(q, rc == -ENOBUFS ? OL_S3_SLOW_DOWN : OL_S3_INTERNAL, NULL);
+        put_fail(q, rc == -ENOBUFS ? OL_S3_SLOW_DOWN : OL_S3_INTERNAL,
+                 rc == -ENOBUFS ? NULL : cause(c, "ol_put_write", rc));
 }
 
 static void put_body_end(struct ol_s3_req *q, enum ol_s3_err verdict)
@@ -684,7 +695,9 @@ static void put_finish(struct ol_s3_req *q)
         rc = ol_put_finish(st->put, &v);
     }
     if (rc < 0) {
-        put_fail(q, rc == -EINVAL ? OL_S3_INVALID_ARGUMENT : OL_S3_INTERNAL, NULL);
+        char c[128];
+        put_fail(q, rc == -EINVAL ? OL_S3_INVALID_ARGUMENT : OL_S3_INTERNAL,
+                 rc == -EINVAL ? NULL : cause(c, "ol_put_finish", rc));
         return;
     }
     st->finishing = true;
@@ -702,8 +715,9 @@ static void put_event(void *ud, const struct ol_store_event *ev)
             st->spill_len = 0;
             int rc = put_push(q, st->spill, n);   /* n <= OL_STORE_WRITE_MAX */
             if (rc < 0) {
+                char c[128];
                 if (q->r)
-                    put_fail(q, OL_S3_INTERNAL, NULL);
+                    put_fail(q, OL_S3_INTERNAL, cause(c, "ol_put_write (the spilled bytes)", rc));
                 else
                     put_abort(q), ol_s3_req_free(q);
                 return;
@@ -882,8 +896,9 @@ static enum ol_s3_err mpu_err(int status, const char **msg)
 static void mpu_error(struct ol_s3_req *q, int status)
 {
     const char *msg;
+    char c[128];
     enum ol_s3_err e = mpu_err(status, &msg);
-    ol_s3_error(q, e, msg);
+    ol_s3_error(q, e, e == OL_S3_INTERNAL ? cause(c, "the store (multipart)", status) : msg);
 }
 
 /* State of the multipart calls that are not streams (create, complete,
@@ -1003,7 +1018,7 @@ static void mpu_reply_xml(struct ol_s3_req *q, const struct ol_xml_w *w)
 {
     mpu_free(q);
     if (w->err)
-        ol_s3_error(q, OL_S3_INTERNAL, NULL);
+        ol_s3_error(q, OL_S3_INTERNAL, "the XML answer did not fit its buffer");
     else
         ol_s3_reply(q, 200, NULL, "application/xml", w->p, w->n);
 }
@@ -1991,7 +2006,8 @@ static void copy_finish(struct ol_s3_req *q)
     memcpy(c->v.vid, c->new_vid, 16);
     int rc = ol_put_finish(c->put, &c->v);
     if (rc < 0) {
-        copy_fail(q, OL_S3_INTERNAL, NULL);
+        char cb[128];
+        copy_fail(q, OL_S3_INTERNAL, cause(cb, "ol_put_finish (copy)", rc));
         return;
     }
     c->put_finishing = true;
@@ -2008,7 +2024,8 @@ static void copy_pump(struct ol_s3_req *q)
         const uint8_t *p = c->pending + c->pending_off;
         int rc = ol_put_write(c->put, p, n);
         if (rc < 0) {
-            copy_fail(q, OL_S3_INTERNAL, NULL);
+            char cb[128];
+            copy_fail(q, OL_S3_INTERNAL, cause(cb, "ol_put_write (copy)", rc));
             return;
         }
         ol_md5_update(ol_s3_md5(q), p, n);
@@ -2027,8 +2044,10 @@ static void copy_pump(struct ol_s3_req *q)
         return;
     }
     int rc = ol_get_next(c->get);
+    char cb[128];
     if (rc < 0)
-        copy_fail(q, rc == -ERANGE ? OL_S3_INVALID_RANGE : OL_S3_INTERNAL, NULL);
+        copy_fail(q, rc == -ERANGE ? OL_S3_INVALID_RANGE : OL_S3_INTERNAL,
+                  rc == -ERANGE ? NULL : cause(cb, "ol_get_next (copy)", rc));
 }
 
 /* UploadPartCopy, at the source's metadata: the range, then the part
@@ -2064,7 +2083,7 @@ static void copy_part_begin(struct ol_s3_req *q, const struct ol_meta_version *s
     struct ol_s3_body_ctx *ctx = &q->srv->ctx[q->ctx_slot];
     ol_md5_init(ol_s3_md5(q));
     if (c->v.cks.algo && ol_ck_init(&c->ck, c->v.cks.algo, ctx->cksum) < 0) {
-        copy_fail(q, OL_S3_INTERNAL, NULL);
+        copy_fail(q, OL_S3_INTERNAL, "the part's checksum could not be started (OpenSSL)");
         return;
     }
     if (c->ranged)
@@ -2538,7 +2557,7 @@ static void get_event(void *ud, const struct ol_store_event *ev)
         ol_xml_close(&w, "Tagging");
         get_release(q);
         if (w.err)
-            ol_s3_error(q, OL_S3_INTERNAL, NULL);
+            ol_s3_error(q, OL_S3_INTERNAL, "the tag set did not fit its XML buffer");
         else
             ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
         return;
@@ -2615,7 +2634,7 @@ static void get_event(void *ud, const struct ol_store_event *ev)
         if (st->part && ol_get_set_part(st->get, st->part) < 0) {
             free(h);
             get_release(q);
-            ol_s3_error(q, OL_S3_INTERNAL, NULL);
+            ol_s3_error(q, OL_S3_INTERNAL, "ol_get_set_part refused a part the version has");
             return;
         }
         if (pr == 1)
@@ -3066,7 +3085,7 @@ static void del_reply(struct ol_s3_req *q)
     free(d);
     q->op_state = NULL;
     if (w.err)
-        ol_s3_error(q, OL_S3_INTERNAL, NULL);
+        ol_s3_error(q, OL_S3_INTERNAL, "the DeleteResult did not fit its XML buffer");
     else
         ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
     free(out);

@@ -135,10 +135,21 @@ struct ol_s3_server {
 /* Starts the operation of a routed, authenticated request (ops.c). */
 void ol_s3_dispatch(struct ol_s3_req *q);
 
-/* Answers with the error document and frees q. msg NULL: the default. */
-void ol_s3_error(struct ol_s3_req *q, enum ol_s3_err e, const char *msg);
+/*
+ * Answers with the error document and frees q. msg NULL: the default.
+ * InternalError (500) is a bug or a failure of this server, never the
+ * client's: its msg is the cause, written to the log at error level with
+ * the request id, method, path and the caller's file:line (where), and the
+ * client gets S3's message. Every S3 error document goes out here.
+ */
+void ol_s3_error_at(struct ol_s3_req *q, enum ol_s3_err e, const char *msg, const char *extra,
+                    const char *where);
+#define OL_S3_STR_(x) #x
+#define OL_S3_STR(x) OL_S3_STR_(x)
+#define OL_S3_HERE __FILE__ ":" OL_S3_STR(__LINE__)
+#define ol_s3_error(q, e, msg) ol_s3_error_at((q), (e), (msg), NULL, OL_S3_HERE)
 /* The same, with extra header lines (each "\r\n"-terminated). */
-void ol_s3_error_h(struct ol_s3_req *q, enum ol_s3_err e, const char *msg, const char *extra);
+#define ol_s3_error_h(q, e, msg, extra) ol_s3_error_at((q), (e), (msg), (extra), OL_S3_HERE)
 /* Answers status with extra header lines (each "\r\n"-terminated, may be
  * NULL), a content type (may be NULL) and a complete body; frees q. */
 int ol_s3_reply(struct ol_s3_req *q, int status, const char *headers, const char *ctype,

@@ -164,20 +164,24 @@ static void send_error_raw(ol_http_req *r, const char *id, enum ol_s3_err e, con
     ol_http_resp_end(r);
 }
 
-void ol_s3_error_h(struct ol_s3_req *q, enum ol_s3_err e, const char *msg, const char *extra)
+void ol_s3_error_at(struct ol_s3_req *q, enum ol_s3_err e, const char *msg, const char *extra,
+                    const char *where)
 {
     ol_http_req *r = q->r;
     char id[17];
     memcpy(id, q->id, sizeof id);
     const char *path = q->path;
     size_t plen = q->path_len;
+    if (ol_s3_err_info(e)->status == 500) {
+        /* ours, not the client's: the cause to the log, S3's words to the client */
+        const struct ol_http_request *h = ol_http_req_head(r);
+        ol_error("S3 request %s: 500 InternalError for %.*s %.*s: %s (%s)", id,
+                 (int)h->method_len, h->method, (int)(plen > 512 ? 512 : plen), path,
+                 msg && msg[0] ? msg : "no cause given", where);
+        msg = NULL;
+    }
     ol_s3_req_free(q);
     send_error_raw(r, id, e, msg, path, plen, extra);
-}
-
-void ol_s3_error(struct ol_s3_req *q, enum ol_s3_err e, const char *msg)
-{
-    ol_s3_error_h(q, e, msg, NULL);
 }
 
 int ol_s3_reply(struct ol_s3_req *q, int status, const char *headers, const char *ctype,
@@ -259,6 +263,11 @@ void ol_s3_on_request(struct ol_s3_server *s, ol_http_req *r)
                     copy != NULL, &q->route);
     if (e) {
         ol_s3_error(q, e, NULL);
+        return;
+    }
+    if (s->p.debug && find_hdr(r, "x-openlake-debug-internal-error")) {
+        ol_s3_error(q, OL_S3_INTERNAL, "asked for by x-openlake-debug-internal-error "
+                    "(http.debug_endpoints)");
         return;
     }
     ol_s3_dispatch(q);
@@ -521,7 +530,7 @@ static void xml_end(struct ol_s3_req *q, enum ol_s3_err e)
     if (q->xml_too_big)
         e = OL_S3_ENTITY_TOO_LARGE;
     else if (!e && q->body_failed)
-        e = OL_S3_INTERNAL;
+        e = OL_S3_SLOW_DOWN;   /* no memory for the body: retry, as when a pool is empty */
     if (e) {
         ol_s3_error(q, e, NULL);
         return;

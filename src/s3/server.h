@@ -36,6 +36,9 @@ struct ol_s3_params {
     struct ol_catalog *catalog;        /* the buckets and their key indexes (ListBuckets,
                                           ListObjects, ListObjectVersions): read
                                           only here, the store engine keeps them */
+    bool debug;                        /* http.debug_endpoints: a signed request with
+                                          x-openlake-debug-internal-error is answered
+                                          InternalError (its log line: tests) */
 };
 
 /* On the loop's thread. Returns 0 or -ENOMEM. */
