@@ -103,22 +103,29 @@ static int put(struct sh_env *e, const char *b, const char *k, const uint8_t *da
     return sh_call(e, &t, fn_put);
 }
 
+/* The call of an UploadPart of data[0..size) (its MD5 in t->etag). */
+static void part_call(struct sh_call *t, const char *b, const char *k, const uint8_t id[16],
+                      uint32_t number, const uint8_t *data, uint64_t size)
+{
+    memset(t, 0, sizeof *t);
+    t->part = true;
+    t->bucket = b;
+    t->key = k;
+    memcpy(t->id, id, 16);
+    t->number = number;
+    t->data = data;
+    t->size = t->stop = size;
+    t->chunk = 10007; /* odd chunks: writes cross shard and stripe edges */
+    md5(data, size, t->etag);
+}
+
 /* UploadPart of data[0..size); *etag (OUT) = its MD5. */
 static int part_full(struct sh_env *e, const char *b, const char *k, const uint8_t id[16],
                      uint32_t number, const uint8_t *data, uint64_t size, uint8_t etag[16],
                      struct sh_call *out)
 {
     struct sh_call t;
-    memset(&t, 0, sizeof t);
-    t.part = true;
-    t.bucket = b;
-    t.key = k;
-    memcpy(t.id, id, 16);
-    t.number = number;
-    t.data = data;
-    t.size = t.stop = size;
-    t.chunk = 10007; /* odd chunks: writes cross shard and stripe edges */
-    md5(data, size, t.etag);
+    part_call(&t, b, k, id, number, data, size);
     if (etag)
         memcpy(etag, t.etag, 16);
     int rc = sh_call(e, &t, fn_put);
@@ -1158,18 +1165,9 @@ static int part_crc(struct sh_env *e, const char *b, const char *k, const uint8_
                     uint8_t etag[16])
 {
     struct sh_call t;
-    memset(&t, 0, sizeof t);
-    t.part = true;
-    t.bucket = b;
-    t.key = k;
-    memcpy(t.id, id, 16);
-    t.number = number;
-    t.data = data;
-    t.size = t.stop = size;
-    t.chunk = 10007;
+    part_call(&t, b, k, id, number, data, size);
     t.cks_algo = OL_META_CKS_CRC32;
     memcpy(t.cks, crc, 4);
-    md5(data, size, t.etag);
     memcpy(etag, t.etag, 16);
     return sh_call(e, &t, fn_put);
 }
