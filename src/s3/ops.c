@@ -991,13 +991,6 @@ static void mpu_gone(struct ol_s3_req *q)
     (void)q;   /* the engine's callback comes and frees */
 }
 
-/* The client left before the engine was called (a body being read). */
-static void mpu_gone_early(struct ol_s3_req *q)
-{
-    mpu_free(q);
-    ol_s3_req_free(q);
-}
-
 /* The start of every multipart callback: true when the request ended here
  * (the client left, or the engine failed: answered). */
 static bool mpu_ended(struct ol_s3_req *q, const struct ol_store_event *ev)
@@ -1530,7 +1523,15 @@ static void complete_done(void *ud, const struct ol_store_event *ev)
 
 static void complete_body(struct ol_s3_req *q)
 {
-    struct mpu_state *m = q->op_state;
+    struct ol_store_cond cond;
+    uint8_t id[16];
+    if (!ol_s3_write_cond(q, &cond) || !upload_id_of(q, id))
+        return;   /* checked before the body: cannot fail here */
+    struct mpu_state *m = mpu_new(q);
+    if (!m)
+        return;
+    m->cond = cond;
+    memcpy(m->id, id, 16);
     m->parts = malloc(OL_S3_MAX_PARTS * sizeof *m->parts);
     if (!m->parts) {
         mpu_free(q);
@@ -1589,28 +1590,18 @@ static void complete_body(struct ol_s3_req *q)
         mpu_started(q, rc);
 }
 
+/* The state of a Complete is made once its body is in: an error of the
+ * body, or the client leaving while it comes, frees nothing of it. */
 static void complete_upload(struct ol_s3_req *q)
 {
     struct ol_store_cond cond;
-    if (!ol_s3_write_cond(q, &cond))
+    uint8_t id[16];
+    if (!ol_s3_write_cond(q, &cond) || !upload_id_of(q, id))
         return;
-    struct mpu_state *m = mpu_new(q);
-    if (!m)
-        return;
-    m->cond = cond;
-    if (!upload_id_of(q, m->id)) {
-        q->op_state = NULL;
-        free(m);
-        return;
-    }
     q->object_checksums = true;   /* x-amz-checksum-*: the object's, not the XML's */
     enum ol_s3_err e = ol_s3_read_xml(q, complete_body);
-    if (e) {
-        mpu_free(q);
+    if (e)
         ol_s3_error(q, e, NULL);
-        return;
-    }
-    q->abort_handler = mpu_gone_early;   /* until complete_body calls the engine */
 }
 
 static void abort_done(void *ud, const struct ol_store_event *ev)
