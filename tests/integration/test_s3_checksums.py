@@ -84,13 +84,14 @@ def test_aws_chunked_is_dropped_from_the_stored_content_encoding(s3d):
 OLD_BOTO3_PY = os.path.join(ROOT, ".venv-oldboto", "bin", "python")
 
 
-@pytest.mark.parametrize("boto", ["current", "1.35"])
+@pytest.mark.parametrize("boto", ["this", "1.35"])
 def test_multipart_checksums_with_boto3(make_daemon, tmp_path, boto):
-    """clients/boto3_checksums.py, over TLS, with .venv's boto3 (>= 1.36) and
-    with boto3 1.35 (.venv-oldboto): composite Completes without part
-    checksums (400, never 500) and with the server's own "-N" value,
-    FULL_OBJECT uploads of the three CRCs, and Content-Encoding."""
-    py = sys.executable if boto == "current" else OLD_BOTO3_PY
+    """clients/boto3_checksums.py, over TLS, with the boto3 these tests run
+    with (.venv's, >= 1.36) and with boto3 1.35 (.venv-oldboto): composite
+    Completes without part checksums (400, never 500) and with the
+    server's own "-N" value, FULL_OBJECT uploads of the three CRCs, and
+    Content-Encoding."""
+    py = sys.executable if boto == "this" else OLD_BOTO3_PY
     if not os.path.exists(py):
         pytest.skip("no .venv-oldboto: run `make test-deps` (scripts/deps.sh test)")
     d, cert = tls_daemon(make_daemon, tmp_path)
@@ -98,7 +99,7 @@ def test_multipart_checksums_with_boto3(make_daemon, tmp_path, boto):
     r = subprocess.run([py, script, d.url, AK, SK, str(cert)], capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout + r.stderr
-    assert ("ChecksumType known: %s" % (boto == "current")) in r.stdout
+    assert boto == "this" or "boto3 1.35.99 ChecksumType known: False" in r.stdout
     assert "InternalError" not in d.stderr()
 
 
@@ -139,8 +140,8 @@ def test_checksum_rules_of_create_upload_part_and_complete(s3d):
         status, _, body = raw(s3d, "POST", "/rules/k?uploads", headers=hdrs)
         assert (status, error_code(body)) == (400, ("InvalidRequest", msg))
     # UploadPart into a SHA256 upload: with that checksum only
-    uid = c.create_multipart_upload(Bucket="rules", Key="k", ChecksumAlgorithm="SHA256",
-                                    ChecksumType="COMPOSITE")["UploadId"]
+    uid = c.create_multipart_upload(Bucket="rules", Key="k",
+                                    ChecksumAlgorithm="SHA256")["UploadId"]
     q = f"/rules/k?partNumber=1&uploadId={uid}"
     status, _, body = raw(s3d, "PUT", q, b"abc")
     assert (status, error_code(body)) == (400, ("InvalidRequest", "Checksum Type mismatch "
@@ -154,10 +155,11 @@ def test_checksum_rules_of_create_upload_part_and_complete(s3d):
     etags = [c.upload_part(Bucket="rules", Key="k", UploadId=uid, PartNumber=i, Body=b,
                            ChecksumAlgorithm="SHA256")["ETag"] for i, b in enumerate(bodies, 1)]
     lp = c.list_parts(Bucket="rules", Key="k", UploadId=uid)
-    assert (lp["ChecksumAlgorithm"], lp["ChecksumType"]) == ("SHA256", "COMPOSITE")
     assert [p["ChecksumSHA256"] for p in lp["Parts"]] == [sha(b) for b in bodies]
-    up = c.list_multipart_uploads(Bucket="rules")["Uploads"][0]
-    assert (up["ChecksumAlgorithm"], up["ChecksumType"]) == ("SHA256", "COMPOSITE")
+    for path in (f"/rules/k?uploadId={uid}", "/rules?uploads"):   # (boto3 1.35 parses neither)
+        body = raw(s3d, "GET", path)[2]
+        assert b"<ChecksumAlgorithm>SHA256</ChecksumAlgorithm><ChecksumType>COMPOSITE" \
+               b"</ChecksumType>" in body, body
     good = [(1, etags[0], {"SHA256": sha(bodies[0])}), (2, etags[1], {"SHA256": sha(bodies[1])})]
     composite = base64.b64encode(__import__("hashlib").sha256(b"".join(
         base64.b64decode(sha(b)) for b in bodies)).digest()).decode()
@@ -214,8 +216,8 @@ def test_checksum_rules_of_create_upload_part_and_complete(s3d):
     u2 = c.create_multipart_upload(Bucket="rules", Key="plain")["UploadId"]
     e = c.upload_part(Bucket="rules", Key="plain", UploadId=u2, PartNumber=1, Body=b"p")["ETag"]
     r = c.complete_multipart_upload(Bucket="rules", Key="plain", UploadId=u2,
-                                    ChecksumCRC64NVME="AAAAAAAAAAA=",
+                                    ChecksumCRC32="AAAAAA==",
                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
-    assert "ChecksumCRC64NVME" not in r and "ChecksumType" not in r
+    assert "ChecksumCRC32" not in r and "ChecksumType" not in r
     assert error_of(lambda: c.create_multipart_upload(
         Bucket="rules", Key="k", ChecksumAlgorithm="MD4"))[:2] == ("InvalidRequest", 400)
