@@ -81,19 +81,19 @@ def test_aws_chunked_is_dropped_from_the_stored_content_encoding(s3d):
     assert c.head_object(Bucket="ceb", Key="m")["ContentEncoding"] == "gzip"
 
 
-OLD_BOTO3_PY = os.path.join(ROOT, ".venv-oldboto", "bin", "python")
+OLD_BOTO3_PY = os.path.join(ROOT, ".venv-boto135", "bin", "python")
 
 
 @pytest.mark.parametrize("boto", ["this", "1.35"])
 def test_multipart_checksums_with_boto3(make_daemon, tmp_path, boto):
     """clients/boto3_checksums.py, over TLS, with the boto3 these tests run
-    with (.venv's, >= 1.36) and with boto3 1.35 (.venv-oldboto): composite
+    with (.venv's, >= 1.36) and with boto3 1.35 (.venv-boto135): composite
     Completes without part checksums (400, never 500) and with the
     server's own "-N" value, FULL_OBJECT uploads of the three CRCs, and
     Content-Encoding."""
     py = sys.executable if boto == "this" else OLD_BOTO3_PY
     if not os.path.exists(py):
-        pytest.skip("no .venv-oldboto: run `make test-deps` (scripts/deps.sh test)")
+        pytest.skip("no .venv-boto135: run `make test-deps` (scripts/deps.sh test)")
     d, cert = tls_daemon(make_daemon, tmp_path)
     script = os.path.join(os.path.dirname(__file__), "clients", "boto3_checksums.py")
     r = subprocess.run([py, script, d.url, AK, SK, str(cert)], capture_output=True, text=True,

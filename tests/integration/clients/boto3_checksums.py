@@ -1,6 +1,6 @@
 """Run by test_s3_checksums.py with two boto3s: the current one (.venv,
 boto3 >= 1.36: default CRC32 checksums, ChecksumType, CRC64NVME) and an
-older one (.venv-oldboto, boto3 1.35: none of those, so this script sends
+older one (.venv-boto135, boto3 1.35: none of those, so this script sends
 x-amz-checksum-type and CRC-64/NVME values as headers of its own, as code
 written for it must). argv: endpoint (https), access key, secret key, the
 CA file of the daemon's certificate. Checks, as AWS S3 behaves:
