@@ -9,12 +9,15 @@
 #
 # One source list per module (every .c in the module's folder). Objects and
 # binaries go under $(B); B=build for the normal build, B=build/asan for the
-# sanitizer build (make asan sets it).
+# sanitizer build (make asan sets it, and DEFS: the test-build switches
+# OL_ASSERTS (base/assert.h: OL_ASSERT is on) and OL_FAULTS (base/fault.h:
+# fault injection at I/O completions), which a normal build never has).
 
 B        ?= build
 CC       ?= cc
 OPT      ?= -O2
 SAN      ?=
+DEFS     ?=
 VERSION  := 0.1.0
 GIT      := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 
@@ -26,10 +29,10 @@ ifeq ($(HAVE_UCX),1)
 endif
 
 CFLAGS_ALL = -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow \
-             -Wno-unused-parameter -g $(OPT) $(SAN) -fno-omit-frame-pointer \
+             -Wno-unused-parameter -g $(OPT) $(SAN) $(DEFS) -fno-omit-frame-pointer \
              -Iinclude -Isrc -Itests/unit $(UCX_CFLAGS) \
              -DOL_VERSION='"$(VERSION)"' -DOL_GIT_COMMIT='"$(GIT)"' \
-             -DOL_BUILD_FLAGS='"$(strip $(OPT) $(SAN))"' $(CFLAGS)
+             -DOL_BUILD_FLAGS='"$(strip $(OPT) $(SAN) $(DEFS))"' $(CFLAGS)
 LIBS     = -luring -lisal -lcrypto -lssl -lxxhash -lexpat -lpthread -lm $(UCX_LIBS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
@@ -52,7 +55,9 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 .PHONY: all asan run test unit fuzz bench bench-http bench-kv bench-vllm bench-store deps test-deps clean FORCE
 all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(B)/client_tests $(if $(SAN),,$(B)/alloc_tests)
 
-$(B)/obj/%.o: %.c
+# Every object is rebuilt when the flags that change code do (a build dir
+# made before DEFS existed must not keep objects without them).
+$(B)/obj/%.o: %.c $(B)/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
@@ -78,7 +83,9 @@ $(B)/client_tests: $(call obj,$(CLIENT_TEST_SRC)) $(B)/libopenlake.a
 
 # Objects that print the version are rebuilt when the git commit changes.
 $(B)/commit.stamp: FORCE
-	@mkdir -p $(B); echo '$(GIT) $(OPT) $(SAN)' | cmp -s - $@ || echo '$(GIT) $(OPT) $(SAN)' > $@
+	@mkdir -p $(B); echo '$(GIT) $(OPT) $(SAN) $(DEFS)' | cmp -s - $@ || echo '$(GIT) $(OPT) $(SAN) $(DEFS)' > $@
+$(B)/flags.stamp: FORCE
+	@mkdir -p $(B); echo '$(OPT) $(SAN) $(DEFS)' | cmp -s - $@ || echo '$(OPT) $(SAN) $(DEFS)' > $@
 $(B)/obj/src/cli/cmd_version.o $(B)/obj/src/daemon/main.o: $(B)/commit.stamp
 FORCE:
 
@@ -89,7 +96,8 @@ $(B)/alloc_tests: $(call obj,$(ALLOC_SRC)) $(B)/libopenlake.a
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 
 asan:
-	$(MAKE) B=build/asan OPT=-O1 SAN='-fsanitize=address,undefined -fno-sanitize-recover=undefined'
+	$(MAKE) B=build/asan OPT=-O1 SAN='-fsanitize=address,undefined -fno-sanitize-recover=undefined' \
+	    DEFS='-DOL_ASSERTS=1 -DOL_FAULTS=1'
 
 deps:
 	@bash scripts/deps.sh run
