@@ -34,6 +34,7 @@
  * reads flags, so a default is checked like any other value.
  */
 #include "base/config.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/nspat.h"
 #include "base/secretfile.h"
@@ -1438,6 +1439,8 @@ int ol_config_apply_env(struct ol_config *c, char **envp, char *err,
             nl = sizeof name - 1;
         memcpy(name, *e, nl);
         name[nl] = 0;
+        if (strcmp(name, OL_FAULT_ENV) == 0)
+            continue; /* not a setting: fault rules of a test build (base/fault.h) */
         printable(name);
         int ki = -1;
         for (int i = 0; i < NKEYS && ki < 0; i++)

@@ -24,6 +24,11 @@
  *   GET      /_openlake/debug/ready    (http.debug_endpoints only) "held" or
  *                                      "free", and "hello_busy N": HELLOs
  *                                      answered BUSY so far
+ *   GET|POST /_openlake/debug/faults   (http.debug_endpoints, and test builds
+ *                                      only: base/fault.h) POST replaces the
+ *                                      fault rules by the body's spec (empty:
+ *                                      none); both answer the rules and counts
+ *                                      as JSON; a bad spec is 400
  *
  * `_` is not allowed in bucket names, so /_openlake/ never clashes with S3.
  * Every other request goes to the S3 API (s3/server.h), which marks its
@@ -34,6 +39,7 @@
  */
 #include "daemon/daemon.h"
 
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/pool.h"
 #include "http/metrics.h"
@@ -50,7 +56,8 @@
 #define OL_METRICS_CAP    (1u << 20)
 #define OL_SOURCE_CHUNK   65536
 
-enum ol_admin_kind { OL_ADM_SINK = 1, OL_ADM_SOURCE };
+enum ol_admin_kind { OL_ADM_SINK = 1, OL_ADM_SOURCE, OL_ADM_FAULTS };
+#define OL_FAULT_SPEC_MAX 2048   /* bytes of a POSTed fault spec */
 
 struct ol_admin_req {
     enum ol_admin_kind kind;
@@ -60,6 +67,9 @@ struct ol_admin_req {
     uint64_t bytes;            /* sink: received; source: sent */
     uint64_t total;            /* source: to send */
     struct ol_timer hold;      /* sink: hold_ms */
+#ifdef OL_FAULTS
+    char spec[OL_FAULT_SPEC_MAX + 1]; /* faults: the body so far (bytes counts it) */
+#endif
 };
 
 struct ol_admin {
@@ -229,8 +239,51 @@ static void ol_debug_route(struct ol_core *core, ol_http_req *r, const char *pat
         ol_http_resp_simple(r, 200, "text/plain", body, (size_t)n);
         return;
     }
+#ifdef OL_FAULTS
+    if (ol_path_is(path, plen, "/_openlake/debug/faults")) {
+        if (ol_method_is(h, "GET")) {
+            char body[4096];
+            size_t n = ol_fault_report(body, sizeof body);
+            ol_http_resp_simple(r, 200, "application/json", body, n < sizeof body ? n : 0);
+            return;
+        }
+        if (!ol_method_is(h, "POST")) {
+            ol_method_not_allowed(r, "GET, POST");
+            return;
+        }
+        if (!ol_state_new(core, r, OL_ADM_FAULTS))
+            ol_http_resp_simple(r, 503, "text/plain", "busy\n", 5);
+        return; /* on_body / on_body_end finish it */
+    }
+#endif
     ol_http_resp_simple(r, 404, "text/plain", "no such debug endpoint\n", 23);
 }
+
+#ifdef OL_FAULTS
+/* POST /_openlake/debug/faults: the whole body is the new spec. */
+static void ol_faults_body_end(ol_http_req *r, struct ol_admin_req *s)
+{
+    char err[512], body[4096];
+    int rc = -EINVAL;
+    if (s->bytes > OL_FAULT_SPEC_MAX) {
+        snprintf(err, sizeof err, "faults: a spec of more than %u bytes", OL_FAULT_SPEC_MAX);
+    } else {
+        s->spec[s->bytes] = 0;
+        rc = ol_fault_set(s->spec, err, sizeof err);
+    }
+    if (rc == 0)
+        ol_info("faults: rules set by POST /_openlake/debug/faults: \"%s\"", s->spec);
+    ol_state_free(s);
+    ol_http_req_set_udata(r, NULL);
+    if (rc < 0) {
+        int n = snprintf(body, sizeof body, "%s\n", err);
+        ol_http_resp_simple(r, 400, "text/plain", body, (size_t)n);
+        return;
+    }
+    size_t n = ol_fault_report(body, sizeof body);
+    ol_http_resp_simple(r, 200, "application/json", body, n < sizeof body ? n : 0);
+}
+#endif
 
 /* ---- handler ------------------------------------------------------------------ */
 
@@ -311,6 +364,15 @@ static void ol_admin_on_body(ol_http_req *r, const char *data, size_t len)
         return;
     }
     struct ol_admin_req *s = ol_http_req_udata(r);
+#ifdef OL_FAULTS
+    if (s && s->kind == OL_ADM_FAULTS) {
+        if (s->bytes < OL_FAULT_SPEC_MAX)
+            memcpy(s->spec + s->bytes, data,
+                   len < OL_FAULT_SPEC_MAX - s->bytes ? len : OL_FAULT_SPEC_MAX - s->bytes);
+        s->bytes += len;
+        return;
+    }
+#endif
     if (!s || s->kind != OL_ADM_SINK)
         return;
     EVP_DigestUpdate(s->md, data, len);
@@ -324,6 +386,10 @@ static void ol_admin_on_body_end(ol_http_req *r)
         return;
     }
     struct ol_admin_req *s = ol_http_req_udata(r);
+#ifdef OL_FAULTS
+    if (s && s->kind == OL_ADM_FAULTS)
+        return ol_faults_body_end(r, s);
+#endif
     if (!s || s->kind != OL_ADM_SINK)
         return;
     unsigned char md[32];

@@ -13,6 +13,7 @@
 #include "daemon/daemon.h"
 
 #include "base/dirlock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "http/tls.h"
 #include "store/layout.h"
@@ -326,6 +327,18 @@ int main(int argc, char **argv)
     ol_log_set_level((enum ol_log_level)d.cfg.log_level);
     for (int i = 0; ol_config_secret_warning(&d.cfg, i, err, sizeof err); i++)
         ol_warn("%s", err);
+#ifdef OL_FAULTS
+    if (ol_fault_set_env(err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: %s: %s\n", OL_FAULT_ENV, err);
+        return 2;
+    }
+    if (getenv(OL_FAULT_ENV) && *getenv(OL_FAULT_ENV))
+        ol_warn("fault injection on: %s=\"%s\"", OL_FAULT_ENV, getenv(OL_FAULT_ENV));
+#else
+    if (getenv(OL_FAULT_ENV))
+        ol_warn("%s is ignored: this build has no fault injection (the ASan build has)",
+                OL_FAULT_ENV);
+#endif
 
     /* Before anything in the data dirs is read: a second openlaked on them
      * stops here, having changed nothing. */

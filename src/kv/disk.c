@@ -10,6 +10,7 @@
  */
 #include "kv/disk.h"
 
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/simd.h"
 #include "kv/evict.h"
@@ -200,9 +201,43 @@ bool ol_kv_disk_busy(const struct ol_kv_disk *d)
     return d->busy_ios || d->erase_len;
 }
 
-static void ol_on_erased(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+/* ---- completions ------------------------------------------------------------------ */
+
+static void ol_on_erased(struct ol_kv_dio *io, int res);
+static void ol_on_value_written(struct ol_kv_dio *io, int res);
+static void ol_on_hdr_written(struct ol_kv_dio *io, int res);
+static void ol_read_part(struct ol_kv_dio *io, bool want, int res, unsigned expect);
+
+/* Where every operation's result reaches the tier's state machine (b: the
+ * io's second op, op_b). Test builds rewrite it here (base/fault.h; the
+ * drive is the shard). */
+static void ol_on_io(struct ol_kv_dio *io, const struct ol_op *op, bool b, int res)
 {
-    struct ol_kv_dio *io = (struct ol_kv_dio *)((char *)op - offsetof(struct ol_kv_dio, op_a));
+    res = OL_FAULT(OL_FAULT_KVDISK, op->fault_op, io->d->shard, res);
+    switch (io->kind) {
+    case OL_IO_ERASE:
+        return ol_on_erased(io, res);
+    case OL_IO_WRITE:
+        return b ? ol_on_hdr_written(io, res) : ol_on_value_written(io, res);
+    default: /* OL_IO_READ: the value (op_a) and its header (op_b) */
+        return ol_read_part(io, true, res,
+                            b ? OL_KV_HDR_SIZE
+                              : (unsigned)ol_up(io->d->ents[io->id].value_len, OL_ALIGN));
+    }
+}
+
+static void ol_on_io_a(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    ol_on_io((struct ol_kv_dio *)((char *)op - offsetof(struct ol_kv_dio, op_a)), op, false, res);
+}
+
+static void ol_on_io_b(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    ol_on_io((struct ol_kv_dio *)((char *)op - offsetof(struct ol_kv_dio, op_b)), op, true, res);
+}
+
+static void ol_on_erased(struct ol_kv_dio *io, int res)
+{
     struct ol_kv_disk *d = io->d;
     if (res != (int)OL_KV_HDR_SIZE)
         d->st.io_errors++; /* a stale header only costs a failed read later */
@@ -220,7 +255,7 @@ void ol_kv_disk_pump(struct ol_kv_disk *d)
         uint32_t id = d->erase_q[d->erase_head];
         io->kind = OL_IO_ERASE;
         io->id = id;
-        io->op_a.cb = ol_on_erased;
+        io->op_a.cb = ol_on_io_a;
         if (ol_loop_write(d->loop, &io->op_a, d->idx_fd, &ol_zero_hdr, OL_KV_HDR_SIZE,
                           ol_hdr_off(id)) < 0) {
             ol_io_put(d, io);
@@ -259,15 +294,13 @@ static void ol_write_end(struct ol_kv_disk *d, struct ol_kv_dio *io, int status)
     ol_kv_disk_pump(d);
 }
 
-static void ol_on_hdr_written(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+static void ol_on_hdr_written(struct ol_kv_dio *io, int res)
 {
-    struct ol_kv_dio *io = (struct ol_kv_dio *)((char *)op - offsetof(struct ol_kv_dio, op_b));
     ol_write_end(io->d, io, res == (int)OL_KV_HDR_SIZE ? 0 : -EIO);
 }
 
-static void ol_on_value_written(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+static void ol_on_value_written(struct ol_kv_dio *io, int res)
 {
-    struct ol_kv_dio *io = (struct ol_kv_dio *)((char *)op - offsetof(struct ol_kv_dio, op_a));
     struct ol_kv_disk *d = io->d;
     struct ol_kv_dent *e = &d->ents[io->id];
     if (res < 0 || (uint64_t)res != ol_up(e->value_len, OL_ALIGN)) {
@@ -278,8 +311,8 @@ static void ol_on_value_written(ol_loop *loop, struct ol_op *op, int res, unsign
         ol_write_end(d, io, 0); /* becomes -ECANCELED; no header needed */
         return;
     }
-    io->op_b.cb = ol_on_hdr_written;
-    if (ol_loop_write(loop, &io->op_b, d->idx_fd, &io->hdr, OL_KV_HDR_SIZE, ol_hdr_off(io->id)) < 0)
+    io->op_b.cb = ol_on_io_b;
+    if (ol_loop_write(d->loop, &io->op_b, d->idx_fd, &io->hdr, OL_KV_HDR_SIZE, ol_hdr_off(io->id)) < 0)
         ol_write_end(d, io, -EIO);
 }
 
@@ -326,7 +359,7 @@ int ol_kv_disk_write(struct ol_kv_disk *d, uint32_t ns, struct ol_kv_hash h, con
     io->kind = OL_IO_WRITE;
     io->id = (uint32_t)id;
     io->tag = tag;
-    io->op_a.cb = ol_on_value_written;
+    io->op_a.cb = ol_on_io_a;
     if (ol_loop_write(d->loop, &io->op_a, d->data_fd, src, (unsigned)ol_up(len, OL_ALIGN),
                       ol_data_off(d, (uint32_t)id)) < 0) {
         ol_kv_index_remove(&d->index, h);
@@ -383,18 +416,6 @@ static void ol_read_part(struct ol_kv_dio *io, bool want, int res, unsigned expe
     ol_kv_disk_pump(d);
 }
 
-static void ol_on_hdr_read(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
-{
-    struct ol_kv_dio *io = (struct ol_kv_dio *)((char *)op - offsetof(struct ol_kv_dio, op_b));
-    ol_read_part(io, true, res, OL_KV_HDR_SIZE);
-}
-
-static void ol_on_value_read(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
-{
-    struct ol_kv_dio *io = (struct ol_kv_dio *)((char *)op - offsetof(struct ol_kv_dio, op_a));
-    ol_read_part(io, true, res, (unsigned)ol_up(io->d->ents[io->id].value_len, OL_ALIGN));
-}
-
 int ol_kv_disk_read(struct ol_kv_disk *d, int64_t id, void *dst, uint64_t tag)
 {
     if (id < 0 || (uint64_t)id >= d->nents || d->ents[id].state != OL_D_LIVE || d->ents[id].doomed)
@@ -409,8 +430,8 @@ int ol_kv_disk_read(struct ol_kv_disk *d, int64_t id, void *dst, uint64_t tag)
     io->dst = dst;
     io->status = 0;
     io->pending = 2;
-    io->op_a.cb = ol_on_value_read;
-    io->op_b.cb = ol_on_hdr_read;
+    io->op_a.cb = ol_on_io_a;
+    io->op_b.cb = ol_on_io_b;
     e->pins++;
     if (ol_loop_read(d->loop, &io->op_a, d->data_fd, dst, (unsigned)ol_up(e->value_len, OL_ALIGN),
                      ol_data_off(d, (uint32_t)id)) < 0) {

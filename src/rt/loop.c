@@ -23,6 +23,7 @@
  */
 #include "rt/loop.h"
 
+#include "base/fault.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -118,6 +119,13 @@ static struct io_uring_sqe *ol_sqe(ol_loop *loop)
     return sqe;
 }
 
+/* Test builds: the kind of a file operation, for base/fault.h's hook (loop.h). */
+#ifdef OL_FAULTS
+#define OL_FOP(op, kind) ((op)->fault_op = (uint8_t)(kind))
+#else
+#define OL_FOP(op, kind) ((void)0)
+#endif
+
 #define OL_GET_SQE(loop, sqe)                                                 \
     struct io_uring_sqe *sqe = ol_sqe(loop);                                  \
     if (!sqe)                                                                 \
@@ -192,6 +200,7 @@ int ol_loop_cancel(ol_loop *loop, struct ol_op *op)
 
 int ol_loop_openat(ol_loop *loop, struct ol_op *op, int dfd, const char *path, int flags, mode_t mode)
 {
+    OL_FOP(op, OL_FAULT_OP_OPEN);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_openat(sqe, dfd, path, flags, mode);
     io_uring_sqe_set_data(sqe, op);
@@ -200,6 +209,7 @@ int ol_loop_openat(ol_loop *loop, struct ol_op *op, int dfd, const char *path, i
 
 int ol_loop_read(ol_loop *loop, struct ol_op *op, int fd, void *buf, unsigned len, uint64_t off)
 {
+    OL_FOP(op, OL_FAULT_OP_READ);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_read(sqe, fd, buf, len, off);
     io_uring_sqe_set_data(sqe, op);
@@ -208,6 +218,7 @@ int ol_loop_read(ol_loop *loop, struct ol_op *op, int fd, void *buf, unsigned le
 
 int ol_loop_write(ol_loop *loop, struct ol_op *op, int fd, const void *buf, unsigned len, uint64_t off)
 {
+    OL_FOP(op, OL_FAULT_OP_WRITE);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_write(sqe, fd, buf, len, off);
     io_uring_sqe_set_data(sqe, op);
@@ -216,6 +227,7 @@ int ol_loop_write(ol_loop *loop, struct ol_op *op, int fd, const void *buf, unsi
 
 int ol_loop_read_fixed(ol_loop *loop, struct ol_op *op, int fd, void *buf, unsigned len, uint64_t off, int index)
 {
+    OL_FOP(op, OL_FAULT_OP_READ);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_read_fixed(sqe, fd, buf, len, off, index);
     io_uring_sqe_set_data(sqe, op);
@@ -224,6 +236,7 @@ int ol_loop_read_fixed(ol_loop *loop, struct ol_op *op, int fd, void *buf, unsig
 
 int ol_loop_write_fixed(ol_loop *loop, struct ol_op *op, int fd, const void *buf, unsigned len, uint64_t off, int index)
 {
+    OL_FOP(op, OL_FAULT_OP_WRITE);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_write_fixed(sqe, fd, buf, len, off, index);
     io_uring_sqe_set_data(sqe, op);
@@ -232,6 +245,7 @@ int ol_loop_write_fixed(ol_loop *loop, struct ol_op *op, int fd, const void *buf
 
 int ol_loop_fsync(ol_loop *loop, struct ol_op *op, int fd, int datasync)
 {
+    OL_FOP(op, OL_FAULT_OP_FSYNC);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
     io_uring_sqe_set_data(sqe, op);
@@ -241,6 +255,7 @@ int ol_loop_fsync(ol_loop *loop, struct ol_op *op, int fd, int datasync)
 int ol_loop_fallocate(ol_loop *loop, struct ol_op *op, int fd, int mode, uint64_t off,
                       uint64_t len)
 {
+    OL_FOP(op, OL_FAULT_OP_FALLOCATE);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_fallocate(sqe, fd, mode, (off_t)off, (off_t)len);
     io_uring_sqe_set_data(sqe, op);
@@ -250,6 +265,7 @@ int ol_loop_fallocate(ol_loop *loop, struct ol_op *op, int fd, int mode, uint64_
 int ol_loop_renameat(ol_loop *loop, struct ol_op *op, int olddfd, const char *oldpath,
                      int newdfd, const char *newpath, unsigned flags)
 {
+    OL_FOP(op, OL_FAULT_OP_RENAME);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_renameat(sqe, olddfd, oldpath, newdfd, newpath, flags);
     io_uring_sqe_set_data(sqe, op);
@@ -258,6 +274,7 @@ int ol_loop_renameat(ol_loop *loop, struct ol_op *op, int olddfd, const char *ol
 
 int ol_loop_mkdirat(ol_loop *loop, struct ol_op *op, int dfd, const char *path, mode_t mode)
 {
+    OL_FOP(op, OL_FAULT_OP_MKDIR);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_mkdirat(sqe, dfd, path, mode);
     io_uring_sqe_set_data(sqe, op);
@@ -266,6 +283,7 @@ int ol_loop_mkdirat(ol_loop *loop, struct ol_op *op, int dfd, const char *path, 
 
 int ol_loop_unlinkat(ol_loop *loop, struct ol_op *op, int dfd, const char *path, int flags)
 {
+    OL_FOP(op, OL_FAULT_OP_UNLINK);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_unlinkat(sqe, dfd, path, flags);
     io_uring_sqe_set_data(sqe, op);
@@ -275,6 +293,7 @@ int ol_loop_unlinkat(ol_loop *loop, struct ol_op *op, int dfd, const char *path,
 int ol_loop_statx(ol_loop *loop, struct ol_op *op, int dfd, const char *path, int flags,
                   unsigned mask, struct statx *out)
 {
+    OL_FOP(op, OL_FAULT_OP_STATX);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_statx(sqe, dfd, path, flags, mask, out);
     io_uring_sqe_set_data(sqe, op);
@@ -283,6 +302,7 @@ int ol_loop_statx(ol_loop *loop, struct ol_op *op, int dfd, const char *path, in
 
 int ol_loop_close(ol_loop *loop, struct ol_op *op, int fd)
 {
+    OL_FOP(op, OL_FAULT_OP_CLOSE);
     OL_GET_SQE(loop, sqe);
     io_uring_prep_close(sqe, fd);
     io_uring_sqe_set_data(sqe, op);

@@ -39,6 +39,12 @@ typedef void (*ol_op_cb)(ol_loop *loop, struct ol_op *op, int res, unsigned flag
 
 struct ol_op {
     ol_op_cb cb;
+#ifdef OL_FAULTS
+    uint8_t fault_op;       /* test builds only (base/fault.h): the enum
+                               ol_fault_op kind of the file operation last
+                               prepared on this op by an ol_loop_* call below,
+                               for a fault hook at its completion */
+#endif
 };
 
 #define OL_CQE_MORE   (1U << 1) /* IORING_CQE_F_MORE */

@@ -11,6 +11,7 @@
  */
 #include "store/engine_int.h"
 
+#include "base/fault.h"
 #include "store/bitrot.h"
 
 #include <dirent.h>
@@ -766,6 +767,9 @@ void ol_se_dispatch(struct ol_sdrv *d, int res)
     }
 }
 
+/* Where every drive op's result reaches the request's state machine:
+ * completions from the ring, deferred ones (the timer) and barriers
+ * (ol_se_on_sync). Test builds rewrite the result here (base/fault.h). */
 static void ol_se_on_op(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
 {
     (void)loop;
@@ -773,6 +777,7 @@ static void ol_se_on_op(ol_loop *loop, struct ol_op *op, int res, unsigned flags
     struct ol_sop *s = (struct ol_sop *)op;
     struct ol_sreq *r = s->r;
     r->inflight--;
+    res = OL_FAULT(OL_FAULT_STORE, s->op.fault_op, ol_se_drive_index(r, s->pos), res);
     if (s->slot == OL_SE_CTL) {
         ol_se_dispatch(&r->d[s->pos], res);
     } else if (r->kind == OL_SE_PUT) {
@@ -974,6 +979,9 @@ void ol_se_barrier(struct ol_sdrv *d)
 {
     struct ol_sreq *r = d->s.r;
     ol_se_issue(r, &d->s, 0);
+#ifdef OL_FAULTS
+    d->s.op.fault_op = OL_FAULT_OP_FSYNC; /* not prepared by ol_loop_fsync */
+#endif
     int fs = fs_of(r, d->pos);
     if (fs >= 0 && peers_at_work(r, d, fs)) {
         d->sjoin = OL_SE_SJ_PARKED;
