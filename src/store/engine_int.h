@@ -150,6 +150,8 @@ struct ol_sdrv {
                                   with O_DIRECT, one barrier after the rename
                                   (engine_put.c "ordered commit") */
     bool bucket, made_tmp, made_part, made_ab, made_obj, renamed, tmeta, committed;
+    bool mren;                 /* PUT commit: the metadata's rename was issued (its
+                                  result aside, the drive may hold the new file) */
     uint8_t prep_wait;         /* PUT PREP: the statx and the file's steps still
                                   running side by side (engine_put.c prep_side) */
     int prep_err;              /* the first error of those */

@@ -1119,10 +1119,10 @@ void ol_se_mpu_drive(struct ol_sdrv *d, int res)
         ol_se_openat(d, r->p_tmeta, O_CREAT | O_TRUNC | O_WRONLY, 0600);
         return;
     case CR_TOPEN:
+        d->tmeta = true; /* made, maybe, even when the open failed */
         if (res < 0)
             return cr_fail(d, res);
         d->fd = res;
-        d->tmeta = true;
         d->step = CR_TWRITE;
         ol_se_write(d, d->fd, r->tmpl, r->tmpl_len, 0);
         return;

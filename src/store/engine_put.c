@@ -665,6 +665,7 @@ static void fan_end(struct ol_sdrv *d)
     if (d->ord) /* the rename was a member */
         return meta_renamed(d, d->mren_res);
     d->step = C_MRENAME;
+    d->mren = true;
     ol_se_renameat(d, d->s.r->p_tmeta, d->s.r->p_meta);
 }
 
@@ -701,6 +702,7 @@ static void fan_start(struct ol_sdrv *d)
     if (d->ord) { /* the rename beside the closes: the writes are done, the files may stay open */
         d->fan++;
         d->step = C_MRENAME;
+        d->mren = true;
         ol_se_renameat(d, r->p_tmeta, r->p_meta);
     }
     fan_end(d);
@@ -1038,7 +1040,12 @@ static void undo_next(struct ol_sdrv *d)
             }
             break;
         case 1:
-            if (!d->committed || r->mode == OL_SE_MODE_PART)
+            /* A drive whose metadata rename failed may hold the new file all
+             * the same (an error says the state is unknown, and an ordered
+             * commit's rename may have gone through while another member
+             * failed): put back like a committed one, or the next step
+             * removes the data the new file names. */
+            if (!(d->committed || d->mren) || r->mode == OL_SE_MODE_PART)
                 break; /* a part that replaced another stays: Complete reads the records */
             if (d->had_old && d->mlen) { /* rewrite the old bytes */
                 d->step = U_TOPEN;
@@ -1130,10 +1137,10 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
             d->ms = OL_SE_M_NOBUCKET;
         return drive_fail(d, res < 0 && d->ms != OL_SE_M_NOBUCKET ? res : -ENOENT);
     case P_OPEN:
+        d->made_part = true; /* a failed O_CREAT may have made it too: undone either way */
         if (res < 0)
             return d->prep_wait ? prep_half(d, res) : drive_fail(d, res);
         d->fd = res;
-        d->made_part = true;
         if (r->size) { /* a PUT's or a part's blocks (its record comes after) */
             uint64_t len = ol_se_part_blocks(r->size, r->k, r->B);
             if (pad_last(r)) /* and its zeros to the page boundary */
@@ -1226,10 +1233,10 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
         ol_se_openat(d, r->p_tmeta, meta_flags(d), 0600);
         return;
     case C_TOPEN:
+        d->tmeta = true; /* made, maybe, even when the open failed */
         if (res < 0)
             return drive_fail(d, res);
         d->tfd = res;
-        d->tmeta = true;
         d->step = C_TWRITE;
         ol_se_write(d, d->tfd, d->nbuf, d->nlen, 0);
         return;
@@ -1262,10 +1269,10 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
     case U_STEP:
         return undo_next(d);
     case U_TOPEN:
+        d->tmeta = true; /* made, maybe, even when the open failed */
         if (res < 0)
             return undo_next(d);
         d->fd = res;
-        d->tmeta = true;
         d->step = U_TWRITE;
         ol_se_write(d, d->fd, d->mbuf, d->mlen, 0);
         return;
@@ -1612,10 +1619,9 @@ static void prep_stat_done(struct ol_sdrv *d, int res)
     struct ol_sreq *r = d->s.r;
     if (d->fst[0] == FS_TMETA) {
         d->fst[0] = 0;
-        if (res >= 0) {
+        d->tmeta = true; /* undone like the commit's (a failed open may have made it) */
+        if (res >= 0)
             d->tfd = res;
-            d->tmeta = true; /* undone like the commit's */
-        }
         return prep_half(d, res < 0 ? res : 0);
     }
     if (res == -ENOENT || res == -ENOTDIR) {
