@@ -1,7 +1,8 @@
 /*
  * test_kv_disk.c - the KV disk tier: rebuilding the index from the .idx
  * headers (newest wins, damaged headers and overlaps dropped, another
- * layout starts empty) and a real write / read / damaged read on a loop.
+ * layout starts empty), a real write / read / damaged read on a loop, and
+ * (test builds) faults injected at the tier's completions.
  */
 #include "olt.h"
 
@@ -251,4 +252,79 @@ OLT_TEST(kv_disk_write_read_back_and_damaged_value_is_dropped)
     ol_kv_disk_close(t.d);
     free(t.src);
     free(t.dst);
+}
+
+/* ---- faults at the completions (test builds: base/fault.h) -------------------- */
+
+#ifdef OL_FAULTS
+#include "base/fault.h"
+
+static void kv_faults(const char *spec)
+{
+    char err[256];
+    if (ol_fault_set(spec, err, sizeof err) < 0)
+        olt_fail(__FILE__, __LINE__, "spec \"%s\": %s", spec, err);
+}
+#endif
+
+/*
+ * A value write that fails (EIO), a header write cut short and a read cut
+ * short: each reports -EIO to the shard, the entry is not served (gone from
+ * the index), and what a restart finds is either nothing or the value's
+ * exact bytes (a header write reported short may have reached the drive).
+ */
+OLT_TEST(kv_disk_faults_fail_the_io_never_the_bytes)
+{
+#ifndef OL_FAULTS
+    OLT_SKIP("not a test build: no OL_FAULTS (make asan has it)");
+#else
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", subdir("faults"));
+    struct io_case t;
+    memset(&t, 0, sizeof t);
+    t.len = 300000;
+    OLT_CHECK(posix_memalign((void **)&t.src, 4096, MIB) == 0);
+    OLT_CHECK(posix_memalign((void **)&t.dst, 4096, MIB) == 0);
+    for (uint64_t i = 0; i < t.len; i++)
+        t.src[i] = (char)(i * 5 + 1);
+    t.sum = ol_kv_value_hash(t.src, t.len);
+    struct ol_kv_disk_stats st;
+    static const char *const specs[] = {
+        "kvdisk:op=write,nth=1,err=EIO",    /* the value */
+        "kvdisk:op=write,nth=2,err=short",  /* its header */
+        "kvdisk:op=read,err=short,persist", /* the write is fine, the read is not */
+    };
+    for (unsigned c = 0; c < 3; c++) {
+        t.h = (struct ol_kv_hash){100 + c, 7};
+        t.wrote = t.read = t.corrupt_then = 0;
+        t.status[0] = t.status[1] = 1;
+        t.d = open_disk(dir, 1, 8 * MIB);
+        kv_faults(specs[c]);
+        run_io(&t);
+        kv_faults("");
+        OLT_CHECK(t.wrote);
+        OLT_CHECK_EQ(t.status[c < 2 ? 0 : 1], -EIO);
+        OLT_CHECK_EQ(t.read, c == 2);
+        OLT_CHECK_EQ(ol_kv_disk_find(t.d, 1, t.h, NULL), -1);
+        ol_kv_disk_stats(t.d, &st);
+        OLT_CHECK_EQ(st.io_errors, 1);
+        OLT_CHECK_EQ(st.entries, 0);
+        ol_kv_disk_close(t.d);
+        /* after a restart: nothing, or exactly the value */
+        t.d = open_disk(dir, 1, 8 * MIB);
+        if (ol_kv_disk_find(t.d, 1, t.h, NULL) >= 0) {
+            OLT_CHECK_EQ(c, 1);
+            memset(t.dst, 0, MIB);
+            t.corrupt_then = 1;
+            t.read = 0;
+            run_io(&t);
+            OLT_CHECK(t.read);
+            OLT_CHECK_EQ(t.status[1], 0);
+            OLT_CHECK_MEM(t.dst, t.src, t.len);
+        }
+        ol_kv_disk_close(t.d);
+    }
+    free(t.src);
+    free(t.dst);
+#endif
 }
