@@ -34,6 +34,7 @@
  * reads flags, so a default is checked like any other value.
  */
 #include "base/config.h"
+#include "base/assert.h"
 #include "base/fault.h"
 #include "base/log.h"
 #include "base/nspat.h"
@@ -41,7 +42,6 @@
 #include "base/toml.h"
 
 #include <arpa/inet.h>
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -1086,7 +1086,7 @@ static void element_defaults(int ti, char *elem)
             strncmp(k->name, t->name, n) == 0 && k->name[n] == '.') {
             s.disp = k->name;
             int rc = set_key(k, elem, NULL, k->def, &s, NULL, 0);
-            assert(rc == 0);
+            OL_ASSERT(rc == 0);
             (void)rc;
         }
     }
@@ -1098,13 +1098,13 @@ void ol_config_defaults(struct ol_config *c)
     struct src s = {.source = OL_CONFIG_DEFAULT};
     for (int i = 0; i < NKEYS; i++) {
         const struct ckey *k = &ol_config_keys[i];
-        assert(k->kind != K_STR || k->hi < (int64_t)k->size);
-        assert(k->kind != K_LIST || k->size <= OL_CONFIG_PATH_LEN);
+        OL_ASSERT(k->kind != K_STR || k->hi < (int64_t)k->size);
+        OL_ASSERT(k->kind != K_LIST || k->size <= OL_CONFIG_PATH_LEN);
         if (!k->def || (k->flags & KF_IN_ARRAY))
             continue;
         s.disp = k->name;
         int rc = set_key(k, (char *)c, NULL, k->def, &s, NULL, 0);
-        assert(rc == 0);
+        OL_ASSERT(rc == 0);
         (void)rc;
     }
 }

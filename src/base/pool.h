@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/assert.h"
+
 struct ol_pool {
     char *mem;
     size_t obj_size;   /* rounded up to 16 bytes */
@@ -47,6 +49,9 @@ static inline void *ol_pool_get(struct ol_pool *p)
 /* Returns o (from this pool) to it. */
 static inline void ol_pool_put(struct ol_pool *p, void *o)
 {
+    OL_ASSERT(p->in_use > 0 && (char *)o >= p->mem &&
+              (size_t)((char *)o - p->mem) < (size_t)p->fresh * p->obj_size &&
+              (size_t)((char *)o - p->mem) % p->obj_size == 0);
     *(void **)o = p->free;
     p->free = o;
     p->in_use--;

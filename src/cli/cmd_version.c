@@ -11,10 +11,10 @@
  * the reason, and the command still succeeds.
  */
 #include "cli/cli.h"
+#include "base/assert.h"
 #include "cli/output.h"
 #include "rt/probe.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -87,7 +87,7 @@ int ol_cmd_version(const struct ol_cli *cli, int argc, char **argv)
     /* A negative return only means io_uring is unavailable; f says why. */
     (void)ol_uring_probe(&f);
     int n = ol_uring_features_format(&f, feat, sizeof feat, json);
-    assert(n >= 0); /* OL_URING_FEATURES_FMT_MAX always suffices */
+    OL_ASSERT(n >= 0); /* OL_URING_FEATURES_FMT_MAX always suffices */
     (void)n;
 
     if (json) {

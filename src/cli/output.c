@@ -8,7 +8,8 @@
  */
 #include "cli/output.h"
 
-#include <assert.h>
+#include "base/assert.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -161,7 +162,7 @@ static void ol_json_before_value(struct ol_json *j)
         j->after_key = false;
         return;
     }
-    assert(j->depth == 0 || !j->object[j->depth]); /* objects need a key */
+    OL_ASSERT(j->depth == 0 || !j->object[j->depth]); /* objects need a key */
     if (j->depth > 0 && !j->first[j->depth])
         fputc(',', j->fp);
     j->first[j->depth] = false;
@@ -177,7 +178,7 @@ static void ol_json_after_value(struct ol_json *j)
 static void ol_json_open(struct ol_json *j, bool object)
 {
     ol_json_before_value(j);
-    assert(j->depth < OL_JSON_MAX_DEPTH);
+    OL_ASSERT(j->depth < OL_JSON_MAX_DEPTH);
     fputc(object ? '{' : '[', j->fp);
     j->depth++;
     j->first[j->depth] = true;
@@ -186,7 +187,7 @@ static void ol_json_open(struct ol_json *j, bool object)
 
 static void ol_json_close(struct ol_json *j, bool object)
 {
-    assert(j->depth > 0 && j->object[j->depth] == object && !j->after_key);
+    OL_ASSERT(j->depth > 0 && j->object[j->depth] == object && !j->after_key);
     fputc(object ? '}' : ']', j->fp);
     j->depth--;
     ol_json_after_value(j);
@@ -199,7 +200,7 @@ void ol_json_array_end(struct ol_json *j) { ol_json_close(j, false); }
 
 void ol_json_key(struct ol_json *j, const char *key)
 {
-    assert(j->depth > 0 && j->object[j->depth] && !j->after_key);
+    OL_ASSERT(j->depth > 0 && j->object[j->depth] && !j->after_key);
     if (!j->first[j->depth])
         fputc(',', j->fp);
     j->first[j->depth] = false;
@@ -271,7 +272,7 @@ struct ol_table {
 
 ol_table *ol_table_create(const struct ol_col *cols, size_t ncols)
 {
-    assert(ncols >= 1);
+    OL_ASSERT(ncols >= 1);
     ol_table *t = ol_out_realloc(NULL, sizeof *t);
     memset(t, 0, sizeof *t);
     t->cols = ol_out_realloc(NULL, ncols * sizeof *cols);
@@ -298,8 +299,8 @@ void ol_table_set_indent(ol_table *t, unsigned indent)
 
 static void ol_table_push(ol_table *t, struct ol_cell c)
 {
-    assert(t->nrows > 0 && "ol_table_row() before the first cell");
-    assert(t->ncells < t->nrows * t->ncols && "more cells than columns");
+    OL_ASSERT(t->nrows > 0 && "ol_table_row() before the first cell");
+    OL_ASSERT(t->ncells < t->nrows * t->ncols && "more cells than columns");
     if (t->ncells == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 4 * t->ncols;
         t->cells = ol_out_realloc(t->cells, t->cap * sizeof *t->cells);

@@ -51,6 +51,7 @@
 #include "http/rate.h"
 #include "http/tls.h"
 
+#include "base/assert.h"
 #include "base/log.h"
 #include "base/pool.h"
 #include "rt/net.h"
@@ -269,6 +270,7 @@ static void ol_buf_release(struct ol_http_conn *c, uint16_t bid)
 
 static void ol_inq_pop(struct ol_http_conn *c)
 {
+    OL_ASSERT(c->inq_n > 0 && c->inq_n <= OL_INQ);
     struct ol_inseg *s = &c->inq[c->inq_head];
     if (!(c->head_pinned && s->bid == c->head_bid))
         ol_buf_release(c, s->bid);
@@ -430,6 +432,7 @@ static void ol_bw_del(struct ol_http_conn *c)
     ol_http_server *srv = c->srv;
     if (!c->bw_waiting)
         return;
+    OL_ASSERT(srv->bw_count > 0);
     c->bw_waiting = false;
     srv->bw_count--;
     if (c->bw_prev)
@@ -520,9 +523,11 @@ static int ol_tls_encrypt(struct ol_http_conn *c)
 
 static void ol_conn_maybe_free(struct ol_http_conn *c)
 {
+    OL_ASSERT(c->busy >= 0 && c->state <= OL_CS_LINGER);
     if (!c->closing || c->busy || c->recv_armed || c->send_inflight)
         return;
     ol_http_server *srv = c->srv;
+    OL_ASSERT(srv->nconns > 0);
     ol_timer_cancel(srv->loop, &c->timer);
     while (c->inq_n)
         ol_inq_pop(c);
@@ -543,6 +548,7 @@ static void ol_conn_maybe_free(struct ol_http_conn *c)
         srv->list = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    OL_ASSERT(!c->bw_waiting && !c->inq_n && !c->out_bufs && !c->tout_bufs);
     srv->nconns--;
     OL_STAT_ADD(srv->st.conns_active, -1);
     ol_pool_put(&srv->conns, c);
@@ -939,6 +945,7 @@ static void ol_on_send(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
 {
     struct ol_http_conn *c = OL_CONTAINER(op, struct ol_http_conn, send_op);
     ol_http_server *srv = c->srv;
+    OL_ASSERT(c->send_inflight); /* one send at a time, and the conn waits for it */
     c->send_inflight = false;
     c->busy++;
     if (res < 0) {
@@ -1028,6 +1035,7 @@ static void ol_on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
 {
     struct ol_http_conn *c = OL_CONTAINER(op, struct ol_http_conn, recv_op);
     ol_http_server *srv = c->srv;
+    OL_ASSERT(c->recv_armed); /* the conn is not freed while a receive is out */
     if (!(flags & OL_CQE_MORE))
         c->recv_armed = c->recv_stopping = false;
     c->busy++;

@@ -10,6 +10,7 @@
  */
 #include "kv/disk.h"
 
+#include "base/assert.h"
 #include "base/fault.h"
 #include "base/log.h"
 #include "base/simd.h"
@@ -143,6 +144,8 @@ static void ol_d_drop(void *ctx, uint32_t id)
 static void ol_d_erase_later(struct ol_kv_disk *d, uint32_t id)
 {
     struct ol_kv_dent *e = &d->ents[id];
+    OL_ASSERT(e->state == OL_D_LIVE || e->state == OL_D_WRITING);
+    OL_ASSERT(d->erase_len < d->nents);
     e->state = OL_D_ERASING;
     d->erase_q[(d->erase_head + d->erase_len) % d->nents] = id;
     d->erase_len++;
@@ -186,6 +189,7 @@ static struct ol_kv_dio *ol_io_get(struct ol_kv_disk *d)
 
 static void ol_io_put(struct ol_kv_disk *d, struct ol_kv_dio *io)
 {
+    OL_ASSERT(d->busy_ios > 0 && io >= d->ios && io < d->ios + d->nios);
     io->next_free = d->free_io;
     d->free_io = (uint32_t)(io - d->ios);
     d->busy_ios--;
@@ -213,6 +217,10 @@ static void ol_read_part(struct ol_kv_dio *io, bool want, int res, unsigned expe
  * drive is the shard). */
 static void ol_on_io(struct ol_kv_dio *io, const struct ol_op *op, bool b, int res)
 {
+    OL_ASSERT(io->kind >= OL_IO_WRITE && io->kind <= OL_IO_ERASE && io->id < io->d->nents);
+    OL_ASSERT(io->kind == OL_IO_READ ? io->pending > 0 && io->d->ents[io->id].pins > 0
+              : io->kind == OL_IO_WRITE ? io->d->ents[io->id].state == OL_D_WRITING
+                                        : io->d->ents[io->id].state == OL_D_ERASING);
     res = OL_FAULT(OL_FAULT_KVDISK, op->fault_op, io->d->shard, res);
     switch (io->kind) {
     case OL_IO_ERASE:

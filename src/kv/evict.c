@@ -11,7 +11,8 @@
  */
 #include "kv/evict.h"
 
-#include <assert.h>
+#include "base/assert.h"
+
 #include <errno.h>
 #include <stdalign.h>
 #include <stdlib.h>
@@ -261,7 +262,7 @@ void ol_evict_exit(struct ol_evict *e)
 
 void ol_evict_insert(struct ol_evict *e, uint32_t id, uint64_t fp, uint32_t hint)
 {
-    assert(id < e->capacity && e->ent[id].where == 0);
+    OL_ASSERT(id < e->capacity && e->ent[id].where == 0);
     struct ol_evict_ent *x = &e->ent[id];
     x->fp = fp;
     x->freq = 0;
@@ -297,7 +298,7 @@ void ol_evict_insert(struct ol_evict *e, uint32_t id, uint64_t fp, uint32_t hint
 
 void ol_evict_hit(struct ol_evict *e, uint32_t id)
 {
-    assert(id < e->capacity && e->ent[id].where != 0);
+    OL_ASSERT(id < e->capacity && e->ent[id].where != 0);
     struct ol_evict_ent *x = &e->ent[id];
     switch (e->kind) {
     case OL_EVICT_LRU:
@@ -315,7 +316,7 @@ void ol_evict_hit(struct ol_evict *e, uint32_t id)
 
 void ol_evict_remove(struct ol_evict *e, uint32_t id)
 {
-    assert(id < e->capacity && e->ent[id].where != 0);
+    OL_ASSERT(id < e->capacity && e->ent[id].where != 0);
     q_unlink(e, e->ent[id].where - 1u, id);
 }
 

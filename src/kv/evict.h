@@ -67,7 +67,8 @@
  * per ghost node: 75-115 bytes per id in all.
  *
  * Ids are the caller's: it inserts an id that is not in the policy, and hits
- * or removes only ids that are. These are checked with assert().
+ * or removes only ids that are. These are checked with OL_ASSERT (base/assert.h:
+ * on in test builds).
  */
 #ifndef OL_KV_EVICT_H
 #define OL_KV_EVICT_H

@@ -51,11 +51,11 @@
  */
 #include "kv/server.h"
 
+#include "base/assert.h"
 #include "base/log.h"
 #include "base/pool.h"
 #include "rt/net.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -222,7 +222,7 @@ static void ol_kvc_pend_remove(struct ol_kv_conn *c)
         p->tail = c->pend_prev;
     c->pend_next = c->pend_prev = NULL;
     c->pending = false;
-    assert(p->n > 0);
+    OL_ASSERT(p->n > 0);
     p->n--;
 }
 

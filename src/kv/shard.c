@@ -11,6 +11,7 @@
  */
 #include "kv/shard.h"
 
+#include "base/assert.h"
 #include "kv/space.h"
 
 #include <errno.h>
@@ -184,6 +185,7 @@ static void ol_ns_unlink(struct ol_kv_shard *sh, uint32_t lid)
 {
     struct ol_kv_ent *e = &sh->ents[lid];
     struct ol_kv_nsu *u = &sh->nsu[e->nsi];
+    OL_ASSERT(u->entries > 0 && u->value_bytes >= e->value_len);
     if (e->nprev != OL_NONE)
         sh->ents[e->nprev].nnext = e->nnext;
     else
@@ -212,6 +214,9 @@ static void ol_ent_free(struct ol_kv_shard *sh, uint32_t lid)
 {
     struct ol_kv_ent *e = &sh->ents[lid];
     struct ol_kv_class *k = &sh->alloc.cls[e->cls];
+    /* a pinned slot is never reused (shard.h); the doomed ones come here at 0 */
+    OL_ASSERT(e->state != OL_ENT_FREE && e->state <= OL_ENT_LOADING && e->pins == 0);
+    OL_ASSERT(sh->st.bytes_used >= k->slot_size && sh->nsu[e->nsi].bytes >= k->slot_size);
     ol_kv_alloc_free(&sh->alloc, e->cls, ol_slot(sh, lid));
     sh->st.bytes_used -= k->slot_size;
     sh->nsu[e->nsi].bytes -= k->slot_size;
@@ -225,6 +230,7 @@ static void ol_ent_free(struct ol_kv_shard *sh, uint32_t lid)
 static void ol_ent_unpublish(struct ol_kv_shard *sh, uint32_t lid)
 {
     struct ol_kv_ent *e = &sh->ents[lid];
+    OL_ASSERT(e->state == OL_ENT_COMMITTED && sh->st.entries > 0);
     ol_kv_index_remove(&sh->index, e->h);
     if (ol_evict_contains(&sh->evict[e->cls], lid))
         ol_evict_remove(&sh->evict[e->cls], lid);
@@ -235,6 +241,7 @@ static void ol_ent_unpublish(struct ol_kv_shard *sh, uint32_t lid)
 
 static void ol_res_drop(struct ol_kv_shard *sh, uint32_t lid)
 {
+    OL_ASSERT(sh->ents[lid].state == OL_ENT_RESERVED && sh->st.reserved > 0);
     ol_res_unlink(sh, lid);
     ol_kv_index_remove(&sh->index, sh->ents[lid].h);
     sh->st.reserved--;
@@ -254,6 +261,8 @@ static void ol_evict_ent(void *ctx, uint32_t lid)
 {
     struct ol_kv_shard *sh = ctx;
     struct ol_kv_ent *e = &sh->ents[lid];
+    /* only committed entries are in a policy, and pinned ones are never evicted */
+    OL_ASSERT(e->state == OL_ENT_COMMITTED && !e->pins && !e->wpin && sh->st.entries > 0);
     ol_kv_index_remove(&sh->index, e->h);
     ol_ns_unlink(sh, lid);
     sh->st.entries--;
@@ -323,6 +332,7 @@ static struct ol_kv_pin *ol_pin_find(struct ol_kv_session *s, uint32_t slot, boo
 static void ol_pin_erase(struct ol_kv_session *s, struct ol_kv_pin *p)
 {
     uint32_t i = (uint32_t)(p - s->pins);
+    OL_ASSERT(i <= s->mask && p->key && p->count == 0 && s->used > 0);
     for (uint32_t j = (i + 1) & s->mask; s->pins[j].key; j = (j + 1) & s->mask) {
         uint32_t home = ((s->pins[j].key - 1) * 2654435761u) & s->mask;
         if (((j - home) & s->mask) >= ((j - i) & s->mask)) {
@@ -337,9 +347,11 @@ static void ol_pin_erase(struct ol_kv_session *s, struct ol_kv_pin *p)
 static void ol_unpin(struct ol_kv_shard *sh, uint32_t lid, uint32_t n)
 {
     struct ol_kv_ent *e = &sh->ents[lid];
+    OL_ASSERT(n > 0 && e->pins >= n);
     e->pins -= n;
     if (e->pins)
         return;
+    OL_ASSERT(sh->st.pinned_slots > 0);
     sh->st.pinned_slots--;
     if (e->state == OL_ENT_DOOMED && !e->wpin)
         ol_ent_free(sh, lid);
@@ -440,6 +452,7 @@ int ol_kv_shard_commit(struct ol_kv_shard *sh, int sid, uint32_t slot, uint64_t 
     if (value_len > sh->alloc.cls[e->cls].slot_size)
         return OL_KV_TOO_LARGE_ST;
     uint32_t lid = ol_lid(sh, slot);
+    OL_ASSERT(sh->st.reserved > 0 && e->pins == 0 && (e->gen & 1) == 0);
     ol_res_unlink(sh, lid);
     e->state = OL_ENT_COMMITTED;
     e->value_len = value_len;
@@ -523,6 +536,7 @@ int ol_kv_shard_acquire(struct ol_kv_shard *sh, int sid, uint32_t ns, struct ol_
     struct ol_kv_pin *p = ol_pin_find(sh->sessions[sid], slot, true);
     if (!p)
         return OL_KV_BUSY;
+    OL_ASSERT((e->gen & 1) == 0); /* even: a published slot (shard.h, kv-slab.md) */
     p->count++;
     if (e->pins++ == 0)
         sh->st.pinned_slots++;
@@ -737,6 +751,10 @@ void ol_kv_shard_disk_done(void *ctx, int ev, uint64_t tag, int status,
     if ((e->gen & 0xFFFFFFFFu) != tag >> 32)
         return;
     uint32_t slot = ol_slot(sh, lid);
+    /* the entry is held until its I/O completes (shard.c's header): by wpin
+     * for a write, by the LOADING pin (or doomed) for a read */
+    OL_ASSERT(ev == OL_KV_DISK_WROTE ? e->wpin == 1 && e->state != OL_ENT_FREE
+                                     : e->state == OL_ENT_LOADING || e->state == OL_ENT_DOOMED);
     if (ev == OL_KV_DISK_WROTE) {
         e->wpin = 0;
         if (status == 0 && e->state == OL_ENT_COMMITTED)

@@ -23,6 +23,7 @@
  */
 #include "rt/loop.h"
 
+#include "base/assert.h"
 #include "base/fault.h"
 #include "base/log.h"
 
@@ -154,6 +155,7 @@ char *ol_loop_recv_buf(ol_loop *loop, unsigned flags, unsigned *bid)
     if (!(flags & IORING_CQE_F_BUFFER))
         return NULL;
     *bid = flags >> IORING_CQE_BUFFER_SHIFT;
+    OL_ASSERT(*bid < loop->p.recv_bufs && loop->bufs_out < loop->p.recv_bufs);
     loop->bufs_out++;
     return loop->bufs + (size_t)*bid * loop->p.recv_buf_size;
 }
@@ -165,6 +167,7 @@ char *ol_loop_buf_addr(const ol_loop *loop, unsigned bid)
 
 void ol_loop_buf_release(ol_loop *loop, unsigned bid)
 {
+    OL_ASSERT(bid < loop->p.recv_bufs && loop->bufs_out > 0);
     io_uring_buf_ring_add(loop->br, loop->bufs + (size_t)bid * loop->p.recv_buf_size,
                           loop->p.recv_buf_size, (unsigned short)bid,
                           io_uring_buf_ring_mask(loop->p.recv_bufs), 0);
@@ -322,6 +325,7 @@ void ol_timer_cancel(ol_loop *loop, struct ol_timer *t)
 {
     if (!t->prev)
         return;
+    OL_ASSERT(loop->timers > 0 && t->prev->next == t && (!t->next || t->next->prev == t));
     t->prev->next = t->next;
     if (t->next)
         t->next->prev = t->prev;
@@ -332,6 +336,7 @@ void ol_timer_cancel(ol_loop *loop, struct ol_timer *t)
 /* Links t (not armed) first into the list after sentinel head. */
 static void ol_timer_link(ol_loop *loop, struct ol_timer *head, struct ol_timer *t)
 {
+    OL_ASSERT(!t->prev && !t->next && t->fn);
     t->next = head->next;
     t->prev = head;
     if (head->next)
@@ -661,6 +666,7 @@ static void ol_dispatch(ol_loop *loop, uint64_t ud, int res, unsigned flags)
         return;
     }
     struct ol_op *op = (struct ol_op *)(uintptr_t)ud;
+    OL_ASSERT(op->cb);
     op->cb(loop, op, res, flags);
 }
 
@@ -690,6 +696,7 @@ static void ol_iowq_cap(ol_loop *loop)
 
 int ol_loop_run(ol_loop *loop)
 {
+    OL_ASSERT(!ol_loop_self || ol_loop_self == loop); /* one loop per thread */
     ol_loop_self = loop;
     ol_log_set_core(loop->p.index);
     if (loop->info.setup_flags & IORING_SETUP_R_DISABLED) {

@@ -13,9 +13,9 @@
  */
 #include "store/ec.h"
 
+#include "base/assert.h"
 #include "base/simd.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
@@ -39,14 +39,14 @@ int ol_ec_init(struct ol_ec *ec, unsigned k, unsigned m)
 
 size_t ol_ec_shard_len(uint64_t stripe_bytes, unsigned k)
 {
-    assert(k >= 1 && k <= OL_EC_MAX_DATA);
+    OL_ASSERT(k >= 1 && k <= OL_EC_MAX_DATA);
     uint64_t per = (stripe_bytes + k - 1) / k;
     return (size_t)((per + OL_EC_ALIGN - 1) & ~(uint64_t)(OL_EC_ALIGN - 1));
 }
 
 void ol_ec_encode(const struct ol_ec *ec, size_t len, uint8_t *const *data, uint8_t **parity)
 {
-    assert(len <= INT_MAX);
+    OL_ASSERT(len <= INT_MAX);
     if (ec->m == 0 || len == 0)
         return;
     /* ISA-L takes non-const pointers but only reads data and tables. */
@@ -58,7 +58,7 @@ void ol_ec_encode(const struct ol_ec *ec, size_t len, uint8_t *const *data, uint
 void ol_ec_encode_ref(const struct ol_ec *ec, size_t len, uint8_t *const *data,
                       uint8_t **parity)
 {
-    assert(len <= INT_MAX);
+    OL_ASSERT(len <= INT_MAX);
     if (ec->m == 0 || len == 0)
         return;
     ec_encode_data_base((int)len, (int)ec->k, (int)ec->m, (unsigned char *)ec->enc_tbls,
@@ -77,7 +77,7 @@ static void ol_ec_dec_build(const struct ol_ec *ec, uint32_t src, uint32_t want,
     for (uint32_t s = src; s; s &= s - 1)
         memcpy(&b[k * r++], &ec->matrix[k * (unsigned)__builtin_ctz(s)], k);
     int rc = gf_invert_matrix(b, inv, (int)k);
-    assert(rc == 0); /* Cauchy: any k rows of the generator are independent */
+    OL_ASSERT(rc == 0); /* Cauchy: any k rows of the generator are independent */
     (void)rc;
 
     r = 0;
@@ -133,7 +133,7 @@ int ol_ec_reconstruct(struct ol_ec *ec, size_t len, uint8_t **shards, uint32_t p
         return -ENODATA;
     if (want == 0)
         return 0;
-    assert(len <= INT_MAX);
+    OL_ASSERT(len <= INT_MAX);
 
     uint8_t *in[OL_EC_MAX_DATA], *out[OL_EC_MAX_PARITY];
     uint32_t src = 0, s = present;
@@ -147,7 +147,7 @@ int ol_ec_reconstruct(struct ol_ec *ec, size_t len, uint8_t **shards, uint32_t p
         out[nout++] = shards[__builtin_ctz(w)];
 
     const struct ol_ec_dec *d = ol_ec_dec_get(ec, src, want);
-    assert(d->nout == nout);
+    OL_ASSERT(d->nout == nout);
     if (len) {
         ec_encode_data((int)len, (int)k, (int)nout, (unsigned char *)d->tbls, in, out);
         ol_simd_clean();

@@ -11,6 +11,7 @@
  */
 #include "store/engine_int.h"
 
+#include "base/assert.h"
 #include "base/fault.h"
 #include "store/bitrot.h"
 
@@ -533,7 +534,9 @@ struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb
         return NULL;
     }
     unsigned idx = c->freel[--c->nfree];
+    OL_ASSERT(idx < c->s->max_requests);
     struct ol_sreq *r = &c->reqs[idx].r;
+    OL_ASSERT(!r->in_use);
     memset(r, 0, offsetof(struct ol_sreq, d));
     memset(&r->w, 0, sizeof r->w);
     memset(&r->wa, 0, sizeof r->wa);
@@ -583,6 +586,9 @@ struct ol_sreq *ol_se_req_get(struct ol_store_core *c, uint8_t kind, ol_store_cb
 void ol_se_req_put(struct ol_sreq *r)
 {
     struct ol_store_core *c = r->c;
+    /* released only when none of its ops is in the ring (engine_int.h) */
+    OL_ASSERT(r->in_use && r->inflight == 0 && r->cbdepth == 0 && r->sparked == 0);
+    OL_ASSERT(c->nfree < c->s->max_requests);
     ol_timer_cancel(c->loop, &r->timer);
     ol_se_key_unlock(r);
     r->in_use = false;
@@ -758,6 +764,8 @@ uint64_t ol_se_now_ns(void)
 
 void ol_se_dispatch(struct ol_sdrv *d, int res)
 {
+    OL_ASSERT(d->s.r->kind >= OL_SE_PUT && d->s.r->kind <= OL_SE_MPU && d->ms <= OL_SE_M_ERR &&
+              d->sjoin <= OL_SE_SJ_OUT);
     switch (d->s.r->kind) {
     case OL_SE_PUT: ol_se_put_drive(d, res); break;
     case OL_SE_GET: ol_se_get_drive(d, res); break;
@@ -776,6 +784,8 @@ static void ol_se_on_op(ol_loop *loop, struct ol_op *op, int res, unsigned flags
     (void)flags;
     struct ol_sop *s = (struct ol_sop *)op;
     struct ol_sreq *r = s->r;
+    OL_ASSERT(r->in_use && r->inflight > 0 && s->pos < r->n);
+    OL_ASSERT(s->slot == OL_SE_CTL || s->slot < OL_SE_SLOTS + OL_SE_AHEAD);
     r->inflight--;
     res = OL_FAULT(OL_FAULT_STORE, s->op.fault_op, ol_se_drive_index(r, s->pos), res);
     if (s->slot == OL_SE_CTL) {
@@ -789,6 +799,7 @@ static void ol_se_on_op(ol_loop *loop, struct ol_op *op, int res, unsigned flags
 
 void ol_se_issue(struct ol_sreq *r, struct ol_sop *s, int rc)
 {
+    OL_ASSERT(r->in_use && !s->deferred && s->r == r);
     r->inflight++;
     s->op.cb = ol_se_on_op;
     if (rc < 0) {
@@ -817,6 +828,7 @@ static bool ol_se_step_kind(struct ol_sreq *r)
 
 bool ol_se_advance(struct ol_sreq *r)
 {
+    OL_ASSERT(r->in_use);
     if (r->advancing) {
         r->again = true;
         return false;
@@ -923,6 +935,7 @@ static void ol_se_on_sync(ol_loop *loop, struct ol_msg *m)
 {
     struct ol_sdrv *d = (struct ol_sdrv *)((char *)m - offsetof(struct ol_sdrv, sw));
     struct ol_sreq *r = d->s.r;
+    OL_ASSERT(d->sjoin == OL_SE_SJ_OUT && !(d->sfollow >> d->pos & 1));
     uint32_t carried = d->sfollow;
     int res = d->sw.res;
     d->sfollow = 0;
@@ -941,12 +954,14 @@ static void ol_se_on_sync(ol_loop *loop, struct ol_msg *m)
 static void barrier_send(struct ol_sreq *r, struct ol_sdrv *lead, int fs)
 {
     uint32_t carried = 0;
+    OL_ASSERT(lead->sjoin == OL_SE_SJ_NONE);
     for (unsigned j = 0; r->sparked && j < r->n; j++) {
         struct ol_sdrv *p = &r->d[j];
         if (p == lead || p->sjoin != OL_SE_SJ_PARKED || fs_of(r, j) != fs)
             continue;
         carried |= 1u << j;
         p->sjoin = OL_SE_SJ_FOLLOW;
+        OL_ASSERT(r->sparked > 0);
         r->sparked--;
         if (p->sw.since < lead->sw.since)
             lead->sw.since = p->sw.since;   /* the earliest mark: every error since */
@@ -1079,6 +1094,7 @@ void ol_se_phase_begin(struct ol_sreq *r) { r->active++; }
 
 void ol_se_drive_begin(struct ol_sdrv *d)
 {
+    OL_ASSERT(!d->active && d->pos < d->s.r->n);
     d->active = true;
     d->s.r->active++;
 }
@@ -1086,6 +1102,7 @@ void ol_se_drive_begin(struct ol_sdrv *d)
 void ol_se_drive_end(struct ol_sdrv *d)
 {
     struct ol_sreq *r = d->s.r;
+    OL_ASSERT(d->active && r->active > 0);
     d->active = false;
     if (r->sparked)
         barrier_release(r, fs_of(r, d->pos));
@@ -1095,6 +1112,7 @@ void ol_se_drive_end(struct ol_sdrv *d)
 
 void ol_se_phase_started(struct ol_sreq *r)
 {
+    OL_ASSERT(r->active > 0);
     if (--r->active == 0)
         ol_se_advance(r);
 }
@@ -1153,6 +1171,7 @@ void ol_se_bucket_stat_end(struct ol_sdrv *d, int res)
 
 void ol_se_emit(struct ol_sreq *r, enum ol_store_ev type, int status)
 {
+    OL_ASSERT(r->in_use);
     struct ol_store_event ev = {.type = type, .status = status};
     r->cbdepth++;
     r->cb(r->ud, &ev);

@@ -28,7 +28,8 @@
  */
 #include "store/index_int.h"
 
-#include <assert.h>
+#include "base/assert.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,7 +346,7 @@ static void ol_ix_rebalance(struct ol_index *idx, struct ol_ix_path *p, unsigned
             return;
         struct ol_ix_inner *par = p->node[d - 1];
         unsigned xi = p->at[d - 1], si;
-        assert(par->n >= 2); /* a root keeps two, others OL_IX_FAN_MIN - 1 */
+        OL_ASSERT(par->n >= 2); /* a root keeps two, others OL_IX_FAN_MIN - 1 */
         struct ol_ix_inner *l, *r;
         if (xi + 1 < par->n) {
             l = x;
@@ -507,7 +508,7 @@ static void ol_ix_add_leaf(struct ol_index *idx, struct ol_ix_leaf *nl, struct o
 {
     struct ol_ix_path p;
     struct ol_ix_leaf *at = ol_ix_descend(idx, sep->b, sep->len, &p);
-    assert(at == nl->prev); /* the new leaf is not routed to yet */
+    OL_ASSERT(at == nl->prev); /* the new leaf is not routed to yet */
     (void)at;
     ol_ix_insert_up(idx, &p, idx->height, sep, nl);
 }
@@ -671,7 +672,7 @@ static void ol_ix_try_merge(struct ol_index *idx, struct ol_ix_path *p, struct o
     unsigned h = idx->height;
     struct ol_ix_inner *par = p->node[h - 1];
     unsigned i = p->at[h - 1], si;
-    assert(par->n >= 2);
+    OL_ASSERT(par->n >= 2);
     struct ol_ix_leaf *a, *b;
     if (i + 1 < par->n) {
         a = l;
