@@ -9,8 +9,12 @@
 #   3. allocation-count test, normal build (build/alloc_tests)
 #   4. integration tests (pytest, real openlaked processes), ASan+UBSan build,
 #      including the real-vLLM tests (marker vllm, tests/integration/test_vllm.py)
+#      and the crash-and-fault loop (marker crashloop, test_crash_loop.py,
+#      about two minutes): the ASan build is the test build, with OL_ASSERTS
+#      and the fault hook (OL_FAULTS) that the fault tests need
 #   5. integration tests, normal build, without the vLLM ones (minutes each;
-#      once is enough: vLLM talks to the daemon like any client)
+#      once is enough: vLLM talks to the daemon like any client) and without
+#      the crash loop (it needs the hook; the other fault tests skip here)
 # Called by `make test` after both builds exist. Exit status 1 if any failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -50,7 +54,7 @@ echo "== allocation count per request (normal build)"
 py=.venv/bin/python
 for variant in asan normal; do
   bindir=build; [ "$variant" = asan ] && bindir=build/asan
-  sel=(); [ "$variant" = normal ] && sel=(-m "not vllm")
+  sel=(); [ "$variant" = normal ] && sel=(-m "not vllm and not crashloop")
   echo "== integration tests ($variant build: $bindir)"
   OPENLAKE_BIN_DIR="$bindir" "$py" -m pytest -q -p no:cacheprovider tests/integration "${sel[@]}" \
       --junitxml="build/pytest-$variant.xml" -o junit_suite_name="integration-$variant"
