@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -119,18 +118,6 @@ int ol_fault_apply(enum ol_fault_mod mod, enum ol_fault_op op, unsigned drive, i
 
 /* ---- parsing ---------------------------------------------------------------- */
 
-static void say(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void say(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* [s, e) with the spaces at both ends cut off. */
 static void trim(const char **s, const char **e)
 {
@@ -221,7 +208,7 @@ static int parse_field(struct rule *r, const char *s, size_t n, char *err, size_
     }
     return 0;
 bad:
-    say(err, errlen, "faults: bad field \"%.*s\" (fields: drive=N|any, op=read|write|fsync|"
+    snprintf(err, errlen, "faults: bad field \"%.*s\" (fields: drive=N|any, op=read|write|fsync|"
         "open|close|rename|unlink|mkdir|statx|fallocate|any, nth=N, p=F, seed=N, "
         "err=EIO|ENOSPC|EDQUOT|short, persist, once)", (int)n, s);
     return -EINVAL;
@@ -241,7 +228,7 @@ static int parse_rule(struct rule *r, const char *s, const char *e, char *err, s
     while (m < OL_FAULT_NMOD && !tok_is(ms, (size_t)(me - ms), mod_names[m]))
         m++;
     if (m == OL_FAULT_NMOD || !colon) {
-        say(err, errlen, "faults: rule \"%.*s\" must start with store: or kvdisk:", (int)(e - s),
+        snprintf(err, errlen, "faults: rule \"%.*s\" must start with store: or kvdisk:", (int)(e - s),
             s);
         return -EINVAL;
     }
@@ -264,7 +251,8 @@ int ol_fault_set(const char *spec, char *err, size_t errlen)
 {
     struct rule next[OL_FAULT_MAX_RULES];
     unsigned n = 0;
-    say(err, errlen, "%s", "");
+    if (errlen)
+        err[0] = 0;
     const char *s = spec ? spec : "";
     const char *end = s + strlen(s);
     while (s < end) {
@@ -275,7 +263,7 @@ int ol_fault_set(const char *spec, char *err, size_t errlen)
         trim(&a, &b);
         if (a < b) {
             if (n == OL_FAULT_MAX_RULES) {
-                say(err, errlen, "faults: more than %u rules", OL_FAULT_MAX_RULES);
+                snprintf(err, errlen, "faults: more than %u rules", OL_FAULT_MAX_RULES);
                 return -EINVAL;
             }
             if (parse_rule(&next[n], a, b, err, errlen) < 0)
@@ -303,28 +291,27 @@ uint64_t ol_fault_injected(enum ol_fault_mod mod)
     return mod < OL_FAULT_NMOD ? atomic_load_explicit(&injected[mod], memory_order_relaxed) : 0;
 }
 
-/* Appends to buf at *len (counting past cap, writing only within it). */
-static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+/* Appends piece[0..n) to buf at len (counting past cap, writing only
+ * within it); the new length. */
+static size_t append(char *buf, size_t cap, size_t len, const char *piece, int n)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *len += (size_t)n;
+    for (int i = 0; i < n; i++, len++)
+        if (len < cap)
+            buf[len] = piece[i];
+    return len;
 }
 
 size_t ol_fault_report(char *buf, size_t cap)
 {
-    size_t len = 0;
-    put(buf, cap, &len, "{\"injected\":{\"store\":%llu,\"kvdisk\":%llu},\"rules\":[",
-        (unsigned long long)ol_fault_injected(OL_FAULT_STORE),
-        (unsigned long long)ol_fault_injected(OL_FAULT_KVDISK));
+    char piece[320];
+    int n = snprintf(piece, sizeof piece,
+                     "{\"injected\":{\"store\":%llu,\"kvdisk\":%llu},\"rules\":[",
+                     (unsigned long long)ol_fault_injected(OL_FAULT_STORE),
+                     (unsigned long long)ol_fault_injected(OL_FAULT_KVDISK));
+    size_t len = append(buf, cap, 0, piece, n < (int)sizeof piece ? n : (int)sizeof piece - 1);
     pthread_mutex_lock(&mu);
-    unsigned n = atomic_load_explicit(&nrules, memory_order_relaxed);
-    for (unsigned i = 0; i < n; i++) {
+    unsigned nr = atomic_load_explicit(&nrules, memory_order_relaxed);
+    for (unsigned i = 0; i < nr; i++) {
         const struct rule *r = &rules[i];
         char drive[16] = "any";
         if (r->drive != ANY_DRIVE)
@@ -332,15 +319,17 @@ size_t ol_fault_report(char *buf, size_t cap)
         char p[48] = "";
         if (r->p > 0)
             snprintf(p, sizeof p, ",p=%g,seed=%llu", r->p, (unsigned long long)r->seed);
-        put(buf, cap, &len,
-            "%s{\"rule\":\"%s:drive=%s,op=%s,nth=%llu%s,err=%s,%s\",\"seen\":%llu,\"fired\":%llu}",
-            i ? "," : "", mod_names[r->mod], drive, op_names[r->op], (unsigned long long)r->nth,
-            p, err_name(r->err), r->persist ? "persist" : "once", (unsigned long long)r->seen,
-            (unsigned long long)r->fired);
+        n = snprintf(piece, sizeof piece,
+                     "%s{\"rule\":\"%s:drive=%s,op=%s,nth=%llu%s,err=%s,%s\",\"seen\":%llu,"
+                     "\"fired\":%llu}",
+                     i ? "," : "", mod_names[r->mod], drive, op_names[r->op],
+                     (unsigned long long)r->nth, p, err_name(r->err),
+                     r->persist ? "persist" : "once", (unsigned long long)r->seen,
+                     (unsigned long long)r->fired);
+        len = append(buf, cap, len, piece, n < (int)sizeof piece ? n : (int)sizeof piece - 1);
     }
     pthread_mutex_unlock(&mu);
-    put(buf, cap, &len, "]}\n");
-    return len;
+    return append(buf, cap, len, "]}\n", 3);
 }
 
 #endif

@@ -97,8 +97,9 @@ int ol_fault_apply(enum ol_fault_mod mod, enum ol_fault_op op, unsigned drive, i
 /*
  * Replaces every rule by those of spec (grammar above; NULL or "" clears
  * them). Per-rule counts start at 0; the totals of ol_fault_injected go on.
- * Returns 0, or -EINVAL with one line in err saying what is wrong (the
- * rules in force are left as they were).
+ * Returns 0 (err[0] = 0), or -EINVAL with one line in err[0..errlen)
+ * saying what is wrong, and the rules in force left as they were. err may
+ * be NULL when errlen is 0.
  */
 int ol_fault_set(const char *spec, char *err, size_t errlen);
 
