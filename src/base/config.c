@@ -1534,7 +1534,7 @@ static int read_secret_files(struct ol_config *c, char *err, size_t errlen)
             continue;
         int si = find_key(f->secret_of);
         const struct ckey *k = &ol_config_keys[si];
-        assert(k->kind == K_STR && (k->flags & KF_SECRET) && k->size <= sizeof val);
+        OL_ASSERT(k->kind == K_STR && (k->flags & KF_SECRET) && k->size <= sizeof val);
         if (c->origin[si].source != OL_CONFIG_DEFAULT)
             return errf(err, errlen, "%s: given together with %s; give the secret "
                         "one way only", key_where(c, fi, w, sizeof w),

@@ -633,7 +633,7 @@ static uint32_t ol_kvc_keys(struct ol_kv_conn *c, struct ol_kv_dec *d, bool *wro
 static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, struct ol_kv_dec *d)
 {
     struct ol_kv_server *s = c->srv;
-    assert(c->hello && c->sh == &c->t->shards[s->core]); /* bound to its tenant's shard */
+    OL_ASSERT(c->hello && c->sh == &c->t->shards[s->core]); /* bound to its tenant's shard */
     struct ol_kv_shard *sh = c->sh;
     const struct ol_kv_slab *slab = &c->t->slab;
     unsigned op = h->opcode;

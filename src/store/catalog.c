@@ -5,7 +5,8 @@
  */
 #include "store/catalog.h"
 
-#include <assert.h>
+#include "base/assert.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -621,7 +622,7 @@ void ol_catalog_page_destroy(struct ol_catalog_page *p) { free(p); }
 static int page_add(void *arg, const uint8_t *name, size_t len, const struct ol_index_rec *rec)
 {
     struct ol_catalog_page *p = arg;
-    assert(p->n < OL_CATALOG_PAGE_MAX && len <= OL_INDEX_KEY_MAX);
+    OL_ASSERT(p->n < OL_CATALOG_PAGE_MAX && len <= OL_INDEX_KEY_MAX);
     struct pent *e = &p->e[p->n++];
     e->off = (uint32_t)p->used;
     e->len = (uint16_t)len;

@@ -16,9 +16,10 @@
  */
 #include "store/engine_int.h"
 
+#include "base/assert.h"
+
 #include "store/catalog.h"
 
-#include <assert.h>
 #include <string.h>
 
 void ol_store_set_catalog(struct ol_store *s, struct ol_catalog *cat) { s->catalog = cat; }
@@ -56,7 +57,7 @@ void ol_se_listing_commit(struct ol_sreq *r)
     struct ol_catalog *cat = r->c->s->catalog;
     if (!cat || r->mode == OL_SE_MODE_PART)
         return;
-    assert(r->locked);   /* commit order: the key's lock is held */
+    OL_ASSERT(r->locked);   /* commit order: the key's lock is held */
     struct ol_meta_version v = r->tv;   /* the committed version: mtime, size, ETag, class */
     memcpy(v.vid, r->nvid, 16);
     struct ol_index_rec rec;
@@ -70,7 +71,7 @@ void ol_se_listing_delete(struct ol_sreq *r)
     struct ol_catalog *cat = r->c->s->catalog;
     if (!cat || r->ta)
         return;   /* a tag set is not in the listing */
-    assert(r->locked);
+    OL_ASSERT(r->locked);
     const struct ol_delete_args *a = r->da;
     if (a && !a->found)
         return;   /* no drive had that version: nothing changed */
@@ -89,7 +90,7 @@ void ol_se_listing_bucket(struct ol_sreq *r, bool created)
     struct ol_catalog *cat = r->c->s->catalog;
     if (!cat)
         return;
-    assert(r->locked);   /* the bucket's lock: creates and deletes in order */
+    OL_ASSERT(r->locked);   /* the bucket's lock: creates and deletes in order */
     if (created)
         ol_catalog_bucket_add(cat, r->bucket);
     else
