@@ -129,7 +129,10 @@ OLT_TEST_T(store_fault_short_writes_and_reads, 120)
 
 /* fsync (or the group commit's barrier) fails on one drive during the
  * commit: the PUT succeeds on the others, and that drive counts as failed
- * and holds no metadata of the new object. */
+ * and holds no metadata of the new object (except under the ordered
+ * commit, XFS with syncfs: there the rename comes before the drive's one
+ * barrier, so the failed drive may keep a name whose durability is unknown,
+ * as after a crash; it counted as failed, and heal rewrites it). */
 static void fsync_fails_on_one_drive(int sync)
 {
     struct sh_env e;
@@ -146,7 +149,8 @@ static void fsync_fails_on_one_drive(int sync)
     OLT_CHECK_EQ(put(&e, "y", "k", data, 200000), 0);
     struct ol_store_stats st = sh_stats(&e);
     OLT_CHECK_EQ(st.write_drive_failures - st0.write_drive_failures, 1);
-    OLT_CHECK(!has_meta(&e, bad, "y", "k"));
+    if (!ol_store_drive_ordered(e.s, bad))
+        OLT_CHECK(!has_meta(&e, bad, "y", "k"));
     for (unsigned i = 0; i < 4; i++)
         if (i != bad)
             OLT_CHECK(has_meta(&e, i, "y", "k"));
