@@ -23,6 +23,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "s3/date.h"
 #include "s3/pct.h"
 #include "s3/versioning.h"
 #include "store/catalog.h"
@@ -37,37 +38,6 @@
 static const struct ol_http_header *hdr(struct ol_s3_req *q, const char *name)
 {
     return ol_http_req_header(q->r, name);
-}
-
-static void http_date(int64_t sec, char out[40])
-{
-    time_t t = (time_t)sec;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, 40, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-}
-
-static void iso_date(int64_t sec, char out[40])
-{
-    time_t t = (time_t)sec;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, 40, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
-}
-
-/* An HTTP date (RFC 1123, the form clients send) as seconds; -1 if not one. */
-static int64_t parse_http_date(const char *s, size_t n)
-{
-    char buf[64];
-    if (n >= sizeof buf)
-        return -1;
-    memcpy(buf, s, n);
-    buf[n] = 0;
-    struct tm tm = {0};
-    const char *end = strptime(buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    if (!end || *end)
-        return -1;
-    return (int64_t)timegm(&tm);
 }
 
 /* The quoted ETag of a version: "hex" or "hex-N". */
@@ -247,7 +217,7 @@ static void list_buckets(struct ol_s3_req *q)
             break;
         }
         char d[40];
-        iso_date(v[i].created, d);
+        ol_s3_iso_date(v[i].created, d);
         ol_xml_open(&w, "Bucket", NULL);
         ol_xml_elem_s(&w, "Name", v[i].name);
         ol_xml_elem_s(&w, "CreationDate", d);
@@ -1666,7 +1636,7 @@ static void list_parts_done(void *ud, const struct ol_store_event *ev)
         struct ol_meta_version v = {0};
         memcpy(v.etag, p->etag, 16);
         etag_of(&v, et);
-        iso_date((int64_t)(p->mtime_ns / 1000000000ull), d);
+        ol_s3_iso_date((int64_t)(p->mtime_ns / 1000000000ull), d);
         ol_xml_open(&w, "Part", NULL);
         ol_xml_elem_u64(&w, "PartNumber", p->number);
         ol_xml_elem_s(&w, "LastModified", d);
@@ -1774,7 +1744,7 @@ static void list_uploads_done(void *ud, const struct ol_store_event *ev)
             }
         }
         hex16(u->upload_id, id);
-        iso_date((int64_t)(u->initiated_ns / 1000000000ull), d);
+        ol_s3_iso_date((int64_t)(u->initiated_ns / 1000000000ull), d);
         ol_xml_open(&w, "Upload", NULL);
         ol_xml_elem(&w, "Key", u->key, u->key_len);
         ol_xml_elem_s(&w, "UploadId", id);
@@ -1907,7 +1877,7 @@ static void copy_part_reply(struct ol_s3_req *q)
 {
     struct copy_state *c = q->op_state;
     char out[512], d[40], et[OL_META_ETAG_STRLEN + 2];
-    iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);
+    ol_s3_iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);
     etag_of(&c->v, et);
     struct ol_xml_w w;
     ol_xml_w_init(&w, out, sizeof out);
@@ -1961,7 +1931,7 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
             return;
         }
         char out[512], d[40], et[OL_META_ETAG_STRLEN + 2];
-        iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);
+        ol_s3_iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);
         etag_of(&c->v, et);
         struct ol_xml_w w;
         ol_xml_w_init(&w, out, sizeof out);
@@ -2097,12 +2067,12 @@ static int copy_conditions(struct ol_s3_req *q, const struct ol_meta_version *v)
     if (inm && etag_listed(inm->value, inm->value_len, etag))
         return 412;
     if (ius && !im) {
-        int64_t t = parse_http_date(ius->value, ius->value_len);
+        int64_t t = ol_s3_parse_http_date(ius->value, ius->value_len);
         if (t >= 0 && mtime > t)
             return 412;
     }
     if (ims && !inm) {
-        int64_t t = parse_http_date(ims->value, ims->value_len);
+        int64_t t = ol_s3_parse_http_date(ims->value, ims->value_len);
         if (t >= 0 && mtime <= t)
             return 412;
     }
@@ -2443,14 +2413,14 @@ static int conditions(struct ol_s3_req *q, const struct ol_meta_version *v, cons
     if (im && !etag_listed(im->value, im->value_len, etag))
         return 412;
     if (!im && ius) {
-        int64_t t = parse_http_date(ius->value, ius->value_len);
+        int64_t t = ol_s3_parse_http_date(ius->value, ius->value_len);
         if (t >= 0 && mtime > t)
             return 412;
     }
     if (inm && etag_listed(inm->value, inm->value_len, etag))
         return 304;
     if (!inm && ims) {
-        int64_t t = parse_http_date(ims->value, ims->value_len);
+        int64_t t = ol_s3_parse_http_date(ims->value, ims->value_len);
         if (t >= 0 && mtime <= t)
             return 304;
     }
@@ -2463,7 +2433,7 @@ static size_t object_headers(struct ol_s3_req *q, const struct ol_meta_version *
 {
     size_t n = 0;
     char d[40];
-    http_date((int64_t)(v->mtime_ns / 1000000000ull), d);
+    ol_s3_http_date((int64_t)(v->mtime_ns / 1000000000ull), d);
 #define ADD(...) do { int k_ = snprintf(h + n, cap - n, __VA_ARGS__); \
                       if (k_ > 0 && (size_t)k_ < cap - n) n += (size_t)k_; } while (0)
     ADD("ETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n", etag, d);
@@ -3211,12 +3181,7 @@ static int list_entry(void *arg, const uint8_t *name, size_t len, const struct o
     }
     struct ol_xml_w *w = lc->w;
     char d[80], et[OL_META_ETAG_STRLEN + 2];
-    time_t sec = (time_t)(rec->mtime_ns / 1000000000ull);
-    struct tm tm;
-    gmtime_r(&sec, &tm);
-    snprintf(d, sizeof d, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-             (unsigned)(rec->mtime_ns / 1000000ull % 1000));
+    ol_s3_iso_date_ms(rec->mtime_ns, d);
     struct ol_meta_version v = {0};
     memcpy(v.etag, rec->etag, 16);
     v.etag_parts = rec->etag_parts;

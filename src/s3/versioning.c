@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
+#include "s3/date.h"
 #include "store/catalog.h"
 #include "store/index.h"
 #include "store/meta.h"
@@ -459,22 +459,13 @@ static int lv_collect(void *arg, const uint8_t *name, size_t len, const struct o
     return 0;
 }
 
-static void lv_date(uint64_t ns, char out[80])
-{
-    time_t sec = (time_t)(ns / 1000000000ull);
-    struct tm tm;
-    gmtime_r(&sec, &tm);
-    snprintf(out, 80, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(ns / 1000000ull % 1000));
-}
-
 /* One <Version> or <DeleteMarker>. */
 static void lv_emit(struct lv_state *s, const char *key, size_t klen,
                     const struct ol_meta_version *v, bool latest)
 {
     struct ol_xml_w *w = &s->w;
     char d[80], id[OL_S3_VID_LEN + 1];
-    lv_date(v->mtime_ns, d);
+    ol_s3_iso_date_ms(v->mtime_ns, d);
     ol_s3_vid_format(v->vid, id);
     bool dm = v->type == OL_META_DELETE_MARKER;
     const char *tag = dm ? "DeleteMarker" : "Version";
