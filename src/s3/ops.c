@@ -25,6 +25,7 @@
 
 #include "s3/date.h"
 #include "s3/pct.h"
+#include "s3/range.h"
 #include "s3/versioning.h"
 #include "store/catalog.h"
 #include "store/engine.h"
@@ -2309,27 +2310,11 @@ static void upload_part_copy(struct ol_s3_req *q)
         return;
     const struct ol_http_header *rg = hdr(q, "x-amz-copy-source-range");
     uint64_t first = 0, last = 0;
-    if (rg) {
-        char v[64];
-        int pos = 0;
-        unsigned long long a = 0, b = 0;
-        if (rg->value_len >= sizeof v) {
-            pos = -1;
-        } else {
-            memcpy(v, rg->value, rg->value_len);
-            v[rg->value_len] = 0;
-            if (rg->value_len < 9 || v[6] < '0' || v[6] > '9' ||
-                sscanf(v, "bytes=%llu-%llu%n", &a, &b, &pos) != 2 || (size_t)pos != rg->value_len)
-                pos = -1;
-        }
-        if (pos < 0 || a > b || b == ULLONG_MAX) {
-            copy_fail(q, OL_S3_INVALID_ARGUMENT, "The x-amz-copy-source-range value must be "
-                      "of the form bytes=first-last where first and last are the zero-based "
-                      "offsets of the first and last bytes to copy");
-            return;
-        }
-        first = a;
-        last = b;
+    if (rg && ol_s3_copy_range(rg, &first, &last) < 0) {
+        copy_fail(q, OL_S3_INVALID_ARGUMENT, "The x-amz-copy-source-range value must be "
+                  "of the form bytes=first-last where first and last are the zero-based "
+                  "offsets of the first and last bytes to copy");
+        return;
     }
     c->part = true;
     memcpy(c->uid, id, 16);
@@ -2355,51 +2340,6 @@ static void get_client_gone(struct ol_s3_req *q)
 {
     get_release(q);
     ol_s3_req_free(q);
-}
-
-/* The Range header against size: 0 whole object, 1 a range (*off, *len),
- * -1 not satisfiable. Syntax S3 does not serve (several ranges, other
- * units, nonsense) is ignored: the whole object, as RFC 9110 allows. */
-static int parse_range(const struct ol_http_header *h, uint64_t size, uint64_t *off,
-                       uint64_t *len)
-{
-    if (!h || h->value_len < 7 || strncmp(h->value, "bytes=", 6) != 0)
-        return 0;
-    const char *s = h->value + 6, *end = h->value + h->value_len;
-    if (memchr(s, ',', (size_t)(end - s)))
-        return 0;
-    uint64_t a = 0, b = 0;
-    bool has_a = false, has_b = false;
-    while (s < end && *s >= '0' && *s <= '9') {
-        if (a > (UINT64_MAX - 9) / 10)
-            return 0;
-        a = a * 10 + (uint64_t)(*s++ - '0');
-        has_a = true;
-    }
-    if (s == end || *s++ != '-')
-        return 0;
-    while (s < end && *s >= '0' && *s <= '9') {
-        if (b > (UINT64_MAX - 9) / 10)
-            return 0;
-        b = b * 10 + (uint64_t)(*s++ - '0');
-        has_b = true;
-    }
-    if (s != end || (!has_a && !has_b))
-        return 0;
-    if (!has_a) {   /* suffix: the last b bytes */
-        if (b == 0)
-            return -1;
-        *len = b < size ? b : size;
-        *off = size - *len;
-        return size == 0 ? -1 : 1;
-    }
-    if (has_b && b < a)
-        return 0;
-    if (a >= size)
-        return -1;
-    *off = a;
-    *len = (has_b && b < size - 1 ? b : size - 1) - a + 1;
-    return 1;
 }
 
 /* 0 go on, else the status to answer (304 / 412). */
@@ -2535,7 +2475,7 @@ static void get_event(void *ud, const struct ol_store_event *ev)
             return;
         }
         uint64_t off = 0, len = v->size;
-        int pr = parse_range(hdr(q, "range"), v->size, &off, &len);
+        int pr = ol_s3_range(hdr(q, "range"), v->size, &off, &len);
         if (st->part && ol_store_part_range(v, st->part, &off, &len) < 0) {
             free(h);
             get_release(q);
