@@ -13,7 +13,7 @@
  * state as its user data; a request whose client went away (q->r NULL) is
  * only cleaned up.
  */
-#include "s3/s3_int.h"
+#include "s3/op_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -36,13 +36,8 @@
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static const struct ol_http_header *hdr(struct ol_s3_req *q, const char *name)
-{
-    return ol_http_req_header(q->r, name);
-}
-
 /* The quoted ETag of a version: "hex" or "hex-N". */
-static void etag_of(const struct ol_meta_version *v, char out[OL_META_ETAG_STRLEN + 2])
+void ol_s3_etag_quoted(const struct ol_meta_version *v, char out[OL_META_ETAG_STRLEN + 2])
 {
     char e[OL_META_ETAG_STRLEN];
     ol_meta_etag_format(v->etag, v->etag_parts, e, sizeof e);
@@ -77,7 +72,7 @@ static bool etag_listed(const char *list, size_t n, const char *etag)
     return false;
 }
 
-static enum ol_s3_err store_err(int status, const char **msg)
+enum ol_s3_err ol_s3_store_err(int status, const char **msg)
 {
     *msg = NULL;
     switch (status) {
@@ -104,33 +99,22 @@ static enum ol_s3_err store_err(int status, const char **msg)
 
 /* An InternalError's cause for the log (ol_s3_error): what failed and the
  * status it gave. Returns buf. */
-static const char *cause(char buf[128], const char *what, int status)
+const char *ol_s3_cause(char buf[128], const char *what, int status)
 {
     snprintf(buf, 128, "%s: %d (%s)", what, status, strerror(status < 0 ? -status : status));
     return buf;
 }
 
-static void store_error(struct ol_s3_req *q, int status)
+void ol_s3_store_error(struct ol_s3_req *q, int status)
 {
     const char *msg;
     char c[128];
-    enum ol_s3_err e = store_err(status, &msg);
-    ol_s3_error(q, e, e == OL_S3_INTERNAL ? cause(c, "the store", status) : msg);
-}
-
-static struct ol_store_core *store(struct ol_s3_req *q)
-{
-    return q->srv->p.store;
-}
-
-/* The client went away while an engine call runs: its callback frees q. */
-static void client_gone_plain(struct ol_s3_req *q)
-{
-    (void)q;
+    enum ol_s3_err e = ol_s3_store_err(status, &msg);
+    ol_s3_error(q, e, e == OL_S3_INTERNAL ? ol_s3_cause(c, "the store", status) : msg);
 }
 
 /* <Owner> / <Initiator>: every object belongs to the one account. */
-static void owner_xml(struct ol_xml_w *w, const char *tag)
+void ol_s3_owner(struct ol_xml_w *w, const char *tag)
 {
     ol_xml_open(w, tag, NULL);
     ol_xml_elem_s(w, "ID", "openlake");
@@ -140,8 +124,6 @@ static void owner_xml(struct ol_xml_w *w, const char *tag)
 
 /* ---- buckets ---------------------------------------------------------------- */
 
-static int qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap);
-static int token_decode(const char *tok, int tl, uint8_t *out, size_t max);
 
 /*
  * ListBuckets, with AWS's optional parameters: max-buckets (1..10000),
@@ -154,17 +136,17 @@ static int token_decode(const char *tok, int tl, uint8_t *out, size_t max);
 static void list_buckets(struct ol_s3_req *q)
 {
     char prefix[OL_S3_KEY_MAX + 1], tok[128], region[64], num[16];
-    int pl = qparam(q, "prefix", prefix, sizeof prefix);
-    int tl = qparam(q, "continuation-token", tok, sizeof tok);
-    int rl = qparam(q, "bucket-region", region, sizeof region);
-    int ml = qparam(q, "max-buckets", num, sizeof num);
+    int pl = ol_s3_qparam(q, "prefix", prefix, sizeof prefix);
+    int tl = ol_s3_qparam(q, "continuation-token", tok, sizeof tok);
+    int rl = ol_s3_qparam(q, "bucket-region", region, sizeof region);
+    int ml = ol_s3_qparam(q, "max-buckets", num, sizeof num);
     if (pl < 0 || rl < 0) {
         ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "A ListBuckets parameter is malformed or too "
                     "long.");
         return;
     }
     uint8_t after[64];
-    int al = tl > 0 ? token_decode(tok, tl, after, sizeof after - 1) : 0;
+    int al = tl > 0 ? ol_s3_token_decode(tok, tl, after, sizeof after - 1) : 0;
     if (tl < 0 || al < 0) {
         ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "The continuation token provided is incorrect");
         return;
@@ -204,7 +186,7 @@ static void list_buckets(struct ol_s3_req *q)
     ol_xml_w_init(&w, out, cap);
     ol_xml_decl(&w);
     ol_xml_open(&w, "ListAllMyBucketsResult", OL_S3_NS);
-    owner_xml(&w, "Owner");
+    ol_s3_owner(&w, "Owner");
     ol_xml_open(&w, "Buckets", NULL);
     unsigned listed = 0;
     const char *last = NULL;
@@ -266,11 +248,11 @@ static void bucket_done(void *ud, const struct ol_store_event *ev)
     if (ev->status < 0) {
         if (op == OL_OP_HEAD_BUCKET) {
             const char *msg;
-            enum ol_s3_err e = store_err(ev->status, &msg);
+            enum ol_s3_err e = ol_s3_store_err(ev->status, &msg);
             ol_s3_error(q, e, msg);   /* HEAD: the status alone reaches the client */
             return;
         }
-        store_error(q, ev->status);
+        ol_s3_store_error(q, ev->status);
         return;
     }
     switch (op) {
@@ -341,11 +323,11 @@ static void create_bucket_body(struct ol_s3_req *q)
             return;
         }
     }
-    int rc = ol_store_bucket_create(store(q), q->route.bucket, bucket_done, q);
+    int rc = ol_store_bucket_create(ol_s3_store(q), q->route.bucket, bucket_done, q);
     if (rc < 0)
-        store_error(q, rc);
+        ol_s3_store_error(q, rc);
     else
-        q->abort_handler = client_gone_plain;
+        q->abort_handler = ol_s3_client_gone_wait;
 }
 
 static void bucket_op(struct ol_s3_req *q)
@@ -359,16 +341,16 @@ static void bucket_op(struct ol_s3_req *q)
         return;
     }
     case OL_OP_DELETE_BUCKET:
-        rc = ol_store_bucket_delete(store(q), q->route.bucket, bucket_done, q);
+        rc = ol_store_bucket_delete(ol_s3_store(q), q->route.bucket, bucket_done, q);
         break;
     default:   /* HEAD, location, versioning: the bucket must exist */
-        rc = ol_store_bucket_exists(store(q), q->route.bucket, bucket_done, q);
+        rc = ol_store_bucket_exists(ol_s3_store(q), q->route.bucket, bucket_done, q);
         break;
     }
     if (rc < 0)
-        store_error(q, rc);
+        ol_s3_store_error(q, rc);
     else
-        q->abort_handler = client_gone_plain;
+        q->abort_handler = ol_s3_client_gone_wait;
 }
 
 /* ---- tags --------------------------------------------------------------------- */
@@ -385,7 +367,7 @@ static size_t utf8_chars(const char *s, size_t n)
 
 /* One tag set in x-amz-tagging form (k=v&k2=v2, URL-encoded): calls fn per
  * decoded pair. Returns the tag count, or -1 when S3 would refuse it. */
-static int tags_each(const char *s, size_t n, void (*fn)(void *, const char *, size_t,
+int ol_s3_tags_each(const char *s, size_t n, void (*fn)(void *, const char *, size_t,
                                                         const char *, size_t), void *arg)
 {
     char keys[10][129 * 4];
@@ -443,10 +425,10 @@ static void tag_xml(void *arg, const char *k, size_t kl, const char *v, size_t v
 
 /* The parity for x-amz-storage-class (-1: the store's default). false when
  * the class is not one S3 knows (answered InvalidStorageClass). */
-static bool parity_of(struct ol_s3_req *q, int *parity)
+bool ol_s3_parity(struct ol_s3_req *q, int *parity)
 {
     *parity = -1;
-    const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
+    const struct ol_http_header *sc = ol_s3_hdr(q, "x-amz-storage-class");
     if (!sc)
         return true;
     const struct ol_store *all = q->srv->p.store_all;
@@ -470,7 +452,7 @@ static void put_abort(struct ol_s3_req *q)
     }
 }
 
-static void put_fail(struct ol_s3_req *q, enum ol_s3_err e, const char *msg)
+void ol_s3_put_fail(struct ol_s3_req *q, enum ol_s3_err e, const char *msg)
 {
     put_abort(q);
     ol_s3_error(q, e, msg);
@@ -505,20 +487,20 @@ static int put_push(struct ol_s3_req *q, const char *d, size_t n)
 
 static void put_finish(struct ol_s3_req *q);
 
-static void put_body(struct ol_s3_req *q, const char *d, size_t n)
+void ol_s3_put_body(struct ol_s3_req *q, const char *d, size_t n)
 {
     int rc = put_push(q, d, n);
     char c[128];
     if (rc < 0)
-        put_fail(q, rc == -ENOBUFS ? OL_S3_SLOW_DOWN : OL_S3_INTERNAL,
-                 rc == -ENOBUFS ? NULL : cause(c, "ol_put_write", rc));
+        ol_s3_put_fail(q, rc == -ENOBUFS ? OL_S3_SLOW_DOWN : OL_S3_INTERNAL,
+                 rc == -ENOBUFS ? NULL : ol_s3_cause(c, "ol_put_write", rc));
 }
 
-static void put_body_end(struct ol_s3_req *q, enum ol_s3_err verdict)
+void ol_s3_put_body_end(struct ol_s3_req *q, enum ol_s3_err verdict)
 {
     struct ol_s3_op_put *st = &q->op.put;
     if (verdict) {
-        put_fail(q, verdict, NULL);
+        ol_s3_put_fail(q, verdict, NULL);
         return;
     }
     st->body_ended = true;
@@ -526,14 +508,7 @@ static void put_body_end(struct ol_s3_req *q, enum ol_s3_err verdict)
         put_finish(q);
 }
 
-/* Lower-cased x-amz-meta-* names and their values, sorted, within S3's 2 KiB. */
-struct user_meta {
-    struct ol_meta_kv kv[64];
-    char names[2048];
-    unsigned n;
-};
-
-static enum ol_s3_err collect_user_meta(struct ol_s3_req *q, struct user_meta *um)
+enum ol_s3_err ol_s3_user_meta(struct ol_s3_req *q, struct ol_s3_user_meta *um)
 {
     const struct ol_http_request *h = ol_http_req_head(q->r);
     size_t used = 0, total = 0;
@@ -572,7 +547,7 @@ static enum ol_s3_err collect_user_meta(struct ol_s3_req *q, struct user_meta *u
     return OL_S3_OK;
 }
 
-static void set_hdr(struct ol_meta_version *v, int which, const struct ol_http_header *x)
+void ol_s3_set_hdr(struct ol_meta_version *v, int which, const struct ol_http_header *x)
 {
     if (x && x->value_len)
         v->hdr[which] = (struct ol_meta_bytes){(const uint8_t *)x->value, (uint32_t)x->value_len};
@@ -585,7 +560,7 @@ static void set_hdr(struct ol_meta_version *v, int which, const struct ol_http_h
  * out (cap bytes) and returns the length, 0 when nothing is left; a value
  * longer than cap is returned whole (a slice of the header: too large to
  * store, refused by the caller's length check). */
-static struct ol_meta_bytes content_encoding(const struct ol_http_header *ce, char *out,
+struct ol_meta_bytes ol_s3_content_encoding(const struct ol_http_header *ce, char *out,
                                              size_t cap)
 {
     if (!ce)
@@ -624,31 +599,31 @@ static void put_finish(struct ol_s3_req *q)
     struct ol_meta_version v;
     memset(&v, 0, sizeof v);
     memcpy(v.etag, q->body.md5, 16);
-    struct user_meta um;
-    enum ol_s3_err e = collect_user_meta(q, &um);
+    struct ol_s3_user_meta um;
+    enum ol_s3_err e = ol_s3_user_meta(q, &um);
     if (e) {
-        put_fail(q, e, NULL);
+        ol_s3_put_fail(q, e, NULL);
         return;
     }
     v.user = um.kv;
     v.user_count = (uint16_t)um.n;
-    set_hdr(&v, OL_META_HDR_CONTENT_TYPE, hdr(q, "content-type"));
+    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_TYPE, ol_s3_hdr(q, "content-type"));
     char ce[OL_META_MAX_HEADER];
-    v.hdr[OL_META_HDR_CONTENT_ENCODING] = content_encoding(hdr(q, "content-encoding"), ce,
+    v.hdr[OL_META_HDR_CONTENT_ENCODING] = ol_s3_content_encoding(ol_s3_hdr(q, "content-encoding"), ce,
                                                            sizeof ce);
-    set_hdr(&v, OL_META_HDR_CONTENT_DISPOSITION, hdr(q, "content-disposition"));
-    set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, hdr(q, "content-language"));
-    set_hdr(&v, OL_META_HDR_CACHE_CONTROL, hdr(q, "cache-control"));
-    set_hdr(&v, OL_META_HDR_EXPIRES, hdr(q, "expires"));
-    const struct ol_http_header *tg = hdr(q, "x-amz-tagging");
+    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_DISPOSITION, ol_s3_hdr(q, "content-disposition"));
+    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, ol_s3_hdr(q, "content-language"));
+    ol_s3_set_hdr(&v, OL_META_HDR_CACHE_CONTROL, ol_s3_hdr(q, "cache-control"));
+    ol_s3_set_hdr(&v, OL_META_HDR_EXPIRES, ol_s3_hdr(q, "expires"));
+    const struct ol_http_header *tg = ol_s3_hdr(q, "x-amz-tagging");
     if (tg && tg->value_len)
         v.tagging = (struct ol_meta_bytes){(const uint8_t *)tg->value, (uint32_t)tg->value_len};
     for (int i = 0; i < OL_META_HDR__COUNT; i++)
         if (v.hdr[i].len > OL_META_MAX_HEADER) {
-            put_fail(q, OL_S3_METADATA_TOO_LARGE, NULL);
+            ol_s3_put_fail(q, OL_S3_METADATA_TOO_LARGE, NULL);
             return;
         }
-    const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
+    const struct ol_http_header *sc = ol_s3_hdr(q, "x-amz-storage-class");
     v.storage_class = sc && sc->value_len == 18 &&
                       memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
                           ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
@@ -667,14 +642,14 @@ static void put_finish(struct ol_s3_req *q)
     }
     if (rc < 0) {
         char c[128];
-        put_fail(q, rc == -EINVAL ? OL_S3_INVALID_ARGUMENT : OL_S3_INTERNAL,
-                 rc == -EINVAL ? NULL : cause(c, "ol_put_finish", rc));
+        ol_s3_put_fail(q, rc == -EINVAL ? OL_S3_INVALID_ARGUMENT : OL_S3_INTERNAL,
+                 rc == -EINVAL ? NULL : ol_s3_cause(c, "ol_put_finish", rc));
         return;
     }
     st->finishing = true;
 }
 
-static void put_event(void *ud, const struct ol_store_event *ev)
+void ol_s3_put_event(void *ud, const struct ol_store_event *ev)
 {
     struct ol_s3_req *q = ud;
     struct ol_s3_op_put *st = &q->op.put;
@@ -688,7 +663,7 @@ static void put_event(void *ud, const struct ol_store_event *ev)
             if (rc < 0) {
                 char c[128];
                 if (q->r)
-                    put_fail(q, OL_S3_INTERNAL, cause(c, "ol_put_write (the spilled bytes)", rc));
+                    ol_s3_put_fail(q, OL_S3_INTERNAL, ol_s3_cause(c, "ol_put_write (the spilled bytes)", rc));
                 else
                     put_abort(q), ol_s3_req_free(q);
                 return;
@@ -705,7 +680,7 @@ static void put_event(void *ud, const struct ol_store_event *ev)
         if (q->r) {
             int status = ev->status;
             put_abort(q);
-            store_error(q, status);
+            ol_s3_store_error(q, status);
         } else {
             put_abort(q);
             ol_s3_req_free(q);
@@ -718,13 +693,13 @@ static void put_event(void *ud, const struct ol_store_event *ev)
             return;
         }
         if (ev->status < 0) {
-            store_error(q, ev->status);
+            ol_s3_store_error(q, ev->status);
             return;
         }
         char h[512], et[OL_META_ETAG_STRLEN + 2], b64[OL_CK_MAX_B64 + 1];
         struct ol_meta_version tmp = {0};
         memcpy(tmp.etag, q->body.md5, 16);
-        etag_of(&tmp, et);
+        ol_s3_etag_quoted(&tmp, et);
         int n = snprintf(h, sizeof h, "ETag: %s\r\n", et);
         if (!st->is_part)
             n += (int)ol_s3_vid_header(q, st->vid, h + n, sizeof h - (size_t)n);
@@ -741,7 +716,7 @@ static void put_event(void *ud, const struct ol_store_event *ev)
     }
 }
 
-static void put_client_gone(struct ol_s3_req *q)
+void ol_s3_put_client_gone(struct ol_s3_req *q)
 {
     struct ol_s3_op_put *st = &q->op.put;
     if (st->finishing)
@@ -766,37 +741,37 @@ static void put_object(struct ol_s3_req *q)
         ol_s3_error(q, OL_S3_ENTITY_TOO_LARGE, NULL);
         return;
     }
-    struct user_meta um;
-    if ((e = collect_user_meta(q, &um))) {
+    struct ol_s3_user_meta um;
+    if ((e = ol_s3_user_meta(q, &um))) {
         ol_s3_error(q, e, NULL);
         return;
     }
-    const struct ol_http_header *tg = hdr(q, "x-amz-tagging");
+    const struct ol_http_header *tg = ol_s3_hdr(q, "x-amz-tagging");
     if (tg && (tg->value_len > OL_META_MAX_TAGGING ||
-               tags_each(tg->value, tg->value_len, NULL, NULL) < 0)) {
+               ol_s3_tags_each(tg->value, tg->value_len, NULL, NULL) < 0)) {
         ol_s3_error(q, OL_S3_INVALID_TAG, NULL);
         return;
     }
     int parity;
-    if (!parity_of(q, &parity))
+    if (!ol_s3_parity(q, &parity))
         return;
     struct ol_put_args a = {.bucket = q->route.bucket, .key = q->route.key,
                             .size = q->body.expect, .parity = parity, .cond = cond};
     ol_s3_vid_new(q, st->vid);
-    int rc = ol_put_begin(store(q), &a, put_event, q, &st->put);
+    int rc = ol_put_begin(ol_s3_store(q), &a, ol_s3_put_event, q, &st->put);
     if (rc < 0) {
-        store_error(q, rc);
+        ol_s3_store_error(q, rc);
         return;
     }
-    q->body_handler = put_body;
-    q->body_end_handler = put_body_end;
-    q->abort_handler = put_client_gone;
+    q->body_handler = ol_s3_put_body;
+    q->body_end_handler = ol_s3_put_body_end;
+    q->abort_handler = ol_s3_put_client_gone;
 }
 
 /* ---- multipart uploads ---------------------------------------------------------- */
 
 /* S3's encoding-type=url: every byte but unreserved ones and '/' as %XX. */
-static void url_text(struct ol_xml_w *w, const char *s, size_t n, bool url)
+void ol_s3_url_text(struct ol_xml_w *w, const char *s, size_t n, bool url)
 {
     if (!url) {
         ol_xml_text(w, s, n);
@@ -837,7 +812,7 @@ static int unhex16(const char *s, size_t n, uint8_t out[16])
 }
 
 /* The request's uploadId, or an error answered. */
-static bool upload_id_of(struct ol_s3_req *q, uint8_t id[16])
+bool ol_s3_upload_id(struct ol_s3_req *q, uint8_t id[16])
 {
     char v[80];
     int n = ol_s3_query(q->query, q->query_len, "uploadId", v, sizeof v);
@@ -860,16 +835,16 @@ static enum ol_s3_err mpu_err(int status, const char **msg)
     case -ENOSPC:
         *msg = "Too many multipart uploads in progress: complete or abort some.";
         return OL_S3_SLOW_DOWN;
-    default: return store_err(status, msg);
+    default: return ol_s3_store_err(status, msg);
     }
 }
 
-static void mpu_error(struct ol_s3_req *q, int status)
+void ol_s3_mpu_error(struct ol_s3_req *q, int status)
 {
     const char *msg;
     char c[128];
     enum ol_s3_err e = mpu_err(status, &msg);
-    ol_s3_error(q, e, e == OL_S3_INTERNAL ? cause(c, "the store (multipart)", status) : msg);
+    ol_s3_error(q, e, e == OL_S3_INTERNAL ? ol_s3_cause(c, "the store (multipart)", status) : msg);
 }
 
 /* State of the multipart calls that are not streams (create, complete,
@@ -903,7 +878,7 @@ enum { CK_TYPE_NONE, CK_TYPE_COMPOSITE, CK_TYPE_FULL_OBJECT };
 /* The request's x-amz-checksum-type: CK_TYPE_*, -1 for another value. */
 static int checksum_type(struct ol_s3_req *q)
 {
-    const struct ol_http_header *h = hdr(q, "x-amz-checksum-type");
+    const struct ol_http_header *h = ol_s3_hdr(q, "x-amz-checksum-type");
     if (!h)
         return CK_TYPE_NONE;
     if (h->value_len == 9 && strncasecmp(h->value, "COMPOSITE", 9) == 0)
@@ -957,11 +932,6 @@ static void mpu_free(struct ol_s3_req *q)
     q->op_state = NULL;
 }
 
-static void mpu_gone(struct ol_s3_req *q)
-{
-    (void)q;   /* the engine's callback comes and frees */
-}
-
 /* The start of every multipart callback: true when the request ended here
  * (the client left, or the engine failed: answered). */
 static bool mpu_ended(struct ol_s3_req *q, const struct ol_store_event *ev)
@@ -971,7 +941,7 @@ static bool mpu_ended(struct ol_s3_req *q, const struct ol_store_event *ev)
     int st = ev->status;
     mpu_free(q);
     if (q->r)
-        mpu_error(q, st);
+        ol_s3_mpu_error(q, st);
     else
         ol_s3_req_free(q);
     return true;
@@ -992,9 +962,9 @@ static void mpu_started(struct ol_s3_req *q, int rc)
 {
     if (rc < 0) {
         mpu_free(q);
-        mpu_error(q, rc);
+        ol_s3_mpu_error(q, rc);
     } else {
-        q->abort_handler = mpu_gone;
+        q->abort_handler = ol_s3_client_gone_wait;
     }
 }
 
@@ -1032,20 +1002,20 @@ static void create_done(void *ud, const struct ol_store_event *ev)
 
 static void create_upload(struct ol_s3_req *q)
 {
-    struct user_meta um;
-    enum ol_s3_err e = collect_user_meta(q, &um);
+    struct ol_s3_user_meta um;
+    enum ol_s3_err e = ol_s3_user_meta(q, &um);
     if (e) {
         ol_s3_error(q, e, NULL);
         return;
     }
-    const struct ol_http_header *tg = hdr(q, "x-amz-tagging");
+    const struct ol_http_header *tg = ol_s3_hdr(q, "x-amz-tagging");
     if (tg && (tg->value_len > OL_META_MAX_TAGGING ||
-               tags_each(tg->value, tg->value_len, NULL, NULL) < 0)) {
+               ol_s3_tags_each(tg->value, tg->value_len, NULL, NULL) < 0)) {
         ol_s3_error(q, OL_S3_INVALID_TAG, NULL);
         return;
     }
     int algo = 0;
-    const struct ol_http_header *ca = hdr(q, "x-amz-checksum-algorithm");
+    const struct ol_http_header *ca = ol_s3_hdr(q, "x-amz-checksum-algorithm");
     if (ca && !(algo = ol_ck_algo_of_name(ca->value, ca->value_len))) {
         ol_s3_error(q, OL_S3_INVALID_REQUEST, "Unknown x-amz-checksum-algorithm.");
         return;
@@ -1072,7 +1042,7 @@ static void create_upload(struct ol_s3_req *q)
         return;
     }
     int parity;
-    if (!parity_of(q, &parity))
+    if (!ol_s3_parity(q, &parity))
         return;
     struct mpu_state *m = mpu_new(q);
     if (!m)
@@ -1083,29 +1053,29 @@ static void create_upload(struct ol_s3_req *q)
     memset(&v, 0, sizeof v);
     v.user = um.kv;
     v.user_count = (uint16_t)um.n;
-    set_hdr(&v, OL_META_HDR_CONTENT_TYPE, hdr(q, "content-type"));
-    set_hdr(&v, OL_META_HDR_CONTENT_DISPOSITION, hdr(q, "content-disposition"));
-    set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, hdr(q, "content-language"));
-    set_hdr(&v, OL_META_HDR_CACHE_CONTROL, hdr(q, "cache-control"));
-    set_hdr(&v, OL_META_HDR_EXPIRES, hdr(q, "expires"));
+    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_TYPE, ol_s3_hdr(q, "content-type"));
+    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_DISPOSITION, ol_s3_hdr(q, "content-disposition"));
+    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, ol_s3_hdr(q, "content-language"));
+    ol_s3_set_hdr(&v, OL_META_HDR_CACHE_CONTROL, ol_s3_hdr(q, "cache-control"));
+    ol_s3_set_hdr(&v, OL_META_HDR_EXPIRES, ol_s3_hdr(q, "expires"));
     char ce[OL_META_MAX_HEADER];
-    v.hdr[OL_META_HDR_CONTENT_ENCODING] = content_encoding(hdr(q, "content-encoding"), ce,
+    v.hdr[OL_META_HDR_CONTENT_ENCODING] = ol_s3_content_encoding(ol_s3_hdr(q, "content-encoding"), ce,
                                                            sizeof ce);
     if (tg && tg->value_len)
         v.tagging = (struct ol_meta_bytes){(const uint8_t *)tg->value, (uint32_t)tg->value_len};
-    const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
+    const struct ol_http_header *sc = ol_s3_hdr(q, "x-amz-storage-class");
     v.storage_class = sc && sc->value_len == 18 && memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
                           ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
     v.cks.algo = (uint8_t)algo;
     v.cks.flags = m->full ? OL_META_CKS_FULL_OBJECT : 0;
     m->create = (struct ol_mpu_create_args){.bucket = q->route.bucket, .key = q->route.key,
                                             .parity = parity, .v = &v};
-    int rc = ol_mpu_create(store(q), &m->create, create_done, q);
+    int rc = ol_mpu_create(ol_s3_store(q), &m->create, create_done, q);
     mpu_started(q, rc);
 }
 
 /* The ?partNumber of q, 1..10000; 0 after answering InvalidArgument. */
-static long part_number(struct ol_s3_req *q)
+long ol_s3_part_number(struct ol_s3_req *q)
 {
     char num[16];
     int nl = ol_s3_query(q->query, q->query_len, "partNumber", num, sizeof num);
@@ -1125,9 +1095,9 @@ static void upload_part(struct ol_s3_req *q)
     memset(st, 0, offsetof(struct ol_s3_op_put, spill));
     st->is_part = true;
     uint8_t id[16];
-    if (!upload_id_of(q, id))
+    if (!ol_s3_upload_id(q, id))
         return;
-    long pn = part_number(q);
+    long pn = ol_s3_part_number(q);
     if (!pn)
         return;
     enum ol_s3_err e = ol_s3_begin_body(q);
@@ -1142,9 +1112,9 @@ static void upload_part(struct ol_s3_req *q)
     struct ol_mpu_part_args a = {.bucket = q->route.bucket, .key = q->route.key,
                                  .upload_id = id, .number = (uint32_t)pn,
                                  .size = q->body.expect};
-    int rc = ol_mpu_part_begin(store(q), &a, put_event, q, &st->put);
+    int rc = ol_mpu_part_begin(ol_s3_store(q), &a, ol_s3_put_event, q, &st->put);
     if (rc < 0) {
-        mpu_error(q, rc);
+        ol_s3_mpu_error(q, rc);
         return;
     }
     /* an upload with a checksum algorithm takes parts with that checksum
@@ -1155,12 +1125,12 @@ static void upload_part(struct ol_s3_req *q)
         char msg[128], un[16], gn[16];
         snprintf(msg, sizeof msg, "Checksum Type mismatch occurred, expected checksum Type: %s, "
                  "actual checksum Type: %s", ck_lower((int)ua, un), ck_lower(q->body.ck_algo, gn));
-        put_fail(q, OL_S3_INVALID_REQUEST, msg);
+        ol_s3_put_fail(q, OL_S3_INVALID_REQUEST, msg);
         return;
     }
-    q->body_handler = put_body;
-    q->body_end_handler = put_body_end;
-    q->abort_handler = put_client_gone;
+    q->body_handler = ol_s3_put_body;
+    q->body_end_handler = ol_s3_put_body_end;
+    q->abort_handler = ol_s3_put_client_gone;
 }
 
 /* ---- CompleteMultipartUpload ---- */
@@ -1384,7 +1354,7 @@ static void complete_reply(struct ol_s3_req *q, const uint8_t etag[16], unsigned
     memcpy(v.etag, etag, 16);
     v.etag_parts = (uint16_t)nparts;
     char et[OL_META_ETAG_STRLEN + 2], out[4096 + 3 * OL_S3_KEY_MAX];
-    etag_of(&v, et);
+    ol_s3_etag_quoted(&v, et);
     struct ol_xml_w w;
     ol_xml_w_init(&w, out, sizeof out);
     ol_xml_decl(&w);
@@ -1393,7 +1363,7 @@ static void complete_reply(struct ol_s3_req *q, const uint8_t etag[16], unsigned
     snprintf(loc, sizeof loc, "/%s/", q->route.bucket);
     ol_xml_open(&w, "Location", NULL);
     ol_xml_text(&w, loc, strlen(loc));
-    url_text(&w, q->route.key, q->route.key_len, true);
+    ol_s3_url_text(&w, q->route.key, q->route.key_len, true);
     ol_xml_close(&w, "Location");
     ol_xml_elem(&w, "Bucket", q->route.bucket, q->route.bucket_len);
     ol_xml_elem(&w, "Key", q->route.key, q->route.key_len);
@@ -1436,7 +1406,7 @@ static void complete_again_event(void *ud, const struct ol_store_event *ev)
         ev->status != OL_STORE_ENOBUCKET) {
         int st = ev->status < 0 ? ev->status : -EIO;
         mpu_free(q);
-        store_error(q, st);   /* the version could not be read: not "no upload" */
+        ol_s3_store_error(q, st);   /* the version could not be read: not "no upload" */
         return;
     }
     bool same = v && v->type == OL_META_OBJECT && memcmp(v->data_dir, m->id, 16) == 0 &&
@@ -1448,7 +1418,7 @@ static void complete_again_event(void *ud, const struct ol_store_event *ev)
     }
     if (!same) {
         mpu_free(q);
-        mpu_error(q, OL_STORE_ENOUPLOAD);
+        ol_s3_mpu_error(q, OL_STORE_ENOUPLOAD);
         return;
     }
     complete_reply(q, v->etag, m->complete.nparts, v->vid,
@@ -1460,14 +1430,14 @@ static void complete_again(struct ol_s3_req *q)
     struct mpu_state *m = q->op_state;
     struct ol_get_args a = {.bucket = q->route.bucket, .key = q->route.key, .offset = 0,
                             .length = -1};
-    int rc = ol_get_begin(store(q), &a, complete_again_event, q, &m->get);
+    int rc = ol_get_begin(ol_s3_store(q), &a, complete_again_event, q, &m->get);
     if (rc < 0) {
         m->get = NULL;
         mpu_free(q);
-        store_error(q, rc);
+        ol_s3_store_error(q, rc);
         return;
     }
-    q->abort_handler = mpu_gone;
+    q->abort_handler = ol_s3_client_gone_wait;
 }
 
 static void complete_done(void *ud, const struct ol_store_event *ev)
@@ -1496,7 +1466,7 @@ static void complete_body(struct ol_s3_req *q)
 {
     struct ol_store_cond cond;
     uint8_t id[16];
-    if (!ol_s3_write_cond(q, &cond) || !upload_id_of(q, id))
+    if (!ol_s3_write_cond(q, &cond) || !ol_s3_upload_id(q, id))
         return;   /* checked before the body: cannot fail here */
     struct mpu_state *m = mpu_new(q);
     if (!m)
@@ -1512,7 +1482,7 @@ static void complete_body(struct ol_s3_req *q)
     /* the upload's checksum algorithm and type decide what the list and
      * the headers must say (an upload not found: maybe a Complete again) */
     uint8_t ualgo = 0, uflags = 0;
-    bool known = ol_mpu_upload_checksum(store(q), q->route.bucket, q->route.key, m->id, &ualgo,
+    bool known = ol_mpu_upload_checksum(ol_s3_store(q), q->route.bucket, q->route.key, m->id, &ualgo,
                                         &uflags) == 0;
     m->algo = known ? ualgo : 0;   /* ol_ck_algo and ol_meta_cks agree */
     m->full = upload_full(ualgo, uflags);
@@ -1554,7 +1524,7 @@ static void complete_body(struct ol_s3_req *q)
         m->complete.cks_given = m->full ? m->given : NULL;
     }
     ol_s3_vid_new(q, m->complete.vid);
-    rc = ol_mpu_complete(store(q), &m->complete, complete_done, q);
+    rc = ol_mpu_complete(ol_s3_store(q), &m->complete, complete_done, q);
     if (rc == OL_STORE_ENOUPLOAD)
         complete_again(q);
     else
@@ -1567,7 +1537,7 @@ static void complete_upload(struct ol_s3_req *q)
 {
     struct ol_store_cond cond;
     uint8_t id[16];
-    if (!ol_s3_write_cond(q, &cond) || !upload_id_of(q, id))
+    if (!ol_s3_write_cond(q, &cond) || !ol_s3_upload_id(q, id))
         return;
     q->object_checksums = true;   /* x-amz-checksum-*: the object's, not the XML's */
     enum ol_s3_err e = ol_s3_read_xml(q, complete_body);
@@ -1583,7 +1553,7 @@ static void abort_done(void *ud, const struct ol_store_event *ev)
         return;
     }
     if (ev->status < 0)
-        mpu_error(q, ev->status);
+        ol_s3_mpu_error(q, ev->status);
     else
         ol_s3_reply(q, 204, NULL, NULL, NULL, 0);
 }
@@ -1591,13 +1561,13 @@ static void abort_done(void *ud, const struct ol_store_event *ev)
 static void abort_upload(struct ol_s3_req *q)
 {
     uint8_t id[16];
-    if (!upload_id_of(q, id))
+    if (!ol_s3_upload_id(q, id))
         return;
-    int rc = ol_mpu_abort(store(q), q->route.bucket, q->route.key, id, abort_done, q);
+    int rc = ol_mpu_abort(ol_s3_store(q), q->route.bucket, q->route.key, id, abort_done, q);
     if (rc < 0)
-        mpu_error(q, rc);
+        ol_s3_mpu_error(q, rc);
     else
-        q->abort_handler = mpu_gone;
+        q->abort_handler = ol_s3_client_gone_wait;
 }
 
 /* ---- ListParts / ListMultipartUploads ---- */
@@ -1636,7 +1606,7 @@ static void list_parts_done(void *ud, const struct ol_store_event *ev)
         struct ol_mpu_part_info *p = &a->out[i];
         struct ol_meta_version v = {0};
         memcpy(v.etag, p->etag, 16);
-        etag_of(&v, et);
+        ol_s3_etag_quoted(&v, et);
         ol_s3_iso_date((int64_t)(p->mtime_ns / 1000000000ull), d);
         ol_xml_open(&w, "Part", NULL);
         ol_xml_elem_u64(&w, "PartNumber", p->number);
@@ -1661,7 +1631,7 @@ static void list_parts(struct ol_s3_req *q)
     struct mpu_state *m = mpu_new(q);
     if (!m)
         return;
-    if (!upload_id_of(q, m->id)) {
+    if (!ol_s3_upload_id(q, m->id)) {
         q->op_state = NULL;
         free(m);
         return;
@@ -1686,7 +1656,7 @@ static void list_parts(struct ol_s3_req *q)
     m->lparts = (struct ol_mpu_list_parts_args){.bucket = q->route.bucket, .key = q->route.key,
                                                 .upload_id = m->id, .marker = marker,
                                                 .max = max, .out = m->pinfo};
-    int rc = ol_mpu_list_parts(store(q), &m->lparts, list_parts_done, q);
+    int rc = ol_mpu_list_parts(ol_s3_store(q), &m->lparts, list_parts_done, q);
     mpu_started(q, rc);
 }
 
@@ -1749,8 +1719,8 @@ static void list_uploads_done(void *ud, const struct ol_store_event *ev)
         ol_xml_open(&w, "Upload", NULL);
         ol_xml_elem(&w, "Key", u->key, u->key_len);
         ol_xml_elem_s(&w, "UploadId", id);
-        owner_xml(&w, "Initiator");
-        owner_xml(&w, "Owner");
+        ol_s3_owner(&w, "Initiator");
+        ol_s3_owner(&w, "Owner");
         ol_xml_elem_s(&w, "StorageClass", u->storage_class == OL_META_SC_REDUCED_REDUNDANCY
                                               ? "REDUCED_REDUNDANCY" : "STANDARD");
         ol_xml_elem_s(&w, "Initiated", d);
@@ -1797,7 +1767,7 @@ static void list_uploads(struct ol_s3_req *q)
         .key_marker = kl > 0 ? key_marker : NULL,
         .upload_id_marker = kl > 0 && have_id ? m->id : NULL, .max = max, .out = m->uinfo,
         .keys = m->keys, .keys_cap = (size_t)max * (OL_S3_KEY_MAX + 1)};
-    int rc = ol_mpu_list_uploads(store(q), &m->luploads, list_uploads_done, q);
+    int rc = ol_mpu_list_uploads(ol_s3_store(q), &m->luploads, list_uploads_done, q);
     mpu_started(q, rc);
 }
 
@@ -1879,7 +1849,7 @@ static void copy_part_reply(struct ol_s3_req *q)
     struct copy_state *c = q->op_state;
     char out[512], d[40], et[OL_META_ETAG_STRLEN + 2];
     ol_s3_iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);
-    etag_of(&c->v, et);
+    ol_s3_etag_quoted(&c->v, et);
     struct ol_xml_w w;
     ol_xml_w_init(&w, out, sizeof out);
     ol_xml_decl(&w);
@@ -1911,7 +1881,7 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
         copy_pump(q);
     } else if (ev->type == OL_STORE_EV_ERROR) {
         const char *msg;
-        enum ol_s3_err e = store_err(ev->status, &msg);
+        enum ol_s3_err e = ol_s3_store_err(ev->status, &msg);
         copy_fail(q, e, msg);
     } else if (ev->type == OL_STORE_EV_DONE) {
         c->put = NULL;
@@ -1922,9 +1892,9 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
             if (!q->r)
                 ol_s3_req_free(q);
             else if (part)
-                mpu_error(q, st);
+                ol_s3_mpu_error(q, st);
             else
-                store_error(q, st);
+                ol_s3_store_error(q, st);
             return;
         }
         if (c->part) {
@@ -1933,7 +1903,7 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
         }
         char out[512], d[40], et[OL_META_ETAG_STRLEN + 2];
         ol_s3_iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);
-        etag_of(&c->v, et);
+        ol_s3_etag_quoted(&c->v, et);
         struct ol_xml_w w;
         ol_xml_w_init(&w, out, sizeof out);
         ol_xml_decl(&w);
@@ -1969,7 +1939,7 @@ static void copy_finish(struct ol_s3_req *q)
     int rc = ol_put_finish(c->put, &c->v);
     if (rc < 0) {
         char cb[128];
-        copy_fail(q, OL_S3_INTERNAL, cause(cb, "ol_put_finish (copy)", rc));
+        copy_fail(q, OL_S3_INTERNAL, ol_s3_cause(cb, "ol_put_finish (copy)", rc));
         return;
     }
     c->put_finishing = true;
@@ -1987,7 +1957,7 @@ static void copy_pump(struct ol_s3_req *q)
         int rc = ol_put_write(c->put, p, n);
         if (rc < 0) {
             char cb[128];
-            copy_fail(q, OL_S3_INTERNAL, cause(cb, "ol_put_write (copy)", rc));
+            copy_fail(q, OL_S3_INTERNAL, ol_s3_cause(cb, "ol_put_write (copy)", rc));
             return;
         }
         ol_md5_update(ol_s3_md5(q), p, n);
@@ -2009,7 +1979,7 @@ static void copy_pump(struct ol_s3_req *q)
     char cb[128];
     if (rc < 0)
         copy_fail(q, rc == -ERANGE ? OL_S3_INVALID_RANGE : OL_S3_INTERNAL,
-                  rc == -ERANGE ? NULL : cause(cb, "ol_get_next (copy)", rc));
+                  rc == -ERANGE ? NULL : ol_s3_cause(cb, "ol_get_next (copy)", rc));
 }
 
 /* UploadPartCopy, at the source's metadata: the range, then the part
@@ -2035,10 +2005,10 @@ static void copy_part_begin(struct ol_s3_req *q, const struct ol_meta_version *s
     }
     struct ol_mpu_part_args a = {.bucket = q->route.bucket, .key = q->route.key,
                                  .upload_id = c->uid, .number = c->pnum, .size = c->size};
-    int rc = ol_mpu_part_begin(store(q), &a, copy_put_event, q, &c->put);
+    int rc = ol_mpu_part_begin(ol_s3_store(q), &a, copy_put_event, q, &c->put);
     if (rc < 0) {
         copy_free(q);
-        mpu_error(q, rc);
+        ol_s3_mpu_error(q, rc);
         return;
     }
     c->v.cks.algo = (uint8_t)ol_put_upload_algo(c->put);
@@ -2057,12 +2027,12 @@ static void copy_part_begin(struct ol_s3_req *q, const struct ol_meta_version *s
 static int copy_conditions(struct ol_s3_req *q, const struct ol_meta_version *v)
 {
     char etag[OL_META_ETAG_STRLEN + 2];
-    etag_of(v, etag);
+    ol_s3_etag_quoted(v, etag);
     int64_t mtime = (int64_t)(v->mtime_ns / 1000000000ull);
-    const struct ol_http_header *im = hdr(q, "x-amz-copy-source-if-match");
-    const struct ol_http_header *inm = hdr(q, "x-amz-copy-source-if-none-match");
-    const struct ol_http_header *ims = hdr(q, "x-amz-copy-source-if-modified-since");
-    const struct ol_http_header *ius = hdr(q, "x-amz-copy-source-if-unmodified-since");
+    const struct ol_http_header *im = ol_s3_hdr(q, "x-amz-copy-source-if-match");
+    const struct ol_http_header *inm = ol_s3_hdr(q, "x-amz-copy-source-if-none-match");
+    const struct ol_http_header *ims = ol_s3_hdr(q, "x-amz-copy-source-if-modified-since");
+    const struct ol_http_header *ius = ol_s3_hdr(q, "x-amz-copy-source-if-unmodified-since");
     if (im && !etag_listed(im->value, im->value_len, etag))
         return 412;
     if (inm && etag_listed(inm->value, inm->value_len, etag))
@@ -2125,10 +2095,10 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
             c->v.cks.algo = 0;
         struct ol_put_args a = {.bucket = q->route.bucket, .key = q->route.key,
                                 .size = c->size, .parity = -1, .cond = c->cond};
-        int rc = ol_put_begin(store(q), &a, copy_put_event, q, &c->put);
+        int rc = ol_put_begin(ol_s3_store(q), &a, copy_put_event, q, &c->put);
         if (rc < 0) {
             const char *msg;
-            enum ol_s3_err e = store_err(rc, &msg);
+            enum ol_s3_err e = ol_s3_store_err(rc, &msg);
             copy_fail(q, e, msg);
             return;
         }
@@ -2158,7 +2128,7 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
             return;
         }
         const char *msg;
-        enum ol_s3_err e = store_err(st, &msg);
+        enum ol_s3_err e = ol_s3_store_err(st, &msg);
         copy_fail(q, e, msg);
         return;
     }
@@ -2173,7 +2143,7 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
  * made q's op_state; NULL after answering the error. */
 static struct copy_state *copy_new(struct ol_s3_req *q)
 {
-    const struct ol_http_header *src = hdr(q, "x-amz-copy-source");
+    const struct ol_http_header *src = ol_s3_hdr(q, "x-amz-copy-source");
     char raw[2 * OL_S3_KEY_MAX + 80], dec[OL_S3_KEY_MAX + 80];
     if (!src || src->value_len >= sizeof raw) {
         ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "Copy Source must mention the source bucket "
@@ -2227,10 +2197,10 @@ static void copy_start(struct ol_s3_req *q)
     struct ol_get_args a = {.bucket = c->src_bucket, .key = c->src_key, .offset = 0,
                             .length = -1, .vid = c->src_has_vid ? c->src_vid : NULL};
     q->abort_handler = copy_client_gone;
-    int rc = ol_get_begin(store(q), &a, copy_get_event, q, &c->get);
+    int rc = ol_get_begin(ol_s3_store(q), &a, copy_get_event, q, &c->get);
     if (rc < 0) {
         const char *msg;
-        enum ol_s3_err e = store_err(rc, &msg);
+        enum ol_s3_err e = ol_s3_store_err(rc, &msg);
         copy_fail(q, e, msg);
     }
 }
@@ -2240,7 +2210,7 @@ static void copy_object(struct ol_s3_req *q)
     struct copy_state *c = copy_new(q);
     if (!c)
         return;
-    const struct ol_http_header *dir = hdr(q, "x-amz-metadata-directive");
+    const struct ol_http_header *dir = ol_s3_hdr(q, "x-amz-metadata-directive");
     bool replace = dir && dir->value_len == 7 && memcmp(dir->value, "REPLACE", 7) == 0;
     if (dir && !replace && !(dir->value_len == 4 && memcmp(dir->value, "COPY", 4) == 0)) {
         copy_fail(q, OL_S3_INVALID_ARGUMENT, "Unknown metadata directive.");
@@ -2264,8 +2234,8 @@ static void copy_object(struct ol_s3_req *q)
     c->replace = replace;
     ol_s3_vid_new(q, c->new_vid);
     if (replace) {   /* REPLACE: the request's headers, as PutObject takes them */
-        struct user_meta *um = malloc(sizeof *um);
-        enum ol_s3_err e = um ? collect_user_meta(q, um) : OL_S3_SLOW_DOWN;
+        struct ol_s3_user_meta *um = malloc(sizeof *um);
+        enum ol_s3_err e = um ? ol_s3_user_meta(q, um) : OL_S3_SLOW_DOWN;
         if (e) {
             free(um);
             copy_fail(q, e, NULL);
@@ -2282,11 +2252,11 @@ static void copy_object(struct ol_s3_req *q)
             "content-type", "content-encoding", "content-disposition", "content-language",
             "cache-control", "expires"};
         for (int i = 0; i < OL_META_HDR__COUNT; i++) {
-            const struct ol_http_header *x = hdr(q, names[i]);
+            const struct ol_http_header *x = ol_s3_hdr(q, names[i]);
             if (x && x->value_len && x->value_len <= OL_META_MAX_HEADER)
                 c->v.hdr[i] = keep(c, (const uint8_t *)x->value, (uint32_t)x->value_len);
         }
-        const struct ol_http_header *sc = hdr(q, "x-amz-storage-class");
+        const struct ol_http_header *sc = ol_s3_hdr(q, "x-amz-storage-class");
         c->v.storage_class = sc && sc->value_len == 18 &&
                              memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
                                  ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
@@ -2300,15 +2270,15 @@ static void copy_object(struct ol_s3_req *q)
 static void upload_part_copy(struct ol_s3_req *q)
 {
     uint8_t id[16];
-    if (!upload_id_of(q, id))
+    if (!ol_s3_upload_id(q, id))
         return;
-    long pn = part_number(q);
+    long pn = ol_s3_part_number(q);
     if (!pn)
         return;
     struct copy_state *c = copy_new(q);
     if (!c)
         return;
-    const struct ol_http_header *rg = hdr(q, "x-amz-copy-source-range");
+    const struct ol_http_header *rg = ol_s3_hdr(q, "x-amz-copy-source-range");
     uint64_t first = 0, last = 0;
     if (rg && ol_s3_copy_range(rg, &first, &last) < 0) {
         copy_fail(q, OL_S3_INVALID_ARGUMENT, "The x-amz-copy-source-range value must be "
@@ -2346,10 +2316,10 @@ static void get_client_gone(struct ol_s3_req *q)
 static int conditions(struct ol_s3_req *q, const struct ol_meta_version *v, const char *etag)
 {
     int64_t mtime = (int64_t)(v->mtime_ns / 1000000000ull);
-    const struct ol_http_header *im = hdr(q, "if-match");
-    const struct ol_http_header *inm = hdr(q, "if-none-match");
-    const struct ol_http_header *ims = hdr(q, "if-modified-since");
-    const struct ol_http_header *ius = hdr(q, "if-unmodified-since");
+    const struct ol_http_header *im = ol_s3_hdr(q, "if-match");
+    const struct ol_http_header *inm = ol_s3_hdr(q, "if-none-match");
+    const struct ol_http_header *ims = ol_s3_hdr(q, "if-modified-since");
+    const struct ol_http_header *ius = ol_s3_hdr(q, "if-unmodified-since");
     if (im && !etag_listed(im->value, im->value_len, etag))
         return 412;
     if (!im && ius) {
@@ -2414,11 +2384,11 @@ static size_t object_headers(struct ol_s3_req *q, const struct ol_meta_version *
     if (v->storage_class == OL_META_SC_REDUCED_REDUNDANCY)
         ADD("x-amz-storage-class: REDUCED_REDUNDANCY\r\n");
     if (v->tagging.len) {
-        int nt = tags_each((const char *)v->tagging.p, v->tagging.len, NULL, NULL);
+        int nt = ol_s3_tags_each((const char *)v->tagging.p, v->tagging.len, NULL, NULL);
         if (nt > 0)
             ADD("x-amz-tagging-count: %d\r\n", nt);
     }
-    const struct ol_http_header *mode = hdr(q, "x-amz-checksum-mode");
+    const struct ol_http_header *mode = ol_s3_hdr(q, "x-amz-checksum-mode");
     /* the object's checksum covers the whole object: never on a range */
     if (whole && v->cks.algo && mode && mode->value_len == 7 &&
         strncasecmp(mode->value, "ENABLED", 7) == 0) {
@@ -2453,7 +2423,7 @@ static void get_event(void *ud, const struct ol_store_event *ev)
         ol_xml_decl(&w);
         ol_xml_open(&w, "Tagging", OL_S3_NS);
         ol_xml_open(&w, "TagSet", NULL);
-        tags_each((const char *)v->tagging.p, v->tagging.len, tag_xml, &w);
+        ol_s3_tags_each((const char *)v->tagging.p, v->tagging.len, tag_xml, &w);
         ol_xml_close(&w, "TagSet");
         ol_xml_close(&w, "Tagging");
         get_release(q);
@@ -2466,7 +2436,7 @@ static void get_event(void *ud, const struct ol_store_event *ev)
     if (ev->type == OL_STORE_EV_META) {
         const struct ol_meta_version *v = ev->version;
         char etag[OL_META_ETAG_STRLEN + 2];
-        etag_of(v, etag);
+        ol_s3_etag_quoted(v, etag);
         int cond = conditions(q, v, etag);
         char *h = malloc(16384);
         if (!h) {
@@ -2475,7 +2445,7 @@ static void get_event(void *ud, const struct ol_store_event *ev)
             return;
         }
         uint64_t off = 0, len = v->size;
-        int pr = ol_s3_range(hdr(q, "range"), v->size, &off, &len);
+        int pr = ol_s3_range(ol_s3_hdr(q, "range"), v->size, &off, &len);
         if (st->part && ol_store_part_range(v, st->part, &off, &len) < 0) {
             free(h);
             get_release(q);
@@ -2629,10 +2599,10 @@ static void get_object(struct ol_s3_req *q, bool head, bool tagging)
     st->head = head;
     st->tagging = tagging;
     if (!tagging && ol_s3_query_has(q->query, q->query_len, "partNumber")) {
-        long n = part_number(q);
+        long n = ol_s3_part_number(q);
         if (!n)
             return;
-        if (hdr(q, "range")) {
+        if (ol_s3_hdr(q, "range")) {
             ol_s3_error(q, OL_S3_INVALID_REQUEST,
                         "Cannot specify both Range header and partNumber query parameter.");
             return;
@@ -2648,9 +2618,9 @@ static void get_object(struct ol_s3_req *q, bool head, bool tagging)
                             /* get_pump sends plain-HTTP slices by reference */
                             .by_ref = !head && !tagging && ol_http_resp_can_ref(q->r)};
     q->abort_handler = get_client_gone;
-    int rc = ol_get_begin(store(q), &a, get_event, q, &st->get);
+    int rc = ol_get_begin(ol_s3_store(q), &a, get_event, q, &st->get);
     if (rc < 0)
-        store_error(q, rc);
+        ol_s3_store_error(q, rc);
 }
 
 /* ---- PutObjectTagging / DeleteObjectTagging ------------------------------------- */
@@ -2758,7 +2728,7 @@ static void tag_done(void *ud, const struct ol_store_event *ev)
         ol_s3_error(q, OL_S3_INVALID_REQUEST, "The object's metadata has no room for this "
                     "tag set.");
     } else if (st < 0) {
-        store_error(q, st);
+        ol_s3_store_error(q, st);
     } else if (!found) {
         ol_s3_error(q, has_vid ? OL_S3_NO_SUCH_VERSION : OL_S3_NO_SUCH_KEY, NULL);
     } else if (marker) {
@@ -2779,10 +2749,10 @@ static void tag_apply(struct ol_s3_req *q)
     t->a.tagging = (const uint8_t *)t->enc;
     t->a.tagging_len = (uint32_t)t->len;
     t->applying = true;
-    int rc = ol_set_tagging(store(q), &t->a, tag_done, q);
+    int rc = ol_set_tagging(ol_s3_store(q), &t->a, tag_done, q);
     if (rc < 0) {
         tag_free(q);
-        store_error(q, rc);
+        ol_s3_store_error(q, rc);
     }
 }
 
@@ -2805,7 +2775,7 @@ static void tag_get_event(void *ud, const struct ol_store_event *ev)
     if (ev->type == OL_STORE_EV_DONE) {
         int st = ev->status < 0 ? ev->status : -EIO;
         tag_free(q);   /* ends the GET (ol_get_end), which gives its slot back */
-        store_error(q, st);
+        ol_s3_store_error(q, st);
     }
 }
 
@@ -2818,10 +2788,10 @@ static void tag_start(struct ol_s3_req *q)
     }
     struct ol_get_args a = {.bucket = q->route.bucket, .key = q->route.key, .offset = 0,
                             .length = -1};
-    int rc = ol_get_begin(store(q), &a, tag_get_event, q, &t->get);
+    int rc = ol_get_begin(ol_s3_store(q), &a, tag_get_event, q, &t->get);
     if (rc < 0) {
         tag_free(q);
-        store_error(q, rc);
+        ol_s3_store_error(q, rc);
     }
 }
 
@@ -2840,7 +2810,7 @@ static void put_tagging_body(struct ol_s3_req *q)
         return;
     }
     /* the same rules as x-amz-tagging: at most 10, unique keys, lengths, no aws: */
-    if (tags_each(t->enc, t->len, NULL, NULL) < 0) {
+    if (ol_s3_tags_each(t->enc, t->len, NULL, NULL) < 0) {
         tag_free(q);
         ol_s3_error(q, OL_S3_INVALID_TAG, NULL);
         return;
@@ -3007,7 +2977,7 @@ static void del_done(struct ol_s3_req *q, struct ol_s3_vdel *x, int status)
     }
     if (status < 0) {
         const char *msg;
-        it->err = store_err(status, &msg);
+        it->err = ol_s3_store_err(status, &msg);
     } else {
         it->marker = x->marker;
         it->show_vid = x->show_vid;
@@ -3041,7 +3011,7 @@ static void del_next(struct ol_s3_req *q)
             if (rc == 0)
                 return;
             const char *msg;
-            it->err = store_err(rc, &msg);
+            it->err = ol_s3_store_err(rc, &msg);
         }
         d->next++;
     }
@@ -3075,18 +3045,18 @@ static void delete_objects_body(struct ol_s3_req *q)
         return;
     }
     q->op_state = d;
-    q->abort_handler = client_gone_plain;   /* del_next frees once its delete returns */
+    q->abort_handler = ol_s3_client_gone_wait;   /* del_next frees once its delete returns */
     del_next(q);
 }
 
 static void delete_objects(struct ol_s3_req *q)
 {
     /* S3 requires an integrity header on DeleteObjects */
-    bool sum = hdr(q, "content-md5") != NULL;
+    bool sum = ol_s3_hdr(q, "content-md5") != NULL;
     const struct ol_http_request *h = ol_http_req_head(q->r);
     for (size_t i = 0; i < h->num_headers && !sum; i++)
         sum = ol_ck_algo_of_header(h->headers[i].name, h->headers[i].name_len) != 0;
-    if (!sum && !hdr(q, "x-amz-trailer")) {
+    if (!sum && !ol_s3_hdr(q, "x-amz-trailer")) {
         ol_s3_error(q, OL_S3_INVALID_REQUEST, "Missing required header for this request: "
                     "Content-MD5 (or an x-amz-checksum-* header).");
         return;
@@ -3098,10 +3068,10 @@ static void delete_objects(struct ol_s3_req *q)
 
 /* ---- ListObjects (v1 and v2) ---------------------------------------------------- */
 
-static void url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url)
+void ol_s3_url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url)
 {
     ol_xml_open(w, tag, NULL);
-    url_text(w, s, n, url);
+    ol_s3_url_text(w, s, n, url);
     ol_xml_close(w, tag);
 }
 
@@ -3115,7 +3085,7 @@ static int list_entry(void *arg, const uint8_t *name, size_t len, const struct o
     struct list_ctx *lc = arg;
     if (!rec) {
         ol_xml_open(lc->cp, "CommonPrefixes", NULL);
-        url_elem(lc->cp, "Prefix", (const char *)name, len, lc->url);
+        ol_s3_url_elem(lc->cp, "Prefix", (const char *)name, len, lc->url);
         ol_xml_close(lc->cp, "CommonPrefixes");
         return 0;
     }
@@ -3125,16 +3095,16 @@ static int list_entry(void *arg, const uint8_t *name, size_t len, const struct o
     struct ol_meta_version v = {0};
     memcpy(v.etag, rec->etag, 16);
     v.etag_parts = rec->etag_parts;
-    etag_of(&v, et);
+    ol_s3_etag_quoted(&v, et);
     ol_xml_open(w, "Contents", NULL);
-    url_elem(w, "Key", (const char *)name, len, lc->url);
+    ol_s3_url_elem(w, "Key", (const char *)name, len, lc->url);
     ol_xml_elem_s(w, "LastModified", d);
     ol_xml_elem_s(w, "ETag", et);
     ol_xml_elem_u64(w, "Size", rec->size);
     ol_xml_elem_s(w, "StorageClass", rec->storage_class == OL_META_SC_REDUCED_REDUNDANCY
                                          ? "REDUCED_REDUNDANCY" : "STANDARD");
     if (lc->owner) {
-        owner_xml(w, "Owner");
+        ol_s3_owner(w, "Owner");
     }
     ol_xml_close(w, "Contents");
     return w->err;
@@ -3142,7 +3112,7 @@ static int list_entry(void *arg, const uint8_t *name, size_t len, const struct o
 
 /* A continuation token (base64 of the name to resume after) decoded into
  * out; its length, or -1 when it is not base64 of at most max bytes. */
-static int token_decode(const char *tok, int tl, uint8_t *out, size_t max)
+int ol_s3_token_decode(const char *tok, int tl, uint8_t *out, size_t max)
 {
     if (tl % 4 || (size_t)tl > (max + 2) / 3 * 4)
         return -1;
@@ -3154,7 +3124,7 @@ static int token_decode(const char *tok, int tl, uint8_t *out, size_t max)
 }
 
 /* A query parameter into buf; -1 when present but bad. */
-static int qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap)
+int ol_s3_qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap)
 {
     int n = ol_s3_query(q->query, q->query_len, name, buf, cap);
     if (n == -ENOENT) {
@@ -3168,13 +3138,13 @@ static void list_objects(struct ol_s3_req *q, bool v2)
 {
     static __thread char prefix[OL_S3_KEY_MAX + 1], delim[OL_S3_KEY_MAX + 1],
         start[OL_S3_KEY_MAX * 2 + 8], tok[OL_S3_KEY_MAX * 2 + 8], num[24], enc[16], owner[8];
-    int pl = qparam(q, "prefix", prefix, sizeof prefix);
-    int dl = qparam(q, "delimiter", delim, sizeof delim);
-    int ml = qparam(q, "max-keys", num, sizeof num);
-    int el = qparam(q, "encoding-type", enc, sizeof enc);
-    int sl = qparam(q, v2 ? "start-after" : "marker", start, sizeof start);
-    int tl = v2 ? qparam(q, "continuation-token", tok, sizeof tok) : 0;
-    int ol = v2 ? qparam(q, "fetch-owner", owner, sizeof owner) : 0;
+    int pl = ol_s3_qparam(q, "prefix", prefix, sizeof prefix);
+    int dl = ol_s3_qparam(q, "delimiter", delim, sizeof delim);
+    int ml = ol_s3_qparam(q, "max-keys", num, sizeof num);
+    int el = ol_s3_qparam(q, "encoding-type", enc, sizeof enc);
+    int sl = ol_s3_qparam(q, v2 ? "start-after" : "marker", start, sizeof start);
+    int tl = v2 ? ol_s3_qparam(q, "continuation-token", tok, sizeof tok) : 0;
+    int ol = v2 ? ol_s3_qparam(q, "fetch-owner", owner, sizeof owner) : 0;
     if (pl < 0 || dl < 0 || ml < 0 || el < 0 || sl < 0 || tl < 0 || ol < 0) {
         ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "A listing parameter is malformed or too long.");
         return;
@@ -3197,7 +3167,7 @@ static void list_objects(struct ol_s3_req *q, bool v2)
     uint8_t after[OL_S3_KEY_MAX + 4];
     size_t after_len = 0;
     if (tl > 0) {
-        int n = token_decode(tok, tl, after, OL_S3_KEY_MAX);
+        int n = ol_s3_token_decode(tok, tl, after, OL_S3_KEY_MAX);
         if (n < 0) {
             ol_s3_error(q, OL_S3_INVALID_ARGUMENT, "The continuation token provided is "
                         "incorrect.");
@@ -3235,7 +3205,7 @@ static void list_objects(struct ol_s3_req *q, bool v2)
     ol_xml_elem(&w, "Name", q->route.bucket, q->route.bucket_len);
     /* encoding-type=url encodes v2's Prefix, not v1's (AWS; botocore
      * decodes Prefix for ListObjectsV2 only) */
-    url_elem(&w, "Prefix", prefix, (size_t)pl, url && v2);
+    ol_s3_url_elem(&w, "Prefix", prefix, (size_t)pl, url && v2);
     size_t head_len = w.n;   /* the summary goes here, once the listing is known */
     int rc = ol_catalog_list(q->srv->p.catalog, q->route.bucket, &req, q->srv->list_page,
                              list_entry, &lc, &out);
@@ -3265,15 +3235,15 @@ static void list_objects(struct ol_s3_req *q, bool v2)
             ol_xml_elem(&t, "NextContinuationToken", nt, (size_t)n);
         }
         if (sl > 0)
-            url_elem(&t, "StartAfter", start, (size_t)sl, url);
+            ol_s3_url_elem(&t, "StartAfter", start, (size_t)sl, url);
     } else {
-        url_elem(&t, "Marker", start, (size_t)sl, url);
+        ol_s3_url_elem(&t, "Marker", start, (size_t)sl, url);
         if (out.truncated && dl > 0 && out.next_len)
-            url_elem(&t, "NextMarker", (const char *)out.next, out.next_len, url);
+            ol_s3_url_elem(&t, "NextMarker", (const char *)out.next, out.next_len, url);
     }
     ol_xml_elem_u64(&t, "MaxKeys", max_keys);
     if (dl > 0)
-        url_elem(&t, "Delimiter", delim, (size_t)dl, url);
+        ol_s3_url_elem(&t, "Delimiter", delim, (size_t)dl, url);
     ol_xml_elem_s(&t, "IsTruncated", out.truncated ? "true" : "false");
     if (url)
         ol_xml_elem_s(&t, "EncodingType", "url");
@@ -3319,7 +3289,7 @@ void ol_s3_dispatch(struct ol_s3_req *q)
         list_buckets(q);
         return;
     }
-    if (!store(q)) {
+    if (!ol_s3_store(q)) {
         ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "This server has no object store configured.");
         return;
     }
@@ -3400,25 +3370,4 @@ void ol_s3_dispatch(struct ol_s3_req *q)
                  ol_s3_op_name(q->route.op));
         ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, msg);
     }
-}
-
-/* ---- for versioning.c -------------------------------------------------------------- */
-
-void ol_s3_store_error(struct ol_s3_req *q, int status) { store_error(q, status); }
-
-void ol_s3_etag_quoted(const struct ol_meta_version *v, char out[OL_META_ETAG_STRLEN + 2])
-{
-    etag_of(v, out);
-}
-
-void ol_s3_url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url)
-{
-    url_elem(w, tag, s, n, url);
-}
-
-void ol_s3_owner(struct ol_xml_w *w, const char *tag) { owner_xml(w, tag); }
-
-int ol_s3_qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap)
-{
-    return qparam(q, name, buf, cap);
 }

@@ -156,6 +156,15 @@ int ol_s3_reply(struct ol_s3_req *q, int status, const char *headers, const char
                 const void *body, size_t len);
 /* Frees q without answering (after the operation answered itself). */
 void ol_s3_req_free(struct ol_s3_req *q);
+/* The abort_handler of a request waiting for one engine call whose
+ * callback frees q once it finds q->r NULL: nothing to undo now. */
+void ol_s3_client_gone_wait(struct ol_s3_req *q);
+
+/* The request's header `name` (lower case), or NULL; q->r must be set. */
+static inline const struct ol_http_header *ol_s3_hdr(struct ol_s3_req *q, const char *name)
+{
+    return ol_http_req_header(q->r, name);
+}
 
 /* Checks the body's headers and makes on_body verify it (body.h). */
 enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q);

@@ -131,6 +131,11 @@ void ol_s3_req_free(struct ol_s3_req *q)
     ol_pool_put(&s->states, q);
 }
 
+void ol_s3_client_gone_wait(struct ol_s3_req *q)
+{
+    (void)q;   /* the engine's callback comes, finds q->r NULL and frees q */
+}
+
 static void req_id(struct ol_s3_server *s, char out[17])
 {
     uint64_t id = ((uint64_t)(s->p.core & 0xff) << 56) | ((uint64_t)(s->started & 0xffffff) << 32) |
@@ -203,11 +208,6 @@ int ol_s3_reply(struct ol_s3_req *q, int status, const char *headers, const char
 
 /* ---- request life cycle ---------------------------------------------------- */
 
-static const struct ol_http_header *find_hdr(ol_http_req *r, const char *name)
-{
-    return ol_http_req_header(r, name);
-}
-
 void ol_s3_on_request(struct ol_s3_server *s, ol_http_req *r)
 {
     const struct ol_http_request *h = ol_http_req_head(r);
@@ -256,8 +256,8 @@ void ol_s3_on_request(struct ol_s3_server *s, ol_http_req *r)
         s->auth_sigv2++;
     else
         s->auth_sigv4++;
-    const struct ol_http_header *host = find_hdr(r, "host");
-    const struct ol_http_header *copy = find_hdr(r, "x-amz-copy-source");
+    const struct ol_http_header *host = ol_s3_hdr(q, "host");
+    const struct ol_http_header *copy = ol_s3_hdr(q, "x-amz-copy-source");
     e = ol_s3_route(h->method, h->method_len, target, plen, query, qlen,
                     host ? host->value : NULL, host ? host->value_len : 0, s->p.domain,
                     copy != NULL, &q->route);
@@ -265,7 +265,7 @@ void ol_s3_on_request(struct ol_s3_server *s, ol_http_req *r)
         ol_s3_error(q, e, NULL);
         return;
     }
-    if (s->p.debug && find_hdr(r, "x-openlake-debug-internal-error")) {
+    if (s->p.debug && ol_s3_hdr(q, "x-openlake-debug-internal-error")) {
         ol_s3_error(q, OL_S3_INTERNAL, "asked for by x-openlake-debug-internal-error "
                     "(http.debug_endpoints)");
         return;

@@ -22,13 +22,12 @@
 #include <strings.h>
 
 #include "s3/date.h"
+#include "s3/op_int.h"
 #include "store/catalog.h"
 #include "store/index.h"
 #include "store/meta.h"
 
 static const uint8_t null_vid[16];
-
-static struct ol_store_core *core(struct ol_s3_req *q) { return q->srv->p.store; }
 
 /* ---- version ids ------------------------------------------------------------------ */
 
@@ -83,18 +82,18 @@ int ol_s3_vid_query(struct ol_s3_req *q, uint8_t vid[16])
 void ol_s3_vid_new(struct ol_s3_req *q, uint8_t vid[16])
 {
     memset(vid, 0, 16);
-    if (ol_store_versioning_get(ol_store_core_store(core(q)), q->route.bucket) !=
+    if (ol_store_versioning_get(ol_store_core_store(ol_s3_store(q)), q->route.bucket) !=
         OL_STORE_VER_ENABLED)
         return;
     do
-        ol_store_random_id(core(q), vid);
+        ol_store_random_id(ol_s3_store(q), vid);
     while (memcmp(vid, null_vid, 16) == 0);
 }
 
 size_t ol_s3_vid_header(struct ol_s3_req *q, const uint8_t vid[16], char *h, size_t cap)
 {
     if (memcmp(vid, null_vid, 16) == 0 &&
-        ol_store_versioning_get(ol_store_core_store(core(q)), q->route.bucket) ==
+        ol_store_versioning_get(ol_store_core_store(ol_s3_store(q)), q->route.bucket) ==
             OL_STORE_VER_OFF)
         return 0;
     char s[OL_S3_VID_LEN + 1];
@@ -130,8 +129,8 @@ void ol_s3_get_failed(struct ol_s3_req *q, const struct ol_store_event *ev)
 bool ol_s3_write_cond(struct ol_s3_req *q, struct ol_store_cond *c)
 {
     memset(c, 0, sizeof *c);
-    const struct ol_http_header *inm = ol_http_req_header(q->r, "if-none-match");
-    const struct ol_http_header *im = ol_http_req_header(q->r, "if-match");
+    const struct ol_http_header *inm = ol_s3_hdr(q, "if-none-match");
+    const struct ol_http_header *im = ol_s3_hdr(q, "if-match");
     if (inm && im) {
         ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "If-Match and If-None-Match together are not "
                     "supported on writes.");
@@ -242,16 +241,16 @@ int ol_s3_vdel_start(struct ol_s3_req *q, struct ol_s3_vdel *x)
         x->da.bucket = q->route.bucket;
         x->da.key = x->key;
         memcpy(x->da.vid, x->vid, 16);
-        return ol_delete_version(core(q), &x->da, vdel_ver_done, x);
+        return ol_delete_version(ol_s3_store(q), &x->da, vdel_ver_done, x);
     }
     enum ol_store_versioning st =
-        ol_store_versioning_get(ol_store_core_store(core(q)), q->route.bucket);
+        ol_store_versioning_get(ol_store_core_store(ol_s3_store(q)), q->route.bucket);
     if (st == OL_STORE_VER_OFF)
-        return ol_delete(core(q), q->route.bucket, x->key, vdel_obj_done, x);
+        return ol_delete(ol_s3_store(q), q->route.bucket, x->key, vdel_obj_done, x);
     /* a delete marker: a PUT of nothing */
     ol_s3_vid_new(q, x->out_vid);
     struct ol_put_args a = {.bucket = q->route.bucket, .key = x->key, .size = 0, .parity = -1};
-    int rc = ol_put_begin(core(q), &a, vdel_marker_event, x, &x->put);
+    int rc = ol_put_begin(ol_s3_store(q), &a, vdel_marker_event, x, &x->put);
     if (rc < 0)
         return rc;
     struct ol_meta_version v;
@@ -291,8 +290,6 @@ static void delete_object_done(struct ol_s3_req *q, struct ol_s3_vdel *x, int st
         ol_s3_reply(q, 204, h[0] ? h : NULL, NULL, NULL, 0);
 }
 
-static void client_gone_wait(struct ol_s3_req *q) { (void)q; }
-
 void ol_s3_delete_object(struct ol_s3_req *q)
 {
     struct ol_s3_vdel *x = calloc(1, sizeof *x);
@@ -317,7 +314,7 @@ void ol_s3_delete_object(struct ol_s3_req *q)
         ol_s3_store_error(q, rc);
         return;
     }
-    q->abort_handler = client_gone_wait;   /* done() frees */
+    q->abort_handler = ol_s3_client_gone_wait;   /* done() frees */
 }
 
 /* ---- Get/PutBucketVersioning ------------------------------------------------------------ */
@@ -325,7 +322,7 @@ void ol_s3_delete_object(struct ol_s3_req *q)
 void ol_s3_versioning_doc(struct ol_s3_req *q)
 {
     enum ol_store_versioning st =
-        ol_store_versioning_get(ol_store_core_store(core(q)), q->route.bucket);
+        ol_store_versioning_get(ol_store_core_store(ol_s3_store(q)), q->route.bucket);
     char out[512];
     struct ol_xml_w w;
     ol_xml_w_init(&w, out, sizeof out);
@@ -390,12 +387,12 @@ static void put_versioning_body(struct ol_s3_req *q)
         ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "MFA delete is not supported.");
         return;
     }
-    int rc = ol_store_versioning_set(core(q), q->route.bucket,
+    int rc = ol_store_versioning_set(ol_s3_store(q), q->route.bucket,
                                      (enum ol_store_versioning)c.status, put_versioning_done, q);
     if (rc < 0)
         ol_s3_store_error(q, rc);
     else
-        q->abort_handler = client_gone_wait;
+        q->abort_handler = ol_s3_client_gone_wait;
 }
 
 void ol_s3_put_bucket_versioning(struct ol_s3_req *q)
@@ -657,7 +654,7 @@ static void lv_next(struct ol_s3_req *q)
         }
         struct ol_get_args a = {.bucket = q->route.bucket, .key = e->name, .length = -1,
                                 .raw = true};
-        int rc = ol_get_begin(core(q), &a, lv_get_event, q, &s->get);
+        int rc = ol_get_begin(ol_s3_store(q), &a, lv_get_event, q, &s->get);
         if (rc < 0) {
             lv_free(q);
             ol_s3_store_error(q, rc);

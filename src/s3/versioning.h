@@ -80,11 +80,4 @@ void ol_s3_put_bucket_versioning(struct ol_s3_req *q);
 void ol_s3_versioning_doc(struct ol_s3_req *q);   /* GetBucketVersioning, bucket known */
 void ol_s3_list_object_versions(struct ol_s3_req *q);
 
-/* From ops.c, for versioning.c. */
-void ol_s3_store_error(struct ol_s3_req *q, int status);
-void ol_s3_etag_quoted(const struct ol_meta_version *v, char out[OL_META_ETAG_STRLEN + 2]);
-void ol_s3_url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url);
-void ol_s3_owner(struct ol_xml_w *w, const char *tag);
-int ol_s3_qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap);
-
 #endif

@@ -1,0 +1,115 @@
+/*
+ * op_int.h - what the S3 operation files share among themselves: the
+ * helpers more than one of them calls. (What they share with the server,
+ * the request state and the helpers to answer, is s3_int.h.)
+ *
+ * Owns: nothing; each helper's home file is named above it. Not for use
+ * outside src/s3. Must not: grow helpers only one file calls (those stay
+ * static in that file).
+ */
+#ifndef OL_S3_OP_INT_H
+#define OL_S3_OP_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3/s3_int.h"
+#include "store/engine.h"
+#include "store/meta.h"
+
+/* The request's object store (NULL: the daemon has none). */
+static inline struct ol_store_core *ol_s3_store(struct ol_s3_req *q)
+{
+    return q->srv->p.store;
+}
+
+/* ---- the store's statuses as S3 errors ---- */
+
+/* The S3 error for a store status (< 0) and, in *msg, its message (NULL:
+ * the default). OL_S3_INTERNAL for a status the store should not give. */
+enum ol_s3_err ol_s3_store_err(int status, const char **msg);
+/* Answers the store status as ol_s3_store_err maps it (an InternalError
+ * names the status in the log); frees q. */
+void ol_s3_store_error(struct ol_s3_req *q, int status);
+/* The same for a multipart call: NoSuchUpload, InvalidPartOrder,
+ * InvalidPart, EntityTooSmall, BadDigest, and SlowDown for too many
+ * uploads, before the rest of ol_s3_store_err. */
+void ol_s3_mpu_error(struct ol_s3_req *q, int status);
+/* An InternalError's cause for the log (ol_s3_error): "what: status
+ * (strerror)" in buf. Returns buf. */
+const char *ol_s3_cause(char buf[128], const char *what, int status);
+
+/* ---- ETags ---- */
+
+/* The quoted ETag of a version: "hex" or "hex-N", NUL-terminated. */
+void ol_s3_etag_quoted(const struct ol_meta_version *v, char out[OL_META_ETAG_STRLEN + 2]);
+
+/* ---- listings: parameters and the pieces of their documents ---- */
+
+/* Query parameter `name` of q, decoded, into buf[cap]: its length, 0 when
+ * absent (buf ""), -1 when present but malformed or longer than cap - 1. */
+int ol_s3_qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap);
+/* A continuation token (base64 of the name to resume after) decoded into
+ * out: its length, or -1 when it is not base64 of at most max bytes (out
+ * needs room for the decoded block: max + 3 bytes). */
+int ol_s3_token_decode(const char *tok, int tl, uint8_t *out, size_t max);
+/* s[0..n) as XML text, percent-encoded first when url (S3's
+ * encoding-type=url: every byte but unreserved ones and '/'); n <= 3 *
+ * OL_S3_KEY_MAX once encoded, else w->err. */
+void ol_s3_url_text(struct ol_xml_w *w, const char *s, size_t n, bool url);
+/* <tag>ol_s3_url_text</tag> */
+void ol_s3_url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url);
+/* <Owner> / <Initiator> (tag): every object belongs to the one account. */
+void ol_s3_owner(struct ol_xml_w *w, const char *tag);
+
+/* ---- tags ---- */
+
+/* One tag set in x-amz-tagging form (k=v&k2=v2, URL-encoded, s[0..n)):
+ * calls fn (may be NULL) per decoded pair. Returns the tag count, or -1
+ * when S3 would refuse it (more than 10, a key twice, a key over 128 or a
+ * value over 256 characters, an aws: key, bad encoding). */
+int ol_s3_tags_each(const char *s, size_t n,
+                    void (*fn)(void *, const char *, size_t, const char *, size_t), void *arg);
+
+/* ---- what a new object takes from the request (PutObject, CopyObject's
+ * REPLACE, CreateMultipartUpload) ---- */
+
+/* Lower-cased x-amz-meta-* names and their values, sorted, within S3's 2 KiB. */
+struct ol_s3_user_meta {
+    struct ol_meta_kv kv[64];
+    char names[2048];
+    unsigned n;
+};
+/* Fills um from q's headers (um's names point into um, its values into
+ * the request). OL_S3_OK, MetadataTooLarge, or InvalidArgument (a name
+ * twice). */
+enum ol_s3_err ol_s3_user_meta(struct ol_s3_req *q, struct ol_s3_user_meta *um);
+/* The parity for x-amz-storage-class into *parity (-1: the store's
+ * default). false when the class is not one S3 knows: InvalidStorageClass
+ * answered. */
+bool ol_s3_parity(struct ol_s3_req *q, int *parity);
+/* v->hdr[which] = the header's value, when x is present and not empty. */
+void ol_s3_set_hdr(struct ol_meta_version *v, int which, const struct ol_http_header *x);
+/* The Content-Encoding to store: ce's list without its aws-chunked
+ * elements, written into out[cap] (see its definition). */
+struct ol_meta_bytes ol_s3_content_encoding(const struct ol_http_header *ce, char *out,
+                                           size_t cap);
+
+/* ---- a body streamed into the engine (PutObject, UploadPart): q->op.put ---- */
+
+void ol_s3_put_body(struct ol_s3_req *q, const char *d, size_t n);       /* body_handler */
+void ol_s3_put_body_end(struct ol_s3_req *q, enum ol_s3_err verdict);   /* body_end_handler */
+void ol_s3_put_client_gone(struct ol_s3_req *q);                        /* abort_handler */
+void ol_s3_put_event(void *ud, const struct ol_store_event *ev);        /* the engine's */
+/* Aborts the engine's PUT and answers e (msg: ol_s3_error's). */
+void ol_s3_put_fail(struct ol_s3_req *q, enum ol_s3_err e, const char *msg);
+
+/* ---- multipart parameters ---- */
+
+/* The ?partNumber of q, 1..10000; 0 after answering InvalidArgument. */
+long ol_s3_part_number(struct ol_s3_req *q);
+/* The request's ?uploadId into id; false after answering NoSuchUpload. */
+bool ol_s3_upload_id(struct ol_s3_req *q, uint8_t id[16]);
+
+#endif
