@@ -40,10 +40,23 @@ void ol_s3_mpu_error(struct ol_s3_req *q, int status);
  * (strerror)" in buf. Returns buf. */
 const char *ol_s3_cause(char buf[128], const char *what, int status);
 
-/* ---- ETags ---- */
+/* ---- ETags and conditional requests (cond.c) ---- */
 
 /* The quoted ETag of a version: "hex" or "hex-N", NUL-terminated. */
 void ol_s3_etag_quoted(const struct ol_meta_version *v, char out[OL_META_ETAG_STRLEN + 2]);
+/* A read's If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since
+ * against version v (etag: its ol_s3_etag_quoted): 0 go on, else the
+ * status to answer, 304 or 412. */
+int ol_s3_get_cond(struct ol_s3_req *q, const struct ol_meta_version *v, const char *etag);
+/* The x-amz-copy-source-if-* headers against the copy's source v: 0, or
+ * 412 (PreconditionFailed). */
+int ol_s3_copy_cond(struct ol_s3_req *q, const struct ol_meta_version *v);
+/* If-None-Match / If-Match of a PutObject, CopyObject or
+ * CompleteMultipartUpload into *c, for the engine to check at the commit
+ * (If-None-Match: * only; an If-Match that is no ETag this store makes
+ * matches nothing). false: the request was answered (501 for what S3
+ * does not serve either: both headers, another If-None-Match). */
+bool ol_s3_write_cond(struct ol_s3_req *q, struct ol_store_cond *c);
 
 /* ---- listings: parameters and the pieces of their documents ---- */
 

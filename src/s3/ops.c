@@ -36,42 +36,6 @@
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-/* The quoted ETag of a version: "hex" or "hex-N". */
-void ol_s3_etag_quoted(const struct ol_meta_version *v, char out[OL_META_ETAG_STRLEN + 2])
-{
-    char e[OL_META_ETAG_STRLEN];
-    ol_meta_etag_format(v->etag, v->etag_parts, e, sizeof e);
-    snprintf(out, OL_META_ETAG_STRLEN + 2, "\"%s\"", e);
-}
-
-/* An If-Match / If-None-Match list ("a", "b", W/"c", *) against etag. */
-static bool etag_listed(const char *list, size_t n, const char *etag)
-{
-    size_t el = strlen(etag);   /* quoted */
-    size_t i = 0;
-    while (i < n) {
-        while (i < n && (list[i] == ' ' || list[i] == ','))
-            i++;
-        size_t s = i;
-        while (i < n && list[i] != ',')
-            i++;
-        size_t e = i;
-        while (e > s && list[e - 1] == ' ')
-            e--;
-        const char *t = list + s;
-        size_t tl = e - s;
-        if (tl == 1 && t[0] == '*')
-            return true;
-        if (tl > 2 && t[0] == 'W' && t[1] == '/')
-            t += 2, tl -= 2;
-        if (tl == el && memcmp(t, etag, el) == 0)
-            return true;
-        if (tl + 2 == el && memcmp(t, etag + 1, tl) == 0)   /* sent unquoted */
-            return true;
-    }
-    return false;
-}
-
 enum ol_s3_err ol_s3_store_err(int status, const char **msg)
 {
     *msg = NULL;
@@ -2023,33 +1987,6 @@ static void copy_part_begin(struct ol_s3_req *q, const struct ol_meta_version *s
     copy_pump(q);
 }
 
-/* The x-amz-copy-source-if-* conditions: 0, or the error (412). */
-static int copy_conditions(struct ol_s3_req *q, const struct ol_meta_version *v)
-{
-    char etag[OL_META_ETAG_STRLEN + 2];
-    ol_s3_etag_quoted(v, etag);
-    int64_t mtime = (int64_t)(v->mtime_ns / 1000000000ull);
-    const struct ol_http_header *im = ol_s3_hdr(q, "x-amz-copy-source-if-match");
-    const struct ol_http_header *inm = ol_s3_hdr(q, "x-amz-copy-source-if-none-match");
-    const struct ol_http_header *ims = ol_s3_hdr(q, "x-amz-copy-source-if-modified-since");
-    const struct ol_http_header *ius = ol_s3_hdr(q, "x-amz-copy-source-if-unmodified-since");
-    if (im && !etag_listed(im->value, im->value_len, etag))
-        return 412;
-    if (inm && etag_listed(inm->value, inm->value_len, etag))
-        return 412;
-    if (ius && !im) {
-        int64_t t = ol_s3_parse_http_date(ius->value, ius->value_len);
-        if (t >= 0 && mtime > t)
-            return 412;
-    }
-    if (ims && !inm) {
-        int64_t t = ol_s3_parse_http_date(ims->value, ims->value_len);
-        if (t >= 0 && mtime <= t)
-            return 412;
-    }
-    return 0;
-}
-
 static void copy_get_event(void *ud, const struct ol_store_event *ev)
 {
     struct ol_s3_req *q = ud;
@@ -2057,7 +1994,7 @@ static void copy_get_event(void *ud, const struct ol_store_event *ev)
     if (ev->type == OL_STORE_EV_META) {
         const struct ol_meta_version *sv = ev->version;
         memcpy(c->src_vid, sv->vid, 16);
-        if (copy_conditions(q, sv)) {
+        if (ol_s3_copy_cond(q, sv)) {
             copy_fail(q, OL_S3_PRECONDITION_FAILED, NULL);
             return;
         }
@@ -2312,31 +2249,6 @@ static void get_client_gone(struct ol_s3_req *q)
     ol_s3_req_free(q);
 }
 
-/* 0 go on, else the status to answer (304 / 412). */
-static int conditions(struct ol_s3_req *q, const struct ol_meta_version *v, const char *etag)
-{
-    int64_t mtime = (int64_t)(v->mtime_ns / 1000000000ull);
-    const struct ol_http_header *im = ol_s3_hdr(q, "if-match");
-    const struct ol_http_header *inm = ol_s3_hdr(q, "if-none-match");
-    const struct ol_http_header *ims = ol_s3_hdr(q, "if-modified-since");
-    const struct ol_http_header *ius = ol_s3_hdr(q, "if-unmodified-since");
-    if (im && !etag_listed(im->value, im->value_len, etag))
-        return 412;
-    if (!im && ius) {
-        int64_t t = ol_s3_parse_http_date(ius->value, ius->value_len);
-        if (t >= 0 && mtime > t)
-            return 412;
-    }
-    if (inm && etag_listed(inm->value, inm->value_len, etag))
-        return 304;
-    if (!inm && ims) {
-        int64_t t = ol_s3_parse_http_date(ims->value, ims->value_len);
-        if (t >= 0 && mtime <= t)
-            return 304;
-    }
-    return 0;
-}
-
 /* Response headers of an object version (and the response-* overrides). */
 static size_t object_headers(struct ol_s3_req *q, const struct ol_meta_version *v,
                              const char *etag, bool whole, char *h, size_t cap)
@@ -2437,7 +2349,7 @@ static void get_event(void *ud, const struct ol_store_event *ev)
         const struct ol_meta_version *v = ev->version;
         char etag[OL_META_ETAG_STRLEN + 2];
         ol_s3_etag_quoted(v, etag);
-        int cond = conditions(q, v, etag);
+        int cond = ol_s3_get_cond(q, v, etag);
         char *h = malloc(16384);
         if (!h) {
             get_release(q);

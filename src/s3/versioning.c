@@ -1,7 +1,7 @@
 /*
  * versioning.c - S3 versioning on the engine (see versioning.h): version
- * ids, conditional-write headers, DeleteObject (object, version, delete
- * marker), Get/PutBucketVersioning and ListObjectVersions.
+ * ids, DeleteObject (object, version, delete marker),
+ * Get/PutBucketVersioning and ListObjectVersions.
  *
  * ListObjectVersions walks the bucket's key index (all keys, delete
  * markers included) for one page of keys and CommonPrefixes, then reads
@@ -122,70 +122,6 @@ void ol_s3_get_failed(struct ol_s3_req *q, const struct ol_store_event *ev)
         return;
     }
     ol_s3_store_error(q, ev->status);
-}
-
-/* ---- conditional writes --------------------------------------------------------------- */
-
-bool ol_s3_write_cond(struct ol_s3_req *q, struct ol_store_cond *c)
-{
-    memset(c, 0, sizeof *c);
-    const struct ol_http_header *inm = ol_s3_hdr(q, "if-none-match");
-    const struct ol_http_header *im = ol_s3_hdr(q, "if-match");
-    if (inm && im) {
-        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "If-Match and If-None-Match together are not "
-                    "supported on writes.");
-        return false;
-    }
-    if (inm) {
-        if (!(inm->value_len == 1 && inm->value[0] == '*')) {
-            ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "If-None-Match on a write supports only *.");
-            return false;
-        }
-        c->kind = OL_STORE_COND_ABSENT;
-        return true;
-    }
-    if (im) {
-        const char *v = im->value;
-        size_t n = im->value_len;
-        if (n >= 2 && v[0] == '"' && v[n - 1] == '"')
-            v++, n -= 2;   /* S3 compares the ETag with or without its quotes */
-        size_t hexlen = n;
-        unsigned long parts = 0;
-        const char *dash = memchr(v, '-', n);
-        if (dash) {
-            hexlen = (size_t)(dash - v);
-            char num[8];
-            size_t dl = n - hexlen - 1;
-            if (dl == 0 || dl >= sizeof num)
-                goto bad;
-            memcpy(num, dash + 1, dl);
-            num[dl] = 0;
-            char *end;
-            parts = strtoul(num, &end, 10);
-            if (*end || parts == 0 || parts > OL_META_MAX_PARTS)
-                goto bad;
-        }
-        if (hexlen != 32)
-            goto bad;
-        for (unsigned i = 0; i < 32; i++) {
-            char ch = v[i];
-            int x = ch >= '0' && ch <= '9' ? ch - '0'
-                    : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-                    : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-            if (x < 0)
-                goto bad;
-            c->etag[i / 2] = (uint8_t)(i % 2 ? c->etag[i / 2] | x : x << 4);
-        }
-        c->kind = OL_STORE_COND_MATCH;
-        c->etag_parts = (uint16_t)parts;
-        return true;
-    bad:
-        /* not an ETag this store can have made: no object matches it */
-        c->kind = OL_STORE_COND_MATCH;
-        c->etag_parts = 0xffff;
-        return true;
-    }
-    return true;
 }
 
 /* ---- DeleteObject ------------------------------------------------------------------------ */

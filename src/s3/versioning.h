@@ -1,8 +1,9 @@
 /*
  * versioning.h - S3 versioning on the engine's versions (src/s3 only):
- * version ids on the wire, the bucket's state, conditional writes, the
- * three kinds of DeleteObject, Get/PutBucketVersioning and
- * ListObjectVersions. The operations live in versioning.c; ops.c calls
+ * version ids on the wire, the bucket's state, the three kinds of
+ * DeleteObject, Get/PutBucketVersioning and ListObjectVersions
+ * (conditional writes are cond.c's). The operations live in versioning.c;
+ * ops.c calls
  * the helpers from PutObject, GetObject/HeadObject, CopyObject,
  * CompleteMultipartUpload and DeleteObjects.
  *
@@ -36,9 +37,6 @@ void ol_s3_vid_new(struct ol_s3_req *q, uint8_t vid[16]);
  * versioning state or vid is not null (S3 sends none for a bucket never
  * versioned); bytes written. */
 size_t ol_s3_vid_header(struct ol_s3_req *q, const uint8_t vid[16], char *h, size_t cap);
-/* If-None-Match / If-Match of a PutObject or CompleteMultipartUpload into
- * *c. false: the request was answered (400 / 501). */
-bool ol_s3_write_cond(struct ol_s3_req *q, struct ol_store_cond *c);
 
 /*
  * One S3 delete of a key: with a version id, that version goes; without,

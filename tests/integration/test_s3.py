@@ -428,6 +428,29 @@ def test_conditional_reads(s3d):
         == 412
 
 
+def test_conditional_copies(s3d):
+    # the x-amz-copy-source-if-* conditions: every failed one is 412, never 304
+    c = client(s3d)
+    c.create_bucket(Bucket="ccond")
+    etag = c.put_object(Bucket="ccond", Key="src", Body=b"abc")["ETag"]
+    future = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+    past = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+    src = {"Bucket": "ccond", "Key": "src"}
+    passing = [{"CopySourceIfMatch": etag}, {"CopySourceIfNoneMatch": '"nope"'},
+               {"CopySourceIfModifiedSince": past}, {"CopySourceIfUnmodifiedSince": future},
+               # an If-*-Since gives way to its ETag twin
+               {"CopySourceIfMatch": etag, "CopySourceIfUnmodifiedSince": past},
+               {"CopySourceIfNoneMatch": '"nope"', "CopySourceIfModifiedSince": future}]
+    failing = [{"CopySourceIfMatch": '"nope"'}, {"CopySourceIfNoneMatch": etag},
+               {"CopySourceIfModifiedSince": future}, {"CopySourceIfUnmodifiedSince": past}]
+    for i, cond in enumerate(passing):
+        c.copy_object(Bucket="ccond", Key=f"ok{i}", CopySource=src, **cond)
+        assert c.get_object(Bucket="ccond", Key=f"ok{i}")["Body"].read() == b"abc", cond
+    for cond in failing:
+        assert error_of(lambda: c.copy_object(Bucket="ccond", Key="no", CopySource=src,
+                                              **cond))[:2] == ("PreconditionFailed", 412), cond
+    assert error_of(lambda: c.head_object(Bucket="ccond", Key="no"))[1] == 404
+
 def test_bad_bodies_store_nothing(s3d):
     c = client(s3d)
     c.create_bucket(Bucket="bad")
