@@ -24,7 +24,7 @@ static inline struct ol_store_core *ol_s3_store(struct ol_s3_req *q)
     return q->srv->p.store;
 }
 
-/* ---- the store's statuses as S3 errors ---- */
+/* ---- the store's statuses as S3 errors (store_err.c) ---- */
 
 /* The S3 error for a store status (< 0) and, in *msg, its message (NULL:
  * the default). OL_S3_INTERNAL for a status the store should not give. */
