@@ -1,7 +1,8 @@
 /*
- * op_int.h - what the S3 operation files share among themselves: the
- * helpers more than one of them calls. (What they share with the server,
- * the request state and the helpers to answer, is s3_int.h.)
+ * op_int.h - what the S3 operation files share among themselves and with
+ * the command table (route.c): their handlers, and the helpers more than
+ * one of them calls. (What they share with the server, the request state
+ * and the helpers to answer, is s3_int.h.)
  *
  * Owns: nothing; each helper's home file is named above it. Not for use
  * outside src/s3. Must not: grow helpers only one file calls (those stay
@@ -23,6 +24,36 @@ static inline struct ol_store_core *ol_s3_store(struct ol_s3_req *q)
 {
     return q->srv->p.store;
 }
+
+/* ---- the operations: the handlers of route.c's command table ----
+ *
+ * Each starts its operation on a routed, authenticated request whose
+ * needs (route.h, OL_S3_NEEDS_*) are met: it answers (and frees q), or
+ * leaves the operation in flight with q's handlers set. DeleteObject,
+ * PutBucketVersioning and ListObjectVersions are versioning.h's. */
+
+void ol_s3_list_buckets(struct ol_s3_req *q);
+void ol_s3_create_bucket(struct ol_s3_req *q);
+void ol_s3_delete_bucket(struct ol_s3_req *q);
+void ol_s3_bucket_exists(struct ol_s3_req *q);   /* HeadBucket, GetBucketLocation,
+                                                    GetBucketVersioning */
+void ol_s3_put_object(struct ol_s3_req *q);
+void ol_s3_get_object(struct ol_s3_req *q);
+void ol_s3_head_object(struct ol_s3_req *q);
+void ol_s3_get_object_tagging(struct ol_s3_req *q);
+void ol_s3_copy_object(struct ol_s3_req *q);
+void ol_s3_create_upload(struct ol_s3_req *q);
+void ol_s3_upload_part(struct ol_s3_req *q);
+void ol_s3_upload_part_copy(struct ol_s3_req *q);
+void ol_s3_complete_upload(struct ol_s3_req *q);
+void ol_s3_abort_upload(struct ol_s3_req *q);
+void ol_s3_list_parts(struct ol_s3_req *q);
+void ol_s3_list_uploads(struct ol_s3_req *q);
+void ol_s3_put_object_tagging(struct ol_s3_req *q);
+void ol_s3_delete_object_tagging(struct ol_s3_req *q);
+void ol_s3_delete_objects(struct ol_s3_req *q);
+void ol_s3_list_objects(struct ol_s3_req *q);      /* v1 */
+void ol_s3_list_objects_v2(struct ol_s3_req *q);
 
 /* ---- the store's statuses as S3 errors (store_err.c) ---- */
 

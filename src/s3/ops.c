@@ -56,7 +56,7 @@ void ol_s3_owner(struct ol_xml_w *w, const char *tag)
  * contains at least one valid parameter"), Prefix is echoed when sent, and
  * a truncated page ends with ContinuationToken.
  */
-static void list_buckets(struct ol_s3_req *q)
+void ol_s3_list_buckets(struct ol_s3_req *q)
 {
     char prefix[OL_S3_KEY_MAX + 1], tok[128], region[64], num[16];
     int pl = ol_s3_qparam(q, "prefix", prefix, sizeof prefix);
@@ -210,6 +210,16 @@ static void bucket_done(void *ud, const struct ol_store_event *ev)
     }
 }
 
+/* After an engine call on the bucket: its error answered, or the request
+ * waits for bucket_done. */
+static void bucket_started(struct ol_s3_req *q, int rc)
+{
+    if (rc < 0)
+        ol_s3_store_error(q, rc);
+    else
+        q->abort_handler = ol_s3_client_gone_wait;
+}
+
 struct create_cfg {
     char location[64];
     bool bad;
@@ -246,34 +256,26 @@ static void create_bucket_body(struct ol_s3_req *q)
             return;
         }
     }
-    int rc = ol_store_bucket_create(ol_s3_store(q), q->route.bucket, bucket_done, q);
-    if (rc < 0)
-        ol_s3_store_error(q, rc);
-    else
-        q->abort_handler = ol_s3_client_gone_wait;
+    bucket_started(q, ol_store_bucket_create(ol_s3_store(q), q->route.bucket, bucket_done, q));
 }
 
-static void bucket_op(struct ol_s3_req *q)
+void ol_s3_create_bucket(struct ol_s3_req *q)
 {
-    int rc;
-    switch (q->route.op) {
-    case OL_OP_CREATE_BUCKET: {
-        enum ol_s3_err e = ol_s3_read_xml(q, create_bucket_body);
-        if (e)
-            ol_s3_error(q, e, NULL);
-        return;
-    }
-    case OL_OP_DELETE_BUCKET:
-        rc = ol_store_bucket_delete(ol_s3_store(q), q->route.bucket, bucket_done, q);
-        break;
-    default:   /* HEAD, location, versioning: the bucket must exist */
-        rc = ol_store_bucket_exists(ol_s3_store(q), q->route.bucket, bucket_done, q);
-        break;
-    }
-    if (rc < 0)
-        ol_s3_store_error(q, rc);
-    else
-        q->abort_handler = ol_s3_client_gone_wait;
+    enum ol_s3_err e = ol_s3_read_xml(q, create_bucket_body);
+    if (e)
+        ol_s3_error(q, e, NULL);
+}
+
+void ol_s3_delete_bucket(struct ol_s3_req *q)
+{
+    bucket_started(q, ol_store_bucket_delete(ol_s3_store(q), q->route.bucket, bucket_done, q));
+}
+
+/* HeadBucket, GetBucketLocation, GetBucketVersioning: the bucket must
+ * exist; bucket_done answers each. */
+void ol_s3_bucket_exists(struct ol_s3_req *q)
+{
+    bucket_started(q, ol_store_bucket_exists(ol_s3_store(q), q->route.bucket, bucket_done, q));
 }
 
 /* ---- tags --------------------------------------------------------------------- */
@@ -648,7 +650,7 @@ void ol_s3_put_client_gone(struct ol_s3_req *q)
     ol_s3_req_free(q);
 }
 
-static void put_object(struct ol_s3_req *q)
+void ol_s3_put_object(struct ol_s3_req *q)
 {
     struct ol_s3_op_put *st = &q->op.put;
     memset(st, 0, offsetof(struct ol_s3_op_put, spill));
@@ -899,7 +901,7 @@ static void create_done(void *ud, const struct ol_store_event *ev)
     ol_s3_reply(q, 200, h, "application/xml", out, w.n);
 }
 
-static void create_upload(struct ol_s3_req *q)
+void ol_s3_create_upload(struct ol_s3_req *q)
 {
     struct ol_s3_user_meta um;
     enum ol_s3_err e = ol_s3_user_meta(q, &um);
@@ -988,7 +990,7 @@ long ol_s3_part_number(struct ol_s3_req *q)
     return pn;
 }
 
-static void upload_part(struct ol_s3_req *q)
+void ol_s3_upload_part(struct ol_s3_req *q)
 {
     struct ol_s3_op_put *st = &q->op.put;
     memset(st, 0, offsetof(struct ol_s3_op_put, spill));
@@ -1432,7 +1434,7 @@ static void complete_body(struct ol_s3_req *q)
 
 /* The state of a Complete is made once its body is in: an error of the
  * body, or the client leaving while it comes, frees nothing of it. */
-static void complete_upload(struct ol_s3_req *q)
+void ol_s3_complete_upload(struct ol_s3_req *q)
 {
     struct ol_store_cond cond;
     uint8_t id[16];
@@ -1457,7 +1459,7 @@ static void abort_done(void *ud, const struct ol_store_event *ev)
         ol_s3_reply(q, 204, NULL, NULL, NULL, 0);
 }
 
-static void abort_upload(struct ol_s3_req *q)
+void ol_s3_abort_upload(struct ol_s3_req *q)
 {
     uint8_t id[16];
     if (!ol_s3_upload_id(q, id))
@@ -1525,7 +1527,7 @@ static void list_parts_done(void *ud, const struct ol_store_event *ev)
     free(out);
 }
 
-static void list_parts(struct ol_s3_req *q)
+void ol_s3_list_parts(struct ol_s3_req *q)
 {
     struct mpu_state *m = mpu_new(q);
     if (!m)
@@ -1631,7 +1633,7 @@ static void list_uploads_done(void *ud, const struct ol_store_event *ev)
     free(out);
 }
 
-static void list_uploads(struct ol_s3_req *q)
+void ol_s3_list_uploads(struct ol_s3_req *q)
 {
     struct mpu_state *m = mpu_new(q);
     if (!m)
@@ -2077,7 +2079,7 @@ static void copy_start(struct ol_s3_req *q)
     }
 }
 
-static void copy_object(struct ol_s3_req *q)
+void ol_s3_copy_object(struct ol_s3_req *q)
 {
     struct copy_state *c = copy_new(q);
     if (!c)
@@ -2139,7 +2141,7 @@ static void copy_object(struct ol_s3_req *q)
 /* UploadPartCopy: part partNumber of uploadId from an object, whole or
  * the x-amz-copy-source-range "bytes=first-last" of it, streamed through
  * the core like CopyObject. */
-static void upload_part_copy(struct ol_s3_req *q)
+void ol_s3_upload_part_copy(struct ol_s3_req *q)
 {
     uint8_t id[16];
     if (!ol_s3_upload_id(q, id))
@@ -2470,6 +2472,13 @@ static void get_object(struct ol_s3_req *q, bool head, bool tagging)
         ol_s3_store_error(q, rc);
 }
 
+void ol_s3_get_object(struct ol_s3_req *q) { get_object(q, false, false); }
+
+void ol_s3_head_object(struct ol_s3_req *q) { get_object(q, true, false); }
+
+/* GetObjectTagging: the version's tag set, read as a GET reads it. */
+void ol_s3_get_object_tagging(struct ol_s3_req *q) { get_object(q, false, true); }
+
 /* ---- PutObjectTagging / DeleteObjectTagging ------------------------------------- */
 
 #define OL_S3_TAGS_MAX 49152u      /* the URL-encoded tag set: meta.h's limit */
@@ -2683,14 +2692,14 @@ static struct tag_state *tag_new(struct ol_s3_req *q)
     return t;
 }
 
-static void put_object_tagging(struct ol_s3_req *q)
+void ol_s3_put_object_tagging(struct ol_s3_req *q)
 {
     enum ol_s3_err e = ol_s3_read_xml(q, put_tagging_body);
     if (e)
         ol_s3_error(q, e, NULL);
 }
 
-static void delete_object_tagging(struct ol_s3_req *q)
+void ol_s3_delete_object_tagging(struct ol_s3_req *q)
 {
     if (tag_new(q))
         tag_start(q);   /* an empty tag set */
@@ -2896,7 +2905,7 @@ static void delete_objects_body(struct ol_s3_req *q)
     del_next(q);
 }
 
-static void delete_objects(struct ol_s3_req *q)
+void ol_s3_delete_objects(struct ol_s3_req *q)
 {
     /* S3 requires an integrity header on DeleteObjects */
     bool sum = ol_s3_hdr(q, "content-md5") != NULL;
@@ -3128,93 +3137,6 @@ static void list_objects(struct ol_s3_req *q, bool v2)
     free(cpbuf);
 }
 
-/* ---- dispatch -------------------------------------------------------------------- */
+void ol_s3_list_objects(struct ol_s3_req *q) { list_objects(q, false); }
 
-void ol_s3_dispatch(struct ol_s3_req *q)
-{
-    if (q->route.op == OL_OP_LIST_BUCKETS) {
-        list_buckets(q);
-        return;
-    }
-    if (!ol_s3_store(q)) {
-        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "This server has no object store configured.");
-        return;
-    }
-    switch (q->route.op) {
-    case OL_OP_CREATE_BUCKET:
-    case OL_OP_DELETE_BUCKET:
-    case OL_OP_HEAD_BUCKET:
-    case OL_OP_GET_BUCKET_LOCATION:
-    case OL_OP_GET_BUCKET_VERSIONING:
-        bucket_op(q);
-        return;
-    case OL_OP_PUT_OBJECT:
-        put_object(q);
-        return;
-    case OL_OP_COPY_OBJECT:
-        copy_object(q);
-        return;
-    case OL_OP_CREATE_MULTIPART:
-        create_upload(q);
-        return;
-    case OL_OP_UPLOAD_PART:
-        upload_part(q);
-        return;
-    case OL_OP_UPLOAD_PART_COPY:
-        upload_part_copy(q);
-        return;
-    case OL_OP_COMPLETE_MULTIPART:
-        complete_upload(q);
-        return;
-    case OL_OP_ABORT_MULTIPART:
-        abort_upload(q);
-        return;
-    case OL_OP_LIST_PARTS:
-        list_parts(q);
-        return;
-    case OL_OP_LIST_MULTIPART_UPLOADS:
-        list_uploads(q);
-        return;
-    case OL_OP_GET_OBJECT:
-        get_object(q, false, false);
-        return;
-    case OL_OP_HEAD_OBJECT:
-        get_object(q, true, false);
-        return;
-    case OL_OP_GET_OBJECT_TAGGING:
-        get_object(q, false, true);
-        return;
-    case OL_OP_PUT_OBJECT_TAGGING:
-        put_object_tagging(q);
-        return;
-    case OL_OP_DELETE_OBJECT_TAGGING:
-        delete_object_tagging(q);
-        return;
-    case OL_OP_DELETE_OBJECT:
-        ol_s3_delete_object(q);
-        return;
-    case OL_OP_PUT_BUCKET_VERSIONING:
-        ol_s3_put_bucket_versioning(q);
-        return;
-    case OL_OP_LIST_OBJECT_VERSIONS:
-        ol_s3_list_object_versions(q);
-        return;
-    case OL_OP_DELETE_OBJECTS:
-        delete_objects(q);
-        return;
-    case OL_OP_LIST_OBJECTS:
-    case OL_OP_LIST_OBJECTS_V2:
-        if (!q->srv->p.catalog)
-            break;
-        list_objects(q, q->route.op == OL_OP_LIST_OBJECTS_V2);
-        return;
-    default:
-        break;
-    }
-    {
-        char msg[160];
-        snprintf(msg, sizeof msg, "%s is not implemented by this build of openlaked yet.",
-                 ol_s3_op_name(q->route.op));
-        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, msg);
-    }
-}
+void ol_s3_list_objects_v2(struct ol_s3_req *q) { list_objects(q, true); }

@@ -1,48 +1,79 @@
 /*
- * route.c - S3 request routing (see route.h).
+ * route.c - S3 request routing and the command table (see route.h).
  */
 #include "s3/route.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "s3/op_int.h"
 #include "s3/pct.h"
+#include "s3/versioning.h"
 #include "store/layout.h"
 
-static const char *const op_names[OL_OP__COUNT] = {
-    [OL_OP_NONE] = "None",
-    [OL_OP_LIST_BUCKETS] = "ListBuckets",
-    [OL_OP_CREATE_BUCKET] = "CreateBucket",
-    [OL_OP_DELETE_BUCKET] = "DeleteBucket",
-    [OL_OP_HEAD_BUCKET] = "HeadBucket",
-    [OL_OP_GET_BUCKET_LOCATION] = "GetBucketLocation",
-    [OL_OP_GET_BUCKET_VERSIONING] = "GetBucketVersioning",
-    [OL_OP_PUT_BUCKET_VERSIONING] = "PutBucketVersioning",
-    [OL_OP_LIST_OBJECTS] = "ListObjects",
-    [OL_OP_LIST_OBJECTS_V2] = "ListObjectsV2",
-    [OL_OP_LIST_OBJECT_VERSIONS] = "ListObjectVersions",
-    [OL_OP_LIST_MULTIPART_UPLOADS] = "ListMultipartUploads",
-    [OL_OP_DELETE_OBJECTS] = "DeleteObjects",
-    [OL_OP_PUT_OBJECT] = "PutObject",
-    [OL_OP_COPY_OBJECT] = "CopyObject",
-    [OL_OP_GET_OBJECT] = "GetObject",
-    [OL_OP_HEAD_OBJECT] = "HeadObject",
-    [OL_OP_DELETE_OBJECT] = "DeleteObject",
-    [OL_OP_CREATE_MULTIPART] = "CreateMultipartUpload",
-    [OL_OP_UPLOAD_PART] = "UploadPart",
-    [OL_OP_UPLOAD_PART_COPY] = "UploadPartCopy",
-    [OL_OP_COMPLETE_MULTIPART] = "CompleteMultipartUpload",
-    [OL_OP_ABORT_MULTIPART] = "AbortMultipartUpload",
-    [OL_OP_LIST_PARTS] = "ListParts",
-    [OL_OP_GET_OBJECT_TAGGING] = "GetObjectTagging",
-    [OL_OP_PUT_OBJECT_TAGGING] = "PutObjectTagging",
-    [OL_OP_DELETE_OBJECT_TAGGING] = "DeleteObjectTagging",
+/* ---- the command table: what runs each operation, and what it needs ---- */
+
+#define S OL_S3_NEEDS_STORE
+#define C OL_S3_NEEDS_CATALOG
+static const struct ol_s3_op_def ops[OL_OP__COUNT] = {
+    [OL_OP_NONE] = {"None", NULL, 0},
+    [OL_OP_LIST_BUCKETS] = {"ListBuckets", ol_s3_list_buckets, 0},
+    [OL_OP_CREATE_BUCKET] = {"CreateBucket", ol_s3_create_bucket, S},
+    [OL_OP_DELETE_BUCKET] = {"DeleteBucket", ol_s3_delete_bucket, S},
+    [OL_OP_HEAD_BUCKET] = {"HeadBucket", ol_s3_bucket_exists, S},
+    [OL_OP_GET_BUCKET_LOCATION] = {"GetBucketLocation", ol_s3_bucket_exists, S},
+    [OL_OP_GET_BUCKET_VERSIONING] = {"GetBucketVersioning", ol_s3_bucket_exists, S},
+    [OL_OP_PUT_BUCKET_VERSIONING] = {"PutBucketVersioning", ol_s3_put_bucket_versioning, S},
+    [OL_OP_LIST_OBJECTS] = {"ListObjects", ol_s3_list_objects, S | C},
+    [OL_OP_LIST_OBJECTS_V2] = {"ListObjectsV2", ol_s3_list_objects_v2, S | C},
+    [OL_OP_LIST_OBJECT_VERSIONS] = {"ListObjectVersions", ol_s3_list_object_versions, S},
+    [OL_OP_LIST_MULTIPART_UPLOADS] = {"ListMultipartUploads", ol_s3_list_uploads, S},
+    [OL_OP_DELETE_OBJECTS] = {"DeleteObjects", ol_s3_delete_objects, S},
+    [OL_OP_PUT_OBJECT] = {"PutObject", ol_s3_put_object, S},
+    [OL_OP_COPY_OBJECT] = {"CopyObject", ol_s3_copy_object, S},
+    [OL_OP_GET_OBJECT] = {"GetObject", ol_s3_get_object, S},
+    [OL_OP_HEAD_OBJECT] = {"HeadObject", ol_s3_head_object, S},
+    [OL_OP_DELETE_OBJECT] = {"DeleteObject", ol_s3_delete_object, S},
+    [OL_OP_CREATE_MULTIPART] = {"CreateMultipartUpload", ol_s3_create_upload, S},
+    [OL_OP_UPLOAD_PART] = {"UploadPart", ol_s3_upload_part, S},
+    [OL_OP_UPLOAD_PART_COPY] = {"UploadPartCopy", ol_s3_upload_part_copy, S},
+    [OL_OP_COMPLETE_MULTIPART] = {"CompleteMultipartUpload", ol_s3_complete_upload, S},
+    [OL_OP_ABORT_MULTIPART] = {"AbortMultipartUpload", ol_s3_abort_upload, S},
+    [OL_OP_LIST_PARTS] = {"ListParts", ol_s3_list_parts, S},
+    [OL_OP_GET_OBJECT_TAGGING] = {"GetObjectTagging", ol_s3_get_object_tagging, S},
+    [OL_OP_PUT_OBJECT_TAGGING] = {"PutObjectTagging", ol_s3_put_object_tagging, S},
+    [OL_OP_DELETE_OBJECT_TAGGING] = {"DeleteObjectTagging", ol_s3_delete_object_tagging, S},
 };
+#undef S
+#undef C
+
+const struct ol_s3_op_def *ol_s3_op_def(enum ol_s3_op op)
+{
+    return &ops[op >= 0 && op < OL_OP__COUNT ? op : OL_OP_NONE];
+}
 
 const char *ol_s3_op_name(enum ol_s3_op op)
 {
-    return op >= 0 && op < OL_OP__COUNT && op_names[op] ? op_names[op] : "Unknown";
+    return op >= 0 && op < OL_OP__COUNT ? ops[op].name : "Unknown";
+}
+
+void ol_s3_dispatch(struct ol_s3_req *q)
+{
+    const struct ol_s3_op_def *d = ol_s3_op_def(q->route.op);
+    if ((d->needs & OL_S3_NEEDS_STORE) && !q->srv->p.store) {
+        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, "This server has no object store configured.");
+        return;
+    }
+    if (!d->handler || ((d->needs & OL_S3_NEEDS_CATALOG) && !q->srv->p.catalog)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s is not implemented by this build of openlaked yet.",
+                 d->name);
+        ol_s3_error(q, OL_S3_NOT_IMPLEMENTED, msg);
+        return;
+    }
+    d->handler(q);
 }
 
 /* Finds parameter `name` (raw names compared decoded-equal for the plain

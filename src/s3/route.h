@@ -10,7 +10,12 @@
  * (?acl, ?policy, ?lifecycle, ...) are NotImplemented, never silently
  * treated as a plain GET or PUT.
  *
- * Must not: authenticate, touch storage, or allocate.
+ * Also owns the command table, one row per operation: its name, its
+ * handler (op_*.c, versioning.c) and what it needs before the handler
+ * runs; ol_s3_dispatch (s3_int.h) runs a routed request through it.
+ *
+ * Must not: authenticate, touch storage, or allocate; operations live in
+ * their handlers, never in the table or the dispatch.
  */
 #ifndef OL_S3_ROUTE_H
 #define OL_S3_ROUTE_H
@@ -85,8 +90,24 @@ enum ol_s3_err ol_s3_route(const char *method, size_t method_len, const char *pa
 const char *ol_s3_vhost_bucket(const char *host, size_t host_len, const char *domain,
                                size_t *len);
 
-/* The operation's name as in AWS's API reference ("PutObject"). */
+/* The operation's name as in AWS's API reference ("PutObject"); "None"
+ * for OL_OP_NONE, "Unknown" for a value out of range. */
 const char *ol_s3_op_name(enum ol_s3_op op);
+
+/* What an operation needs before its handler runs (else 501). */
+#define OL_S3_NEEDS_STORE   0x1u   /* an object store (the daemon may have none) */
+#define OL_S3_NEEDS_CATALOG 0x2u   /* the listing catalog (ListObjects v1, v2) */
+
+struct ol_s3_req;
+/* A row of the command table. */
+struct ol_s3_op_def {
+    const char *name;                       /* ol_s3_op_name */
+    void (*handler)(struct ol_s3_req *q);   /* NULL for OL_OP_NONE only */
+    unsigned needs;                         /* OL_S3_NEEDS_* */
+};
+
+/* The command table's row of op (OL_OP_NONE's for a value out of range). */
+const struct ol_s3_op_def *ol_s3_op_def(enum ol_s3_op op);
 
 /*
  * ol_s3_query - the decoded value of query parameter `name` into out[cap]

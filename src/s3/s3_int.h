@@ -132,7 +132,9 @@ struct ol_s3_server {
     uint64_t auth_sigv4, auth_sigv2;   /* requests authenticated, by signature version */
 };
 
-/* Starts the operation of a routed, authenticated request (ops.c). */
+/* Starts the operation of a routed, authenticated request: its handler in
+ * the command table (route.c), or 501 NotImplemented naming what is
+ * missing (no object store; no listing catalog for ListObjects). */
 void ol_s3_dispatch(struct ol_s3_req *q);
 
 /*

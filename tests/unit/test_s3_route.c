@@ -75,6 +75,34 @@ OLT_TEST(s3_route_operations)
     OLT_CHECK_STR(ol_s3_op_name(OL_OP_PUT_OBJECT), "PutObject");
 }
 
+/* The command table (route.c) is complete: every operation the router can
+ * name has a name and a handler, and says what it needs. */
+OLT_TEST(s3_route_command_table)
+{
+    for (int op = 0; op < OL_OP__COUNT; op++) {
+        const struct ol_s3_op_def *d = ol_s3_op_def((enum ol_s3_op)op);
+        if (!d->name || !d->name[0])
+            olt_fail(__FILE__, __LINE__, "operation %d has no name", op);
+        OLT_CHECK_STR(ol_s3_op_name((enum ol_s3_op)op), d->name);
+        for (int j = 0; j < op; j++)
+            if (strcmp(ol_s3_op_def((enum ol_s3_op)j)->name, d->name) == 0)
+                olt_fail(__FILE__, __LINE__, "%s names two operations", d->name);
+        if (op == OL_OP_NONE) {
+            OLT_CHECK(d->handler == NULL);
+            continue;
+        }
+        if (!d->handler)
+            olt_fail(__FILE__, __LINE__, "%s has no handler", d->name);
+        /* a store for all but ListBuckets; the catalog for ListObjects */
+        OLT_CHECK_EQ(!!(d->needs & OL_S3_NEEDS_STORE), op != OL_OP_LIST_BUCKETS);
+        OLT_CHECK_EQ(!!(d->needs & OL_S3_NEEDS_CATALOG),
+                     op == OL_OP_LIST_OBJECTS || op == OL_OP_LIST_OBJECTS_V2);
+    }
+    OLT_CHECK(ol_s3_op_def(OL_OP__COUNT) == ol_s3_op_def(OL_OP_NONE));
+    OLT_CHECK_STR(ol_s3_op_name(OL_OP__COUNT), "Unknown");
+    OLT_CHECK_STR(ol_s3_op_name(OL_OP_NONE), "None");
+}
+
 OLT_TEST(s3_route_keys_and_addressing)
 {
     struct ol_s3_route o;
