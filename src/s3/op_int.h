@@ -89,7 +89,7 @@ int ol_s3_copy_cond(struct ol_s3_req *q, const struct ol_meta_version *v);
  * does not serve either: both headers, another If-None-Match). */
 bool ol_s3_write_cond(struct ol_s3_req *q, struct ol_store_cond *c);
 
-/* ---- listings: parameters and the pieces of their documents ---- */
+/* ---- listings: parameters and the pieces of their documents (op_list.c) ---- */
 
 /* Query parameter `name` of q, decoded, into buf[cap]: its length, 0 when
  * absent (buf ""), -1 when present but malformed or longer than cap - 1. */
