@@ -107,12 +107,16 @@ void ol_s3_url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n
 /* <Owner> / <Initiator> (tag): every object belongs to the one account. */
 void ol_s3_owner(struct ol_xml_w *w, const char *tag);
 
-/* ---- tags ---- */
+/* ---- tags (op_tagging.c) ---- */
+
+/* The Tagging document (GetObjectTagging) of version v's tag set into w. */
+void ol_s3_tagging_doc(struct ol_xml_w *w, const struct ol_meta_version *v);
 
 /* One tag set in x-amz-tagging form (k=v&k2=v2, URL-encoded, s[0..n)):
  * calls fn (may be NULL) per decoded pair. Returns the tag count, or -1
- * when S3 would refuse it (more than 10, a key twice, a key over 128 or a
- * value over 256 characters, an aws: key, bad encoding). */
+ * when S3 would refuse it (more than 10 tags, an empty key or the same key
+ * twice, a key over 128 or a value over 256 characters, a key layout.h
+ * refuses, an aws: key, bad percent-encoding). */
 int ol_s3_tags_each(const char *s, size_t n,
                     void (*fn)(void *, const char *, size_t, const char *, size_t), void *arg);
 
