@@ -153,7 +153,7 @@ void ol_s3_put_event(void *ud, const struct ol_store_event *ev);        /* the e
 /* Aborts the engine's PUT and answers e (msg: ol_s3_error's). */
 void ol_s3_put_fail(struct ol_s3_req *q, enum ol_s3_err e, const char *msg);
 
-/* ---- multipart parameters ---- */
+/* ---- multipart parameters (op_mpu.c) ---- */
 
 /* The ?partNumber of q, 1..10000; 0 after answering InvalidArgument. */
 long ol_s3_part_number(struct ol_s3_req *q);
