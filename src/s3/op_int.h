@@ -121,7 +121,7 @@ int ol_s3_tags_each(const char *s, size_t n,
                     void (*fn)(void *, const char *, size_t, const char *, size_t), void *arg);
 
 /* ---- what a new object takes from the request (PutObject, CopyObject's
- * REPLACE, CreateMultipartUpload) ---- */
+ * REPLACE, CreateMultipartUpload): op_object.c ---- */
 
 /* Lower-cased x-amz-meta-* names and their values, sorted, within S3's 2 KiB. */
 struct ol_s3_user_meta {
@@ -144,7 +144,7 @@ void ol_s3_set_hdr(struct ol_meta_version *v, int which, const struct ol_http_he
 struct ol_meta_bytes ol_s3_content_encoding(const struct ol_http_header *ce, char *out,
                                            size_t cap);
 
-/* ---- a body streamed into the engine (PutObject, UploadPart): q->op.put ---- */
+/* ---- a body streamed into the engine (PutObject, UploadPart): q->op.put, op_object.c ---- */
 
 void ol_s3_put_body(struct ol_s3_req *q, const char *d, size_t n);       /* body_handler */
 void ol_s3_put_body_end(struct ol_s3_req *q, enum ol_s3_err verdict);   /* body_end_handler */

@@ -1,5 +1,5 @@
 /*
- * s3_int.h - what the S3 server (server.c) and its operations (ops_*.c)
+ * s3_int.h - what the S3 server (server.c) and its operations (op_*.c)
  * share: the per-request state and the helpers to answer.
  *
  * Owns: struct ol_s3_req and struct ol_s3_server. Not for use outside
@@ -32,7 +32,7 @@
 #define OL_S3_WRITE_PIECE  (64u << 10) /* response bytes queued per write */
 #define OL_S3_NS           "http://s3.amazonaws.com/doc/2006-03-01/"
 
-/* PutObject in flight (ops.c). */
+/* PutObject / UploadPart in flight (op_object.c). */
 #define OL_S3_SPILL (64u << 10)
 struct ol_put;
 struct ol_catalog_page;
@@ -52,7 +52,7 @@ struct ol_s3_op_put {
     char spill[OL_S3_SPILL];
 };
 
-/* GetObject / HeadObject in flight (ops.c). */
+/* GetObject / HeadObject in flight (op_object.c). */
 struct ol_s3_op_get {
     struct ol_get *get;
     bool head, started, done;
@@ -94,7 +94,7 @@ struct ol_s3_req {
     char *xml;
     size_t xml_len;
     void *op_state;              /* the operation's own (e.g. a store handle) */
-    struct ol_s3_op_put *put;    /* PutObject: its state (ops.c) */
+    struct ol_s3_op_put *put;    /* PutObject: its state (op_object.c) */
     struct ol_s3_op_get *get;    /* GetObject / HeadObject */
     union {
         struct ol_s3_op_put put;

@@ -7,7 +7,8 @@
  *   on_drain    streaming responses refill (GET)
  *   on_abort    the client went away: the operation undoes its work
  *
- * Operations live in ops_*.c and talk to this file through s3_int.h.
+ * Operations live in op_*.c (and versioning.c), reached through the command
+ * table in route.c, and talk to this file through s3_int.h.
  */
 #include "s3/s3_int.h"
 

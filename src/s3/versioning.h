@@ -3,9 +3,9 @@
  * version ids on the wire, the bucket's state, the three kinds of
  * DeleteObject, Get/PutBucketVersioning and ListObjectVersions
  * (conditional writes are cond.c's). The operations live in versioning.c;
- * ops.c calls
- * the helpers from PutObject, GetObject/HeadObject, CopyObject,
- * CompleteMultipartUpload and DeleteObjects.
+ * the helpers serve PutObject, GetObject/HeadObject (op_object.c),
+ * CopyObject (op_copy.c), CompleteMultipartUpload (op_mpu.c),
+ * DeleteObjects (op_delete.c) and object tagging (op_tagging.c).
  *
  * Version ids: 16 bytes in the engine, 32 lowercase hex digits on the wire
  * (URL-safe, never "null"); the all-zero id is written "null". An id is

@@ -1,36 +1,33 @@
 /*
- * ops.c - the S3 operations on the object store (store/engine.h) and their
- * dispatch: buckets (List, Create, Delete, Head, GetBucketLocation),
- * PutObject, CopyObject, GetObject, HeadObject, DeleteObjects, ListObjects
- * v1 and v2, multipart uploads (Create, UploadPart, UploadPartCopy,
- * Complete, Abort, ListParts, ListMultipartUploads) and object tagging.
- * Versioning's operations (DeleteObject, Get/PutBucketVersioning,
- * ListObjectVersions) live in versioning.c. A daemon without an object
- * store, and a catalog-less store asked to list, answer NotImplemented
- * (501) naming the operation.
+ * op_object.c - the object operations: PutObject (the body streamed into
+ * the engine's PUT, with its headers, user metadata, tags and checksum
+ * kept in the new version), GetObject and HeadObject (conditions, Range
+ * and partNumber, the version's headers and the response-* overrides,
+ * the body streamed out of the engine's GET), and GetObjectTagging, which
+ * reads the version the way a GET does (its document is op_tagging.c's).
+ * UploadPart streams its body through the same PUT path (op_mpu.c);
+ * DeleteObject is versioning.c's.
  *
  * Every engine callback runs on this core's loop thread with the request
  * state as its user data; a request whose client went away (q->r NULL) is
  * only cleaned up.
+ *
+ * Must not: hold a body in memory beyond the spill the engine has not
+ * taken yet (OL_S3_SPILL), or a GET's slice beyond the engine's next one
+ * (the next is asked for once the connection has sent it).
  */
 #include "s3/op_int.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "s3/date.h"
-#include "s3/pct.h"
 #include "s3/range.h"
 #include "s3/versioning.h"
-#include "store/catalog.h"
-#include "store/engine.h"
 #include "store/layout.h"
-#include "store/meta.h"
 
 #define OL_S3_MAX_OBJECT (5ull << 40)   /* 5 TiB, as S3 */
 
