@@ -276,8 +276,8 @@ void ol_s3_create_upload(struct ol_s3_req *q)
     ol_s3_set_hdr(&v, OL_META_HDR_CACHE_CONTROL, ol_s3_hdr(q, "cache-control"));
     ol_s3_set_hdr(&v, OL_META_HDR_EXPIRES, ol_s3_hdr(q, "expires"));
     char ce[OL_META_MAX_HEADER];
-    v.hdr[OL_META_HDR_CONTENT_ENCODING] = ol_s3_content_encoding(ol_s3_hdr(q, "content-encoding"), ce,
-                                                           sizeof ce);
+    v.hdr[OL_META_HDR_CONTENT_ENCODING] =
+        ol_s3_content_encoding(ol_s3_hdr(q, "content-encoding"), ce, sizeof ce);
     if (tg && tg->value_len)
         v.tagging = (struct ol_meta_bytes){(const uint8_t *)tg->value, (uint32_t)tg->value_len};
     const struct ol_http_header *sc = ol_s3_hdr(q, "x-amz-storage-class");
@@ -699,8 +699,8 @@ static void complete_body(struct ol_s3_req *q)
     /* the upload's checksum algorithm and type decide what the list and
      * the headers must say (an upload not found: maybe a Complete again) */
     uint8_t ualgo = 0, uflags = 0;
-    bool known = ol_mpu_upload_checksum(ol_s3_store(q), q->route.bucket, q->route.key, m->id, &ualgo,
-                                        &uflags) == 0;
+    bool known = ol_mpu_upload_checksum(ol_s3_store(q), q->route.bucket, q->route.key, m->id,
+                                        &ualgo, &uflags) == 0;
     m->algo = known ? ualgo : 0;   /* ol_ck_algo and ol_meta_cks agree */
     m->full = upload_full(ualgo, uflags);
     struct complete_parse cp = {.m = m, .algo = m->algo};

@@ -103,7 +103,7 @@ void ol_s3_put_body(struct ol_s3_req *q, const char *d, size_t n)
     char c[128];
     if (rc < 0)
         ol_s3_put_fail(q, rc == -ENOBUFS ? OL_S3_SLOW_DOWN : OL_S3_INTERNAL,
-                 rc == -ENOBUFS ? NULL : ol_s3_cause(c, "ol_put_write", rc));
+                       rc == -ENOBUFS ? NULL : ol_s3_cause(c, "ol_put_write", rc));
 }
 
 void ol_s3_put_body_end(struct ol_s3_req *q, enum ol_s3_err verdict)
@@ -219,8 +219,8 @@ static void put_finish(struct ol_s3_req *q)
     v.user_count = (uint16_t)um.n;
     ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_TYPE, ol_s3_hdr(q, "content-type"));
     char ce[OL_META_MAX_HEADER];
-    v.hdr[OL_META_HDR_CONTENT_ENCODING] = ol_s3_content_encoding(ol_s3_hdr(q, "content-encoding"), ce,
-                                                           sizeof ce);
+    v.hdr[OL_META_HDR_CONTENT_ENCODING] =
+        ol_s3_content_encoding(ol_s3_hdr(q, "content-encoding"), ce, sizeof ce);
     ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_DISPOSITION, ol_s3_hdr(q, "content-disposition"));
     ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, ol_s3_hdr(q, "content-language"));
     ol_s3_set_hdr(&v, OL_META_HDR_CACHE_CONTROL, ol_s3_hdr(q, "cache-control"));
@@ -253,7 +253,7 @@ static void put_finish(struct ol_s3_req *q)
     if (rc < 0) {
         char c[128];
         ol_s3_put_fail(q, rc == -EINVAL ? OL_S3_INVALID_ARGUMENT : OL_S3_INTERNAL,
-                 rc == -EINVAL ? NULL : ol_s3_cause(c, "ol_put_finish", rc));
+                       rc == -EINVAL ? NULL : ol_s3_cause(c, "ol_put_finish", rc));
         return;
     }
     st->finishing = true;
@@ -273,7 +273,8 @@ void ol_s3_put_event(void *ud, const struct ol_store_event *ev)
             if (rc < 0) {
                 char c[128];
                 if (q->r)
-                    ol_s3_put_fail(q, OL_S3_INTERNAL, ol_s3_cause(c, "ol_put_write (the spilled bytes)", rc));
+                    ol_s3_put_fail(q, OL_S3_INTERNAL,
+                                   ol_s3_cause(c, "ol_put_write (the spilled bytes)", rc));
                 else
                     put_abort(q), ol_s3_req_free(q);
                 return;

@@ -35,8 +35,8 @@ static size_t utf8_chars(const char *s, size_t n)
 
 /* One tag set in x-amz-tagging form (k=v&k2=v2, URL-encoded): calls fn per
  * decoded pair. Returns the tag count, or -1 when S3 would refuse it. */
-int ol_s3_tags_each(const char *s, size_t n, void (*fn)(void *, const char *, size_t,
-                                                        const char *, size_t), void *arg)
+int ol_s3_tags_each(const char *s, size_t n,
+                    void (*fn)(void *, const char *, size_t, const char *, size_t), void *arg)
 {
     char keys[10][129 * 4];
     size_t klen[10];
