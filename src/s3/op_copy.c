@@ -483,10 +483,7 @@ void ol_s3_copy_object(struct ol_s3_req *q)
             if (x && x->value_len && x->value_len <= OL_META_MAX_HEADER)
                 c->v.hdr[i] = keep(c, (const uint8_t *)x->value, (uint32_t)x->value_len);
         }
-        const struct ol_http_header *sc = ol_s3_hdr(q, "x-amz-storage-class");
-        c->v.storage_class = sc && sc->value_len == 18 &&
-                             memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
-                                 ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
+        c->v.storage_class = ol_s3_storage_class(q);
     }
     copy_start(q);
 }

@@ -104,6 +104,8 @@ int ol_s3_token_decode(const char *tok, int tl, uint8_t *out, size_t max);
 void ol_s3_url_text(struct ol_xml_w *w, const char *s, size_t n, bool url);
 /* <tag>ol_s3_url_text</tag> */
 void ol_s3_url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url);
+/* A kept storage class's name (OL_META_SC_*) as <StorageClass> writes it. */
+const char *ol_s3_storage_class_name(unsigned sc);
 /* <Owner> / <Initiator> (tag): every object belongs to the one account. */
 void ol_s3_owner(struct ol_xml_w *w, const char *tag);
 
@@ -137,12 +139,22 @@ enum ol_s3_err ol_s3_user_meta(struct ol_s3_req *q, struct ol_s3_user_meta *um);
  * default). false when the class is not one S3 knows: InvalidStorageClass
  * answered. */
 bool ol_s3_parity(struct ol_s3_req *q, int *parity);
-/* v->hdr[which] = the header's value, when x is present and not empty. */
-void ol_s3_set_hdr(struct ol_meta_version *v, int which, const struct ol_http_header *x);
-/* The Content-Encoding to store: ce's list without its aws-chunked
- * elements, written into out[cap] (see its definition). */
-struct ol_meta_bytes ol_s3_content_encoding(const struct ol_http_header *ce, char *out,
-                                           size_t cap);
+/* The storage class a new object keeps (OL_META_SC_*) from
+ * x-amz-storage-class, once ol_s3_parity accepted it. */
+uint8_t ol_s3_storage_class(struct ol_s3_req *q);
+/* The checks of a new object's metadata before its body: its user
+ * metadata into um (ol_s3_user_meta) and its x-amz-tagging (within
+ * meta.h's limit and ol_s3_tags_each's rules). false after answering
+ * (MetadataTooLarge, InvalidArgument, InvalidTag). */
+bool ol_s3_new_object_check(struct ol_s3_req *q, struct ol_s3_user_meta *um);
+/* What a new object keeps of the request, into v: the user metadata um,
+ * Content-Type, Content-Encoding (its list without aws-chunked elements,
+ * the framing, written into ce), Content-Disposition, Content-Language,
+ * Cache-Control, Expires, x-amz-tagging and the storage class. v points
+ * into the request, um and ce; a header longer than OL_META_MAX_HEADER is
+ * the caller's to refuse. */
+void ol_s3_new_object_fields(struct ol_s3_req *q, struct ol_meta_version *v,
+                             const struct ol_s3_user_meta *um, char ce[OL_META_MAX_HEADER]);
 
 /* ---- a body streamed into the engine (PutObject, UploadPart): q->op.put, op_object.c ---- */
 

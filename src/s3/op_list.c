@@ -57,8 +57,7 @@ static int list_entry(void *arg, const uint8_t *name, size_t len, const struct o
     ol_xml_elem_s(w, "LastModified", d);
     ol_xml_elem_s(w, "ETag", et);
     ol_xml_elem_u64(w, "Size", rec->size);
-    ol_xml_elem_s(w, "StorageClass", rec->storage_class == OL_META_SC_REDUCED_REDUNDANCY
-                                         ? "REDUCED_REDUNDANCY" : "STANDARD");
+    ol_xml_elem_s(w, "StorageClass", ol_s3_storage_class_name(rec->storage_class));
     if (lc->owner) {
         ol_s3_owner(w, "Owner");
     }
@@ -256,6 +255,11 @@ void ol_s3_url_text(struct ol_xml_w *w, const char *s, size_t n, bool url)
         w->err = -ENOSPC;
     else
         ol_xml_text(w, e, (size_t)el);
+}
+
+const char *ol_s3_storage_class_name(unsigned sc)
+{
+    return sc == OL_META_SC_REDUCED_REDUNDANCY ? "REDUCED_REDUNDANCY" : "STANDARD";
 }
 
 /* <Owner> / <Initiator>: every object belongs to the one account. */

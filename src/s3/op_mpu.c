@@ -220,17 +220,8 @@ static void create_done(void *ud, const struct ol_store_event *ev)
 void ol_s3_create_upload(struct ol_s3_req *q)
 {
     struct ol_s3_user_meta um;
-    enum ol_s3_err e = ol_s3_user_meta(q, &um);
-    if (e) {
-        ol_s3_error(q, e, NULL);
+    if (!ol_s3_new_object_check(q, &um))
         return;
-    }
-    const struct ol_http_header *tg = ol_s3_hdr(q, "x-amz-tagging");
-    if (tg && (tg->value_len > OL_META_MAX_TAGGING ||
-               ol_s3_tags_each(tg->value, tg->value_len, NULL, NULL) < 0)) {
-        ol_s3_error(q, OL_S3_INVALID_TAG, NULL);
-        return;
-    }
     int algo = 0;
     const struct ol_http_header *ca = ol_s3_hdr(q, "x-amz-checksum-algorithm");
     if (ca && !(algo = ol_ck_algo_of_name(ca->value, ca->value_len))) {
@@ -268,21 +259,8 @@ void ol_s3_create_upload(struct ol_s3_req *q)
     m->full = algo && full;
     struct ol_meta_version v;
     memset(&v, 0, sizeof v);
-    v.user = um.kv;
-    v.user_count = (uint16_t)um.n;
-    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_TYPE, ol_s3_hdr(q, "content-type"));
-    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_DISPOSITION, ol_s3_hdr(q, "content-disposition"));
-    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, ol_s3_hdr(q, "content-language"));
-    ol_s3_set_hdr(&v, OL_META_HDR_CACHE_CONTROL, ol_s3_hdr(q, "cache-control"));
-    ol_s3_set_hdr(&v, OL_META_HDR_EXPIRES, ol_s3_hdr(q, "expires"));
     char ce[OL_META_MAX_HEADER];
-    v.hdr[OL_META_HDR_CONTENT_ENCODING] =
-        ol_s3_content_encoding(ol_s3_hdr(q, "content-encoding"), ce, sizeof ce);
-    if (tg && tg->value_len)
-        v.tagging = (struct ol_meta_bytes){(const uint8_t *)tg->value, (uint32_t)tg->value_len};
-    const struct ol_http_header *sc = ol_s3_hdr(q, "x-amz-storage-class");
-    v.storage_class = sc && sc->value_len == 18 && memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
-                          ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
+    ol_s3_new_object_fields(q, &v, &um, ce);
     v.cks.algo = (uint8_t)algo;
     v.cks.flags = m->full ? OL_META_CKS_FULL_OBJECT : 0;
     m->create = (struct ol_mpu_create_args){.bucket = q->route.bucket, .key = q->route.key,
@@ -816,8 +794,7 @@ static void list_parts_done(void *ud, const struct ol_store_event *ev)
         ol_xml_elem_u64(&w, "NextPartNumberMarker", a->out[a->count - 1].number);
     ol_xml_elem_u64(&w, "MaxParts", a->max);
     ol_xml_elem_s(&w, "IsTruncated", a->truncated ? "true" : "false");
-    ol_xml_elem_s(&w, "StorageClass", a->storage_class == OL_META_SC_REDUCED_REDUNDANCY
-                                          ? "REDUCED_REDUNDANCY" : "STANDARD");
+    ol_xml_elem_s(&w, "StorageClass", ol_s3_storage_class_name(a->storage_class));
     upload_cks_xml(&w, a->cks_algo, a->cks_flags);
     for (unsigned i = 0; i < a->count; i++) {
         struct ol_mpu_part_info *p = &a->out[i];
@@ -938,8 +915,7 @@ static void list_uploads_done(void *ud, const struct ol_store_event *ev)
         ol_xml_elem_s(&w, "UploadId", id);
         ol_s3_owner(&w, "Initiator");
         ol_s3_owner(&w, "Owner");
-        ol_xml_elem_s(&w, "StorageClass", u->storage_class == OL_META_SC_REDUCED_REDUNDANCY
-                                              ? "REDUCED_REDUNDANCY" : "STANDARD");
+        ol_xml_elem_s(&w, "StorageClass", ol_s3_storage_class_name(u->storage_class));
         ol_xml_elem_s(&w, "Initiated", d);
         upload_cks_xml(&w, u->cks_algo, u->cks_flags);
         ol_xml_close(&w, "Upload");

@@ -157,7 +157,7 @@ enum ol_s3_err ol_s3_user_meta(struct ol_s3_req *q, struct ol_s3_user_meta *um)
     return OL_S3_OK;
 }
 
-void ol_s3_set_hdr(struct ol_meta_version *v, int which, const struct ol_http_header *x)
+static void set_hdr(struct ol_meta_version *v, int which, const struct ol_http_header *x)
 {
     if (x && x->value_len)
         v->hdr[which] = (struct ol_meta_bytes){(const uint8_t *)x->value, (uint32_t)x->value_len};
@@ -170,7 +170,7 @@ void ol_s3_set_hdr(struct ol_meta_version *v, int which, const struct ol_http_he
  * out (cap bytes) and returns the length, 0 when nothing is left; a value
  * longer than cap is returned whole (a slice of the header: too large to
  * store, refused by the caller's length check). */
-struct ol_meta_bytes ol_s3_content_encoding(const struct ol_http_header *ce, char *out,
+static struct ol_meta_bytes content_encoding(const struct ol_http_header *ce, char *out,
                                              size_t cap)
 {
     if (!ce)
@@ -203,6 +203,47 @@ struct ol_meta_bytes ol_s3_content_encoding(const struct ol_http_header *ce, cha
     return (struct ol_meta_bytes){(const uint8_t *)out, (uint32_t)n};
 }
 
+uint8_t ol_s3_storage_class(struct ol_s3_req *q)
+{
+    const struct ol_http_header *sc = ol_s3_hdr(q, "x-amz-storage-class");
+    return sc && sc->value_len == 18 && memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
+               ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
+}
+
+bool ol_s3_new_object_check(struct ol_s3_req *q, struct ol_s3_user_meta *um)
+{
+    enum ol_s3_err e = ol_s3_user_meta(q, um);
+    if (e) {
+        ol_s3_error(q, e, NULL);
+        return false;
+    }
+    const struct ol_http_header *tg = ol_s3_hdr(q, "x-amz-tagging");
+    if (tg && (tg->value_len > OL_META_MAX_TAGGING ||
+               ol_s3_tags_each(tg->value, tg->value_len, NULL, NULL) < 0)) {
+        ol_s3_error(q, OL_S3_INVALID_TAG, NULL);
+        return false;
+    }
+    return true;
+}
+
+void ol_s3_new_object_fields(struct ol_s3_req *q, struct ol_meta_version *v,
+                             const struct ol_s3_user_meta *um, char ce[OL_META_MAX_HEADER])
+{
+    v->user = um->kv;
+    v->user_count = (uint16_t)um->n;
+    set_hdr(v, OL_META_HDR_CONTENT_TYPE, ol_s3_hdr(q, "content-type"));
+    v->hdr[OL_META_HDR_CONTENT_ENCODING] = content_encoding(ol_s3_hdr(q, "content-encoding"), ce,
+                                                            OL_META_MAX_HEADER);
+    set_hdr(v, OL_META_HDR_CONTENT_DISPOSITION, ol_s3_hdr(q, "content-disposition"));
+    set_hdr(v, OL_META_HDR_CONTENT_LANGUAGE, ol_s3_hdr(q, "content-language"));
+    set_hdr(v, OL_META_HDR_CACHE_CONTROL, ol_s3_hdr(q, "cache-control"));
+    set_hdr(v, OL_META_HDR_EXPIRES, ol_s3_hdr(q, "expires"));
+    const struct ol_http_header *tg = ol_s3_hdr(q, "x-amz-tagging");
+    if (tg && tg->value_len)
+        v->tagging = (struct ol_meta_bytes){(const uint8_t *)tg->value, (uint32_t)tg->value_len};
+    v->storage_class = ol_s3_storage_class(q);
+}
+
 static void put_finish(struct ol_s3_req *q)
 {
     struct ol_s3_op_put *st = &q->op.put;
@@ -215,28 +256,13 @@ static void put_finish(struct ol_s3_req *q)
         ol_s3_put_fail(q, e, NULL);
         return;
     }
-    v.user = um.kv;
-    v.user_count = (uint16_t)um.n;
-    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_TYPE, ol_s3_hdr(q, "content-type"));
     char ce[OL_META_MAX_HEADER];
-    v.hdr[OL_META_HDR_CONTENT_ENCODING] =
-        ol_s3_content_encoding(ol_s3_hdr(q, "content-encoding"), ce, sizeof ce);
-    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_DISPOSITION, ol_s3_hdr(q, "content-disposition"));
-    ol_s3_set_hdr(&v, OL_META_HDR_CONTENT_LANGUAGE, ol_s3_hdr(q, "content-language"));
-    ol_s3_set_hdr(&v, OL_META_HDR_CACHE_CONTROL, ol_s3_hdr(q, "cache-control"));
-    ol_s3_set_hdr(&v, OL_META_HDR_EXPIRES, ol_s3_hdr(q, "expires"));
-    const struct ol_http_header *tg = ol_s3_hdr(q, "x-amz-tagging");
-    if (tg && tg->value_len)
-        v.tagging = (struct ol_meta_bytes){(const uint8_t *)tg->value, (uint32_t)tg->value_len};
+    ol_s3_new_object_fields(q, &v, &um, ce);
     for (int i = 0; i < OL_META_HDR__COUNT; i++)
         if (v.hdr[i].len > OL_META_MAX_HEADER) {
             ol_s3_put_fail(q, OL_S3_METADATA_TOO_LARGE, NULL);
             return;
         }
-    const struct ol_http_header *sc = ol_s3_hdr(q, "x-amz-storage-class");
-    v.storage_class = sc && sc->value_len == 18 &&
-                      memcmp(sc->value, "REDUCED_REDUNDANCY", 18) == 0
-                          ? OL_META_SC_REDUCED_REDUNDANCY : OL_META_SC_STANDARD;
     if (q->body.ck_algo) {
         v.cks.algo = (uint8_t)q->body.ck_algo;   /* ol_ck_algo and ol_meta_cks agree */
         memcpy(v.cks.sum, q->body.ck_raw, q->body.ck_len);
@@ -353,16 +379,8 @@ void ol_s3_put_object(struct ol_s3_req *q)
         return;
     }
     struct ol_s3_user_meta um;
-    if ((e = ol_s3_user_meta(q, &um))) {
-        ol_s3_error(q, e, NULL);
+    if (!ol_s3_new_object_check(q, &um))
         return;
-    }
-    const struct ol_http_header *tg = ol_s3_hdr(q, "x-amz-tagging");
-    if (tg && (tg->value_len > OL_META_MAX_TAGGING ||
-               ol_s3_tags_each(tg->value, tg->value_len, NULL, NULL) < 0)) {
-        ol_s3_error(q, OL_S3_INVALID_TAG, NULL);
-        return;
-    }
     int parity;
     if (!ol_s3_parity(q, &parity))
         return;

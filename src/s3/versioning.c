@@ -412,8 +412,7 @@ static void lv_emit(struct lv_state *s, const char *key, size_t klen,
         ol_s3_etag_quoted(v, et);
         ol_xml_elem_s(w, "ETag", et);
         ol_xml_elem_u64(w, "Size", v->size);
-        ol_xml_elem_s(w, "StorageClass", v->storage_class == OL_META_SC_REDUCED_REDUNDANCY
-                                             ? "REDUCED_REDUNDANCY" : "STANDARD");
+        ol_xml_elem_s(w, "StorageClass", ol_s3_storage_class_name(v->storage_class));
     }
     ol_s3_owner(w, "Owner");
     ol_xml_close(w, tag);
