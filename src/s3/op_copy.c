@@ -96,34 +96,30 @@ static void copy_client_gone(struct ol_s3_req *q)
 
 static void copy_pump(struct ol_s3_req *q);
 
-/* UploadPartCopy's answer: the part's ETag (and checksum, for an upload
- * with a checksum algorithm). */
-static void copy_part_reply(struct ol_s3_req *q)
+/* A copy's answer document into out[512]: CopyObjectResult, or
+ * UploadPartCopy's CopyPartResult, with the new version's or part's
+ * LastModified and ETag, and a part's checksum (that of an upload with a
+ * checksum algorithm). Returns its length. */
+static size_t copy_result(const struct copy_state *c, char out[512])
 {
-    struct copy_state *c = q->op_state;
-    char out[512], d[40], et[OL_META_ETAG_STRLEN + 2];
+    const char *doc = c->part ? "CopyPartResult" : "CopyObjectResult";
+    char d[40], et[OL_META_ETAG_STRLEN + 2];
     ol_s3_iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);
     ol_s3_etag_quoted(&c->v, et);
     struct ol_xml_w w;
-    ol_xml_w_init(&w, out, sizeof out);
+    ol_xml_w_init(&w, out, 512);
     ol_xml_decl(&w);
-    ol_xml_open(&w, "CopyPartResult", OL_S3_NS);
+    ol_xml_open(&w, doc, OL_S3_NS);
     ol_xml_elem_s(&w, "LastModified", d);
     ol_xml_elem_s(&w, "ETag", et);
-    if (c->v.cks.algo) {
+    if (c->part && c->v.cks.algo) {
         char b64[OL_CK_MAX_B64 + 1], tag[32];
         ol_ck_b64(c->v.cks.sum, ol_ck_raw_size(c->v.cks.algo), b64);
-        /* "x-amz-checksum-crc32" -> "ChecksumCRC32" */
-        const char *h = ol_ck_header(c->v.cks.algo) + strlen("x-amz-checksum-");
-        size_t n = (size_t)snprintf(tag, sizeof tag, "Checksum");
-        for (; *h && n + 1 < sizeof tag; h++)
-            tag[n++] = (char)(*h >= 'a' && *h <= 'z' ? *h - 32 : *h);
-        tag[n] = 0;
+        snprintf(tag, sizeof tag, "Checksum%s", ol_ck_name(c->v.cks.algo));
         ol_xml_elem_s(&w, tag, b64);
     }
-    ol_xml_close(&w, "CopyPartResult");
-    copy_free(q);
-    ol_s3_reply(q, 200, NULL, "application/xml", out, w.n);
+    ol_xml_close(&w, doc);
+    return w.n;
 }
 
 static void copy_put_event(void *ud, const struct ol_store_event *ev)
@@ -151,20 +147,13 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
                 ol_s3_store_error(q, st);
             return;
         }
+        char out[512];
+        size_t n = copy_result(c, out);
         if (c->part) {
-            copy_part_reply(q);
+            copy_free(q);
+            ol_s3_reply(q, 200, NULL, "application/xml", out, n);
             return;
         }
-        char out[512], d[40], et[OL_META_ETAG_STRLEN + 2];
-        ol_s3_iso_date((int64_t)(c->v.mtime_ns / 1000000000ull), d);
-        ol_s3_etag_quoted(&c->v, et);
-        struct ol_xml_w w;
-        ol_xml_w_init(&w, out, sizeof out);
-        ol_xml_decl(&w);
-        ol_xml_open(&w, "CopyObjectResult", OL_S3_NS);
-        ol_xml_elem_s(&w, "LastModified", d);
-        ol_xml_elem_s(&w, "ETag", et);
-        ol_xml_close(&w, "CopyObjectResult");
         char h[160];
         size_t hn = ol_s3_vid_header(q, c->new_vid, h, sizeof h);
         static const uint8_t null_vid[16];
@@ -175,7 +164,7 @@ static void copy_put_event(void *ud, const struct ol_store_event *ev)
             hn += strlen(h + hn);
         }
         copy_free(q);
-        ol_s3_reply(q, 200, hn ? h : NULL, "application/xml", out, w.n);
+        ol_s3_reply(q, 200, hn ? h : NULL, "application/xml", out, n);
     }
 }
 
