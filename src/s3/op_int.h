@@ -4,9 +4,9 @@
  * one of them calls. (What they share with the server, the request state
  * and the helpers to answer, is s3_int.h.)
  *
- * Owns: nothing; each helper's home file is named above it. Not for use
- * outside src/s3. Must not: grow helpers only one file calls (those stay
- * static in that file).
+ * Owns: nothing; each helper's home file is named in its section. Not for
+ * use outside src/s3. Must not: declare what only its own file calls
+ * (that stays static there).
  */
 #ifndef OL_S3_OP_INT_H
 #define OL_S3_OP_INT_H
@@ -96,11 +96,12 @@ bool ol_s3_write_cond(struct ol_s3_req *q, struct ol_store_cond *c);
 int ol_s3_qparam(struct ol_s3_req *q, const char *name, char *buf, size_t cap);
 /* A continuation token (base64 of the name to resume after) decoded into
  * out: its length, or -1 when it is not base64 of at most max bytes (out
- * needs room for the decoded block: max + 3 bytes). */
+ * needs room for the decoded block: max + 2 bytes). */
 int ol_s3_token_decode(const char *tok, int tl, uint8_t *out, size_t max);
 /* s[0..n) as XML text, percent-encoded first when url (S3's
- * encoding-type=url: every byte but unreserved ones and '/'); n <= 3 *
- * OL_S3_KEY_MAX once encoded, else w->err. */
+ * encoding-type=url: every byte but unreserved ones and '/'); encoded, it
+ * must fit 3 * OL_S3_KEY_MAX bytes (a key, prefix or marker), else
+ * w->err is set. */
 void ol_s3_url_text(struct ol_xml_w *w, const char *s, size_t n, bool url);
 /* <tag>ol_s3_url_text</tag> */
 void ol_s3_url_elem(struct ol_xml_w *w, const char *tag, const char *s, size_t n, bool url);

@@ -5,16 +5,19 @@
  * and partNumber, the version's headers and the response-* overrides,
  * the body streamed out of the engine's GET), and GetObjectTagging, which
  * reads the version the way a GET does (its document is op_tagging.c's).
- * UploadPart streams its body through the same PUT path (op_mpu.c);
- * DeleteObject is versioning.c's.
+ * UploadPart streams its body through the same PUT path (op_mpu.c), and
+ * CreateMultipartUpload and CopyObject's REPLACE take a new object's
+ * metadata from the request as PutObject does (ol_s3_new_object_*,
+ * ol_s3_user_meta); DeleteObject is versioning.c's.
  *
  * Every engine callback runs on this core's loop thread with the request
  * state as its user data; a request whose client went away (q->r NULL) is
  * only cleaned up.
  *
- * Must not: hold a body in memory beyond the spill the engine has not
- * taken yet (OL_S3_SPILL), or a GET's slice beyond the engine's next one
- * (the next is asked for once the connection has sent it).
+ * Must not: hold more of a body than the spill the engine has not taken
+ * yet (OL_S3_SPILL), or ask the engine for a GET's next slice before the
+ * connection has taken the last one (sent it, or copied it into its output
+ * queue).
  */
 #include "s3/op_int.h"
 
