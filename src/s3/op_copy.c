@@ -483,10 +483,8 @@ void ol_s3_copy_object(struct ol_s3_req *q)
 void ol_s3_upload_part_copy(struct ol_s3_req *q)
 {
     uint8_t id[16];
-    if (!ol_s3_upload_id(q, id))
-        return;
-    long pn = ol_s3_part_number(q);
-    if (!pn)
+    long pn;
+    if (!ol_s3_part_target(q, id, &pn))
         return;
     struct copy_state *c = copy_new(q);
     if (!c)

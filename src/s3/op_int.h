@@ -170,7 +170,9 @@ void ol_s3_put_fail(struct ol_s3_req *q, enum ol_s3_err e, const char *msg);
 
 /* The ?partNumber of q, 1..10000; 0 after answering InvalidArgument. */
 long ol_s3_part_number(struct ol_s3_req *q);
-/* The request's ?uploadId into id; false after answering NoSuchUpload. */
-bool ol_s3_upload_id(struct ol_s3_req *q, uint8_t id[16]);
+/* The part an UploadPart or UploadPartCopy writes: ?uploadId into id,
+ * ?partNumber into *pn; false after answering (NoSuchUpload, or
+ * ol_s3_part_number's InvalidArgument). */
+bool ol_s3_part_target(struct ol_s3_req *q, uint8_t id[16], long *pn);
 
 #endif

@@ -53,7 +53,7 @@ static int unhex16(const char *s, size_t n, uint8_t out[16])
 }
 
 /* The request's uploadId, or an error answered. */
-bool ol_s3_upload_id(struct ol_s3_req *q, uint8_t id[16])
+static bool upload_id_of(struct ol_s3_req *q, uint8_t id[16])
 {
     char v[80];
     int n = ol_s3_query(q->query, q->query_len, "uploadId", v, sizeof v);
@@ -284,16 +284,22 @@ long ol_s3_part_number(struct ol_s3_req *q)
     return pn;
 }
 
+bool ol_s3_part_target(struct ol_s3_req *q, uint8_t id[16], long *pn)
+{
+    if (!upload_id_of(q, id))
+        return false;
+    *pn = ol_s3_part_number(q);
+    return *pn != 0;
+}
+
 void ol_s3_upload_part(struct ol_s3_req *q)
 {
     struct ol_s3_op_put *st = &q->op.put;
     memset(st, 0, offsetof(struct ol_s3_op_put, spill));
     st->is_part = true;
     uint8_t id[16];
-    if (!ol_s3_upload_id(q, id))
-        return;
-    long pn = ol_s3_part_number(q);
-    if (!pn)
+    long pn;
+    if (!ol_s3_part_target(q, id, &pn))
         return;
     enum ol_s3_err e = ol_s3_begin_body(q);
     if (e) {
@@ -661,7 +667,7 @@ static void complete_body(struct ol_s3_req *q)
 {
     struct ol_store_cond cond;
     uint8_t id[16];
-    if (!ol_s3_write_cond(q, &cond) || !ol_s3_upload_id(q, id))
+    if (!ol_s3_write_cond(q, &cond) || !upload_id_of(q, id))
         return;   /* checked before the body: cannot fail here */
     struct mpu_state *m = mpu_new(q);
     if (!m)
@@ -732,7 +738,7 @@ void ol_s3_complete_upload(struct ol_s3_req *q)
 {
     struct ol_store_cond cond;
     uint8_t id[16];
-    if (!ol_s3_write_cond(q, &cond) || !ol_s3_upload_id(q, id))
+    if (!ol_s3_write_cond(q, &cond) || !upload_id_of(q, id))
         return;
     q->object_checksums = true;   /* x-amz-checksum-*: the object's, not the XML's */
     enum ol_s3_err e = ol_s3_read_xml(q, complete_body);
@@ -756,7 +762,7 @@ static void abort_done(void *ud, const struct ol_store_event *ev)
 void ol_s3_abort_upload(struct ol_s3_req *q)
 {
     uint8_t id[16];
-    if (!ol_s3_upload_id(q, id))
+    if (!upload_id_of(q, id))
         return;
     int rc = ol_mpu_abort(ol_s3_store(q), q->route.bucket, q->route.key, id, abort_done, q);
     if (rc < 0)
@@ -825,7 +831,7 @@ void ol_s3_list_parts(struct ol_s3_req *q)
     struct mpu_state *m = mpu_new(q);
     if (!m)
         return;
-    if (!ol_s3_upload_id(q, m->id)) {
+    if (!upload_id_of(q, m->id)) {
         q->op_state = NULL;
         free(m);
         return;
