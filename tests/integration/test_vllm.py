@@ -535,8 +535,9 @@ def test_sliding_window_model_loads_only_what_the_window_reads(kvd, swa_model, s
 def test_sliding_window_blocks_reused_mid_request(kvd, swa_model, swa_baseline, tmp_path):
     """A pool of 12 blocks, prefill one block a step: vLLM frees each
     sliding-window block once the window has passed it and hands it out
-    again three steps later.  With the store stalled for 2.5 s those saves
-    are still waiting then; the fence makes the step that reuses a block wait
+    again three steps later.  With the store stalled for 5 s (three steps
+    take well under that, also on a loaded machine; the connector's timeout
+    is 8 s) those saves are still waiting then; the fence makes the step that reuses a block wait
     for its save, so every saved value is that block's own KV.  A later
     engine loads the early window blocks (a hit at block 3 reads blocks 1-2)
     and answers exactly as a run without OpenLake."""
@@ -549,7 +550,7 @@ def test_sliding_window_blocks_reused_mid_request(kvd, swa_model, swa_baseline, 
 
     def stall():   # the store stops answering while the next prompt runs
         d.proc.send_signal(signal.SIGSTOP)
-        timers.append(threading.Timer(2.5, d.proc.send_signal, (signal.SIGCONT,)))
+        timers.append(threading.Timer(5.0, d.proc.send_signal, (signal.SIGCONT,)))
         timers[-1].start()
 
     names = ["h818", "h700"]
