@@ -245,11 +245,13 @@ def test_responses_wait_for_output_buffers_instead_of_stalling(make_daemon, tmp_
         d.ssl_context = ssl.create_default_context(cafile=str(cert))
     d.start()
     read_timeout = 60   # resets (a head that found no buffer) are retried: up to 9 times,
-                        # as a loaded machine can reset one GET several times in a row
+                        # as a loaded machine can reset one GET several times in a row;
+                        # "legacy" retries have no quota (botocore's default "standard"
+                        # mode stops retrying every request after ~50 retries in all)
     c = boto3.client("s3", endpoint_url=d.url, aws_access_key_id=AK, aws_secret_access_key=SK,
                      region_name="us-east-1", verify=str(cert) if tls else None,
-                     config=Config(retries={"max_attempts": 10}, read_timeout=read_timeout,
-                                   max_pool_connections=24))
+                     config=Config(retries={"max_attempts": 10, "mode": "legacy"},
+                                   read_timeout=read_timeout, max_pool_connections=24))
     c.create_bucket(Bucket="few")
     body = os.urandom(6 * MiB + 5)
     want = hashlib.sha256(body).hexdigest()
