@@ -284,9 +284,13 @@ static void ol_banner(struct ol_daemon *d)
     if (d->kv) {
         printf("  KV (TCP):     %s   (port %d)\n", c->kv_addr, ol_kv_server_port(d->cores[0].kv));
         printf("  KV (Unix):    %s\n", d->kv->sock_path);
-        printf("  KV slab:      %.1f GiB in %d shard%s\n",
+        struct ol_kv_hugetlb_pool pool;
+        ol_kv_hugetlb_pool_read(&pool);
+        char what[320];
+        printf("  KV slab:      %.1f GiB in %d shard%s, %s\n",
                (double)d->kv->tenants[0].slab.size / (1 << 30), d->kv->nshards,
-               d->kv->nshards == 1 ? "" : "s");
+               d->kv->nshards == 1 ? "" : "s",
+               ol_kv_slab_backing_text(&d->kv->tenants[0].slab, &pool, what, sizeof what));
         for (int i = 1; i < d->kv->ntenants; i++) /* names and sizes; never a token */
             printf("  KV tenant:    %s, slab %.2f GiB (its own token and namespaces)\n",
                    d->kv->tenants[i].name, (double)d->kv->tenants[i].slab.size / (1 << 30));

@@ -236,9 +236,12 @@ static int ol_tenants_open(struct ol_kv_service *svc, const struct ol_config *cf
         for (int k = 0; k < t->npatterns && pos < sizeof pats; k++)
             pos += (size_t)snprintf(pats + pos, sizeof pats - pos, "%s\"%s\"", k ? ", " : "",
                                     t->patterns[k]);
-        ol_info("kv tenant %s: slab %.2f GiB in %d shard%s, namespaces %s", t->name,
+        struct ol_kv_hugetlb_pool pool;
+        ol_kv_hugetlb_pool_read(&pool);
+        char what[320];
+        ol_info("kv tenant %s: slab %.2f GiB in %d shard%s, %s; namespaces %s", t->name,
                 (double)t->slab.size / (1u << 30), svc->nshards, svc->nshards == 1 ? "" : "s",
-                pats);
+                ol_kv_slab_backing_text(&t->slab, &pool, what, sizeof what), pats);
     }
     return 0;
 }
@@ -286,8 +289,15 @@ int ol_kv_service_create(struct ol_kv_service **out, const struct ol_config *cfg
                    : cfg->kv_slab.capacity_gb > 0 ? cfg->kv_slab.capacity_gb * (double)(1u << 30)
                                                   : OL_KV_DEFAULT_RAM_FRAC * ram;
     if ((rc = ol_tenant_open(svc, &svc->tenants[0], cfg, (uint64_t)bytes,
-                             cfg->kv_disk.capacity_gb, "kv_disk.capacity_gb", err, errlen)) < 0 ||
-        (rc = ol_tenants_open(svc, cfg, err, errlen)) < 0)
+                             cfg->kv_disk.capacity_gb, "kv_disk.capacity_gb", err, errlen)) < 0)
+        goto fail;
+    struct ol_kv_hugetlb_pool pool;
+    ol_kv_hugetlb_pool_read(&pool);
+    char what[320];
+    ol_info("kv slab: %.2f GiB in %d shard%s, %s", (double)svc->tenants[0].slab.size / (1u << 30),
+            nshards, nshards == 1 ? "" : "s",
+            ol_kv_slab_backing_text(&svc->tenants[0].slab, &pool, what, sizeof what));
+    if ((rc = ol_tenants_open(svc, cfg, err, errlen)) < 0)
         goto fail;
     *out = svc;
     return 0;
@@ -309,23 +319,37 @@ void ol_kv_service_destroy(struct ol_kv_service *svc)
 
 size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap)
 {
-    static const char *const fam[3][3] = {
+    enum { F_BYTES, F_INFO, F_ALLOCATED, F_SESSIONS, F_REFUSED, F_N };
+    static const char *const fam[F_N][3] = {
         {"openlake_kv_tenant_slab_bytes", "gauge", "Bytes of the tenant's slab."},
+        {"openlake_kv_slab_info", "gauge",
+         "What backs the tenant's slab: hugetlb (hugetlbfs pages), shmem_thp (shmem with "
+         "transparent huge pages) or shmem (4 KiB pages)."},
+        {"openlake_kv_tenant_slab_allocated_bytes", "gauge",
+         "Bytes of the tenant's slab the kernel has pages for (written or populated at least "
+         "once); the rest costs a page allocation at first touch."},
         {"openlake_kv_tenant_sessions", "gauge", "KV sessions open on the tenant's slab."},
         {"openlake_kv_hello_refused_total", "counter",
          "HELLOs for a tenant's namespaces with a token that does not open them."},
     };
     size_t pos = 0;
-    for (int f = 0; f < 3 && pos < cap; f++) {
+    for (int f = 0; f < F_N && pos < cap; f++) {
         int m = snprintf(buf + pos, cap - pos, "# HELP %s %s\n# TYPE %s %s\n", fam[f][0],
                          fam[f][2], fam[f][0], fam[f][1]);
         pos += m < 0 ? cap : (size_t)m;
         for (int i = 0; i < svc->ntenants && pos < cap; i++) {
             struct ol_kv_tenant *t = &svc->tenants[i];
-            uint64_t v = f == 0 ? (uint64_t)t->slab.size
-                         : f == 1 ? atomic_load(&t->sessions) : atomic_load(&t->hello_refused);
-            m = snprintf(buf + pos, cap - pos, "%s{tenant=\"%s\"} %llu\n", fam[f][0], t->name,
-                         (unsigned long long)v);
+            if (f == F_INFO) {
+                m = snprintf(buf + pos, cap - pos, "%s{tenant=\"%s\",backing=\"%s\"} 1\n",
+                             fam[f][0], t->name, ol_kv_slab_backing_name(&t->slab));
+            } else {
+                uint64_t v = f == F_BYTES       ? (uint64_t)t->slab.size
+                             : f == F_ALLOCATED ? ol_kv_slab_allocated(&t->slab)
+                             : f == F_SESSIONS  ? atomic_load(&t->sessions)
+                                                : atomic_load(&t->hello_refused);
+                m = snprintf(buf + pos, cap - pos, "%s{tenant=\"%s\"} %llu\n", fam[f][0],
+                             t->name, (unsigned long long)v);
+            }
             pos += m < 0 ? cap : (size_t)m;
         }
     }

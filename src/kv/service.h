@@ -84,7 +84,9 @@ struct ol_kv_service {
  * kv-disk/tenant-<name>/ of the same dirs). Loads or creates the admin
  * token (kv_token, else <data_dirs[0]>/kv.token, created 0600 with 32
  * random bytes in hex on first start), which no tenant's token may equal.
- * Logs each tenant's name and sizes (never a token). Returns 0 or -errno
+ * Logs each tenant's name, sizes and what backs its slab (hugetlbfs, shmem
+ * with THP, or 4 KiB shmem pages and how to get larger ones; never a
+ * token). Returns 0 or -errno
  * with a message in err.
  */
 int ol_kv_service_create(struct ol_kv_service **out, const struct ol_config *cfg, int nshards,
@@ -110,7 +112,9 @@ bool ol_kv_service_may_open(const struct ol_kv_service *svc, const struct ol_kv_
 /*
  * Appends the service's Prometheus metrics (openlake_kv_*) to buf[0, cap):
  * sessions, the connections closed before HELLO by cause, and per tenant
- * its slab size, sessions and refused HELLOs (label tenant="name"). Returns
+ * its slab's size, backing (openlake_kv_slab_info{backing=...} 1) and
+ * allocated bytes (an fstat of each slab), sessions and refused HELLOs
+ * (label tenant="name"). Returns
  * the bytes written; cap or more when they did not fit (nothing usable then).
  */
 size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap);

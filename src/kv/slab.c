@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define OL_NONE UINT32_MAX
@@ -24,6 +25,129 @@ uint32_t ol_kv_slot_size_for(uint64_t value_size)
         return 0;
     uint64_t s = ol_round_up(value_size < OL_KV_MIN_SLOT ? OL_KV_MIN_SLOT : value_size, 4096);
     return (uint32_t)s;
+}
+
+#define OL_THP_DIR "/sys/kernel/mm/transparent_hugepage/"
+
+/* The bracketed word of a sysfs choice ("a [b] c" -> "b") into w; 0, or -1. */
+static int ol_bracketed(const char *text, char *w, size_t wlen)
+{
+    const char *a = text ? strchr(text, '[') : NULL, *b = a ? strchr(a, ']') : NULL;
+    if (!b || (size_t)(b - a - 1) >= wlen)
+        return -1;
+    memcpy(w, a + 1, (size_t)(b - a - 1));
+    w[b - a - 1] = 0;
+    return 0;
+}
+
+int ol_kv_thp_shmem(const char *top, const char *pmd, char *word, size_t wordlen)
+{
+    char w[32];
+    const char *file = "hugepages-2048kB/shmem_enabled";
+    if (ol_bracketed(pmd, w, sizeof w) < 0 || !strcmp(w, "inherit")) {
+        file = "shmem_enabled";
+        if (ol_bracketed(top, w, sizeof w) < 0) {
+            snprintf(word, wordlen, "%s", "");
+            return 0;
+        }
+    }
+    snprintf(word, wordlen, "%s=%s", file, w);
+    return !strcmp(w, "always") || !strcmp(w, "within_size") || !strcmp(w, "advise") ||
+           !strcmp(w, "force");
+}
+
+/* A small file's text into buf (NUL-terminated); NULL when unreadable. */
+static const char *ol_read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n <= 0)
+        return NULL;
+    buf[n] = 0;
+    return buf;
+}
+
+void ol_kv_hugetlb_pool_read(struct ol_kv_hugetlb_pool *p)
+{
+    *p = (struct ol_kv_hugetlb_pool){.total = -1, .free = -1};
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return;
+    char line[128];
+    unsigned long long v;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "HugePages_Total: %llu", &v) == 1)
+            p->total = (long)v;
+        else if (sscanf(line, "HugePages_Free: %llu", &v) == 1)
+            p->free = (long)v;
+        else if (sscanf(line, "Hugepagesize: %llu kB", &v) == 1)
+            p->page = v << 10;
+    }
+    fclose(f);
+}
+
+const char *ol_kv_slab_backing_name(const struct ol_kv_slab *s)
+{
+    return s->backing == OL_KV_BACKING_HUGETLB     ? "hugetlb"
+           : s->backing == OL_KV_BACKING_SHMEM_THP ? "shmem_thp"
+                                                   : "shmem";
+}
+
+/* "2 MiB", "1 GiB", "64 KiB" */
+static void ol_page_name(uint64_t b, char *buf, size_t len)
+{
+    if (b >= (1u << 30) && b % (1u << 30) == 0)
+        snprintf(buf, len, "%llu GiB", (unsigned long long)(b >> 30));
+    else if (b >= (1u << 20) && b % (1u << 20) == 0)
+        snprintf(buf, len, "%llu MiB", (unsigned long long)(b >> 20));
+    else
+        snprintf(buf, len, "%llu KiB", (unsigned long long)(b >> 10));
+}
+
+const char *ol_kv_slab_backing_text(const struct ol_kv_slab *s,
+                                    const struct ol_kv_hugetlb_pool *pool, char *buf, size_t len)
+{
+    char pg[32];
+    if (s->backing == OL_KV_BACKING_HUGETLB) {
+        ol_page_name(s->page_bytes, pg, sizeof pg);
+        snprintf(buf, len, "hugetlbfs %s pages", pg);
+        return buf;
+    }
+    if (s->backing == OL_KV_BACKING_SHMEM_THP) {
+        snprintf(buf, len, "shmem with THP (%s)", s->thp);
+        return buf;
+    }
+    char thp[160];
+    if (s->thp[0]) {
+        const char *eq = strchr(s->thp, '=');
+        snprintf(thp, sizeof thp, "shmem THP is off: echo advise > " OL_THP_DIR "%.*s",
+                 (int)(eq ? eq - s->thp : 0), s->thp);
+    } else {
+        snprintf(thp, sizeof thp, "this kernel has no shmem THP");
+    }
+    uint64_t hp = pool->page ? pool->page : OL_KV_PAGE;
+    unsigned long long need = (unsigned long long)((s->size + hp - 1) / hp);
+    ol_page_name(hp, pg, sizeof pg);
+    if (pool->total > 0)
+        snprintf(buf, len, "shmem, 4 KiB pages (%s; or enlarge the hugetlb pool: %ld of its "
+                 "%s pages free, this slab needs %llu: vm.nr_hugepages)", thp,
+                 pool->free, pg, need);
+    else
+        snprintf(buf, len, "shmem, 4 KiB pages (%s; or reserve hugetlb pages: vm.nr_hugepages, "
+                 "%llu of %s for this slab)", thp, need, pg);
+    return buf;
+}
+
+uint64_t ol_kv_slab_allocated(const struct ol_kv_slab *s)
+{
+    struct stat st;
+    if (s->fd < 0 || fstat(s->fd, &st) < 0)
+        return 0;
+    uint64_t b = (uint64_t)st.st_blocks * 512u;
+    return b < s->size ? b : s->size;
 }
 
 int ol_kv_slab_create(struct ol_kv_slab *s, uint64_t bytes, int try_huge, char *err, size_t errlen)
@@ -47,9 +171,11 @@ int ol_kv_slab_create(struct ol_kv_slab *s, uint64_t bytes, int try_huge, char *
         fd = memfd_create("openlake-kv-slab", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
         if (fd >= 0 && ftruncate(fd, (off_t)size) == 0) {
             void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            struct stat st;
             if (m != MAP_FAILED) {
                 s->base = m;
-                s->huge = 1;
+                s->backing = OL_KV_BACKING_HUGETLB;
+                s->page_bytes = fstat(fd, &st) == 0 ? (uint32_t)st.st_blksize : OL_KV_PAGE;
             }
         }
         if (!s->base && fd >= 0) {
@@ -81,6 +207,12 @@ int ol_kv_slab_create(struct ol_kv_slab *s, uint64_t bytes, int try_huge, char *
         }
         s->base = m;
         madvise(s->base, size, MADV_HUGEPAGE); /* honoured if shmem THP is enabled */
+        char top[128], pmd[128];
+        int thp = ol_kv_thp_shmem(ol_read_small(OL_THP_DIR "shmem_enabled", top, sizeof top),
+                                  ol_read_small(OL_THP_DIR "hugepages-2048kB/shmem_enabled",
+                                                pmd, sizeof pmd), s->thp, sizeof s->thp);
+        s->backing = thp ? OL_KV_BACKING_SHMEM_THP : OL_KV_BACKING_SHMEM;
+        s->page_bytes = 4096;
     }
     /* Clients may map it but never resize it. */
     fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);

@@ -2,9 +2,11 @@
  * slab.h - the KV slab: one shared-memory region holding every cached value,
  * mapped by the daemon and by same-host clients.
  *
- * Owns: the region (a sealed memfd, huge pages when the system has them),
- * its layout, the slot header format, and the allocation of data pages to
- * shards and of slots to size classes inside a shard.
+ * Owns: the region (a sealed memfd: hugetlbfs pages when the host's pool
+ * has room, else shmem with transparent huge pages advised), knowing which
+ * of those backs it, its layout, the slot header format, and the
+ * allocation of data pages to shards and of slots to size classes inside a
+ * shard.
  *
  * Must not: know keys' meaning, the index, eviction order or the protocol.
  * Allocation is per shard and single-threaded (a shard belongs to one core);
@@ -93,11 +95,22 @@ struct ol_kv_slot_hdr {
 };
 _Static_assert(sizeof(struct ol_kv_slot_hdr) == OL_KV_HDR_SIZE, "slot header is 256 bytes");
 
+/* What backs a slab's memory. */
+enum ol_kv_backing {
+    OL_KV_BACKING_SHMEM,     /* shmem, 4 KiB pages: shmem THP is off */
+    OL_KV_BACKING_SHMEM_THP, /* shmem, 2 MiB transparent huge pages where the kernel
+                                finds them (4 KiB where it does not) */
+    OL_KV_BACKING_HUGETLB,   /* hugetlbfs pages, reserved from the host's pool at creation */
+};
+
 struct ol_kv_slab {
     int fd;              /* memfd, sealed against resizing; passed to clients */
     char *base;
     size_t size;
-    int huge;            /* backed by hugetlb pages */
+    enum ol_kv_backing backing;
+    uint32_t page_bytes; /* the kernel's page for it: hugetlb's (st_blksize), else 4096 */
+    char thp[64];        /* shmem: the sysfs setting that decides THP, e.g.
+                            "shmem_enabled=never"; "" when the kernel has none */
     struct ol_kv_super *sb;
     uint32_t npages;
 };
@@ -105,11 +118,57 @@ struct ol_kv_slab {
 /*
  * Creates a region with room for about `bytes` of values (rounded down to
  * whole 2 MiB pages, at least one page). Tries hugetlb pages first when
- * try_huge, then a normal memfd with transparent huge pages advised.
- * Returns 0, or -errno with a message in err.
+ * try_huge (a memfd with MFD_HUGETLB: its mapping reserves every page from
+ * the pool, so it fails at once when the pool has too few free), then a
+ * normal memfd with transparent huge pages advised; records which in
+ * s->backing (shmem_enabled read from sysfs). Pages are allocated when
+ * first touched (see ol_kv_slab_populate). Returns 0, or -errno with a
+ * message in err.
  */
 int ol_kv_slab_create(struct ol_kv_slab *s, uint64_t bytes, int try_huge, char *err, size_t errlen);
 void ol_kv_slab_destroy(struct ol_kv_slab *s);
+
+/*
+ * Whether a memfd mapped with MADV_HUGEPAGE gets 2 MiB transparent huge
+ * pages, from the text of /sys/kernel/mm/transparent_hugepage/shmem_enabled
+ * (top) and of .../hugepages-2048kB/shmem_enabled (pmd: the per-size control
+ * of Linux 6.11+, NULL when absent). The setting in force is the bracketed
+ * word ("always within_size advise [never] deny force"); pmd's decides unless
+ * it is "inherit". Huge: always, within_size (the slab is all within its
+ * size), advise (the daemon advises it) and force. Writes the deciding file
+ * and setting to word ("shmem_enabled=never",
+ * "hugepages-2048kB/shmem_enabled=advise"; "" when neither can be read).
+ * Returns 1 (huge) or 0.
+ */
+int ol_kv_thp_shmem(const char *top, const char *pmd, char *word, size_t wordlen);
+
+/* "hugetlb", "shmem_thp" or "shmem": the label of openlake_kv_slab_info. */
+const char *ol_kv_slab_backing_name(const struct ol_kv_slab *s);
+
+/* The host's hugetlb pool, from /proc/meminfo. */
+struct ol_kv_hugetlb_pool {
+    long total, free;    /* HugePages_Total, HugePages_Free; -1 when unknown */
+    uint64_t page;       /* Hugepagesize in bytes; 0 when unknown */
+};
+/* Reads /proc/meminfo into p (unknown fields as above). */
+void ol_kv_hugetlb_pool_read(struct ol_kv_hugetlb_pool *p);
+
+/*
+ * What backs s, for the start-up log, in buf (320 bytes are enough):
+ * "hugetlbfs 2 MiB pages", "shmem with THP (shmem_enabled=advise)", or for
+ * 4 KiB pages how to get the faster ones: "shmem, 4 KiB pages (shmem THP is
+ * off: echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled; or
+ * reserve hugetlb pages: vm.nr_hugepages, N of 2 MiB for this slab)", with
+ * the pool's free pages when it has some (pool: the host's, as read by
+ * ol_kv_hugetlb_pool_read). Returns buf.
+ */
+const char *ol_kv_slab_backing_text(const struct ol_kv_slab *s,
+                                    const struct ol_kv_hugetlb_pool *pool, char *buf, size_t len);
+
+/* Bytes of the region the kernel has allocated pages for (written or
+ * populated at least once), from fstat's st_blocks of the memfd; at most
+ * s->size. 0 when fstat fails. */
+uint64_t ol_kv_slab_allocated(const struct ol_kv_slab *s);
 
 static inline struct ol_kv_slot_hdr *ol_kv_slab_hdr(const struct ol_kv_slab *s, uint32_t id)
 {

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -35,6 +36,94 @@ OLT_TEST(kv_slab_layout_sealed_and_shared)
     munmap(m, s.size);
     /* sealed: nobody can shrink it under a mapping */
     OLT_CHECK(ftruncate(s.fd, 4096) < 0);
+    ol_kv_slab_destroy(&s);
+}
+
+/* The kernel's THP settings for shmem, as sysfs writes them. */
+OLT_TEST(kv_slab_thp_setting)
+{
+    char w[64];
+    /* no per-size control (before 6.11): the top-level file decides */
+    OLT_CHECK_EQ(ol_kv_thp_shmem("always within_size advise [never] deny force\n", NULL, w,
+                                 sizeof w), 0);
+    OLT_CHECK_STR(w, "shmem_enabled=never");
+    OLT_CHECK_EQ(ol_kv_thp_shmem("always within_size [advise] never deny force\n", NULL, w,
+                                 sizeof w), 1);
+    OLT_CHECK_STR(w, "shmem_enabled=advise");
+    OLT_CHECK_EQ(ol_kv_thp_shmem("[always] within_size advise never deny force", NULL, w, sizeof w), 1);
+    OLT_CHECK_EQ(ol_kv_thp_shmem("always [within_size] advise never deny force", NULL, w, sizeof w), 1);
+    OLT_CHECK_EQ(ol_kv_thp_shmem("always within_size advise never deny [force]", NULL, w, sizeof w), 1);
+    OLT_CHECK_EQ(ol_kv_thp_shmem("always within_size advise never [deny] force", NULL, w, sizeof w), 0);
+    /* the 2 MiB control decides unless it inherits */
+    OLT_CHECK_EQ(ol_kv_thp_shmem("always within_size advise [never] deny force",
+                                 "always [inherit] within_size advise never\n", w, sizeof w), 0);
+    OLT_CHECK_STR(w, "shmem_enabled=never");
+    OLT_CHECK_EQ(ol_kv_thp_shmem("always within_size advise [never] deny force",
+                                 "always inherit within_size [advise] never", w, sizeof w), 1);
+    OLT_CHECK_STR(w, "hugepages-2048kB/shmem_enabled=advise");
+    OLT_CHECK_EQ(ol_kv_thp_shmem("[always] within_size advise never deny force",
+                                 "always inherit within_size advise [never]", w, sizeof w), 0);
+    OLT_CHECK_STR(w, "hugepages-2048kB/shmem_enabled=never");
+    /* no THP in the kernel, or text without a choice */
+    OLT_CHECK_EQ(ol_kv_thp_shmem(NULL, NULL, w, sizeof w), 0);
+    OLT_CHECK_STR(w, "");
+    OLT_CHECK_EQ(ol_kv_thp_shmem("never", "garbage [", w, sizeof w), 0);
+    OLT_CHECK_STR(w, "");
+}
+
+/* The log's line on what backs a slab, and how to get larger pages. */
+OLT_TEST(kv_slab_backing_text)
+{
+    struct ol_kv_slab s = {.fd = -1, .size = (2ull << 30) + (34u << 20), .page_bytes = 4096,
+                           .backing = OL_KV_BACKING_SHMEM, .thp = "shmem_enabled=never"};
+    struct ol_kv_hugetlb_pool none = {.total = 0, .free = 0, .page = 2u << 20};
+    char b[320];
+    OLT_CHECK_STR(ol_kv_slab_backing_text(&s, &none, b, sizeof b),
+                  "shmem, 4 KiB pages (shmem THP is off: echo advise > "
+                  "/sys/kernel/mm/transparent_hugepage/shmem_enabled; or reserve hugetlb pages: "
+                  "vm.nr_hugepages, 1041 of 2 MiB for this slab)");
+    OLT_CHECK_STR(ol_kv_slab_backing_name(&s), "shmem");
+    struct ol_kv_hugetlb_pool small = {.total = 100, .free = 60, .page = 2u << 20};
+    snprintf(s.thp, sizeof s.thp, "hugepages-2048kB/shmem_enabled=never");
+    OLT_CHECK_STR(ol_kv_slab_backing_text(&s, &small, b, sizeof b),
+                  "shmem, 4 KiB pages (shmem THP is off: echo advise > "
+                  "/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/shmem_enabled; or enlarge "
+                  "the hugetlb pool: 60 of its 2 MiB pages free, this slab needs 1041: "
+                  "vm.nr_hugepages)");
+    s.thp[0] = 0;
+    OLT_CHECK(strstr(ol_kv_slab_backing_text(&s, &none, b, sizeof b), "this kernel has no shmem THP"));
+    s.backing = OL_KV_BACKING_SHMEM_THP;
+    snprintf(s.thp, sizeof s.thp, "shmem_enabled=advise");
+    OLT_CHECK_STR(ol_kv_slab_backing_text(&s, &none, b, sizeof b),
+                  "shmem with THP (shmem_enabled=advise)");
+    OLT_CHECK_STR(ol_kv_slab_backing_name(&s), "shmem_thp");
+    s.backing = OL_KV_BACKING_HUGETLB;
+    s.page_bytes = 2u << 20;
+    OLT_CHECK_STR(ol_kv_slab_backing_text(&s, &none, b, sizeof b), "hugetlbfs 2 MiB pages");
+    OLT_CHECK_STR(ol_kv_slab_backing_name(&s), "hugetlb");
+    s.page_bytes = 1u << 30;
+    OLT_CHECK_STR(ol_kv_slab_backing_text(&s, &none, b, sizeof b), "hugetlbfs 1 GiB pages");
+}
+
+/* What this host gives: the slab says which backing it got, and the
+ * kernel's count of allocated bytes follows first touches. */
+OLT_TEST(kv_slab_backing_and_allocated)
+{
+    struct ol_kv_slab s;
+    mk(&s, 8u << 20);
+    struct ol_kv_hugetlb_pool pool;
+    ol_kv_hugetlb_pool_read(&pool);
+    if (s.backing == OL_KV_BACKING_HUGETLB) {
+        OLT_CHECK(pool.total > 0);
+        OLT_CHECK(s.page_bytes >= (2u << 20));
+    } else {
+        OLT_CHECK_EQ(s.page_bytes, 4096);
+        uint64_t before = ol_kv_slab_allocated(&s);
+        OLT_CHECK(before < s.size);
+        memset(s.base + s.sb->data_off, 1, 1u << 20);
+        OLT_CHECK(ol_kv_slab_allocated(&s) >= before + (1u << 20));
+    }
+    OLT_CHECK(ol_kv_slab_allocated(&s) <= s.size);
     ol_kv_slab_destroy(&s);
 }
 
