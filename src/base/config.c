@@ -92,6 +92,7 @@ static const char *const modes[] = {"all", "s3", "kv", NULL};
 static const char *const transports[] = {"tcp", "ucx", NULL};
 static const char *const backends[] = {"none", "ucx", NULL};
 static const char *const syncs[] = {"syncfs", "fsync", NULL};
+static const char *const kv_populates[] = {"background", "off", NULL};
 static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
 
 static int check_region(const char *s)
@@ -330,6 +331,12 @@ static const struct ckey ol_config_keys[] = {
     {.name = "kv_slab.reserve_ttl_secs", .kind = K_INT,
      .off = CO(kv_slab.reserve_ttl_secs), .lo = 1, .hi = 86400, .def = "30",
      .doc = "Seconds a reserved, uncommitted slot is kept before reuse."},
+    {.name = "kv_slab.populate", .kind = K_ENUM, .off = CO(kv_slab.populate),
+     .choices = kv_populates, .def = "background",
+     .doc = "When the slabs' memory is allocated: background = by a low-priority thread once "
+            "the daemon is ready (every slab's whole size, about 0.1-0.4 s per GiB on one "
+            "core), so first writes run at warm speed; off = each page at its first write, "
+            "several times slower than a warm slab (docs/kv-slab.md)."},
     {.name = "kv_disk", .kind = K_TABLE,
      .doc = "The KV cache's disk tier (values evicted from RAM, kept across restarts)."},
     {.name = "kv_disk.dirs", .kind = K_LIST, .off = CO(kv_disk.dirs),

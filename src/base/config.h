@@ -75,6 +75,7 @@ enum ol_config_mode { OL_MODE_ALL, OL_MODE_S3, OL_MODE_KV };
 enum ol_config_transport { OL_TRANSPORT_TCP, OL_TRANSPORT_UCX };
 enum ol_config_rdma_backend { OL_RDMA_NONE, OL_RDMA_UCX };
 enum ol_config_store_sync { OL_SYNC_SYNCFS, OL_SYNC_FSYNC };
+enum ol_config_kv_populate { OL_KV_POPULATE_BACKGROUND, OL_KV_POPULATE_OFF };
 /* log_level holds the values of enum ol_log_level (base/log.h):
  * 0 debug, 1 info, 2 warn, 3 error. */
 
@@ -157,6 +158,7 @@ struct ol_config {
         double capacity_gb;             /* 0 = auto */
         int64_t reserve_ttl_secs;
         double namespace_quota_gb;      /* 0 = no quota */
+        int populate;                   /* enum ol_config_kv_populate */
     } kv_slab;
     struct {
         char dirs[OL_CONFIG_MAX_KV_DISK_DIRS][OL_CONFIG_PATH_LEN];

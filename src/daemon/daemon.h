@@ -11,6 +11,7 @@
 
 #include "base/config.h"
 #include "http/server.h"
+#include "kv/populate.h"
 #include "kv/server.h"
 #include "rt/loop.h"
 #include "s3/creds.h"
@@ -49,6 +50,7 @@ struct ol_daemon {
     _Atomic int closing;       /* ... and its timeout passed: stop with what is left */
     struct ol_kv_service *kv;  /* NULL in mode s3 */
     struct ol_kv_server **kv_servers; /* one per core */
+    struct ol_kv_populate *kv_pop;    /* kv_slab.populate = "background"; NULL when done with */
     struct ol_s3_credset creds;       /* S3 credentials (s3/creds.h) */
     struct ol_store *store;           /* the object store; NULL in mode kv */
     struct ol_catalog *catalog;       /* key indexes for ListObjects */

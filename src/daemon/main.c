@@ -453,6 +453,16 @@ int main(int argc, char **argv)
             atomic_store(&d.kv->ready, !atomic_load(&d.ready_held));
         ol_banner(&d);
         ol_info("openlaked started: %d cores, S3/admin on %s", d.ncores, d.cfg.s3_addr);
+        /* The slabs' pages, now that the daemon serves: a client's first
+         * writes need not wait for the kernel to allocate them
+         * (kv/populate.h). A daemon that cannot start the thread still
+         * serves; pages come at first use as with populate = "off". */
+        int prc = d.kv && d.cfg.kv_slab.populate == OL_KV_POPULATE_BACKGROUND
+                      ? ol_kv_populate_start(d.kv, &d.kv_pop)
+                      : 0;
+        if (prc < 0)
+            ol_warn("kv slab: cannot start populating it (%s); pages come at first use",
+                    strerror(-prc));
         int signals = 0;
         struct timespec deadline = {0};
         int closing = 0;
@@ -517,6 +527,7 @@ int main(int argc, char **argv)
         ol_store_close(d.store);
     }
     free(d.kv_servers);
+    ol_kv_populate_stop(d.kv_pop);   /* before the slabs go */
     ol_kv_service_destroy(d.kv);
     ol_tls_ctx_free(d.tls);
     ol_dirlock_destroy(d.locks);

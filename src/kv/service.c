@@ -165,8 +165,8 @@ static int ol_tenant_open(struct ol_kv_service *svc, struct ol_kv_tenant *t,
     }
     uint32_t np = t->slab.npages;
     for (int i = 0; i < nshards; i++) {
-        uint32_t first = (uint32_t)((uint64_t)np * (uint64_t)i / (uint64_t)nshards);
-        uint32_t end = (uint32_t)((uint64_t)np * (uint64_t)(i + 1) / (uint64_t)nshards);
+        uint32_t first = ol_kv_shard_first_page(np, (uint32_t)i, (uint32_t)nshards);
+        uint32_t end = ol_kv_shard_first_page(np, (uint32_t)i + 1, (uint32_t)nshards);
         if ((rc = ol_kv_shard_init(&t->shards[i], &t->slab, first, end - first,
                                    OL_EVICT_DEFAULT, svc->ttl_ms)) < 0) {
             snprintf(err, errlen, "kv shard %d: %s", i, strerror(-rc));
@@ -319,7 +319,7 @@ void ol_kv_service_destroy(struct ol_kv_service *svc)
 
 size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap)
 {
-    enum { F_BYTES, F_INFO, F_ALLOCATED, F_SESSIONS, F_REFUSED, F_N };
+    enum { F_BYTES, F_INFO, F_ALLOCATED, F_POPULATED, F_SESSIONS, F_REFUSED, F_N };
     static const char *const fam[F_N][3] = {
         {"openlake_kv_tenant_slab_bytes", "gauge", "Bytes of the tenant's slab."},
         {"openlake_kv_slab_info", "gauge",
@@ -328,6 +328,9 @@ size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap)
         {"openlake_kv_tenant_slab_allocated_bytes", "gauge",
          "Bytes of the tenant's slab the kernel has pages for (written or populated at least "
          "once); the rest costs a page allocation at first touch."},
+        {"openlake_kv_tenant_slab_populated_bytes", "gauge",
+         "Bytes of the tenant's slab the populate thread has gone over (kv_slab.populate = "
+         "background); equal to openlake_kv_tenant_slab_bytes when done, 0 when off."},
         {"openlake_kv_tenant_sessions", "gauge", "KV sessions open on the tenant's slab."},
         {"openlake_kv_hello_refused_total", "counter",
          "HELLOs for a tenant's namespaces with a token that does not open them."},
@@ -345,6 +348,7 @@ size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap)
             } else {
                 uint64_t v = f == F_BYTES       ? (uint64_t)t->slab.size
                              : f == F_ALLOCATED ? ol_kv_slab_allocated(&t->slab)
+                             : f == F_POPULATED ? atomic_load(&t->populated)
                              : f == F_SESSIONS  ? atomic_load(&t->sessions)
                                                 : atomic_load(&t->hello_refused);
                 m = snprintf(buf + pos, cap - pos, "%s{tenant=\"%s\"} %llu\n", fam[f][0],

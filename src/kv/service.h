@@ -47,6 +47,8 @@ struct ol_kv_tenant {
     char token[OL_KV_MAX_TOKEN + 1]; /* its own token; "" for "default" */
     size_t token_len;
     _Atomic uint64_t sessions;       /* open sessions on its shards */
+    _Atomic uint64_t populated;      /* bytes of its slab the populate thread has gone
+                                        over (kv/populate.h); slab.size when done */
     _Atomic uint64_t hello_refused;  /* HELLOs for its namespaces with a token that
                                         does not open them (bad, or another tenant's) */
 };
@@ -112,8 +114,9 @@ bool ol_kv_service_may_open(const struct ol_kv_service *svc, const struct ol_kv_
 /*
  * Appends the service's Prometheus metrics (openlake_kv_*) to buf[0, cap):
  * sessions, the connections closed before HELLO by cause, and per tenant
- * its slab's size, backing (openlake_kv_slab_info{backing=...} 1) and
- * allocated bytes (an fstat of each slab), sessions and refused HELLOs
+ * its slab's size, backing (openlake_kv_slab_info{backing=...} 1),
+ * allocated bytes (an fstat of each slab) and bytes populated (the populate
+ * thread's progress), sessions and refused HELLOs
  * (label tenant="name"). Returns
  * the bytes written; cap or more when they did not fit (nothing usable then).
  */

@@ -141,6 +141,38 @@ const char *ol_kv_slab_backing_text(const struct ol_kv_slab *s,
     return buf;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+int ol_kv_slab_populate(const struct ol_kv_slab *s, uint64_t off, uint64_t len, int *touch)
+{
+    uint64_t pg = s->page_bytes ? s->page_bytes : 4096;
+    if (off > s->size || len > s->size - off)
+        return -EINVAL;
+    uint64_t from = off / pg * pg, to = ol_round_up(off + len, pg);
+    if (to > s->size)
+        to = s->size;
+    if (from >= to)
+        return 0;
+    char *m = mmap(NULL, to - from, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, (off_t)from);
+    if (m == MAP_FAILED)
+        return -errno;
+    int rc = 0;
+    if (!*touch && madvise(m, to - from, MADV_POPULATE_WRITE) < 0) {
+        rc = -errno;
+        if (rc == -EINVAL) { /* a kernel before 5.14 */
+            *touch = 1;
+            rc = 0;
+        }
+    }
+    if (*touch)
+        for (uint64_t o = 0; o < to - from; o += 4096)
+            (void)*(volatile const char *)(m + o);
+    munmap(m, to - from);
+    return rc;
+}
+
 uint64_t ol_kv_slab_allocated(const struct ol_kv_slab *s)
 {
     struct stat st;

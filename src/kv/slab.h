@@ -165,6 +165,21 @@ void ol_kv_hugetlb_pool_read(struct ol_kv_hugetlb_pool *p);
 const char *ol_kv_slab_backing_text(const struct ol_kv_slab *s,
                                     const struct ol_kv_hugetlb_pool *pool, char *buf, size_t len);
 
+/*
+ * Makes the kernel allocate the pages of [off, off + len) of the region
+ * (widened to whole s->page_bytes pages) without changing a byte of it:
+ * MADV_POPULATE_WRITE (Linux 5.14) through a mapping of just that range,
+ * made and unmapped by the call, so the daemon's own mapping, page tables
+ * and RSS stay as they were. Where the kernel refuses it (EINVAL), or
+ * *touch is set, a read of one byte per page instead, which allocates a
+ * zeroed page too (shmem and hugetlbfs allocate on read faults); *touch is
+ * set from then on. Safe while shards and clients use the slab: a page
+ * already there is left as it is, contents and all. Returns 0, -EINVAL
+ * (the range is not inside the region), or -errno of mmap / madvise
+ * (-ENOMEM: no memory for the pages, or the cgroup's limit).
+ */
+int ol_kv_slab_populate(const struct ol_kv_slab *s, uint64_t off, uint64_t len, int *touch);
+
 /* Bytes of the region the kernel has allocated pages for (written or
  * populated at least once), from fstat's st_blocks of the memfd; at most
  * s->size. 0 when fstat fails. */
@@ -180,6 +195,13 @@ static inline uint64_t ol_kv_slab_off(const struct ol_kv_slab *s, uint32_t id, u
 {
     return s->sb->data_off + (uint64_t)(id / OL_KV_SLOTS_PER_PAGE) * OL_KV_PAGE +
            (uint64_t)(id % OL_KV_SLOTS_PER_PAGE) * slot_size;
+}
+
+/* First data page of shard i of n over npages pages: shard i holds pages
+ * [ol_kv_shard_first_page(npages, i, n), ol_kv_shard_first_page(npages, i + 1, n)). */
+static inline uint32_t ol_kv_shard_first_page(uint32_t npages, uint32_t i, uint32_t n)
+{
+    return (uint32_t)((uint64_t)npages * i / n);
 }
 
 /* slot_size for a value size, or 0 when the value is too large for a span

@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import signal
+import time
 import urllib.request
 
 import pytest
@@ -207,6 +208,13 @@ def test_tokens_open_their_tenants_namespaces_only(tenants):
     assert metric(d, "openlake_kv_tenant_slab_bytes", "a") == slab_size(CAP_A, 2)
     assert metric(d, "openlake_kv_tenant_slab_bytes", "default") == slab_size(
         float(CAP_DEFAULT), 2)
+    # every tenant's slab gets its pages in the background (kv_slab.populate)
+    deadline = time.time() + 60
+    while any(metric(d, "openlake_kv_tenant_slab_populated_bytes", t) <
+              metric(d, "openlake_kv_tenant_slab_bytes", t) for t in ("default", "a", "b")):
+        assert time.time() < deadline, d.stderr()
+        time.sleep(0.05)
+    assert re.search(r"kv tenant b: slab populated, \d+\.\d\d GiB in", d.stderr())
 
 
 def test_tcp_put_and_get_keep_tenants_apart(tenants):
