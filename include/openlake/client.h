@@ -99,6 +99,13 @@ int ol_client_delete(ol_client *c, const struct ol_client_key *keys, uint32_t n,
 int ol_client_reset(ol_client *c, uint64_t *removed);
 /* Counters summed over the shards (process-wide ones as reported). */
 int ol_client_stats(ol_client *c, uint64_t counters[OL_CLIENT_STATS]);
+/* The mapped slab's size and how many of its bytes the kernel has pages
+ * for (an fstat of its memfd: pages written, or populated by the daemon, at
+ * least once); a first write to any other page waits for the kernel to
+ * allocate and zero one, so allocated < size means a cold slab (see
+ * kv_slab.populate in docs/kv-slab.md). Unix socket only (-EOPNOTSUPP over
+ * TCP); -ENOTCONN before a slab was mapped. */
+int ol_client_slab_usage(ol_client *c, uint64_t *size, uint64_t *allocated);
 /* Fills this process's page tables for the first max_bytes of the server's
  * slab (0: all of it) ahead of use; otherwise each 2 MiB piece is filled the
  * first time a call touches it. Unix socket only (-EOPNOTSUPP over TCP). */

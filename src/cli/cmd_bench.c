@@ -1,7 +1,11 @@
 /*
  * cmd_bench.c - `openlake bench kv`: load a KV service through the C client
  * and report keys/s, GB/s and per-batch latency percentiles for put, get and
- * lookup, with a progress bar on a terminal.
+ * lookup, with a progress bar on a terminal, and whether the slab was cold
+ * or warm when each began: the share of the slab the kernel had pages for
+ * (ol_client_slab_usage). A put onto a page that does not exist yet waits
+ * for the kernel to allocate and zero it, which made a fresh daemon's first
+ * puts several times slower than warm ones (docs/kv-slab.md, "Populating").
  */
 #include "cli.h"
 #include "output.h"
@@ -33,7 +37,18 @@ struct ol_b_result {
     const char *op;
     uint64_t keys, bytes, errors;
     double secs, p50, p99, p999;
+    double slab_frac;   /* share of the slab with pages when the op began; -1 unknown (TCP) */
 };
+
+/* The slab's state from the share of it that has pages: at least 98% warm
+ * (every data page has one; the slot headers, 1.6% of the slab, get pages
+ * only where slots are used: 98.5% after a pass of 256 KiB values), under
+ * 1% cold. */
+static const char *ol_b_slab_state(double frac, bool json)
+{
+    return frac < 0 ? "unknown" : frac >= 0.98 ? "warm" : frac < 0.01 ? "cold"
+           : json ? "partly_warm" : "partly warm";
+}
 
 static void ol_b_progress(const struct ol_cli *cli, const char *op, double frac)
 {
@@ -128,8 +143,14 @@ int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv)
         window = batch;
     struct ol_b_result res[3] = {{.op = "put"}, {.op = "get"}, {.op = "lookup"}};
     int rc = 0;
+    uint64_t slab_size = 0, slab_alloc;
+    double after_put = -1;
     for (int phase = 0; phase < 3 && rc == 0; phase++) {
         struct ol_b_result *r = &res[phase];
+        r->slab_frac = ol_client_slab_usage(c, &slab_size, &slab_alloc) == 0 && slab_size
+                           ? (double)slab_alloc / (double)slab_size : -1;
+        if (phase == 1)
+            after_put = r->slab_frac;
         size_t nlat = 0;
         double t0 = ol_b_now(), end = t0 + seconds / 3, t;
         uint64_t b = 0;
@@ -206,6 +227,14 @@ int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv)
             snprintf(num, sizeof num, "%.1f", res[i].p999);
             ol_json_key(&j, "p999_us"); ol_json_raw(&j, num);
             ol_json_key(&j, "misses"); ol_json_uint(&j, res[i].errors);
+            ol_json_key(&j, "slab"); ol_json_str(&j, ol_b_slab_state(res[i].slab_frac, true));
+            ol_json_key(&j, "slab_allocated_frac");
+            if (res[i].slab_frac < 0) {
+                ol_json_raw(&j, "null");
+            } else {
+                snprintf(num, sizeof num, "%.4f", res[i].slab_frac);
+                ol_json_raw(&j, num);
+            }
             ol_json_object_end(&j);
         }
         ol_json_array_end(&j);
@@ -216,8 +245,8 @@ int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv)
         {"op", "OP", OL_ALIGN_LEFT}, {"keys", "KEYS/S", OL_ALIGN_RIGHT},
         {"gbs", "GB/S", OL_ALIGN_RIGHT}, {"p50", "P50 µS", OL_ALIGN_RIGHT},
         {"p99", "P99 µS", OL_ALIGN_RIGHT}, {"p999", "P999 µS", OL_ALIGN_RIGHT},
-        {"miss", "MISSES", OL_ALIGN_RIGHT}};
-    ol_table *t = ol_table_create(cols, 7);
+        {"miss", "MISSES", OL_ALIGN_RIGHT}, {"slab", "SLAB AT START", OL_ALIGN_LEFT}};
+    ol_table *t = ol_table_create(cols, 8);
     for (int i = 0; i < 3; i++) {
         ol_table_row(t);
         ol_table_str(t, res[i].op);
@@ -227,10 +256,29 @@ int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv)
         ol_table_strf(t, "%.0f", res[i].p99);
         ol_table_strf(t, "%.0f", res[i].p999);
         ol_table_uint(t, res[i].errors);
+        if (res[i].slab_frac < 0)
+            ol_table_str(t, "unknown");
+        else
+            ol_table_strf(t, "%s (%.0f%%)", ol_b_slab_state(res[i].slab_frac, false),
+                          res[i].slab_frac * 100);
     }
     printf("%s: batches of %u keys, values of %llu bytes, %s\n", addr, batch,
            (unsigned long long)vsize, path);
     int prc = ol_table_print(t, stdout, cli->out);
     ol_table_destroy(t);
+    /* SLAB AT START: the share of the slab the kernel had pages for */
+    double f = res[0].slab_frac;
+    if (f < 0)
+        printf("slab: not mapped over TCP, so whether it was cold or warm is unknown\n");
+    else if (f < 0.98)
+        printf("slab: %s when put began: %.0f%% of its %.1f GiB had pages (%.0f%% when put "
+               "ended); a put onto a page without one waits for the kernel to allocate and "
+               "zero it, so these put figures are not a warm slab's (kv_slab.populate, "
+               "docs/kv-slab.md)\n",
+               ol_b_slab_state(f, false), f * 100, (double)slab_size / (1u << 30),
+               after_put * 100);
+    else
+        printf("slab: warm: %.0f%% of its %.1f GiB had pages when put began\n", f * 100,
+               (double)slab_size / (1u << 30));
     return prc < 0 ? OL_EXIT_FAIL : OL_EXIT_OK;
 }

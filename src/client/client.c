@@ -103,6 +103,7 @@ struct ol_client {
     uint64_t hdr_off;        /* of the newest mapping's superblock */
     uint32_t hdr_slots;
     ino_t slab_ino;          /* identity of the mapped slab (a restarted daemon has a new one) */
+    int slab_fd;             /* its memfd, kept for ol_client_slab_usage; -1 before the first */
     pthread_mutex_t slab_mu; /* remapping after a restart */
     struct ol_cmap { char *p; size_t n; uint8_t *populated; } retired[8]; /* old mappings, unmapped at close */
     int nretired;
@@ -381,6 +382,10 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
                     c->slab_size = resp->slab_size;
                     c->slab_populated = populated;
                     c->slab_ino = st.st_ino;
+                    if (c->slab_fd >= 0)
+                        close(c->slab_fd);
+                    c->slab_fd = slab_fd; /* kept: ol_client_slab_usage */
+                    slab_fd = -1;
                     c->slot_size = resp->slot_size;
                     c->hdr_off = hdr_off;
                     c->hdr_slots = hdr_slots;
@@ -470,6 +475,7 @@ int ol_client_open(const struct ol_client_opts *o, ol_client **out, char *err, s
         return -ENOMEM;
     }
     int rc;
+    c->slab_fd = -1;
     pthread_mutex_init(&c->slab_mu, NULL);
     snprintf(c->addr, sizeof c->addr, "%s", o->addr);
     c->is_unix = strchr(o->addr, '/') != NULL;
@@ -569,6 +575,8 @@ void ol_client_close(ol_client *c)
     if (c->slab)
         munmap(c->slab, c->slab_size);
     free(c->slab_populated);
+    if (c->slab_fd >= 0)
+        close(c->slab_fd);
     for (int i = 0; i < c->nretired; i++) {
         munmap(c->retired[i].p, c->retired[i].n);
         free(c->retired[i].populated);
@@ -1699,6 +1707,24 @@ int ol_client_stats(ol_client *c, uint64_t counters[OL_CLIENT_STATS])
 {
     memset(counters, 0, sizeof(uint64_t) * OL_CLIENT_STATS);
     return ol_c_each_shard(c, OL_KV_OP_STATS, ol_c_stats_one, counters);
+}
+
+int ol_client_slab_usage(ol_client *c, uint64_t *size, uint64_t *allocated)
+{
+    if (!c->is_unix)
+        return -EOPNOTSUPP;
+    struct stat st;
+    int rc = 0;
+    pthread_mutex_lock(&c->slab_mu);
+    if (c->slab_fd < 0 || fstat(c->slab_fd, &st) < 0) {
+        rc = c->slab_fd < 0 ? -ENOTCONN : -errno;
+    } else {
+        uint64_t a = (uint64_t)st.st_blocks * 512u;
+        *size = c->slab_size;
+        *allocated = a < c->slab_size ? a : c->slab_size;
+    }
+    pthread_mutex_unlock(&c->slab_mu);
+    return rc;
 }
 
 int ol_client_populate(ol_client *c, uint64_t max_bytes)

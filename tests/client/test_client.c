@@ -49,6 +49,11 @@ OLT_TEST(client_put_get_lookup_across_shards_and_transports)
     OLT_CHECK_EQ(ol_client_shards(u), 2);
     OLT_CHECK(ol_client_has_slab(u));
     OLT_CHECK(!ol_client_has_slab(t));
+    uint64_t size = 0, alloc0 = 0, alloc1 = 0;
+    OLT_CHECK_EQ(ol_client_slab_usage(u, &size, &alloc0), 0);
+    OLT_CHECK(size >= (4u << 20) && alloc0 > 0 && alloc0 <= size); /* the superblock at least */
+    OLT_CHECK_EQ(ol_client_slab_usage(t, &size, &alloc0), -EOPNOTSUPP);
+    OLT_CHECK_EQ(ol_client_slab_usage(u, &size, &alloc0), 0);
     char names[N][16];
     struct ol_client_key keys[N];
     static char vals[N][V], back[N][V];
@@ -72,6 +77,10 @@ OLT_TEST(client_put_get_lookup_across_shards_and_transports)
     OLT_CHECK_EQ(ol_client_put(t, keys + N / 2, vp + N / 2, lens + N / 2, N / 2, st), 0);
     for (int i = 0; i < N / 2; i++)
         OLT_CHECK_EQ(st[i], OL_KV_OK);
+    /* the pages those values went to exist now (or already did: kv_slab.populate) */
+    OLT_CHECK_EQ(ol_client_slab_usage(u, &size, &alloc1), 0);
+    OLT_CHECK(alloc1 >= alloc0 && alloc1 <= size);
+    OLT_CHECK(alloc1 >= (uint64_t)(N / 2) * (V / 2) || alloc0 == size);
     /* again: EXISTS */
     OLT_CHECK_EQ(ol_client_put(u, keys, vp, lens, 3, st), 0);
     OLT_CHECK_EQ(st[0], OL_KV_EXISTS);

@@ -2,7 +2,10 @@
 Unix socket (token found beside it) and over TCP (token given)."""
 import json
 import os
+import re
 import subprocess
+import time
+import urllib.request
 
 import conftest
 
@@ -99,3 +102,49 @@ def test_bench_kv_reports_and_checks_bytes(make_daemon):
     assert r.returncode == 0 and b"inline over TCP" in r.stdout, r.stderr
     assert cli("bench").returncode == 2
     assert cli("bench", "kv", "--batch", "0").returncode == 2
+
+
+def slab_metric(d, name):
+    text = urllib.request.urlopen(f"{d.url}/_openlake/metrics", timeout=10).read().decode()
+    return int(re.search(r'^%s\{tenant="default"\} (\d+)$' % name, text, re.M).group(1))
+
+
+def test_bench_kv_says_whether_the_slab_was_cold_or_warm(make_daemon):
+    # kv_slab.populate = "off": nothing has pages until put writes them
+    d = make_daemon(args=["--kv-slab.populate", "off"])
+    sock = str(d.data / "kv.sock")
+    r = cli("bench", "kv", "--addr", sock, "--seconds", "0.6", "--value-size", "65536")
+    assert r.returncode == 0, r.stderr
+    assert re.search(rb"^put .* cold \(0%\)$", r.stdout, re.M), r.stdout
+    # get began after put wrote: more of it had pages
+    assert not re.search(rb"^get .* cold \(0%\)$", r.stdout, re.M), r.stdout
+    assert re.search(rb"^slab: cold when put began: 0% of its 0\.\d GiB had pages "
+                     rb"\(\d+% when put ended\); a put onto a page without one waits", r.stdout,
+                     re.M), r.stdout
+    # JSON: the same per op, the label following the share
+    r = cli("--json", "bench", "kv", "--addr", sock, "--seconds", "0.6", "--value-size", "65536")
+    assert r.returncode == 0, r.stderr
+    for x in json.loads(r.stdout):
+        f = x["slab_allocated_frac"]
+        assert 0 < f <= 1 and x["slab"] == ("warm" if f >= 0.98 else "partly_warm"), x
+    # over TCP the bench does not map the slab: it says it cannot tell
+    r = cli("--json", "bench", "kv", "--addr", f"127.0.0.1:{d.kv_port}",
+            "--token-file", str(d.data / "kv.token"), "--seconds", "0.3", "--value-size", "65536")
+    assert r.returncode == 0, r.stderr
+    assert all(x["slab"] == "unknown" and x["slab_allocated_frac"] is None
+               for x in json.loads(r.stdout)), r.stdout
+    d.stop()
+
+    # the default, "background": once populated, the bench finds it warm
+    d = make_daemon()
+    size = slab_metric(d, "openlake_kv_tenant_slab_bytes")
+    deadline = time.time() + 60
+    while slab_metric(d, "openlake_kv_tenant_slab_populated_bytes") < size:
+        assert time.time() < deadline, d.stderr()
+        time.sleep(0.05)
+    r = cli("bench", "kv", "--addr", str(d.data / "kv.sock"), "--seconds", "0.6",
+            "--value-size", "65536")
+    assert r.returncode == 0, r.stderr
+    assert re.search(rb"^put .* warm \(100%\)$", r.stdout, re.M), r.stdout
+    assert re.search(rb"^slab: warm: 100% of its 0\.\d GiB had pages when put began$", r.stdout,
+                     re.M), r.stdout
