@@ -365,6 +365,11 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
                  * An old mapping stays until close (another thread may still
                  * be copying from it; its sessions are gone anyway). */
                 void *m = mmap(NULL, resp->slab_size, PROT_READ | PROT_WRITE, MAP_SHARED, slab_fd, 0);
+                /* Where shmem THP is "advise", pages this mapping faults in
+                 * are 2 MiB only if it asks, like the daemon's (kv-slab.md,
+                 * "Backing"); a no-op where THP is off. */
+                if (m != MAP_FAILED)
+                    madvise(m, resp->slab_size, MADV_HUGEPAGE);
                 uint8_t *populated = NULL;
                 uint64_t hdr_off = 0;
                 uint32_t hdr_slots = 0;

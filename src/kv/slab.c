@@ -159,6 +159,8 @@ int ol_kv_slab_populate(const struct ol_kv_slab *s, uint64_t off, uint64_t len, 
     if (m == MAP_FAILED)
         return -errno;
     int rc = 0;
+    if (s->backing == OL_KV_BACKING_SHMEM_THP) /* "advise": the faulting mapping decides */
+        madvise(m, to - from, MADV_HUGEPAGE);
     if (!*touch && madvise(m, to - from, MADV_POPULATE_WRITE) < 0) {
         rc = -errno;
         if (rc == -EINVAL) { /* a kernel before 5.14 */

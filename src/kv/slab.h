@@ -170,7 +170,9 @@ const char *ol_kv_slab_backing_text(const struct ol_kv_slab *s,
  * (widened to whole s->page_bytes pages) without changing a byte of it:
  * MADV_POPULATE_WRITE (Linux 5.14) through a mapping of just that range,
  * made and unmapped by the call, so the daemon's own mapping, page tables
- * and RSS stay as they were. Where the kernel refuses it (EINVAL), or
+ * and RSS stay as they were (with shmem THP, advised MADV_HUGEPAGE like
+ * the daemon's: under "advise" the mapping that faults decides the page
+ * size). Where the kernel refuses it (EINVAL), or
  * *touch is set, a read of one byte per page instead, which allocates a
  * zeroed page too (shmem and hugetlbfs allocate on read faults); *touch is
  * set from then on. Safe while shards and clients use the slab: a page
