@@ -135,6 +135,7 @@ bench-kv: deps
 	bash bench/kv/run_evict.sh
 	bash bench/kv/run_peers.sh
 	bash bench/kv/run_disk.sh
+	bash bench/kv/run_first_contact.sh
 
 bench-vllm: deps
 	bash bench/vllm/run_ttft.sh
