@@ -160,7 +160,8 @@ def render(data):
         for n in names:
             rs = [r for r in rows if r["system"] == n]
             lines.append(
-                f"| {label[n]} | {med([r['get_slab_frac'] * 100 for r in rs], '{:.0f}')} | "
+                f"| {label[n]} | "
+                f"{med([r['get_slab_frac'] * 100 for r in rs if r['get_slab_frac'] is not None], '{:.0f}')} | "
                 f"{med([r['get_gb_per_s'] for r in rs])} | "
                 f"**{med(ratios(rows, n, 'get_gb_per_s'))}** | "
                 f"{med([r['get_p99_us'] for r in rs], '{:.0f}')} | "

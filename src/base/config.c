@@ -336,7 +336,7 @@ static const struct ckey ol_config_keys[] = {
      .doc = "When the slabs' memory is allocated: background = by a low-priority thread once "
             "the daemon is ready (every slab's whole size, about 0.5 s per GiB of one core), so "
             "first writes find their pages; off = each page at its first write, which made a "
-            "fresh daemon's first puts 2.6x slower on the benchmark VM (docs/kv-slab.md)."},
+            "fresh daemon's first puts 2-2.6x slower on the benchmark VM (docs/kv-slab.md)."},
     {.name = "kv_disk", .kind = K_TABLE,
      .doc = "The KV cache's disk tier (values evicted from RAM, kept across restarts)."},
     {.name = "kv_disk.dirs", .kind = K_LIST, .off = CO(kv_disk.dirs),

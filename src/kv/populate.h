@@ -3,8 +3,8 @@
  * use (kv_slab.populate = "background"), in one low-priority thread.
  *
  * Why: the kernel allocates (and zeroes) a shmem page when it is first
- * touched; on 4 KiB shmem pages a fresh daemon's first puts ran 2.6 times
- * slower than into a populated slab (docs/benchmarks.md, "KV first
+ * touched; on 4 KiB shmem pages a fresh daemon's first puts ran 2.0-2.6
+ * times slower than into a populated slab (docs/benchmarks.md, "KV first
  * contact"). Populating the slab after start-up moves that cost off the
  * first clients.
  *
