@@ -27,6 +27,8 @@
 #define OPENSSL_SUPPRESS_DEPRECATED   /* MD5_Update/MD5_Final: a state we hold */
 #include "base/md5.h"
 #include "base/md5_steps.h"
+#include "base/sha256.h"
+#include "base/simd.h"
 
 #include <openssl/md5.h>
 #include <stdlib.h>
@@ -499,6 +501,34 @@ static uint32_t need_of(const struct ol_md5 *x, uint32_t room)
     return (room - (OL_MD5_STAGE - x->len) + 63) / 64;
 }
 
+/* The SHA-256 companions of lanes g[0..n) take the nb blocks at ptr[l]
+ * that their MD5s just took: two at a time (base/sha256.h), the odd one
+ * out alone. The vector MD5 kernels leave the upper halves of the vector
+ * registers in use, and SHA-NI is legacy SSE: cleared first (base/simd.h). */
+static void sha_blocks(struct ol_md5 *const *g, const uint8_t *const *ptr, unsigned n,
+                       uint32_t nb)
+{
+    int pair = -1;
+    bool clean = false;
+    for (unsigned l = 0; l < n; l++) {
+        if (!g[l]->sha)
+            continue;
+        if (!clean) {
+            ol_simd_clean();
+            clean = true;
+        }
+        if (pair < 0) {
+            pair = (int)l;
+            continue;
+        }
+        ol_sha256_update2(g[pair]->sha, ptr[pair], (size_t)nb * 64, g[l]->sha, ptr[l],
+                          (size_t)nb * 64);
+        pair = -1;
+    }
+    if (pair >= 0)
+        ol_sha256_update(g[pair]->sha, ptr[pair], (size_t)nb * 64);
+}
+
 /*
  * Hashes whole blocks x has staged until it has `room` bytes free (all of
  * them at the end of a stream), together with the (up to 15) lanes with
@@ -551,6 +581,7 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room, bool al
             ptr[l] = g[l]->stage + g[l]->off;
         }
         run_kernel(k, s->stage, st, ptr, n, nb);
+        sha_blocks(g, ptr, n, nb);
         s->multi_blocks += (uint64_t)nb * n;
         for (unsigned l = 0; l < n; l++) {
             memcpy(g[l]->h, st[l], sizeof st[l]);
@@ -564,7 +595,9 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room, bool al
         uint32_t nb = need_of(x, room);
         if (nb > run_of(x))
             nb = run_of(x);
-        scalar_blocks(x, x->stage + x->off, nb);
+        const uint8_t *at = x->stage + x->off;
+        scalar_blocks(x, at, nb);
+        sha_blocks(&x, &at, 1, nb);
         consume(x, nb);
         s->single_blocks += nb;
     }
@@ -579,10 +612,17 @@ void ol_md5_init(struct ol_md5 *h)
     memcpy(h->h, md5_iv, sizeof h->h);
 }
 
+void ol_md5_with_sha256(struct ol_md5 *h, SHA256_CTX *c)
+{
+    h->sha = c;
+}
+
 void ol_md5_update(struct ol_md5 *h, const void *data, size_t n)
 {
     const uint8_t *p = data;
     if (!h->set) {   /* a lone stream: whole blocks straight through */
+        if (h->sha)
+            ol_sha256_update(h->sha, p, n);
         if (h->tail) {
             size_t take = 64 - h->tail < n ? 64 - h->tail : n;
             memcpy(h->buf + h->tail, p, take);
@@ -623,6 +663,21 @@ void ol_md5_update(struct ol_md5 *h, const void *data, size_t n)
         flush(h->set, h, OL_MD5_STAGE, false); /* company for the waiting lanes */
 }
 
+void ol_md5_take(struct ol_md5 *h, struct ol_md5 *from)
+{
+    ol_md5_init(h);
+    memcpy(h->h, from->h, sizeof h->h);
+    h->done = from->done;
+    if (h->set) {   /* the partial block staged; < 64 bytes: nothing to pend */
+        memcpy(h->stage, from->buf, from->tail);
+        h->len = from->tail;
+    } else {
+        memcpy(h->buf, from->buf, from->tail);
+        h->tail = from->tail;
+    }
+    ol_md5_drop(from);
+}
+
 bool ol_md5_end(struct ol_md5 *h)
 {
     if (!h->set)
@@ -660,6 +715,8 @@ void ol_md5_final(struct ol_md5 *h, uint8_t out[16])
         flush(h->set, h, OL_MD5_STAGE, true);
         ctx_from(&c, h);
         MD5_Update(&c, h->stage + h->off, h->len);   /* < 64 bytes: no wrap */
+        if (h->sha)
+            ol_sha256_update(h->sha, h->stage + h->off, h->len);
         h->off = h->len = 0;
         pend_del(h->set, h);
     } else {
@@ -674,6 +731,7 @@ void ol_md5_drop(struct ol_md5 *h)
 {
     h->done = 0;
     h->tail = 0;
+    h->sha = NULL;
     if (h->set) {
         h->off = h->len = 0;
         pend_del(h->set, h);

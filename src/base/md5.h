@@ -45,6 +45,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <openssl/sha.h>
+
 /* Staging bytes per lane of a set (a multiple of 64): 32 receive buffers
  * of 16 KiB, so that the lanes it is hashed with have blocks staged too. */
 #define OL_MD5_STAGE 524288u
@@ -61,6 +63,7 @@ struct ol_md5 {
     uint32_t tail;             /* lone stream: bytes in buf */
     int32_t pend;              /* index in the set's pending list, or -1 */
     bool lent, ended;          /* set: lent by ol_md5_get; ol_md5_end called */
+    SHA256_CTX *sha;           /* ol_md5_with_sha256: fed the same bytes */
     struct ol_md5 *next_free;  /* set: the free list */
     uint8_t buf[64];           /* lone stream: a partial block */
 };
@@ -88,9 +91,25 @@ bool ol_md5_set_only(struct ol_md5_set *s, const char *kernel);
 void ol_md5_set_stats(const struct ol_md5_set *s, uint64_t *multi, uint64_t *single);
 
 /* Starts a stream (a lane of a set, or a lone one: set == NULL). Drops
- * whatever the lane still held. */
+ * whatever the lane still held, and its SHA-256 companion. */
 void ol_md5_init(struct ol_md5 *h);
+/* Right after ol_md5_init: the stream's bytes also go to the SHA-256 c (a
+ * signed payload's, which hashes the same bytes from the same start). A
+ * lane of a set hashes c from its staging as it hashes its MD5 there,
+ * two such lanes of a group at once (base/sha256.h: ol_sha256_update2),
+ * so the lanes that upload side by side share the SHA-NI unit as they
+ * share the MD5 kernels; c is whole when ol_md5_final returns. A lone
+ * stream feeds c as it is updated (base/md5sha.h's one pass is the fast
+ * way for those, and takes no companion). c must be at a block's edge
+ * (just initialised) and outlive the stream. */
+void ol_md5_with_sha256(struct ol_md5 *h, SHA256_CTX *c);
 void ol_md5_update(struct ol_md5 *h, const void *p, size_t n);
+/* Lane h of a set (lent, not yet used) takes over the lone stream `from`:
+ * its state and its partial block; `from` is left empty. For an upload
+ * hashed alone that company has joined since (s3/body.h). With a SHA-256
+ * companion (ol_md5_with_sha256 after this), only at a block's edge
+ * (from's partial block empty), where the companion stands too. */
+void ol_md5_take(struct ol_md5 *h, struct ol_md5 *from);
 /* The stream has no more bytes: its staged blocks are hashed with any
  * company there is now. True when nothing but the last partial block is
  * left (ol_md5_final is quick); false when blocks wait for company (see

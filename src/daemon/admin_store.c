@@ -56,6 +56,7 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
             e.chunk_paired_bytes += x.chunk_paired_bytes;
             e.chunk_unstaged += x.chunk_unstaged;
             e.one_pass_bytes += x.one_pass_bytes;
+            e.one_pass_moved += x.one_pass_moved;
             e.auth_sigv4 += x.auth_sigv4;
             e.auth_sigv2 += x.auth_sigv2;
         }
@@ -73,7 +74,8 @@ size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap)
         {"openlake_s3_etag_waits_late_total", "counter", "Of those, waits ended by the timer (the rest hashed alone).", e.etag_waits_late},
         {"openlake_s3_chunk_sha256_paired_bytes_total", "counter", "Bytes of signed aws-chunked chunks hashed beside another chunk's (base/sha256.h).", e.chunk_paired_bytes},
         {"openlake_s3_chunk_unstaged_total", "counter", "Signed aws-chunked uploads that found no staging free and hashed their chunks one by one.", e.chunk_unstaged},
-        {"openlake_s3_chunk_one_pass_bytes_total", "counter", "Bytes of signed aws-chunked uploads alone on their core hashed for their chunk signatures and their ETag in one pass (base/md5sha.h).", e.one_pass_bytes},
+        {"openlake_s3_chunk_one_pass_bytes_total", "counter", "Bytes of signed uploads alone on their core hashed for their signatures (chunk or payload SHA-256) and their ETag in one pass (base/md5sha.h).", e.one_pass_bytes},
+        {"openlake_s3_one_pass_moved_total", "counter", "Signed-payload uploads that began alone in one pass and moved to the core's MD5 set when other uploads came.", e.one_pass_moved},
         {"openlake_store_puts_total", "counter", "Objects and parts written.", t.puts},
         {"openlake_store_put_bytes_total", "counter", "Bytes of objects and parts written.", t.put_bytes},
         {"openlake_store_put_errors_total", "counter", "Writes that failed.", t.put_errors},

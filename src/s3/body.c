@@ -3,6 +3,7 @@
  */
 #include "s3/body.h"
 
+#include "base/sha256.h"
 #include "base/simd.h"
 
 #include <errno.h>
@@ -63,12 +64,21 @@ enum ol_s3_err ol_s3_body_begin(struct ol_s3_body *b, const struct ol_s3_auth *a
             b->one_pass = true;
         }
     }
-    if (auth->payload == OL_S3_PAY_SHA256) {
-        memcpy(b->body_sha256, auth->body_sha256, 32);
-        if (EVP_DigestInit_ex(ctx->payload, EVP_sha256(), NULL) != 1)
-            return OL_S3_INTERNAL;
-    }
     ol_md5_init(ctx->md5);
+    if (auth->payload == OL_S3_PAY_SHA256) {
+        /* The body's SHA-256 beside its MD5: in one pass when the MD5 is
+         * a lone stream lent for it (base/md5sha.h), from the MD5 set's
+         * staging two uploads at a time when it is a lane of the set
+         * (base/md5.h), else on its own. */
+        memcpy(b->body_sha256, auth->body_sha256, 32);
+        ol_sha256_init(&b->sha);
+        if (ctx->one_pass)
+            b->one_pass = true;
+        else if (ctx->md5->set && ol_sha256_x2_fast()) {
+            ol_md5_with_sha256(ctx->md5, &b->sha);
+            b->sha_in_md5 = true;
+        }
+    }
     const struct ol_http_header *m = hdr(hdrs, nhdrs, "content-md5");
     if (m) {
         if (ol_ck_from_b64(m->value, m->value_len, 16, b->md5_want) < 0)
@@ -108,15 +118,32 @@ void ol_s3_body_hash(struct ol_s3_body *b, const char *p, size_t n)
     if (n == 0 || b->err)
         return;
     ol_simd_clean();   /* OpenSSL's SHA-NI code is legacy SSE: base/simd.h */
-    if (b->payload == OL_S3_PAY_SHA256)
-        EVP_DigestUpdate(b->ctx.payload, p, n);
     if (b->one_pass)
-        b->one_pass_bytes += ol_md5_sha256_update(b->ctx.md5, ol_awsc_chunk_sha(&b->awsc), p, n);
-    else
-        ol_md5_update(b->ctx.md5, p, n);
+        b->one_pass_bytes += ol_md5_sha256_update(
+            b->ctx.md5, b->chunked ? ol_awsc_chunk_sha(&b->awsc) : &b->sha, p, n);
+    else {
+        if (b->payload == OL_S3_PAY_SHA256 && !b->sha_in_md5)
+            ol_sha256_update(&b->sha, p, n);
+        ol_md5_update(b->ctx.md5, p, n);   /* and b->sha with sha_in_md5 */
+    }
     if (b->ck_algo)
         ol_ck_update(&b->ck, p, n);
     b->hashed += n;
+}
+
+bool ol_s3_body_hash_onto(struct ol_s3_body *b, struct ol_md5 *lane, const char *p, size_t n)
+{
+    size_t edge = (64 - b->hashed % 64) % 64;
+    if (!b->one_pass || b->chunked || b->err || b->payload != OL_S3_PAY_SHA256 || edge > n)
+        return false;
+    ol_s3_body_hash(b, p, edge);   /* MD5 and SHA-256 both at a block's edge */
+    ol_md5_take(lane, b->ctx.md5);
+    ol_md5_with_sha256(lane, &b->sha);
+    b->ctx.md5 = lane;
+    b->one_pass = false;
+    b->sha_in_md5 = true;
+    ol_s3_body_hash(b, p + edge, n - edge);
+    return true;
 }
 
 long ol_s3_body_feed(struct ol_s3_body *b, const char *in, size_t n, const char **data,
@@ -162,14 +189,13 @@ enum ol_s3_err ol_s3_body_end(struct ol_s3_body *b)
         return b->err = OL_S3_INCOMPLETE_BODY;
     if (b->hashed != b->got)
         return b->err = OL_S3_INTERNAL;   /* a caller that skipped ol_s3_body_hash */
+    ol_md5_final(b->ctx.md5, b->md5);   /* b->sha is whole after it (sha_in_md5) */
     if (b->payload == OL_S3_PAY_SHA256) {
         uint8_t h[32];
-        unsigned hl = 32;
-        EVP_DigestFinal_ex(b->ctx.payload, h, &hl);
+        ol_sha256_final(&b->sha, h);
         if (memcmp(h, b->body_sha256, 32) != 0)
             return b->err = OL_S3_XAMZ_SHA256_MISMATCH;
     }
-    ol_md5_final(b->ctx.md5, b->md5);
     if (b->md5_given && memcmp(b->md5, b->md5_want, 16) != 0)
         return b->err = OL_S3_BAD_DIGEST;
     if (b->ck_algo) {

@@ -6,13 +6,15 @@
  *
  * Owns: one pass over the body bytes as they arrive, de-chunking
  * aws-chunked bodies (awschunked.h) and feeding every hash at once (a
- * signed body's chunk SHA-256s and its MD5 in one interleaved pass when
- * the caller lends a lone MD5 stream for it: ctx.one_pass); the verdict
- * at the end. The decoded bytes go to the caller as slices of its
+ * signed body's chunk SHA-256s, or its payload SHA-256, and its MD5 in
+ * one interleaved pass when the caller lends a lone MD5 stream for it:
+ * ctx.one_pass; a payload SHA-256 with the MD5 from a lane of the core's
+ * MD5 set, two uploads' SHA-256s at a time: base/md5.h's
+ * ol_md5_with_sha256); the verdict at the end. The decoded bytes go to the caller as slices of its
  * input (no copy), before they are verified: the caller stages them and
  * commits only when ol_s3_body_end() says OL_S3_OK.
  *
- * Must not: allocate (the caller lends three EVP_MD_CTX and an MD5 lane), or know where the
+ * Must not: allocate (the caller lends an EVP_MD_CTX and an MD5 lane), or know where the
  * bytes go.
  */
 #ifndef OL_S3_BODY_H
@@ -33,11 +35,11 @@
 
 /* The hash contexts a body needs; owned by the caller, reusable. */
 struct ol_s3_body_ctx {
-    EVP_MD_CTX *payload;   /* SHA-256 of the body (UNSIGNED: unused) */
     uint8_t *stage;        /* aws-chunked: OL_AWSC_STAGE bytes, or NULL */
     struct ol_md5 *md5;    /* the ETag: a lane of the core's MD5 set (base/md5.h) */
-    bool one_pass;         /* md5 is a lone stream, hashed with a signed body's chunk
-                              SHA-256s in one pass (base/md5sha.h) */
+    bool one_pass;         /* md5 is a lone stream, hashed in one pass with a signed
+                              body's chunk SHA-256s or its payload SHA-256
+                              (base/md5sha.h) */
     EVP_MD_CTX *cksum;     /* a SHA-1 / SHA-256 flexible checksum */
     bool object_checksums; /* the x-amz-checksum-* headers are the object's
                               (CompleteMultipartUpload), not this body's:
@@ -47,11 +49,14 @@ struct ol_s3_body_ctx {
 struct ol_s3_body {
     int payload;                     /* enum ol_s3_payload */
     bool chunked;                    /* aws-chunked framing */
-    bool one_pass;                   /* MD5 and chunk SHA-256s in one pass */
+    bool one_pass;                   /* MD5 and chunk or payload SHA-256s in one pass */
+    bool sha_in_md5;                 /* the payload SHA-256 fed by the MD5 lane
+                                        (ol_md5_with_sha256) */
     uint64_t one_pass_bytes;         /* bytes that went through it */
     struct ol_awsc awsc;
     struct ol_s3_body_ctx ctx;
-    uint8_t body_sha256[32];         /* OL_S3_PAY_SHA256 */
+    uint8_t body_sha256[32];         /* OL_S3_PAY_SHA256: the one signed */
+    SHA256_CTX sha;                  /* OL_S3_PAY_SHA256: the one computed */
     bool md5_given;
     uint8_t md5_want[16];
     int ck_algo;                     /* flexible checksum, or OL_CK_NONE */
@@ -104,6 +109,17 @@ long ol_s3_body_feed(struct ol_s3_body *b, const char *in, size_t n, const char 
  * skipped.
  */
 void ol_s3_body_hash(struct ol_s3_body *b, const char *p, size_t n);
+
+/*
+ * ol_s3_body_hash_onto - ol_s3_body_hash for a one-pass signed payload (not
+ * aws-chunked) that other uploads on its core now hash beside in the MD5
+ * set: p up to the first block edge in one pass, then the stream moves to
+ * `lane` (a lane of that set, lent and unused: ol_md5_take) with its
+ * SHA-256, and the rest of p goes through it. False, and nothing hashed,
+ * when b is not such a body or p holds no block edge; the caller then
+ * gives the lane back and hashes p with ol_s3_body_hash.
+ */
+bool ol_s3_body_hash_onto(struct ol_s3_body *b, struct ol_md5 *lane, const char *p, size_t n);
 
 /*
  * ol_s3_body_end - the body has ended. Verifies the length, the payload

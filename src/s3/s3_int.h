@@ -127,6 +127,7 @@ struct ol_s3_server {
     uint64_t chunk_unstaged;     /* signed uploads that found no staging */
     unsigned one_pass_live;      /* one-pass uploads still receiving */
     uint64_t one_pass_bytes;     /* their bytes hashed in one pass */
+    uint64_t one_pass_moved;     /* signed payloads moved from it to the MD5 set */
     struct ol_catalog_page *list_page; /* a listing's page, copied out of the
                                           catalog (NULL without a catalog) */
     uint64_t auth_sigv4, auth_sigv2;   /* requests authenticated, by signature version */

@@ -49,7 +49,7 @@ int ol_s3_server_create(const struct ol_s3_params *p, struct ol_s3_server **out)
         goto oom;
     for (unsigned i = 0; i < OL_S3_STATES; i++) {
         struct ol_s3_body_ctx *c = &s->ctx[i];
-        if (!(c->payload = EVP_MD_CTX_new()) || !(c->cksum = EVP_MD_CTX_new()))
+        if (!(c->cksum = EVP_MD_CTX_new()))
             goto oom;
         s->ctx_free[i] = i;
     }
@@ -69,7 +69,6 @@ void ol_s3_server_destroy(struct ol_s3_server *s)
     if (!s)
         return;
     for (unsigned i = 0; i < OL_S3_STATES; i++) {
-        EVP_MD_CTX_free(s->ctx[i].payload);
         EVP_MD_CTX_free(s->ctx[i].cksum);
     }
     if (s->p.loop) {
@@ -91,6 +90,7 @@ void ol_s3_server_stats(const struct ol_s3_server *s, struct ol_s3_stats *out)
     out->chunk_paired_bytes = __atomic_load_n(&s->chunk_paired, __ATOMIC_RELAXED);
     out->chunk_unstaged = __atomic_load_n(&s->chunk_unstaged, __ATOMIC_RELAXED);
     out->one_pass_bytes = __atomic_load_n(&s->one_pass_bytes, __ATOMIC_RELAXED);
+    out->one_pass_moved = __atomic_load_n(&s->one_pass_moved, __ATOMIC_RELAXED);
     out->auth_sigv4 = __atomic_load_n(&s->auth_sigv4, __ATOMIC_RELAXED);
     out->auth_sigv2 = __atomic_load_n(&s->auth_sigv2, __ATOMIC_RELAXED);
 }
@@ -387,6 +387,28 @@ static bool md5_park(struct ol_s3_req *q)
     return true;
 }
 
+/* Hashes a body slice. A signed payload hashed in one pass because it was
+ * alone (ol_s3_begin_body) moves to a lane of the MD5 set once another
+ * upload hashes there: its SHA-256 and MD5 then go two and more streams
+ * at a time with the others' (a 64 MiB upload that began alone would
+ * otherwise stay on the one-stream pass to its end). */
+static void body_hash(struct ol_s3_req *q, const char *d, size_t dl)
+{
+    struct ol_s3_server *s = q->srv;
+    if (q->one_pass && ol_md5_set_busy(s->md5)) {
+        struct ol_md5 *lane = ol_md5_get(s->md5);
+        if (lane && ol_s3_body_hash_onto(&q->body, lane, d, dl)) {
+            q->md5 = lane;
+            one_pass_end(q);
+            s->one_pass_moved++;
+            return;
+        }
+        if (lane)
+            ol_md5_put(lane);
+    }
+    ol_s3_body_hash(&q->body, d, dl);
+}
+
 void ol_s3_on_body(ol_http_req *r, const char *data, size_t len)
 {
     struct ol_s3_req *q = ol_http_req_udata(r);
@@ -404,7 +426,7 @@ void ol_s3_on_body(ol_http_req *r, const char *data, size_t len)
             q->body_handler(q, d, dl);    /* the drives' writes go first, */
             if (q->srv->p.loop)           /* to the kernel, not after this batch */
                 ol_loop_submit_now(q->srv->p.loop);
-            ol_s3_body_hash(&q->body, d, dl); /* then the hashes beside them */
+            body_hash(q, d, dl);          /* then the hashes beside them */
         }
         data += used;
         len -= (size_t)used;
@@ -483,9 +505,11 @@ enum ol_s3_err ol_s3_begin_body(struct ol_s3_req *q)
                         q->auth.payload == OL_S3_PAY_STREAM_SIGNED_TRAILER;
     /* A signed upload alone on this core (no MD5 lane lent, no other
      * one-pass upload receiving) has no company to hash its MD5 beside:
-     * its MD5 and its chunks' SHA-256s go through one pass instead
-     * (base/md5sha.h), as its bytes come, nothing staged. */
-    ctx->one_pass = chunk_signed && !q->md5 && ol_md5sha_fast() &&
+     * its MD5 and its chunks' SHA-256s, or its whole body's (a signed
+     * payload, the AWS SDKs' default over plain HTTP), go through one pass
+     * instead (base/md5sha.h), as its bytes come, nothing staged. */
+    ctx->one_pass = (chunk_signed || q->auth.payload == OL_S3_PAY_SHA256) && !q->md5 &&
+                    ol_md5sha_fast() &&
                     !ol_md5_set_busy(s->md5) && s->one_pass_live == 0;
     if (ctx->one_pass) {
         q->md5 = &s->md5_lone[q->ctx_slot];

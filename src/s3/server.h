@@ -54,7 +54,9 @@ struct ol_s3_stats {
     uint64_t etag_waits_late;          /* ... that the tick ended (hashed alone) */
     uint64_t chunk_paired_bytes;       /* signed chunks' bytes hashed beside another's */
     uint64_t chunk_unstaged;           /* signed uploads with no staging (one by one) */
-    uint64_t one_pass_bytes;           /* signed chunks' bytes hashed with the MD5 in one pass */
+    uint64_t one_pass_bytes;           /* signed chunks' or payloads' bytes hashed with the MD5
+                                          in one pass */
+    uint64_t one_pass_moved;           /* signed payloads moved from it to the MD5 set */
     uint64_t auth_sigv4;               /* requests authenticated with SigV4 (header or query) */
     uint64_t auth_sigv2;               /* ... with SigV2 (header or query) */
 };

@@ -2,11 +2,13 @@
  * test_md5.c - base/md5.h against OpenSSL's one-shot MD5: lone streams cut
  * at every size around a block, and sets with many streams fed in random
  * interleavings, random chunk sizes, ended, dropped or given back at random
- * moments (both kernels, 2 and 3 lanes, and the lone path taken).
+ * moments (both kernels, 2 and 3 lanes, and the lone path taken), with and
+ * without a SHA-256 companion (ol_md5_with_sha256) held to OpenSSL too.
  */
 #include "olt.h"
 
 #include "base/md5.h"
+#include "base/sha256.h"
 
 #include <openssl/evp.h>
 #include <stdbool.h>
@@ -27,6 +29,12 @@ static void ref_md5(const uint8_t *p, size_t n, uint8_t out[16])
     OLT_CHECK(EVP_Digest(p, n, out, &l, EVP_md5(), NULL) == 1);
 }
 
+static void ref_sha256(const uint8_t *p, size_t n, uint8_t out[32])
+{
+    unsigned l = 32;
+    OLT_CHECK(EVP_Digest(p, n, out, &l, EVP_sha256(), NULL) == 1);
+}
+
 OLT_TEST(md5_lone_stream_matches_openssl)
 {
     uint8_t buf[600], want[16], got[16];
@@ -35,12 +43,19 @@ OLT_TEST(md5_lone_stream_matches_openssl)
     for (size_t n = 0; n <= 300; n++)
         for (size_t cut = 0; cut <= n; cut += 1 + n / 7) {
             struct ol_md5 h = {0};
+            SHA256_CTX c;
             ol_md5_init(&h);
+            ol_sha256_init(&c);
+            ol_md5_with_sha256(&h, &c);   /* a lone stream feeds it as it goes */
             ol_md5_update(&h, buf, cut);
             ol_md5_update(&h, buf + cut, n - cut);
             ol_md5_final(&h, got);
             ref_md5(buf, n, want);
             OLT_CHECK_MEM(got, want, 16);
+            uint8_t sg[32], sw[32];
+            ol_sha256_final(&c, sg);
+            ref_sha256(buf, n, sw);
+            OLT_CHECK_MEM(sg, sw, 32);
         }
     /* the RFC 1321 test suite value */
     struct ol_md5 h = {0};
@@ -56,13 +71,14 @@ enum { LANES = 40, MAXLEN = 1000000 };
 
 struct stream {
     bool on;
+    bool sha;         /* with a SHA-256 companion (ol_md5_with_sha256) */
     size_t len;       /* bytes fed */
     size_t target;    /* ends at this length */
 };
 
 /* Random streams of random lengths fed in random pieces, on a set that
- * uses only one kernel (NULL: the fastest for each group): every digest
- * is OpenSSL's. */
+ * uses only one kernel (NULL: the fastest for each group), half of them
+ * with a SHA-256 companion: every digest is OpenSSL's. */
 static void random_streams(const char *kernel)
 {
     struct ol_md5_set *set = ol_md5_set_new(LANES);
@@ -77,6 +93,7 @@ static void random_streams(const char *kernel)
         src[i] = (uint8_t)rnd();
     struct stream s[LANES] = {{0}};
     struct ol_md5 *lane[LANES];
+    static SHA256_CTX sha[LANES];
     for (unsigned i = 0; i < LANES; i++)
         OLT_CHECK((lane[i] = ol_md5_get(set)) != NULL);
     OLT_CHECK(ol_md5_get(set) == NULL);   /* all lent */
@@ -89,6 +106,11 @@ static void random_streams(const char *kernel)
             ol_md5_init(h);
             s[i].on = true;
             s[i].len = 0;
+            s[i].sha = rnd() % 2;
+            if (s[i].sha) {
+                ol_sha256_init(&sha[i]);
+                ol_md5_with_sha256(h, &sha[i]);
+            }
             uint64_t r = rnd() % 4;   /* short, block-sized, long, longest */
             s[i].target = r == 0 ? rnd() % 200 : r == 1 ? 64 * (rnd() % 300)
                           : r == 2 ? rnd() % 200000 : rnd() % MAXLEN;
@@ -120,6 +142,14 @@ static void random_streams(const char *kernel)
             if (memcmp(got, want, 16) != 0)
                 olt_fail(__FILE__, __LINE__, "lane %u: digest of %zu bytes differs", i,
                          s[i].len);
+            if (s[i].sha) {   /* whole once the MD5 is */
+                uint8_t sg[32], sw[32];
+                ol_sha256_final(&sha[i], sg);
+                ref_sha256(src + base[i], s[i].len, sw);
+                if (memcmp(sg, sw, 32) != 0)
+                    olt_fail(__FILE__, __LINE__, "lane %u: SHA-256 of %zu bytes differs", i,
+                             s[i].len);
+            }
             s[i].on = false;
             ended++;
         }
@@ -152,8 +182,9 @@ OLT_TEST_T(md5_set_matches_openssl, 300)
 }
 
 /* n lanes fed in step (2: pairs only; 64: groups of up to 16), with only
- * one kernel (NULL: the fastest for each group): every one of them ends
- * right, nearly all blocks hashed with company. */
+ * one kernel (NULL: the fastest for each group), each with a SHA-256
+ * companion: every one of them ends right, nearly all blocks hashed with
+ * company. */
 static void in_step(unsigned n, const char *kernel)
 {
     struct ol_md5_set *set = ol_md5_set_new(n);
@@ -169,8 +200,12 @@ static void in_step(unsigned n, const char *kernel)
     for (size_t i = 0; i < LEN + n; i++)
         src[i] = (uint8_t)rnd();
     struct ol_md5 *lane[64];
-    for (unsigned i = 0; i < n; i++)
+    static SHA256_CTX sha[64];
+    for (unsigned i = 0; i < n; i++) {
         ol_md5_init(lane[i] = ol_md5_get(set));
+        ol_sha256_init(&sha[i]);
+        ol_md5_with_sha256(lane[i], &sha[i]);
+    }
     for (size_t at = 0; at < LEN; at += 1000)
         for (unsigned i = 0; i < n; i++)
             ol_md5_update(lane[i], src + i + at, LEN - at < 1000 ? LEN - at : 1000);
@@ -184,6 +219,10 @@ static void in_step(unsigned n, const char *kernel)
         ol_md5_final(lane[i], got);
         ref_md5(src + i, LEN, want);
         OLT_CHECK_MEM(got, want, 16);
+        uint8_t sg[32], sw[32];
+        ol_sha256_final(&sha[i], sg);
+        ref_sha256(src + i, LEN, sw);
+        OLT_CHECK_MEM(sg, sw, 32);
     }
     free(src);
     ol_md5_set_free(set);

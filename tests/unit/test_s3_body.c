@@ -5,6 +5,7 @@
  */
 #include "olt.h"
 
+#include "base/sha256.h"
 #include "s3/body.h"
 
 #include <stdlib.h>
@@ -13,7 +14,6 @@ static struct ol_s3_body_ctx ctx;
 
 static void init_ctx(void)
 {
-    ctx.payload = EVP_MD_CTX_new();
     ctx.stage = malloc(OL_AWSC_STAGE);   /* chunks hashed in pairs */
     static struct ol_md5 md5;   /* a lone stream */
     ctx.md5 = &md5;
@@ -175,4 +175,132 @@ OLT_TEST(s3_body_signed_chunks)
     body[200] = 'b';
     OLT_CHECK_EQ(run(&a, h, 1, body, len, (int64_t)len, 4000, &b, out, &n),
                  OL_S3_SIGNATURE_DOES_NOT_MATCH);
+}
+
+/* A signed payload's SHA-256 on each of its three paths (beside a lone
+ * MD5, in one pass with a lone MD5, from a lane of an MD5 set with another
+ * lane's upload hashed beside it): the same verdicts, the same MD5. */
+OLT_TEST(s3_body_signed_payload_every_path)
+{
+    init_ctx();
+    enum { LEN = 3 * OL_MD5_STAGE + 777 };
+    char *body = malloc(LEN), *other = malloc(LEN);
+    for (size_t i = 0; i < LEN; i++) {
+        body[i] = (char)(i * 2654435761u >> 13);
+        other[i] = (char)(i * 40503u >> 5);
+    }
+    struct ol_s3_auth a = {.payload = OL_S3_PAY_SHA256};
+    sha_of(body, LEN, a.body_sha256);
+    uint8_t md5[16];
+    unsigned ml = 16;
+    EVP_Digest(body, LEN, md5, &ml, EVP_md5(), NULL);
+    struct ol_md5_set *set = ol_md5_set_new(4);
+    OLT_CHECK(set != NULL);
+    struct ol_md5 *saved = ctx.md5;
+    for (int path = 0; path < 3; path++)
+        for (int bad = 0; bad < 2; bad++) {
+            ctx.one_pass = path == 1;
+            struct ol_md5 *lane = NULL, *peer = NULL;
+            if (path == 2) {
+                ctx.md5 = lane = ol_md5_get(set);
+                peer = ol_md5_get(set);   /* company: another upload's MD5 */
+                ol_md5_init(peer);
+            }
+            struct ol_s3_body b;
+            OLT_CHECK_EQ(ol_s3_body_begin(&b, &a, NULL, 0, LEN, &ctx), OL_S3_OK);
+            if (bad)
+                body[LEN / 2] ^= 1;
+            for (size_t off = 0; off < LEN; off += 16384) {
+                size_t n = LEN - off < 16384 ? LEN - off : 16384;
+                const char *d;
+                size_t dl;
+                OLT_CHECK_EQ(ol_s3_body_feed(&b, body + off, n, &d, &dl), (long)n);
+                ol_s3_body_hash(&b, d, dl);
+                if (peer)
+                    ol_md5_update(peer, other + off, n);
+            }
+            if (bad)
+                body[LEN / 2] ^= 1;
+            OLT_CHECK_EQ(ol_s3_body_end(&b), bad ? OL_S3_XAMZ_SHA256_MISMATCH : OL_S3_OK);
+            if (!bad)
+                OLT_CHECK_MEM(b.md5, md5, 16);
+            OLT_CHECK_EQ(b.one_pass, path == 1);
+            OLT_CHECK_EQ(b.sha_in_md5, path == 2 && ol_sha256_x2_fast());
+            if (path == 1 && ol_md5sha_fast())
+                OLT_CHECK(b.one_pass_bytes > LEN - 64);
+            if (lane) {
+                ol_md5_put(lane);
+                ol_md5_put(peer);
+                ctx.md5 = saved;
+            }
+        }
+    uint64_t multi, single;
+    ol_md5_set_stats(set, &multi, &single);
+    OLT_CHECK(multi > 0);   /* the lane was hashed beside its peer */
+    ctx.one_pass = false;
+    ol_md5_set_free(set);
+    free(body);
+    free(other);
+}
+
+/* A one-pass signed payload moved to a lane of the MD5 set part-way (at
+ * the first block edge of a slice, whatever the slices' sizes): the same
+ * verdict and MD5 as hashed whole. */
+OLT_TEST(s3_body_signed_payload_moves_to_a_lane)
+{
+    init_ctx();
+    enum { LEN = 2 * OL_MD5_STAGE + 4321 };
+    char *body = malloc(LEN);
+    for (size_t i = 0; i < LEN; i++)
+        body[i] = (char)(i * 2654435761u >> 11);
+    struct ol_s3_auth a = {.payload = OL_S3_PAY_SHA256};
+    sha_of(body, LEN, a.body_sha256);
+    uint8_t md5[16];
+    unsigned ml = 16;
+    EVP_Digest(body, LEN, md5, &ml, EVP_md5(), NULL);
+    struct ol_md5_set *set = ol_md5_set_new(4);
+    OLT_CHECK(set != NULL);
+    static const size_t steps[] = {16384, 1000, 63, 65, 1};
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++)
+        for (int bad = 0; bad < 2; bad++) {
+            ctx.one_pass = true;
+            struct ol_s3_body b;
+            OLT_CHECK_EQ(ol_s3_body_begin(&b, &a, NULL, 0, LEN, &ctx), OL_S3_OK);
+            if (bad)
+                body[LEN - 10] ^= 1;
+            struct ol_md5 *lane = NULL;
+            size_t step = steps[k], moved_at = 0;
+            for (size_t off = 0; off < LEN;) {
+                size_t n = LEN - off < step ? LEN - off : step;
+                const char *d;
+                size_t dl;
+                OLT_CHECK_EQ(ol_s3_body_feed(&b, body + off, n, &d, &dl), (long)n);
+                if (!lane && off >= 100000) {   /* company came */
+                    struct ol_md5 *l = ol_md5_get(set);
+                    if (ol_s3_body_hash_onto(&b, l, d, dl)) {
+                        lane = l;
+                        moved_at = off;
+                    } else {
+                        ol_md5_put(l);
+                        ol_s3_body_hash(&b, d, dl);
+                    }
+                } else {
+                    OLT_CHECK(!lane || !ol_s3_body_hash_onto(&b, lane, d, dl));
+                    ol_s3_body_hash(&b, d, dl);
+                }
+                off += n;
+            }
+            OLT_CHECK(lane != NULL);
+            OLT_CHECK(moved_at < 100000 + 64 + step);
+            OLT_CHECK(!b.one_pass);
+            if (bad)
+                body[LEN - 10] ^= 1;
+            OLT_CHECK_EQ(ol_s3_body_end(&b), bad ? OL_S3_XAMZ_SHA256_MISMATCH : OL_S3_OK);
+            if (!bad)
+                OLT_CHECK_MEM(b.md5, md5, 16);
+            ol_md5_put(lane);
+        }
+    ctx.one_pass = false;
+    ol_md5_set_free(set);
+    free(body);
 }
