@@ -85,6 +85,13 @@ void ol_md5_put(struct ol_md5 *h);
  * "v8-avx512", "v16-avx512" (vector). False when this CPU (or a set of
  * fewer than 9 lanes, for v16) has no such kernel. */
 bool ol_md5_set_only(struct ol_md5_set *s, const char *kernel);
+/* Lanes with SHA-256 companions (ol_md5_with_sha256), two or more in a
+ * group: through base/md5sha.h's four-lane kernel, MD5s and SHA-256s
+ * interleaved (the set's own choice when made: whichever was faster
+ * here), or through the MD5 kernels with the SHA-256s in pairs after.
+ * on < 0 asks; tests and benchmarks force either. False when asked for
+ * the kernel on a CPU without it; else whether the set now uses it. */
+bool ol_md5_set_x4(struct ol_md5_set *s, int on);
 /* Blocks of staged bytes hashed so far with company (interleaved) and
  * alone (the last partial block of each stream is not counted); any
  * thread may read them (relaxed loads; a torn value is impossible). */

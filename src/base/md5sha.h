@@ -31,6 +31,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <openssl/sha.h>
 
@@ -39,6 +40,21 @@
 /* Whether the one-pass kernel runs here (x86-64 with the SHA
  * extensions); else ol_md5_sha256_update is two updates. */
 bool ol_md5sha_fast(void);
+
+/* The kernel for a set's group of uploads that each need both (base/md5.h:
+ * lanes with a SHA-256 companion): whether this CPU runs it (the SHA
+ * extensions and AVX), and the kernel itself: four MD5 lanes, lane l
+ * hashing nb blocks at p[l] into the state md[l], and the SHA-256
+ * contexts c[0..ns) (1 <= ns <= 4; each between whole blocks, num == 0)
+ * of lanes 0..ns-1 over the same blocks, all interleaved; a lane with no
+ * stream repeats another's pointer (its state is thrown away). */
+bool ol_md5sha_x4_fast(void);
+/* Tests: the kernel's MD5 in "avx" (VEX-128, rotates by shifts) or
+ * "avx512" (EVEX-128 rotate and three-input logic) only; NULL: the best
+ * this CPU runs again. False when the CPU has no such kernel. */
+bool ol_md5sha_x4_only(const char *kernel);
+void ol_md5sha_x4(uint32_t (*md)[4], SHA256_CTX *const *c, const uint8_t *const *p,
+                  unsigned ns, size_t nb);
 
 /* Adds p[0..n) to the lone MD5 stream h (set == NULL) and to c: the whole
  * blocks in one pass when both streams stand at the same offset within a

@@ -79,10 +79,14 @@ struct stream {
 /* Random streams of random lengths fed in random pieces, on a set that
  * uses only one kernel (NULL: the fastest for each group), half of them
  * with a SHA-256 companion: every digest is OpenSSL's. */
-static void random_streams(const char *kernel)
+static void random_streams(const char *kernel, bool x4)
 {
     struct ol_md5_set *set = ol_md5_set_new(LANES);
     OLT_CHECK(set != NULL);
+    if (ol_md5_set_x4(set, x4) != x4) {   /* no such kernel here */
+        ol_md5_set_free(set);
+        return;
+    }
     if (kernel && !ol_md5_set_only(set, kernel)) {   /* not on this CPU */
         ol_md5_set_free(set);
         return;
@@ -177,18 +181,24 @@ OLT_TEST_T(md5_set_matches_openssl, 300)
     OLT_CHECK(!ol_md5_set_only(set, "v16-avx512")); /* 16 lanes in a set of 4 */
     OLT_CHECK(ol_md5_set_only(set, "x2"));        /* the scalar ones run anywhere */
     ol_md5_set_free(set);
-    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++)
-        random_streams(kernels[k]);
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        random_streams(kernels[k], false);
+        random_streams(kernels[k], true);   /* companions through md5sha.h's x4 */
+    }
 }
 
 /* n lanes fed in step (2: pairs only; 64: groups of up to 16), with only
  * one kernel (NULL: the fastest for each group), each with a SHA-256
  * companion: every one of them ends right, nearly all blocks hashed with
  * company. */
-static void in_step(unsigned n, const char *kernel)
+static void in_step(unsigned n, const char *kernel, bool x4)
 {
     struct ol_md5_set *set = ol_md5_set_new(n);
     OLT_CHECK(set != NULL);
+    if (ol_md5_set_x4(set, x4) != x4) {
+        ol_md5_set_free(set);
+        return;
+    }
     bool x2 = kernel && strcmp(kernel, "x2") == 0;
     if ((kernel && strcmp(kernel, "x3") == 0 && n < 3) ||
         (kernel && !ol_md5_set_only(set, kernel))) {
@@ -231,9 +241,11 @@ static void in_step(unsigned n, const char *kernel)
 OLT_TEST(md5_set_lanes_in_step)
 {
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
-        in_step(2, kernels[k]);
-        in_step(3, kernels[k]);
-        in_step(64, kernels[k]);
+        for (int x4 = 0; x4 < 2; x4++) {
+            in_step(2, kernels[k], x4);
+            in_step(3, kernels[k], x4);
+            in_step(64, kernels[k], x4);
+        }
     }
 }
 

@@ -121,3 +121,63 @@ OLT_TEST(md5sha_lone_stream_only)
     OLT_CHECK_EQ(c.num, 40);
     OLT_CHECK_EQ(ol_md5sha_fast(), ol_sha256_x2_fast());
 }
+
+/* The four-lane kernel of a set's group (ol_md5sha_x4), on each MD5 flavour
+ * the CPU has: four streams from unaligned addresses, the first ns of them
+ * with a SHA-256 too (1..4), chained over several calls; every digest is
+ * OpenSSL's (the MD5s finished from the raw states). */
+OLT_TEST(md5sha_x4_matches_openssl)
+{
+    static const char *const kinds[] = {"avx", "avx512"};
+    enum { NB = 300 };
+    uint8_t *buf = malloc(4 * (NB * 64 + 8));
+    for (size_t i = 0; i < 4 * (NB * 64 + 8); i++)
+        buf[i] = (uint8_t)rnd();
+    const uint8_t *p[4];
+    for (int l = 0; l < 4; l++)
+        p[l] = buf + l * (NB * 64 + 8) + l + 1;
+    int ran = 0;
+    for (size_t kk = 0; kk < 2; kk++) {
+        if (!ol_md5sha_x4_only(kinds[kk]))
+            continue;
+        ran++;
+        for (unsigned ns = 1; ns <= 4; ns++) {
+            struct ol_md5 m[4];
+            SHA256_CTX c[4];
+            uint32_t md[4][4];
+            SHA256_CTX *cp[4] = {&c[0], &c[1], &c[2], &c[3]};
+            for (int l = 0; l < 4; l++) {
+                memset(&m[l], 0, sizeof m[l]);
+                ol_md5_init(&m[l]);
+                ol_sha256_init(&c[l]);
+                memcpy(md[l], m[l].h, sizeof md[l]);
+            }
+            const uint8_t *q[4] = {p[0], p[1], p[2], p[3]};
+            for (size_t done = 0; done < NB;) {   /* several calls, state carried */
+                size_t nb = 1 + rnd() % 70;
+                if (nb > NB - done)
+                    nb = NB - done;
+                ol_md5sha_x4(md, cp, q, ns, nb);
+                for (int l = 0; l < 4; l++)
+                    q[l] += nb * 64;
+                done += nb;
+            }
+            for (int l = 0; l < 4; l++) {
+                uint8_t got[32], want[32];
+                memcpy(m[l].h, md[l], sizeof md[l]);
+                m[l].done = NB * 64;
+                ol_md5_final(&m[l], got);
+                ref(EVP_md5(), p[l], NB * 64, want);
+                OLT_CHECK_MEM(got, want, 16);
+                if ((unsigned)l < ns) {
+                    ol_sha256_final(&c[l], got);
+                    ref(EVP_sha256(), p[l], NB * 64, want);
+                    OLT_CHECK_MEM(got, want, 32);
+                }
+            }
+        }
+    }
+    OLT_CHECK(ol_md5sha_x4_only(NULL) == true);
+    OLT_CHECK_EQ(ran > 0, ol_md5sha_x4_fast());
+    free(buf);
+}
