@@ -3,6 +3,7 @@
 bench/store/run_s3.sh (OpenLake vs MinIO through s3load).
 
 usage: report_s3.py RESULTS.json docs/benchmarks.md
+       report_s3.py RESULTS.json -     (print only: a run of some PHASES)
 
 Per workload and round: throughput (ops/s at 4 KiB, MiB/s above; the mixed
 workload's total ops/s), the OpenLake / MinIO ratio, client-side p50 and p99,
@@ -23,6 +24,8 @@ ROWS = [  # key, label, op in the load's results, unit, throughput goal (x MinIO
     ("get_1m", "GET 1 MiB", "get", "MiB/s", 2),
     ("put_64m", "PUT 64 MiB", "put", "MiB/s", 2),
     ("get_64m", "GET 64 MiB", "get", "MiB/s", 2),
+    ("put_64m_sdk", "PUT 64 MiB, AWS SDK", "put", "MiB/s", 2),
+    ("get_64m_sdk", "GET 64 MiB, AWS SDK", "get", "MiB/s", 2),
     ("mixed_1m", "mixed 1 MiB (45% GET, 30% HEAD, 15% PUT, 10% DELETE)", "total", "ops/s", 2),
 ]
 
@@ -60,6 +63,12 @@ def main():
     m, clk = run["machine"], run["clk_tck"]
     rounds = by_system(run["rounds"])
     where = run.get("fs_desc") or "the repository's filesystem"
+    have = lambda key: all(key in r["openlake"] and key in r["minio"] for r in rounds)
+    tls = run.get("tls", False)
+    transport = ("HTTPS (TLS=1: a self-signed certificate, the same for both)" if tls
+                 else "plain HTTP")
+    sdk_put = next((r[s][k]["load"].get("put_payload") for r in rounds for s in r
+                    for k in ("put_64m_sdk", "get_64m_sdk") if k in r[s]), None)
     fresh = ("a filesystem made afresh before each server start, `FS=xfs`" if run.get("fs") == "xfs"
              else "wiped before each server start")
     lines = [
@@ -73,14 +82,22 @@ def main():
         f"Setup, the same for both: four drive directories `build/bench/s3/d1..d4` on {where} "
         f"({fresh}); one erasure set of 4, 2 data + 2 parity "
         "(OpenLake's default parity for 4 drives, docs/store.md; MinIO's default EC:2 for 4 drives), "
-        "write quorum 3 on both; plain HTTP on loopback, SigV4, the same credentials "
+        f"write quorum 3 on both; {transport} on loopback, SigV4, the same credentials "
         "(`OPENLAKE_ACCESS_KEY`/`_SECRET_KEY`, `MINIO_ROOT_USER`/`_PASSWORD`). Server on one core: "
         f"`taskset -c {run['scpu']}`, `openlaked --mode s3 --threads 1`, MinIO's Go runtime sees one CPU "
         "(its only setting: `MINIO_ROOTDRIVE_THRESHOLD_SIZE=1`, since it refuses directories on the "
         f"root filesystem otherwise). Load generator on `taskset -c {run['ccpu']}`: "
-        "`bench/store/s3load`, a warp-style closed loop written over MinIO's own client library "
-        f"(minio-go {run['minio_go']}, default PutObject options: payload SHA-256 over HTTP, multipart "
-        "in 16 MiB parts above 16 MiB, region us-east-1). MinIO's load tool warp was the plan, but the "
+        "`bench/store/s3load`, a warp-style closed loop, with one of two clients, each with its "
+        f"default options: MinIO's own client library (minio-go {run['minio_go']}: over HTTP every "
+        "64 KiB chunk signed, aws-chunked, multipart in 16 MiB parts above 16 MiB; every row but "
+        "those marked AWS SDK) and the AWS SDK for Go v2 (service/s3 "
+        f"{run.get('aws_sdk_s3') or '–'}, rows marked AWS SDK: one PutObject of 64 MiB, "
+        + ("aws-chunked with the CRC32 in a trailer, its HTTPS default"
+           if tls else "over HTTP a signed payload, the body's SHA-256 in x-amz-content-sha256, "
+           "with an x-amz-checksum-crc32 header, both computed by the SDK before it sends")
+        + (f" (recorded: `{sdk_put}`)" if sdk_put else "")
+        + "; GETs with checksum mode on, the SDK checking the body against the whole-object "
+        "CRC32 each server answers with); region us-east-1. MinIO's load tool warp was the plan, but the "
         "Go module proxy refuses `github.com/minio/warp` here. Every GET checks the body's length and "
         "the object index written at both ends; each worker's buffers are made and touched before "
         "a phase's clock starts (since 216117e: before, each worker's first GET paid the "
@@ -116,6 +133,8 @@ def main():
     ]
     met, missed = [], []
     for key, label, op, unit, goal in ROWS:
+        if not have(key):
+            continue
         ol = [res(r["openlake"], key, op) for r in rounds]
         mi = [res(r["minio"], key, op) for r in rounds]
         t_ol = [thr(x, unit) for x in ol]
@@ -151,6 +170,8 @@ def main():
     ]
     for key, label, op, offered in (("get_4k_rate", "GET 4 KiB", "get", run["rate_get"]),
                                     ("put_1m_rate", "PUT 1 MiB", "put", run["rate_put"])):
+        if not have(key):
+            continue
         ol = [res(r["openlake"], key, op) for r in rounds]
         mi = [res(r["minio"], key, op) for r in rounds]
         med = statistics.median
@@ -232,6 +253,8 @@ def main():
         lines += ["", "First errors the load generator saw: " + "; ".join(f"`{e}`" for e in errs[:6])]
     section = "\n".join(lines) + "\n"
     print(section)
+    if doc == "-":
+        return
     replace_section(doc, "store-s3", section,
                     heading="## Object store: S3 PUT / GET / mixed, OpenLake vs MinIO (issue 5)")
 

@@ -23,7 +23,7 @@
 # One warm-up round (short), then ROUNDS rounds alternating the order
 # (OpenLake first in odd rounds, MinIO first in even ones). Writes
 # bench/results/store-s3-*.json and the store-s3 section of
-# docs/benchmarks.md. About 27 minutes with the defaults (5 rounds, as
+# docs/benchmarks.md. About 36 minutes with the defaults (5 rounds, as
 # ../shared/BENCHMARKING.md asks; set DUR, DUR_BIG, DUR_RATE, ROUNDS lower to
 # shorten it).
 # Drives: FS=xfs (the default when run as root with loop devices and
@@ -35,6 +35,15 @@
 # under build/bench/s3 on whatever filesystem holds the checkout.
 #   ROUNDS=5 DUR=6s DUR_BIG=20s DUR_RATE=20s CONC=16 CONC_BIG=4 RATE_GET=1000 RATE_PUT=16 FS=xfs \
 #   bash bench/store/run_s3.sh
+# Two clients (s3load -client): minio-go for every phase, and the AWS SDK
+# for Go v2 with its defaults for put_64m_sdk / get_64m_sdk (one PutObject
+# of 64 MiB: over plain HTTP a signed payload, the body's SHA-256, with an
+# x-amz-checksum-crc32 header; GETs with checksum mode on, the SDK checking
+# the CRC32 the server answers with). TLS=1 serves HTTPS from both servers
+# (a self-signed certificate made for the run: openlaked --s3-tls-cert,
+# MinIO --certs-dir) and every phase talks TLS; the SDK then streams its
+# uploads as aws-chunked with the CRC32 in a trailer
+# (STREAMING-UNSIGNED-PAYLOAD-TRAILER), its HTTPS default.
 # PHASES="put_64m get_64m" (names below) runs only those phases, in the
 # order they always run; the raw JSON then holds only them and
 # docs/benchmarks.md is not rewritten. TRACE=DIR also writes each measured
@@ -47,6 +56,7 @@ ROUNDS=${ROUNDS:-5}; DUR=${DUR:-6s}; DUR_BIG=${DUR_BIG:-20s}; WARM=${WARM:-2s}
 DUR_RATE=${DUR_RATE:-20s}
 CONC=${CONC:-16}; CONC_BIG=${CONC_BIG:-4}; SCPU=${SCPU:-0}; CCPU=${CCPU:-1}
 RATE_GET=${RATE_GET:-1000}; RATE_PUT=${RATE_PUT:-16}; PORT=${PORT:-39100}
+TLS=${TLS:-0}
 AK=benchadmin; SK=benchsecret-0123456789
 bin=build/go-bin
 OLBIN=${OLBIN:-build/openlaked}   # OLBIN=PATH: another build of openlaked (an A/B)
@@ -86,6 +96,20 @@ make_drives() {
   mkdir -p "${drives[@]}"
 }
 mkdir -p bench/results "$(dirname "$root")"
+# TLS=1: one self-signed certificate for 127.0.0.1, the same for both
+# servers (MinIO reads public.crt / private.key from its certs directory).
+tls_dir=$PWD/build/bench/s3-tls scheme=http tls_ol=() tls_minio=() tls_load=()
+if [ "$TLS" = 1 ]; then
+  mkdir -p "$tls_dir"
+  [ -s "$tls_dir/public.crt" ] ||
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=127.0.0.1 \
+      -addext subjectAltName=IP:127.0.0.1 -keyout "$tls_dir/private.key" \
+      -out "$tls_dir/public.crt" 2>/dev/null
+  scheme=https
+  tls_ol=(--s3-tls-cert "$tls_dir/public.crt" --s3-tls-key "$tls_dir/private.key")
+  tls_minio=(--certs-dir "$tls_dir")
+  tls_load=(-https)
+fi
 
 # Free page reporting (virtio-balloon; on the VMs this benchmark has run on)
 # hands memory the guest frees back to the host, and the guest's next first
@@ -140,25 +164,25 @@ start_server() {  # $1 = openlake | minio
   if [ "$1" = openlake ]; then
     OPENLAKE_ACCESS_KEY=$AK OPENLAKE_SECRET_KEY=$SK taskset -c "$SCPU" "$OLBIN" \
       --mode s3 --s3-addr 127.0.0.1:$PORT --kv-addr 127.0.0.1:$((PORT + 1)) --threads 1 \
-      --data-dirs "$(IFS=,; echo "${drives[*]}")" >> "$log" 2>&1 &
+      --data-dirs "$(IFS=,; echo "${drives[*]}")" "${tls_ol[@]}" >> "$log" 2>&1 &
     pid=$!; ready=/_openlake/health/ready
   else
     # MINIO_ROOTDRIVE_THRESHOLD_SIZE=1: these directories sit on the root
     # filesystem, which MinIO otherwise refuses as drives; nothing else set.
     MINIO_ROOT_USER=$AK MINIO_ROOT_PASSWORD=$SK MINIO_ROOTDRIVE_THRESHOLD_SIZE=1 \
       taskset -c "$SCPU" $bin/minio server --quiet --address 127.0.0.1:$PORT \
-      --console-address 127.0.0.1:$((PORT + 1)) "$root/d{1...4}" >> "$log" 2>&1 &
+      --console-address 127.0.0.1:$((PORT + 1)) "${tls_minio[@]}" "$root/d{1...4}" >> "$log" 2>&1 &
     pid=$!; ready=/minio/health/ready
   fi
   for _ in $(seq 300); do
-    curl -sf -o /dev/null "http://127.0.0.1:$PORT$ready" && return 0
+    curl -skf -o /dev/null "$scheme://127.0.0.1:$PORT$ready" && return 0
     kill -0 "$pid" 2>/dev/null || { echo "run_s3: $1 exited, see $log" >&2; exit 1; }
     sleep 0.1
   done
   echo "run_s3: $1 not ready, see $log" >&2; exit 1
 }
 
-load() { taskset -c "$CCPU" $bin/s3load -endpoint 127.0.0.1:$PORT -access-key $AK -secret-key $SK "$@"; }
+load() { taskset -c "$CCPU" $bin/s3load -endpoint 127.0.0.1:$PORT -access-key $AK -secret-key $SK "${tls_load[@]}" "$@"; }
 
 # The drives' ceiling for N reads of SIZE bytes at once: MiB/s of fio
 # reading the data shards those reads need (2 of 2+2: 2N files of SIZE/2)
@@ -182,11 +206,14 @@ drive_ceiling() {  # size n
 }
 
 # One measured phase: prints {"cpu_ticks":N,"load":{...}}; the objects it
-# read were uploaded before (not measured) and are deleted after.
+# read were uploaded before (not measured, by the phase's own client) and
+# are deleted after.
 phase() {  # op size concurrency duration objects [s3load options]
   local op=$1 size=$2 conc=$3 dur=$4 n=$5 extra=("${@:6}") t0 res
+  local client=(-client minio)
+  if [[ " ${extra[*]} " == *" -client sdk "* ]]; then client=(-client sdk); fi
   if [ "$op" != put ]; then
-    load -op prepare -size "$size" -concurrent "$conc" -objects "$n" -noclear
+    load -op prepare -size "$size" -concurrent "$conc" -objects "$n" -noclear "${client[@]}"
     extra+=(-prepared)
   fi
   local ceiling=null
@@ -219,7 +246,7 @@ for d, _, fs in os.walk(sys.argv[1]):
 
 # The phases, in the order they run: name op size concurrency duration objects
 # [s3load options] (duration: small, big or rate, one of system_round's).
-ALL_PHASES="put_4k get_4k put_1m get_1m put_64m get_64m get_64m_cold mixed_1m get_4k_rate put_1m_rate"
+ALL_PHASES="put_4k get_4k put_1m get_1m put_64m get_64m put_64m_sdk get_64m_sdk get_64m_cold mixed_1m get_4k_rate put_1m_rate"
 PHASES=${PHASES:-$ALL_PHASES}
 for ph in $PHASES; do
   [[ " $ALL_PHASES " == *" $ph "* ]] || { echo "run_s3: no phase $ph (PHASES from: $ALL_PHASES)" >&2; exit 1; }
@@ -232,6 +259,8 @@ phase_args() {  # name -> op size concurrency duration-kind objects [options]
     get_1m) echo get 1048576 "$CONC" small 64 -warm ;;
     put_64m) echo put 67108864 "$CONC_BIG" big 0 ;;
     get_64m) echo get 67108864 "$CONC_BIG" big 4 -warm ;;
+    put_64m_sdk) echo put 67108864 "$CONC_BIG" big 0 -client sdk ;;
+    get_64m_sdk) echo get 67108864 "$CONC_BIG" big 4 -warm -client sdk ;;
     get_64m_cold) echo first 67108864 "$CONC_BIG" big 4 ;;
     mixed_1m) echo mixed 1048576 "$CONC" small 200 -warm ;;
     get_4k_rate) echo get 4096 "$CONC" rate 1000 -warm -rate "$RATE_GET" ;;
@@ -264,6 +293,8 @@ system_round() {  # system duration-small duration-big duration-rate
   echo ",\"minio_module\":\"$("$GO" version -m $bin/minio 2>/dev/null | awk '$1 == "mod" {print $3}')\""
   echo ",\"go\":\"$("$GO" version -m $bin/s3load 2>/dev/null | head -1 | awk '{print $2}')\""
   echo ",\"minio_go\":\"$("$GO" version -m $bin/s3load 2>/dev/null | awk '$2 == "github.com/minio/minio-go/v7" {print $3}')\""
+  echo ",\"aws_sdk_s3\":\"$("$GO" version -m $bin/s3load 2>/dev/null | awk '$2 == "github.com/aws/aws-sdk-go-v2/service/s3" {print $3}')\""
+  echo ",\"tls\":$([ "$TLS" = 1 ] && echo true || echo false)"
   echo ",\"clk_tck\":$(getconf CLK_TCK),\"conc\":$CONC,\"conc_big\":$CONC_BIG"
   echo ",\"rate_get\":$RATE_GET,\"rate_put\":$RATE_PUT"
   echo ",\"dur\":\"$DUR\",\"dur_big\":\"$DUR_BIG\",\"dur_rate\":\"$DUR_RATE\",\"scpu\":$SCPU,\"ccpu\":$CCPU"
