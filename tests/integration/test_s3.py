@@ -612,6 +612,84 @@ def test_signed_streaming_uploads(s3d, chunk, company):
         assert got["ETag"] == '"%s"' % hashlib.md5(other_data).hexdigest()
 
 
+def signed_payload_put(d, path, data, sha=None):
+    """A PUT with a signed payload (x-amz-content-sha256 = the body's SHA-256,
+    the AWS SDKs' default over plain HTTP), its head sent: returns the
+    connection (send the body, then read the response)."""
+    import http.client
+    req = AWSRequest(method="PUT", url=d.url + path, headers={
+        "x-amz-content-sha256": sha or hashlib.sha256(data).hexdigest(),
+        "content-length": str(len(data))})
+    SigV4Auth(Credentials(AK, SK), "s3", "us-east-1").add_auth(req)
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=20)
+    conn.putrequest("PUT", path, skip_accept_encoding=True)
+    for k, v in req.headers.items():
+        conn.putheader(k, v)
+    conn.endheaders()
+    return conn
+
+
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_signed_payload_moves_from_one_pass_to_the_set(s3d, corrupt):
+    """A signed-payload upload alone on its core hashes its MD5 and its
+    SHA-256 in one pass (base/md5sha.h); when a second one starts receiving,
+    the first moves to a lane of the core's MD5 set at its next block edge
+    (s3/body.h) and both hash side by side there. Both are stored right;
+    a byte changed after the move is XAmzContentSHA256Mismatch and stores
+    nothing."""
+    import time
+    c = client(s3d)
+    c.create_bucket(Bucket="mvb")
+
+    def received():
+        with urllib.request.urlopen(s3d.url + "/_openlake/metrics", timeout=10) as r:
+            return sum(float(ln.split()[-1]) for ln in r.read().decode().splitlines()
+                       if ln.startswith("openlake_http_received_bytes_total"))
+
+    def wait_received(n):
+        deadline = time.monotonic() + 60
+        while received() < n:
+            assert time.monotonic() < deadline, "the server never read the bytes sent"
+            time.sleep(0.02)
+
+    def moved():
+        with urllib.request.urlopen(s3d.url + "/_openlake/metrics", timeout=10) as r:
+            return int(next(ln.split()[-1] for ln in r.read().decode().splitlines()
+                            if ln.startswith("openlake_s3_one_pass_moved_total")))
+
+    a, b = os.urandom((3 << 20) + 1001), os.urandom((2 << 20) + 77)
+    sent_a = a if not corrupt else a[:(2 << 20) + 5] + bytes([a[(2 << 20) + 5] ^ 1]) + \
+        a[(2 << 20) + 6:]
+    before, base = moved(), received()
+    ca = signed_payload_put(s3d, "/mvb/a", a)
+    ca.send(sent_a[:(1 << 20) + 333])   # alone: one pass
+    wait_received(base + (1 << 20))
+    cb = signed_payload_put(s3d, "/mvb/b", b)
+    cb.send(b[:1 << 20])                # company, receiving: a lane of the set
+    wait_received(base + (2 << 20))
+    ca.send(sent_a[(1 << 20) + 333:])   # a moves to the set
+    ra = ca.getresponse()
+    body_a = ra.read()
+    cb.send(b[1 << 20:])
+    rb = cb.getresponse()
+    assert rb.status == 200, rb.read()
+    rb.read()
+    if corrupt:
+        assert ra.status == 400 and b"XAmzContentSHA256Mismatch" in body_a, body_a
+        assert error_of(lambda: c.head_object(Bucket="mvb", Key="a"))[1] == 404
+    else:
+        assert ra.status == 200, body_a
+        got = c.get_object(Bucket="mvb", Key="a")
+        assert got["Body"].read() == a
+        assert got["ETag"] == '"%s"' % hashlib.md5(a).hexdigest()
+    got = c.get_object(Bucket="mvb", Key="b")
+    assert got["Body"].read() == b
+    assert got["ETag"] == '"%s"' % hashlib.md5(b).hexdigest()
+    assert moved() - before == (1 if cpu_has_sha_ni() else 0)
+    ca.close()
+    cb.close()
+
+
 def test_signed_streaming_uploads_past_the_staging_pool(s3d):
     """More signed uploads in flight at once than a core lends staging to
     (OL_S3_CHUNK_STAGES, 32; the daemon runs one core, which takes 64
