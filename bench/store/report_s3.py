@@ -158,7 +158,8 @@ def main():
             f"| {med([x['p99_ms'] for x in ol]):.2f} / {med([x['p99_ms'] for x in mi]):.2f} "
             f"| {mm(p99r, 2)}: {'met' if g_p99 else '**not met**'} "
             f"| {med(cpu_ol):.3f} / {med(cpu_mi):.3f} | {err_ol} / {err_mi} |")
-    lines += [
+    rate_keys = [k for k in ("get_4k_rate", "put_1m_rate") if have(k)]
+    lines += [] if not rate_keys else [
         "",
         f"Latency at a fixed offered load below both systems' saturation ({run['conc']} workers on a "
         f"schedule, {run.get('dur_rate', run['dur'])} per round; a request's latency counts from "

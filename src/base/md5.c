@@ -154,11 +154,7 @@ KERNEL(md5_x3)
  * off have W rows; the caller pads the lanes it does not use.
  */
 #undef STEP
-#define STEP(f, a, b, c, d, j, s, t)                   \
-    a = VADD(a, VADD(m[j], VSET1((int)(t))));          \
-    a = VADD(a, V_##f(b, c, d));                       \
-    a = VROL(a, s);                                    \
-    a = VADD(a, b);
+#define STEP MD5_VSTEP
 #define VKERNEL(name, attr, W, vec)                                                      \
     attr static void name(uint32_t (*S)[4], const uint8_t *base, const int32_t *off,    \
                           size_t nb)                                                     \
@@ -591,6 +587,22 @@ static void sha_blocks(struct ol_md5 *const *g, const uint8_t *const *ptr, unsig
         ol_sha256_update(g[pair]->sha, ptr[pair], (size_t)nb * 64);
 }
 
+/* Lanes g[0..n) hashed nb blocks more into st: their states, counts and
+ * rings move on; the group's others (not g[0], the caller's) go back to
+ * the pending list or leave it. */
+static void ran(struct ol_md5_set *s, struct ol_md5 *const *g, uint32_t (*st)[4], unsigned n,
+                uint32_t nb)
+{
+    s->multi_blocks += (uint64_t)nb * n;
+    for (unsigned l = 0; l < n; l++) {
+        memcpy(g[l]->h, st[l], sizeof st[l]);
+        g[l]->done += (uint64_t)nb * 64;
+        consume(g[l], nb);
+    }
+    for (unsigned l = 1; l < n; l++)
+        repend(s, g[l]);
+}
+
 /* A lane whose SHA-256 companion md5sha.h's kernel can take (between
  * whole blocks: the set feeds it whole blocks only, from its start). */
 static bool x4_sha(const struct ol_md5 *h)
@@ -639,14 +651,7 @@ static bool flush_x4(struct ol_md5_set *s, struct ol_md5 *x, struct ol_md5 *cons
     }
     ol_simd_clean();   /* the MD5 kernels' upper halves, before SHA-NI (base/simd.h) */
     ol_md5sha_x4(st, c, ptr, ns, nb);
-    s->multi_blocks += (uint64_t)nb * n;
-    for (unsigned l = 0; l < n; l++) {
-        memcpy(q[l]->h, st[l], sizeof st[l]);
-        q[l]->done += (uint64_t)nb * 64;
-        consume(q[l], nb);
-    }
-    for (unsigned l = 1; l < n; l++)
-        repend(s, q[l]);
+    ran(s, q, st, n, nb);
     return true;
 }
 
@@ -705,14 +710,7 @@ static void flush(struct ol_md5_set *s, struct ol_md5 *x, uint32_t room, bool al
         }
         run_kernel(k, s->stage, st, ptr, n, nb);
         sha_blocks(g, ptr, n, nb);
-        s->multi_blocks += (uint64_t)nb * n;
-        for (unsigned l = 0; l < n; l++) {
-            memcpy(g[l]->h, st[l], sizeof st[l]);
-            g[l]->done += (uint64_t)nb * 64;
-            consume(g[l], nb);
-        }
-        for (unsigned l = 1; l < n; l++)
-            repend(s, g[l]);
+        ran(s, g, st, n, nb);
     }
     while (alone && blocks(x) && OL_MD5_STAGE - x->len < room) {
         uint32_t nb = need_of(x, room);

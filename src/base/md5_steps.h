@@ -97,6 +97,15 @@
     STEP(MI, d, a, b, c, 11, 10, 0xbd3af235) \
     STEP(MI, c, d, a, b, 2, 15, 0x2ad7d2bb) \
     STEP(MI, b, c, d, a, 9, 21, 0xeb86d391)
+/* STEP on vectors of lanes, for a kernel that defines VADD, VSET1, VROL
+ * and V_MF .. V_MI (the four functions) on its vector type; m[j] holds
+ * word j of every lane's block. */
+#define MD5_VSTEP(f, a, b, c, d, j, s, t)              \
+    a = VADD(a, VADD(m[j], VSET1((int)(t))));          \
+    a = VADD(a, V_##f(b, c, d));                       \
+    a = VROL(a, s);                                    \
+    a = VADD(a, b);
+
 #define MD5_STEPS \
     MD5_Q0 MD5_Q1 MD5_Q2 MD5_Q3 \
     MD5_Q4 MD5_Q5 MD5_Q6 MD5_Q7 \

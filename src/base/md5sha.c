@@ -65,11 +65,9 @@ SHA_TARGET static void blocks(uint32_t md[4], uint32_t sh[8], const uint8_t *p, 
  * slower on the Intel Xeon VM).
  */
 #undef STEP
-#define STEP(f, a, b, c, d, j, s, t)                   \
-    a = _mm_add_epi32(a, _mm_add_epi32(m[j], _mm_set1_epi32((int)(t)))); \
-    a = _mm_add_epi32(a, X_##f(b, c, d));              \
-    a = XROL(a, s);                                    \
-    a = _mm_add_epi32(a, b);
+#define STEP MD5_VSTEP
+#define VADD _mm_add_epi32
+#define VSET1 _mm_set1_epi32
 #define X4_ROUNDS(i, q)                                                             \
     if ((i) < NS) {                                                                 \
         __m128i kw = OL_SHA_NI_SCHED(w##i, q);                                      \
@@ -157,27 +155,27 @@ typedef void (*x4_kernel)(uint32_t (*md)[4], uint32_t (*sh)[8], const uint8_t *c
                           size_t nb);
 
 /* AVX-512VL: one rotate, one three-input logic op per MD5 function */
-#define X_MF(x, y, z) _mm_ternarylogic_epi32(x, y, z, 0xCA)
-#define X_MG(x, y, z) _mm_ternarylogic_epi32(x, y, z, 0xE4)
-#define X_MH(x, y, z) _mm_ternarylogic_epi32(x, y, z, 0x96)
-#define X_MI(x, y, z) _mm_ternarylogic_epi32(x, y, z, 0x39)
-#define XROL _mm_rol_epi32
+#define V_MF(x, y, z) _mm_ternarylogic_epi32(x, y, z, 0xCA)
+#define V_MG(x, y, z) _mm_ternarylogic_epi32(x, y, z, 0xE4)
+#define V_MH(x, y, z) _mm_ternarylogic_epi32(x, y, z, 0x96)
+#define V_MI(x, y, z) _mm_ternarylogic_epi32(x, y, z, 0x39)
+#define VROL _mm_rol_epi32
 #define X512 __attribute__((target("sha,sse4.1,ssse3,avx,avx512f,avx512vl,prefer-vector-width=128")))
 X4_KERNEL(x4_512_1, X512, 1)
 X4_KERNEL(x4_512_2, X512, 2)
 X4_KERNEL(x4_512_3, X512, 3)
 X4_KERNEL(x4_512_4, X512, 4)
-#undef X_MF
-#undef X_MG
-#undef X_MH
-#undef X_MI
-#undef XROL
+#undef V_MF
+#undef V_MG
+#undef V_MH
+#undef V_MI
+#undef VROL
 /* AVX (VEX-128): rotates by two shifts, F..I as in the scalar code */
-#define X_MF(x, y, z) _mm_xor_si128(z, _mm_and_si128(x, _mm_xor_si128(y, z)))
-#define X_MG(x, y, z) _mm_xor_si128(y, _mm_and_si128(z, _mm_xor_si128(x, y)))
-#define X_MH(x, y, z) _mm_xor_si128(_mm_xor_si128(x, y), z)
-#define X_MI(x, y, z) _mm_xor_si128(y, _mm_or_si128(x, _mm_xor_si128(z, _mm_set1_epi32(-1))))
-#define XROL(x, s) _mm_or_si128(_mm_slli_epi32(x, s), _mm_srli_epi32(x, 32 - (s)))
+#define V_MF(x, y, z) _mm_xor_si128(z, _mm_and_si128(x, _mm_xor_si128(y, z)))
+#define V_MG(x, y, z) _mm_xor_si128(y, _mm_and_si128(z, _mm_xor_si128(x, y)))
+#define V_MH(x, y, z) _mm_xor_si128(_mm_xor_si128(x, y), z)
+#define V_MI(x, y, z) _mm_xor_si128(y, _mm_or_si128(x, _mm_xor_si128(z, _mm_set1_epi32(-1))))
+#define VROL(x, s) _mm_or_si128(_mm_slli_epi32(x, s), _mm_srli_epi32(x, 32 - (s)))
 #define XAVX __attribute__((target("sha,sse4.1,ssse3,avx")))
 X4_KERNEL(x4_avx_1, XAVX, 1)
 X4_KERNEL(x4_avx_2, XAVX, 2)

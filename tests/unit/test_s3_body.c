@@ -177,6 +177,20 @@ OLT_TEST(s3_body_signed_chunks)
                  OL_S3_SIGNATURE_DOES_NOT_MATCH);
 }
 
+/* len bytes of a body (its own pattern by `shift`), signed as a payload:
+ * a's SHA-256 set, md5 its MD5. */
+static char *signed_body(size_t len, unsigned shift, struct ol_s3_auth *a, uint8_t md5[16])
+{
+    char *body = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        body[i] = (char)(i * 2654435761u >> shift);
+    *a = (struct ol_s3_auth){.payload = OL_S3_PAY_SHA256};
+    sha_of(body, len, a->body_sha256);
+    unsigned ml = 16;
+    EVP_Digest(body, len, md5, &ml, EVP_md5(), NULL);
+    return body;
+}
+
 /* A signed payload's SHA-256 on each of its three paths (beside a lone
  * MD5, in one pass with a lone MD5, from a lane of an MD5 set with another
  * lane's upload hashed beside it): the same verdicts, the same MD5. */
@@ -184,16 +198,9 @@ OLT_TEST(s3_body_signed_payload_every_path)
 {
     init_ctx();
     enum { LEN = 3 * OL_MD5_STAGE + 777 };
-    char *body = malloc(LEN), *other = malloc(LEN);
-    for (size_t i = 0; i < LEN; i++) {
-        body[i] = (char)(i * 2654435761u >> 13);
-        other[i] = (char)(i * 40503u >> 5);
-    }
-    struct ol_s3_auth a = {.payload = OL_S3_PAY_SHA256};
-    sha_of(body, LEN, a.body_sha256);
-    uint8_t md5[16];
-    unsigned ml = 16;
-    EVP_Digest(body, LEN, md5, &ml, EVP_md5(), NULL);
+    struct ol_s3_auth a, a2;
+    uint8_t md5[16], md5_2[16];
+    char *body = signed_body(LEN, 13, &a, md5), *other = signed_body(LEN, 5, &a2, md5_2);
     struct ol_md5_set *set = ol_md5_set_new(4);
     OLT_CHECK(set != NULL);
     struct ol_md5 *saved = ctx.md5;
@@ -250,14 +257,9 @@ OLT_TEST(s3_body_signed_payload_moves_to_a_lane)
 {
     init_ctx();
     enum { LEN = 2 * OL_MD5_STAGE + 4321 };
-    char *body = malloc(LEN);
-    for (size_t i = 0; i < LEN; i++)
-        body[i] = (char)(i * 2654435761u >> 11);
-    struct ol_s3_auth a = {.payload = OL_S3_PAY_SHA256};
-    sha_of(body, LEN, a.body_sha256);
+    struct ol_s3_auth a;
     uint8_t md5[16];
-    unsigned ml = 16;
-    EVP_Digest(body, LEN, md5, &ml, EVP_md5(), NULL);
+    char *body = signed_body(LEN, 11, &a, md5);
     struct ol_md5_set *set = ol_md5_set_new(4);
     OLT_CHECK(set != NULL);
     static const size_t steps[] = {16384, 1000, 63, 65, 1};
