@@ -41,9 +41,11 @@
 # x-amz-checksum-crc32 header; GETs with checksum mode on, the SDK checking
 # the CRC32 the server answers with). TLS=1 serves HTTPS from both servers
 # (a self-signed certificate made for the run: openlaked --s3-tls-cert,
-# MinIO --certs-dir) and every phase talks TLS; the SDK then streams its
-# uploads as aws-chunked with the CRC32 in a trailer
-# (STREAMING-UNSIGNED-PAYLOAD-TRAILER), its HTTPS default.
+# MinIO --certs-dir) and every phase talks TLS. The SDK would then stream
+# its uploads as aws-chunked with the CRC32 in a trailer
+# (STREAMING-UNSIGNED-PAYLOAD-TRAILER), its HTTPS default, a 64 MiB body as
+# one chunk, which MinIO refuses above 16 MiB: TLS=1 leaves the SDK phases
+# out (s3load -client sdk -https shows that mode against one server).
 # PHASES="put_64m get_64m" (names below) runs only those phases, in the
 # order they always run; the raw JSON then holds only them and
 # docs/benchmarks.md is not rewritten. TRACE=DIR also writes each measured
@@ -248,6 +250,13 @@ for d, _, fs in os.walk(sys.argv[1]):
 # [s3load options] (duration: small, big or rate, one of system_round's).
 ALL_PHASES="put_4k get_4k put_1m get_1m put_64m get_64m put_64m_sdk get_64m_sdk get_64m_cold mixed_1m get_4k_rate put_1m_rate"
 PHASES=${PHASES:-$ALL_PHASES}
+if [ "$TLS" = 1 ] && [[ " $PHASES " == *_sdk\ * ]]; then
+  # Over HTTPS the SDK sends a 64 MiB body as one aws-chunked chunk, which
+  # MinIO refuses ("chunk too big: choose chunk size <= 16MiB"): no
+  # comparison to make, and the prepare of get_64m_sdk would fail the run.
+  echo "run_s3: TLS=1: leaving out the AWS SDK phases (MinIO refuses its 64 MiB trailer upload)" >&2
+  PHASES=$(for ph in $PHASES; do [[ $ph == *_sdk ]] || printf '%s ' "$ph"; done)
+fi
 for ph in $PHASES; do
   [[ " $ALL_PHASES " == *" $ph "* ]] || { echo "run_s3: no phase $ph (PHASES from: $ALL_PHASES)" >&2; exit 1; }
 done
