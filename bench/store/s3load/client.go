@@ -30,6 +30,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsv4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -177,7 +179,18 @@ func (c *sdkClient) ensureBucket(ctx context.Context) error {
 // run can say which upload mode it measured.
 var payloadMode = ""
 
+// putReady holds, per SDK PUT, the time from the call to the request ready
+// to go (the SDK's own hashing of the body, SHA-256 and CRC32 over plain
+// HTTP, and signing): client time during which the server sees nothing of
+// that PUT.
+var (
+	putReadyMu sync.Mutex
+	putReady   []time.Duration
+)
+
 func (c *sdkClient) put(ctx context.Context, key string, body []byte) error {
+	t0 := time.Now()
+	var ready time.Time
 	_, err := c.cl.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        bucket,
 		Key:           aws.String(key),
@@ -188,7 +201,22 @@ func (c *sdkClient) put(ctx context.Context, key string, body []byte) error {
 		if payloadMode == "" {
 			o.APIOptions = append(o.APIOptions, recordPayloadMode)
 		}
+		o.APIOptions = append(o.APIOptions, func(st *smithymw.Stack) error {
+			return st.Finalize.Add(smithymw.FinalizeMiddlewareFunc("s3loadReady",
+				func(ctx context.Context, in smithymw.FinalizeInput, next smithymw.FinalizeHandler) (
+					smithymw.FinalizeOutput, smithymw.Metadata, error) {
+					if ready.IsZero() { // the first attempt's
+						ready = time.Now()
+					}
+					return next.HandleFinalize(ctx, in)
+				}), smithymw.After)
+		})
 	})
+	if err == nil && !ready.IsZero() {
+		putReadyMu.Lock()
+		putReady = append(putReady, ready.Sub(t0))
+		putReadyMu.Unlock()
+	}
 	return err
 }
 

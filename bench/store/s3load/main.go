@@ -415,6 +415,16 @@ func main() {
 	}
 	if *clientKind == "sdk" {
 		out["get_crc32_checked"] = crcChecked.Load()
+		putReadyMu.Lock()
+		if n := len(putReady); n > 0 {
+			ms := make([]float64, n)
+			for i, d := range putReady {
+				ms[i] = float64(d.Microseconds()) / 1000
+			}
+			sort.Float64s(ms)
+			out["sdk_put_prepare_ms"] = map[string]float64{"p50": ms[n/2], "p99": ms[min(n-1, n*99/100)]}
+		}
+		putReadyMu.Unlock()
 	}
 	res := map[string]stats{}
 	for name, ss := range byOp {
