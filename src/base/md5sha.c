@@ -62,7 +62,10 @@ SHA_TARGET static void blocks(uint32_t md[4], uint32_t sh[8], const uint8_t *p, 
  * its own. Only 128-bit registers: VEX/EVEX-128 writes leave the upper
  * halves clean, so the SHA instructions (legacy SSE only) pay no
  * transition (base/simd.h; mixed with 256-bit MD5 lanes they ran 50x
- * slower on the Intel Xeon VM).
+ * slower on the Intel Xeon VM). So no arrays the compiler may copy or
+ * transpose with wider registers either (GCC copied one with a zmm move,
+ * clang vectorised the state's scalar transpose with ymm): named
+ * variables, transposes in xmm registers (X4_T4).
  */
 #undef STEP
 #define STEP MD5_VSTEP
@@ -79,6 +82,16 @@ SHA_TARGET static void blocks(uint32_t md[4], uint32_t sh[8], const uint8_t *p, 
         MD5_Q##q                                                                    \
         X4_ROUNDS(0, q) X4_ROUNDS(1, q) X4_ROUNDS(2, q) X4_ROUNDS(3, q)            \
     } while (0)
+/* A 4x4 transpose of 32-bit words in four registers, in place. */
+#define X4_T4(r0, r1, r2, r3)                                                       \
+    do {                                                                            \
+        __m128i t0_ = _mm_unpacklo_epi32(r0, r1), t1_ = _mm_unpackhi_epi32(r0, r1); \
+        __m128i t2_ = _mm_unpacklo_epi32(r2, r3), t3_ = _mm_unpackhi_epi32(r2, r3); \
+        r0 = _mm_unpacklo_epi64(t0_, t2_);                                          \
+        r1 = _mm_unpackhi_epi64(t0_, t2_);                                          \
+        r2 = _mm_unpacklo_epi64(t1_, t3_);                                          \
+        r3 = _mm_unpackhi_epi64(t1_, t3_);                                          \
+    } while (0)
 #define X4_FEED(i)                                                                  \
     if ((i) < NS) {                                                                 \
         abef##i = _mm_add_epi32(abef##i, sa##i);                                    \
@@ -86,14 +99,12 @@ SHA_TARGET static void blocks(uint32_t md[4], uint32_t sh[8], const uint8_t *p, 
     }
 #define X4_BODY                                                                     \
     {                                                                               \
-        uint32_t t[4][4];                                                           \
-        for (int l = 0; l < 4; l++)                                                 \
-            for (int r = 0; r < 4; r++)                                             \
-                t[r][l] = md[l][r];                                                 \
-        __m128i a = _mm_loadu_si128((const __m128i *)t[0]),                         \
-                b = _mm_loadu_si128((const __m128i *)t[1]),                         \
-                c = _mm_loadu_si128((const __m128i *)t[2]),                         \
-                d = _mm_loadu_si128((const __m128i *)t[3]);                         \
+        /* lane l's state is md[l] = {a, b, c, d}: transposed in registers */  \
+        __m128i a = _mm_loadu_si128((const __m128i *)md[0]),                        \
+                b = _mm_loadu_si128((const __m128i *)md[1]),                        \
+                c = _mm_loadu_si128((const __m128i *)md[2]),                        \
+                d = _mm_loadu_si128((const __m128i *)md[3]);                        \
+        X4_T4(a, b, c, d);                                                          \
         /* named, not arrays: an array copy became a 64-byte (zmm) move, and \
          * the dirty upper state made every SHA instruction after it slow */  \
         __m128i abef0, cdgh0, abef1, cdgh1, abef2, cdgh2, abef3, cdgh3;             \
@@ -114,12 +125,11 @@ SHA_TARGET static void blocks(uint32_t md[4], uint32_t sh[8], const uint8_t *p, 
                 if (NS > 1) w1[r] = _mm_shuffle_epi8(x1, bswap);                    \
                 if (NS > 2) w2[r] = _mm_shuffle_epi8(x2, bswap);                    \
                 if (NS > 3) w3[r] = _mm_shuffle_epi8(x3, bswap);                    \
-                __m128i t0 = _mm_unpacklo_epi32(x0, x1), t1 = _mm_unpackhi_epi32(x0, x1); \
-                __m128i t2 = _mm_unpacklo_epi32(x2, x3), t3 = _mm_unpackhi_epi32(x2, x3); \
-                m[4 * r + 0] = _mm_unpacklo_epi64(t0, t2);                          \
-                m[4 * r + 1] = _mm_unpackhi_epi64(t0, t2);                          \
-                m[4 * r + 2] = _mm_unpacklo_epi64(t1, t3);                          \
-                m[4 * r + 3] = _mm_unpackhi_epi64(t1, t3);                          \
+                X4_T4(x0, x1, x2, x3);                                              \
+                m[4 * r + 0] = x0;                                                  \
+                m[4 * r + 1] = x1;                                                  \
+                m[4 * r + 2] = x2;                                                  \
+                m[4 * r + 3] = x3;                                                  \
             }                                                                       \
             const __m128i a0 = a, b0 = b, c0 = c, d0 = d;                           \
             const __m128i sa0 = abef0, sc0 = cdgh0, sa1 = abef1, sc1 = cdgh1;       \
@@ -132,13 +142,11 @@ SHA_TARGET static void blocks(uint32_t md[4], uint32_t sh[8], const uint8_t *p, 
             d = _mm_add_epi32(d, d0);                                               \
             X4_FEED(0) X4_FEED(1) X4_FEED(2) X4_FEED(3)                             \
         }                                                                           \
-        _mm_storeu_si128((__m128i *)t[0], a);                                       \
-        _mm_storeu_si128((__m128i *)t[1], b);                                       \
-        _mm_storeu_si128((__m128i *)t[2], c);                                       \
-        _mm_storeu_si128((__m128i *)t[3], d);                                       \
-        for (int l = 0; l < 4; l++)                                                 \
-            for (int r = 0; r < 4; r++)                                             \
-                md[l][r] = t[r][l];                                                 \
+        X4_T4(a, b, c, d);                                                          \
+        _mm_storeu_si128((__m128i *)md[0], a);                                      \
+        _mm_storeu_si128((__m128i *)md[1], b);                                      \
+        _mm_storeu_si128((__m128i *)md[2], c);                                      \
+        _mm_storeu_si128((__m128i *)md[3], d);                                      \
         if (NS > 0) ol_sha_ni_store(sh[0], abef0, cdgh0);                           \
         if (NS > 1) ol_sha_ni_store(sh[1], abef1, cdgh1);                           \
         if (NS > 2) ol_sha_ni_store(sh[2], abef2, cdgh2);                           \
@@ -160,7 +168,7 @@ typedef void (*x4_kernel)(uint32_t (*md)[4], uint32_t (*sh)[8], const uint8_t *c
 #define V_MH(x, y, z) _mm_ternarylogic_epi32(x, y, z, 0x96)
 #define V_MI(x, y, z) _mm_ternarylogic_epi32(x, y, z, 0x39)
 #define VROL _mm_rol_epi32
-#define X512 __attribute__((target("sha,sse4.1,ssse3,avx,avx512f,avx512vl,prefer-vector-width=128")))
+#define X512 __attribute__((target("sha,sse4.1,ssse3,avx,avx512f,avx512vl")))
 X4_KERNEL(x4_512_1, X512, 1)
 X4_KERNEL(x4_512_2, X512, 2)
 X4_KERNEL(x4_512_3, X512, 3)
