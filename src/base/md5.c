@@ -316,7 +316,7 @@ static void calibrate(struct ol_md5_set *s, const uint8_t *buf, unsigned lanes)
 /* Whether four lanes that each carry a SHA-256 companion hash faster
  * through md5sha.h's interleaved kernel than through the best MD5 kernel
  * for four lanes and two SHA-256 pairs after it (on the Intel Xeon VM:
- * 0.61 against 0.78 ms per MiB of the four with AVX-512; the AVX flavour
+ * 0.57-0.61 against 0.78 ms per MiB of the four with AVX-512; the AVX flavour
  * about even). Timed like the kernels, on the same buffer. */
 static void calibrate_x4(struct ol_md5_set *s, const uint8_t *buf)
 {
