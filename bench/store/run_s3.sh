@@ -39,7 +39,11 @@
 # for Go v2 with its defaults for put_64m_sdk / get_64m_sdk (one PutObject
 # of 64 MiB: over plain HTTP a signed payload, the body's SHA-256, with an
 # x-amz-checksum-crc32 header; GETs with checksum mode on, the SDK checking
-# the CRC32 the server answers with). TLS=1 serves HTTPS from both servers
+# the CRC32 the server answers with). In those two the generator hands the
+# SDK each body's SHA-256 and CRC32 (s3load -prehash: the same request on
+# the wire, without the generator's core hashing 64 MiB twice per PUT);
+# put_64m_sdk_hash is the same PUT with the SDK hashing each body itself,
+# a row bound by the generator's core. TLS=1 serves HTTPS from both servers
 # (a self-signed certificate made for the run: openlaked --s3-tls-cert,
 # MinIO --certs-dir) and every phase talks TLS. The SDK would then stream
 # its uploads as aws-chunked with the CRC32 in a trailer
@@ -214,6 +218,7 @@ phase() {  # op size concurrency duration objects [s3load options]
   local op=$1 size=$2 conc=$3 dur=$4 n=$5 extra=("${@:6}") t0 res
   local client=(-client minio)
   if [[ " ${extra[*]} " == *" -client sdk "* ]]; then client=(-client sdk); fi
+  if [[ " ${extra[*]} " == *" -prehash "* ]]; then client+=(-prehash); fi
   if [ "$op" != put ]; then
     load -op prepare -size "$size" -concurrent "$conc" -objects "$n" -noclear "${client[@]}"
     extra+=(-prepared)
@@ -248,7 +253,7 @@ for d, _, fs in os.walk(sys.argv[1]):
 
 # The phases, in the order they run: name op size concurrency duration objects
 # [s3load options] (duration: small, big or rate, one of system_round's).
-ALL_PHASES="put_4k get_4k put_1m get_1m put_64m get_64m put_64m_sdk get_64m_sdk get_64m_cold mixed_1m get_4k_rate put_1m_rate"
+ALL_PHASES="put_4k get_4k put_1m get_1m put_64m get_64m put_64m_sdk put_64m_sdk_hash get_64m_sdk get_64m_cold mixed_1m get_4k_rate put_1m_rate"
 PHASES=${PHASES:-$ALL_PHASES}
 if [ "$TLS" = 1 ] && [[ " $PHASES " == *_sdk\ * ]]; then
   # Over HTTPS the SDK sends a 64 MiB body as one aws-chunked chunk, which
@@ -268,8 +273,9 @@ phase_args() {  # name -> op size concurrency duration-kind objects [options]
     get_1m) echo get 1048576 "$CONC" small 64 -warm ;;
     put_64m) echo put 67108864 "$CONC_BIG" big 0 ;;
     get_64m) echo get 67108864 "$CONC_BIG" big 4 -warm ;;
-    put_64m_sdk) echo put 67108864 "$CONC_BIG" big 0 -client sdk ;;
-    get_64m_sdk) echo get 67108864 "$CONC_BIG" big 4 -warm -client sdk ;;
+    put_64m_sdk) echo put 67108864 "$CONC_BIG" big 0 -client sdk -prehash ;;
+    put_64m_sdk_hash) echo put 67108864 "$CONC_BIG" big 0 -client sdk ;;
+    get_64m_sdk) echo get 67108864 "$CONC_BIG" big 4 -warm -client sdk -prehash ;;
     get_64m_cold) echo first 67108864 "$CONC_BIG" big 4 ;;
     mixed_1m) echo mixed 1048576 "$CONC" small 200 -warm ;;
     get_4k_rate) echo get 4096 "$CONC" rate 1000 -warm -rate "$RATE_GET" ;;

@@ -24,9 +24,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"strings"
@@ -157,7 +163,40 @@ func (m minioClient) clear(ctx context.Context, pfx string) error {
 // ---- AWS SDK for Go v2 ------------------------------------------------------
 
 type sdkClient struct {
-	cl *s3.Client
+	cl  *s3.Client
+	pre *prehashState // -prehash
+}
+
+// prehashState holds SHA-256 and CRC32 over the bytes every body shares (all
+// but its last 8): a body's values are that state plus its last 8 bytes.
+type prehashState struct {
+	sha    []byte // sha256 digest's MarshalBinary
+	crc    uint32
+	prefix int
+}
+
+func newPrehash(shared []byte) *prehashState {
+	h := sha256.New()
+	h.Write(shared)
+	st, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	return &prehashState{sha: st, crc: crc32.ChecksumIEEE(shared), prefix: len(shared)}
+}
+
+// sums returns body's payload hash (hex SHA-256) and CRC32 (base64, as the
+// x-amz-checksum-crc32 header carries it).
+func (p *prehashState) sums(body []byte) (string, string) {
+	h := sha256.New()
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(p.sha); err != nil {
+		panic(err)
+	}
+	tail := body[p.prefix:]
+	h.Write(tail)
+	var crc [4]byte
+	binary.BigEndian.PutUint32(crc[:], crc32.Update(p.crc, crc32.IEEETable, tail))
+	return hex.EncodeToString(h.Sum(nil)), base64.StdEncoding.EncodeToString(crc[:])
 }
 
 func (c *sdkClient) ensureBucket(ctx context.Context) error {
@@ -191,13 +230,31 @@ var (
 func (c *sdkClient) put(ctx context.Context, key string, body []byte) error {
 	t0 := time.Now()
 	var ready time.Time
-	_, err := c.cl.PutObject(ctx, &s3.PutObjectInput{
+	in := &s3.PutObjectInput{
 		Bucket:        bucket,
 		Key:           aws.String(key),
 		Body:          bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))),
 		ContentType:   aws.String("application/octet-stream"),
-	}, func(o *s3.Options) {
+	}
+	payloadHash := ""
+	if c.pre != nil {
+		var crc string
+		payloadHash, crc = c.pre.sums(body)
+		in.ChecksumCRC32 = aws.String(crc) // the SDK sends it, computes none
+	}
+	_, err := c.cl.PutObject(ctx, in, func(o *s3.Options) {
+		if payloadHash != "" {
+			// first in Finalize: the signer's ComputePayloadSHA256 finds
+			// it set and reads nothing
+			o.APIOptions = append(o.APIOptions, func(st *smithymw.Stack) error {
+				return st.Finalize.Add(smithymw.FinalizeMiddlewareFunc("s3loadPayloadHash",
+					func(ctx context.Context, in smithymw.FinalizeInput, next smithymw.FinalizeHandler) (
+						smithymw.FinalizeOutput, smithymw.Metadata, error) {
+						return next.HandleFinalize(awsv4.SetPayloadHash(ctx, payloadHash), in)
+					}), smithymw.Before)
+			})
+		}
 		if payloadMode == "" {
 			o.APIOptions = append(o.APIOptions, recordPayloadMode)
 		}
