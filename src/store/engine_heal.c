@@ -125,10 +125,12 @@ static int fsync_dir(int dfd, const char *path)
     return rc;
 }
 
-/* mkdir path when missing; a new directory's parent is fsynced. */
+/* mkdir path when missing; a new directory's parent is fsynced. Modes as a
+ * PUT makes them (0700 directories, 0600 files): a healed shard is no more
+ * readable to other local users than the one it replaces. */
 static int mkdir_synced(int dfd, const char *path)
 {
-    if (mkdirat(dfd, path, 0755) < 0)
+    if (mkdirat(dfd, path, 0700) < 0)
         return errno == EEXIST ? 0 : -errno;
     char parent[OL_SE_PATH];
     snprintf(parent, sizeof parent, "%s", path);
@@ -142,11 +144,11 @@ static int mkdir_synced(int dfd, const char *path)
  * .openlake/tmp went away while serving (wiped) gets it back. */
 static int tmp_create(int dfd, const char *path)
 {
-    int fd = openat(dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = openat(dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno == ENOENT) {
         mkdir_synced(dfd, OL_FORMAT_DIR);
         mkdir_synced(dfd, OL_FORMAT_DIR "/tmp");
-        fd = openat(dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        fd = openat(dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     }
     return fd < 0 ? -errno : fd;
 }

@@ -315,8 +315,8 @@ static void adopt_bucket(struct ol_healer *h, unsigned set, const char *bucket, 
         int dfd = ol_store_drive_fd(h->s, i);
         if (dfd < 0 || !ol_store_drive_adopted(h->s, i))
             continue;
-        bool made = mkdirat(dfd, bdir, 0755) == 0;
-        made |= mkdirat(dfd, objects, 0755) == 0;
+        bool made = mkdirat(dfd, bdir, 0700) == 0; /* as a PUT makes them */
+        made |= mkdirat(dfd, objects, 0700) == 0;
         const char *parents[] = {OL_FORMAT_DIR "/buckets", bdir};
         for (unsigned j = 0; made && j < 2; j++) {
             int fd = openat(dfd, parents[j], O_RDONLY | O_DIRECTORY | O_CLOEXEC);

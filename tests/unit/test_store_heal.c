@@ -19,8 +19,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -298,6 +300,30 @@ OLT_TEST_T(store_heal_refuses_below_k_untouched, 120)
     sh_env_stop(&e, false);
 }
 
+/* Whatever heal made under a drive is private to the daemon's user, as
+ * what a PUT makes is: no group or other bits (the drive's root is the
+ * harness's). */
+static int g_open_modes;
+static const char *g_mode_root;
+static int private_mode(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)type;
+    (void)ftw;
+    if (strcmp(path, g_mode_root) != 0 && (st->st_mode & 077)) {
+        fprintf(stderr, "%s: mode %o\n", path, (unsigned)(st->st_mode & 07777));
+        g_open_modes++;
+    }
+    return 0;
+}
+
+static int open_modes(const char *root)
+{
+    g_open_modes = 0;
+    g_mode_root = root;
+    OLT_CHECK_EQ(nftw(root, private_mode, 16, FTW_PHYS), 0);
+    return g_open_modes;
+}
+
 OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
 {
     struct sh_env e;
@@ -321,6 +347,7 @@ OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
     OLT_CHECK_EQ(res.drives_healed, 1);
     snap_check(&e, &sa);
     snap_check(&e, &sb);
+    OLT_CHECK_EQ(open_modes(e.path[2]), 0);
     /* a drive wiped while serving (tmp/ and the format gone too) */
     sh_wipe(e.path[0]);
     OLT_CHECK_EQ(heal(&e, "hd", "a", &res), 0);
@@ -328,6 +355,7 @@ OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
     OLT_CHECK_EQ(heal(&e, "hd", "b", &res), 0);
     snap_check(&e, &sa);
     snap_check(&e, &sb);
+    OLT_CHECK_EQ(open_modes(e.path[0]), 0);
     snap_free(&sa);
     snap_free(&sb);
     free(data);
