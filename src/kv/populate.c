@@ -3,11 +3,11 @@
  */
 #include "kv/populate.h"
 
+#include "base/assert.h"
 #include "base/log.h"
 #include "kv/service.h"
 #include "kv/slab.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -30,7 +30,7 @@ struct ol_kv_populate {
 
 int ol_kv_pop_range(const struct ol_kv_pop_geom *g, uint64_t k, uint64_t *off, uint64_t *len)
 {
-    assert(g->nshards > 0 && g->chunk_pages > 0 && g->data_off % OL_KV_PAGE == 0);
+    OL_ASSERT(g->nshards > 0 && g->chunk_pages > 0 && g->data_off % OL_KV_PAGE == 0);
     uint64_t chunk = (uint64_t)g->chunk_pages * OL_KV_PAGE;
     uint64_t nhead = (g->data_off + chunk - 1) / chunk;
     if (k < nhead) {
@@ -94,7 +94,7 @@ static int ol_pop_slab(struct ol_kv_populate *p, struct ol_kv_tenant *t)
         atomic_fetch_add(&t->populated, len);
     }
     /* the order covers the region once (populate.h): every byte is counted */
-    assert(atomic_load(&t->populated) == s->size);
+    OL_ASSERT(atomic_load(&t->populated) == s->size);
     const char *how = touch ? "a read per page: this kernel has no MADV_POPULATE_WRITE"
                             : "MADV_POPULATE_WRITE";
     double secs = ol_pop_now() - t0;
