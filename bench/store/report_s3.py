@@ -29,6 +29,8 @@ ROWS = [  # key, label, op in the load's results, unit, throughput goal (x MinIO
     # generator is what it measures (the row above is the server's)
     ("put_64m_sdk_hash", "PUT 64 MiB, AWS SDK hashing on the generator", "put", "MiB/s", None),
     ("get_64m_sdk", "GET 64 MiB, AWS SDK", "get", "MiB/s", 2),
+    # TLS=1 only: the SDK's HTTPS upload (aws-chunked, CRC32 trailer)
+    ("put_16m_sdk_tls", "PUT 16 MiB, AWS SDK over HTTPS (CRC32 trailer)", "put", "MiB/s", 2),
     ("mixed_1m", "mixed 1 MiB (45% GET, 30% HEAD, 15% PUT, 10% DELETE)", "total", "ops/s", 2),
 ]
 
