@@ -23,7 +23,7 @@
 # One warm-up round (short), then ROUNDS rounds alternating the order
 # (OpenLake first in odd rounds, MinIO first in even ones). Writes
 # bench/results/store-s3-*.json and the store-s3 section of
-# docs/benchmarks.md. About 36 minutes with the defaults (5 rounds, as
+# docs/benchmarks.md. About 40 minutes with the defaults (5 rounds, as
 # ../shared/BENCHMARKING.md asks; set DUR, DUR_BIG, DUR_RATE, ROUNDS lower to
 # shorten it).
 # Drives: FS=xfs (the default when run as root with loop devices and
