@@ -42,9 +42,11 @@ static int ol_bracketed(const char *text, char *w, size_t wlen)
 
 int ol_kv_thp_shmem(const char *top, const char *pmd, char *word, size_t wordlen)
 {
-    char w[32];
+    char w[32], t[32];
     const char *file = "hugepages-2048kB/shmem_enabled";
-    if (ol_bracketed(pmd, w, sizeof w) < 0 || !strcmp(w, "inherit")) {
+    /* the top-level "deny" and "force" override every per-size setting */
+    int top_wins = ol_bracketed(top, t, sizeof t) == 0 && (!strcmp(t, "deny") || !strcmp(t, "force"));
+    if (top_wins || ol_bracketed(pmd, w, sizeof w) < 0 || !strcmp(w, "inherit")) {
         file = "shmem_enabled";
         if (ol_bracketed(top, w, sizeof w) < 0) {
             snprintf(word, wordlen, "%s", "");

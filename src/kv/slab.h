@@ -134,7 +134,7 @@ void ol_kv_slab_destroy(struct ol_kv_slab *s);
  * (top) and of .../hugepages-2048kB/shmem_enabled (pmd: the per-size control
  * of Linux 6.11+, NULL when absent). The setting in force is the bracketed
  * word ("always within_size advise [never] deny force"); pmd's decides unless
- * it is "inherit". Huge: always, within_size (the slab is all within its
+ * it is "inherit" or top's is "deny" or "force" (those override it). Huge: always, within_size (the slab is all within its
  * size), advise (the daemon advises it) and force. Writes the deciding file
  * and setting to word ("shmem_enabled=never",
  * "hugepages-2048kB/shmem_enabled=advise"; "" when neither can be read).

@@ -64,6 +64,13 @@ OLT_TEST(kv_slab_thp_setting)
     OLT_CHECK_EQ(ol_kv_thp_shmem("[always] within_size advise never deny force",
                                  "always inherit within_size advise [never]", w, sizeof w), 0);
     OLT_CHECK_STR(w, "hugepages-2048kB/shmem_enabled=never");
+    /* but the top-level deny and force override it */
+    OLT_CHECK_EQ(ol_kv_thp_shmem("always within_size advise never [deny] force",
+                                 "always inherit within_size [advise] never", w, sizeof w), 0);
+    OLT_CHECK_STR(w, "shmem_enabled=deny");
+    OLT_CHECK_EQ(ol_kv_thp_shmem("always within_size advise never deny [force]",
+                                 "always inherit within_size advise [never]", w, sizeof w), 1);
+    OLT_CHECK_STR(w, "shmem_enabled=force");
     /* no THP in the kernel, or text without a choice */
     OLT_CHECK_EQ(ol_kv_thp_shmem(NULL, NULL, w, sizeof w), 0);
     OLT_CHECK_STR(w, "");
