@@ -275,6 +275,10 @@ fi
 if [ "$TLS" != 1 ]; then  # the SDK's HTTPS mode: TLS=1 only
   PHASES=$(for ph in $PHASES; do [[ $ph == *_tls ]] || printf '%s ' "$ph"; done)
 fi
+if [ -z "${PHASES// /}" ]; then
+  echo "run_s3: no phase left to run with TLS=$TLS (the *_tls phases need TLS=1; the SDK's 64 MiB ones TLS=0)" >&2
+  exit 1
+fi
 for ph in $PHASES; do
   [[ " $ALL_PHASES " == *" $ph "* ]] || { echo "run_s3: no phase $ph (PHASES from: $ALL_PHASES)" >&2; exit 1; }
 done

@@ -216,7 +216,16 @@ func (c *sdkClient) ensureBucket(ctx context.Context) error {
 
 // payloadMode records the x-amz-content-sha256 the SDK signed with, so a
 // run can say which upload mode it measured.
-var payloadMode = ""
+var (
+	payloadModeMu sync.Mutex
+	payloadMode   = ""
+)
+
+func getPayloadMode() string {
+	payloadModeMu.Lock()
+	defer payloadModeMu.Unlock()
+	return payloadMode
+}
 
 // putReady holds, per SDK PUT, the time from the call to the request ready
 // to go (the SDK's own hashing of the body, SHA-256 and CRC32 over plain
@@ -255,7 +264,7 @@ func (c *sdkClient) put(ctx context.Context, key string, body []byte) error {
 					}), smithymw.Before)
 			})
 		}
-		if payloadMode == "" {
+		if getPayloadMode() == "" {
 			o.APIOptions = append(o.APIOptions, recordPayloadMode)
 		}
 		o.APIOptions = append(o.APIOptions, func(st *smithymw.Stack) error {
@@ -282,11 +291,15 @@ func recordPayloadMode(st *smithymw.Stack) error {
 	return st.Finalize.Add(smithymw.FinalizeMiddlewareFunc("s3loadPayloadMode",
 		func(ctx context.Context, in smithymw.FinalizeInput, next smithymw.FinalizeHandler) (
 			smithymw.FinalizeOutput, smithymw.Metadata, error) {
-			if h := awsv4.GetPayloadHash(ctx); h != "" && payloadMode == "" {
+			if h := awsv4.GetPayloadHash(ctx); h != "" {
 				if len(h) == 64 && !strings.Contains(h, "-") {
 					h = "signed payload (SHA-256)"
 				}
-				payloadMode = h
+				payloadModeMu.Lock()
+				if payloadMode == "" {
+					payloadMode = h
+				}
+				payloadModeMu.Unlock()
 			}
 			return next.HandleFinalize(ctx, in)
 		}), smithymw.After)
@@ -300,8 +313,14 @@ func (c *sdkClient) get(ctx context.Context, key string, w io.Writer) error {
 	}
 	_, err = io.Copy(w, o.Body) // the SDK's CRC32 check fails the read's end
 	o.Body.Close()
-	if err == nil && o.ChecksumCRC32 != nil && !strings.Contains(*o.ChecksumCRC32, "-") {
+	whole := o.ChecksumCRC32 != nil && !strings.Contains(*o.ChecksumCRC32, "-")
+	if err == nil && whole {
 		crcChecked.Add(1)
+	}
+	if err == nil && !whole && c.pre != nil {
+		// -prehash bodies differ only in their last 8 bytes: without the
+		// whole-object CRC32 nothing checked the rest
+		err = fmt.Errorf("-prehash: GET %s without a whole-object x-amz-checksum-crc32 to check", key)
 	}
 	return err
 }

@@ -434,8 +434,8 @@ func main() {
 	out := map[string]any{"op": *op, "size": *size, "concurrent": *concurrent, "rate": *rate,
 		"duration_s": elapsed, "objects": *objects, "first_errors": errs,
 		"client": *clientKind, "https": *https}
-	if payloadMode != "" {
-		out["put_payload"] = payloadMode
+	if pm := getPayloadMode(); pm != "" {
+		out["put_payload"] = pm
 	}
 	if *clientKind == "sdk" {
 		out["get_crc32_checked"] = crcChecked.Load()
