@@ -9,9 +9,12 @@
 #include "kv/slab.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -63,6 +66,94 @@ static double ol_pop_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A small file under root into buf (NUL-terminated); 0, or -1. */
+static int ol_pop_read(const char *root, const char *path, char *buf, size_t len)
+{
+    char full[1024];
+    if ((size_t)snprintf(full, sizeof full, "%s%s", root, path) >= sizeof full)
+        return -1;
+    int fd = open(full, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    return 0;
+}
+
+/* The number a file holds; "max" (v2's no limit) as INT64_MAX; -1 if none. */
+static int64_t ol_pop_num(const char *root, const char *path)
+{
+    char b[64];
+    if (ol_pop_read(root, path, b, sizeof b) < 0)
+        return -1;
+    if (!strncmp(b, "max", 3))
+        return INT64_MAX;
+    char *end;
+    unsigned long long v = strtoull(b, &end, 10);
+    return end == b ? -1 : v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+int64_t ol_kv_pop_room(const char *root)
+{
+    int64_t room = -1;
+    char b[4096];
+    if (ol_pop_read(root, "/proc/meminfo", b, sizeof b) == 0) {
+        const char *m = strstr(b, "MemAvailable:");
+        unsigned long long kb;
+        if (m && sscanf(m + 13, "%llu", &kb) == 1)
+            room = kb > INT64_MAX / 1024 ? INT64_MAX : (int64_t)kb * 1024;
+    }
+    /* our cgroup and each above it: v2 where its controllers file is at
+     * the mount's root, else v1's memory hierarchy */
+    char t[8];
+    int v2 = ol_pop_read(root, "/sys/fs/cgroup/cgroup.controllers", t, sizeof t) == 0;
+    if (ol_pop_read(root, "/proc/self/cgroup", b, sizeof b) < 0)
+        return room;
+    char path[512] = "";
+    char *save = NULL;
+    for (char *line = strtok_r(b, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c1 = *c2 = 0; /* "ID:CONTROLLERS:PATH" */
+        const char *ctl = c1 + 1;
+        int hit = v2 ? !strcmp(line, "0") && !*ctl
+                     : (!strcmp(ctl, "memory") || strstr(ctl, ",memory") || !strncmp(ctl, "memory,", 7));
+        if (hit && strlen(c2 + 1) < sizeof path) {
+            snprintf(path, sizeof path, "%s", c2 + 1);
+            break;
+        }
+    }
+    if (!path[0])
+        return room;
+    const char *base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+    const char *fmax = v2 ? "memory.max" : "memory.limit_in_bytes";
+    const char *fcur = v2 ? "memory.current" : "memory.usage_in_bytes";
+    for (;;) {
+        char f[1024];
+        snprintf(f, sizeof f, "%s%s/%s", base, strcmp(path, "/") ? path : "", fmax);
+        int64_t lim = ol_pop_num(root, f);
+        snprintf(f, sizeof f, "%s%s/%s", base, strcmp(path, "/") ? path : "", fcur);
+        int64_t cur = ol_pop_num(root, f);
+        if (lim >= 0 && lim != INT64_MAX && cur >= 0) {
+            int64_t left = lim > cur ? lim - cur : 0;
+            if (room < 0 || left < room)
+                room = left;
+        }
+        char *slash = strrchr(path, '/');
+        if (!slash || !strcmp(path, "/"))
+            break;
+        if (slash == path)
+            slash[1] = 0; /* "/a" -> "/" */
+        else
+            *slash = 0;
+    }
+    return room;
+}
+
 /* Populates tenant t's slab; stops early when asked. Returns 0, 1 (stopped)
  * or -errno of ol_kv_slab_populate. */
 static int ol_pop_slab(struct ol_kv_populate *p, struct ol_kv_tenant *t)
@@ -71,6 +162,21 @@ static int ol_pop_slab(struct ol_kv_populate *p, struct ol_kv_tenant *t)
     struct ol_kv_pop_geom g = {.data_off = s->size - (uint64_t)s->npages * OL_KV_PAGE,
                                .npages = s->npages, .nshards = (uint32_t)p->svc->nshards,
                                .chunk_pages = OL_POP_CHUNK_PAGES};
+    /* Populating commits the slab's memory now: only while it fits in 90 %
+     * of what this process may still take (MemAvailable, the cgroups'
+     * limits), so a slab sized past them is not what makes the kernel's OOM
+     * killer act at start; its pages then come at first use. */
+    uint64_t have = ol_kv_slab_allocated(s), need = s->size > have ? s->size - have : 0;
+    int64_t room = ol_kv_pop_room("");
+    if (room >= 0 && need > (uint64_t)room / 10 * 9) {
+        const char *who = t == &p->svc->tenants[0] ? "kv slab" : "kv tenant";
+        ol_warn("%s%s%s: not populating: its %.2f GiB without pages are more than 90 %% of the "
+                "%.2f GiB this process may still take (MemAvailable, the cgroup's memory limit); "
+                "pages come at first use, and the slab cannot hold more than that",
+                who, t == &p->svc->tenants[0] ? "" : " ", t == &p->svc->tenants[0] ? "" : t->name,
+                (double)need / (1u << 30), (double)room / (1u << 30));
+        return -ENOMEM;
+    }
     double t0 = ol_pop_now();
     int touch = 0, rc;
     uint64_t off, len;

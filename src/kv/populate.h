@@ -44,6 +44,17 @@ struct ol_kv_pop_geom {
  */
 int ol_kv_pop_range(const struct ol_kv_pop_geom *g, uint64_t k, uint64_t *off, uint64_t *len);
 
+/*
+ * Bytes of memory this process may still take: the least of /proc/meminfo's
+ * MemAvailable and, for our cgroup and each above it, its limit less its
+ * usage (v2 memory.max - memory.current when the v2 mount has controllers,
+ * else v1 memory.limit_in_bytes - memory.usage_in_bytes); -1 when none can
+ * be read. Paths are read under root ("" for the real ones; tests pass a
+ * directory laid out the same way). A slab is populated only while what it
+ * lacks fits in 90 % of this.
+ */
+int64_t ol_kv_pop_room(const char *root);
+
 struct ol_kv_populate;
 
 /*

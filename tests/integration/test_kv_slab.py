@@ -5,6 +5,7 @@ background thread that allocates its pages (kv_slab.populate), over values
 being written and read.
 """
 import hashlib
+import os
 import re
 import signal
 import time
@@ -173,3 +174,59 @@ def test_stop_while_populating(kvd):
     assert "populating stopped" not in d.stderr(), d.stderr()
     print(f"stopped in {time.time() - t0:.2f} s; populated: "
           f"{'kv slab: populated' in d.stderr()}")
+
+
+def memory_cgroup_v1():
+    """This process's cgroup v1 memory directory, or None."""
+    base = "/sys/fs/cgroup/memory"
+    if os.getuid() != 0 or not os.path.isdir(base):
+        return None
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctl, path = line.rstrip("\n").split(":", 2)
+            if "memory" in ctl.split(","):
+                d = base + path.rstrip("/")
+                return d if os.access(d, os.W_OK) else None
+    return None
+
+
+def test_populate_skipped_when_the_slab_is_bigger_than_the_memory_left(kvd):
+    # A 2 GiB slab in a cgroup limited to 1 GiB (no swap here): populating
+    # it would commit more than the limit, and the kernel's OOM killer would
+    # end the daemon at start. It says so and leaves the pages to first use;
+    # the daemon serves.
+    parent = memory_cgroup_v1()
+    if parent is None:
+        pytest.skip("needs root and a cgroup v1 memory hierarchy (this host's kind)")
+    cg = f"{parent}/olt-populate-{os.getpid()}"
+    os.mkdir(cg)
+    try:
+        with open(f"{cg}/memory.limit_in_bytes", "w") as f:
+            f.write(str(1 << 30))
+        # the daemon is born in the cgroup: this process joins it for the
+        # fork and leaves right after
+        with open(f"{cg}/cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+        try:
+            d = kvd(capacity="2", args=["--kv-slab.populate", "background"])
+        finally:
+            with open(f"{parent}/cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+        assert poll(lambda: "not populating" in d.stderr(), timeout=30), d.stderr()
+        assert re.search(r"kv slab: not populating: its 2\.\d\d GiB without pages are more than "
+                         r"90 % of the \d+\.\d\d GiB this process may still take", d.stderr()), d.stderr()
+        with session(d) as c:
+            assert c.put([(b"after", b"v" * 5000)]) == [0]
+            assert c.get([b"after"])[0] == b"v" * 5000
+        assert populated(d) == 0
+        assert d.proc.poll() is None
+        d.stop()
+    finally:
+        # the daemon has exited (stop) or is killed with the test's daemons;
+        # the cgroup goes once empty
+        for _ in range(100):
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)

@@ -11,8 +11,10 @@
 #include "kv/slab.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void check_order(uint64_t data_off, uint32_t npages, uint32_t nshards, uint32_t cp)
 {
@@ -119,3 +121,56 @@ static void populate_keeps_contents(int touch)
 
 OLT_TEST(kv_populate_write_keeps_contents) { populate_keeps_contents(0); }
 OLT_TEST(kv_populate_touch_keeps_contents) { populate_keeps_contents(1); }
+
+/* ---- the memory a slab may still take (ol_kv_pop_room) ----------------------------------- */
+
+static void put_file(const char *root, const char *rel, const char *text)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s%s", root, rel);
+    for (char *s = strchr(p + strlen(root) + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = 0;
+        mkdir(p, 0700);
+        *s = '/';
+    }
+    FILE *f = fopen(p, "w");
+    OLT_CHECK(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+OLT_TEST(kv_populate_room_from_meminfo_and_cgroups)
+{
+    const char *r = olt_tmpdir();
+    /* nothing readable */
+    OLT_CHECK_EQ(ol_kv_pop_room(r), -1);
+    /* MemAvailable alone (no cgroup file) */
+    put_file(r, "/proc/meminfo", "MemTotal:       24000000 kB\nMemFree: 100 kB\n"
+                                 "MemAvailable:    8388608 kB\n");
+    OLT_CHECK_EQ(ol_kv_pop_room(r), 8ll << 30);
+    /* v1: the memory hierarchy's limit less usage, ours and each above it;
+     * the smallest wins; an unlimited one (a huge number) does not count */
+    put_file(r, "/proc/self/cgroup", "9:name=systemd:/\n4:memory:/a/b\n0::/\n");
+    put_file(r, "/sys/fs/cgroup/memory/a/b/memory.limit_in_bytes", "9223372036854771712\n");
+    put_file(r, "/sys/fs/cgroup/memory/a/b/memory.usage_in_bytes", "1000\n");
+    OLT_CHECK_EQ(ol_kv_pop_room(r), 8ll << 30);
+    put_file(r, "/sys/fs/cgroup/memory/a/memory.limit_in_bytes", "1073741824\n");
+    put_file(r, "/sys/fs/cgroup/memory/a/memory.usage_in_bytes", "268435456\n");
+    OLT_CHECK_EQ(ol_kv_pop_room(r), 3ll << 28);
+    /* usage past the limit: no room */
+    put_file(r, "/sys/fs/cgroup/memory/memory.limit_in_bytes", "100\n");
+    put_file(r, "/sys/fs/cgroup/memory/memory.usage_in_bytes", "200\n");
+    OLT_CHECK_EQ(ol_kv_pop_room(r), 0);
+    /* v2 (its mount has controllers): "0::" names the cgroup; "max" is no limit */
+    put_file(r, "/sys/fs/cgroup/cgroup.controllers", "cpu memory\n");
+    put_file(r, "/proc/self/cgroup", "0::/svc/daemon\n");
+    put_file(r, "/sys/fs/cgroup/svc/daemon/memory.max", "max\n");
+    put_file(r, "/sys/fs/cgroup/svc/daemon/memory.current", "4096\n");
+    OLT_CHECK_EQ(ol_kv_pop_room(r), 8ll << 30);
+    put_file(r, "/sys/fs/cgroup/svc/memory.max", "2147483648\n");
+    put_file(r, "/sys/fs/cgroup/svc/memory.current", "1073741824\n");
+    OLT_CHECK_EQ(ol_kv_pop_room(r), 1ll << 30);
+    /* a limit below MemAvailable's figure wins; MemAvailable below it wins */
+    put_file(r, "/proc/meminfo", "MemAvailable:     524288 kB\n");
+    OLT_CHECK_EQ(ol_kv_pop_room(r), 1ll << 29);
+}
