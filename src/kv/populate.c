@@ -9,7 +9,6 @@
 #include "kv/slab.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -66,21 +65,13 @@ static double ol_pop_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* A small file under root into buf (NUL-terminated); 0, or -1. */
+/* A small file under root into buf (ol_kv_read_small); 0, or -1. */
 static int ol_pop_read(const char *root, const char *path, char *buf, size_t len)
 {
     char full[1024];
     if ((size_t)snprintf(full, sizeof full, "%s%s", root, path) >= sizeof full)
         return -1;
-    int fd = open(full, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    return 0;
+    return ol_kv_read_small(full, buf, len) ? 0 : -1;
 }
 
 /* The number a file holds; "max" (v2's no limit) as INT64_MAX; -1 if none. */

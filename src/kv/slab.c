@@ -58,8 +58,7 @@ int ol_kv_thp_shmem(const char *top, const char *pmd, char *word, size_t wordlen
            !strcmp(w, "force");
 }
 
-/* A small file's text into buf (NUL-terminated); NULL when unreadable. */
-static const char *ol_read_small(const char *path, char *buf, size_t len)
+const char *ol_kv_read_small(const char *path, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -244,8 +243,8 @@ int ol_kv_slab_create(struct ol_kv_slab *s, uint64_t bytes, int try_huge, char *
         s->base = m;
         madvise(s->base, size, MADV_HUGEPAGE); /* honoured if shmem THP is enabled */
         char top[128], pmd[128];
-        int thp = ol_kv_thp_shmem(ol_read_small(OL_THP_DIR "shmem_enabled", top, sizeof top),
-                                  ol_read_small(OL_THP_DIR "hugepages-2048kB/shmem_enabled",
+        int thp = ol_kv_thp_shmem(ol_kv_read_small(OL_THP_DIR "shmem_enabled", top, sizeof top),
+                                  ol_kv_read_small(OL_THP_DIR "hugepages-2048kB/shmem_enabled",
                                                 pmd, sizeof pmd), s->thp, sizeof s->thp);
         s->backing = thp ? OL_KV_BACKING_SHMEM_THP : OL_KV_BACKING_SHMEM;
         s->page_bytes = 4096;

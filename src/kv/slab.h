@@ -142,6 +142,11 @@ void ol_kv_slab_destroy(struct ol_kv_slab *s);
  */
 int ol_kv_thp_shmem(const char *top, const char *pmd, char *word, size_t wordlen);
 
+/* A small file's text (a sysfs or procfs file) into buf, NUL-terminated: at
+ * most len - 1 bytes of one read. Returns buf, or NULL when unreadable or
+ * empty. */
+const char *ol_kv_read_small(const char *path, char *buf, size_t len);
+
 /* "hugetlb", "shmem_thp" or "shmem": the label of openlake_kv_slab_info. */
 const char *ol_kv_slab_backing_name(const struct ol_kv_slab *s);
 
