@@ -105,8 +105,11 @@ deps:
 test-deps:
 	@bash scripts/deps.sh test
 
+# ./data: a checkout keeps its data in the tree (base/datadir.h: the
+# default data dir is ./data where it exists, else the per-user one).
 run: deps
 	$(MAKE) all
+	mkdir -p data
 	./build/openlaked $(ARGS)
 
 test: test-deps

@@ -34,6 +34,7 @@
  * reads flags, so a default is checked like any other value.
  */
 #include "base/config.h"
+#include "base/datadir.h"
 #include "base/assert.h"
 #include "base/fault.h"
 #include "base/log.h"
@@ -259,7 +260,9 @@ static const struct ckey ol_config_keys[] = {
      .expect = "a non-empty path of at most 4095 bytes",
      .def = "./data",
      .doc = "Data directories, one per drive; each must be distinct. A missing one is "
-            "made only where its parent exists; each is locked while openlaked runs."},
+            "made only where its parent exists; each is locked while openlaked runs. "
+            "Named nowhere: ./data where that directory exists, else "
+            "$XDG_DATA_HOME/openlake (~/.local/share/openlake), parents made."},
     {.name = "set_drive_count", .kind = K_INT, .off = CO(set_drive_count),
      .lo = 0, .hi = 256, .def = "0",
      .doc = "Drives per erasure set; 0 = choose from the drive count."},
@@ -1759,6 +1762,16 @@ int ol_config_load(struct ol_config *c, int argc, char **argv, char **envp,
     if (ol_config_apply_args(c, argc, argv, err, errlen) ||
         ol_config_apply_env(c, envp, err, errlen))
         return -1;
+    /* data_dirs named nowhere: ./data if it is there, else the per-user
+     * XDG one (base/datadir.h) */
+    int di = find_key("data_dirs");
+    if (c->origin[di].source == OL_CONFIG_DEFAULT) {
+        char d[OL_CONFIG_PATH_LEN];
+        if (ol_datadir_default(envp, d, sizeof d) == 1) {
+            memcpy(c->data_dirs[0], d, sizeof d);
+            c->data_dir_per_user = true;
+        }
+    }
     return ol_config_finalize(c, err, errlen);
 }
 

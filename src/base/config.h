@@ -140,6 +140,8 @@ struct ol_config {
     char s3_tls_key[OL_CONFIG_PATH_LEN];
     char data_dirs[OL_CONFIG_MAX_DATA_DIRS][OL_CONFIG_PATH_LEN];
     int n_data_dirs;
+    bool data_dir_per_user;             /* data_dirs named nowhere: the XDG default,
+                                           whose parents openlaked makes (base/datadir.h) */
     int64_t set_drive_count;            /* 0 = auto */
     int64_t default_parity_count;       /* -1 = auto */
     int64_t inline_max_bytes;           /* objects up to this size live in their metadata */

@@ -62,7 +62,7 @@ static void ol_b_progress(const struct ol_cli *cli, const char *op, double frac)
 
 int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv)
 {
-    const char *addr = "./data/kv.sock", *token = NULL, *token_file = NULL, *ns = "bench";
+    const char *addr = ol_cli_default_kv_sock(), *token = NULL, *token_file = NULL, *ns = "bench";
     uint64_t vsize = 256 << 10;
     unsigned batch = 32;
     double seconds = 6;

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "output.h"
 
+#include "base/datadir.h"
 #include "kv/proto.h"
 #include "openlake/client.h"
 
@@ -61,6 +62,15 @@ static const char *ol_env(const char *name)
 {
     const char *v = getenv(name);
     return v && *v ? v : NULL;
+}
+
+const char *ol_cli_default_kv_sock(void)
+{
+    static char sock[4096];
+    char dir[4096 - 8];
+    ol_datadir_default(environ, dir, sizeof dir);
+    snprintf(sock, sizeof sock, "%s/kv.sock", dir);
+    return sock;
 }
 
 int ol_cli_kv_token(const struct ol_cli *cli, const char *cmd, const char *token,
@@ -198,7 +208,7 @@ static int ol_kv_op(const struct ol_cli *cli, const struct ol_kv_args *a)
 
 int ol_cmd_kv(const struct ol_cli *cli, int argc, char **argv)
 {
-    struct ol_kv_args a = {.addr = "./data/kv.sock", .ns = "default"};
+    struct ol_kv_args a = {.addr = ol_cli_default_kv_sock(), .ns = "default"};
     static const char *const opts[] = {"--addr", "--token", "--token-file", "--ns", "--value",
                                        "--file", "--out", NULL};
     const char **slots[] = {&a.addr, &a.token, &a.token_file, &a.ns, &a.value, &a.file, &a.out};

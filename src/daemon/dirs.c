@@ -11,6 +11,8 @@
  *
  *   exists                       locked
  *   missing, its parent exists   made (mode 0700, one level), logged, locked
+ *   the per-user default         its parents made first (base/datadir.h),
+ *                                then as above
  *   missing, parent missing too  exit 2 naming both: a drive not mounted or
  *                                a typo must not turn into an empty store
  *                                on the root filesystem
@@ -29,6 +31,7 @@
  */
 #include "daemon/daemon.h"
 
+#include "base/datadir.h"
 #include "base/dirlock.h"
 #include "base/log.h"
 
@@ -87,6 +90,17 @@ int ol_daemon_dirs(struct ol_daemon *d, char *err, size_t errlen)
             want[n++] = (struct ol_dir_want){.path = c->kv_disk.dirs[i], .noun = "KV disk dir",
                                              .key = "kv_disk.dirs"};
 
+    /* The per-user default (no data_dirs anywhere, no ./data): its parents
+     * (~/.local/share) are made, as any XDG program does; a configured
+     * directory's never are. */
+    if (c->data_dir_per_user) {
+        int rc = ol_datadir_make_parents(c->data_dirs[0]);
+        if (rc < 0) {
+            snprintf(err, errlen, "data dir %s (the per-user default: no data_dirs given and no "
+                     "./data here): cannot make its parents: %s", c->data_dirs[0], strerror(-rc));
+            return rc;
+        }
+    }
     for (unsigned i = 0; i < n; i++) {
         struct ol_dir_want *w = &want[i];
         w->probe = ol_dirlock_probe(w->path, w->parent, sizeof w->parent);

@@ -215,3 +215,11 @@ def raw_request(port, data, timeout=10, read_until_close=True):
                     break
                 chunks.append(b)
         return b"".join(chunks)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def per_user_data_dir_in_tmp(tmp_path_factory):
+    """An openlaked or openlake started with no data dir named and no ./data
+    uses the per-user one, $XDG_DATA_HOME/openlake (src/base/datadir.h): here
+    under a temp dir, never the real ~/.local/share of whoever runs the tests."""
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data-home"))

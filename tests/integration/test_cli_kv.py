@@ -10,10 +10,10 @@ import urllib.request
 import conftest
 
 
-def cli(*args, stdin=None, env=None):
+def cli(*args, stdin=None, env=None, cwd=None):
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENLAKE_")}, **(env or {})}
     return subprocess.run([conftest.bin_path("openlake"), *args], input=stdin,
-                          capture_output=True, env=env, timeout=60)
+                          capture_output=True, env=env, timeout=60, cwd=cwd)
 
 
 def test_kv_put_get_del_stats(make_daemon, tmp_path):

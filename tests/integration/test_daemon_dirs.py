@@ -171,3 +171,53 @@ def test_data_dir_that_is_a_file_exits_2(tmp_path):
     assert r.returncode == 2, r.stderr
     assert f"data dir {f}: it or its parent" in r.stderr and "not a directory" in r.stderr
     assert f.read_text() == "x"
+
+
+def test_no_data_dir_named_uses_dot_data_else_the_per_user_one(make_daemon, tmp_path):
+    """data_dirs named nowhere: ./data where openlaked starts, if it is there,
+    else $XDG_DATA_HOME/openlake (parents made, 0700), else
+    ~/.local/share/openlake; `openlake kv` from any directory finds the
+    socket by the same rule."""
+    from test_cli_kv import cli
+
+    def start(env):
+        d = make_daemon(start=False, env={**env, **CREDS})
+        i = d.args.index("--data-dirs")
+        del d.args[i:i + 2]
+        return d.start()
+
+    def banner_dir(d):
+        for line in iter(d.proc.stdout.readline, ""):
+            if line.startswith("  data dir:"):
+                return line.split(":", 1)[1].strip()
+        raise AssertionError(d.stderr())
+
+    xdg = tmp_path / "x" / "y"                  # neither there yet
+    a = start({"XDG_DATA_HOME": str(xdg)})
+    want = xdg / "openlake"
+    assert banner_dir(a) == str(want)
+    assert (want / "kv.sock").exists() and (want / "kv.token").exists()
+    assert stat.S_IMODE(os.stat(xdg).st_mode) == 0o700
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"XDG_DATA_HOME": str(xdg)}
+    r = cli("kv", "put", "k", "--value", "per-user", env=env, cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
+    r = cli("kv", "get", "k", env=env, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, b"per-user"), r.stderr
+    a.stop()
+
+    home = tmp_path / "home"
+    home.mkdir()
+    b = start({"XDG_DATA_HOME": "not/absolute", "HOME": str(home)})   # a relative one is ignored
+    assert banner_dir(b) == str(home / ".local" / "share" / "openlake")
+    b.stop()
+
+    c = make_daemon(start=False, env={"XDG_DATA_HOME": str(xdg), **CREDS})
+    (c.tmp / "data").mkdir()
+    i = c.args.index("--data-dirs")
+    del c.args[i:i + 2]
+    c.start()
+    assert banner_dir(c) == "./data"
+    assert (c.tmp / "data" / "kv.sock").exists()
+    c.stop()

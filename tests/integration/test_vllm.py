@@ -351,8 +351,24 @@ def test_config_addresses(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENLAKE_KV_SOCKET", raising=False)
     monkeypatch.delenv("OPENLAKE_KV_TOKEN", raising=False)
     monkeypatch.delenv("OPENLAKE_KV_TOKEN_FILE", raising=False)
-    with pytest.raises(ValueError, match=r"openlake_socket"):
+    # No socket named: the daemon's default data dir (src/base/datadir.h).
+    xdg = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_DATA_HOME", str(xdg))
+    with pytest.raises(ValueError, match=r"openlake_socket.*no .*/xdg/openlake/kv.sock"):
         _resolve_addrs(OpenLakeConfig.from_extra({}))
+    (xdg / "openlake").mkdir(parents=True)
+    (xdg / "openlake" / "kv.sock").touch()
+    assert _resolve_addrs(OpenLakeConfig.from_extra({})) == [
+        (str(xdg / "openlake" / "kv.sock"), None, str(xdg / "openlake" / "kv.token"))]
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/xdg")      # ignored: HOME's
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with pytest.raises(ValueError, match=r"no .*/home/.local/share/openlake/kv.sock"):
+        _resolve_addrs(OpenLakeConfig.from_extra({}))
+    (tmp_path / "data").mkdir()                               # ./data, where it is, first
+    with pytest.raises(ValueError, match=r"no \./data/kv.sock"):
+        _resolve_addrs(OpenLakeConfig.from_extra({}))
+    (tmp_path / "data" / "kv.sock").touch()
+    assert _resolve_addrs(OpenLakeConfig.from_extra({}))[0][0] == str(tmp_path / "data" / "kv.sock")
     cfg = OpenLakeConfig.from_extra({"openlake_socket": "/run/ol/kv.sock"})
     assert _resolve_addrs(cfg) == [("/run/ol/kv.sock", None, "/run/ol/kv.token")]
     monkeypatch.setenv("OPENLAKE_KV_TOKEN", "tok")

@@ -111,6 +111,22 @@ class OpenLakeConfig:
             populate_gb=num("openlake_populate_gb", 16.0, 0, 1 << 20, float))
 
 
+def default_data_dir() -> str:
+    """openlaked's data dir when its config names none, and so where its KV socket
+    is by default: ./data where that directory exists, else $XDG_DATA_HOME/openlake
+    (an absolute XDG_DATA_HOME only), else ~/.local/share/openlake. The same rule
+    as the daemon's and the CLI's (src/base/datadir.h)."""
+    if os.path.isdir("data"):
+        return "./data"
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    if xdg.startswith("/"):
+        return os.path.join(xdg, "openlake")
+    home = os.environ.get("HOME", "")
+    if home.startswith("/"):
+        return os.path.join(home, ".local", "share", "openlake")
+    return "./data"
+
+
 def _parse_hostport(s: str) -> bool:
     host, sep, port = s.rpartition(":")
     return bool(sep and host and port.isdigit() and 1 <= int(port) <= 65535)
@@ -128,14 +144,18 @@ def _resolve_addrs(cfg: OpenLakeConfig) -> list[tuple[str, str | None, str | Non
                              "unset one")
     if cfg.device == "local":
         sock = cfg.socket or os.environ.get("OPENLAKE_KV_SOCKET") or None
-        if sock is None and os.path.exists("./data/kv.sock"):
-            sock = os.path.abspath("./data/kv.sock")
+        if sock is None:
+            guess = os.path.join(default_data_dir(), "kv.sock")
+            if os.path.exists(guess):
+                sock = os.path.abspath(guess)
         if sock is None:
             raise ValueError(
                 "kv_connector_extra_config['openlake_socket'] is needed with "
                 "openlake_device \"local\": the path of openlaked's KV Unix socket "
                 "(kv_socket in its config; by default kv.sock in its first data dir), "
-                "or set OPENLAKE_KV_SOCKET, or use openlake_device \"tcp\"")
+                "or set OPENLAKE_KV_SOCKET, or use openlake_device \"tcp\"; "
+                f"there is no {guess} (is openlaked running, started with its "
+                "default data dir?)")
         if len(cfg.nodes) > 1:
             raise ValueError(
                 "kv_connector_extra_config['openlake_nodes']: openlake_device \"local\" "
