@@ -6,6 +6,7 @@
 #   make test       install test deps, build normal + sanitizer, run every test
 #   make fuzz       run each libFuzzer target for FUZZ_SECONDS (default 30)
 #   make bench      benchmarks (never part of make test)
+#   make dist       the pip package openlake-vllm: sdist and manylinux wheel in dist/
 #
 # One source list per module (every .c in the module's folder). Objects and
 # binaries go under $(B); B=build for the normal build, B=build/asan for the
@@ -52,7 +53,7 @@ LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC) $(STORE_SRC) $(S3_SRC)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-.PHONY: all asan run test unit fuzz bench bench-http bench-kv bench-vllm bench-store deps test-deps clean FORCE
+.PHONY: all asan run test unit fuzz dist bench bench-http bench-kv bench-vllm bench-store deps test-deps clean FORCE
 all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(B)/client_tests $(if $(SAN),,$(B)/alloc_tests)
 
 # Every object is rebuilt when the flags that change code do (a build dir
@@ -119,6 +120,11 @@ test: test-deps
 
 unit: all
 	./build/unit_tests
+
+# The sdist and the repaired wheel (scripts/dist.sh; docs/packaging.md).
+dist:
+	@bash scripts/deps.sh dist
+	bash scripts/dist.sh
 
 FUZZ_SECONDS ?= 30
 fuzz: test-deps

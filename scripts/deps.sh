@@ -6,6 +6,7 @@
 #                  and .venv-s3cmd for client tests, and for the Spark and Flink tests a Java
 #                  runtime, Maven, .venv-spark, .venv-flink and their jars from Maven
 #                  Central in build/jars
+#   deps.sh dist   + python3 with venv and headers (make dist: scripts/dist.sh)
 #   deps.sh bench  + wrk, nginx, redis-server, fio and tcmalloc (peers and tools for bench/);
 #                  MinIO and bench/store/s3load built with Go into build/go-bin
 # As root it runs apt-get; otherwise it prints the exact apt-get line and exits 1.
@@ -17,11 +18,12 @@ pkgs=(build-essential pkg-config git liburing-dev libisal-dev libssl-dev
       libxxhash-dev libexpat1-dev libucx-dev)
 case "$mode" in
   run) ;;
+  dist) pkgs+=(python3 python3-venv python3-dev) ;;
   test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv python3-dev
                default-jre-headless maven xfsprogs iproute2) ;;
   bench) pkgs+=(wrk nginx-light curl python3 python3-venv python3-dev fio redis-server
                 libtcmalloc-minimal4 xfsprogs) ;;
-  *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
+  *) echo "usage: $0 run|test|dist|bench" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -108,8 +110,9 @@ if [ "$mode" = test ] || [ "$mode" = bench ]; then
   fi
 fi
 if [ "$mode" = test ] || [ "$mode" = bench ]; then
-  # The Python package (C extension over src/client), rebuilt from this tree.
-  .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
+  # The Python package (the C extension over src/client, and the binaries:
+  # pyproject.toml, setup.py), rebuilt from this tree.
+  .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation .
 fi
 if [ "$mode" = bench ] && ! cmp -s bench/requirements.txt .venv/bench-requirements.installed; then
   echo "deps: adding benchmark packages to .venv (bench/requirements.txt)"

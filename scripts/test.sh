@@ -12,9 +12,13 @@
 #      and the crash-and-fault loop (marker crashloop, test_crash_loop.py,
 #      about two minutes): the ASan build is the test build, with OL_ASSERTS
 #      and the fault hook (OL_FAULTS) that the fault tests need
+#      and the package test (marker package, test_package.py: the sdist and
+#      wheel built from a fresh clone, installed in new venvs: its binaries
+#      are its own, so once is enough)
 #   5. integration tests, normal build, without the vLLM ones (minutes each;
-#      once is enough: vLLM talks to the daemon like any client) and without
+#      once is enough: vLLM talks to the daemon like any client), without
 #      the crash loop (it needs the hook; the other fault tests skip here)
+#      and without the package test
 # Called by `make test` after both builds exist. Exit status 1 if any failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -54,7 +58,7 @@ echo "== allocation count per request (normal build)"
 py=.venv/bin/python
 for variant in asan normal; do
   bindir=build; [ "$variant" = asan ] && bindir=build/asan
-  sel=(); [ "$variant" = normal ] && sel=(-m "not vllm and not crashloop")
+  sel=(); [ "$variant" = normal ] && sel=(-m "not vllm and not crashloop and not package")
   echo "== integration tests ($variant build: $bindir)"
   OPENLAKE_BIN_DIR="$bindir" "$py" -m pytest -q -p no:cacheprovider tests/integration "${sel[@]}" \
       --junitxml="build/pytest-$variant.xml" -o junit_suite_name="integration-$variant"

@@ -23,7 +23,7 @@ the server's shared memory over the Unix socket or inline over TCP, every
 value checked with xxh3, and the GIL released during I/O and copies.
 """
 from ._native import (BUSY, CHECKSUM_MISMATCH, EXISTS, NOSPACE, NOT_FOUND, OK, PINNED, QUOTA,
-                      STALE_GENERATION, TOO_LARGE, Client, Slot)
+                      STALE_GENERATION, TOO_LARGE, Client, Slot, __version__)
 
-__all__ = ["Client", "Slot", "OK", "EXISTS", "NOT_FOUND", "NOSPACE", "BUSY", "PINNED",
+__all__ = ["__version__", "Client", "Slot", "OK", "EXISTS", "NOT_FOUND", "NOSPACE", "BUSY", "PINNED",
            "STALE_GENERATION", "TOO_LARGE", "QUOTA", "CHECKSUM_MISMATCH"]

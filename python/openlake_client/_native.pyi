@@ -2,6 +2,7 @@ from typing import Any, Sequence
 
 from typing_extensions import Buffer
 
+__version__: str
 OK: int
 EXISTS: int
 NOT_FOUND: int

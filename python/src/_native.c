@@ -846,5 +846,11 @@ PyMODINIT_FUNC PyInit__native(void)
     };
     for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++)
         PyModule_AddIntConstant(m, consts[i].name, consts[i].v);
+    /* The Makefile's VERSION, passed by setup.py as the Makefile passes it to
+     * openlaked and openlake. */
+    if (PyModule_AddStringConstant(m, "__version__", OL_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

@@ -1,0 +1,76 @@
+"""Builds the openlake-vllm package: the extension openlake_client._native and
+the openlaked and openlake binaries, from the C sources beside this file (a
+checkout, or the sdist, which carries them: MANIFEST.in).
+
+- The extension compiles the C client (src/client/client.c), the wire codec
+  (src/kv/proto.c) and the slab helpers (src/kv/slab.c) with the extension's
+  own glue (python/src/_native.c), and links ISA-L and xxhash.
+- The binaries are the Makefile's (make B=build/pkg build/pkg/openlaked
+  build/pkg/openlake): they need the libraries the Makefile links (liburing,
+  ISA-L, OpenSSL, xxhash, expat: docs/packaging.md names the packages). They
+  go into the package as openlake_client/bin/, which the console scripts
+  openlaked and openlake run (openlake_client/_bin.py); debug info stripped.
+- The version is the Makefile's VERSION, the one place it is set: it is the
+  package's version, openlake_client.__version__ (the extension gets it as
+  OL_VERSION, as the binaries do) and what `openlake version` prints.
+"""
+import os
+import re
+import shutil
+import subprocess
+
+from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def makefile_version():
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        m = re.search(r"^VERSION\s*:=\s*(\S+)\s*$", f.read(), re.M)
+    if not m:
+        raise RuntimeError("Makefile: no VERSION := line")
+    return m.group(1)
+
+
+VERSION = makefile_version()
+BINARIES = ("openlaked", "openlake")
+
+
+class build_py_with_binaries(build_py):
+    """build_py, then the Makefile's openlaked and openlake into the package."""
+
+    def run(self):
+        super().run()
+        b = os.path.join("build", "pkg")
+        cmd = ["make", "-C", ROOT, f"-j{os.cpu_count() or 1}", f"B={b}"]
+        if not os.path.isdir(os.path.join(ROOT, ".git")):
+            cmd.append("GIT=sdist")      # not a checkout: no commit to name
+        cmd += [f"{b}/{name}" for name in BINARIES]
+        self.announce("building the binaries: " + " ".join(cmd), level=2)
+        subprocess.run(cmd, check=True)
+        out = os.path.join(self.build_lib, "openlake_client", "bin")
+        os.makedirs(out, exist_ok=True)
+        for name in BINARIES:
+            dst = os.path.join(out, name)
+            shutil.copyfile(os.path.join(ROOT, b, name), dst)
+            subprocess.run(["strip", "--strip-debug", dst], check=True)
+            os.chmod(dst, 0o755)
+
+
+setup(
+    version=VERSION,
+    cmdclass={"build_py": build_py_with_binaries},
+    ext_modules=[
+        Extension(
+            "openlake_client._native",
+            sources=["python/src/_native.c", "src/client/client.c", "src/kv/proto.c",
+                     "src/kv/slab.c"],
+            include_dirs=["include", "src"],
+            define_macros=[("OL_VERSION", f'"{VERSION}"')],
+            libraries=["isal", "xxhash", "pthread"],
+            extra_compile_args=["-std=c17", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra",
+                                "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+        )
+    ],
+)
