@@ -54,7 +54,7 @@ for other in mooncake-transfer-engine mooncake-transfer-engine-non-cuda; do
     "$VENV/bin/pip" uninstall -q -y "$other"
   fi
 done
-"${PIP[@]}" wheel numpy "$MOONCAKE_PKG" 'redis[hiredis]'
-"${PIP[@]}" --no-build-isolation --force-reinstall --no-deps ./python
+"${PIP[@]}" wheel 'setuptools>=77' numpy "$MOONCAKE_PKG" 'redis[hiredis]'
+"${PIP[@]}" --no-build-isolation --force-reinstall --no-deps .
 
 exec "$VENV/bin/python" bench/kv/peers.py "$@"

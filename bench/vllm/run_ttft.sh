@@ -47,7 +47,7 @@ has() { case ",$SYSTEMS," in *",$1,"*) return 0;; *) return 1;; esac; }
 # Debian peers and tools (tcmalloc for vLLM on CPU), .venv with vLLM.
 bash scripts/deps.sh bench
 # The connector as it is in this tree (INSTALL=0: use .venv's as it is).
-[ "${INSTALL:-1}" = 0 ] || .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
+[ "${INSTALL:-1}" = 0 ] || .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation .
 make -s build/openlaked
 
 TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4

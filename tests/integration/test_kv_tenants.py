@@ -148,7 +148,7 @@ def test_another_tenant_maps_none_of_a_tenants_bytes(tenants):
 
 def test_python_client_of_another_tenant_is_refused(tenants, tmp_path):
     openlake_client = pytest.importorskip(
-        "openlake_client", reason="pip install ./python (scripts/deps.sh test does it)")
+        "openlake_client", reason="pip install . (scripts/deps.sh test does it)")
     from openlake_client import NOT_FOUND, OK, Client
     d = tenants()
     ka = [b"py-%d" % i for i in range(8)]

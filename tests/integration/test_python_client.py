@@ -14,7 +14,7 @@ import pytest
 from test_kv import poll
 
 openlake_client = pytest.importorskip(
-    "openlake_client", reason="pip install ./python (scripts/deps.sh test does it)")
+    "openlake_client", reason="pip install . (scripts/deps.sh test does it)")
 from openlake_client import (EXISTS, NOT_FOUND, OK, STALE_GENERATION, TOO_LARGE,  # noqa: E402
                              Client, Slot)
 
