@@ -20,6 +20,15 @@
  * lives as long as the ol_client: a Slot keeps its Client object alive, and
  * close() of a client with calls still running without the GIL is deferred
  * to the end of the last one.
+ *
+ * Limited API of CPython 3.11 (setup.py defines Py_LIMITED_API 0x030b0000
+ * there): one cp311-abi3 wheel then serves every CPython from 3.11 on, with
+ * no build per version. So: heap types from PyType_Spec (the buffer slots
+ * Py_bf_getbuffer/Py_bf_releasebuffer are limited API only from 3.11), the
+ * function forms of the list/tuple/bytes accessors (a call and a bounds
+ * check per item instead of a macro; no allocation), and no reading of type
+ * structs. On 3.9 and 3.10 setup.py builds the same source without the
+ * limited API, as an ordinary version-specific extension.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -39,7 +48,39 @@ typedef struct {
     uint64_t gen;          /* +1 per (re)initialisation: slots of an earlier one are dead */
 } ClientObject;
 
-static PyTypeObject SlotType;
+/* The Slot heap type, for PyObject_New and the type check of commit, abort
+ * and release: made by PyInit__native and kept (a strong reference) for the
+ * life of the process, as the static type was. */
+static PyTypeObject *SlotType;
+
+#if PY_VERSION_HEX < 0x030A0000 /* 3.9 (no limited API) lacks them: its types stay mutable */
+#define Py_TPFLAGS_IMMUTABLETYPE 0
+#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
+#endif
+
+/* Instances of heap types hold a reference to their type: dropped here,
+ * after the memory (tp_free of the object's own type: a Python subclass of
+ * Client is GC and frees differently). */
+static void free_object(PyObject *o)
+{
+    PyTypeObject *tp = Py_TYPE(o);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(o);
+    Py_DECREF((PyObject *)tp);
+}
+
+/* The list or tuple PySequence_Fast gave (its _GET_SIZE/_GET_ITEM macros
+ * read the structs: not limited API). fast_item is NULL with IndexError if
+ * the caller's list shrank meanwhile (Python code run by a __buffer__). */
+static Py_ssize_t fast_size(PyObject *fast)
+{
+    return PyList_Check(fast) ? PyList_Size(fast) : PyTuple_Size(fast);
+}
+
+static PyObject *fast_item(PyObject *fast, Py_ssize_t i)
+{
+    return PyList_Check(fast) ? PyList_GetItem(fast, i) : PyTuple_GetItem(fast, i);
+}
 
 /* OSError(errno, message): Python picks the subclass (TimeoutError for
  * ETIMEDOUT, BlockingIOError for EAGAIN...); e.errno is set. */
@@ -104,7 +145,7 @@ static void Client_dealloc(ClientObject *self)
         ol_client_close(self->c);
     if (self->closing)
         ol_client_close(self->closing);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    free_object((PyObject *)self);
 }
 
 static int check_open(ClientObject *self)
@@ -141,13 +182,15 @@ static PyObject *get_keys(PyObject *seq, struct ol_client_key **keys, Py_ssize_t
     PyObject *fast = PySequence_Fast(seq, "keys must be a sequence of bytes or str");
     if (!fast)
         return NULL;
-    *n = PySequence_Fast_GET_SIZE(fast);
+    *n = fast_size(fast);
     PyObject *hold = PyList_New(*n);
     *keys = PyMem_Malloc(sizeof **keys * (size_t)(*n ? *n : 1));
     if (!hold || !*keys)
         goto fail;
     for (Py_ssize_t i = 0; i < *n; i++) {
-        PyObject *k = PySequence_Fast_GET_ITEM(fast, i);
+        PyObject *k = fast_item(fast, i);
+        if (!k)
+            goto fail;
         PyObject *b = PyUnicode_Check(k) ? PyUnicode_AsUTF8String(k)
                       : PyBytes_Check(k) ? (Py_INCREF(k), k) : NULL;
         if (!b) {
@@ -155,13 +198,16 @@ static PyObject *get_keys(PyObject *seq, struct ol_client_key **keys, Py_ssize_t
                 PyErr_SetString(PyExc_TypeError, "a key must be bytes or str");
             goto fail;
         }
-        PyList_SET_ITEM(hold, i, b);
-        Py_ssize_t len = PyBytes_GET_SIZE(b);
+        PyList_SetItem(hold, i, b); /* in range of a new list: cannot fail */
+        char *data;
+        Py_ssize_t len;
+        if (PyBytes_AsStringAndSize(b, &data, &len) < 0)
+            goto fail;
         if (len < 1 || len > OL_KV_MAX_KEY) {
             PyErr_Format(PyExc_ValueError, "a key is 1 to %u bytes", OL_KV_MAX_KEY);
             goto fail;
         }
-        (*keys)[i].data = PyBytes_AS_STRING(b);
+        (*keys)[i].data = data;
         (*keys)[i].len = (uint16_t)len;
     }
     Py_DECREF(fast);
@@ -174,11 +220,22 @@ fail:
     return NULL;
 }
 
+/* l[i] = v (stolen) in a new list; v NULL (out of memory) drops the list, so
+ * that no list with a NULL item gets back to Python. */
+static int list_fill(PyObject **l, Py_ssize_t i, PyObject *v)
+{
+    if (!v) {
+        Py_CLEAR(*l);
+        return -1;
+    }
+    return PyList_SetItem(*l, i, v);
+}
+
 static PyObject *status_list(const uint16_t *st, Py_ssize_t n)
 {
     PyObject *l = PyList_New(n);
     for (Py_ssize_t i = 0; l && i < n; i++)
-        PyList_SET_ITEM(l, i, PyLong_FromLong(st[i]));
+        list_fill(&l, i, PyLong_FromLong(st[i]));
     return l;
 }
 
@@ -207,7 +264,7 @@ static PyObject *Client_exists(ClientObject *self, PyObject *arg)
     } else {
         PyObject *l = PyList_New(n);
         for (Py_ssize_t i = 0; l && i < n; i++)
-            PyList_SET_ITEM(l, i, PyBool_FromLong(present[i]));
+            list_fill(&l, i, PyBool_FromLong(present[i]));
         res = l ? Py_BuildValue("(NI)", l, leading) : NULL;
     }
     PyMem_Free(present);
@@ -239,13 +296,14 @@ static PyObject *put_or_get(ClientObject *self, PyObject *args, int is_get)
             PyErr_NoMemory();
         goto out;
     }
-    if (PySequence_Fast_GET_SIZE(fast) != n) {
+    if (fast_size(fast) != n) {
         PyErr_SetString(PyExc_ValueError, "as many buffers as keys");
         goto out;
     }
     for (Py_ssize_t i = 0; i < n; i++, nviews++) {
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(fast, i), &views[i],
-                               is_get ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+        PyObject *v = fast_item(fast, i);
+        if (!v || PyObject_GetBuffer(v, &views[i], is_get ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS
+                                                          : PyBUF_C_CONTIGUOUS) < 0)
             goto out;
         ptrs[i] = views[i].buf;
         lens[i] = (uint64_t)views[i].len;
@@ -264,8 +322,8 @@ static PyObject *put_or_get(ClientObject *self, PyObject *args, int is_get)
     if (is_get) {
         PyObject *l = PyList_New(n);
         for (Py_ssize_t i = 0; l && i < n; i++)
-            PyList_SET_ITEM(l, i, st[i] == OL_KV_OK ? PyLong_FromUnsignedLongLong(got[i])
-                                                    : PyLong_FromLong(-(long)st[i]));
+            list_fill(&l, i, st[i] == OL_KV_OK ? PyLong_FromUnsignedLongLong(got[i])
+                                               : PyLong_FromLong(-(long)st[i]));
         res = l;
     } else {
         res = status_list(st, n);
@@ -392,7 +450,7 @@ static PyObject *Client_close(ClientObject *self, PyObject *unused)
 
 static PyObject *Client_enter(ClientObject *self, PyObject *unused)
 {
-    Py_INCREF(self);
+    Py_INCREF((PyObject *)self);
     return (PyObject *)self;
 }
 
@@ -467,11 +525,6 @@ static int slots_op(ClientObject *self, int op, struct ol_client_slot *sl, const
     return rc;
 }
 
-static PyBufferProcs Slot_as_buffer = {
-    (getbufferproc)Slot_getbuffer,
-    (releasebufferproc)Slot_releasebuffer,
-};
-
 /* Ends the reservation or pin of a Slot dropped while holding one (no view
  * can be alive: each holds a reference to the Slot). */
 static void Slot_dealloc(SlotObject *o)
@@ -481,8 +534,8 @@ static void Slot_dealloc(SlotObject *o)
         slots_op(cl, o->s.state == OL_CLIENT_SLOT_PINNED ? SLOT_RELEASE : SLOT_ABORT, &o->s, NULL, 1,
                  NULL);
     Py_XDECREF(o->key);
-    Py_XDECREF(cl);
-    Py_TYPE(o)->tp_free((PyObject *)o);
+    Py_XDECREF((PyObject *)cl);
+    free_object((PyObject *)o);
 }
 
 static PyObject *Slot_view(SlotObject *o, void *closure)
@@ -575,18 +628,26 @@ static PyGetSetDef Slot_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject SlotType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "openlake_client._native.Slot",
-    .tp_basicsize = sizeof(SlotObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A reservation (from Client.reserve) or a pin (from Client.acquire) of one key's\n"
-              "slot in the server's shared memory; made only by the Client.",
-    .tp_dealloc = (destructor)Slot_dealloc,
-    .tp_repr = (reprfunc)Slot_repr,
-    .tp_as_buffer = &Slot_as_buffer,
-    .tp_methods = Slot_methods,
-    .tp_getset = Slot_getset,
+/* Not GC: a Slot holds its Client and its key (bytes), neither of which can
+ * reach back to it. Immutable and not instantiable from Python, as the static
+ * type was (a Slot is made only by reserve/acquire). */
+static PyType_Slot Slot_slots[] = {
+    {Py_tp_doc, (void *)"A reservation (from Client.reserve) or a pin (from Client.acquire) of one key's\n"
+                        "slot in the server's shared memory; made only by the Client."},
+    {Py_tp_dealloc, (void *)Slot_dealloc},
+    {Py_tp_repr, (void *)Slot_repr},
+    {Py_tp_methods, Slot_methods},
+    {Py_tp_getset, Slot_getset},
+    {Py_bf_getbuffer, (void *)Slot_getbuffer},
+    {Py_bf_releasebuffer, (void *)Slot_releasebuffer},
+    {0, NULL},
+};
+
+static PyType_Spec Slot_spec = {
+    .name = "openlake_client._native.Slot",
+    .basicsize = sizeof(SlotObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = Slot_slots,
 };
 
 /* reserve(keys, size) / acquire(keys): one Slot per key. */
@@ -619,20 +680,20 @@ static PyObject *reserve_or_acquire(ClientObject *self, PyObject *kseq, unsigned
     if (!(res = PyList_New(n)))
         goto undo;
     for (Py_ssize_t i = 0; i < n; i++) {
-        SlotObject *o = PyObject_New(SlotObject, &SlotType);
+        SlotObject *o = PyObject_New(SlotObject, SlotType); /* holds a reference to SlotType */
         if (!o)
             goto undo;
-        Py_INCREF(self);
+        Py_INCREF((PyObject *)self);
         o->client = self;
         o->client_gen = self->gen;
         o->s = sl[i];
-        o->key = PyList_GET_ITEM(hold, i);
+        o->key = PyList_GetItem(hold, i);
         Py_INCREF(o->key);
         o->status = st[i];
         o->exports = 0;
         o->busy = 0;
         sl[i].state = OL_CLIENT_SLOT_NONE; /* the Slot owns it now */
-        PyList_SET_ITEM(res, i, (PyObject *)o);
+        PyList_SetItem(res, i, (PyObject *)o);
     }
     goto out;
 undo: /* out of memory: give back what no Slot owns (the list's Slots end theirs) */
@@ -661,7 +722,10 @@ static PyObject *Client_acquire(ClientObject *self, PyObject *kseq)
     return reserve_or_acquire(self, kseq, 0, 1);
 }
 
-/* commit(slots, lens) / abort(slots) / release(slots): per Slot a status. */
+/* commit(slots, lens) / abort(slots) / release(slots): per Slot a status.
+ * The Slots are taken (strong references, in objs) before the call: the
+ * caller's list may change while the GIL is released, and the busy marks
+ * must come off the very objects they were put on. */
 static PyObject *slots_call(ClientObject *self, PyObject *sseq, PyObject *lseq, int op)
 {
     static const char *names[] = {"commit", "abort", "release"};
@@ -670,27 +734,30 @@ static PyObject *slots_call(ClientObject *self, PyObject *sseq, PyObject *lseq, 
     PyObject *fast = PySequence_Fast(sseq, "slots must be a sequence of Slot");
     if (!fast)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    Py_ssize_t n = fast_size(fast), nobjs = 0;
     PyObject *lfast = NULL, *res = NULL;
+    SlotObject **objs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *objs);
     struct ol_client_slot *sl = PyMem_Calloc((size_t)(n ? n : 1), sizeof *sl);
     uint64_t *lens = PyMem_Calloc((size_t)(n ? n : 1), sizeof *lens);
     uint16_t *st = PyMem_Calloc((size_t)(n ? n : 1), sizeof *st);
-    if (!sl || !lens || !st) {
+    if (!objs || !sl || !lens || !st) {
         PyErr_NoMemory();
         goto out;
     }
     if (lseq && lseq != Py_None) {
         if (!(lfast = PySequence_Fast(lseq, "lens must be a sequence of int")))
             goto out;
-        if (PySequence_Fast_GET_SIZE(lfast) != n) {
+        if (fast_size(lfast) != n) {
             PyErr_SetString(PyExc_ValueError, "as many lens as slots");
             goto out;
         }
     }
     /* check everything before anything is sent */
     for (Py_ssize_t i = 0; i < n; i++) {
-        SlotObject *o = (SlotObject *)PySequence_Fast_GET_ITEM(fast, i);
-        if (!PyObject_TypeCheck(o, &SlotType)) {
+        SlotObject *o = (SlotObject *)fast_item(fast, i);
+        if (!o)
+            goto out;
+        if (!PyObject_TypeCheck((PyObject *)o, SlotType)) {
             PyErr_SetString(PyExc_TypeError, "slots must be Slot objects");
             goto out;
         }
@@ -711,22 +778,30 @@ static PyObject *slots_call(ClientObject *self, PyObject *sseq, PyObject *lseq, 
         sl[i] = slot_held(o) ? o->s : (struct ol_client_slot){0};
         lens[i] = o->s.len;
         if (lfast) {
-            lens[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(lfast, i));
+            PyObject *len = fast_item(lfast, i);
+            if (!len)
+                goto out;
+            lens[i] = PyLong_AsUnsignedLongLong(len);
             if (PyErr_Occurred())
                 goto out;
         }
+        Py_INCREF((PyObject *)o);
+        objs[nobjs++] = o;
     }
     for (Py_ssize_t i = 0; i < n; i++)
-        ((SlotObject *)PySequence_Fast_GET_ITEM(fast, i))->busy = 1;
+        objs[i]->busy = 1;
     int rc = slots_op(self, op, sl, lens, n, st);
     for (Py_ssize_t i = 0; i < n; i++) {
-        SlotObject *o = (SlotObject *)PySequence_Fast_GET_ITEM(fast, i);
+        SlotObject *o = objs[i];
         o->busy = 0;
         if (slot_held(o))
             o->s = sl[i];
     }
     res = rc < 0 ? raise_rc(rc, names[op]) : status_list(st, n);
 out:
+    for (Py_ssize_t i = 0; i < nobjs; i++)
+        Py_DECREF((PyObject *)objs[i]);
+    PyMem_Free(objs);
     PyMem_Free(sl);
     PyMem_Free(lens);
     PyMem_Free(st);
@@ -797,19 +872,25 @@ static PyGetSetDef Client_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject ClientType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "openlake_client._native.Client",
-    .tp_basicsize = sizeof(ClientObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Client(addr, token=None, namespace='default', token_file=None, value_size=0, timeout_ms=0)\n\n"
-              "A connection to an OpenLake KV service: addr is its Unix socket path (values\n"
-              "through shared memory) or 'host:port' (values over TCP).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Client_init,
-    .tp_dealloc = (destructor)Client_dealloc,
-    .tp_methods = Client_methods,
-    .tp_getset = Client_getset,
+/* Not GC: a Client holds no Python object. Immutable, as the static type
+ * was; Python may subclass it. */
+static PyType_Slot Client_slots[] = {
+    {Py_tp_doc, (void *)"Client(addr, token=None, namespace='default', token_file=None, value_size=0, timeout_ms=0)\n\n"
+                        "A connection to an OpenLake KV service: addr is its Unix socket path (values\n"
+                        "through shared memory) or 'host:port' (values over TCP)."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)Client_init},
+    {Py_tp_dealloc, (void *)Client_dealloc},
+    {Py_tp_methods, Client_methods},
+    {Py_tp_getset, Client_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Client_spec = {
+    .name = "openlake_client._native.Client",
+    .basicsize = sizeof(ClientObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = Client_slots,
 };
 
 static struct PyModuleDef native_module = {
@@ -819,24 +900,25 @@ static struct PyModuleDef native_module = {
 
 PyMODINIT_FUNC PyInit__native(void)
 {
-    if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&SlotType) < 0)
-        return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m)
         return NULL;
-    Py_INCREF(&ClientType);
-    Py_INCREF(&SlotType);
-    if (PyModule_AddObject(m, "Client", (PyObject *)&ClientType) < 0) {
-        Py_DECREF(&ClientType);
-        Py_DECREF(&SlotType);
+    PyTypeObject *client_type = (PyTypeObject *)PyType_FromSpec(&Client_spec);
+    SlotType = (PyTypeObject *)PyType_FromSpec(&Slot_spec);
+    int rc = client_type && SlotType ? PyModule_AddType(m, client_type) : -1;
+    if (rc == 0)
+        rc = PyModule_AddType(m, SlotType);
+    Py_XDECREF((PyObject *)client_type); /* the module holds it */
+    if (rc < 0) {
+        Py_CLEAR(SlotType);
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddObject(m, "Slot", (PyObject *)&SlotType) < 0) {
-        Py_DECREF(&SlotType);
-        Py_DECREF(m);
-        return NULL;
-    }
+#if PY_VERSION_HEX < 0x030A0000
+    /* 3.9 has no Py_TPFLAGS_DISALLOW_INSTANTIATION: Slot() fails as it does
+     * for a static type with no tp_new (3.9 is built without the limited API) */
+    SlotType->tp_new = NULL;
+#endif
     static const struct { const char *name; int v; } consts[] = {
         {"OK", OL_KV_OK}, {"EXISTS", OL_KV_EXISTS}, {"NOT_FOUND", OL_KV_NOT_FOUND},
         {"NOSPACE", OL_KV_NOSPACE}, {"TOO_LARGE", OL_KV_TOO_LARGE_ST},
