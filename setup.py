@@ -5,6 +5,12 @@ checkout, or the sdist, which carries them: MANIFEST.in).
 - The extension compiles the C client (src/client/client.c), the wire codec
   (src/kv/proto.c) and the slab helpers (src/kv/slab.c) with the extension's
   own glue (python/src/_native.c), and links ISA-L and xxhash.
+- Built by CPython 3.11 or newer, the extension keeps to the limited API of
+  3.11 (Py_LIMITED_API 0x030b0000: the stable ABI) and the wheel is tagged
+  cp311-abi3, so one wheel serves every CPython from 3.11 on. 3.9 and 3.10
+  (requires-python is >= 3.9) get an ordinary version-specific build of the
+  same source: the buffer protocol _native.c needs is limited API only from
+  3.11.
 - The binaries are the Makefile's (make B=build/pkg build/pkg/openlaked
   build/pkg/openlake): they need the libraries the Makefile links (liburing,
   ISA-L, OpenSSL, xxhash, expat: docs/packaging.md names the packages). They
@@ -18,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
@@ -35,6 +42,7 @@ def makefile_version():
 
 VERSION = makefile_version()
 BINARIES = ("openlaked", "openlake")
+LIMITED_API = sys.version_info >= (3, 11)   # see the docstring
 
 
 class build_py_with_binaries(build_py):
@@ -67,10 +75,13 @@ setup(
             sources=["python/src/_native.c", "src/client/client.c", "src/kv/proto.c",
                      "src/kv/slab.c"],
             include_dirs=["include", "src"],
-            define_macros=[("OL_VERSION", f'"{VERSION}"')],
+            define_macros=[("OL_VERSION", f'"{VERSION}"')] +
+                          ([("Py_LIMITED_API", "0x030b0000")] if LIMITED_API else []),
+            py_limited_api=LIMITED_API,
             libraries=["isal", "xxhash", "pthread"],
             extra_compile_args=["-std=c17", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra",
                                 "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
         )
     ],
+    options={"bdist_wheel": {"py_limited_api": "cp311"}} if LIMITED_API else {},
 )

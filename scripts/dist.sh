@@ -2,9 +2,11 @@
 # Builds the pip package openlake-vllm into dist/ (make dist; docs/packaging.md):
 #   dist/openlake_vllm-VERSION.tar.gz   the sdist: the Python package and every
 #                                       C source it builds from (MANIFEST.in)
-#   dist/openlake_vllm-VERSION-cpXY-cpXY-manylinux_2_N_x86_64.whl
+#   dist/openlake_vllm-VERSION-cp311-abi3-manylinux_2_N_x86_64.whl
 #                                       the wheel, built from that sdist, with the
-#                                       shared libraries its ELF files need copied in
+#                                       shared libraries its ELF files need copied in;
+#                                       one wheel for every CPython from 3.11 (the
+#                                       extension keeps to the limited API: setup.py)
 #   1. .venv-dist: the tools of scripts/requirements-dist.txt (redone when it changes)
 #   2. python -m build: the sdist, then the wheel from the unpacked sdist (so a
 #      source the sdist lacks fails here, not on a user's machine); no build
@@ -13,7 +15,8 @@
 #      ISA-L, OpenSSL, xxhash, expat) into openlake_vllm.libs/, RPATHs set, and
 #      the tag of the oldest glibc the extension and binaries accept; then
 #      auditwheel show of the result
-# Python: $PYTHON (default python3); the wheel is for that CPython.
+# Python: $PYTHON (default python3): from 3.11, the wheel is cp311-abi3; a 3.9
+# or 3.10 one is for that CPython only (cpXY-cpXY).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}

@@ -66,7 +66,7 @@ def clean_env(**extra):
 
 
 # The interpreter the test venv was made from: the new venvs use it too (the
-# wheel is for one CPython, and the vLLM venv borrows the test venv's packages).
+# vLLM venv borrows the test venv's packages, built for that CPython).
 BASE_PY = os.path.realpath(sys.executable)
 
 
@@ -179,18 +179,20 @@ def round_trip(py, d, venv):
 def test_wheel_is_manylinux_and_needs_nothing_unbundled(dist):
     """auditwheel repaired the wheel to a manylinux tag; each ELF file in it
     (the extension and both binaries) needs only libraries it carries in
-    openlake_vllm.libs/ or ones that policy lets a wheel take from the system."""
+    openlake_vllm.libs/ or ones that policy lets a wheel take from the system.
+    Built by CPython 3.11 or newer the wheel is cp311-abi3 (the extension keeps
+    to the limited API: one wheel for every CPython from 3.11; setup.py)."""
     name = dist["wheel"].name
-    m = re.match(rf"openlake_vllm-{re.escape(VERSION)}-cp(\d+)-cp\d+-manylinux_(\d+)_(\d+)_x86_64\.whl$",
-                 name)
+    tag = "cp311-abi3" if sys.version_info >= (3, 11) else "cp{0}{1}-cp{0}{1}".format(*sys.version_info)
+    m = re.match(rf"openlake_vllm-{re.escape(VERSION)}-{tag}-manylinux_(\d+)_(\d+)_x86_64\.whl$", name)
     assert m, name
-    assert f'consistent with the following platform tag: "manylinux_{m[2]}_{m[3]}_x86_64"' in \
+    assert f'consistent with the following platform tag: "manylinux_{m[1]}_{m[2]}_x86_64"' in \
         dist["log"].replace("\n", " ")
     venv = dist["clone"] / ".venv-dist"
     pol = run([str(venv / "bin" / "python"), "-c",
                "import json, pathlib, auditwheel.policy as p;"
                "print((pathlib.Path(p.__file__).parent / 'manylinux-policy.json').read_text())"])
-    policy = next(p for p in json.loads(pol.stdout) if p["name"] == f"manylinux_{m[2]}_{m[3]}")
+    policy = next(p for p in json.loads(pol.stdout) if p["name"] == f"manylinux_{m[1]}_{m[2]}")
     allowed = set(policy["lib_whitelist"])
     out = dist["top"] / "wheel-unpacked"
     with zipfile.ZipFile(dist["wheel"]) as z:
