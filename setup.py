@@ -27,6 +27,7 @@ import subprocess
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -66,9 +67,26 @@ class build_py_with_binaries(build_py):
             os.chmod(dst, 0o755)
 
 
+class build_ext_alone(build_ext):
+    """build_ext, then any other _native*.so an earlier build left beside the
+    one just built is removed (a version-specific one from before the abi3
+    build, another CPython's): the wheel takes everything in the build dir,
+    and Python imports a version-specific extension before an abi3 one."""
+
+    def run(self):
+        super().run()
+        for ext in self.extensions:
+            built = self.get_ext_fullpath(ext.name)
+            d, stem = os.path.dirname(built), ext.name.rsplit(".", 1)[-1] + "."
+            for f in os.listdir(d):
+                p = os.path.join(d, f)
+                if f.startswith(stem) and f.endswith(".so") and p != built:
+                    os.remove(p)
+
+
 setup(
     version=VERSION,
-    cmdclass={"build_py": build_py_with_binaries},
+    cmdclass={"build_py": build_py_with_binaries, "build_ext": build_ext_alone},
     ext_modules=[
         Extension(
             "openlake_client._native",
