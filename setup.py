@@ -15,11 +15,13 @@ checkout, or the sdist, which carries them: MANIFEST.in).
   build/pkg/openlake): they need the libraries the Makefile links (liburing,
   ISA-L, OpenSSL, xxhash, expat: docs/packaging.md names the packages). They
   go into the package as openlake_client/bin/, which the console scripts
-  openlaked and openlake run (openlake_client/_bin.py); debug info stripped.
+  openlaked and openlake run (openlake_client/_bin.py); debug info stripped;
+  built without -Werror (WERROR=): a user's newer compiler may warn more.
 - The version is the Makefile's VERSION, the one place it is set: it is the
   package's version, openlake_client.__version__ (the extension gets it as
   OL_VERSION, as the binaries do) and what `openlake version` prints.
 """
+import glob
 import os
 import re
 import shutil
@@ -52,8 +54,8 @@ class build_py_with_binaries(build_py):
     def run(self):
         super().run()
         b = os.path.join("build", "pkg")
-        cmd = ["make", "-C", ROOT, f"-j{os.cpu_count() or 1}", f"B={b}"]
-        if not os.path.isdir(os.path.join(ROOT, ".git")):
+        cmd = ["make", "-C", ROOT, f"-j{os.cpu_count() or 1}", f"B={b}", "WERROR="]
+        if not os.path.exists(os.path.join(ROOT, ".git")):   # a file in a worktree
             cmd.append("GIT=sdist")      # not a checkout: no commit to name
         cmd += [f"{b}/{name}" for name in BINARIES]
         self.announce("building the binaries: " + " ".join(cmd), level=2)
@@ -93,6 +95,10 @@ setup(
             sources=["python/src/_native.c", "src/client/client.c", "src/kv/proto.c",
                      "src/kv/slab.c"],
             include_dirs=["include", "src"],
+            # rebuilt when a header or the Makefile (VERSION) changes, not
+            # only a .c (an in-tree pip install . after an edit)
+            depends=sorted(glob.glob("src/**/*.h", recursive=True) +
+                           glob.glob("include/**/*.h", recursive=True)) + ["Makefile"],
             define_macros=[("OL_VERSION", f'"{VERSION}"')] +
                           ([("Py_LIMITED_API", "0x030b0000")] if LIMITED_API else []),
             py_limited_api=LIMITED_API,

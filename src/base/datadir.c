@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,12 +19,10 @@ static const char *ol_env_in(char **envp, const char *name)
     return NULL;
 }
 
-int ol_datadir_default(char **envp, char *out, size_t len)
+/* The per-user dir into out: 1, or 0 when neither variable is usable, -1
+ * when it would not fit (out is then undefined). */
+static int ol_per_user(char **envp, char *out, size_t len)
 {
-    struct stat st;
-    snprintf(out, len, "./data");
-    if (stat("data", &st) == 0 && S_ISDIR(st.st_mode))
-        return 0;
     const char *xdg = ol_env_in(envp, "XDG_DATA_HOME");
     const char *home = ol_env_in(envp, "HOME");
     int n;
@@ -33,11 +32,48 @@ int ol_datadir_default(char **envp, char *out, size_t len)
         n = snprintf(out, len, "%s/.local/share/openlake", home);
     else
         return 0;
-    if (n < 0 || (size_t)n >= len) {
-        snprintf(out, len, "./data");
-        return -1;
+    return n < 0 || (size_t)n >= len ? -1 : 1;
+}
+
+static bool ol_is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int ol_datadir_default(char **envp, char *out, size_t len)
+{
+    if (!ol_is_dir("data")) {
+        int rc = ol_per_user(envp, out, len);
+        if (rc != 0) {
+            if (rc > 0)
+                return 1;
+            snprintf(out, len, "./data");
+            return -1;
+        }
     }
-    return 1;
+    snprintf(out, len, "./data");
+    return 0;
+}
+
+int ol_datadir_find(char **envp, const char *name, char *out, size_t len)
+{
+    char dir[PATH_MAX];
+    struct stat st;
+    ol_datadir_default(envp, dir, sizeof dir);
+    snprintf(out, len, "%s/%s", dir, name);
+    if (strcmp(dir, "./data") != 0 || lstat(out, &st) == 0)
+        return 0;
+    /* ./data without it: a daemon on the per-user dir, started elsewhere */
+    if (ol_per_user(envp, dir, sizeof dir) > 0) {
+        char alt[PATH_MAX];
+        if (snprintf(alt, sizeof alt, "%s/%s", dir, name) < (int)sizeof alt &&
+            lstat(alt, &st) == 0) {
+            snprintf(out, len, "%s", alt);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int ol_datadir_make_parents(const char *path)

@@ -9,7 +9,10 @@
  *
  * So a developer's checkout (make run makes ./data) keeps its data in the
  * tree, and a daemon installed with pip keeps it per user wherever it is
- * started from, and `openlake kv` run from any directory finds it. The
+ * started from. A client looking for the daemon's file (kv.sock,
+ * kv.token, s3.credentials) takes it from ./data when it is there, else
+ * from the per-user dir (ol_datadir_find): a project's own ./data folder
+ * does not hide a per-user daemon from `openlake kv` started in it. The
  * Python connector (openlake_client/connector/config.py) follows the same
  * rule for the socket.
  *
@@ -27,6 +30,12 @@
  * ol_datadir_make_parents), 0 when it is "./data", -1 (out "./data") when
  * the XDG path would not fit in len. */
 int ol_datadir_default(char **envp, char *out, size_t len);
+
+/* Where a client finds the daemon's file name (e.g. "kv.sock") when told
+ * nothing: <default dir>/name; but when that is ./data/name and missing,
+ * the per-user dir's name if that exists. Into out (its len bytes hold
+ * it, truncated otherwise); 1 when the per-user one was taken. */
+int ol_datadir_find(char **envp, const char *name, char *out, size_t len);
 
 /* Makes every missing parent of path (not path itself), mode 0700 as the
  * XDG base directory spec asks. 0, or -errno of the mkdir that failed. */

@@ -108,8 +108,8 @@ int ol_cli_kv_token(const struct ol_cli *cli, const char *cmd, const char *token
                     const char *token_file, struct ol_client_opts *o, char *tokpath);
 
 /* The KV socket when --addr is not given: kv.sock in the daemon's default
- * data dir (base/datadir.h: ./data here, else the per-user one). A static
- * buffer. */
+ * data dir (base/datadir.h: ./data's if there, else the per-user one's).
+ * A static buffer. */
 const char *ol_cli_default_kv_sock(void);
 
 /* ---- commands (one cmd_NAME.c each; `help` lives in main.c) ------------- */

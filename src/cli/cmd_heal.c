@@ -13,6 +13,7 @@
  */
 #include "cli/cli.h"
 #include "cli/output.h"
+#include "base/datadir.h"
 #include "base/secretfile.h"
 #include "s3/pct.h"
 #include "s3/sigv4.h"
@@ -282,7 +283,9 @@ static int parse(const struct ol_cli *cli, int argc, char **argv, struct ol_heal
         snprintf(a->ak, sizeof a->ak, "%s", ak);
         snprintf(a->sk, sizeof a->sk, "%s", sk);
     } else {
-        const char *f = a->credentials ? a->credentials : "./data/s3.credentials";
+        char dflt[4096];
+        ol_datadir_find(environ, "s3.credentials", dflt, sizeof dflt);
+        const char *f = a->credentials ? a->credentials : dflt;
         if (read_credentials(a, f) < 0)
             return ol_cli_usage_error(cli, "heal",
                                       "no S3 credential: give --access-key and --secret-key-file, "

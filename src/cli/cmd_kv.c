@@ -67,9 +67,7 @@ static const char *ol_env(const char *name)
 const char *ol_cli_default_kv_sock(void)
 {
     static char sock[4096];
-    char dir[4096 - 8];
-    ol_datadir_default(environ, dir, sizeof dir);
-    snprintf(sock, sizeof sock, "%s/kv.sock", dir);
+    ol_datadir_find(environ, "kv.sock", sock, sizeof sock);
     return sock;
 }
 

@@ -90,20 +90,15 @@ int ol_daemon_dirs(struct ol_daemon *d, char *err, size_t errlen)
             want[n++] = (struct ol_dir_want){.path = c->kv_disk.dirs[i], .noun = "KV disk dir",
                                              .key = "kv_disk.dirs"};
 
-    /* The per-user default (no data_dirs anywhere, no ./data): its parents
-     * (~/.local/share) are made, as any XDG program does; a configured
-     * directory's never are. */
-    if (c->data_dir_per_user) {
-        int rc = ol_datadir_make_parents(c->data_dirs[0]);
-        if (rc < 0) {
-            snprintf(err, errlen, "data dir %s (the per-user default: no data_dirs given and no "
-                     "./data here): cannot make its parents: %s", c->data_dirs[0], strerror(-rc));
-            return rc;
-        }
-    }
     for (unsigned i = 0; i < n; i++) {
         struct ol_dir_want *w = &want[i];
         w->probe = ol_dirlock_probe(w->path, w->parent, sizeof w->parent);
+        /* The per-user default (no data_dirs anywhere, no ./data) may lack
+         * its parents (~/.local/share): made below, once every other
+         * directory passed, as any XDG program makes them; a configured
+         * directory's never are. */
+        if (w->probe == -ENOENT && i == 0 && c->data_dir_per_user)
+            continue;
         if (w->probe == -ENOENT) {
             snprintf(err, errlen, "%s %s does not exist and neither does its parent %s (a drive "
                      "not mounted? a typo in %s?)", w->noun, w->path, w->parent, w->key);
@@ -112,6 +107,24 @@ int ol_daemon_dirs(struct ol_daemon *d, char *err, size_t errlen)
         if (w->probe == -ENOTDIR) {
             snprintf(err, errlen, "%s %s: it or its parent %s is not a directory", w->noun,
                      w->path, w->parent);
+            return w->probe;
+        }
+        if (w->probe < 0)
+            ol_warn("%s %s: %s; not locked, left to what uses it", w->noun, w->path,
+                    strerror(-w->probe));
+    }
+
+    if (c->data_dir_per_user && want[0].probe == -ENOENT) {
+        struct ol_dir_want *w = &want[0];
+        int rc = ol_datadir_make_parents(w->path);
+        if (rc < 0) {
+            snprintf(err, errlen, "data dir %s (the per-user default: no data_dirs given and no "
+                     "./data here): cannot make its parents: %s", w->path, strerror(-rc));
+            return rc;
+        }
+        w->probe = ol_dirlock_probe(w->path, w->parent, sizeof w->parent);
+        if (w->probe == -ENOENT || w->probe == -ENOTDIR) {   /* its parents went meanwhile */
+            snprintf(err, errlen, "data dir %s: %s", w->path, strerror(-w->probe));
             return w->probe;
         }
         if (w->probe < 0)

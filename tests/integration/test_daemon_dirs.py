@@ -193,6 +193,14 @@ def test_no_data_dir_named_uses_dot_data_else_the_per_user_one(make_daemon, tmp_
         raise AssertionError(d.stderr())
 
     xdg = tmp_path / "x" / "y"                  # neither there yet
+    # A start that fails on another directory makes nothing, parents included.
+    bad = make_daemon(start=False, env={"XDG_DATA_HOME": str(xdg), **CREDS},
+                      args=["--kv-disk.capacity-gb", "1",
+                            "--kv-disk.dirs", str(tmp_path / "no" / "such" / "kvdisk")])
+    i = bad.args.index("--data-dirs")
+    del bad.args[i:i + 2]
+    assert "KV disk dir" in refused(bad)
+    assert not (tmp_path / "x").exists()
     a = start({"XDG_DATA_HOME": str(xdg)})
     want = xdg / "openlake"
     assert banner_dir(a) == str(want)
@@ -204,6 +212,9 @@ def test_no_data_dir_named_uses_dot_data_else_the_per_user_one(make_daemon, tmp_
     r = cli("kv", "put", "k", "--value", "per-user", env=env, cwd=elsewhere)
     assert r.returncode == 0, r.stderr
     r = cli("kv", "get", "k", env=env, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, b"per-user"), r.stderr
+    (elsewhere / "data").mkdir()                # a project's own ./data, no daemon in it
+    r = cli("kv", "get", "k", env=env, cwd=elsewhere)
     assert (r.returncode, r.stdout) == (0, b"per-user"), r.stderr
     a.stop()
 

@@ -14,8 +14,8 @@ sys.path, and the tests check where openlake_client is imported from):
   connector and no extra config at all (the socket and token found by the
   default rule): a second engine loads what the first saved and gives the
   same tokens;
-- the sdist: pip compiles it (extension and binaries) and its client and
-  daemon work the same;
+- the sdist: pip compiles it (extension and binaries), and its daemon,
+  started the same way, serves its client;
 - auditwheel's verdict: every library an ELF file of the wheel needs is in
   the wheel or in the manylinux policy of its tag.
 
@@ -29,11 +29,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -52,9 +55,26 @@ def makefile_version():
 VERSION = makefile_version()
 
 
-def run(cmd, timeout=900, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
-    assert r.returncode == 0, f"{cmd}: exit {r.returncode}\n{r.stdout[-4000:]}\n{r.stderr[-6000:]}"
+def run(cmd, timeout=900, check=True, **kw):
+    """cmd to completion in a session of its own: on a timeout its whole
+    process group goes (make -j's compilers, vLLM's engine core), not only
+    the parent."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, **kw)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except BaseException:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)   # anything it left behind
+        except ProcessLookupError:
+            pass
+    r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+    if check:
+        assert r.returncode == 0, f"{cmd}: exit {r.returncode}\n{out[-4000:]}\n{err[-6000:]}"
     return r
 
 
@@ -75,7 +95,10 @@ def dist(tmp_path_factory):
     top = tmp_path_factory.mktemp("pkg")
     clone = top / "clone"
     run(["git", "clone", "-q", ROOT, str(clone)], timeout=300)
-    r = run(["bash", "scripts/dist.sh"], cwd=clone, env=clean_env(PYTHON=BASE_PY), timeout=1200)
+    # The build tools' venv lives in the repository under test (ignored by git),
+    # filled from PyPI once and reused by later runs.
+    r = run(["bash", "scripts/dist.sh"], cwd=clone, timeout=1200,
+            env=clean_env(PYTHON=BASE_PY, DIST_VENV=os.path.join(ROOT, ".venv-dist")))
     wheels = list((clone / "dist").glob("*.whl"))
     sdists = list((clone / "dist").glob("*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1, os.listdir(clone / "dist")
@@ -120,11 +143,20 @@ class Pkgd:
              "--kv-addr", f"127.0.0.1:{self.kv_port}", "--kv-slab.capacity-gb", "0.25"],
             cwd=self.cwd, env=self.env, stdout=subprocess.PIPE, stderr=self.errf, text=True)
         self.banner = []
-        for line in iter(self.proc.stdout.readline, ""):
-            self.banner.append(line)
-            if line.startswith("Stop with"):
-                break
-        assert self.banner and self.banner[-1].startswith("Stop with"), self.stderr()
+        hung = threading.Timer(60, self.proc.kill)    # no banner in 60 s: stop waiting
+        hung.start()
+        try:
+            for line in iter(self.proc.stdout.readline, ""):
+                self.banner.append(line)
+                if line.startswith("Stop with"):
+                    break
+            assert self.banner and self.banner[-1].startswith("Stop with"), self.stderr()
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        finally:
+            hung.cancel()
         self.sock = str(self.data / "kv.sock")
 
     def stderr(self):
@@ -134,10 +166,14 @@ class Pkgd:
 
     def stop(self):
         self.proc.terminate()
-        rc = self.proc.wait(timeout=60)
+        try:
+            rc = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
         self.proc.stdout.close()
         self.errf.close()
-        assert rc == 0, self.stderr()
+        assert rc == 0, f"openlaked exited {rc}: {self.stderr()}"
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +224,7 @@ def test_wheel_is_manylinux_and_needs_nothing_unbundled(dist):
     assert m, name
     assert f'consistent with the following platform tag: "manylinux_{m[1]}_{m[2]}_x86_64"' in \
         dist["log"].replace("\n", " ")
-    venv = dist["clone"] / ".venv-dist"
+    venv = Path(ROOT) / ".venv-dist"   # the build tools dist.sh used (DIST_VENV)
     pol = run([str(venv / "bin" / "python"), "-c",
                "import json, pathlib, auditwheel.policy as p;"
                "print((pathlib.Path(p.__file__).parent / 'manylinux-policy.json').read_text())"])
@@ -238,13 +274,19 @@ def test_wheel_daemon_cli_and_client(wheel_daemon, wheel_venv, dist):
     round_trip(wheel_venv, d, wheel_venv.parent.parent)
 
 
-def test_sdist_builds_and_its_client_round_trips(dist, wheel_daemon):
+def test_sdist_builds_and_its_daemon_and_client_work(dist):
     """pip install of the sdist, as a user runs it (build isolation: pip fetches
-    setuptools and wheel), compiles the extension and the binaries."""
+    setuptools and wheel), compiles the extension and the binaries; its
+    openlaked serves its client."""
     py = make_venv(dist["top"] / "venv-sdist", str(dist["sdist"]))
     r = run([str(py.parent / "openlaked"), "--version"], env=clean_env())
     assert r.stdout.startswith(f"openlaked {VERSION} "), r.stdout
-    round_trip(py, wheel_daemon, py.parent.parent)
+    d = Pkgd(py, dist["top"])
+    try:
+        assert f"  data dir:     {d.data}\n" in d.banner, "".join(d.banner)
+        round_trip(py, d, py.parent.parent)
+    finally:
+        d.stop()
 
 
 def _vllm_here():
@@ -284,9 +326,8 @@ def test_vllm_connector_from_the_wheel_hits(dist, wheel_daemon):
                                     "max_model_len": 512, "kv_transfer_config": conn,
                                     "prompts": [{"prompt_token_ids": prompt}]}))
         t = time.time()
-        r = subprocess.run([str(py), str(harness / "run_engine.py"), str(spec), str(out)],
-                           capture_output=True, text=True, timeout=900, env=d.env, cwd=d.cwd)
-        assert r.returncode == 0, (r.stdout + r.stderr)[-8000:]
+        run([str(py), str(harness / "run_engine.py"), str(spec), str(out)], timeout=900,
+            env=d.env, cwd=d.cwd)
         res = json.loads(out.read_text())
         res["wall"] = time.time() - t
         outs.append(res)

@@ -367,6 +367,11 @@ def test_config_addresses(tmp_path, monkeypatch):
     (tmp_path / "data").mkdir()                               # ./data, where it is, first
     with pytest.raises(ValueError, match=r"no \./data/kv.sock"):
         _resolve_addrs(OpenLakeConfig.from_extra({}))
+    (tmp_path / "home" / ".local" / "share" / "openlake").mkdir(parents=True)
+    (tmp_path / "home" / ".local" / "share" / "openlake" / "kv.sock").touch()
+    # ... but a ./data without kv.sock (a project's own folder) hides no per-user daemon
+    assert _resolve_addrs(OpenLakeConfig.from_extra({}))[0][0] == \
+        str(tmp_path / "home" / ".local" / "share" / "openlake" / "kv.sock")
     (tmp_path / "data" / "kv.sock").touch()
     assert _resolve_addrs(OpenLakeConfig.from_extra({}))[0][0] == str(tmp_path / "data" / "kv.sock")
     cfg = OpenLakeConfig.from_extra({"openlake_socket": "/run/ol/kv.sock"})

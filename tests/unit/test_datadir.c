@@ -3,7 +3,8 @@
  * that directory is, else $XDG_DATA_HOME/openlake for an absolute
  * XDG_DATA_HOME, else $HOME/.local/share/openlake for an absolute HOME,
  * else ./data; a path that would not fit falls back to ./data (-1); a file
- * named data is not the directory; ol_datadir_make_parents makes every
+ * named data is not the directory; a client's ol_datadir_find takes
+ * ./data's file, else the per-user dir's when ./data lacks it; ol_datadir_make_parents makes every
  * missing parent 0700 and not the last component, and says which mkdir
  * failed.
  */
@@ -52,6 +53,32 @@ OLT_TEST(datadir_default_rule)
     OLT_CHECK_EQ(mkdir("data", 0700), 0);               /* the directory wins */
     OLT_CHECK_EQ(ol_datadir_default(both, out, sizeof out), 0);
     OLT_CHECK_STR(out, "./data");
+
+    /* A client's find: ./data's file when it is there, else the per-user
+     * one's when that is, else the default path (for the error). */
+    char xdg[300], env0[320], want[400];
+    snprintf(xdg, sizeof xdg, "%s/xdg", olt_tmpdir());
+    snprintf(env0, sizeof env0, "XDG_DATA_HOME=%s", xdg);
+    char *env[] = {env0, NULL};
+    OLT_CHECK_EQ(ol_datadir_find(env, "kv.sock", out, sizeof out), 0);
+    OLT_CHECK_STR(out, "./data/kv.sock");
+    snprintf(want, sizeof want, "%s/openlake/kv.sock", xdg);
+    OLT_CHECK_EQ(ol_datadir_make_parents(want), 0);
+    fd = open(want, O_WRONLY | O_CREAT, 0600);
+    OLT_CHECK(fd >= 0);
+    close(fd);
+    OLT_CHECK_EQ(ol_datadir_find(env, "kv.sock", out, sizeof out), 1);
+    OLT_CHECK_STR(out, want);
+    fd = open("data/kv.sock", O_WRONLY | O_CREAT, 0600);
+    OLT_CHECK(fd >= 0);
+    close(fd);
+    OLT_CHECK_EQ(ol_datadir_find(env, "kv.sock", out, sizeof out), 0);
+    OLT_CHECK_STR(out, "./data/kv.sock");
+    OLT_CHECK_EQ(rmdir("data"), -1);                    /* not empty: ./data stays first */
+    OLT_CHECK_EQ(unlink("data/kv.sock"), 0);
+    OLT_CHECK_EQ(rmdir("data"), 0);                     /* no ./data: the per-user one */
+    OLT_CHECK_EQ(ol_datadir_find(env, "kv.sock", out, sizeof out), 0);
+    OLT_CHECK_STR(out, want);
     OLT_CHECK_EQ(chdir(here), 0);
 }
 

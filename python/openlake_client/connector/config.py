@@ -111,20 +111,36 @@ class OpenLakeConfig:
             populate_gb=num("openlake_populate_gb", 16.0, 0, 1 << 20, float))
 
 
-def default_data_dir() -> str:
-    """openlaked's data dir when its config names none, and so where its KV socket
-    is by default: ./data where that directory exists, else $XDG_DATA_HOME/openlake
-    (an absolute XDG_DATA_HOME only), else ~/.local/share/openlake. The same rule
-    as the daemon's and the CLI's (src/base/datadir.h)."""
-    if os.path.isdir("data"):
-        return "./data"
+def _per_user_data_dir() -> str | None:
     xdg = os.environ.get("XDG_DATA_HOME", "")
-    if xdg.startswith("/"):
+    if xdg.startswith("/"):            # the XDG spec: a relative one is ignored
         return os.path.join(xdg, "openlake")
     home = os.environ.get("HOME", "")
     if home.startswith("/"):
         return os.path.join(home, ".local", "share", "openlake")
-    return "./data"
+    return None
+
+
+def default_data_dir() -> str:
+    """openlaked's data dir when its config names none: ./data where that
+    directory exists, else $XDG_DATA_HOME/openlake (an absolute XDG_DATA_HOME
+    only), else ~/.local/share/openlake. The daemon's rule (src/base/datadir.h)."""
+    if os.path.isdir("data"):
+        return "./data"
+    return _per_user_data_dir() or "./data"
+
+
+def find_in_data_dir(name: str) -> str:
+    """Where a client finds the daemon's file `name` (kv.sock) when told nothing:
+    in default_data_dir(); but when that is ./data and lacks it, the per-user
+    dir's if that exists (a project's own ./data folder does not hide a per-user
+    daemon). The CLI's rule too (ol_datadir_find)."""
+    path = os.path.join(default_data_dir(), name)
+    if path.startswith("./data/") and not os.path.lexists(path):
+        alt = _per_user_data_dir()
+        if alt and os.path.lexists(os.path.join(alt, name)):
+            return os.path.join(alt, name)
+    return path
 
 
 def _parse_hostport(s: str) -> bool:
@@ -145,7 +161,7 @@ def _resolve_addrs(cfg: OpenLakeConfig) -> list[tuple[str, str | None, str | Non
     if cfg.device == "local":
         sock = cfg.socket or os.environ.get("OPENLAKE_KV_SOCKET") or None
         if sock is None:
-            guess = os.path.join(default_data_dir(), "kv.sock")
+            guess = find_in_data_dir("kv.sock")
             if os.path.exists(guess):
                 sock = os.path.abspath(guess)
         if sock is None:
