@@ -476,7 +476,8 @@ typedef struct {
     PyObject *key;            /* bytes */
     int status;               /* the reserve/acquire status */
     Py_ssize_t exports;       /* buffers exported now */
-    int busy;                 /* a commit/abort/release of it runs without the GIL */
+    int busy;                 /* 1: a commit/abort/release of it runs without the GIL;
+                                 2: being checked by one (slots_call) */
 } SlotObject;
 
 /* The slot holds a reservation or pin of a client that is still open. */
@@ -765,6 +766,10 @@ static PyObject *slots_call(ClientObject *self, PyObject *sseq, PyObject *lseq, 
             PyErr_SetString(PyExc_ValueError, "a slot of another client");
             goto out;
         }
+        if (o->busy == 2) { /* marked by this loop: the one slot twice in the list */
+            PyErr_Format(PyExc_ValueError, "%s: slot %R is in the list twice", names[op], o->key);
+            goto out;
+        }
         if (o->busy) {
             PyErr_SetString(PyExc_RuntimeError, "a slot is being committed or released by another thread");
             goto out;
@@ -787,6 +792,7 @@ static PyObject *slots_call(ClientObject *self, PyObject *sseq, PyObject *lseq, 
         }
         Py_INCREF((PyObject *)o);
         objs[nobjs++] = o;
+        o->busy = 2; /* seen in this call (the GIL is held until every one is checked) */
     }
     for (Py_ssize_t i = 0; i < n; i++)
         objs[i]->busy = 1;
@@ -799,8 +805,10 @@ static PyObject *slots_call(ClientObject *self, PyObject *sseq, PyObject *lseq, 
     }
     res = rc < 0 ? raise_rc(rc, names[op]) : status_list(st, n);
 out:
-    for (Py_ssize_t i = 0; i < nobjs; i++)
+    for (Py_ssize_t i = 0; i < nobjs; i++) {
+        objs[i]->busy = 0; /* 0 already when the call ran; 2 when a check failed */
         Py_DECREF((PyObject *)objs[i]);
+    }
     PyMem_Free(objs);
     PyMem_Free(sl);
     PyMem_Free(lens);

@@ -247,6 +247,11 @@ def test_slot_argument_errors(make_daemon):
             other.commit([r])  # a slot of another client
         with pytest.raises(ValueError):
             u.commit([r], [1, 2])
+        (r2,) = u.reserve(["y"], 8)
+        with pytest.raises(ValueError, match="in the list twice"):
+            u.commit([r2, r, r2])           # one slot twice: refused before anything is sent
+        assert r2.held and r.held            # and both still usable
+        assert u.abort([r2]) == [OK]
         # a reservation is not a pin and a pin is not a reservation
         assert u.release([r]) == [STALE_GENERATION] and r.held
         with pytest.raises(ValueError):
