@@ -38,7 +38,7 @@ CFLAGS_ALL = -std=c17 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -Wshadow \
              -Iinclude -Isrc -Itests/unit $(UCX_CFLAGS) \
              -DOL_VERSION='"$(VERSION)"' -DOL_GIT_COMMIT='"$(GIT)"' \
              -DOL_BUILD_FLAGS='"$(strip $(OPT) $(SAN) $(DEFS))"' $(CFLAGS)
-LIBS     = -luring -lisal -lcrypto -lssl -lxxhash -lexpat -lpthread -lm $(UCX_LIBS)
+LIBS     = -luring -lisal -lcrypto -lssl -lxxhash -lexpat -lcurl -ljansson -lpthread -lm $(UCX_LIBS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
 BASE_SRC   := $(wildcard src/base/*.c)
@@ -48,12 +48,14 @@ KV_SRC     := $(wildcard src/kv/*.c)
 STORE_SRC  := $(wildcard src/store/*.c)
 S3_SRC     := $(wildcard src/s3/*.c)
 CLIENT_SRC := $(wildcard src/client/*.c)
+CLUSTER_SRC := $(wildcard src/cluster/*.c)
 CLIENT_TEST_SRC := $(wildcard tests/client/*.c) tests/unit/runner.c
 DAEMON_SRC := $(wildcard src/daemon/*.c)
 CLI_SRC    := $(wildcard src/cli/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 ALLOC_SRC  := $(wildcard tests/alloc/*.c) tests/unit/runner.c
-LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC) $(STORE_SRC) $(S3_SRC) $(CLIENT_SRC)
+LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC) $(STORE_SRC) $(S3_SRC) $(CLIENT_SRC) \
+              $(CLUSTER_SRC)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 

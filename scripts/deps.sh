@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what OpenLake needs on a Debian machine, and nothing already there.
-#   deps.sh run    build + run: compiler, liburing, ISA-L, OpenSSL, xxhash, expat, UCX
-#   deps.sh test   + clang/libFuzzer, curl, a project-local .venv with pytest, xfsprogs
+#   deps.sh run    build + run: compiler, liburing, ISA-L, OpenSSL, xxhash, expat, UCX,
+#                  libcurl and jansson (the etcd client of a cluster)
+#   deps.sh test   + clang/libFuzzer, curl, etcd (the cluster tests), a project-local .venv with pytest, xfsprogs
 #                  (drives on loop-mounted XFS), .venv-s3fs, .venv-boto135 (boto3 1.35)
 #                  and .venv-s3cmd for client tests, and for the Spark and Flink tests a Java
 #                  runtime, Maven, .venv-spark, .venv-flink and their jars from Maven
@@ -15,12 +16,12 @@ mode=${1:-run}
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential pkg-config git liburing-dev libisal-dev libssl-dev
-      libxxhash-dev libexpat1-dev libucx-dev)
+      libxxhash-dev libexpat1-dev libucx-dev libcurl4-openssl-dev libjansson-dev)
 case "$mode" in
   run) ;;
   dist) pkgs+=(python3 python3-venv python3-dev) ;;
   test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv python3-dev
-               default-jre-headless maven xfsprogs iproute2) ;;
+               default-jre-headless maven xfsprogs iproute2 etcd-server etcd-client) ;;
   bench) pkgs+=(wrk nginx-light curl python3 python3-venv python3-dev fio redis-server
                 libtcmalloc-minimal4 xfsprogs) ;;
   *) echo "usage: $0 run|test|dist|bench" >&2; exit 2 ;;

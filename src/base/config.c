@@ -175,6 +175,26 @@ static int check_device(const char *s)
     return 0;
 }
 
+/* An etcd endpoint: an http:// or https:// URL, printable, no spaces. */
+static int check_url(const char *s)
+{
+    if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0)
+        return -1;
+    for (; *s; s++)
+        if ((unsigned char)*s <= 0x20 || *s == 0x7f)
+            return -1;
+    return 0;
+}
+
+/* A cluster name: a-z, 0-9, '_', '-' (it is part of every etcd key). */
+static int check_cluster_name(const char *s)
+{
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+            return -1;
+    return 0;
+}
+
 /* A tenant name: 1..32 of a-z, 0-9, '_', '-'; "default" names the
  * namespaces no tenant claims. */
 static int check_tenant_name(const char *s)
@@ -395,6 +415,53 @@ static const struct ckey ol_config_keys[] = {
     {.name = "rdma.gid_index", .kind = K_INT, .off = CO(rdma.gid_index),
      .lo = -1, .hi = 255, .def = "-1",
      .doc = "RoCE GID index; -1 = auto."},
+    {.name = "cluster", .kind = K_TABLE,
+     .doc = "Membership of a cluster of openlaked nodes, kept in etcd (docs/cluster.md). No name: a single host, no etcd."},
+    {.name = "cluster.name", .kind = K_STR, .off = CO(cluster.name), .size = CS(cluster.name),
+     .lo = 0, .hi = 63, .check = check_cluster_name,
+     .expect = "up to 63 of a-z, 0-9, '_', '-'", .def = "",
+     .doc = "The cluster this node joins (its etcd keys are under /openlake/<name>/); \"\" = none."},
+    {.name = "cluster.etcd", .kind = K_LIST, .off = CO(cluster.etcd),
+     .size = CS(cluster.etcd[0]), .count_off = CO(cluster.n_etcd), .lo = 0,
+     .hi = OL_CONFIG_MAX_ETCD, .check = check_url,
+     .expect = "an http:// or https:// URL of at most 255 bytes",
+     .doc = "etcd v3 client URLs, e.g. [\"http://10.0.0.1:2379\"]; needed with cluster.name."},
+    {.name = "cluster.etcd_user", .kind = K_STR, .off = CO(cluster.etcd_user),
+     .size = CS(cluster.etcd_user), .lo = 0, .hi = 128, .check = check_secret_key,
+     .expect = "a string of up to 128 printable ASCII characters without spaces", .def = "",
+     .doc = "etcd user (etcd auth enabled); \"\" = none. Its password: cluster.etcd_password_file."},
+    {.name = "cluster.etcd_password", .kind = K_STR, .flags = KF_SECRET,
+     .off = CO(cluster.etcd_password), .size = CS(cluster.etcd_password), .lo = 0, .hi = 128,
+     .check = check_secret_key,
+     .expect = "a string of up to 128 printable ASCII characters without spaces", .def = "",
+     .doc = "etcd user's password; prefer cluster.etcd_password_file (a flag shows in ps)."},
+    {.name = "cluster.etcd_password_file", .kind = K_STR, .off = CO(cluster.etcd_password_file),
+     .size = CS(cluster.etcd_password_file), .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1,
+     .check = check_path, .expect = "a path of at most 4095 bytes", .def = "",
+     .secret_of = "cluster.etcd_password",
+     .doc = "File holding the etcd user's password, read at start."},
+    {.name = "cluster.etcd_tls_ca", .kind = K_STR, .off = CO(cluster.etcd_tls_ca),
+     .size = CS(cluster.etcd_tls_ca), .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1,
+     .check = check_path, .expect = "a path of at most 4095 bytes", .def = "",
+     .doc = "CA bundle for https:// etcd URLs; \"\" = the system's."},
+    {.name = "cluster.etcd_tls_cert", .kind = K_STR, .off = CO(cluster.etcd_tls_cert),
+     .size = CS(cluster.etcd_tls_cert), .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1,
+     .check = check_path, .expect = "a path of at most 4095 bytes", .def = "",
+     .doc = "Client certificate for etcd (etcd --client-cert-auth), with cluster.etcd_tls_key."},
+    {.name = "cluster.etcd_tls_key", .kind = K_STR, .off = CO(cluster.etcd_tls_key),
+     .size = CS(cluster.etcd_tls_key), .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1,
+     .check = check_path, .expect = "a path of at most 4095 bytes", .def = "",
+     .doc = "Private key of cluster.etcd_tls_cert."},
+    {.name = "cluster.lease_ttl_secs", .kind = K_INT, .off = CO(cluster.lease_ttl_secs),
+     .lo = 2, .hi = 600, .def = "10",
+     .doc = "Seconds without a lease renewal (a dead or cut-off node) before the node leaves the cluster's membership."},
+    {.name = "cluster.etcd_timeout_ms", .kind = K_INT, .off = CO(cluster.etcd_timeout_ms),
+     .lo = 100, .hi = 60000, .def = "3000",
+     .doc = "Each etcd request's deadline (connect included); then the next endpoint."},
+    {.name = "cluster.advertise_host", .kind = K_STR, .off = CO(cluster.advertise_host),
+     .size = CS(cluster.advertise_host), .lo = 0, .hi = OL_CONFIG_DOMAIN_LEN - 1,
+     .check = check_device, .expect = "a host name or IP address", .def = "",
+     .doc = "Host other nodes and the CLI reach this node at, for addresses that listen on 0.0.0.0 or [::]; \"\" = the host name."},
     {.name = "threads", .kind = K_INT, .off = CO(threads), .lo = 0,
      .hi = 256, .def = "0",
      .doc = "Event-loop threads, one per core; 0 = online cores (max 256)."},
@@ -1662,6 +1729,23 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
         err[0] = 0;
     if (read_secret_files(c, err, errlen) || merge_flag_credential(c, err, errlen))
         return -1;
+    /* [cluster]: a name needs etcd, etcd needs a name; a user, its password;
+     * a client certificate, its key */
+    if (c->cluster.name[0] && !c->cluster.n_etcd)
+        return errf(err, errlen, "%s: a cluster needs its etcd endpoints (cluster.etcd)",
+                    key_where(c, find_key("cluster.name"), w, sizeof w));
+    if (!c->cluster.name[0] && c->cluster.n_etcd)
+        return errf(err, errlen, "%s: etcd is only used by a cluster: set cluster.name too",
+                    key_where(c, find_key("cluster.etcd"), w, sizeof w));
+    if (c->cluster.etcd_user[0] && !c->cluster.etcd_password[0])
+        return errf(err, errlen, "%s: needs its password (cluster.etcd_password_file)",
+                    key_where(c, find_key("cluster.etcd_user"), w, sizeof w));
+    if (!c->cluster.etcd_tls_cert[0] != !c->cluster.etcd_tls_key[0])
+        return errf(err, errlen, "%s: cluster.etcd_tls_cert and cluster.etcd_tls_key go "
+                    "together", key_where(c, find_key(c->cluster.etcd_tls_cert[0]
+                                                          ? "cluster.etcd_tls_cert"
+                                                          : "cluster.etcd_tls_key"),
+                                          w, sizeof w));
     for (int i = 0; i < c->n_credentials; i++)
         for (int j = 0; j < i; j++)
             if (strcmp(c->credentials[i].access_key,

@@ -65,6 +65,8 @@
 #define OL_CONFIG_MAX_CREDENTIALS 64
 #define OL_CONFIG_MAX_NODES       1024
 #define OL_CONFIG_MAX_RDMA_DEVICES 32
+#define OL_CONFIG_MAX_ETCD        16
+#define OL_CONFIG_URL_LEN         256
 #define OL_CONFIG_MAX_KV_TENANTS  32
 #define OL_CONFIG_MAX_TENANT_NS   16    /* namespace patterns per tenant */
 #define OL_CONFIG_TENANT_NAME_LEN 33    /* 32 + NUL */
@@ -176,6 +178,20 @@ struct ol_config {
         int n_devices;
         int64_t gid_index;              /* -1 = auto */
     } rdma;
+    struct {
+        char name[64];                  /* "" = no cluster: a single host, no etcd */
+        char etcd[OL_CONFIG_MAX_ETCD][OL_CONFIG_URL_LEN];
+        int n_etcd;
+        char etcd_user[OL_CONFIG_KEY_LEN];
+        char etcd_password[OL_CONFIG_KEY_LEN];       /* secret; or from etcd_password_file */
+        char etcd_password_file[OL_CONFIG_PATH_LEN];
+        char etcd_tls_ca[OL_CONFIG_PATH_LEN];
+        char etcd_tls_cert[OL_CONFIG_PATH_LEN];
+        char etcd_tls_key[OL_CONFIG_PATH_LEN];
+        int64_t lease_ttl_secs;
+        int64_t etcd_timeout_ms;
+        char advertise_host[OL_CONFIG_DOMAIN_LEN];   /* "" = the hostname, for 0.0.0.0 */
+    } cluster;
     int64_t threads;                    /* finalize turns 0 into online cores */
     int log_level;                      /* enum ol_log_level */
     struct {

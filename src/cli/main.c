@@ -128,6 +128,31 @@ static const struct ol_cli_cmd ol_commands[] = {
         "healed (or the daemon refused), 2 usage error.\n",
         ol_cmd_heal,
     },
+    {
+        "cluster",
+        "The cluster's nodes as etcd knows them, and whether each answers: cluster status",
+        "usage: openlake cluster status --config FILE\n"
+        "       openlake cluster status --etcd URL[,URL...] --cluster NAME [options]\n"
+        "\n"
+        "Reads the cluster's node records from etcd (each node keeps its own under\n"
+        "a lease: a node dead or cut off for cluster.lease_ttl_secs is gone) and\n"
+        "asks every node's /_openlake/health/ready. Prints etcd's health, then a\n"
+        "table of the nodes: id, state (starting, active, leaving), ready, version,\n"
+        "uptime, host, S3 and KV addresses, KV slab, drives (--json: one object).\n"
+        "\n"
+        "Options:\n"
+        "  --config FILE            a node's openlaked configuration: its [cluster]\n"
+        "                           section says where etcd is and how to log in\n"
+        "  --etcd URL[,URL...]      etcd's client URLs, with --cluster NAME\n"
+        "  --etcd-user USER         etcd auth: the user, with\n"
+        "  --etcd-password-file F   the file holding its password\n"
+        "  --etcd-ca F, --etcd-cert F, --etcd-key F   TLS for https:// URLs\n"
+        "  --timeout-ms MS          each etcd request (default 3000)\n"
+        "\n"
+        "Exit status: 0 every etcd endpoint healthy and every node active and\n"
+        "ready, 1 anything degraded (or etcd unreadable), 2 usage error.\n",
+        ol_cmd_cluster,
+    },
 };
 #define OL_NCOMMANDS (sizeof ol_commands / sizeof ol_commands[0])
 

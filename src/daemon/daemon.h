@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "base/config.h"
+#include "cluster/member.h"
 #include "http/server.h"
 #include "kv/populate.h"
 #include "kv/server.h"
@@ -57,7 +58,14 @@ struct ol_daemon {
     struct ol_tls_ctx *tls;           /* TLS on s3_addr, or NULL (http/tls.h) */
     struct ol_healer *healer;         /* heal queue, walks, scanner; NULL in mode kv */
     struct ol_dirlock *locks;         /* the data and KV disk dirs, held for life (dirs.c) */
+    struct ol_cluster *cluster;       /* membership in etcd ([cluster]); NULL: a single host */
 };
+
+/* cluster.c: joins the cluster of [cluster] (state "starting"): 0, or -1
+ * with err holding the line to print before exiting 2 (the node id is
+ * held by another live node, etcd refused the credentials). No [cluster]:
+ * 0 and nothing done. */
+int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen);
 
 /* dirs.c: makes each missing data dir and KV disk dir whose parent exists
  * (logged) and locks them all, before anything in them is read. 0, or

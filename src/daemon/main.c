@@ -301,6 +301,10 @@ static void ol_banner(struct ol_daemon *d)
             printf("  KV token:     from %s (kv_token_file)\n", c->kv_token_file);
     }
     printf("  data dir:     %s\n", c->data_dirs[0]);
+    if (c->cluster.name[0])
+        printf("  cluster:      %s, node %lld, etcd %s%s (openlake cluster status --etcd %s "
+               "--cluster %s)\n", c->cluster.name, (long long)c->self_id, c->cluster.etcd[0],
+               c->cluster.n_etcd > 1 ? " ..." : "", c->cluster.etcd[0], c->cluster.name);
     printf("Stop with Ctrl-C (SIGINT) or SIGTERM.\n");
     fflush(stdout);
 }
@@ -410,6 +414,12 @@ int main(int argc, char **argv)
         }
         d.kv_servers = calloc((size_t)d.ncores, sizeof *d.kv_servers);
     }
+    /* Before the first listener opens: a node id another live node holds
+     * stops this one here. */
+    if (ol_daemon_cluster_join(&d, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: %s\n", err);
+        return 2;
+    }
 
     d.cores = calloc((size_t)d.ncores, sizeof *d.cores);
     if (!d.cores) {
@@ -451,6 +461,7 @@ int main(int argc, char **argv)
         atomic_store(&d.ready, 1);
         if (d.kv)
             atomic_store(&d.kv->ready, !atomic_load(&d.ready_held));
+        ol_cluster_set_state(d.cluster, "active");
         ol_banner(&d);
         ol_info("openlaked started: %d cores, S3/admin on %s", d.ncores, d.cfg.s3_addr);
         /* The slabs' pages, now that the daemon serves: a client's first
@@ -482,6 +493,7 @@ int main(int argc, char **argv)
                 ol_info("signal %d: shutting down (finishing in-flight requests, at most %lld ms)",
                         sig, (long long)d.cfg.http.shutdown_timeout_ms);
                 atomic_store(&d.draining, 1);
+                ol_cluster_set_state(d.cluster, "leaving");
                 for (int i = 0; i < started; i++)
                     ol_loop_post(d.cores[i].loop, &d.cores[i].drain_msg);
                 clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -516,6 +528,7 @@ int main(int argc, char **argv)
         ol_loop_destroy(d.cores[i].loop);
     }
     free(d.cores);
+    ol_cluster_stop(d.cluster);      /* leaves now: the lease is revoked */
     ol_healer_stop(d.healer);
     if (d.store) {
         int crc = ol_catalog_close(d.catalog);

@@ -1,0 +1,578 @@
+/*
+ * member.c - see member.h.
+ *
+ * Two threads, each with its own etcd handle (curl handles are not shared):
+ *
+ *   lease   registers the record (grant a lease, create the key if absent,
+ *           or replace this node's previous life's), renews the lease every
+ *           ttl/3 s, writes the record again when the state changes, and
+ *           registers anew when etcd says the lease expired (after an
+ *           outage longer than the TTL: etcd deleted the record meanwhile).
+ *   watch   reads every record under the prefix, then watches from the
+ *           revision after; a broken stream is followed by a read again
+ *           (with a backoff of 0.1 s doubling to 2 s while etcd is away).
+ *
+ * Both sleep on one condition variable, so stop and a state change wake
+ * them at once.
+ */
+#include "cluster/member.h"
+
+#include "base/log.h"
+#include "cluster/etcd.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct ol_cluster {
+    char name[64];
+    char prefix[128];
+    char key[160];
+    int64_t ttl;
+    struct ol_etcd_opts eo;
+    char password[OL_CONFIG_KEY_LEN];
+    struct ol_etcd *lease_e, *watch_e;
+    pthread_t lease_t, watch_t;
+    bool lease_started, watch_started;
+    volatile bool stop;
+
+    pthread_mutex_t mu;          /* everything below */
+    pthread_cond_t cv;
+    struct ol_member self;
+    bool state_dirty;
+    int64_t lease;               /* 0 = not registered */
+    struct ol_member *members;   /* id order */
+    int n;
+    int64_t revision;
+    bool etcd_ok;
+    int64_t etcd_since;
+    char etcd_error[256];
+    uint64_t renewals, failures, restarts;
+    time_t last_warn;
+};
+
+/* ---- the record -------------------------------------------------------------- */
+
+void ol_member_prefix(const char *cluster, char *buf, size_t len)
+{
+    snprintf(buf, len, "/openlake/%s/nodes/", cluster);
+}
+
+void ol_member_key(const char *cluster, int64_t id, char *buf, size_t len)
+{
+    snprintf(buf, len, "/openlake/%s/nodes/%lld", cluster, (long long)id);
+}
+
+size_t ol_member_encode(const struct ol_member *m, char *buf, size_t len)
+{
+    json_t *j = json_pack(
+        "{s:i, s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:I, s:I, s:I}",
+        "v", OL_MEMBER_FORMAT, "id", (json_int_t)m->id, "state", m->state, "version",
+        m->version, "host", m->host, "data_dir", m->data_dir, "pid", (json_int_t)m->pid,
+        "started", (json_int_t)m->started, "s3_addr", m->s3_addr, "kv_addr", m->kv_addr,
+        "rpc_addr", m->rpc_addr, "kv_slab_bytes", (json_int_t)m->kv_slab_bytes,
+        "kv_disk_bytes", (json_int_t)m->kv_disk_bytes, "drives", (json_int_t)m->drives);
+    size_t n = j ? json_dumpb(j, buf, len ? len - 1 : 0, JSON_COMPACT | JSON_SORT_KEYS) : len;
+    json_decref(j);
+    if (n < len)
+        buf[n] = 0;
+    return n;
+}
+
+static int take_str(json_t *j, const char *name, char *out, size_t len)
+{
+    json_t *v = json_object_get(j, name);
+    if (!v) {
+        out[0] = 0;
+        return 0;
+    }
+    if (!json_is_string(v) || strlen(json_string_value(v)) >= len)
+        return -1;
+    snprintf(out, len, "%s", json_string_value(v));
+    return 0;
+}
+
+static int take_int(json_t *j, const char *name, int64_t *out)
+{
+    json_t *v = json_object_get(j, name);
+    if (!v) {
+        *out = 0;
+        return 0;
+    }
+    if (!json_is_integer(v))
+        return -1;
+    *out = json_integer_value(v);
+    return 0;
+}
+
+int ol_member_decode(const char *json, size_t len, struct ol_member *m, char *why,
+                     size_t whylen)
+{
+    json_error_t je;
+    json_t *j = json_loadb(json, len, 0, &je);
+    memset(m, 0, sizeof *m);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        snprintf(why, whylen, "not a JSON object");
+        return -1;
+    }
+    int64_t v = 0, slab = 0, disk = 0;
+    const char *bad = NULL;
+    if (take_int(j, "v", &v) || v < 1)
+        bad = "v";
+    else if (v > OL_MEMBER_FORMAT)
+        bad = "v (a newer format)";
+    else if (take_int(j, "id", &m->id))
+        bad = "id";
+    else if (take_str(j, "state", m->state, sizeof m->state))
+        bad = "state";
+    else if (take_str(j, "version", m->version, sizeof m->version))
+        bad = "version";
+    else if (take_str(j, "host", m->host, sizeof m->host))
+        bad = "host";
+    else if (take_str(j, "data_dir", m->data_dir, sizeof m->data_dir))
+        bad = "data_dir";
+    else if (take_int(j, "pid", &m->pid) || take_int(j, "started", &m->started))
+        bad = "pid or started";
+    else if (take_str(j, "s3_addr", m->s3_addr, sizeof m->s3_addr) ||
+             take_str(j, "kv_addr", m->kv_addr, sizeof m->kv_addr) ||
+             take_str(j, "rpc_addr", m->rpc_addr, sizeof m->rpc_addr))
+        bad = "an address";
+    else if (take_int(j, "kv_slab_bytes", &slab) || take_int(j, "kv_disk_bytes", &disk) ||
+             take_int(j, "drives", &m->drives) || slab < 0 || disk < 0)
+        bad = "a capacity";
+    json_decref(j);
+    if (bad) {
+        snprintf(why, whylen, "field %s", bad);
+        return -1;
+    }
+    m->kv_slab_bytes = (uint64_t)slab;
+    m->kv_disk_bytes = (uint64_t)disk;
+    return 0;
+}
+
+/* ---- the view ------------------------------------------------------------------ */
+
+static int64_t id_of_key(const struct ol_cluster *cl, const struct ol_etcd_kv *kv, bool *ok)
+{
+    size_t pl = strlen(cl->prefix);
+    char num[32];
+    *ok = false;
+    if (kv->klen <= pl || kv->klen - pl >= sizeof num || memcmp(kv->key, cl->prefix, pl))
+        return 0;
+    memcpy(num, kv->key + pl, kv->klen - pl);
+    num[kv->klen - pl] = 0;
+    char *end;
+    long long id = strtoll(num, &end, 10);
+    *ok = *end == 0 && id >= 0;
+    return id;
+}
+
+/* Insert, replace or (m NULL) remove member id; mu held. */
+static void view_set(struct ol_cluster *cl, int64_t id, const struct ol_member *m)
+{
+    int lo = 0, hi = cl->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (cl->members[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bool found = lo < cl->n && cl->members[lo].id == id;
+    if (!m) {
+        if (found) {
+            memmove(&cl->members[lo], &cl->members[lo + 1],
+                    (size_t)(cl->n - lo - 1) * sizeof *cl->members);
+            cl->n--;
+        }
+        return;
+    }
+    if (!found) {
+        if (cl->n == OL_MEMBER_MAX) {
+            ol_warn("cluster %s: more than %d members: node %lld left out of the view",
+                    cl->name, OL_MEMBER_MAX, (long long)id);
+            return;
+        }
+        memmove(&cl->members[lo + 1], &cl->members[lo],
+                (size_t)(cl->n - lo) * sizeof *cl->members);
+        cl->n++;
+    }
+    cl->members[lo] = *m;
+}
+
+static int on_record(void *arg, const struct ol_etcd_kv *kv)
+{
+    struct ol_cluster *cl = arg;
+    bool ok;
+    int64_t id = id_of_key(cl, kv, &ok);
+    if (!ok)
+        return 0;                    /* not a node record: someone else's key */
+    struct ol_member m;
+    char why[128];
+    if (kv->val && ol_member_decode(kv->val, kv->vlen, &m, why, sizeof why) < 0) {
+        ol_warn("cluster %s: the record of node %lld is not one this version reads (%s): "
+                "left out of the view", cl->name, (long long)id, why);
+        return 0;
+    }
+    pthread_mutex_lock(&cl->mu);
+    if (kv->val) {
+        m.id = id;                   /* the key's, whatever the record says */
+        m.mod_revision = kv->mod_revision;
+        view_set(cl, id, &m);
+    } else {
+        view_set(cl, id, NULL);
+    }
+    if (kv->mod_revision > cl->revision)
+        cl->revision = kv->mod_revision;
+    pthread_mutex_unlock(&cl->mu);
+    return 0;
+}
+
+/* ---- etcd up and down ------------------------------------------------------------ */
+
+static void etcd_result(struct ol_cluster *cl, int rc, const char *what, const char *err)
+{
+    pthread_mutex_lock(&cl->mu);
+    bool was = cl->etcd_ok;
+    time_t now = time(NULL);
+    if (rc >= 0) {
+        if (!was) {
+            cl->etcd_ok = true;
+            cl->etcd_since = now;
+            ol_info("cluster %s: etcd answers again (%s)", cl->name, what);
+        }
+    } else {
+        cl->failures++;
+        snprintf(cl->etcd_error, sizeof cl->etcd_error, "%s: %s", what, err);
+        if (was) {
+            cl->etcd_ok = false;
+            cl->etcd_since = now;
+        }
+        if (was || now - cl->last_warn >= 30) {   /* one warning per 30 s */
+            cl->last_warn = now;
+            ol_warn("cluster %s: etcd: %s: %s (serving with the membership last known)",
+                    cl->name, what, err);
+        }
+    }
+    pthread_mutex_unlock(&cl->mu);
+}
+
+/* Sleeps up to ms, or until stop (or, for the lease thread, a state change). */
+static void nap(struct ol_cluster *cl, long ms, bool wake_on_state)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&cl->mu);
+    while (!cl->stop && !(wake_on_state && cl->state_dirty))
+        if (pthread_cond_timedwait(&cl->cv, &cl->mu, &ts) == ETIMEDOUT)
+            break;
+    pthread_mutex_unlock(&cl->mu);
+}
+
+/* ---- registration ------------------------------------------------------------------ */
+
+/* Grant a lease and write the record under it: 0, -EEXIST (a live node
+ * holds the id; err says which), or an etcd error. */
+static int do_register(struct ol_cluster *cl, struct ol_etcd *e, char *err, size_t errlen)
+{
+    int64_t lease, rev;
+    int rc = ol_etcd_lease_grant(e, cl->ttl, &lease, err, errlen);
+    if (rc < 0)
+        return rc;
+    char rec[4096], have[4096];
+    pthread_mutex_lock(&cl->mu);
+    struct ol_member self = cl->self;
+    cl->state_dirty = false;
+    pthread_mutex_unlock(&cl->mu);
+    if (ol_member_encode(&self, rec, sizeof rec) >= sizeof rec) {
+        snprintf(err, errlen, "the node record is over %zu bytes", sizeof rec);
+        return -EOVERFLOW;
+    }
+    rc = ol_etcd_create(e, cl->key, rec, strlen(rec), lease, &rev, have, sizeof have, err,
+                        errlen);
+    if (rc == 1) {
+        struct ol_member old;
+        char why[128];
+        bool mine = ol_member_decode(have, strlen(have), &old, why, sizeof why) == 0 &&
+                    !strcmp(old.host, self.host) && !strcmp(old.data_dir, self.data_dir);
+        if (!mine) {
+            snprintf(err, errlen, "node id %lld is registered by a live openlaked (host %.80s, "
+                     "pid %lld, data dir %.160s, S3 %.80s); give this node another self_id",
+                     (long long)self.id, old.host[0] ? old.host : "?", (long long)old.pid,
+                     old.data_dir[0] ? old.data_dir : "?", old.s3_addr[0] ? old.s3_addr : "?");
+            char e2[256];
+            ol_etcd_lease_revoke(e, lease, e2, sizeof e2);
+            return -EEXIST;
+        }
+        /* This host and data dir: our previous life (the data dir lock we
+         * hold says it is dead), whose lease has not run out yet. */
+        ol_info("cluster %s: replacing the record of this node's previous run (pid %lld)",
+                cl->name, (long long)old.pid);
+        rc = ol_etcd_put(e, cl->key, rec, strlen(rec), lease, err, errlen);
+    }
+    if (rc < 0) {
+        char e2[256];
+        ol_etcd_lease_revoke(e, lease, e2, sizeof e2);
+        return rc;
+    }
+    pthread_mutex_lock(&cl->mu);
+    cl->lease = lease;
+    pthread_mutex_unlock(&cl->mu);
+    return 0;
+}
+
+static void *lease_main(void *arg)
+{
+    struct ol_cluster *cl = arg;
+    char err[512];
+    bool conflict_logged = false;
+    while (!cl->stop) {
+        pthread_mutex_lock(&cl->mu);
+        int64_t lease = cl->lease;
+        bool dirty = cl->state_dirty;
+        struct ol_member self = cl->self;
+        cl->state_dirty = false;
+        pthread_mutex_unlock(&cl->mu);
+        int rc;
+        if (!lease) {
+            rc = do_register(cl, cl->lease_e, err, sizeof err);
+            if (rc == -EEXIST) {
+                if (!conflict_logged)
+                    ol_error("cluster %s: %s; staying out of the cluster until it leaves",
+                             cl->name, err);
+                conflict_logged = true;
+                etcd_result(cl, 0, "register", "");
+                nap(cl, cl->ttl * 1000, false);
+                continue;
+            }
+            etcd_result(cl, rc, "register", err);
+            if (rc == 0) {
+                conflict_logged = false;
+                ol_info("cluster %s: registered node %lld (lease %lld s)", cl->name,
+                        (long long)self.id, (long long)cl->ttl);
+            }
+        } else if (dirty) {
+            char rec[4096];
+            ol_member_encode(&self, rec, sizeof rec);
+            rc = ol_etcd_put(cl->lease_e, cl->key, rec, strlen(rec), lease, err, sizeof err);
+            etcd_result(cl, rc, "record", err);
+            if (rc < 0) {
+                pthread_mutex_lock(&cl->mu);
+                cl->state_dirty = true;      /* again on the next round */
+                pthread_mutex_unlock(&cl->mu);
+            }
+        } else {
+            int64_t left = 0;
+            rc = ol_etcd_lease_keepalive(cl->lease_e, lease, &left, err, sizeof err);
+            etcd_result(cl, rc, "lease renewal", err);
+            if (rc == 0) {
+                pthread_mutex_lock(&cl->mu);
+                cl->renewals++;
+                if (left <= 0) {             /* expired: etcd deleted the record */
+                    ol_warn("cluster %s: the lease of node %lld expired (etcd away longer "
+                            "than %lld s?): registering again", cl->name,
+                            (long long)self.id, (long long)cl->ttl);
+                    cl->lease = 0;
+                }
+                pthread_mutex_unlock(&cl->mu);
+                if (left <= 0)
+                    continue;
+            }
+        }
+        /* renew at a third of the TTL; retry a failure sooner */
+        nap(cl, rc < 0 ? 500 : cl->ttl * 1000 / 3, true);
+    }
+    return NULL;
+}
+
+static void *watch_main(void *arg)
+{
+    struct ol_cluster *cl = arg;
+    char err[512];
+    long backoff = 100;
+    while (!cl->stop) {
+        /* read it all, into a fresh view, then watch from there */
+        pthread_mutex_lock(&cl->mu);
+        int keep = cl->n;
+        pthread_mutex_unlock(&cl->mu);
+        struct ol_cluster tmp = {0};
+        snprintf(tmp.name, sizeof tmp.name, "%s", cl->name);
+        snprintf(tmp.prefix, sizeof tmp.prefix, "%s", cl->prefix);
+        tmp.members = calloc(OL_MEMBER_MAX, sizeof *tmp.members);
+        pthread_mutex_init(&tmp.mu, NULL);
+        int64_t rev = 0;
+        int rc = tmp.members ? ol_etcd_range_prefix(cl->watch_e, cl->prefix, on_record, &tmp,
+                                                     &rev, err, sizeof err)
+                             : -ENOMEM;
+        etcd_result(cl, rc, "read members", rc == -ENOMEM ? "out of memory" : err);
+        if (rc == 0) {
+            pthread_mutex_lock(&cl->mu);
+            memcpy(cl->members, tmp.members, (size_t)tmp.n * sizeof *tmp.members);
+            cl->n = tmp.n;
+            cl->revision = rev;
+            pthread_mutex_unlock(&cl->mu);
+            if (keep != tmp.n)
+                ol_info("cluster %s: %d member%s at revision %lld", cl->name, tmp.n,
+                        tmp.n == 1 ? "" : "s", (long long)rev);
+        }
+        free(tmp.members);
+        pthread_mutex_destroy(&tmp.mu);
+        if (rc == 0) {
+            backoff = 100;
+            rc = ol_etcd_watch(cl->watch_e, cl->prefix, rev + 1, on_record, cl, &cl->stop, err,
+                               sizeof err);
+            if (cl->stop)
+                break;
+            pthread_mutex_lock(&cl->mu);
+            cl->restarts++;
+            pthread_mutex_unlock(&cl->mu);
+            etcd_result(cl, rc, "watch", err);
+        }
+        nap(cl, backoff, false);
+        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+    }
+    return NULL;
+}
+
+/* ---- API ------------------------------------------------------------------------------ */
+
+static void etcd_opts(const struct ol_config *c, struct ol_cluster *cl)
+{
+    struct ol_etcd_opts *o = &cl->eo;
+    for (int i = 0; i < c->cluster.n_etcd; i++)
+        o->endpoints[o->n_endpoints++] = c->cluster.etcd[i];
+    if (c->cluster.etcd_user[0]) {
+        o->user = c->cluster.etcd_user;
+        snprintf(cl->password, sizeof cl->password, "%s", c->cluster.etcd_password);
+        o->password = cl->password;
+    }
+    o->ca_file = c->cluster.etcd_tls_ca[0] ? c->cluster.etcd_tls_ca : NULL;
+    o->cert_file = c->cluster.etcd_tls_cert[0] ? c->cluster.etcd_tls_cert : NULL;
+    o->key_file = c->cluster.etcd_tls_key[0] ? c->cluster.etcd_tls_key : NULL;
+    o->timeout_ms = c->cluster.etcd_timeout_ms;
+}
+
+int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
+                     struct ol_cluster **out, char *err, size_t errlen)
+{
+    struct ol_cluster *cl = calloc(1, sizeof *cl);
+    if (!cl || !(cl->members = calloc(OL_MEMBER_MAX, sizeof *cl->members))) {
+        free(cl);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    snprintf(cl->name, sizeof cl->name, "%s", cfg->cluster.name);
+    ol_member_prefix(cl->name, cl->prefix, sizeof cl->prefix);
+    ol_member_key(cl->name, self->id, cl->key, sizeof cl->key);
+    cl->ttl = cfg->cluster.lease_ttl_secs;
+    cl->self = *self;
+    cl->etcd_ok = true;
+    cl->etcd_since = time(NULL);
+    pthread_mutex_init(&cl->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_cond_init(&cl->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    etcd_opts(cfg, cl);
+    int rc = ol_etcd_open(&cl->eo, &cl->lease_e, err, errlen);
+    if (rc == 0)
+        rc = ol_etcd_open(&cl->eo, &cl->watch_e, err, errlen);
+    if (rc == 0) {
+        char e1[512];
+        rc = do_register(cl, cl->lease_e, e1, sizeof e1);
+        if (rc == -EEXIST || rc == -EACCES) {
+            snprintf(err, errlen, "cluster %s: %s", cl->name, e1);
+        } else if (rc < 0) {
+            etcd_result(cl, rc, "register", e1);
+            rc = 0;                  /* etcd away: serve, and keep trying */
+        } else {
+            etcd_result(cl, 0, "register", "");
+            ol_info("cluster %s: registered node %lld with etcd %s (lease %lld s)", cl->name,
+                    (long long)self->id, ol_etcd_endpoint(cl->lease_e), (long long)cl->ttl);
+        }
+    }
+    if (rc == 0 && pthread_create(&cl->lease_t, NULL, lease_main, cl) == 0)
+        cl->lease_started = true;
+    if (rc == 0 && pthread_create(&cl->watch_t, NULL, watch_main, cl) == 0)
+        cl->watch_started = true;
+    if (rc == 0 && (!cl->lease_started || !cl->watch_started)) {
+        snprintf(err, errlen, "cannot start the cluster threads");
+        rc = -EAGAIN;
+    }
+    if (rc < 0) {
+        ol_cluster_stop(cl);
+        return rc;
+    }
+    *out = cl;
+    return 0;
+}
+
+void ol_cluster_set_state(struct ol_cluster *cl, const char *state)
+{
+    if (!cl)
+        return;
+    pthread_mutex_lock(&cl->mu);
+    snprintf(cl->self.state, sizeof cl->self.state, "%s", state);
+    cl->state_dirty = true;
+    pthread_cond_broadcast(&cl->cv);
+    pthread_mutex_unlock(&cl->mu);
+}
+
+void ol_cluster_view(struct ol_cluster *cl, struct ol_cluster_view *v, struct ol_member *buf,
+                     int cap)
+{
+    pthread_mutex_lock(&cl->mu);
+    v->revision = cl->revision;
+    v->etcd_ok = cl->etcd_ok;
+    v->etcd_since = cl->etcd_since;
+    v->registered = cl->lease != 0;
+    snprintf(v->etcd_error, sizeof v->etcd_error, "%s", cl->etcd_ok ? "" : cl->etcd_error);
+    v->lease_renewals = cl->renewals;
+    v->etcd_failures = cl->failures;
+    v->watch_restarts = cl->restarts;
+    v->n = cl->n;
+    v->members = buf;
+    memcpy(buf, cl->members, (size_t)(cl->n < cap ? cl->n : cap) * sizeof *buf);
+    pthread_mutex_unlock(&cl->mu);
+}
+
+void ol_cluster_stop(struct ol_cluster *cl)
+{
+    if (!cl)
+        return;
+    pthread_mutex_lock(&cl->mu);
+    cl->stop = true;
+    pthread_cond_broadcast(&cl->cv);
+    pthread_mutex_unlock(&cl->mu);
+    if (cl->lease_started)
+        pthread_join(cl->lease_t, NULL);
+    if (cl->watch_started)
+        pthread_join(cl->watch_t, NULL);
+    if (cl->lease && cl->lease_e) {  /* leave now, not a TTL from now */
+        char err[512];
+        if (ol_etcd_lease_revoke(cl->lease_e, cl->lease, err, sizeof err) < 0)
+            ol_warn("cluster %s: cannot revoke the lease (%s): the node leaves when it "
+                    "expires, in %lld s", cl->name, err, (long long)cl->ttl);
+        else
+            ol_info("cluster %s: node %lld left", cl->name, (long long)cl->self.id);
+    }
+    ol_etcd_close(cl->lease_e);
+    ol_etcd_close(cl->watch_e);
+    explicit_bzero(cl->password, sizeof cl->password);
+    pthread_cond_destroy(&cl->cv);
+    pthread_mutex_destroy(&cl->mu);
+    free(cl->members);
+    free(cl);
+}

@@ -1,0 +1,103 @@
+/*
+ * member.h - a node's membership of its cluster, kept in etcd
+ * (docs/cluster.md "Membership").
+ *
+ * Each node writes one record, /openlake/<cluster>/nodes/<id> (JSON, below),
+ * under an etcd lease of cluster.lease_ttl_secs that it keeps alive; a node
+ * that dies or is cut off from etcd for that long leaves (etcd deletes the
+ * record), and one that stops revokes its lease and leaves at once. Every
+ * node watches the prefix and keeps the view: the members at an etcd
+ * revision. While etcd cannot be reached the view stays as it was last
+ * known, marked so (etcd_ok false), and the node keeps serving.
+ *
+ * Owns: the record and its lease (one thread keeps them), the view (one
+ * thread watches etcd into it), both threads and their etcd handles. Data
+ * cores never call etcd: they read the view (ol_cluster_view, a copy
+ * under a mutex the threads hold only to update it).
+ *
+ * The record (format version 1):
+ *   {"v":1, "id":N, "state":"starting"|"active"|"leaving", "version":"0.1.0",
+ *    "host":"name", "data_dir":"/path", "pid":N, "started":unix_seconds,
+ *    "s3_addr":"h:p", "kv_addr":"h:p" (or ""), "rpc_addr":"h:p",
+ *    "kv_slab_bytes":N, "kv_disk_bytes":N, "drives":N}
+ * A reader ignores fields it does not know and refuses "v" > 1.
+ */
+#ifndef OL_CLUSTER_MEMBER_H
+#define OL_CLUSTER_MEMBER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/config.h"
+
+#define OL_MEMBER_FORMAT 1
+#define OL_MEMBER_MAX 4096    /* members a view holds; more are left out (logged) */
+
+struct ol_member {
+    int64_t id;
+    char state[16];
+    char version[32];
+    char host[256];
+    char data_dir[512];
+    int64_t pid;
+    int64_t started;
+    char s3_addr[OL_CONFIG_ADDR_LEN];
+    char kv_addr[OL_CONFIG_ADDR_LEN];
+    char rpc_addr[OL_CONFIG_ADDR_LEN];
+    uint64_t kv_slab_bytes;
+    uint64_t kv_disk_bytes;
+    int64_t drives;
+    int64_t mod_revision;     /* etcd's, of the record */
+};
+
+/* The record as JSON into buf (its length; >= len: did not fit). */
+size_t ol_member_encode(const struct ol_member *m, char *buf, size_t len);
+
+/* A record from JSON: 0, or -1 with why (not JSON, a newer format, a
+ * field of the wrong type). */
+int ol_member_decode(const char *json, size_t len, struct ol_member *m, char *why,
+                     size_t whylen);
+
+/* "/openlake/<cluster>/nodes/" and that plus the id. */
+void ol_member_prefix(const char *cluster, char *buf, size_t len);
+void ol_member_key(const char *cluster, int64_t id, char *buf, size_t len);
+
+struct ol_cluster;
+
+/* Joins cfg's cluster as self (its id, addresses, capacities; state
+ * "starting"): registers the record once, here, before returning, then
+ * starts the two threads. Returns 0; -EEXIST with err naming the holder
+ * when a live node of another host or data dir holds this id (a record of
+ * this host and data dir is this node's previous life: the data dir lock
+ * says it is dead, and it is replaced); -EACCES when etcd refuses the
+ * credentials; other errors of etcd.h with err. An etcd that does not
+ * answer is not an error: logged, and the threads keep trying. */
+int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
+                     struct ol_cluster **out, char *err, size_t errlen);
+
+/* The record's state from now on ("active" once serving, "leaving" at
+ * shutdown); written by the lease thread within a moment. */
+void ol_cluster_set_state(struct ol_cluster *cl, const char *state);
+
+struct ol_cluster_view {
+    int64_t revision;         /* etcd revision of the view; 0: none read yet */
+    bool etcd_ok;             /* the last etcd call answered */
+    int64_t etcd_since;       /* unix seconds: since when etcd_ok has been what it is */
+    bool registered;          /* this node's record is in etcd under its live lease */
+    char etcd_error[256];     /* the last failure ("" none) */
+    uint64_t lease_renewals, etcd_failures, watch_restarts;
+    int n;                    /* members, id order */
+    struct ol_member *members;
+};
+
+/* A copy of the view; members into buf (cap entries; n says how many
+ * there were, at most cap copied). */
+void ol_cluster_view(struct ol_cluster *cl, struct ol_cluster_view *v, struct ol_member *buf,
+                     int cap);
+
+/* Leaves: the record's lease is revoked (gone from etcd now, if it
+ * answers within its timeout), the threads stopped and joined. NULL: no-op. */
+void ol_cluster_stop(struct ol_cluster *cl);
+
+#endif
