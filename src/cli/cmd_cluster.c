@@ -138,7 +138,8 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
     int64_t rev = 0;
     int rc = ol_etcd_range_prefix(e, l.prefix, on_node, &l, &rev, err, sizeof err);
     if (rc == 0) {
-        qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_node);
+        if (l.n)
+            qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_node);
         for (int i = 0; i < l.n; i++)
             probe(&l.v[i]);
     }

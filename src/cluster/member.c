@@ -45,6 +45,7 @@ struct ol_cluster {
     pthread_cond_t cv;
     struct ol_member self;
     bool state_dirty;
+    uint64_t state_gen, state_written;   /* set_state's count; the last one in etcd */
     int64_t lease;               /* 0 = not registered */
     struct ol_member *members;   /* id order */
     int n;
@@ -54,6 +55,7 @@ struct ol_cluster {
     char etcd_error[256];
     uint64_t renewals, failures, restarts;
     time_t last_warn;
+    bool live;                   /* the view itself (not a range read into a copy): log changes */
 };
 
 /* ---- the record -------------------------------------------------------------- */
@@ -173,6 +175,14 @@ static int64_t id_of_key(const struct ol_cluster *cl, const struct ol_etcd_kv *k
     return id;
 }
 
+static bool view_has(const struct ol_cluster *cl, int64_t id)
+{
+    for (int i = 0; i < cl->n; i++)
+        if (cl->members[i].id == id)
+            return true;
+    return false;
+}
+
 /* Insert, replace or (m NULL) remove member id; mu held. */
 static void view_set(struct ol_cluster *cl, int64_t id, const struct ol_member *m)
 {
@@ -224,8 +234,13 @@ static int on_record(void *arg, const struct ol_etcd_kv *kv)
     if (kv->val) {
         m.id = id;                   /* the key's, whatever the record says */
         m.mod_revision = kv->mod_revision;
+        if (cl->live && !view_has(cl, id))
+            ol_info("cluster %s: member %lld joined (host %s, S3 %s)", cl->name, (long long)id,
+                    m.host, m.s3_addr);
         view_set(cl, id, &m);
     } else {
+        if (cl->live && view_has(cl, id))
+            ol_info("cluster %s: member %lld gone", cl->name, (long long)id);
         view_set(cl, id, NULL);
     }
     if (kv->mod_revision > cl->revision)
@@ -294,6 +309,7 @@ static int do_register(struct ol_cluster *cl, struct ol_etcd *e, char *err, size
     char rec[4096], have[4096];
     pthread_mutex_lock(&cl->mu);
     struct ol_member self = cl->self;
+    uint64_t gen = cl->state_gen;
     cl->state_dirty = false;
     pthread_mutex_unlock(&cl->mu);
     if (ol_member_encode(&self, rec, sizeof rec) >= sizeof rec) {
@@ -329,6 +345,8 @@ static int do_register(struct ol_cluster *cl, struct ol_etcd *e, char *err, size
     }
     pthread_mutex_lock(&cl->mu);
     cl->lease = lease;
+    cl->state_written = gen;
+    pthread_cond_broadcast(&cl->cv);
     pthread_mutex_unlock(&cl->mu);
     return 0;
 }
@@ -343,6 +361,7 @@ static void *lease_main(void *arg)
         int64_t lease = cl->lease;
         bool dirty = cl->state_dirty;
         struct ol_member self = cl->self;
+        uint64_t gen = cl->state_gen;
         cl->state_dirty = false;
         pthread_mutex_unlock(&cl->mu);
         int rc;
@@ -368,11 +387,14 @@ static void *lease_main(void *arg)
             ol_member_encode(&self, rec, sizeof rec);
             rc = ol_etcd_put(cl->lease_e, cl->key, rec, strlen(rec), lease, err, sizeof err);
             etcd_result(cl, rc, "record", err);
+            pthread_mutex_lock(&cl->mu);
             if (rc < 0) {
-                pthread_mutex_lock(&cl->mu);
                 cl->state_dirty = true;      /* again on the next round */
-                pthread_mutex_unlock(&cl->mu);
+            } else {
+                cl->state_written = gen;
+                pthread_cond_broadcast(&cl->cv);
             }
+            pthread_mutex_unlock(&cl->mu);
         } else {
             int64_t left = 0;
             rc = ol_etcd_lease_keepalive(cl->lease_e, lease, &left, err, sizeof err);
@@ -478,6 +500,7 @@ int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
     ol_member_key(cl->name, self->id, cl->key, sizeof cl->key);
     cl->ttl = cfg->cluster.lease_ttl_secs;
     cl->self = *self;
+    cl->live = true;
     cl->etcd_ok = true;
     cl->etcd_since = time(NULL);
     pthread_mutex_init(&cl->mu, NULL);
@@ -526,7 +549,17 @@ void ol_cluster_set_state(struct ol_cluster *cl, const char *state)
     pthread_mutex_lock(&cl->mu);
     snprintf(cl->self.state, sizeof cl->self.state, "%s", state);
     cl->state_dirty = true;
+    uint64_t gen = ++cl->state_gen;
     pthread_cond_broadcast(&cl->cv);
+    /* Wait (bounded) until it is in etcd: "active" is then true for anyone
+     * who sees the node ready, "leaving" before its listeners close. While
+     * not registered (etcd away) there is nothing to wait for. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += cl->eo.timeout_ms / 1000 + 1;
+    while (cl->lease && cl->state_written < gen && !cl->stop)
+        if (pthread_cond_timedwait(&cl->cv, &cl->mu, &ts) == ETIMEDOUT)
+            break;
     pthread_mutex_unlock(&cl->mu);
 }
 
