@@ -581,6 +581,43 @@ void ol_cluster_view(struct ol_cluster *cl, struct ol_cluster_view *v, struct ol
     pthread_mutex_unlock(&cl->mu);
 }
 
+size_t ol_cluster_metrics(struct ol_cluster *cl, char *buf, size_t cap)
+{
+    pthread_mutex_lock(&cl->mu);
+    int n = cl->n;
+    bool up = cl->etcd_ok, reg = cl->lease != 0;
+    int64_t rev = cl->revision;
+    uint64_t ren = cl->renewals, fail = cl->failures, rst = cl->restarts;
+    pthread_mutex_unlock(&cl->mu);
+    int len = snprintf(
+        buf, cap,
+        "# HELP openlake_cluster_members Members in this node's view of the cluster.\n"
+        "# TYPE openlake_cluster_members gauge\n"
+        "openlake_cluster_members{cluster=\"%s\"} %d\n"
+        "# HELP openlake_cluster_etcd_up 1 while etcd answers this node, else 0.\n"
+        "# TYPE openlake_cluster_etcd_up gauge\n"
+        "openlake_cluster_etcd_up{cluster=\"%s\"} %d\n"
+        "# HELP openlake_cluster_registered 1 while this node's record is in etcd under its lease.\n"
+        "# TYPE openlake_cluster_registered gauge\n"
+        "openlake_cluster_registered{cluster=\"%s\"} %d\n"
+        "# HELP openlake_cluster_revision etcd revision of this node's view.\n"
+        "# TYPE openlake_cluster_revision gauge\n"
+        "openlake_cluster_revision{cluster=\"%s\"} %lld\n"
+        "# HELP openlake_cluster_lease_renewals_total Lease renewals etcd answered.\n"
+        "# TYPE openlake_cluster_lease_renewals_total counter\n"
+        "openlake_cluster_lease_renewals_total{cluster=\"%s\"} %llu\n"
+        "# HELP openlake_cluster_etcd_failures_total etcd calls that failed (any thread).\n"
+        "# TYPE openlake_cluster_etcd_failures_total counter\n"
+        "openlake_cluster_etcd_failures_total{cluster=\"%s\"} %llu\n"
+        "# HELP openlake_cluster_watch_restarts_total Watches of the members that broke and were started again.\n"
+        "# TYPE openlake_cluster_watch_restarts_total counter\n"
+        "openlake_cluster_watch_restarts_total{cluster=\"%s\"} %llu\n",
+        cl->name, n, cl->name, up, cl->name, reg, cl->name, (long long)rev, cl->name,
+        (unsigned long long)ren, cl->name, (unsigned long long)fail, cl->name,
+        (unsigned long long)rst);
+    return len < 0 ? cap : (size_t)len;
+}
+
 void ol_cluster_stop(struct ol_cluster *cl)
 {
     if (!cl)

@@ -98,6 +98,10 @@ struct ol_cluster_view {
 void ol_cluster_view(struct ol_cluster *cl, struct ol_cluster_view *v, struct ol_member *buf,
                      int cap);
 
+/* The openlake_cluster_* Prometheus lines into buf: their length (cap or
+ * more: did not fit). Takes the view's mutex for a moment. */
+size_t ol_cluster_metrics(struct ol_cluster *cl, char *buf, size_t cap);
+
 /* Leaves: the record's lease is revoked (gone from etcd now, if it
  * answers within its timeout), the threads stopped and joined. NULL: no-op. */
 void ol_cluster_stop(struct ol_cluster *cl);

@@ -125,6 +125,12 @@ def test_nodes_join_and_the_cli_lists_them_stop_leaves_kill_expires(make_daemon,
         assert n["s3_addr"] == f"127.0.0.1:{d.port}" and n["kv_addr"] == f"127.0.0.1:{d.kv_port}"
         assert n["kv_slab_bytes"] > 0 and n["version"]
     assert st["etcd"] == {"endpoints": 1, "healthy": 1, "error": None}
+    with urllib.request.urlopen(a.url + "/_openlake/metrics", timeout=10) as r:
+        m = r.read().decode()
+    assert 'openlake_cluster_etcd_up{cluster="c1"} 1' in m
+    assert 'openlake_cluster_registered{cluster="c1"} 1' in m
+    wait_for(lambda: 'openlake_cluster_members{cluster="c1"} 3' in urllib.request.urlopen(
+        a.url + "/_openlake/metrics", timeout=10).read().decode(), "node 1's view of 3")
     # the table form says the same
     r = cli("cluster", "status", "--etcd", etcd.url, "--cluster", "c1")
     assert r.returncode == 0 and b"3 nodes" in r.stdout and r.stdout.count(b"active") == 3
@@ -185,6 +191,8 @@ def test_etcd_away_the_node_serves_and_comes_back(make_daemon, etcd, tmp_path):
     assert st["degraded"] and st["etcd"]["healthy"] == 0 and st["etcd"]["error"]
     wait_for(lambda: "serving with the membership last known" in a.stderr(), "the node to notice",
              timeout=10)
+    with urllib.request.urlopen(a.url + "/_openlake/metrics", timeout=10) as r:
+        assert 'openlake_cluster_etcd_up{cluster="c1"} 0' in r.read().decode()
     time.sleep(3)                              # longer than the lease: etcd is away, not the node
     etcd.start()
     wait_for(lambda: status(etcd)[0] == 0 and ids(status(etcd)[1]) == [1],
