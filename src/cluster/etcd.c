@@ -24,6 +24,7 @@
 
 struct ol_etcd {
     CURL *curl;
+    CURLM *multi;                    /* a watch runs in it: ol_etcd_watch_wake can end its wait */
     struct ol_etcd_opts o;
     int cur;                         /* the endpoint that answered last */
     char token[512];                 /* auth token; "" = none (yet) */
@@ -301,7 +302,9 @@ int ol_etcd_open(const struct ol_etcd_opts *o, struct ol_etcd **out, char *err, 
     if (o->n_endpoints < 1 || o->n_endpoints > OL_ETCD_MAX_ENDPOINTS)
         return fail(err, errlen, -EINVAL, "1 to %d etcd endpoints", OL_ETCD_MAX_ENDPOINTS);
     struct ol_etcd *e = calloc(1, sizeof *e);
-    if (!e || !(e->curl = curl_easy_init())) {
+    if (!e || !(e->curl = curl_easy_init()) || !(e->multi = curl_multi_init())) {
+        if (e)
+            curl_easy_cleanup(e->curl);
         free(e);
         return fail(err, errlen, -ENOMEM, "out of memory");
     }
@@ -316,6 +319,7 @@ void ol_etcd_close(struct ol_etcd *e)
 {
     if (!e)
         return;
+    curl_multi_cleanup(e->multi);
     curl_easy_cleanup(e->curl);
     free(e->buf);
     explicit_bzero(e->token, sizeof e->token);
@@ -610,7 +614,28 @@ int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
     e->wcreated = e->wcompacted = false;
     e->wstop = stop;
     e->werr[0] = 0;
-    CURLcode cc = curl_easy_perform(e->curl);
+    /* In the multi handle, so that ol_etcd_watch_wake (another thread) ends
+     * the wait at once; the progress callback is the backstop. */
+    CURLcode cc = CURLE_OK;
+    if (curl_multi_add_handle(e->multi, e->curl) != CURLM_OK) {
+        cc = curl_easy_perform(e->curl);
+    } else {
+        int running = 1;
+        while (running && !(stop && *stop)) {
+            if (curl_multi_perform(e->multi, &running) != CURLM_OK)
+                break;
+            if (running)
+                curl_multi_poll(e->multi, NULL, 0, 1000, NULL);
+        }
+        int left;
+        CURLMsg *msg;
+        while ((msg = curl_multi_info_read(e->multi, &left)))
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == e->curl)
+                cc = msg->data.result;
+        if (stop && *stop)
+            cc = CURLE_ABORTED_BY_CALLBACK;
+        curl_multi_remove_handle(e->multi, e->curl);
+    }
     curl_slist_free_all(h);
     free(s);
     e->wstop = NULL;
@@ -635,6 +660,11 @@ int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
     e->cur = (e->cur + 1) % e->o.n_endpoints;   /* the stream broke: next time the next one */
     return fail(err, errlen, -EHOSTUNREACH, "%s: the stream ended: %s", url,
                 cc == CURLE_OK ? "closed by etcd" : curl_easy_strerror(cc));
+}
+
+void ol_etcd_watch_wake(struct ol_etcd *e)
+{
+    curl_multi_wakeup(e->multi);
 }
 
 int ol_etcd_health(struct ol_etcd *e, int *healthy, char *err, size_t errlen)

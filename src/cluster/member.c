@@ -626,6 +626,8 @@ void ol_cluster_stop(struct ol_cluster *cl)
     cl->stop = true;
     pthread_cond_broadcast(&cl->cv);
     pthread_mutex_unlock(&cl->mu);
+    if (cl->watch_e)
+        ol_etcd_watch_wake(cl->watch_e);
     if (cl->lease_started)
         pthread_join(cl->lease_t, NULL);
     if (cl->watch_started)
