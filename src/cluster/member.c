@@ -553,11 +553,12 @@ void ol_cluster_set_state(struct ol_cluster *cl, const char *state)
     pthread_cond_broadcast(&cl->cv);
     /* Wait (bounded) until it is in etcd: "active" is then true for anyone
      * who sees the node ready, "leaving" before its listeners close. While
-     * not registered (etcd away) there is nothing to wait for. */
+     * not registered, or with etcd known to be away, there is nothing to
+     * wait for (the thread writes it when etcd answers). */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += cl->eo.timeout_ms / 1000 + 1;
-    while (cl->lease && cl->state_written < gen && !cl->stop)
+    while (cl->lease && cl->etcd_ok && cl->state_written < gen && !cl->stop)
         if (pthread_cond_timedwait(&cl->cv, &cl->mu, &ts) == ETIMEDOUT)
             break;
     pthread_mutex_unlock(&cl->mu);

@@ -79,7 +79,8 @@ int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
 /* The record's state from now on ("active" once serving, "leaving" at
  * shutdown): written by the lease thread; returns once it is in etcd, or
  * after etcd_timeout_ms and a second, or at once while the node is not
- * registered (etcd away: the thread writes it when it registers). */
+ * registered or etcd is known to be away (the thread writes it when etcd
+ * answers). */
 void ol_cluster_set_state(struct ol_cluster *cl, const char *state);
 
 struct ol_cluster_view {

@@ -115,7 +115,7 @@ def ids(st):
     return [n["id"] for n in st["nodes"]]
 
 
-def test_nodes_join_and_the_cli_lists_them_stop_leaves_kill_expires(make_daemon, etcd):
+def test_nodes_join_and_the_cli_lists_them_stop_leaves_kill_expires(etcd, make_daemon):
     a, b, c = (node(make_daemon, etcd, i) for i in (1, 2, 3))
     rc, st = status(etcd)
     assert rc == 0 and not st["degraded"], st
@@ -154,7 +154,7 @@ def test_nodes_join_and_the_cli_lists_them_stop_leaves_kill_expires(make_daemon,
     assert "member 2 gone" in a.stderr()
 
 
-def test_a_live_nodes_id_stops_a_second_node(make_daemon, etcd):
+def test_a_live_nodes_id_stops_a_second_node(etcd, make_daemon):
     a = node(make_daemon, etcd, 5)
     b = node(make_daemon, etcd, 5, start=False)
     b.start(wait=False)
@@ -166,7 +166,7 @@ def test_a_live_nodes_id_stops_a_second_node(make_daemon, etcd):
     assert rc == 0 and ids(st) == [5] and st["nodes"][0]["pid"] == a.pid()
 
 
-def test_a_node_restarted_on_its_data_dir_takes_its_record_back(make_daemon, etcd):
+def test_a_node_restarted_on_its_data_dir_takes_its_record_back(etcd, make_daemon):
     a = node(make_daemon, etcd, 7, ttl="60")    # its record would outlive it by a minute
     old = a.pid()
     a.signal(signal.SIGKILL)
@@ -178,7 +178,7 @@ def test_a_node_restarted_on_its_data_dir_takes_its_record_back(make_daemon, etc
     assert rc == 0 and ids(st) == [7] and st["nodes"][0]["pid"] == a.pid() != old
 
 
-def test_etcd_away_the_node_serves_and_comes_back(make_daemon, etcd, tmp_path):
+def test_etcd_away_the_node_serves_and_comes_back(etcd, make_daemon, tmp_path):
     a = node(make_daemon, etcd, 1)
     etcd.kill()
     assert a.is_ready()
@@ -202,7 +202,7 @@ def test_etcd_away_the_node_serves_and_comes_back(make_daemon, etcd, tmp_path):
     assert r.stdout == b"still here"
 
 
-def test_etcd_user_and_password(make_daemon, etcd, tmp_path):
+def test_etcd_user_and_password(etcd, make_daemon, tmp_path):
     assert etcd.ctl("user", "add", "root", "--new-user-password", "rootpw").returncode == 0
     assert etcd.ctl("auth", "enable").returncode == 0
     pw = tmp_path / "etcd.pw"
@@ -246,7 +246,7 @@ def test_cluster_settings_that_cannot_work_are_refused(make_daemon, args, says):
     assert says in d.stderr()
 
 
-def test_a_record_this_version_cannot_read_is_reported(make_daemon, etcd):
+def test_a_record_this_version_cannot_read_is_reported(etcd, make_daemon):
     a = node(make_daemon, etcd, 1)
     etcd.ctl("put", "/openlake/c1/nodes/9", '{"v": 99, "id": 9}')
     etcd.ctl("put", "/openlake/c1/nodes/8", "not json")
