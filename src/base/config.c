@@ -1740,6 +1740,13 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
     if (c->cluster.etcd_user[0] && !c->cluster.etcd_password[0])
         return errf(err, errlen, "%s: needs its password (cluster.etcd_password_file)",
                     key_where(c, find_key("cluster.etcd_user"), w, sizeof w));
+    /* one renewal that times out must leave time for another before the
+     * lease runs out */
+    if (c->cluster.name[0] && c->cluster.etcd_timeout_ms * 2 > c->cluster.lease_ttl_secs * 1000)
+        return errf(err, errlen, "%s: %lld ms is more than half of cluster.lease_ttl_secs "
+                    "(%lld s): one renewal that times out would cost the node its lease",
+                    key_where(c, find_key("cluster.etcd_timeout_ms"), w, sizeof w),
+                    (long long)c->cluster.etcd_timeout_ms, (long long)c->cluster.lease_ttl_secs);
     if (!c->cluster.etcd_tls_cert[0] != !c->cluster.etcd_tls_key[0])
         return errf(err, errlen, "%s: cluster.etcd_tls_cert and cluster.etcd_tls_key go "
                     "together", key_where(c, find_key(c->cluster.etcd_tls_cert[0]

@@ -77,7 +77,9 @@ static size_t discard(char *p, size_t sz, size_t n, void *arg)
     return sz * n;
 }
 
-/* GET http://<s3_addr>/_openlake/health/ready. */
+/* GET http(s)://<s3_addr>/_openlake/health/ready (https checked against
+ * the system's CAs; the record's address pasted in: a record is written by
+ * a node or an operator with etcd access, not by a client). */
 static void probe(struct ol_cl_node *n)
 {
     CURL *c = curl_easy_init();
@@ -87,12 +89,14 @@ static void probe(struct ol_cl_node *n)
         return;
     }
     char url[400];
-    snprintf(url, sizeof url, "http://%s/_openlake/health/ready", n->m.s3_addr);
+    snprintf(url, sizeof url, "%s://%s/_openlake/health/ready", n->m.s3_tls ? "https" : "http",
+             n->m.s3_addr);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)OL_CLUSTER_PROBE_MS);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     CURLcode cc = curl_easy_perform(c);
     if (cc != CURLE_OK) {
         n->ready = -1;
@@ -130,13 +134,15 @@ static const char *uptime(int64_t started, char *buf, size_t len)
 
 static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int n_ep)
 {
-    char err[512], herr[512];
+    char err[512] = "", herr[512] = "";
     int healthy = 0;
     ol_etcd_health(e, &healthy, herr, sizeof herr);
     struct ol_cl_list l = {0};
     ol_member_prefix(name, l.prefix, sizeof l.prefix);
     int64_t rev = 0;
     int rc = ol_etcd_range_prefix(e, l.prefix, on_node, &l, &rev, err, sizeof err);
+    if (rc == -ENOMEM && !err[0])
+        snprintf(err, sizeof err, "out of memory");
     if (rc == 0) {
         if (l.n)
             qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_node);
@@ -312,10 +318,8 @@ int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv)
             }
         cargv[n] = NULL;
         char *env[] = {NULL};   /* only the flags: an OPENLAKE_* of a node's shell does not apply */
-        if (ol_config_load(&cfg, n, cargv, env, err, sizeof err) < 0) {
-            /* name the CLI's flags, not the daemon's */
-            return ol_cli_usage_error(cli, "cluster", "%s", err);
-        }
+        if (ol_config_load(&cfg, n, cargv, env, err, sizeof err) < 0)
+            return ol_cli_usage_error(cli, "cluster", "%s", err);   /* names the daemon's key */
     }
     if (a.timeout && a.config)
         return ol_cli_usage_error(cli, "cluster", "--timeout-ms goes with --etcd");

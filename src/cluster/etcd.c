@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@
 /* What one answer may hold: a range of a cluster's members is kilobytes;
  * more than this is not an answer we asked for. */
 #define OL_ETCD_MAX_BODY (16u << 20)
+/* One watch message (a batch of events on node records): far less. */
+#define OL_ETCD_MAX_EVENT (4u << 20)
 
 struct ol_etcd {
     CURL *curl;
@@ -37,7 +40,7 @@ struct ol_etcd {
     int wrc;                         /* fn's non-zero return, or a parse error */
     int64_t wlast;                   /* revision of the last event seen */
     bool wcreated, wcompacted;
-    const volatile bool *wstop;
+    const atomic_bool *wstop;
     char werr[256];
 };
 
@@ -218,9 +221,12 @@ static int post_one(struct ol_etcd *e, int ep, const char *path, const char *bod
         const char *m = json_is_string(msg) ? json_string_value(msg) : "(no message)";
         int rc = strstr(m, "invalid auth token") || strstr(m, "user name is empty") ? -EAGAIN
                  : strstr(m, "authentication failed") || strstr(m, "permission denied") ||
-                         strstr(m, "user name not found") || status == 401 || status == 403
+                         strstr(m, "user name not found") ||
+                         strstr(m, "authentication is not enabled") || status == 401 ||
+                         status == 403
                      ? -EACCES
-                     : -EPROTO;
+                 : strstr(m, "requested lease not found") ? -ENOENT
+                                                          : -EPROTO;
         fail(err, errlen, rc, "%s: HTTP %ld: %s", url, status, m);
         json_decref(j);
         return rc;
@@ -232,17 +238,24 @@ static int post_one(struct ol_etcd *e, int ep, const char *path, const char *bod
 static int authenticate(struct ol_etcd *e, int ep, char *err, size_t errlen)
 {
     e->token[0] = 0;
-    json_t *body = json_pack("{s:s, s:s}", "name", e->o.user, "password",
-                             e->o.password ? e->o.password : "");
-    char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    if (!s)
-        return fail(err, errlen, -ENOMEM, "out of memory");
+    /* Built here, not by jansson, so that no copy of the password is left
+     * in freed memory: the one buffer is zeroed after the call. (config.c
+     * holds user and password to printable ASCII: '"' and '\\' are the
+     * only characters JSON needs escaped.) */
+    char s[640];
+    size_t n = 0;
+    const char *parts[] = {"{\"name\":\"", e->o.user, "\",\"password\":\"",
+                           e->o.password ? e->o.password : "", "\"}"};
+    for (int i = 0; i < 5; i++)
+        for (const char *c = parts[i]; *c && n < sizeof s - 3; c++) {
+            if ((i == 1 || i == 3) && (*c == '"' || *c == '\\'))
+                s[n++] = '\\';
+            s[n++] = *c;
+        }
+    s[n] = 0;
     json_t *r = NULL;
     int rc = post_one(e, ep, "/v3/auth/authenticate", s, &r, err, errlen);
-    /* the body held the password: not left in freed memory */
-    explicit_bzero(s, strlen(s));
-    free(s);
+    explicit_bzero(s, sizeof s);
     if (rc == -EAGAIN)
         rc = -EACCES;
     if (rc < 0)
@@ -324,6 +337,11 @@ void ol_etcd_close(struct ol_etcd *e)
     free(e->buf);
     explicit_bzero(e->token, sizeof e->token);
     free(e);
+}
+
+void ol_etcd_set_timeout(struct ol_etcd *e, long ms)
+{
+    e->o.timeout_ms = ms;
 }
 
 const char *ol_etcd_endpoint(const struct ol_etcd *e)
@@ -446,7 +464,7 @@ int ol_etcd_create(struct ol_etcd *e, const char *key, const void *val, size_t v
         json_object_get(json_array_get(json_object_get(r, "responses"), 0), "response_range"),
         "kvs");
     struct ol_etcd_kv kv;
-    char *kb, *vb;
+    char *kb = NULL, *vb = NULL;
     if (havelen)
         have[0] = 0;
     if (json_array_size(kvs) == 1 && kv_of(json_array_get(kvs, 0), &kv, &kb, &vb, false) == 0 &&
@@ -501,6 +519,15 @@ static size_t on_watch(char *p, size_t sz, size_t n, void *arg)
     size_t add = on_body(p, sz, n, arg);
     if (add != sz * n)
         return 0;
+    if (e->len > OL_ETCD_MAX_EVENT) {
+        snprintf(e->werr, sizeof e->werr, "watch: a message over %u bytes", OL_ETCD_MAX_EVENT);
+        e->wrc = -EPROTO;
+        return 0;
+    }
+    /* The gateway ends each message with a newline: nothing to parse before
+     * one arrives (no re-parsing of a long message at every chunk). */
+    if (!memchr(p, '\n', add))
+        return add;
     size_t off = 0;
     while (off < e->len) {
         while (off < e->len && (e->buf[off] == '\n' || e->buf[off] == '\r' || e->buf[off] == ' '))
@@ -509,8 +536,13 @@ static size_t on_watch(char *p, size_t sz, size_t n, void *arg)
             break;
         json_error_t je;
         json_t *j = json_loadb(e->buf + off, e->len - off, JSON_DISABLE_EOF_CHECK, &je);
-        if (!j)
-            break;                   /* not whole yet (or garbage: the cap ends it) */
+        if (!j && json_error_code(&je) == json_error_premature_end_of_input)
+            break;                   /* the rest of it is still on its way */
+        if (!j) {
+            snprintf(e->werr, sizeof e->werr, "watch: not JSON: %s", je.text);
+            e->wrc = -EPROTO;
+            return 0;
+        }
         off += (size_t)je.position;
         json_t *res = json_object_get(j, "result");
         json_t *error = json_object_get(j, "error");
@@ -573,12 +605,12 @@ static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl
 {
     (void)a, (void)b, (void)c, (void)d;
     struct ol_etcd *e = arg;
-    return e->wstop && *e->wstop;
+    return e->wstop && atomic_load(e->wstop);
 }
 
 int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
                   int (*fn)(void *arg, const struct ol_etcd_kv *kv), void *arg,
-                  const volatile bool *stop, char *err, size_t errlen)
+                  const atomic_bool *stop, char *err, size_t errlen)
 {
     if (e->o.user && !e->token[0]) {
         int rc = authenticate(e, e->cur, err, errlen);
@@ -621,7 +653,7 @@ int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
         cc = curl_easy_perform(e->curl);
     } else {
         int running = 1;
-        while (running && !(stop && *stop)) {
+        while (running && !(stop && atomic_load(stop))) {
             if (curl_multi_perform(e->multi, &running) != CURLM_OK)
                 break;
             if (running)
@@ -632,14 +664,14 @@ int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
         while ((msg = curl_multi_info_read(e->multi, &left)))
             if (msg->msg == CURLMSG_DONE && msg->easy_handle == e->curl)
                 cc = msg->data.result;
-        if (stop && *stop)
+        if (stop && atomic_load(stop))
             cc = CURLE_ABORTED_BY_CALLBACK;
         curl_multi_remove_handle(e->multi, e->curl);
     }
     curl_slist_free_all(h);
     free(s);
     e->wstop = NULL;
-    if (stop && *stop)
+    if (stop && atomic_load(stop))
         return 0;
     if (e->wrc) {
         if (e->werr[0])

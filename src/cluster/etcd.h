@@ -23,6 +23,7 @@
 #ifndef OL_CLUSTER_ETCD_H
 #define OL_CLUSTER_ETCD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +45,10 @@ struct ol_etcd;
 
 int ol_etcd_open(const struct ol_etcd_opts *o, struct ol_etcd **out, char *err, size_t errlen);
 void ol_etcd_close(struct ol_etcd *e);
+
+/* Each request's deadline from now on (e.g. shorter for a last call at
+ * shutdown). */
+void ol_etcd_set_timeout(struct ol_etcd *e, long ms);
 
 /* The endpoint the last request went to (for messages). */
 const char *ol_etcd_endpoint(const struct ol_etcd *e);
@@ -99,7 +104,7 @@ int ol_etcd_range_prefix(struct ol_etcd *e, const char *prefix,
  * range again and watches from there. */
 int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
                   int (*fn)(void *arg, const struct ol_etcd_kv *kv), void *arg,
-                  const volatile bool *stop, char *err, size_t errlen);
+                  const atomic_bool *stop, char *err, size_t errlen);
 
 /* Wakes a watch running in another thread so it sees *stop now (the one
  * call here that another thread may make). */

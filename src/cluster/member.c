@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,7 @@ struct ol_cluster {
     struct ol_etcd *lease_e, *watch_e;
     pthread_t lease_t, watch_t;
     bool lease_started, watch_started;
-    volatile bool stop;
+    atomic_bool stop;
 
     pthread_mutex_t mu;          /* everything below */
     pthread_cond_t cv;
@@ -73,13 +74,16 @@ void ol_member_key(const char *cluster, int64_t id, char *buf, size_t len)
 size_t ol_member_encode(const struct ol_member *m, char *buf, size_t len)
 {
     json_t *j = json_pack(
-        "{s:i, s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:I, s:I, s:I}",
-        "v", OL_MEMBER_FORMAT, "id", (json_int_t)m->id, "state", m->state, "version",
+        "{s:i, s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:b, s:s, s:s, s:I, s:I, s:I}",
+        "v", OL_MEMBER_FORMAT, "id", (json_int_t)m->id, "instance", m->instance, "state",
+        m->state, "version",
         m->version, "host", m->host, "data_dir", m->data_dir, "pid", (json_int_t)m->pid,
-        "started", (json_int_t)m->started, "s3_addr", m->s3_addr, "kv_addr", m->kv_addr,
+        "started", (json_int_t)m->started, "s3_addr", m->s3_addr, "s3_tls", (int)m->s3_tls,
+        "kv_addr", m->kv_addr,
         "rpc_addr", m->rpc_addr, "kv_slab_bytes", (json_int_t)m->kv_slab_bytes,
         "kv_disk_bytes", (json_int_t)m->kv_disk_bytes, "drives", (json_int_t)m->drives);
-    size_t n = j ? json_dumpb(j, buf, len ? len - 1 : 0, JSON_COMPACT | JSON_SORT_KEYS) : len;
+    /* json_pack fails on a string that is not UTF-8: 0 then */
+    size_t n = j ? json_dumpb(j, buf, len ? len - 1 : 0, JSON_COMPACT | JSON_SORT_KEYS) : 0;
     json_decref(j);
     if (n < len)
         buf[n] = 0;
@@ -131,6 +135,8 @@ int ol_member_decode(const char *json, size_t len, struct ol_member *m, char *wh
         bad = "v (a newer format)";
     else if (take_int(j, "id", &m->id))
         bad = "id";
+    else if (take_str(j, "instance", m->instance, sizeof m->instance))
+        bad = "instance";
     else if (take_str(j, "state", m->state, sizeof m->state))
         bad = "state";
     else if (take_str(j, "version", m->version, sizeof m->version))
@@ -145,9 +151,12 @@ int ol_member_decode(const char *json, size_t len, struct ol_member *m, char *wh
              take_str(j, "kv_addr", m->kv_addr, sizeof m->kv_addr) ||
              take_str(j, "rpc_addr", m->rpc_addr, sizeof m->rpc_addr))
         bad = "an address";
+    else if (json_object_get(j, "s3_tls") && !json_is_boolean(json_object_get(j, "s3_tls")))
+        bad = "s3_tls";
     else if (take_int(j, "kv_slab_bytes", &slab) || take_int(j, "kv_disk_bytes", &disk) ||
              take_int(j, "drives", &m->drives) || slab < 0 || disk < 0)
         bad = "a capacity";
+    m->s3_tls = json_is_true(json_object_get(j, "s3_tls"));
     json_decref(j);
     if (bad) {
         snprintf(why, whylen, "field %s", bad);
@@ -183,8 +192,9 @@ static bool view_has(const struct ol_cluster *cl, int64_t id)
     return false;
 }
 
-/* Insert, replace or (m NULL) remove member id; mu held. */
-static void view_set(struct ol_cluster *cl, int64_t id, const struct ol_member *m)
+/* Insert, replace or (m NULL) remove member id; mu held. -1: the view is
+ * full, m left out. */
+static int view_set(struct ol_cluster *cl, int64_t id, const struct ol_member *m)
 {
     int lo = 0, hi = cl->n;
     while (lo < hi) {
@@ -201,19 +211,17 @@ static void view_set(struct ol_cluster *cl, int64_t id, const struct ol_member *
                     (size_t)(cl->n - lo - 1) * sizeof *cl->members);
             cl->n--;
         }
-        return;
+        return 0;
     }
     if (!found) {
-        if (cl->n == OL_MEMBER_MAX) {
-            ol_warn("cluster %s: more than %d members: node %lld left out of the view",
-                    cl->name, OL_MEMBER_MAX, (long long)id);
-            return;
-        }
+        if (cl->n == OL_MEMBER_MAX)
+            return -1;
         memmove(&cl->members[lo + 1], &cl->members[lo],
                 (size_t)(cl->n - lo) * sizeof *cl->members);
         cl->n++;
     }
     cl->members[lo] = *m;
+    return 0;
 }
 
 static int on_record(void *arg, const struct ol_etcd_kv *kv)
@@ -225,27 +233,32 @@ static int on_record(void *arg, const struct ol_etcd_kv *kv)
         return 0;                    /* not a node record: someone else's key */
     struct ol_member m;
     char why[128];
-    if (kv->val && ol_member_decode(kv->val, kv->vlen, &m, why, sizeof why) < 0) {
-        ol_warn("cluster %s: the record of node %lld is not one this version reads (%s): "
-                "left out of the view", cl->name, (long long)id, why);
-        return 0;
-    }
+    bool readable = !kv->val || ol_member_decode(kv->val, kv->vlen, &m, why, sizeof why) == 0;
+    /* An unreadable record leaves the view like a deleted one. Logged after
+     * the mutex is let go: a data core reading metrics takes it. */
     pthread_mutex_lock(&cl->mu);
-    if (kv->val) {
+    bool had = view_has(cl, id), full = false;
+    if (kv->val && readable) {
         m.id = id;                   /* the key's, whatever the record says */
         m.mod_revision = kv->mod_revision;
-        if (cl->live && !view_has(cl, id))
-            ol_info("cluster %s: member %lld joined (host %s, S3 %s)", cl->name, (long long)id,
-                    m.host, m.s3_addr);
-        view_set(cl, id, &m);
+        full = !view_set(cl, id, &m);
     } else {
-        if (cl->live && view_has(cl, id))
-            ol_info("cluster %s: member %lld gone", cl->name, (long long)id);
         view_set(cl, id, NULL);
     }
     if (kv->mod_revision > cl->revision)
         cl->revision = kv->mod_revision;
     pthread_mutex_unlock(&cl->mu);
+    if (!readable)
+        ol_warn("cluster %s: the record of node %lld is not one this version reads (%s): "
+                "left out of the view", cl->name, (long long)id, why);
+    else if (full)
+        ol_warn("cluster %s: more than %d members: node %lld left out of the view", cl->name,
+                OL_MEMBER_MAX, (long long)id);
+    else if (cl->live && kv->val && !had)
+        ol_info("cluster %s: member %lld joined (host %s, S3 %s)", cl->name, (long long)id,
+                m.host, m.s3_addr);
+    else if (cl->live && !kv->val && had)
+        ol_info("cluster %s: member %lld gone", cl->name, (long long)id);
     return 0;
 }
 
@@ -253,6 +266,7 @@ static int on_record(void *arg, const struct ol_etcd_kv *kv)
 
 static void etcd_result(struct ol_cluster *cl, int rc, const char *what, const char *err)
 {
+    int say = 0;                     /* 1 back, 2 away: logged once the mutex is let go */
     pthread_mutex_lock(&cl->mu);
     bool was = cl->etcd_ok;
     time_t now = time(NULL);
@@ -260,7 +274,7 @@ static void etcd_result(struct ol_cluster *cl, int rc, const char *what, const c
         if (!was) {
             cl->etcd_ok = true;
             cl->etcd_since = now;
-            ol_info("cluster %s: etcd answers again (%s)", cl->name, what);
+            say = 1;
         }
     } else {
         cl->failures++;
@@ -271,26 +285,40 @@ static void etcd_result(struct ol_cluster *cl, int rc, const char *what, const c
         }
         if (was || now - cl->last_warn >= 30) {   /* one warning per 30 s */
             cl->last_warn = now;
-            ol_warn("cluster %s: etcd: %s: %s (serving with the membership last known)",
-                    cl->name, what, err);
+            say = 2;
         }
     }
+    if (was != cl->etcd_ok)
+        pthread_cond_broadcast(&cl->cv);          /* set_state's wait looks at it */
     pthread_mutex_unlock(&cl->mu);
+    if (say == 1)
+        ol_info("cluster %s: etcd answers again (%s)", cl->name, what);
+    else if (say == 2)
+        ol_warn("cluster %s: etcd: %s: %s (serving with the membership last known)", cl->name,
+                what, err);
 }
 
-/* Sleeps up to ms, or until stop (or, for the lease thread, a state change). */
-static void nap(struct ol_cluster *cl, long ms, bool wake_on_state)
+/* A deadline ms from now on the monotonic clock (the condition variable's:
+ * a wall clock stepped back must not stretch a lease renewal). */
+static struct timespec after_ms(long ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (ms % 1000) * 1000000L;
     if (ts.tv_nsec >= 1000000000L) {
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    return ts;
+}
+
+/* Sleeps up to ms, or until stop (or, for the lease thread, a state change). */
+static void nap(struct ol_cluster *cl, long ms, bool wake_on_state)
+{
+    struct timespec ts = after_ms(ms);
     pthread_mutex_lock(&cl->mu);
-    while (!cl->stop && !(wake_on_state && cl->state_dirty))
+    while (!atomic_load(&cl->stop) && !(wake_on_state && cl->state_dirty))
         if (pthread_cond_timedwait(&cl->cv, &cl->mu, &ts) == ETIMEDOUT)
             break;
     pthread_mutex_unlock(&cl->mu);
@@ -302,43 +330,44 @@ static void nap(struct ol_cluster *cl, long ms, bool wake_on_state)
  * holds the id; err says which), or an etcd error. */
 static int do_register(struct ol_cluster *cl, struct ol_etcd *e, char *err, size_t errlen)
 {
-    int64_t lease, rev;
-    int rc = ol_etcd_lease_grant(e, cl->ttl, &lease, err, errlen);
-    if (rc < 0)
-        return rc;
     char rec[4096], have[4096];
     pthread_mutex_lock(&cl->mu);
     struct ol_member self = cl->self;
     uint64_t gen = cl->state_gen;
-    cl->state_dirty = false;
     pthread_mutex_unlock(&cl->mu);
-    if (ol_member_encode(&self, rec, sizeof rec) >= sizeof rec) {
-        snprintf(err, errlen, "the node record is over %zu bytes", sizeof rec);
-        return -EOVERFLOW;
+    size_t n = ol_member_encode(&self, rec, sizeof rec);   /* before any lease is taken */
+    if (n == 0 || n >= sizeof rec) {
+        snprintf(err, errlen, n ? "the node record is over %zu bytes"
+                                : "the node record cannot be encoded (a field not UTF-8?)",
+                 sizeof rec);
+        return -EINVAL;
     }
-    rc = ol_etcd_create(e, cl->key, rec, strlen(rec), lease, &rev, have, sizeof have, err,
-                        errlen);
+    int64_t lease, rev;
+    int rc = ol_etcd_lease_grant(e, cl->ttl, &lease, err, errlen);
+    if (rc < 0)
+        return rc;
+    rc = ol_etcd_create(e, cl->key, rec, n, lease, &rev, have, sizeof have, err, errlen);
     if (rc == 1) {
         struct ol_member old;
         char why[128];
         bool mine = ol_member_decode(have, strlen(have), &old, why, sizeof why) == 0 &&
-                    !strcmp(old.host, self.host) && !strcmp(old.data_dir, self.data_dir);
+                    old.instance[0] && !strcmp(old.instance, self.instance);
         if (!mine) {
             snprintf(err, errlen, "node id %lld is registered by a live openlaked (host %.80s, "
                      "pid %lld, data dir %.160s, S3 %.80s); give this node another self_id",
                      (long long)self.id, old.host[0] ? old.host : "?", (long long)old.pid,
                      old.data_dir[0] ? old.data_dir : "?", old.s3_addr[0] ? old.s3_addr : "?");
-            char e2[256];
-            ol_etcd_lease_revoke(e, lease, e2, sizeof e2);
-            return -EEXIST;
+            rc = -EEXIST;
+        } else {
+            /* This node's own instance id (in its data dir, which this
+             * process holds locked): its previous run, dead, whose lease
+             * has not run out yet. */
+            ol_info("cluster %s: replacing the record of this node's previous run (pid %lld)",
+                    cl->name, (long long)old.pid);
+            rc = ol_etcd_put(e, cl->key, rec, n, lease, err, errlen);
         }
-        /* This host and data dir: our previous life (the data dir lock we
-         * hold says it is dead), whose lease has not run out yet. */
-        ol_info("cluster %s: replacing the record of this node's previous run (pid %lld)",
-                cl->name, (long long)old.pid);
-        rc = ol_etcd_put(e, cl->key, rec, strlen(rec), lease, err, errlen);
     }
-    if (rc < 0) {
+    if (rc < 0) {                    /* no lease left behind */
         char e2[256];
         ol_etcd_lease_revoke(e, lease, e2, sizeof e2);
         return rc;
@@ -346,6 +375,8 @@ static int do_register(struct ol_cluster *cl, struct ol_etcd *e, char *err, size
     pthread_mutex_lock(&cl->mu);
     cl->lease = lease;
     cl->state_written = gen;
+    if (cl->state_gen == gen)
+        cl->state_dirty = false;
     pthread_cond_broadcast(&cl->cv);
     pthread_mutex_unlock(&cl->mu);
     return 0;
@@ -356,13 +387,13 @@ static void *lease_main(void *arg)
     struct ol_cluster *cl = arg;
     char err[512];
     bool conflict_logged = false;
-    while (!cl->stop) {
+    unsigned fails = 0;
+    while (!atomic_load(&cl->stop)) {
         pthread_mutex_lock(&cl->mu);
         int64_t lease = cl->lease;
         bool dirty = cl->state_dirty;
         struct ol_member self = cl->self;
         uint64_t gen = cl->state_gen;
-        cl->state_dirty = false;
         pthread_mutex_unlock(&cl->mu);
         int rc;
         if (!lease) {
@@ -384,17 +415,28 @@ static void *lease_main(void *arg)
             }
         } else if (dirty) {
             char rec[4096];
-            ol_member_encode(&self, rec, sizeof rec);
-            rc = ol_etcd_put(cl->lease_e, cl->key, rec, strlen(rec), lease, err, sizeof err);
-            etcd_result(cl, rc, "record", err);
-            pthread_mutex_lock(&cl->mu);
-            if (rc < 0) {
-                cl->state_dirty = true;      /* again on the next round */
-            } else {
-                cl->state_written = gen;
-                pthread_cond_broadcast(&cl->cv);
+            size_t n = ol_member_encode(&self, rec, sizeof rec);
+            rc = n && n < sizeof rec
+                     ? ol_etcd_put(cl->lease_e, cl->key, rec, n, lease, err, sizeof err)
+                     : (snprintf(err, sizeof err, "the node record cannot be encoded"), -EINVAL);
+            if (rc == -ENOENT) {         /* "requested lease not found": register anew */
+                ol_warn("cluster %s: the lease of node %lld is gone (%s): registering again",
+                        cl->name, (long long)self.id, err);
+                pthread_mutex_lock(&cl->mu);
+                cl->lease = 0;
+                pthread_mutex_unlock(&cl->mu);
+                rc = 0;
+                continue;
             }
-            pthread_mutex_unlock(&cl->mu);
+            etcd_result(cl, rc, "record", err);
+            if (rc == 0) {
+                pthread_mutex_lock(&cl->mu);
+                cl->state_written = gen;
+                if (cl->state_gen == gen)
+                    cl->state_dirty = false;
+                pthread_cond_broadcast(&cl->cv);
+                pthread_mutex_unlock(&cl->mu);
+            }
         } else {
             int64_t left = 0;
             rc = ol_etcd_lease_keepalive(cl->lease_e, lease, &left, err, sizeof err);
@@ -402,19 +444,29 @@ static void *lease_main(void *arg)
             if (rc == 0) {
                 pthread_mutex_lock(&cl->mu);
                 cl->renewals++;
-                if (left <= 0) {             /* expired: etcd deleted the record */
-                    ol_warn("cluster %s: the lease of node %lld expired (etcd away longer "
-                            "than %lld s?): registering again", cl->name,
-                            (long long)self.id, (long long)cl->ttl);
+                if (left <= 0)           /* expired, or revoked: etcd deleted the record */
                     cl->lease = 0;
-                }
                 pthread_mutex_unlock(&cl->mu);
-                if (left <= 0)
+                if (left <= 0) {
+                    ol_warn("cluster %s: the lease of node %lld expired or was revoked (etcd "
+                            "away longer than %lld s?): registering again", cl->name,
+                            (long long)self.id, (long long)cl->ttl);
                     continue;
+                }
             }
         }
-        /* renew at a third of the TTL; retry a failure sooner */
-        nap(cl, rc < 0 ? 500 : cl->ttl * 1000 / 3, true);
+        /* Renew at a third of the TTL. A failure is retried after 0.5 s,
+         * doubling up to that third (a wrong password is not tried twice a
+         * second for ever), and a pending state change does not cut the
+         * wait short then: it waits for the retry. */
+        fails = rc < 0 ? fails + 1 : 0;
+        long third = cl->ttl * 1000 / 3, wait = third;
+        if (fails) {
+            wait = 500L << (fails < 6 ? fails - 1 : 5);
+            if (wait > third)
+                wait = third;
+        }
+        nap(cl, wait, fails == 0);
     }
     return NULL;
 }
@@ -424,7 +476,7 @@ static void *watch_main(void *arg)
     struct ol_cluster *cl = arg;
     char err[512];
     long backoff = 100;
-    while (!cl->stop) {
+    while (!atomic_load(&cl->stop)) {
         /* read it all, into a fresh view, then watch from there */
         pthread_mutex_lock(&cl->mu);
         int keep = cl->n;
@@ -455,7 +507,7 @@ static void *watch_main(void *arg)
             backoff = 100;
             rc = ol_etcd_watch(cl->watch_e, cl->prefix, rev + 1, on_record, cl, &cl->stop, err,
                                sizeof err);
-            if (cl->stop)
+            if (atomic_load(&cl->stop))
                 break;
             pthread_mutex_lock(&cl->mu);
             cl->restarts++;
@@ -506,6 +558,7 @@ int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
     pthread_mutex_init(&cl->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&cl->cv, &ca);
     pthread_condattr_destroy(&ca);
     etcd_opts(cfg, cl);
@@ -555,10 +608,8 @@ void ol_cluster_set_state(struct ol_cluster *cl, const char *state)
      * who sees the node ready, "leaving" before its listeners close. While
      * not registered, or with etcd known to be away, there is nothing to
      * wait for (the thread writes it when etcd answers). */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += cl->eo.timeout_ms / 1000 + 1;
-    while (cl->lease && cl->etcd_ok && cl->state_written < gen && !cl->stop)
+    struct timespec ts = after_ms(cl->eo.timeout_ms + 1000);
+    while (cl->lease && cl->etcd_ok && cl->state_written < gen && !atomic_load(&cl->stop))
         if (pthread_cond_timedwait(&cl->cv, &cl->mu, &ts) == ETIMEDOUT)
             break;
     pthread_mutex_unlock(&cl->mu);
@@ -624,7 +675,7 @@ void ol_cluster_stop(struct ol_cluster *cl)
     if (!cl)
         return;
     pthread_mutex_lock(&cl->mu);
-    cl->stop = true;
+    atomic_store(&cl->stop, true);
     pthread_cond_broadcast(&cl->cv);
     pthread_mutex_unlock(&cl->mu);
     if (cl->watch_e)
@@ -635,6 +686,7 @@ void ol_cluster_stop(struct ol_cluster *cl)
         pthread_join(cl->watch_t, NULL);
     if (cl->lease && cl->lease_e) {  /* leave now, not a TTL from now */
         char err[512];
+        ol_etcd_set_timeout(cl->lease_e, cl->eo.timeout_ms < 1000 ? cl->eo.timeout_ms : 1000);
         if (ol_etcd_lease_revoke(cl->lease_e, cl->lease, err, sizeof err) < 0)
             ol_warn("cluster %s: cannot revoke the lease (%s): the node leaves when it "
                     "expires, in %lld s", cl->name, err, (long long)cl->ttl);

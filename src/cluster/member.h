@@ -16,9 +16,10 @@
  * under a mutex the threads hold only to update it).
  *
  * The record (format version 1):
- *   {"v":1, "id":N, "state":"starting"|"active"|"leaving", "version":"0.1.0",
+ *   {"v":1, "id":N, "instance":"32 hex digits",
+ *    "state":"starting"|"active"|"leaving", "version":"0.1.0",
  *    "host":"name", "data_dir":"/path", "pid":N, "started":unix_seconds,
- *    "s3_addr":"h:p", "kv_addr":"h:p" (or ""), "rpc_addr":"h:p",
+ *    "s3_addr":"h:p", "s3_tls":bool, "kv_addr":"h:p" (or ""), "rpc_addr":"h:p",
  *    "kv_slab_bytes":N, "kv_disk_bytes":N, "drives":N}
  * A reader ignores fields it does not know and refuses "v" > 1.
  */
@@ -36,6 +37,7 @@
 
 struct ol_member {
     int64_t id;
+    char instance[40];        /* random, kept in the data dir: who wrote the record */
     char state[16];
     char version[32];
     char host[256];
@@ -43,6 +45,7 @@ struct ol_member {
     int64_t pid;
     int64_t started;
     char s3_addr[OL_CONFIG_ADDR_LEN];
+    bool s3_tls;              /* s3_addr serves https */
     char kv_addr[OL_CONFIG_ADDR_LEN];
     char rpc_addr[OL_CONFIG_ADDR_LEN];
     uint64_t kv_slab_bytes;
@@ -51,7 +54,8 @@ struct ol_member {
     int64_t mod_revision;     /* etcd's, of the record */
 };
 
-/* The record as JSON into buf (its length; >= len: did not fit). */
+/* The record as JSON into buf (its length; >= len: did not fit; 0: a
+ * string in it is not UTF-8). */
 size_t ol_member_encode(const struct ol_member *m, char *buf, size_t len);
 
 /* A record from JSON: 0, or -1 with why (not JSON, a newer format, a
@@ -68,9 +72,10 @@ struct ol_cluster;
 /* Joins cfg's cluster as self (its id, addresses, capacities; state
  * "starting"): registers the record once, here, before returning, then
  * starts the two threads. Returns 0; -EEXIST with err naming the holder
- * when a live node of another host or data dir holds this id (a record of
- * this host and data dir is this node's previous life: the data dir lock
- * says it is dead, and it is replaced); -EACCES when etcd refuses the
+ * when a live node of another instance holds this id (a record of this
+ * node's own instance, self->instance from its data dir, is its previous
+ * life: the data dir lock says it is dead, and it is replaced); -EACCES
+ * when etcd refuses the
  * credentials; other errors of etcd.h with err. An etcd that does not
  * answer is not an error: logged, and the threads keep trying. */
 int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,

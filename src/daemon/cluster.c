@@ -4,8 +4,10 @@
  *
  * Owns: the record's fields: the addresses as other hosts reach them (a
  * wildcard listener's host becomes cluster.advertise_host, else the host
- * name), this host's name and first data dir (how a restarted node knows its
- * own previous record), the capacities.
+ * name), the capacities, and the node's instance id: 32 random hex digits
+ * kept in <first data dir>/cluster.instance (mode 0600, made at the first
+ * start), how a restarted node knows its own previous record from another
+ * node's that has the same self_id.
  */
 #include "daemon/daemon.h"
 
@@ -13,7 +15,9 @@
 #include "kv/service.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +37,50 @@ static void advertised(const char *addr, const char *host, char *out, size_t len
         snprintf(out, len, "%s", addr);
 }
 
+/* The instance id from <dir>/cluster.instance, made there when missing. */
+static int instance_id(const char *dir, char *out, size_t len, char *err, size_t errlen)
+{
+    char path[PATH_MAX + 32], buf[64] = {0};
+    snprintf(path, sizeof path, "%s/cluster.instance", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        bool ok = n >= 33 && buf[32] == '\n';
+        for (int i = 0; ok && i < 32; i++)
+            ok = (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f');
+        if (!ok) {
+            snprintf(err, errlen, "%s: not 32 hex digits and a newline; remove it to make a "
+                     "new one (this node then registers as a new instance)", path);
+            return -EINVAL;
+        }
+        snprintf(out, len, "%.32s", buf);
+        return 0;
+    }
+    if (errno != ENOENT) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -errno;
+    }
+    unsigned char r[16];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        snprintf(err, errlen, "getrandom: %s", strerror(errno));
+        return -EIO;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(buf + 2 * i, 3, "%02x", r[i]);
+    buf[32] = '\n';
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, buf, 33) != 33 || fsync(fd) < 0) {
+        snprintf(err, errlen, "%s: cannot write it: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -EIO;
+    }
+    close(fd);
+    snprintf(out, len, "%.32s", buf);
+    return 0;
+}
+
 int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen)
 {
     const struct ol_config *c = &d->cfg;
@@ -50,6 +98,7 @@ int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen)
     snprintf(self.data_dir, sizeof self.data_dir, "%.*s", (int)sizeof self.data_dir - 1,
              realpath(c->data_dirs[0], real) ? real : c->data_dirs[0]);
     advertised(c->s3_addr, self.host, self.s3_addr, sizeof self.s3_addr);
+    self.s3_tls = c->s3_tls_cert[0] != 0;
     if (c->mode != OL_MODE_S3)
         advertised(c->kv_addr, self.host, self.kv_addr, sizeof self.kv_addr);
     advertised(c->rpc_addr, self.host, self.rpc_addr, sizeof self.rpc_addr);
@@ -57,6 +106,15 @@ int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen)
         self.kv_slab_bytes = d->kv->tenants[0].slab.size;
         self.kv_disk_bytes = (uint64_t)(c->kv_disk.capacity_gb * (double)(1ull << 30));
     }
+    if (instance_id(c->data_dirs[0], self.instance, sizeof self.instance, err, errlen) < 0)
+        return -1;
+    for (int i = 0; i < c->cluster.n_etcd; i++)
+        if (c->cluster.etcd_user[0] && !strncmp(c->cluster.etcd[i], "http://", 7)) {
+            ol_warn("cluster %s: etcd %s is plain http: the etcd password and token cross "
+                    "the network in the clear (use https:// with cluster.etcd_tls_ca)",
+                    c->cluster.name, c->cluster.etcd[i]);
+            break;
+        }
     if (ol_cluster_start(c, &self, &d->cluster, err, errlen) < 0)
         return -1;
     return 0;

@@ -458,10 +458,12 @@ int main(int argc, char **argv)
          * with its disk tier recovered (ol_kv_service_create reads every
          * shard's index), all before the first listener opened. Until now
          * health/ready answered 503 and KV HELLO BUSY "starting; retry". */
+        /* "active" in etcd before health/ready answers 200: whoever sees the
+         * node ready finds it active in the cluster too. */
+        ol_cluster_set_state(d.cluster, "active");
         atomic_store(&d.ready, 1);
         if (d.kv)
             atomic_store(&d.kv->ready, !atomic_load(&d.ready_held));
-        ol_cluster_set_state(d.cluster, "active");
         ol_banner(&d);
         ol_info("openlaked started: %d cores, S3/admin on %s", d.ncores, d.cfg.s3_addr);
         /* The slabs' pages, now that the daemon serves: a client's first

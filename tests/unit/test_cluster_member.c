@@ -20,6 +20,8 @@ OLT_TEST(cluster_member_record_round_trip)
     m.kv_slab_bytes = 1ull << 33;
     m.kv_disk_bytes = 5ull << 40;
     m.drives = 4;
+    m.s3_tls = true;
+    strcpy(m.instance, "0123456789abcdef0123456789abcdef");
     strcpy(m.state, "active");
     strcpy(m.version, "0.1.0");
     strcpy(m.host, "gpu-7");
@@ -51,6 +53,8 @@ OLT_TEST(cluster_member_record_refusals)
         {"{\"v\":1,\"state\":7}", "field state"},
         {"{\"v\":1,\"kv_slab_bytes\":-1}", "field a capacity"},
         {"{\"v\":1,\"s3_addr\":[]}", "field an address"},
+        {"{\"v\":1,\"instance\":5}", "field instance"},
+        {"{\"v\":1,\"s3_tls\":\"yes\"}", "field s3_tls"},
         {"[1,2]", "not a JSON object"},
         {"not json", "not a JSON object"},
     };
