@@ -27,7 +27,8 @@
 
 struct ol_etcd {
     CURL *curl;
-    CURLM *multi;                    /* a watch runs in it: ol_etcd_watch_wake can end its wait */
+    CURLM *multi;                    /* every request runs in it: ol_etcd_wake ends its wait */
+    const atomic_bool *stop;         /* set: requests end (ol_etcd_set_stop) */
     struct ol_etcd_opts o;
     int cur;                         /* the endpoint that answered last */
     char token[512];                 /* auth token; "" = none (yet) */
@@ -185,6 +186,35 @@ static struct curl_slist *headers(struct ol_etcd *e)
     return h;
 }
 
+/* The request set up on e->curl, run in the multi handle so that
+ * ol_etcd_wake (another thread) ends the wait at once when *e->stop
+ * is set: CURLE_ABORTED_BY_CALLBACK then. */
+static CURLcode perform(struct ol_etcd *e)
+{
+    const atomic_bool *stop = e->stop;
+    if (stop && atomic_load(stop))
+        return CURLE_ABORTED_BY_CALLBACK;
+    if (curl_multi_add_handle(e->multi, e->curl) != CURLM_OK)
+        return curl_easy_perform(e->curl);
+    CURLcode cc = CURLE_OK;
+    int running = 1;
+    while (running && !(stop && atomic_load(stop))) {
+        if (curl_multi_perform(e->multi, &running) != CURLM_OK)
+            break;
+        if (running)
+            curl_multi_poll(e->multi, NULL, 0, 1000, NULL);
+    }
+    int left;
+    CURLMsg *msg;
+    while ((msg = curl_multi_info_read(e->multi, &left)))
+        if (msg->msg == CURLMSG_DONE && msg->easy_handle == e->curl)
+            cc = msg->data.result;
+    if (running || (stop && atomic_load(stop)))
+        cc = CURLE_ABORTED_BY_CALLBACK;
+    curl_multi_remove_handle(e->multi, e->curl);
+    return cc;
+}
+
 /* One POST to one endpoint: 0 with *resp parsed, or an error. An error
  * answer of the gateway is -EACCES (authentication, permission), -EAGAIN
  * (the token expired: log in again), or -EPROTO; a transport failure
@@ -199,10 +229,12 @@ static int post_one(struct ol_etcd *e, int ep, const char *path, const char *bod
         return fail(err, errlen, -ENOMEM, "out of memory");
     setup(e, url, body, h);
     curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, e->o.timeout_ms);
-    CURLcode cc = curl_easy_perform(e->curl);
+    CURLcode cc = perform(e);
     curl_slist_free_all(h);
     if (e->overflow)
         return fail(err, errlen, -EPROTO, "%s: answer over %u bytes", url, OL_ETCD_MAX_BODY);
+    if (cc == CURLE_ABORTED_BY_CALLBACK)
+        return fail(err, errlen, -ECANCELED, "%s: stopped", url);
     if (cc != CURLE_OK)
         return fail(err, errlen, -EHOSTUNREACH, "%s: %s", url, curl_easy_strerror(cc));
     long status = 0;
@@ -294,7 +326,8 @@ static int call(struct ol_etcd *e, const char *path, json_t *body, json_t **resp
             e->token[0] = 0;         /* expired: once more with a new one */
         }
         if (rc != -EHOSTUNREACH) {
-            e->cur = ep;
+            if (rc != -ECANCELED)
+                e->cur = ep;
             break;
         }
         e->token[0] = 0;             /* tokens are per member */
@@ -628,10 +661,15 @@ int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
     char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     struct curl_slist *h = s ? headers(e) : NULL;
-    if (!h) {
+    /* A member cut off from etcd's quorum would keep the stream open with
+     * no events: this asks etcd to refuse the watch (and end it) instead. */
+    struct curl_slist *h2 = h ? curl_slist_append(h, "Grpc-Metadata-hasleader: true") : NULL;
+    if (!h2) {
+        curl_slist_free_all(h);
         free(s);
         return fail(err, errlen, -ENOMEM, "out of memory");
     }
+    h = h2;
     char url[600];
     snprintf(url, sizeof url, "%s/v3/watch", e->o.endpoints[e->cur]);
     setup(e, url, s, h);
@@ -646,28 +684,10 @@ int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
     e->wcreated = e->wcompacted = false;
     e->wstop = stop;
     e->werr[0] = 0;
-    /* In the multi handle, so that ol_etcd_watch_wake (another thread) ends
-     * the wait at once; the progress callback is the backstop. */
-    CURLcode cc = CURLE_OK;
-    if (curl_multi_add_handle(e->multi, e->curl) != CURLM_OK) {
-        cc = curl_easy_perform(e->curl);
-    } else {
-        int running = 1;
-        while (running && !(stop && atomic_load(stop))) {
-            if (curl_multi_perform(e->multi, &running) != CURLM_OK)
-                break;
-            if (running)
-                curl_multi_poll(e->multi, NULL, 0, 1000, NULL);
-        }
-        int left;
-        CURLMsg *msg;
-        while ((msg = curl_multi_info_read(e->multi, &left)))
-            if (msg->msg == CURLMSG_DONE && msg->easy_handle == e->curl)
-                cc = msg->data.result;
-        if (stop && atomic_load(stop))
-            cc = CURLE_ABORTED_BY_CALLBACK;
-        curl_multi_remove_handle(e->multi, e->curl);
-    }
+    const atomic_bool *saved = e->stop;
+    e->stop = stop;
+    CURLcode cc = perform(e);
+    e->stop = saved;
     curl_slist_free_all(h);
     free(s);
     e->wstop = NULL;
@@ -694,7 +714,12 @@ int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
                 cc == CURLE_OK ? "closed by etcd" : curl_easy_strerror(cc));
 }
 
-void ol_etcd_watch_wake(struct ol_etcd *e)
+void ol_etcd_set_stop(struct ol_etcd *e, const atomic_bool *stop)
+{
+    e->stop = stop;
+}
+
+void ol_etcd_wake(struct ol_etcd *e)
 {
     curl_multi_wakeup(e->multi);
 }

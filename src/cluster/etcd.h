@@ -10,7 +10,7 @@
  *
  * For the control threads of cluster/member.c: never call it from a data
  * core (every call waits on the network, up to timeout_ms). One handle per
- * thread; nothing here is thread-safe but ol_etcd_watch_wake.
+ * thread; nothing here is thread-safe but ol_etcd_wake.
  *
  * Errors: negative, with err holding one line for a log or the user
  * (which endpoint, what etcd or the transport said):
@@ -18,6 +18,7 @@
  *   -EACCES        authentication refused (bad user or password, no
  *                  permission on the key)
  *   -EPROTO        an answer that is not what the API documents
+ *   -ECANCELED     the stop flag (ol_etcd_set_stop) was set
  *   -ENOMEM
  */
 #ifndef OL_CLUSTER_ETCD_H
@@ -98,7 +99,7 @@ int ol_etcd_range_prefix(struct ol_etcd *e, const char *prefix,
 /* Watches every key under prefix from revision start_rev: each put or
  * delete to fn (kv->val NULL for a delete), in order, as etcd streams
  * them, until fn returns non-zero (returned), *stop becomes true (0
- * returned; checked when ol_etcd_watch_wake is called, and every second), or the stream breaks (its
+ * returned; checked when ol_etcd_wake is called, and every second), or the stream breaks (its
  * error; the caller watches again from the revision after the last event
  * it saw). -ERANGE: etcd compacted start_rev away; the caller reads the
  * range again and watches from there. */
@@ -106,9 +107,13 @@ int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
                   int (*fn)(void *arg, const struct ol_etcd_kv *kv), void *arg,
                   const atomic_bool *stop, char *err, size_t errlen);
 
-/* Wakes a watch running in another thread so it sees *stop now (the one
- * call here that another thread may make). */
-void ol_etcd_watch_wake(struct ol_etcd *e);
+/* From now on every request (and a watch without a stop of its own) ends
+ * when *stop is true: -ECANCELED. NULL: no longer. */
+void ol_etcd_set_stop(struct ol_etcd *e, const atomic_bool *stop);
+
+/* Wakes the request or watch running on e in another thread, so it sees
+ * its stop flag now (the one call here that another thread may make). */
+void ol_etcd_wake(struct ol_etcd *e);
 
 /* GET /health of each endpoint: how many answered healthy. */
 int ol_etcd_health(struct ol_etcd *e, int *healthy, char *err, size_t errlen);

@@ -266,6 +266,8 @@ static int on_record(void *arg, const struct ol_etcd_kv *kv)
 
 static void etcd_result(struct ol_cluster *cl, int rc, const char *what, const char *err)
 {
+    if (rc == -ECANCELED)            /* stopping: not etcd's doing */
+        return;
     int say = 0;                     /* 1 back, 2 away: logged once the mutex is let go */
     pthread_mutex_lock(&cl->mu);
     bool was = cl->etcd_ok;
@@ -579,6 +581,10 @@ int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
                     (long long)self->id, ol_etcd_endpoint(cl->lease_e), (long long)cl->ttl);
         }
     }
+    if (rc == 0) {                   /* ol_cluster_stop ends their calls at once */
+        ol_etcd_set_stop(cl->lease_e, &cl->stop);
+        ol_etcd_set_stop(cl->watch_e, &cl->stop);
+    }
     if (rc == 0 && pthread_create(&cl->lease_t, NULL, lease_main, cl) == 0)
         cl->lease_started = true;
     if (rc == 0 && pthread_create(&cl->watch_t, NULL, watch_main, cl) == 0)
@@ -679,13 +685,16 @@ void ol_cluster_stop(struct ol_cluster *cl)
     pthread_cond_broadcast(&cl->cv);
     pthread_mutex_unlock(&cl->mu);
     if (cl->watch_e)
-        ol_etcd_watch_wake(cl->watch_e);
+        ol_etcd_wake(cl->watch_e);
+    if (cl->lease_e)
+        ol_etcd_wake(cl->lease_e);
     if (cl->lease_started)
         pthread_join(cl->lease_t, NULL);
     if (cl->watch_started)
         pthread_join(cl->watch_t, NULL);
     if (cl->lease && cl->lease_e) {  /* leave now, not a TTL from now */
         char err[512];
+        ol_etcd_set_stop(cl->lease_e, NULL);     /* this last call must run */
         ol_etcd_set_timeout(cl->lease_e, cl->eo.timeout_ms < 1000 ? cl->eo.timeout_ms : 1000);
         if (ol_etcd_lease_revoke(cl->lease_e, cl->lease, err, sizeof err) < 0)
             ol_warn("cluster %s: cannot revoke the lease (%s): the node leaves when it "
