@@ -323,16 +323,8 @@ int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv)
     }
     if (a.timeout && a.config)
         return ol_cli_usage_error(cli, "cluster", "--timeout-ms goes with --etcd");
-    struct ol_etcd_opts o = {.timeout_ms = cfg.cluster.etcd_timeout_ms};
-    for (int i = 0; i < cfg.cluster.n_etcd; i++)
-        o.endpoints[o.n_endpoints++] = cfg.cluster.etcd[i];
-    if (cfg.cluster.etcd_user[0]) {
-        o.user = cfg.cluster.etcd_user;
-        o.password = cfg.cluster.etcd_password;
-    }
-    o.ca_file = cfg.cluster.etcd_tls_ca[0] ? cfg.cluster.etcd_tls_ca : NULL;
-    o.cert_file = cfg.cluster.etcd_tls_cert[0] ? cfg.cluster.etcd_tls_cert : NULL;
-    o.key_file = cfg.cluster.etcd_tls_key[0] ? cfg.cluster.etcd_tls_key : NULL;
+    struct ol_etcd_opts o;
+    ol_cluster_etcd_opts(&cfg, &o);
     struct ol_etcd *e;
     if (ol_etcd_open(&o, &e, err, sizeof err) < 0)
         return ol_cli_fail(cli, "cluster", "%s", err);

@@ -41,7 +41,6 @@ struct ol_etcd {
     int wrc;                         /* fn's non-zero return, or a parse error */
     int64_t wlast;                   /* revision of the last event seen */
     bool wcreated, wcompacted;
-    const atomic_bool *wstop;
     char werr[256];
 };
 
@@ -634,17 +633,11 @@ static size_t on_watch(char *p, size_t sz, size_t n, void *arg)
     return add;
 }
 
-static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
-{
-    (void)a, (void)b, (void)c, (void)d;
-    struct ol_etcd *e = arg;
-    return e->wstop && atomic_load(e->wstop);
-}
-
 int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
-                  int (*fn)(void *arg, const struct ol_etcd_kv *kv), void *arg,
-                  const atomic_bool *stop, char *err, size_t errlen)
+                  int (*fn)(void *arg, const struct ol_etcd_kv *kv), void *arg, char *err,
+                  size_t errlen)
 {
+    const atomic_bool *stop = e->stop;
     if (e->o.user && !e->token[0]) {
         int rc = authenticate(e, e->cur, err, errlen);
         if (rc < 0)
@@ -674,23 +667,15 @@ int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
     snprintf(url, sizeof url, "%s/v3/watch", e->o.endpoints[e->cur]);
     setup(e, url, s, h);
     curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, on_watch);
-    curl_easy_setopt(e->curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(e->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(e->curl, CURLOPT_XFERINFODATA, e);
     e->wfn = fn;
     e->warg = arg;
     e->wrc = 0;
     e->wlast = 0;
     e->wcreated = e->wcompacted = false;
-    e->wstop = stop;
     e->werr[0] = 0;
-    const atomic_bool *saved = e->stop;
-    e->stop = stop;
     CURLcode cc = perform(e);
-    e->stop = saved;
     curl_slist_free_all(h);
     free(s);
-    e->wstop = NULL;
     if (stop && atomic_load(stop))
         return 0;
     if (e->wrc) {

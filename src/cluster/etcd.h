@@ -98,17 +98,17 @@ int ol_etcd_range_prefix(struct ol_etcd *e, const char *prefix,
 
 /* Watches every key under prefix from revision start_rev: each put or
  * delete to fn (kv->val NULL for a delete), in order, as etcd streams
- * them, until fn returns non-zero (returned), *stop becomes true (0
- * returned; checked when ol_etcd_wake is called, and every second), or the stream breaks (its
- * error; the caller watches again from the revision after the last event
- * it saw). -ERANGE: etcd compacted start_rev away; the caller reads the
+ * them, until fn returns non-zero (returned), the stop flag of
+ * ol_etcd_set_stop becomes true (0 returned; checked when ol_etcd_wake is
+ * called, and every second), or the stream breaks (its error; the caller
+ * watches again from the revision after the last event it saw). -ERANGE: etcd compacted start_rev away; the caller reads the
  * range again and watches from there. */
 int ol_etcd_watch(struct ol_etcd *e, const char *prefix, int64_t start_rev,
-                  int (*fn)(void *arg, const struct ol_etcd_kv *kv), void *arg,
-                  const atomic_bool *stop, char *err, size_t errlen);
+                  int (*fn)(void *arg, const struct ol_etcd_kv *kv), void *arg, char *err,
+                  size_t errlen);
 
-/* From now on every request (and a watch without a stop of its own) ends
- * when *stop is true: -ECANCELED. NULL: no longer. */
+/* From now on every request ends when *stop is true (-ECANCELED; a watch
+ * returns 0). NULL: no longer. */
 void ol_etcd_set_stop(struct ol_etcd *e, const atomic_bool *stop);
 
 /* Wakes the request or watch running on e in another thread, so it sees

@@ -35,8 +35,7 @@ struct ol_cluster {
     char prefix[128];
     char key[160];
     int64_t ttl;
-    struct ol_etcd_opts eo;
-    char password[OL_CONFIG_KEY_LEN];
+    struct ol_etcd_opts eo;          /* points into the daemon's config */
     struct ol_etcd *lease_e, *watch_e;
     pthread_t lease_t, watch_t;
     bool lease_started, watch_started;
@@ -507,8 +506,7 @@ static void *watch_main(void *arg)
         pthread_mutex_destroy(&tmp.mu);
         if (rc == 0) {
             backoff = 100;
-            rc = ol_etcd_watch(cl->watch_e, cl->prefix, rev + 1, on_record, cl, &cl->stop, err,
-                               sizeof err);
+            rc = ol_etcd_watch(cl->watch_e, cl->prefix, rev + 1, on_record, cl, err, sizeof err);
             if (atomic_load(&cl->stop))
                 break;
             pthread_mutex_lock(&cl->mu);
@@ -524,15 +522,14 @@ static void *watch_main(void *arg)
 
 /* ---- API ------------------------------------------------------------------------------ */
 
-static void etcd_opts(const struct ol_config *c, struct ol_cluster *cl)
+void ol_cluster_etcd_opts(const struct ol_config *c, struct ol_etcd_opts *o)
 {
-    struct ol_etcd_opts *o = &cl->eo;
+    memset(o, 0, sizeof *o);
     for (int i = 0; i < c->cluster.n_etcd; i++)
         o->endpoints[o->n_endpoints++] = c->cluster.etcd[i];
     if (c->cluster.etcd_user[0]) {
         o->user = c->cluster.etcd_user;
-        snprintf(cl->password, sizeof cl->password, "%s", c->cluster.etcd_password);
-        o->password = cl->password;
+        o->password = c->cluster.etcd_password;
     }
     o->ca_file = c->cluster.etcd_tls_ca[0] ? c->cluster.etcd_tls_ca : NULL;
     o->cert_file = c->cluster.etcd_tls_cert[0] ? c->cluster.etcd_tls_cert : NULL;
@@ -563,7 +560,7 @@ int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&cl->cv, &ca);
     pthread_condattr_destroy(&ca);
-    etcd_opts(cfg, cl);
+    ol_cluster_etcd_opts(cfg, &cl->eo);
     int rc = ol_etcd_open(&cl->eo, &cl->lease_e, err, errlen);
     if (rc == 0)
         rc = ol_etcd_open(&cl->eo, &cl->watch_e, err, errlen);
@@ -704,7 +701,6 @@ void ol_cluster_stop(struct ol_cluster *cl)
     }
     ol_etcd_close(cl->lease_e);
     ol_etcd_close(cl->watch_e);
-    explicit_bzero(cl->password, sizeof cl->password);
     pthread_cond_destroy(&cl->cv);
     pthread_mutex_destroy(&cl->mu);
     free(cl->members);

@@ -68,6 +68,12 @@ void ol_member_prefix(const char *cluster, char *buf, size_t len);
 void ol_member_key(const char *cluster, int64_t id, char *buf, size_t len);
 
 struct ol_cluster;
+struct ol_etcd_opts;
+
+/* The etcd options of c's [cluster] (endpoints, user and password, TLS
+ * files, timeout): pointers into c, which must outlive them. The daemon's
+ * and the CLI's one way to reach etcd. */
+void ol_cluster_etcd_opts(const struct ol_config *c, struct ol_etcd_opts *o);
 
 /* Joins cfg's cluster as self (its id, addresses, capacities; state
  * "starting"): registers the record once, here, before returning, then
