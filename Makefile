@@ -49,13 +49,14 @@ STORE_SRC  := $(wildcard src/store/*.c)
 S3_SRC     := $(wildcard src/s3/*.c)
 CLIENT_SRC := $(wildcard src/client/*.c)
 CLUSTER_SRC := $(wildcard src/cluster/*.c)
+NET_SRC    := $(wildcard src/net/*.c)
 CLIENT_TEST_SRC := $(wildcard tests/client/*.c) tests/unit/runner.c
 DAEMON_SRC := $(wildcard src/daemon/*.c)
 CLI_SRC    := $(wildcard src/cli/*.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 ALLOC_SRC  := $(wildcard tests/alloc/*.c) tests/unit/runner.c
 LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC) $(STORE_SRC) $(S3_SRC) $(CLIENT_SRC) \
-              $(CLUSTER_SRC)
+              $(NET_SRC) $(CLUSTER_SRC)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 

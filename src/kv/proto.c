@@ -14,13 +14,13 @@
  */
 #include "kv/proto.h"
 
+#include "base/crc32c.h"
 #include "base/le.h"
 #include "base/simd.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include <isa-l/crc.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
@@ -82,17 +82,7 @@ int ol_kv_parse_status(int rc)
 
 uint32_t ol_kv_crc32c(uint32_t crc, const void *p, size_t n)
 {
-    /* ISA-L keeps the raw register: no inversion on the way in or out. */
-    unsigned int reg = ~crc;
-    const unsigned char *b = p;
-    while (n) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : n;
-        reg = crc32_iscsi((unsigned char *)b, (int)chunk, reg);
-        b += chunk;
-        n -= chunk;
-    }
-    ol_simd_clean();   /* base/simd.h: ISA-L leaves the vector unit dirty */
-    return ~reg;
+    return ol_crc32c(crc, p, n);
 }
 
 uint64_t ol_kv_ns_seed(const void *ns, size_t len)

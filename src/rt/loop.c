@@ -191,6 +191,15 @@ int ol_loop_send(ol_loop *loop, struct ol_op *op, int fd, const void *buf, size_
     return 0;
 }
 
+int ol_loop_connect(ol_loop *loop, struct ol_op *op, int fd, const struct sockaddr *addr,
+                    socklen_t addrlen)
+{
+    OL_GET_SQE(loop, sqe);
+    io_uring_prep_connect(sqe, fd, addr, addrlen);
+    io_uring_sqe_set_data(sqe, op);
+    return 0;
+}
+
 int ol_loop_cancel(ol_loop *loop, struct ol_op *op)
 {
     OL_GET_SQE(loop, sqe);

@@ -137,6 +137,10 @@ unsigned ol_loop_bufs_out(const ol_loop *loop);
 /* sendmsg(2) with MSG_NOSIGNAL. iov must stay valid until the completion. */
 int ol_loop_sendmsg(ol_loop *loop, struct ol_op *op, int fd, const struct msghdr *msg);
 int ol_loop_send(ol_loop *loop, struct ol_op *op, int fd, const void *buf, size_t len);
+/* connect(2) of a socket (non-blocking or not); addr must stay valid until
+ * the completion (res 0 or -errno). */
+int ol_loop_connect(ol_loop *loop, struct ol_op *op, int fd, const struct sockaddr *addr,
+                    socklen_t addrlen);
 /* Cancels every operation whose op is `op` (its callbacks still run, with
  * -ECANCELED or their real result). */
 int ol_loop_cancel(ol_loop *loop, struct ol_op *op);

@@ -14,14 +14,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-int ol_net_listen(const char *addr, int reuseport, int *port_out, char *err, size_t errlen)
+/* getaddrinfo of "host:port" / "[v6]:port" (numeric port; flags its
+ * AI_* flags): 0 and *out (freeaddrinfo it), -1 when addr has no ":port",
+ * else getaddrinfo's code. */
+static int ol_net_getaddr(const char *addr, int flags, struct addrinfo **out)
 {
     char host[256];
     const char *colon = strrchr(addr, ':');
-    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host) {
-        snprintf(err, errlen, "bad listen address \"%s\" (expected host:port)", addr);
-        return -EINVAL;
-    }
+    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host)
+        return -1;
     size_t hl = (size_t)(colon - addr);
     memcpy(host, addr, hl);
     host[hl] = 0;
@@ -30,9 +31,29 @@ int ol_net_listen(const char *addr, int reuseport, int *port_out, char *err, siz
         host[hl - 2] = 0;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+                             .ai_flags = flags | AI_NUMERICSERV};
+    return getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, out);
+}
+
+int ol_net_addr_numeric(const char *addr, struct sockaddr_storage *sa, socklen_t *len)
+{
     struct addrinfo *ai = NULL;
-    int grc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai);
+    if (ol_net_getaddr(addr, AI_NUMERICHOST, &ai) != 0)
+        return -EINVAL;
+    memcpy(sa, ai->ai_addr, ai->ai_addrlen);
+    *len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+int ol_net_listen(const char *addr, int reuseport, int *port_out, char *err, size_t errlen)
+{
+    struct addrinfo *ai = NULL;
+    int grc = ol_net_getaddr(addr, AI_PASSIVE, &ai);
+    if (grc == -1) {
+        snprintf(err, errlen, "bad listen address \"%s\" (expected host:port)", addr);
+        return -EINVAL;
+    }
     if (grc != 0) {
         snprintf(err, errlen, "cannot resolve listen address \"%s\": %s", addr, gai_strerror(grc));
         return -EINVAL;

@@ -11,10 +11,14 @@
 #define OL_RT_NET_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 /* A listening TCP socket on addr; with reuseport, cores can each open one
  * on the same address. *port_out gets the bound port (useful with port 0). */
 int ol_net_listen(const char *addr, int reuseport, int *port_out, char *err, size_t errlen);
+/* A numeric "host:port" or "[v6]:port" (no name lookup: safe on a loop
+ * thread) into *sa and *len. 0, or -EINVAL. */
+int ol_net_addr_numeric(const char *addr, struct sockaddr_storage *sa, socklen_t *len);
 /*
  * Checks that addr can be listened on by this process alone: fails with
  * -EADDRINUSE when anyone, another openlaked using SO_REUSEPORT included,

@@ -1,0 +1,1362 @@
+/*
+ * rpc.c - the node RPC endpoint (see rpc.h; wire format in frame.h and
+ * docs/node-protocol.md).
+ *
+ * A connection has one role. The dialer (struct ol_rpc_peer owns it) sends
+ * HELLO, AUTH and REQUESTs; the acceptor sends CHALLENGE, READY and
+ * REPLYs. Input is read with the loop's multishot receive and copied into
+ * the frame being assembled: a handshake or CLOSE frame into the
+ * connection's small buffer, a REQUEST into its struct ol_rpc_reqi (handed
+ * to the handler), a REPLY into a buffer of its length (bounded by the
+ * call's reply_max). Output is a queue of whole frames, sent with one
+ * sendmsg of up to OL_RPC_IOV of them at a time.
+ *
+ * Calls: a peer has max_calls slots; a call's id is (sequence << 16 |
+ * slot). A slot is WAITING (its frame in the peer's queue, for the
+ * connection or for credit), SENT, or LATE (its deadline passed and its
+ * callback ran; the reply, which may still come, is dropped when it does,
+ * and its reply_max stays reserved until then). A connection's end fails
+ * its peer's calls at once (-ECONNRESET) and frees every slot.
+ *
+ * A 50 ms tick closes handshakes past their deadline, dials peers whose
+ * backoff ended, and re-arms receives that found no buffer.
+ */
+#include "net/rpc.h"
+
+#include "base/assert.h"
+#include "base/le.h"
+#include "base/log.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rt/net.h"
+
+#define OL_RPC_TICK_MS   50
+#define OL_RPC_IOV       64
+#define OL_RPC_SMALL     (OL_RPC_CLOSE_MAX > OL_RPC_HELLO_LEN ? OL_RPC_CLOSE_MAX : OL_RPC_HELLO_LEN)
+#define OL_RPC_BUCKETS   1024
+#define OL_RPC_LOG_MS    10000
+#define OL_RPC_ADDR_LEN  272
+
+#define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+struct ol_rpc_out {
+    struct ol_rpc_out *next;
+    uint32_t len, sent;
+    uint8_t data[];
+};
+
+enum { S_FREE, S_WAITING, S_SENT, S_LATE };
+
+struct ol_rpc_slot {
+    struct ol_timer timer;
+    struct ol_rpc_peer *peer;
+    struct ol_rpc_slot *wnext, *wprev;   /* the peer's wait queue */
+    struct ol_rpc_out *frame;            /* while WAITING */
+    ol_rpc_done done;
+    void *arg;
+    uint64_t id;
+    uint32_t reply_max;
+    uint8_t state;
+};
+
+enum { P_DOWN, P_DIALING, P_READY };
+
+struct ol_rpc_peer {
+    struct ol_rpc *r;
+    struct ol_rpc_peer *hnext;
+    int64_t id;
+    char addr[OL_RPC_ADDR_LEN];
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    struct ol_rpc_conn *conn;
+    int state;
+    uint64_t retry_ms;
+    uint32_t backoff_ms;
+    uint32_t max_payload;                /* the acceptor's, from CHALLENGE */
+    uint64_t reply_reserved;
+    struct ol_rpc_slot *slots;
+    uint32_t nfree, *freelist;
+    uint64_t seq;
+    struct ol_rpc_slot *whead, *wtail;
+    bool stalled;
+    _Atomic uint32_t credit, window;
+    _Atomic uint64_t calls, timeouts, resets, stalls, sent_bytes, recv_bytes, connects,
+        auth_failures;
+    _Atomic bool ready;
+};
+
+enum { C_HELLO, C_AUTH, C_CHAL, C_READY, C_OPEN };
+
+/* A request held by its handler: the public part, then the payload. */
+struct ol_rpc_reqi {
+    struct ol_rpc_req pub;
+    struct ol_rpc_conn *conn;
+    uint64_t id;
+    uint32_t frame_len;
+    uint8_t data[];
+};
+
+struct ol_rpc_conn {
+    struct ol_op recv_op, send_op, conn_op;
+    struct ol_rpc *r;
+    struct ol_rpc_conn *next, *prev;
+    struct ol_rpc_conn *unext, *uprev;   /* acceptors before their proof checked */
+    struct ol_rpc_peer *peer;            /* dialer: its peer while attached */
+    int fd;
+    bool dialer, recv_armed, send_inflight, connecting, closing, close_after, rearm, unauth;
+    int state;
+    uint64_t deadline_ms;
+    int64_t peer_id;
+    uint8_t nonce_d[OL_RPC_NONCE_LEN], nonce_a[OL_RPC_NONCE_LEN];
+    uint32_t refs;                       /* requests its handlers hold */
+    /* input: the frame being assembled */
+    uint8_t hdr[OL_RPC_HDR_LEN];
+    uint32_t hdr_have, body_have;
+    struct ol_rpc_hdr h;
+    uint8_t *body;                       /* small, req->data, or a reply buffer */
+    struct ol_rpc_reqi *req;
+    uint8_t small[OL_RPC_SMALL];
+    /* acceptor: credit */
+    uint32_t credit_left, grant;
+    /* output */
+    struct ol_rpc_out *ohead, *otail;
+    struct iovec iov[OL_RPC_IOV];
+    struct msghdr msg;
+};
+
+struct ol_rpc {
+    ol_loop *loop;
+    int64_t self_id;
+    char cluster[OL_RPC_NAME_LEN];
+    uint8_t secret[256];
+    size_t secret_len;
+    uint32_t window, reply_window, max_calls, handshake_ms, max_unauth, max_payload;
+    int lfd, port;
+    struct ol_op accept_op;
+    bool accepting, closing;
+    struct ol_timer tick;
+    struct { ol_rpc_handler fn; void *arg; } handlers[OL_RPC_OP_MAX + 1];
+    struct ol_rpc_conn *conns;
+    uint32_t nconns;
+    struct ol_rpc_conn *uhead, *utail;
+    uint32_t nunauth;
+    pthread_mutex_t mu;                  /* the peer table, against ol_rpc_metrics */
+    struct ol_rpc_peer *buckets[OL_RPC_BUCKETS];
+    uint32_t npeers;
+    _Atomic int64_t revision, peer_revision;
+    _Atomic uint64_t requests, auth_failures, hs_timeouts, unauth_evicted, refused,
+        protocol_errors, accepted;
+    uint64_t log_ms;
+};
+
+static void conn_close(struct ol_rpc_conn *c);
+static void conn_flush(struct ol_rpc_conn *c);
+static void conn_arm(struct ol_rpc_conn *c);
+static void peer_pump(struct ol_rpc_peer *p);
+static void peer_dial(struct ol_rpc_peer *p);
+
+static uint64_t now_ms(struct ol_rpc *r) { return ol_loop_now_ms(r->loop); }
+
+/* ---- output ---------------------------------------------------------------- */
+
+/* A frame of type t with payload iov[0, n): allocated, header written. */
+static struct ol_rpc_out *frame_new(struct ol_rpc *r, struct ol_rpc_hdr *h,
+                                    const struct iovec *iov, int n)
+{
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += iov[i].iov_len;
+    struct ol_rpc_out *f = malloc(sizeof *f + OL_RPC_HDR_LEN + len);
+    if (!f)
+        return NULL;
+    f->next = NULL;
+    f->len = (uint32_t)(OL_RPC_HDR_LEN + len);
+    f->sent = 0;
+    uint8_t *p = f->data + OL_RPC_HDR_LEN;
+    for (int i = 0; i < n; i++) {
+        if (iov[i].iov_len)
+            memcpy(p, iov[i].iov_base, iov[i].iov_len);
+        p += iov[i].iov_len;
+    }
+    h->len = (uint32_t)len;
+    h->revision = atomic_load_explicit(&r->revision, memory_order_relaxed);
+    struct iovec whole = {f->data + OL_RPC_HDR_LEN, len};
+    h->payload_crc = len ? ol_rpc_payload_crc(&whole, 1) : 0;
+    ol_rpc_hdr_encode(h, f->data);
+    return f;
+}
+
+static void conn_queue(struct ol_rpc_conn *c, struct ol_rpc_out *f)
+{
+    if (c->otail)
+        c->otail->next = f;
+    else
+        c->ohead = f;
+    c->otail = f;
+}
+
+/* Queues a control frame (handshake, READY, CLOSE) and sends. -ENOMEM: closed. */
+static int conn_send(struct ol_rpc_conn *c, uint8_t type, uint32_t aux, uint16_t status,
+                     const void *payload, uint32_t len)
+{
+    struct ol_rpc_hdr h = {.type = type, .aux = aux, .status = status};
+    struct iovec iov = {(void *)(uintptr_t)payload, len};
+    struct ol_rpc_out *f = frame_new(c->r, &h, &iov, len ? 1 : 0);
+    if (!f) {
+        conn_close(c);
+        return -ENOMEM;
+    }
+    conn_queue(c, f);
+    conn_flush(c);
+    return 0;
+}
+
+/* Sends CLOSE with status and message, then closes. */
+static void conn_refuse(struct ol_rpc_conn *c, int status, const char *msg)
+{
+    if (c->closing || c->close_after)
+        return;
+    if (status == OL_RPC_PROTOCOL)
+        atomic_fetch_add(&c->r->protocol_errors, 1);
+    size_t n = strnlen(msg, OL_RPC_CLOSE_MAX);
+    c->close_after = true;
+    if (conn_send(c, OL_RPC_CLOSE, 0, (uint16_t)status, msg, (uint32_t)n) == 0 && !c->ohead)
+        conn_close(c);
+}
+
+static void on_send(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    (void)loop;
+    (void)flags;
+    struct ol_rpc_conn *c = OL_CONTAINER(op, struct ol_rpc_conn, send_op);
+    c->send_inflight = false;
+    if (res < 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->dialer && c->peer)
+        atomic_fetch_add_explicit(&c->peer->sent_bytes, (uint64_t)res, memory_order_relaxed);
+    uint32_t left = (uint32_t)res;
+    while (left && c->ohead) {
+        struct ol_rpc_out *f = c->ohead;
+        uint32_t take = f->len - f->sent < left ? f->len - f->sent : left;
+        f->sent += take;
+        left -= take;
+        if (f->sent == f->len) {
+            c->ohead = f->next;
+            if (!c->ohead)
+                c->otail = NULL;
+            free(f);
+        }
+    }
+    if (c->closing) {
+        conn_close(c); /* frees once nothing is in flight */
+        return;
+    }
+    if (!c->ohead && c->close_after) {
+        conn_close(c);
+        return;
+    }
+    conn_flush(c);
+}
+
+static void conn_flush(struct ol_rpc_conn *c)
+{
+    if (c->send_inflight || c->closing || c->connecting || !c->ohead)
+        return;
+    int n = 0;
+    for (struct ol_rpc_out *f = c->ohead; f && n < OL_RPC_IOV; f = f->next, n++) {
+        c->iov[n].iov_base = f->data + f->sent;
+        c->iov[n].iov_len = f->len - f->sent;
+    }
+    memset(&c->msg, 0, sizeof c->msg);
+    c->msg.msg_iov = c->iov;
+    c->msg.msg_iovlen = (size_t)n;
+    if (ol_loop_sendmsg(c->r->loop, &c->send_op, c->fd, &c->msg) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->send_inflight = true;
+}
+
+/* ---- calls ------------------------------------------------------------------ */
+
+static void slot_free(struct ol_rpc_peer *p, struct ol_rpc_slot *s)
+{
+    struct ol_rpc *r = p->r;
+    ol_timer_cancel(r->loop, &s->timer);
+    if (s->state == S_WAITING) {
+        if (s->wprev)
+            s->wprev->wnext = s->wnext;
+        else
+            p->whead = s->wnext;
+        if (s->wnext)
+            s->wnext->wprev = s->wprev;
+        else
+            p->wtail = s->wprev;
+        free(s->frame);
+        s->frame = NULL;
+    }
+    p->reply_reserved -= s->reply_max;
+    s->state = S_FREE;
+    s->done = NULL;
+    p->freelist[p->nfree++] = (uint32_t)(s - p->slots);
+}
+
+/* Ends every call of p with rc (in flight, waiting, late): all slots free. */
+static void peer_fail_calls(struct ol_rpc_peer *p, int rc)
+{
+    for (uint32_t i = 0; i < p->r->max_calls; i++) {
+        struct ol_rpc_slot *s = &p->slots[i];
+        if (s->state == S_FREE)
+            continue;
+        ol_rpc_done done = s->state == S_LATE ? NULL : s->done;
+        void *arg = s->arg;
+        slot_free(p, s);
+        if (rc == -ECONNRESET && done)
+            atomic_fetch_add_explicit(&p->resets, 1, memory_order_relaxed);
+        if (done)
+            done(arg, rc, NULL, 0);
+    }
+    p->stalled = false;
+}
+
+static void on_call_timer(ol_loop *loop, struct ol_timer *t)
+{
+    (void)loop;
+    struct ol_rpc_slot *s = OL_CONTAINER(t, struct ol_rpc_slot, timer);
+    struct ol_rpc_peer *p = s->peer;
+    ol_rpc_done done = s->done;
+    void *arg = s->arg;
+    atomic_fetch_add_explicit(&p->timeouts, 1, memory_order_relaxed);
+    if (s->state == S_WAITING) {
+        slot_free(p, s);
+    } else {
+        s->state = S_LATE; /* its reply may still come: reply_max stays reserved */
+        s->done = NULL;
+    }
+    done(arg, -ETIMEDOUT, NULL, 0);
+}
+
+/* Moves waiting calls into the connection's output while credit allows. */
+static void peer_pump(struct ol_rpc_peer *p)
+{
+    if (p->state != P_READY || !p->conn)
+        return;
+    struct ol_rpc_conn *c = p->conn;
+    while (p->whead) {
+        struct ol_rpc_slot *s = p->whead;
+        uint32_t len = s->frame->len;
+        if (len - OL_RPC_HDR_LEN > p->max_payload) {
+            ol_rpc_done done = s->done;
+            void *arg = s->arg;
+            slot_free(p, s);
+            done(arg, -EMSGSIZE, NULL, 0);
+            continue;
+        }
+        uint32_t credit = atomic_load_explicit(&p->credit, memory_order_relaxed);
+        if (len > credit) {
+            if (!p->stalled) {
+                p->stalled = true;
+                atomic_fetch_add_explicit(&p->stalls, 1, memory_order_relaxed);
+            }
+            break;
+        }
+        p->stalled = false;
+        atomic_store_explicit(&p->credit, credit - len, memory_order_relaxed);
+        p->whead = s->wnext;
+        if (p->whead)
+            p->whead->wprev = NULL;
+        else
+            p->wtail = NULL;
+        s->wnext = s->wprev = NULL;
+        conn_queue(c, s->frame);
+        s->frame = NULL;
+        s->state = S_SENT;
+    }
+    conn_flush(c);
+}
+
+int ol_rpc_call(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec *iov, int n,
+                uint32_t reply_max, uint32_t timeout_ms, ol_rpc_done done, void *arg)
+{
+    OL_ASSERT(done && timeout_ms > 0);
+    struct ol_rpc_peer *p = r->buckets[(uint64_t)peer % OL_RPC_BUCKETS];
+    while (p && p->id != peer)
+        p = p->hnext;
+    if (r->closing)
+        return -ECANCELED;
+    if (!p)
+        return -ENOENT;
+    if (p->state == P_DOWN)
+        return -ENOTCONN;
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += iov[i].iov_len;
+    if (reply_max > r->reply_window || len > OL_RPC_PAYLOAD_LIMIT ||
+        (p->state == P_READY && len > p->max_payload))
+        return -EMSGSIZE;
+    if (!p->nfree || p->reply_reserved + reply_max > r->reply_window)
+        return -EAGAIN;
+    struct ol_rpc_slot *s = &p->slots[p->freelist[p->nfree - 1]];
+    uint64_t id = (++p->seq << 16) | (uint64_t)(s - p->slots);
+    struct ol_rpc_hdr h = {.type = OL_RPC_REQUEST, .op = op, .id = id, .aux = reply_max};
+    struct ol_rpc_out *f = frame_new(r, &h, iov, n);
+    if (!f)
+        return -ENOMEM;
+    p->nfree--;
+    s->frame = f;
+    s->id = id;
+    s->done = done;
+    s->arg = arg;
+    s->reply_max = reply_max;
+    s->state = S_WAITING;
+    p->reply_reserved += reply_max;
+    s->wnext = NULL;
+    s->wprev = p->wtail;
+    if (p->wtail)
+        p->wtail->wnext = s;
+    else
+        p->whead = s;
+    p->wtail = s;
+    s->timer.fn = on_call_timer;
+    ol_timer_arm(r->loop, &s->timer, timeout_ms);
+    atomic_fetch_add_explicit(&p->calls, 1, memory_order_relaxed);
+    /* Only calls already admitted can end inside the pump (too large for
+     * the peer): this one's length was checked above when it is ready. */
+    peer_pump(p);
+    return 0;
+}
+
+/* ---- handlers ---------------------------------------------------------------- */
+
+void ol_rpc_reply(struct ol_rpc_req *req, int status, const struct iovec *iov, int n)
+{
+    struct ol_rpc_reqi *ri = OL_CONTAINER(req, struct ol_rpc_reqi, pub);
+    struct ol_rpc_conn *c = ri->conn;
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += iov[i].iov_len;
+    if (len > req->reply_max) {
+        status = OL_RPC_TOO_LARGE;
+        n = 0;
+    }
+    OL_ASSERT(c->refs > 0 && status >= 0 && status <= OL_RPC_STATUS_MAX);
+    struct ol_rpc_hdr h = {.type = OL_RPC_REPLY, .op = req->op, .id = ri->id,
+                           .status = (uint16_t)status};
+    c->refs--;
+    c->grant += ri->frame_len;
+    if (c->closing || c->close_after) {
+        free(ri);
+        conn_close(c); /* frees c once nothing else holds it */
+        return;
+    }
+    h.aux = c->grant;
+    struct ol_rpc_out *f = frame_new(c->r, &h, iov, n);
+    free(ri);
+    if (!f) {
+        conn_close(c);
+        return;
+    }
+    c->credit_left += c->grant;
+    c->grant = 0;
+    conn_queue(c, f);
+    conn_flush(c);
+}
+
+/* PING: u32 n, then anything; the reply is n zero bytes. */
+static void on_ping(struct ol_rpc_req *req, void *arg)
+{
+    (void)arg;
+    if (req->len < 4) {
+        ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
+        return;
+    }
+    uint32_t want = ol_le_ld32(req->payload);
+    if (want > req->reply_max) {
+        ol_rpc_reply(req, OL_RPC_TOO_LARGE, NULL, 0);
+        return;
+    }
+    static const uint8_t zeros[64 << 10];
+    struct iovec iov[64];
+    int n = 0;
+    for (uint32_t left = want; left && n < 64; n++) {
+        iov[n].iov_base = (void *)(uintptr_t)zeros;
+        iov[n].iov_len = left < sizeof zeros ? left : sizeof zeros;
+        left -= (uint32_t)iov[n].iov_len;
+    }
+    if (want > sizeof zeros * 64) {
+        ol_rpc_reply(req, OL_RPC_TOO_LARGE, NULL, 0);
+        return;
+    }
+    ol_rpc_reply(req, OL_RPC_OK, iov, n);
+}
+
+/* ---- connections ---------------------------------------------------------------- */
+
+static void unauth_remove(struct ol_rpc_conn *c)
+{
+    if (!c->unauth)
+        return;
+    struct ol_rpc *r = c->r;
+    if (c->uprev)
+        c->uprev->unext = c->unext;
+    else
+        r->uhead = c->unext;
+    if (c->unext)
+        c->unext->uprev = c->uprev;
+    else
+        r->utail = c->uprev;
+    c->unext = c->uprev = NULL;
+    c->unauth = false;
+    r->nunauth--;
+}
+
+static void conn_maybe_free(struct ol_rpc_conn *c)
+{
+    if (!c->closing || c->recv_armed || c->send_inflight || c->connecting || c->refs)
+        return;
+    struct ol_rpc *r = c->r;
+    close(c->fd);
+    while (c->ohead) {
+        struct ol_rpc_out *f = c->ohead;
+        c->ohead = f->next;
+        free(f);
+    }
+    free(c->req);
+    if (c->body && c->body != c->small)
+        free(c->body);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        r->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    r->nconns--;
+    free(c);
+}
+
+/* Detaches a dialer's connection from its peer: the peer goes down (a
+ * retry after its backoff) and its calls fail now. */
+static void conn_detach(struct ol_rpc_conn *c)
+{
+    struct ol_rpc_peer *p = c->peer;
+    if (!p)
+        return;
+    c->peer = NULL;
+    p->conn = NULL;
+    bool was_ready = p->state == P_READY;
+    p->state = P_DOWN;
+    atomic_store_explicit(&p->ready, false, memory_order_relaxed);
+    atomic_store_explicit(&p->credit, 0, memory_order_relaxed);
+    if (was_ready)
+        p->backoff_ms = OL_RPC_BACKOFF_MIN_MS;
+    p->retry_ms = now_ms(p->r) + p->backoff_ms;
+    if (!was_ready) {
+        p->backoff_ms *= 2;
+        if (p->backoff_ms > OL_RPC_BACKOFF_MAX_MS)
+            p->backoff_ms = OL_RPC_BACKOFF_MAX_MS;
+    }
+    peer_fail_calls(p, c->r->closing ? -ECANCELED : -ECONNRESET);
+}
+
+static void conn_close(struct ol_rpc_conn *c)
+{
+    if (!c->closing) {
+        c->closing = true;
+        unauth_remove(c);
+        if (c->recv_armed)
+            ol_loop_cancel(c->r->loop, &c->recv_op);
+        if (c->send_inflight)
+            ol_loop_cancel(c->r->loop, &c->send_op);
+        if (c->connecting)
+            ol_loop_cancel(c->r->loop, &c->conn_op);
+        shutdown(c->fd, SHUT_RDWR);
+        conn_detach(c);
+    }
+    conn_maybe_free(c);
+}
+
+/* A warning, at most one per OL_RPC_LOG_MS per endpoint (a peer that
+ * keeps failing, or a stranger knocking, cannot flood the log). */
+__attribute__((format(printf, 2, 3)))
+static void log_limited(struct ol_rpc *r, const char *fmt, ...)
+{
+    uint64_t now = now_ms(r);
+    if (r->log_ms && now - r->log_ms < OL_RPC_LOG_MS)
+        return;
+    r->log_ms = now;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ol_warn("%s", msg);
+}
+
+static void on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags);
+
+static struct ol_rpc_conn *conn_new(struct ol_rpc *r, int fd, bool dialer)
+{
+    if (r->nconns >= OL_RPC_MAX_CONNS)
+        return NULL;
+    struct ol_rpc_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->r = r;
+    c->fd = fd;
+    c->dialer = dialer;
+    c->recv_op.cb = on_recv;
+    c->send_op.cb = on_send;
+    c->deadline_ms = now_ms(r) + r->handshake_ms;
+    c->next = r->conns;
+    if (r->conns)
+        r->conns->prev = c;
+    r->conns = c;
+    r->nconns++;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return c;
+}
+
+static void conn_arm(struct ol_rpc_conn *c)
+{
+    if (c->recv_armed || c->closing)
+        return;
+    if (ol_loop_recv(c->r->loop, &c->recv_op, c->fd) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->recv_armed = true;
+    c->rearm = false;
+}
+
+/* ---- the handshake ----------------------------------------------------------- */
+
+static void dialer_hello(struct ol_rpc_conn *c)
+{
+    struct ol_rpc *r = c->r;
+    uint8_t b[OL_RPC_HELLO_LEN] = {0};
+    ol_le_st64(b, (uint64_t)r->self_id);
+    if (getrandom(c->nonce_d, sizeof c->nonce_d, 0) != (ssize_t)sizeof c->nonce_d) {
+        conn_close(c);
+        return;
+    }
+    memcpy(b + 8, c->nonce_d, OL_RPC_NONCE_LEN);
+    memcpy(b + 8 + OL_RPC_NONCE_LEN, r->cluster, OL_RPC_NAME_LEN);
+    c->state = C_CHAL;
+    if (conn_send(c, OL_RPC_HELLO, 0, 0, b, sizeof b) == 0)
+        conn_arm(c);
+}
+
+/* Acceptor: HELLO in; the CHALLENGE out. */
+static void acceptor_hello(struct ol_rpc_conn *c, const uint8_t *b)
+{
+    struct ol_rpc *r = c->r;
+    c->peer_id = (int64_t)ol_le_ld64(b);
+    memcpy(c->nonce_d, b + 8, OL_RPC_NONCE_LEN);
+    if (memcmp(b + 8 + OL_RPC_NONCE_LEN, r->cluster, OL_RPC_NAME_LEN) != 0) {
+        atomic_fetch_add(&r->auth_failures, 1);
+        log_limited(r, "node rpc: a dialer (claims node %lld) names another cluster: refused",
+                    (long long)c->peer_id);
+        conn_refuse(c, OL_RPC_WRONG_CLUSTER, "wrong cluster");
+        return;
+    }
+    if (getrandom(c->nonce_a, sizeof c->nonce_a, 0) != (ssize_t)sizeof c->nonce_a) {
+        conn_close(c);
+        return;
+    }
+    uint8_t out[OL_RPC_CHAL_LEN] = {0};
+    ol_le_st64(out, (uint64_t)r->self_id);
+    memcpy(out + 8, c->nonce_a, OL_RPC_NONCE_LEN);
+    ol_rpc_proof(r->secret, r->secret_len, 1, r->cluster, c->peer_id, r->self_id, c->nonce_d,
+                 c->nonce_a, out + 8 + OL_RPC_NONCE_LEN);
+    ol_le_st32(out + 72, r->max_payload);
+    c->state = C_AUTH;
+    conn_send(c, OL_RPC_CHALLENGE, 0, 0, out, sizeof out);
+}
+
+/* Acceptor: AUTH in; READY out, or refused. */
+static void acceptor_auth(struct ol_rpc_conn *c, const uint8_t *b)
+{
+    struct ol_rpc *r = c->r;
+    uint8_t want[OL_RPC_PROOF_LEN];
+    ol_rpc_proof(r->secret, r->secret_len, 0, r->cluster, c->peer_id, r->self_id, c->nonce_d,
+                 c->nonce_a, want);
+    if (!ol_rpc_proof_equal(want, b)) {
+        atomic_fetch_add(&r->auth_failures, 1);
+        log_limited(r, "node rpc: a dialer claiming node %lld failed authentication (another "
+                    "cluster secret?): refused", (long long)c->peer_id);
+        conn_refuse(c, OL_RPC_AUTH_FAILED, "authentication failed");
+        return;
+    }
+    unauth_remove(c);
+    /* One connection per dialer: a newer one (the node restarted, or
+     * reconnected before this end saw the old one go) replaces the older. */
+    for (struct ol_rpc_conn *o = r->conns; o; o = o->next)
+        if (o != c && !o->dialer && !o->closing && o->state == C_OPEN && o->peer_id == c->peer_id)
+            conn_close(o);
+    c->state = C_OPEN;
+    c->credit_left = r->window;
+    conn_send(c, OL_RPC_READY, r->window, 0, NULL, 0);
+}
+
+/* Dialer: CHALLENGE in; AUTH out, or closed. */
+static void dialer_challenge(struct ol_rpc_conn *c, const uint8_t *b)
+{
+    struct ol_rpc *r = c->r;
+    struct ol_rpc_peer *p = c->peer;
+    int64_t aid = (int64_t)ol_le_ld64(b);
+    memcpy(c->nonce_a, b + 8, OL_RPC_NONCE_LEN);
+    uint8_t want[OL_RPC_PROOF_LEN];
+    if (aid != p->id) {
+        log_limited(r, "node rpc: %s answers as node %lld, not %lld: closed", p->addr,
+                    (long long)aid, (long long)p->id);
+        conn_close(c);
+        return;
+    }
+    ol_rpc_proof(r->secret, r->secret_len, 1, r->cluster, r->self_id, aid, c->nonce_d,
+                 c->nonce_a, want);
+    if (!ol_rpc_proof_equal(want, b + 8 + OL_RPC_NONCE_LEN)) {
+        atomic_fetch_add_explicit(&p->auth_failures, 1, memory_order_relaxed);
+        log_limited(r, "node rpc: %s (node %lld) failed authentication (another cluster "
+                    "secret?): closed", p->addr, (long long)aid);
+        conn_close(c);
+        return;
+    }
+    uint32_t mp = ol_le_ld32(b + 72);
+    p->max_payload = mp < OL_RPC_PAYLOAD_LIMIT ? mp : OL_RPC_PAYLOAD_LIMIT;
+    uint8_t proof[OL_RPC_PROOF_LEN];
+    ol_rpc_proof(r->secret, r->secret_len, 0, r->cluster, r->self_id, aid, c->nonce_d,
+                 c->nonce_a, proof);
+    c->state = C_READY;
+    conn_send(c, OL_RPC_AUTH, 0, 0, proof, sizeof proof);
+}
+
+static void dialer_ready(struct ol_rpc_conn *c, uint32_t credit)
+{
+    struct ol_rpc_peer *p = c->peer;
+    c->state = C_OPEN;
+    p->state = P_READY;
+    p->backoff_ms = OL_RPC_BACKOFF_MIN_MS;
+    atomic_store_explicit(&p->window, credit, memory_order_relaxed);
+    atomic_store_explicit(&p->credit, credit, memory_order_relaxed);
+    atomic_store_explicit(&p->ready, true, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->connects, 1, memory_order_relaxed);
+    peer_pump(p);
+}
+
+/* ---- input ---------------------------------------------------------------------- */
+
+/* Which frames each state takes, and their payload limits. Returns the
+ * payload bound, or -1: the frame is out of place. */
+static int64_t frame_allowed(const struct ol_rpc_conn *c, const struct ol_rpc_hdr *h)
+{
+    if (h->type == OL_RPC_CLOSE)
+        return OL_RPC_CLOSE_MAX;
+    switch (c->state) {
+    case C_HELLO: return h->type == OL_RPC_HELLO ? OL_RPC_HELLO_LEN : -1;
+    case C_AUTH:  return h->type == OL_RPC_AUTH ? OL_RPC_AUTH_LEN : -1;
+    case C_CHAL:  return h->type == OL_RPC_CHALLENGE ? OL_RPC_CHAL_LEN : -1;
+    case C_READY: return h->type == OL_RPC_READY ? 0 : -1;
+    default:
+        if (c->dialer)
+            return h->type == OL_RPC_REPLY ? (int64_t)OL_RPC_PAYLOAD_LIMIT : -1;
+        return h->type == OL_RPC_REQUEST ? (int64_t)c->r->max_payload : -1;
+    }
+}
+
+/* A header is in: where its payload goes. 0, or -1 (refused; c closing). */
+static int frame_begin(struct ol_rpc_conn *c)
+{
+    struct ol_rpc *r = c->r;
+    int rc = ol_rpc_hdr_parse(c->hdr, OL_RPC_HDR_LEN, &c->h);
+    if (rc != OL_RPC_HDR_LEN) {
+        conn_refuse(c, OL_RPC_PROTOCOL, rc == OL_RPC_BAD_VERSION ? "unsupported version"
+                                                                 : "bad frame header");
+        return -1;
+    }
+    struct ol_rpc_hdr *h = &c->h;
+    int64_t lim = frame_allowed(c, h);
+    bool exact = h->type == OL_RPC_HELLO || h->type == OL_RPC_AUTH || h->type == OL_RPC_CHALLENGE;
+    if (lim < 0 || h->len > lim || (exact && h->len != lim)) {
+        conn_refuse(c, OL_RPC_PROTOCOL, lim < 0 ? "frame out of place" : "frame too large");
+        return -1;
+    }
+    if (h->revision > atomic_load_explicit(&r->peer_revision, memory_order_relaxed))
+        atomic_store_explicit(&r->peer_revision, h->revision, memory_order_relaxed);
+    c->body_have = 0;
+    if (h->type == OL_RPC_REQUEST) {
+        uint32_t flen = OL_RPC_HDR_LEN + h->len;
+        if (flen > c->credit_left) {
+            conn_refuse(c, OL_RPC_PROTOCOL, "request over its credit");
+            return -1;
+        }
+        c->credit_left -= flen;
+        struct ol_rpc_reqi *ri = malloc(sizeof *ri + h->len);
+        if (!ri) {
+            conn_close(c);
+            return -1;
+        }
+        ri->pub = (struct ol_rpc_req){.peer = c->peer_id, .op = h->op, .reply_max = h->aux,
+                                      .revision = h->revision, .len = h->len,
+                                      .payload = ri->data};
+        ri->conn = c;
+        ri->id = h->id;
+        ri->frame_len = flen;
+        c->req = ri;
+        c->body = ri->data;
+    } else if (h->type == OL_RPC_REPLY) {
+        struct ol_rpc_peer *p = c->peer;
+        uint32_t slot = (uint32_t)(h->id & 0xffff);
+        if (slot >= r->max_calls || p->slots[slot].id != h->id ||
+            (p->slots[slot].state != S_SENT && p->slots[slot].state != S_LATE)) {
+            conn_refuse(c, OL_RPC_PROTOCOL, "reply to no request");
+            return -1;
+        }
+        if (h->len > p->slots[slot].reply_max) {
+            conn_refuse(c, OL_RPC_PROTOCOL, "reply over its reply_max");
+            return -1;
+        }
+        c->body = h->len ? malloc(h->len) : NULL;
+        if (h->len && !c->body) {
+            conn_close(c);
+            return -1;
+        }
+    } else {
+        c->body = c->small;
+    }
+    return 0;
+}
+
+/* A whole frame is in. */
+static void frame_end(struct ol_rpc_conn *c)
+{
+    struct ol_rpc *r = c->r;
+    struct ol_rpc_hdr *h = &c->h;
+    struct iovec whole = {c->body, h->len};
+    if (h->len && ol_rpc_payload_crc(&whole, 1) != h->payload_crc) {
+        conn_refuse(c, OL_RPC_PROTOCOL, "payload checksum mismatch");
+        return;
+    }
+    uint8_t *body = c->body;
+    c->body = NULL;
+    switch (h->type) {
+    case OL_RPC_CLOSE: {
+        char msg[OL_RPC_CLOSE_MAX + 1];
+        size_t n = 0;
+        for (uint32_t i = 0; i < h->len; i++)
+            msg[n++] = body[i] >= 0x20 && body[i] < 0x7f ? (char)body[i] : '?';
+        msg[n] = 0;
+        if (c->dialer && c->peer)
+            log_limited(r, "node rpc: node %lld (%s) closed the connection: %s (%s)",
+                        (long long)c->peer->id, c->peer->addr, msg,
+                        ol_rpc_status_name(h->status));
+        conn_close(c);
+        return;
+    }
+    case OL_RPC_HELLO:
+        acceptor_hello(c, body);
+        return;
+    case OL_RPC_AUTH:
+        acceptor_auth(c, body);
+        return;
+    case OL_RPC_CHALLENGE:
+        dialer_challenge(c, body);
+        return;
+    case OL_RPC_READY:
+        dialer_ready(c, h->aux);
+        return;
+    case OL_RPC_REQUEST: {
+        struct ol_rpc_reqi *ri = c->req;
+        c->req = NULL;
+        c->refs++;
+        atomic_fetch_add_explicit(&r->requests, 1, memory_order_relaxed);
+        if (h->op <= OL_RPC_OP_MAX && r->handlers[h->op].fn)
+            r->handlers[h->op].fn(&ri->pub, r->handlers[h->op].arg);
+        else
+            ol_rpc_reply(&ri->pub, OL_RPC_UNKNOWN_OP, NULL, 0);
+        return;
+    }
+    case OL_RPC_REPLY: {
+        struct ol_rpc_peer *p = c->peer;
+        struct ol_rpc_slot *s = &p->slots[h->id & 0xffff];
+        atomic_fetch_add_explicit(&p->recv_bytes, OL_RPC_HDR_LEN + h->len, memory_order_relaxed);
+        uint32_t credit = atomic_load_explicit(&p->credit, memory_order_relaxed);
+        uint32_t window = atomic_load_explicit(&p->window, memory_order_relaxed);
+        if (h->aux > window - credit) {
+            free(body);
+            conn_refuse(c, OL_RPC_PROTOCOL, "credit over the window");
+            return;
+        }
+        atomic_store_explicit(&p->credit, credit + h->aux, memory_order_relaxed);
+        ol_rpc_done done = s->state == S_SENT ? s->done : NULL;
+        void *arg = s->arg;
+        slot_free(p, s);
+        if (done)
+            done(arg, h->status, body, h->len);
+        free(body);
+        if (c->peer == p && !c->closing)
+            peer_pump(p);
+        return;
+    }
+    }
+}
+
+/* Takes n received bytes. Stops early when the connection closes. */
+static void conn_take(struct ol_rpc_conn *c, const uint8_t *b, uint32_t n)
+{
+    while (n && !c->closing && !c->close_after) {
+        if (c->hdr_have < OL_RPC_HDR_LEN) {
+            uint32_t take = OL_RPC_HDR_LEN - c->hdr_have;
+            if (take > n)
+                take = n;
+            memcpy(c->hdr + c->hdr_have, b, take);
+            c->hdr_have += take;
+            b += take;
+            n -= take;
+            if (c->hdr_have < OL_RPC_HDR_LEN) {
+                struct ol_rpc_hdr h;
+                int rc = ol_rpc_hdr_parse(c->hdr, c->hdr_have, &h);
+                if (rc != OL_RPC_INCOMPLETE)
+                    conn_refuse(c, OL_RPC_PROTOCOL, "bad frame header");
+                return;
+            }
+            if (frame_begin(c) != 0)
+                return;
+        }
+        uint32_t take = c->h.len - c->body_have;
+        if (take > n)
+            take = n;
+        if (take)
+            memcpy(c->body + c->body_have, b, take);
+        c->body_have += take;
+        b += take;
+        n -= take;
+        if (c->body_have == c->h.len) {
+            c->hdr_have = 0;
+            frame_end(c);
+        }
+    }
+}
+
+static void on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    struct ol_rpc_conn *c = OL_CONTAINER(op, struct ol_rpc_conn, recv_op);
+    if (!(flags & OL_CQE_MORE))
+        c->recv_armed = false;
+    c->refs++; /* c stays while its frames are handled */
+    if (res > 0) {
+        unsigned bid;
+        char *b = ol_loop_recv_buf(loop, flags, &bid);
+        if (b) {
+            conn_take(c, (const uint8_t *)b, (uint32_t)res);
+            ol_loop_buf_release(loop, bid);
+        }
+    } else if (res == -ENOBUFS) {
+        c->rearm = true; /* the tick re-arms: no buffer now */
+    } else if (res != -ECANCELED || !c->closing) {
+        if (res != -ECANCELED)
+            conn_close(c);
+    }
+    c->refs--;
+    if (c->closing)
+        conn_maybe_free(c);
+    else if (!c->recv_armed && !c->rearm)
+        conn_arm(c);
+}
+
+/* ---- accept and dial -------------------------------------------------------------- */
+
+static void on_accept(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    (void)loop;
+    struct ol_rpc *r = OL_CONTAINER(op, struct ol_rpc, accept_op);
+    if (!(flags & OL_CQE_MORE))
+        r->accepting = false;
+    if (res >= 0) {
+        struct ol_rpc_conn *c = r->closing ? NULL : conn_new(r, res, false);
+        if (!c) {
+            atomic_fetch_add(&r->refused, 1);
+            close(res);
+        } else {
+            atomic_fetch_add(&r->accepted, 1);
+            if (r->nunauth >= r->max_unauth) {
+                atomic_fetch_add(&r->unauth_evicted, 1);
+                conn_close(r->uhead);
+            }
+            c->unauth = true;
+            c->uprev = r->utail;
+            if (r->utail)
+                r->utail->unext = c;
+            else
+                r->uhead = c;
+            r->utail = c;
+            r->nunauth++;
+            c->state = C_HELLO;
+            conn_arm(c);
+        }
+    }
+    if (!r->accepting && !r->closing && r->lfd >= 0) {
+        if (ol_loop_accept(r->loop, &r->accept_op, r->lfd) == 0)
+            r->accepting = true;
+    }
+}
+
+static void on_connect(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    (void)loop;
+    (void)flags;
+    struct ol_rpc_conn *c = OL_CONTAINER(op, struct ol_rpc_conn, conn_op);
+    c->connecting = false;
+    if (c->closing || res < 0) {
+        conn_close(c);
+        return;
+    }
+    dialer_hello(c);
+}
+
+static void peer_dial(struct ol_rpc_peer *p)
+{
+    struct ol_rpc *r = p->r;
+    int fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct ol_rpc_conn *c = fd >= 0 ? conn_new(r, fd, true) : NULL;
+    if (!c) {
+        if (fd >= 0)
+            close(fd);
+        p->retry_ms = now_ms(r) + p->backoff_ms;
+        return;
+    }
+    c->peer = p;
+    c->peer_id = p->id;
+    c->conn_op.cb = on_connect;
+    c->state = C_CHAL;
+    p->conn = c;
+    p->state = P_DIALING;
+    if (ol_loop_connect(r->loop, &c->conn_op, fd, (struct sockaddr *)&p->sa, p->salen) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->connecting = true;
+}
+
+static void on_tick(ol_loop *loop, struct ol_timer *t)
+{
+    struct ol_rpc *r = OL_CONTAINER(t, struct ol_rpc, tick);
+    uint64_t now = ol_loop_now_ms(loop);
+    for (struct ol_rpc_conn *c = r->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->closing)
+            continue;
+        if (c->state != C_OPEN && now >= c->deadline_ms) {
+            if (!c->dialer)
+                atomic_fetch_add(&r->hs_timeouts, 1);
+            conn_close(c);
+        } else if (c->rearm) {
+            conn_arm(c);
+        }
+    }
+    if (!r->closing) {
+        pthread_mutex_lock(&r->mu);
+        for (int b = 0; b < OL_RPC_BUCKETS; b++)
+            for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext)
+                if (p->state == P_DOWN && now >= p->retry_ms)
+                    peer_dial(p);
+        pthread_mutex_unlock(&r->mu);
+        ol_timer_arm(loop, &r->tick, OL_RPC_TICK_MS);
+    }
+}
+
+/* ---- peers -------------------------------------------------------------------------- */
+
+static struct ol_rpc_peer *peer_find(const struct ol_rpc *r, int64_t id)
+{
+    struct ol_rpc_peer *p = r->buckets[(uint64_t)id % OL_RPC_BUCKETS];
+    while (p && p->id != id)
+        p = p->hnext;
+    return p;
+}
+
+int ol_rpc_peer_set(struct ol_rpc *r, int64_t id, const char *addr)
+{
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    if (id == r->self_id || strlen(addr) >= OL_RPC_ADDR_LEN || ol_net_addr_numeric(addr, &sa, &salen))
+        return -EINVAL;
+    struct ol_rpc_peer *p = peer_find(r, id);
+    if (p) {
+        if (strcmp(p->addr, addr) == 0)
+            return 0;
+        if (p->conn)
+            conn_close(p->conn);
+        pthread_mutex_lock(&r->mu);
+        snprintf(p->addr, sizeof p->addr, "%s", addr);
+        pthread_mutex_unlock(&r->mu);
+        p->sa = sa;
+        p->salen = salen;
+        p->backoff_ms = OL_RPC_BACKOFF_MIN_MS;
+        p->retry_ms = 0;
+        if (!r->closing)
+            peer_dial(p);
+        return 0;
+    }
+    if (r->npeers >= OL_RPC_MAX_PEERS)
+        return -ENOSPC;
+    p = calloc(1, sizeof *p);
+    struct ol_rpc_slot *slots = calloc(r->max_calls, sizeof *slots);
+    uint32_t *fl = calloc(r->max_calls, sizeof *fl);
+    if (!p || !slots || !fl) {
+        free(p);
+        free(slots);
+        free(fl);
+        return -ENOMEM;
+    }
+    p->r = r;
+    p->id = id;
+    snprintf(p->addr, sizeof p->addr, "%s", addr);
+    p->sa = sa;
+    p->salen = salen;
+    p->slots = slots;
+    p->freelist = fl;
+    for (uint32_t i = 0; i < r->max_calls; i++) {
+        slots[i].peer = p;
+        fl[i] = r->max_calls - 1 - i;
+    }
+    p->nfree = r->max_calls;
+    p->backoff_ms = OL_RPC_BACKOFF_MIN_MS;
+    p->state = P_DOWN;
+    pthread_mutex_lock(&r->mu);
+    p->hnext = r->buckets[(uint64_t)id % OL_RPC_BUCKETS];
+    r->buckets[(uint64_t)id % OL_RPC_BUCKETS] = p;
+    r->npeers++;
+    pthread_mutex_unlock(&r->mu);
+    if (!r->closing)
+        peer_dial(p);
+    return 0;
+}
+
+void ol_rpc_peer_remove(struct ol_rpc *r, int64_t id)
+{
+    struct ol_rpc_peer *p = peer_find(r, id);
+    if (!p)
+        return;
+    if (p->conn)
+        conn_close(p->conn); /* detaches: its calls fail now */
+    peer_fail_calls(p, -ECONNRESET);
+    pthread_mutex_lock(&r->mu);
+    struct ol_rpc_peer **pp = &r->buckets[(uint64_t)id % OL_RPC_BUCKETS];
+    while (*pp != p)
+        pp = &(*pp)->hnext;
+    *pp = p->hnext;
+    r->npeers--;
+    pthread_mutex_unlock(&r->mu);
+    free(p->slots);
+    free(p->freelist);
+    free(p);
+}
+
+int ol_rpc_peer_ready(const struct ol_rpc *r, int64_t id)
+{
+    const struct ol_rpc_peer *p = peer_find(r, id);
+    return p && p->state == P_READY;
+}
+
+/* ---- the endpoint -------------------------------------------------------------------- */
+
+int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **out, char *err,
+                  size_t errlen)
+{
+    uint32_t window = p->window ? p->window : OL_RPC_DEF_WINDOW;
+    uint32_t calls = p->max_calls ? p->max_calls : OL_RPC_DEF_CALLS;
+    if (p->secret_len < OL_RPC_MIN_SECRET || p->secret_len > 256) {
+        snprintf(err, errlen, "the cluster secret must be %u to 256 bytes", OL_RPC_MIN_SECRET);
+        return -EINVAL;
+    }
+    if (strlen(p->cluster) >= OL_RPC_NAME_LEN || window < (64u << 10) ||
+        window > OL_RPC_PAYLOAD_LIMIT + OL_RPC_HDR_LEN || (calls & (calls - 1)) ||
+        calls > 65536 || p->self_id < 0) {
+        snprintf(err, errlen, "node rpc: a parameter is out of range");
+        return -EINVAL;
+    }
+    struct ol_rpc *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    r->loop = loop;
+    r->self_id = p->self_id;
+    memcpy(r->cluster, p->cluster, strlen(p->cluster));
+    memcpy(r->secret, p->secret, p->secret_len);
+    r->secret_len = p->secret_len;
+    r->window = window;
+    r->max_payload = window - OL_RPC_HDR_LEN;
+    r->reply_window = p->reply_window ? p->reply_window : window;
+    r->max_calls = calls;
+    r->handshake_ms = p->handshake_ms ? p->handshake_ms : OL_RPC_DEF_HANDSHAKE;
+    r->max_unauth = p->max_unauth ? p->max_unauth : OL_RPC_DEF_UNAUTH;
+    r->lfd = -1;
+    pthread_mutex_init(&r->mu, NULL);
+    r->handlers[OL_RPC_OP_PING].fn = on_ping;
+    if (p->listen_addr && p->listen_addr[0]) {
+        int fd = ol_net_listen(p->listen_addr, 0, &r->port, err, errlen);
+        if (fd < 0) {
+            pthread_mutex_destroy(&r->mu);
+            explicit_bzero(r->secret, sizeof r->secret);
+            free(r);
+            return fd;
+        }
+        r->lfd = fd;
+        r->accept_op.cb = on_accept;
+        if (ol_loop_accept(loop, &r->accept_op, fd) == 0)
+            r->accepting = true;
+    }
+    r->tick.fn = on_tick;
+    ol_timer_arm(loop, &r->tick, OL_RPC_TICK_MS);
+    *out = r;
+    return 0;
+}
+
+void ol_rpc_close_all(struct ol_rpc *r)
+{
+    r->closing = true;
+    ol_timer_cancel(r->loop, &r->tick);
+    if (r->accepting)
+        ol_loop_cancel(r->loop, &r->accept_op);
+    if (r->lfd >= 0) {
+        shutdown(r->lfd, SHUT_RDWR);
+    }
+    for (int b = 0; b < OL_RPC_BUCKETS; b++)
+        for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext)
+            peer_fail_calls(p, -ECANCELED);
+    for (struct ol_rpc_conn *c = r->conns, *next; c; c = next) {
+        next = c->next;
+        conn_close(c);
+    }
+}
+
+int ol_rpc_idle(const struct ol_rpc *r)
+{
+    return r->conns == NULL && !r->accepting;
+}
+
+void ol_rpc_destroy(struct ol_rpc *r)
+{
+    if (!r)
+        return;
+    while (r->conns) {
+        struct ol_rpc_conn *c = r->conns;
+        c->closing = true;
+        c->recv_armed = c->send_inflight = c->connecting = false;
+        if (c->peer)
+            c->peer->conn = NULL;
+        c->peer = NULL;
+        c->refs = 0; /* requests still held by handlers die with the loop */
+        conn_maybe_free(c);
+    }
+    for (int b = 0; b < OL_RPC_BUCKETS; b++)
+        while (r->buckets[b]) {
+            struct ol_rpc_peer *p = r->buckets[b];
+            r->buckets[b] = p->hnext;
+            free(p->slots);
+            free(p->freelist);
+            free(p);
+        }
+    if (r->lfd >= 0)
+        close(r->lfd);
+    pthread_mutex_destroy(&r->mu);
+    explicit_bzero(r->secret, sizeof r->secret);
+    free(r);
+}
+
+int ol_rpc_port(const struct ol_rpc *r)
+{
+    return r->port;
+}
+
+void ol_rpc_handle(struct ol_rpc *r, uint16_t op, ol_rpc_handler fn, void *arg)
+{
+    OL_ASSERT(op <= OL_RPC_OP_MAX);
+    r->handlers[op].fn = fn;
+    r->handlers[op].arg = arg;
+}
+
+void ol_rpc_set_revision(struct ol_rpc *r, int64_t revision)
+{
+    atomic_store_explicit(&r->revision, revision, memory_order_relaxed);
+}
+
+int64_t ol_rpc_peer_revision(const struct ol_rpc *r)
+{
+    return atomic_load_explicit(&r->peer_revision, memory_order_relaxed);
+}
+
+size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t cap)
+{
+    size_t n = 0;
+    const char *sep = labels && labels[0] ? "," : "";
+    labels = labels ? labels : "";
+#define OUT(...)                                                                     \
+    do {                                                                             \
+        int w_ = snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, __VA_ARGS__); \
+        if (w_ > 0)                                                                  \
+            n += (size_t)w_;                                                         \
+    } while (0)
+    OUT("openlake_rpc_requests_total{%s} %llu\n", labels,
+        (unsigned long long)atomic_load(&r->requests));
+    OUT("openlake_rpc_accepted_total{%s} %llu\n", labels,
+        (unsigned long long)atomic_load(&r->accepted));
+    OUT("openlake_rpc_refused_total{%s%scause=\"auth\"} %llu\n", labels, sep,
+        (unsigned long long)atomic_load(&r->auth_failures));
+    OUT("openlake_rpc_refused_total{%s%scause=\"handshake_timeout\"} %llu\n", labels, sep,
+        (unsigned long long)atomic_load(&r->hs_timeouts));
+    OUT("openlake_rpc_refused_total{%s%scause=\"unauthenticated_evicted\"} %llu\n", labels, sep,
+        (unsigned long long)atomic_load(&r->unauth_evicted));
+    OUT("openlake_rpc_refused_total{%s%scause=\"connections_full\"} %llu\n", labels, sep,
+        (unsigned long long)atomic_load(&r->refused));
+    OUT("openlake_rpc_refused_total{%s%scause=\"protocol\"} %llu\n", labels, sep,
+        (unsigned long long)atomic_load(&r->protocol_errors));
+    pthread_mutex_lock(&r->mu);
+    for (int b = 0; b < OL_RPC_BUCKETS; b++)
+        for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext) {
+            long long id = (long long)p->id;
+            uint32_t credit = atomic_load(&p->credit), window = atomic_load(&p->window);
+            bool ready = atomic_load(&p->ready);
+            OUT("openlake_rpc_peer_up{%s%speer=\"%lld\"} %d\n", labels, sep, id, ready ? 1 : 0);
+            OUT("openlake_rpc_peer_connects_total{%s%speer=\"%lld\"} %llu\n", labels, sep, id,
+                (unsigned long long)atomic_load(&p->connects));
+            OUT("openlake_rpc_peer_auth_failures_total{%s%speer=\"%lld\"} %llu\n", labels, sep,
+                id, (unsigned long long)atomic_load(&p->auth_failures));
+            OUT("openlake_rpc_peer_calls_total{%s%speer=\"%lld\"} %llu\n", labels, sep, id,
+                (unsigned long long)atomic_load(&p->calls));
+            OUT("openlake_rpc_peer_failures_total{%s%speer=\"%lld\",cause=\"timeout\"} %llu\n",
+                labels, sep, id, (unsigned long long)atomic_load(&p->timeouts));
+            OUT("openlake_rpc_peer_failures_total{%s%speer=\"%lld\",cause=\"reset\"} %llu\n",
+                labels, sep, id, (unsigned long long)atomic_load(&p->resets));
+            OUT("openlake_rpc_peer_credit_stalls_total{%s%speer=\"%lld\"} %llu\n", labels, sep,
+                id, (unsigned long long)atomic_load(&p->stalls));
+            OUT("openlake_rpc_peer_sent_bytes_total{%s%speer=\"%lld\"} %llu\n", labels, sep, id,
+                (unsigned long long)atomic_load(&p->sent_bytes));
+            OUT("openlake_rpc_peer_received_bytes_total{%s%speer=\"%lld\"} %llu\n", labels, sep,
+                id, (unsigned long long)atomic_load(&p->recv_bytes));
+            OUT("openlake_rpc_peer_inflight_bytes{%s%speer=\"%lld\"} %u\n", labels, sep, id,
+                ready ? window - credit : 0);
+            OUT("openlake_rpc_peer_credit_bytes{%s%speer=\"%lld\"} %u\n", labels, sep, id,
+                ready ? credit : 0);
+        }
+    pthread_mutex_unlock(&r->mu);
+#undef OUT
+    return n;
+}

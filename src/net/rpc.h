@@ -1,0 +1,174 @@
+/*
+ * rpc.h - the node RPC endpoint of one node: requests to other nodes and
+ * their answers, over TCP, authenticated both ways, with credit flow control
+ * (docs/node-protocol.md).
+ *
+ * Owns: the listener on rpc_addr, one connection to each peer this node
+ * calls (it dials: the dialer sends requests, the acceptor answers), the
+ * connections other nodes dialled here, the handshake (frame.h: an
+ * HMAC-SHA256 challenge each way over the cluster secret), the calls in
+ * flight with their deadlines, the credits, reconnects with backoff, and
+ * the per-peer counters (ol_rpc_metrics).
+ *
+ * Flow control, and why memory is bounded everywhere:
+ *   - Requests spend credit: a dialer never has more request bytes (header
+ *     included) sent and unanswered than its acceptor granted (the window,
+ *     given in READY and given back in each REPLY as the acceptor finishes
+ *     requests). A dialer over its credit breaks the protocol: closed. So an
+ *     acceptor holds at most `window` bytes of requests per dialer, and one
+ *     connection per dialer id (a newer one replaces an older).
+ *   - Replies spend no credit (so two nodes calling each other cannot
+ *     deadlock): each request says the most reply bytes it accepts
+ *     (reply_max), and a dialer keeps the sum of reply_max of its calls in
+ *     flight within its reply window. An acceptor's queued replies to one
+ *     dialer are bounded by that dialer's reply window; a reply over its
+ *     reply_max breaks the protocol.
+ *   - A call that does not fit the credit waits in the peer's queue (a
+ *     "credit stall"); the queue holds at most max_calls calls. A call
+ *     beyond any bound fails at once with -EAGAIN (retryable), never grows
+ *     a queue.
+ *   - Before its proof checks, a connection holds no buffer but the few
+ *     bytes of a handshake frame inside it, must finish within
+ *     handshake_ms, and at most max_unauth such live at once (one more
+ *     closes the oldest).
+ *
+ * Must not: block, allocate for a frame beyond the bounds above, or be
+ * called from another thread than its loop's (ol_rpc_set_revision and
+ * ol_rpc_metrics excepted).
+ *
+ * Errors: calls return 0 or -errno; a call's callback gets the reply's
+ * status (>= 0, enum ol_rpc_status) or -errno: -ETIMEDOUT (its deadline),
+ * -ECONNRESET (the connection went while it was in flight; retryable),
+ * -ECANCELED (the endpoint closes), -EMSGSIZE (larger than the peer takes).
+ */
+#ifndef OL_NET_RPC_H
+#define OL_NET_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "net/frame.h"
+#include "rt/loop.h"
+
+struct ol_rpc;
+
+#define OL_RPC_DEF_WINDOW     (8u << 20)
+#define OL_RPC_DEF_CALLS      1024u
+#define OL_RPC_DEF_HANDSHAKE  2000u
+#define OL_RPC_DEF_UNAUTH     64u
+#define OL_RPC_MAX_CONNS      8192u   /* connections of an endpoint, both roles */
+#define OL_RPC_MAX_PEERS      4096u
+#define OL_RPC_BACKOFF_MIN_MS 50u
+#define OL_RPC_BACKOFF_MAX_MS 2000u
+#define OL_RPC_MIN_SECRET     16u     /* bytes of cluster secret, at least */
+
+/* Built-in operations (handlers of others: ol_rpc_handle). */
+enum {
+    /* PING: payload u32 n, then anything; reply: n bytes (n <= reply_max).
+     * For liveness, round-trip time, and bytes per second both ways. */
+    OL_RPC_OP_PING = 0,
+    OL_RPC_OP_MAX = 63,
+};
+
+struct ol_rpc_params {
+    int64_t self_id;
+    const char *cluster;          /* up to 63 bytes; copied */
+    const void *secret;           /* the cluster secret; copied, zeroed at destroy */
+    size_t secret_len;            /* >= OL_RPC_MIN_SECRET */
+    const char *listen_addr;      /* "host:port"; NULL or "": dial only */
+    uint32_t window;              /* request bytes granted to each dialer; 0 = default */
+    uint32_t reply_window;        /* reply bytes of this node's calls in flight per
+                                     peer; 0 = window */
+    uint32_t max_calls;           /* calls in flight or waiting per peer (a power
+                                     of two, <= 65536); 0 = default */
+    uint32_t handshake_ms;        /* 0 = default */
+    uint32_t max_unauth;          /* 0 = default */
+};
+
+/* A request, as its handler sees it. Valid until ol_rpc_reply(). */
+struct ol_rpc_req {
+    int64_t peer;                 /* the dialer's node id (authenticated) */
+    uint16_t op;
+    uint32_t reply_max;
+    int64_t revision;             /* the dialer's membership revision */
+    uint32_t len;
+    uint8_t *payload;
+};
+
+/* A handler: must call ol_rpc_reply(req, ...) exactly once, now or later
+ * (on the loop's thread). The request's bytes count against the dialer's
+ * credit until then. */
+typedef void (*ol_rpc_handler)(struct ol_rpc_req *req, void *arg);
+
+/* A call's end, exactly once, never inside ol_rpc_call. rc >= 0: the
+ * reply's status, with its payload[0, len) valid during the callback only;
+ * rc < 0: -errno as above (payload NULL). */
+typedef void (*ol_rpc_done)(void *arg, int rc, const uint8_t *payload, uint32_t len);
+
+/*
+ * Creates an endpoint on loop (call on its thread), listening on
+ * p->listen_addr when given. Returns 0 and *out, or -errno with a message
+ * in err (-EINVAL: a parameter out of range, the secret too short).
+ */
+int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **out, char *err,
+                  size_t errlen);
+/* Stops accepting, fails every call with -ECANCELED, closes every
+ * connection. On the loop thread; the loop must run until ol_rpc_idle(). */
+void ol_rpc_close_all(struct ol_rpc *r);
+/* No connection left (after ol_rpc_close_all, once their operations ended). */
+int ol_rpc_idle(const struct ol_rpc *r);
+/* Frees the endpoint; its loop no longer runs (or never ran it). */
+void ol_rpc_destroy(struct ol_rpc *r);
+/* The bound port of the listener (0: none). */
+int ol_rpc_port(const struct ol_rpc *r);
+
+/* Serves op with fn (replacing any handler of op). op <= OL_RPC_OP_MAX. */
+void ol_rpc_handle(struct ol_rpc *r, uint16_t op, ol_rpc_handler fn, void *arg);
+/*
+ * The answer to req, exactly once: status and payload iov[0, n) (copied).
+ * A payload over req->reply_max is not sent: the reply says TOO_LARGE. The
+ * request's credit goes back to the dialer with this reply. req is freed.
+ */
+void ol_rpc_reply(struct ol_rpc_req *req, int status, const struct iovec *iov, int n);
+
+/*
+ * Adds peer id at addr ("host:port", numeric host), or moves it to a new
+ * address (its connection, if any, is closed: its calls fail with
+ * -ECONNRESET). Dials at once. Returns 0, -EINVAL (a bad address, id is
+ * this node's), -ENOSPC (OL_RPC_MAX_PEERS).
+ */
+int ol_rpc_peer_set(struct ol_rpc *r, int64_t id, const char *addr);
+/* Forgets peer id: its connection closes, its calls fail with -ECONNRESET. */
+void ol_rpc_peer_remove(struct ol_rpc *r, int64_t id);
+/* 1 when peer id's connection is authenticated and ready. */
+int ol_rpc_peer_ready(const struct ol_rpc *r, int64_t id);
+
+/*
+ * Calls op on peer with payload iov[0, n) (copied before this returns),
+ * accepting a reply of up to reply_max bytes, within timeout_ms (> 0; the
+ * deadline counts from now, waiting for a connection or credit included).
+ * Returns 0 (done runs later, once), or: -ENOENT (no such peer), -ENOTCONN
+ * (it is down: between reconnect attempts), -EAGAIN (max_calls in flight,
+ * or the reply window full), -EMSGSIZE (the payload over the peer's limit,
+ * or reply_max over the reply window).
+ */
+int ol_rpc_call(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec *iov, int n,
+                uint32_t reply_max, uint32_t timeout_ms, ol_rpc_done done, void *arg);
+
+/* The membership revision this node puts in its frames (any thread). */
+void ol_rpc_set_revision(struct ol_rpc *r, int64_t revision);
+/* The highest revision a peer's frame carried (any thread): above this
+ * node's own, its view is behind. */
+int64_t ol_rpc_peer_revision(const struct ol_rpc *r);
+
+/*
+ * The openlake_rpc_* Prometheus lines into buf[0, cap): per peer
+ * (label peer="id") connected, calls, failures by cause, credit stalls,
+ * bytes sent and received, bytes in flight and credit left; and for the
+ * endpoint, requests served, connections, handshakes refused by cause.
+ * Any thread. Returns the length (cap or more: did not fit).
+ */
+size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,649 @@
+/*
+ * test_rpc.c - the node RPC (src/net): the frame codec, and two endpoints
+ * on real loopback sockets: the handshake both ways, calls and replies,
+ * credits (a dialer never has more request bytes at its acceptor than
+ * granted), deadlines, a peer that goes and comes back, and what a stranger
+ * gets on the port (garbage, a wrong proof, another cluster, silence, a
+ * flood of unauthenticated connections).
+ *
+ * Scenario tests run both endpoints on one loop on the test thread, driven
+ * by a 5 ms timer (struct drv) that advances a phase and stops the loop at
+ * the end; the stranger tests run the loop on its own thread and talk to it
+ * with plain blocking sockets.
+ */
+#include "olt.h"
+
+#include "net/frame.h"
+#include "net/rpc.h"
+#include "rt/loop.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char SECRET[] = "0123456789abcdef0123456789abcdef";
+
+/* ---- the codec --------------------------------------------------------------- */
+
+OLT_TEST(rpc_frame_roundtrip_and_refusals)
+{
+    struct ol_rpc_hdr h = {.type = OL_RPC_REQUEST, .op = 7, .id = 0x123456789aULL, .len = 5,
+                           .aux = 4096, .revision = 42};
+    struct iovec iov = {(void *)"hello", 5};
+    h.payload_crc = ol_rpc_payload_crc(&iov, 1);
+    uint8_t b[OL_RPC_HDR_LEN];
+    ol_rpc_hdr_encode(&h, b);
+    OLT_CHECK(memcmp(b, "OLRP\x01\x05", 6) == 0);
+    struct ol_rpc_hdr g;
+    OLT_CHECK_EQ(ol_rpc_hdr_parse(b, sizeof b, &g), OL_RPC_HDR_LEN);
+    OLT_CHECK_EQ(g.type, OL_RPC_REQUEST);
+    OLT_CHECK_EQ(g.op, 7);
+    OLT_CHECK(g.id == 0x123456789aULL);
+    OLT_CHECK_EQ(g.len, 5);
+    OLT_CHECK_EQ(g.aux, 4096);
+    OLT_CHECK_EQ(g.revision, 42);
+    OLT_CHECK_EQ(g.payload_crc, h.payload_crc);
+    /* Every prefix is incomplete, not invalid. */
+    for (size_t n = 0; n < OL_RPC_HDR_LEN; n++)
+        OLT_CHECK_EQ(ol_rpc_hdr_parse(b, n, &g), OL_RPC_INCOMPLETE);
+    /* Garbage is refused from its first byte; a newer version at byte 5. */
+    OLT_CHECK_EQ(ol_rpc_hdr_parse("G", 1, &g), OL_RPC_INVALID);
+    uint8_t v[OL_RPC_HDR_LEN];
+    memcpy(v, b, sizeof v);
+    v[4] = 2;
+    OLT_CHECK_EQ(ol_rpc_hdr_parse(v, 5, &g), OL_RPC_BAD_VERSION);
+    /* Any flipped bit of the header is caught by its CRC or a field check. */
+    for (size_t i = 0; i < OL_RPC_HDR_LEN; i++)
+        for (int bit = 0; bit < 8; bit++) {
+            memcpy(v, b, sizeof v);
+            v[i] ^= (uint8_t)(1u << bit);
+            int rc = ol_rpc_hdr_parse(v, sizeof v, &g);
+            OLT_CHECK(rc == OL_RPC_INVALID || rc == OL_RPC_BAD_VERSION);
+        }
+    /* A status on a request, an unknown type: refused even with a good CRC. */
+    struct ol_rpc_hdr bad = h;
+    bad.status = 1;
+    ol_rpc_hdr_encode(&bad, v);
+    OLT_CHECK_EQ(ol_rpc_hdr_parse(v, sizeof v, &g), OL_RPC_INVALID);
+    bad = h;
+    bad.type = 99;
+    ol_rpc_hdr_encode(&bad, v);
+    OLT_CHECK_EQ(ol_rpc_hdr_parse(v, sizeof v, &g), OL_RPC_INVALID);
+}
+
+OLT_TEST(rpc_frame_parse_at_guard_page)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    uint8_t *m = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
+    OLT_CHECK(m != MAP_FAILED);
+    OLT_CHECK(mprotect(m + pg, (size_t)pg, PROT_NONE) == 0);
+    struct ol_rpc_hdr h = {.type = OL_RPC_READY, .aux = 1 << 20};
+    uint8_t b[OL_RPC_HDR_LEN];
+    ol_rpc_hdr_encode(&h, b);
+    struct ol_rpc_hdr g;
+    for (size_t n = 0; n <= OL_RPC_HDR_LEN; n++) {
+        uint8_t *p = m + pg - n;
+        memcpy(p, b, n);
+        int rc = ol_rpc_hdr_parse(p, n, &g);
+        OLT_CHECK_EQ(rc, n == OL_RPC_HDR_LEN ? OL_RPC_HDR_LEN : OL_RPC_INCOMPLETE);
+    }
+    munmap(m, (size_t)pg * 2);
+}
+
+OLT_TEST(rpc_proofs_bind_every_input)
+{
+    uint8_t nd[32] = {1}, na[32] = {2}, p[32], q[32];
+    ol_rpc_proof(SECRET, 32, 1, "prod", 1, 2, nd, na, p);
+    ol_rpc_proof(SECRET, 32, 1, "prod", 1, 2, nd, na, q);
+    OLT_CHECK(ol_rpc_proof_equal(p, q));
+    ol_rpc_proof(SECRET, 32, 0, "prod", 1, 2, nd, na, q); /* the other side's label */
+    OLT_CHECK(!ol_rpc_proof_equal(p, q));
+    ol_rpc_proof(SECRET, 32, 1, "prod2", 1, 2, nd, na, q);
+    OLT_CHECK(!ol_rpc_proof_equal(p, q));
+    ol_rpc_proof(SECRET, 32, 1, "prod", 3, 2, nd, na, q);
+    OLT_CHECK(!ol_rpc_proof_equal(p, q));
+    ol_rpc_proof(SECRET, 32, 1, "prod", 1, 2, na, nd, q);
+    OLT_CHECK(!ol_rpc_proof_equal(p, q));
+    ol_rpc_proof("another secret, 32 bytes long!!!", 32, 1, "prod", 1, 2, nd, na, q);
+    OLT_CHECK(!ol_rpc_proof_equal(p, q));
+}
+
+/* ---- two endpoints on one loop --------------------------------------------- */
+
+#define OP_HOLD 5    /* a handler that keeps its requests until the test answers */
+#define MAXHELD 256
+
+struct drv {
+    ol_loop *loop;
+    struct ol_rpc *a, *b;             /* a: node 1, listens; b: node 2, dials a */
+    int port;
+    struct ol_timer t;
+    int phase;
+    uint64_t t0, phase_ms;
+    int (*step)(struct drv *d);
+    int timed_out;
+    /* the hold handler */
+    struct ol_rpc_req *held[MAXHELD];
+    int nheld;
+    uint64_t held_bytes, max_held_bytes;
+    /* calls */
+    int done, ok, rc_last, errs[8];
+    uint64_t done_ms;
+    uint32_t last_len;
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void on_hold(struct ol_rpc_req *req, void *arg)
+{
+    struct drv *d = arg;
+    OLT_CHECK(d->nheld < MAXHELD);
+    d->held[d->nheld++] = req;
+    d->held_bytes += OL_RPC_HDR_LEN + req->len;
+    if (d->held_bytes > d->max_held_bytes)
+        d->max_held_bytes = d->held_bytes;
+}
+
+static void release_held(struct drv *d)
+{
+    for (int i = 0; i < d->nheld; i++) {
+        d->held_bytes -= OL_RPC_HDR_LEN + d->held[i]->len;
+        ol_rpc_reply(d->held[i], OL_RPC_OK, NULL, 0);
+    }
+    d->nheld = 0;
+}
+
+static void on_done(void *arg, int rc, const uint8_t *payload, uint32_t len)
+{
+    struct drv *d = arg;
+    d->done++;
+    d->rc_last = rc;
+    d->done_ms = mono_ms();
+    d->last_len = len;
+    if (rc == OL_RPC_OK)
+        d->ok++;
+    else if (rc == -ETIMEDOUT)
+        d->errs[0]++;
+    else if (rc == -ECONNRESET)
+        d->errs[1]++;
+    else if (rc == -ECANCELED)
+        d->errs[2]++;
+    else
+        d->errs[3]++;
+    for (uint32_t i = 0; i < len; i++)
+        OLT_CHECK(payload[i] == 0);
+}
+
+static void drive(ol_loop *loop, struct ol_timer *t)
+{
+    struct drv *d = (struct drv *)((char *)t - offsetof(struct drv, t));
+    if (d->step(d)) {
+        ol_loop_stop(loop);
+        return;
+    }
+    if (mono_ms() - d->t0 > 20000) {
+        d->timed_out = 1;
+        ol_loop_stop(loop);
+        return;
+    }
+    ol_timer_arm(loop, t, 5);
+}
+
+static void next_phase(struct drv *d)
+{
+    d->phase++;
+    d->phase_ms = mono_ms();
+}
+
+static struct ol_rpc *endpoint(struct drv *d, int64_t id, const char *listen, const char *secret,
+                               uint32_t window)
+{
+    struct ol_rpc_params p = {.self_id = id, .cluster = "test", .secret = secret,
+                              .secret_len = strlen(secret), .listen_addr = listen,
+                              .window = window, .handshake_ms = 300, .max_unauth = 4};
+    char err[256];
+    struct ol_rpc *r = NULL;
+    int rc = ol_rpc_create(d->loop, &p, &r, err, sizeof err);
+    if (rc)
+        olt_fail(__FILE__, __LINE__, "ol_rpc_create: %s", err);
+    ol_rpc_handle(r, OP_HOLD, on_hold, d);
+    return r;
+}
+
+static void setup(struct drv *d, const char *b_secret, uint32_t window)
+{
+    memset(d, 0, sizeof *d);
+    struct ol_loop_params lp = {.index = 0, .cpu = -1};
+    char err[256];
+    OLT_CHECK_EQ(ol_loop_create(&lp, &d->loop, err, sizeof err), 0);
+    d->a = endpoint(d, 1, "127.0.0.1:0", SECRET, window);
+    d->port = ol_rpc_port(d->a);
+    d->b = endpoint(d, 2, NULL, b_secret, window);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", d->port);
+    OLT_CHECK_EQ(ol_rpc_peer_set(d->b, 2, addr), -EINVAL);   /* itself */
+    OLT_CHECK_EQ(ol_rpc_peer_set(d->b, 1, "not-an-address"), -EINVAL);
+    OLT_CHECK_EQ(ol_rpc_peer_set(d->b, 1, addr), 0);
+}
+
+static void run(struct drv *d, int (*step)(struct drv *))
+{
+    d->step = step;
+    d->t0 = d->phase_ms = mono_ms();
+    d->t.fn = drive;
+    ol_timer_arm(d->loop, &d->t, 5);
+    ol_loop_run(d->loop);
+    if (d->timed_out)
+        olt_fail(__FILE__, __LINE__, "timed out in phase %d (done %d, held %d)", d->phase, d->done, d->nheld);
+}
+
+static void teardown(struct drv *d)
+{
+    if (d->a)
+        ol_rpc_destroy(d->a);
+    if (d->b)
+        ol_rpc_destroy(d->b);
+    ol_loop_destroy(d->loop);
+}
+
+static int ping(struct drv *d, uint32_t n, uint32_t reply_max)
+{
+    uint8_t b[4] = {(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
+    struct iovec iov = {b, 4};
+    return ol_rpc_call(d->b, 1, OL_RPC_OP_PING, &iov, 1, reply_max, 2000, on_done, d);
+}
+
+static int step_ping(struct drv *d)
+{
+    switch (d->phase) {
+    case 0:
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        OLT_CHECK_EQ(ping(d, 100000, 100000), 0);
+        OLT_CHECK_EQ(ping(d, 10, 5), 0);   /* more than it accepts: TOO_LARGE */
+        {
+            struct iovec none = {NULL, 0};
+            OLT_CHECK_EQ(ol_rpc_call(d->b, 1, 33, &none, 0, 0, 2000, on_done, d), 0);
+        }
+        OLT_CHECK_EQ(ol_rpc_call(d->b, 9, 0, NULL, 0, 0, 2000, on_done, d), -ENOENT);
+        OLT_CHECK_EQ(ping(d, 0, OL_RPC_DEF_WINDOW + 1), -EMSGSIZE);
+        next_phase(d);
+        return 0;
+    default:
+        return d->done == 4;
+    }
+}
+
+OLT_TEST(rpc_handshake_and_calls)
+{
+    struct drv d;
+    setup(&d, SECRET, 0);
+    /* A call made while the connection is still being made waits for it. */
+    OLT_CHECK_EQ(ping(&d, 64, 64), 0);
+    run(&d, step_ping);
+    OLT_CHECK_EQ(d.done, 4);
+    OLT_CHECK_EQ(d.ok, 2);
+    OLT_CHECK_EQ(d.errs[3], 2); /* TOO_LARGE and UNKNOWN_OP */
+    char m[8192];
+    size_t n = ol_rpc_metrics(d.b, "node=\"2\"", m, sizeof m);
+    OLT_CHECK(n < sizeof m);
+    OLT_CHECK(strstr(m, "openlake_rpc_peer_up{node=\"2\",peer=\"1\"} 1\n"));
+    OLT_CHECK(strstr(m, "openlake_rpc_peer_calls_total{node=\"2\",peer=\"1\"} 4\n"));
+    n = ol_rpc_metrics(d.a, "", m, sizeof m);
+    OLT_CHECK(strstr(m, "openlake_rpc_requests_total{} 4\n"));
+    teardown(&d);
+}
+
+/* ---- credits --------------------------------------------------------------- */
+
+static int step_credit(struct drv *d)
+{
+    switch (d->phase) {
+    case 0: {
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        static uint8_t payload[8192];
+        struct iovec iov = {payload, sizeof payload};
+        for (int i = 0; i < 40; i++)
+            OLT_CHECK_EQ(ol_rpc_call(d->b, 1, OP_HOLD, &iov, 1, 0, 10000, on_done, d), 0);
+        next_phase(d);
+        return 0;
+    }
+    case 1: /* let a fill up to its window, then answer what it holds */
+        if (mono_ms() - d->phase_ms < 50)
+            return 0;
+        OLT_CHECK(d->max_held_bytes <= 65536);
+        release_held(d);
+        d->phase_ms = mono_ms();
+        return d->done == 40;
+    default:
+        return 1;
+    }
+}
+
+OLT_TEST(rpc_credits_bound_what_the_acceptor_holds)
+{
+    struct drv d;
+    setup(&d, SECRET, 65536);
+    run(&d, step_credit);
+    OLT_CHECK_EQ(d.ok, 40);
+    /* It held as much as its window allowed, never more. */
+    OLT_CHECK(d.max_held_bytes <= 65536);
+    OLT_CHECK(d.max_held_bytes >= 65536 - (OL_RPC_HDR_LEN + 8192));
+    char m[8192];
+    ol_rpc_metrics(d.b, "", m, sizeof m);
+    const char *s = strstr(m, "openlake_rpc_peer_credit_stalls_total{peer=\"1\"} ");
+    OLT_CHECK(s);
+    OLT_CHECK(atoi(s + strlen("openlake_rpc_peer_credit_stalls_total{peer=\"1\"} ")) > 0);
+    OLT_CHECK(strstr(m, "openlake_rpc_peer_credit_bytes{peer=\"1\"} 65536\n"));
+    teardown(&d);
+}
+
+/* ---- deadlines -------------------------------------------------------------- */
+
+static int step_deadline(struct drv *d)
+{
+    switch (d->phase) {
+    case 0:
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        OLT_CHECK_EQ(ol_rpc_call(d->b, 1, OP_HOLD, NULL, 0, 0, 100, on_done, d), 0);
+        next_phase(d);
+        return 0;
+    case 1:
+        if (d->done < 1)
+            return 0;
+        OLT_CHECK_EQ(d->rc_last, -ETIMEDOUT);
+        OLT_CHECK(d->done_ms - d->phase_ms >= 90 && d->done_ms - d->phase_ms < 1000);
+        release_held(d); /* the late reply is dropped */
+        OLT_CHECK_EQ(ping(d, 8, 8), 0);
+        next_phase(d);
+        return 0;
+    default:
+        return d->done == 2;
+    }
+}
+
+OLT_TEST(rpc_deadline_then_late_reply)
+{
+    struct drv d;
+    setup(&d, SECRET, 0);
+    run(&d, step_deadline);
+    OLT_CHECK_EQ(d.errs[0], 1);
+    OLT_CHECK_EQ(d.ok, 1);
+    teardown(&d);
+}
+
+/* ---- a peer that goes, and comes back ------------------------------------------ */
+
+static int step_gone(struct drv *d)
+{
+    switch (d->phase) {
+    case 0:
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        for (int i = 0; i < 3; i++)
+            OLT_CHECK_EQ(ol_rpc_call(d->b, 1, OP_HOLD, NULL, 0, 0, 10000, on_done, d), 0);
+        next_phase(d);
+        return 0;
+    case 1:
+        if (d->nheld < 3)
+            return 0;
+        ol_rpc_close_all(d->a);
+        release_held(d); /* answers to a closed connection: dropped */
+        next_phase(d);
+        return 0;
+    case 2:
+        if (d->done < 3)
+            return 0;
+        /* Failed at once, not at their 10 s deadline. */
+        OLT_CHECK(d->done_ms - d->phase_ms < 1000);
+        OLT_CHECK_EQ(d->errs[1], 3);
+        OLT_CHECK_EQ(ol_rpc_call(d->b, 1, OL_RPC_OP_PING, NULL, 0, 0, 100, on_done, d),
+                     -ENOTCONN);
+        if (!ol_rpc_idle(d->a))
+            return 0;
+        ol_rpc_destroy(d->a);
+        {
+            char addr[64];
+            snprintf(addr, sizeof addr, "127.0.0.1:%d", d->port);
+            d->a = endpoint(d, 1, addr, SECRET, 0);
+        }
+        next_phase(d);
+        return 0;
+    case 3:
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        OLT_CHECK_EQ(ping(d, 16, 16), 0);
+        next_phase(d);
+        return 0;
+    default:
+        return d->done == 4;
+    }
+}
+
+OLT_TEST(rpc_peer_gone_fails_fast_then_reconnects)
+{
+    struct drv d;
+    setup(&d, SECRET, 0);
+    run(&d, step_gone);
+    OLT_CHECK_EQ(d.ok, 1);
+    teardown(&d);
+}
+
+/* ---- a dialer with another secret -------------------------------------------- */
+
+static int step_wrong_secret(struct drv *d)
+{
+    if (d->phase == 0) {
+        if (d->done < 1)
+            return 0;
+        OLT_CHECK_EQ(d->rc_last, -ECONNRESET);
+        next_phase(d);
+    }
+    /* It keeps trying (with backoff) and keeps being refused. */
+    return mono_ms() - d->phase_ms > 300;
+}
+
+OLT_TEST(rpc_wrong_secret_never_connects)
+{
+    struct drv d;
+    setup(&d, "a different secret of 32 bytes!!", 0);
+    OLT_CHECK_EQ(ping(&d, 8, 8), 0);
+    run(&d, step_wrong_secret);
+    OLT_CHECK(!ol_rpc_peer_ready(d.b, 1));
+    char m[8192];
+    ol_rpc_metrics(d.b, "", m, sizeof m);
+    OLT_CHECK(strstr(m, "openlake_rpc_peer_up{peer=\"1\"} 0\n"));
+    OLT_CHECK(!strstr(m, "openlake_rpc_peer_auth_failures_total{peer=\"1\"} 0\n"));
+    OLT_CHECK(strstr(m, "openlake_rpc_peer_connects_total{peer=\"1\"} 0\n"));
+    teardown(&d);
+}
+
+/* ---- strangers on the port --------------------------------------------------------- */
+
+struct bg {
+    ol_loop *loop;
+    struct ol_rpc *a;
+    int port;
+};
+
+static int bg_init(ol_loop *loop, void *arg)
+{
+    struct bg *g = arg;
+    struct ol_rpc_params p = {.self_id = 1, .cluster = "test", .secret = SECRET,
+                              .secret_len = 32, .listen_addr = "127.0.0.1:0",
+                              .handshake_ms = 300, .max_unauth = 4};
+    char err[256];
+    if (ol_rpc_create(loop, &p, &g->a, err, sizeof err))
+        return -1;
+    g->port = ol_rpc_port(g->a);
+    return 0;
+}
+
+static int dial(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    OLT_CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    return fd;
+}
+
+/* Reads until EOF (or 3 s): bytes read, the last CLOSE status in *status. */
+static int read_to_eof(int fd, int *status, uint64_t *elapsed)
+{
+    uint8_t buf[4096];
+    size_t have = 0;
+    uint64_t t0 = mono_ms();
+    *status = -1;
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 3000) <= 0)
+            return -1;
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+    }
+    *elapsed = mono_ms() - t0;
+    size_t off = 0;
+    while (off + OL_RPC_HDR_LEN <= have) {
+        struct ol_rpc_hdr h;
+        if (ol_rpc_hdr_parse(buf + off, have - off, &h) != OL_RPC_HDR_LEN)
+            break;
+        if (h.type == OL_RPC_CLOSE)
+            *status = h.status;
+        off += OL_RPC_HDR_LEN + h.len;
+    }
+    return (int)have;
+}
+
+static void send_frame(int fd, uint8_t type, const void *payload, uint32_t len)
+{
+    struct ol_rpc_hdr h = {.type = type};
+    struct iovec iov = {(void *)(uintptr_t)payload, len};
+    h.len = len;
+    h.payload_crc = ol_rpc_payload_crc(&iov, len ? 1 : 0);
+    uint8_t b[OL_RPC_HDR_LEN];
+    ol_rpc_hdr_encode(&h, b);
+    OLT_CHECK(write(fd, b, sizeof b) == (ssize_t)sizeof b);
+    if (len)
+        OLT_CHECK(write(fd, payload, len) == (ssize_t)len);
+}
+
+static void hello(int fd, const char *cluster)
+{
+    uint8_t p[OL_RPC_HELLO_LEN] = {0};
+    p[0] = 9;
+    memcpy(p + 8 + OL_RPC_NONCE_LEN, cluster, strlen(cluster));
+    send_frame(fd, OL_RPC_HELLO, p, sizeof p);
+}
+
+static long long metric(struct ol_rpc *r, const char *name)
+{
+    char m[8192];
+    ol_rpc_metrics(r, "", m, sizeof m);
+    const char *s = strstr(m, name);
+    return s ? atoll(s + strlen(name)) : -1;
+}
+
+OLT_TEST(rpc_strangers_get_nothing)
+{
+    struct bg g = {0};
+    struct ol_loop_params lp = {.index = 0, .cpu = -1};
+    char err[256];
+    OLT_CHECK_EQ(ol_loop_create(&lp, &g.loop, err, sizeof err), 0);
+    OLT_CHECK_EQ(ol_loop_start(g.loop, bg_init, &g), 0);
+    int st;
+    uint64_t el;
+
+    /* Garbage: an HTTP request. CLOSE "protocol", then EOF, at once. */
+    int fd = dial(g.port);
+    OLT_CHECK(write(fd, "GET / HTTP/1.1\r\n\r\n", 18) == 18);
+    OLT_CHECK(read_to_eof(fd, &st, &el) >= 0);
+    OLT_CHECK_EQ(st, OL_RPC_PROTOCOL);
+    OLT_CHECK(el < 250);
+    close(fd);
+
+    /* Another cluster's HELLO. */
+    fd = dial(g.port);
+    hello(fd, "other");
+    OLT_CHECK(read_to_eof(fd, &st, &el) >= 0);
+    OLT_CHECK_EQ(st, OL_RPC_WRONG_CLUSTER);
+    close(fd);
+
+    /* The right cluster, a wrong proof: a CHALLENGE, then refused. */
+    fd = dial(g.port);
+    hello(fd, "test");
+    uint8_t proof[OL_RPC_AUTH_LEN] = {0};
+    send_frame(fd, OL_RPC_AUTH, proof, sizeof proof);
+    OLT_CHECK(read_to_eof(fd, &st, &el) > OL_RPC_HDR_LEN + OL_RPC_CHAL_LEN);
+    OLT_CHECK_EQ(st, OL_RPC_AUTH_FAILED);
+    close(fd);
+    OLT_CHECK_EQ(metric(g.a, "openlake_rpc_refused_total{cause=\"auth\"} "), 2);
+
+    /* A REQUEST before any handshake. */
+    fd = dial(g.port);
+    send_frame(fd, OL_RPC_REQUEST, "x", 1);
+    OLT_CHECK(read_to_eof(fd, &st, &el) >= 0);
+    OLT_CHECK_EQ(st, OL_RPC_PROTOCOL);
+    close(fd);
+
+    /* A HELLO that claims to be 1 MiB: refused from its header, not read. */
+    fd = dial(g.port);
+    {
+        struct ol_rpc_hdr h = {.type = OL_RPC_HELLO, .len = 1 << 20, .payload_crc = 1};
+        uint8_t b[OL_RPC_HDR_LEN];
+        ol_rpc_hdr_encode(&h, b);
+        OLT_CHECK(write(fd, b, sizeof b) == (ssize_t)sizeof b);
+    }
+    OLT_CHECK(read_to_eof(fd, &st, &el) >= 0);
+    OLT_CHECK_EQ(st, OL_RPC_PROTOCOL);
+    close(fd);
+
+    /* A truncated header, then silence: closed at the handshake deadline. */
+    fd = dial(g.port);
+    OLT_CHECK(write(fd, "OLRP\x01", 5) == 5);
+    OLT_CHECK(read_to_eof(fd, &st, &el) == 0);
+    OLT_CHECK(el >= 200 && el < 1500);
+    close(fd);
+    OLT_CHECK(metric(g.a, "openlake_rpc_refused_total{cause=\"handshake_timeout\"} ") >= 1);
+
+    /* Six silent connections, four allowed: the two oldest go at once. */
+    int fds[6];
+    for (int i = 0; i < 6; i++)
+        fds[i] = dial(g.port);
+    usleep(100 * 1000);
+    for (int i = 0; i < 2; i++) {
+        struct pollfd p = {fds[i], POLLIN, 0};
+        OLT_CHECK_EQ(poll(&p, 1, 0), 1);
+        char c;
+        OLT_CHECK_EQ(read(fds[i], &c, 1), 0);
+    }
+    struct pollfd p = {fds[5], POLLIN, 0};
+    OLT_CHECK_EQ(poll(&p, 1, 0), 0);
+    for (int i = 0; i < 6; i++)
+        close(fds[i]);
+    OLT_CHECK_EQ(metric(g.a, "openlake_rpc_refused_total{cause=\"unauthenticated_evicted\"} "), 2);
+    OLT_CHECK_EQ(metric(g.a, "openlake_rpc_requests_total{} "), 0);
+
+    ol_loop_stop(g.loop);
+    ol_loop_join(g.loop);
+    ol_rpc_destroy(g.a);
+    ol_loop_destroy(g.loop);
+}
