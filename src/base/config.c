@@ -462,6 +462,18 @@ static const struct ckey ol_config_keys[] = {
      .size = CS(cluster.advertise_host), .lo = 0, .hi = OL_CONFIG_DOMAIN_LEN - 1,
      .check = check_device, .expect = "a host name or IP address", .def = "",
      .doc = "Host other nodes and the CLI reach this node at, for addresses that listen on 0.0.0.0 or [::]; \"\" = the host name."},
+    {.name = "cluster.secret", .kind = K_STR, .flags = KF_SECRET, .off = CO(cluster.secret),
+     .size = CS(cluster.secret), .lo = 0, .hi = 128, .check = check_secret_key,
+     .expect = "a string of up to 128 printable ASCII characters without spaces", .def = "",
+     .doc = "The cluster's shared secret, with which nodes prove themselves to each other; prefer cluster.secret_file."},
+    {.name = "cluster.secret_file", .kind = K_STR, .off = CO(cluster.secret_file),
+     .size = CS(cluster.secret_file), .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1,
+     .check = check_path, .expect = "a path of at most 4095 bytes", .def = "",
+     .secret_of = "cluster.secret",
+     .doc = "File holding cluster.secret (at least 32 characters, the same on every node; e.g. openssl rand -hex 32), read at start; needed with cluster.name."},
+    {.name = "cluster.rpc_window_bytes", .kind = K_INT, .off = CO(cluster.rpc_window_bytes),
+     .lo = 65536, .hi = 67108864, .def = "8388608",
+     .doc = "Node RPC credit: request bytes another node may have in flight to this one (it holds at most this much of each peer's requests); also the largest request."},
     {.name = "threads", .kind = K_INT, .off = CO(threads), .lo = 0,
      .hi = 256, .def = "0",
      .doc = "Event-loop threads, one per core; 0 = online cores (max 256)."},
@@ -1740,6 +1752,23 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
     if (c->cluster.etcd_user[0] && !c->cluster.etcd_password[0])
         return errf(err, errlen, "%s: needs its password (cluster.etcd_password_file)",
                     key_where(c, find_key("cluster.etcd_user"), w, sizeof w));
+    /* nodes prove themselves to each other with the cluster secret (the
+     * daemon requires one: ol_daemon_cluster_join; the CLI reads etcd only) */
+    if (c->cluster.secret[0] && strlen(c->cluster.secret) < 32)
+        return errf(err, errlen, "%s: the cluster secret has %zu characters; it needs at "
+                    "least 32 (e.g. openssl rand -hex 32)",
+                    key_where(c, secret_source(c, find_key("cluster.secret")), w, sizeof w),
+                    strlen(c->cluster.secret));
+    if (c->cluster.name[0] && c->transport == OL_TRANSPORT_UCX)
+        return errf(err, errlen, "%s: \"ucx\" is not available yet: the node RPC runs "
+                    "over TCP (transport = \"tcp\")",
+                    key_where(c, find_key("transport"), w, sizeof w));
+    if (c->cluster.name[0] && (strcmp(c->rpc_addr, c->s3_addr) == 0 ||
+                               (c->mode != OL_MODE_S3 && strcmp(c->rpc_addr, c->kv_addr) == 0)))
+        return errf(err, errlen, "%s: %s is also %s; a cluster node's RPC listener needs an "
+                    "address of its own", key_where(c, find_key("rpc_addr"), w, sizeof w),
+                    quote(c->rpc_addr, q, sizeof q),
+                    strcmp(c->rpc_addr, c->s3_addr) == 0 ? "s3_addr" : "kv_addr");
     /* one renewal that times out must leave time for another before the
      * lease runs out */
     if (c->cluster.name[0] && c->cluster.etcd_timeout_ms * 2 > c->cluster.lease_ttl_secs * 1000)

@@ -191,6 +191,9 @@ struct ol_config {
         int64_t lease_ttl_secs;
         int64_t etcd_timeout_ms;
         char advertise_host[OL_CONFIG_DOMAIN_LEN];   /* "" = the hostname, for 0.0.0.0 */
+        char secret[OL_CONFIG_KEY_LEN];              /* node-to-node; or from secret_file */
+        char secret_file[OL_CONFIG_PATH_LEN];
+        int64_t rpc_window_bytes;                    /* node RPC credit per dialer */
     } cluster;
     int64_t threads;                    /* finalize turns 0 into online cores */
     int log_level;                      /* enum ol_log_level */

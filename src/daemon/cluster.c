@@ -13,6 +13,10 @@
 
 #include "base/log.h"
 #include "kv/service.h"
+#include "rt/net.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +39,46 @@ static void advertised(const char *addr, const char *host, char *out, size_t len
         snprintf(out, len, "%s%s", host, colon);
     else
         snprintf(out, len, "%s", addr);
+}
+
+/* addr with its host resolved to a numeric address (the first getaddrinfo
+ * gives): the node RPC dials records' rpc_addr from its loop, where no
+ * name is looked up. 0, or -1 with err. */
+static int numeric(char *addr, size_t len, char *err, size_t errlen)
+{
+    struct sockaddr_storage sa;
+    socklen_t sl;
+    if (ol_net_addr_numeric(addr, &sa, &sl) == 0)
+        return 0;
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    size_t hl = colon ? (size_t)(colon - addr) : 0;
+    if (!colon || hl >= sizeof host) {
+        snprintf(err, errlen, "rpc_addr %s: expected host:port", addr);
+        return -1;
+    }
+    memcpy(host, addr, hl);
+    host[hl] = 0;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int grc = getaddrinfo(host, colon + 1, &hints, &ai);
+    char ip[INET6_ADDRSTRLEN];
+    if (grc != 0 || getnameinfo(ai->ai_addr, ai->ai_addrlen, ip, sizeof ip, NULL, 0,
+                                NI_NUMERICHOST) != 0) {
+        snprintf(err, errlen, "rpc_addr %s: cannot resolve %s (%s); set "
+                 "cluster.advertise_host to an address other nodes reach this one at",
+                 addr, host, grc ? gai_strerror(grc) : "no numeric form");
+        if (ai)
+            freeaddrinfo(ai);
+        return -1;
+    }
+    char port[16];
+    snprintf(port, sizeof port, "%s", colon + 1);
+    if (ai->ai_family == AF_INET6)
+        snprintf(addr, len, "[%s]:%s", ip, port);
+    else
+        snprintf(addr, len, "%s:%s", ip, port);
+    freeaddrinfo(ai);
+    return 0;
 }
 
 /* The instance id from <dir>/cluster.instance, made there when missing. */
@@ -86,6 +130,13 @@ int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen)
     const struct ol_config *c = &d->cfg;
     if (!c->cluster.name[0])
         return 0;
+    if (!c->cluster.secret[0]) {
+        snprintf(err, errlen, "cluster %s: a cluster needs its secret (cluster.secret_file: "
+                 "a file holding at least 32 characters, the same on every node, e.g. from "
+                 "openssl rand -hex 32); nodes prove themselves to each other with it",
+                 c->cluster.name);
+        return -1;
+    }
     struct ol_member self = {.id = c->self_id, .pid = getpid(), .started = time(NULL),
                              .drives = c->mode == OL_MODE_KV ? 0 : c->n_data_dirs};
     snprintf(self.state, sizeof self.state, "starting");
@@ -102,6 +153,8 @@ int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen)
     if (c->mode != OL_MODE_S3)
         advertised(c->kv_addr, self.host, self.kv_addr, sizeof self.kv_addr);
     advertised(c->rpc_addr, self.host, self.rpc_addr, sizeof self.rpc_addr);
+    if (numeric(self.rpc_addr, sizeof self.rpc_addr, err, errlen) < 0)
+        return -1;
     if (d->kv) {
         self.kv_slab_bytes = d->kv->tenants[0].slab.size;
         self.kv_disk_bytes = (uint64_t)(c->kv_disk.capacity_gb * (double)(1ull << 30));

@@ -59,6 +59,7 @@ struct ol_daemon {
     struct ol_healer *healer;         /* heal queue, walks, scanner; NULL in mode kv */
     struct ol_dirlock *locks;         /* the data and KV disk dirs, held for life (dirs.c) */
     struct ol_cluster *cluster;       /* membership in etcd ([cluster]); NULL: a single host */
+    struct ol_daemon_net *net;        /* the node RPC (net.c); NULL: a single host */
 };
 
 /* cluster.c: joins the cluster of [cluster] (state "starting"): 0, or -1
@@ -66,6 +67,15 @@ struct ol_daemon {
  * held by another live node, etcd refused the credentials). No [cluster]:
  * 0 and nothing done. */
 int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen);
+
+/* net.c: the node RPC of a cluster node: its loop and thread, the
+ * endpoint on rpc_addr (src/net), every other member a peer. 0 (nothing
+ * done without [cluster]), or -1 with err (rpc_addr cannot be listened on).
+ * Stop: connections closed (at most a second), the thread joined. Metrics:
+ * the openlake_rpc_* lines (their length; >= cap: did not fit). */
+int ol_daemon_net_start(struct ol_daemon *d, char *err, size_t errlen);
+void ol_daemon_net_stop(struct ol_daemon *d);
+size_t ol_daemon_net_metrics(struct ol_daemon *d, char *buf, size_t cap);
 
 /* dirs.c: makes each missing data dir and KV disk dir whose parent exists
  * (logged) and locks them all, before anything in them is read. 0, or

@@ -420,6 +420,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "openlaked: %s\n", err);
         return 2;
     }
+    if (ol_daemon_net_start(&d, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: %s\n", err);
+        ol_cluster_stop(d.cluster);
+        return 2;
+    }
 
     d.cores = calloc((size_t)d.ncores, sizeof *d.cores);
     if (!d.cores) {
@@ -530,6 +535,7 @@ int main(int argc, char **argv)
         ol_loop_destroy(d.cores[i].loop);
     }
     free(d.cores);
+    ol_daemon_net_stop(&d);
     ol_cluster_stop(d.cluster);      /* leaves now: the lease is revoked */
     ol_healer_stop(d.healer);
     if (d.store) {

@@ -34,6 +34,24 @@ pytestmark = pytest.mark.skipif(not ETCD, reason="etcd is not installed (scripts
 TTL = "2"   # seconds: the lease of most nodes here, so a killed one leaves fast
 
 
+@pytest.fixture(scope="session")
+def secret_file(tmp_path_factory):
+    """The cluster secret every node of these tests shares (mode 0600)."""
+    p = tmp_path_factory.mktemp("cluster-secret") / "secret"
+    p.write_text(os.urandom(32).hex() + "\n")
+    p.chmod(0o600)
+    return str(p)
+
+
+@pytest.fixture(autouse=True)
+def _secret(secret_file):
+    global SECRET
+    SECRET = secret_file
+
+
+SECRET = None
+
+
 class Etcd:
     """One etcd member on loopback, its data in a temp dir."""
 
@@ -99,7 +117,7 @@ def node(make_daemon, etcd, nid, name="c1", ttl=TTL, start=True, extra=()):
     return make_daemon(start=start, args=[
         "--cluster.name", name, "--cluster.etcd", etcd.url, "--self-id", str(nid),
         "--cluster.lease-ttl-secs", ttl, "--rpc-addr", f"127.0.0.1:{rpc}",
-        "--cluster.etcd-timeout-ms", "1000", *extra])
+        "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", SECRET, *extra])
 
 
 def status(etcd, name="c1", *extra):
@@ -273,13 +291,38 @@ def test_etcd_user_and_password(etcd, make_daemon, tmp_path):
       "--cluster.etcd-timeout-ms", "2500"], "more than half of cluster.lease_ttl_secs"),
     (["--cluster.name", "c1", "--cluster.etcd", "http://h:1", "--cluster.lease-ttl-secs", "1"],
      "--cluster.lease-ttl-secs: expected an integer from 2 to 600"),
+    (["--cluster.name", "c1", "--cluster.etcd", "http://h:1", "--transport", "ucx"],
+     '"ucx" is not available yet: the node RPC runs over TCP'),
+    (["--cluster.name", "c1", "--cluster.etcd", "http://h:1", "--rpc-addr", "127.0.0.1:9000",
+      "--s3-addr", "127.0.0.1:9000"], "is also s3_addr; a cluster node's RPC listener needs"),
+    (["--cluster.name", "c1", "--cluster.etcd", "http://h:1", "--cluster.rpc-window-bytes",
+      "1000"], "--cluster.rpc-window-bytes: expected an integer from 65536"),
 ])
 def test_cluster_settings_that_cannot_work_are_refused(make_daemon, args, says):
+    d = make_daemon(start=False, args=args + ["--cluster.secret-file", SECRET])
+    d.start(wait=False)
+    assert d.proc.wait(30) == 2
+    d.stop(expect_rc=2)
+    assert says in d.stderr()
+
+
+@pytest.mark.parametrize("secret, says", [
+    (None, "cluster c1: a cluster needs its secret (cluster.secret_file"),
+    ("short\n", "the cluster secret has 5 characters; it needs at least 32"),
+])
+def test_a_cluster_needs_its_secret(make_daemon, tmp_path, secret, says):
+    args = ["--cluster.name", "c1", "--cluster.etcd", "http://h:1"]
+    if secret:
+        f = tmp_path / "secret"
+        f.write_text(secret)
+        f.chmod(0o600)
+        args += ["--cluster.secret-file", str(f)]
     d = make_daemon(start=False, args=args)
     d.start(wait=False)
     assert d.proc.wait(30) == 2
     d.stop(expect_rc=2)
     assert says in d.stderr()
+    assert "short" not in d.stderr()        # never the secret itself
 
 
 def test_a_record_this_version_cannot_read_is_reported(etcd, make_daemon):

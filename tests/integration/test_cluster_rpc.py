@@ -1,0 +1,209 @@
+"""The node RPC between openlaked processes (docs/node-protocol.md): real
+etcd, real daemons on loopback, plain sockets as the stranger.
+
+Every member of a cluster dials every other at the rpc_addr of its etcd
+record and proves it holds the cluster secret (HMAC challenge both ways);
+the metrics say which peers are up. Cases: three nodes all connected; a
+node with another secret is a member in etcd but no peer of the others
+(refused both ways, logged); bytes that are not the protocol, a wrong proof,
+silence and a flood of unauthenticated connections get nothing and hold
+nothing; a killed peer is seen down at once and back when it restarts.
+"""
+import os
+import re
+import socket
+import struct
+import time
+import urllib.request
+
+import pytest
+
+import conftest
+from kvwire import crc32c
+from test_cluster import ETCD, Etcd, wait_for
+from test_http import hermetic_openlake_env
+
+assert hermetic_openlake_env  # autouse fixture, imported to apply here too
+
+pytestmark = pytest.mark.skipif(not ETCD, reason="etcd is not installed (scripts/deps.sh test "
+                                "installs etcd-server)")
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    e = Etcd(tmp_path).start()
+    yield e
+    e.kill()
+
+
+def secret(tmp_path, name="secret"):
+    p = tmp_path / name
+    p.write_text(os.urandom(32).hex() + "\n")
+    p.chmod(0o600)
+    return str(p)
+
+
+def node(make_daemon, etcd, nid, secret_file, start=True, rpc=None):
+    rpc = rpc or conftest.free_port()
+    d = make_daemon(start=start, args=[
+        "--cluster.name", "c1", "--cluster.etcd", etcd.url, "--self-id", str(nid),
+        "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{rpc}",
+        "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", secret_file])
+    d.rpc_port = rpc
+    return d
+
+
+def metrics(d):
+    with urllib.request.urlopen(d.url + "/_openlake/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def metric(d, name, **labels):
+    """The value of one series (labels besides cluster="c1"), or None."""
+    lab = ",".join(['cluster="c1"'] + [f'{k}="{v}"' for k, v in labels.items()])
+    m = re.search(r"^%s\{%s\} (\d+)$" % (re.escape(name), re.escape(lab)), metrics(d), re.M)
+    return int(m.group(1)) if m else None
+
+
+def up(d, peer):
+    return metric(d, "openlake_rpc_peer_up", peer=peer)
+
+
+def test_members_connect_to_each_other(etcd, make_daemon, tmp_path):
+    s = secret(tmp_path)
+    nodes = [node(make_daemon, etcd, i, s) for i in (1, 2, 3)]
+    for d in nodes:
+        others = [i for i in (1, 2, 3) if i != nodes.index(d) + 1]
+        wait_for(lambda: all(up(d, p) == 1 for p in others), "every peer up")
+        assert up(d, nodes.index(d) + 1) is None           # not its own peer
+        assert metric(d, "openlake_rpc_refused_total", cause="auth") == 0
+        assert metric(d, "openlake_rpc_requests_total") == 0  # nothing asked yet
+    # the secret never reaches the log
+    sec = open(s).read().strip()
+    assert all(sec not in d.stderr() for d in nodes)
+
+
+def test_a_node_with_another_secret_gets_no_connection(etcd, make_daemon, tmp_path):
+    a = node(make_daemon, etcd, 1, secret(tmp_path, "s1"))
+    b = node(make_daemon, etcd, 2, str(tmp_path / "s1"))
+    c = node(make_daemon, etcd, 3, secret(tmp_path, "s3"))
+    wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected")
+    # c is in etcd (a member), but no peer of theirs, nor they of it
+    for d, p in ((a, 3), (b, 3), (c, 1), (c, 2)):
+        wait_for(lambda: (metric(d, "openlake_rpc_peer_auth_failures_total", peer=p) or 0) > 0,
+                 f"{p}'s proof refused")
+    time.sleep(0.5)
+    assert up(a, 3) == 0 and up(b, 3) == 0 and up(c, 1) == 0 and up(c, 2) == 0
+    assert metric(c, "openlake_rpc_peer_connects_total", peer=1) == 0
+    assert "failed authentication (another cluster secret?)" in a.stderr()
+    assert "failed authentication (another cluster secret?)" in c.stderr()
+
+
+def frame(ftype, payload=b"", status=0, aux=0, plen=None):
+    """A version-1 frame (docs/node-protocol.md), header CRC and all; plen
+    overrides the length the header claims."""
+    crc = crc32c(payload) if payload else 0
+    n = len(payload) if plen is None else plen
+    h = b"OLRP" + struct.pack("<BBHQIIqHHII", 1, ftype, 0, 0, n, aux, 0, status, 0, crc, 0)
+    return h + struct.pack("<I", crc32c(h)) + payload
+
+
+def read_close(sock, timeout=5):
+    """Reads to EOF: (bytes, the CLOSE frame's status or None)."""
+    sock.settimeout(timeout)
+    buf = b""
+    while True:
+        try:
+            got = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not got:
+            break
+        buf += got
+    status, off = None, 0
+    while off + 48 <= len(buf):
+        ftype, = struct.unpack_from("<B", buf, off + 5)
+        plen, = struct.unpack_from("<I", buf, off + 16)
+        if ftype == 7:
+            status, = struct.unpack_from("<H", buf, off + 32)
+        off += 48 + plen
+    return buf, status
+
+
+def test_strangers_on_the_node_port_get_nothing(etcd, make_daemon, tmp_path):
+    a = node(make_daemon, etcd, 1, secret(tmp_path))
+    addr = ("127.0.0.1", a.rpc_port)
+    rss0 = a.rss_kib()
+
+    # not the protocol: CLOSE "protocol error" at once
+    with socket.create_connection(addr) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        _, st = read_close(s)
+        assert st == 7
+    # a truncated header, then the peer goes: nothing held
+    with socket.create_connection(addr) as s:
+        s.sendall(b"OLRP\x01\x01\x00")
+    # another cluster's HELLO
+    hello = struct.pack("<Q", 9) + os.urandom(32) + b"other".ljust(64, b"\0")
+    with socket.create_connection(addr) as s:
+        s.sendall(frame(1, hello))
+        _, st = read_close(s)
+        assert st == 8
+    # the right cluster, a made-up proof
+    hello = struct.pack("<Q", 9) + os.urandom(32) + b"c1".ljust(64, b"\0")
+    with socket.create_connection(addr) as s:
+        s.sendall(frame(1, hello))
+        time.sleep(0.1)
+        s.sendall(frame(3, os.urandom(32)))
+        buf, st = read_close(s)
+        assert st == 6 and buf[5] == 2                   # a CHALLENGE, then refused
+    # a HELLO claiming 64 MiB: refused from its header, nothing read
+    with socket.create_connection(addr) as s:
+        s.sendall(frame(1, b"", plen=64 << 20))
+        _, st = read_close(s)
+        assert st == 7
+    # silence: closed at the handshake deadline (2 s)
+    t0 = time.time()
+    with socket.create_connection(addr) as s:
+        _, st = read_close(s, timeout=10)
+        assert 1.5 < time.time() - t0 < 5
+    # a flood of silent connections: 64 unauthenticated at most, the oldest go
+    flood = [socket.create_connection(addr) for _ in range(200)]
+    time.sleep(0.5)
+    closed = 0
+    for s in flood:
+        s.settimeout(0.01)
+        try:
+            closed += s.recv(1) == b""
+        except socket.timeout:
+            pass
+        except ConnectionResetError:
+            closed += 1
+    for s in flood:
+        s.close()
+    assert closed >= 200 - 64, closed
+    assert metric(a, "openlake_rpc_refused_total", cause="unauthenticated_evicted") >= 136
+    assert metric(a, "openlake_rpc_refused_total", cause="auth") == 2
+    assert metric(a, "openlake_rpc_refused_total", cause="protocol") >= 1
+    assert metric(a, "openlake_rpc_refused_total", cause="handshake_timeout") >= 1
+    assert metric(a, "openlake_rpc_requests_total") == 0
+    assert a.is_ready()
+    assert a.rss_kib() - rss0 < 32 * 1024, (rss0, a.rss_kib())
+
+
+def test_a_killed_peer_is_down_at_once_and_back_when_it_restarts(etcd, make_daemon, tmp_path):
+    s = secret(tmp_path)
+    a = node(make_daemon, etcd, 1, s)
+    b = node(make_daemon, etcd, 2, s)
+    wait_for(lambda: up(a, 2) == 1, "2 up at 1")
+    b.proc.kill()
+    b.proc.wait()
+    t0 = time.time()
+    wait_for(lambda: up(a, 2) == 0, "2 down at 1", timeout=5)
+    assert time.time() - t0 < 2                       # its connection reset: no timeout
+    # its lease runs out (2 s): no longer a member, no longer a peer
+    wait_for(lambda: up(a, 2) is None, "2 forgotten", timeout=15)
+    b.stop(expect_rc=None)
+    b2 = node(make_daemon, etcd, 2, s, rpc=b.rpc_port)
+    wait_for(lambda: up(a, 2) == 1 and up(b2, 1) == 1, "2 back")
+    assert metric(a, "openlake_rpc_peer_connects_total", peer=2) == 1   # a new peer entry
