@@ -84,8 +84,6 @@ struct ckey {
 #define CS(f) sizeof(((struct ol_config *)0)->f)
 #define CRO(f) offsetof(struct ol_config_credential, f)
 #define CRS(f) sizeof(((struct ol_config_credential *)0)->f)
-#define NO(f) offsetof(struct ol_config_node, f)
-#define NS(f) sizeof(((struct ol_config_node *)0)->f)
 #define TO(f) offsetof(struct ol_config_kv_tenant, f)
 #define TS(f) sizeof(((struct ol_config_kv_tenant *)0)->f)
 
@@ -210,17 +208,17 @@ static int check_tenant_name(const char *s)
 static const struct ckey ol_config_keys[] = {
     {.name = "self_id", .kind = K_INT, .off = CO(self_id), .lo = 0,
      .hi = INT32_MAX, .def = "0",
-     .doc = "This node's id; with [[nodes]] it must be one of their ids."},
+     .doc = "This node's id; unique in its cluster."},
     {.name = "mode", .kind = K_ENUM, .off = CO(mode), .choices = modes,
      .def = "all",
      .doc = "Services to run: all, s3 (S3 API only) or kv (KV cache only)."},
     {.name = "transport", .kind = K_ENUM, .off = CO(transport),
      .choices = transports, .def = "tcp",
-     .doc = "Node-to-node transport."},
+     .doc = "Node RPC transport: tcp; ucx is not built yet (a cluster node refuses it)."},
     {.name = "rpc_addr", .kind = K_ADDR, .off = CO(rpc_addr),
      .size = CS(rpc_addr), .def = "127.0.0.1:9100",
-     .doc = "Node-to-node RPC listen address (mode kv: also the KV address "
-            "unless kv_addr is set)."},
+     .doc = "A cluster node's node RPC listener (docs/node-protocol.md); "
+            "mode kv without a cluster: the KV address unless kv_addr is set."},
     {.name = "s3_addr", .kind = K_ADDR, .off = CO(s3_addr),
      .size = CS(s3_addr), .def = "127.0.0.1:9000",
      .doc = "S3 HTTP listen address (also serves /_openlake/ admin paths)."},
@@ -326,20 +324,6 @@ static const struct ckey ol_config_keys[] = {
      .expect = "a string of 8 to 128 printable ASCII characters without "
                "spaces",
      .doc = "Secret key of that access key."},
-    {.name = "nodes", .kind = K_TABLES, .off = CO(nodes),
-     .size = sizeof(struct ol_config_node), .count_off = CO(n_nodes),
-     .hi = OL_CONFIG_MAX_NODES, .org_off = NO(origin),
-     .doc = "Cluster members, one [[nodes]] table per node (this one too)."},
-    {.name = "nodes.id", .kind = K_INT, .flags = KF_IN_ARRAY | KF_REQUIRED,
-     .off = NO(id), .lo = 0, .hi = INT32_MAX,
-     .doc = "Node id; unique."},
-    {.name = "nodes.rpc_addr", .kind = K_ADDR,
-     .flags = KF_IN_ARRAY | KF_REQUIRED, .off = NO(rpc_addr),
-     .size = NS(rpc_addr),
-     .doc = "The node's RPC address as other nodes reach it; unique."},
-    {.name = "nodes.disk_count", .kind = K_INT, .flags = KF_IN_ARRAY,
-     .off = NO(disk_count), .lo = 0, .hi = 65535, .def = "0",
-     .doc = "Drives on that node; 0 = not stated."},
     {.name = "kv_slab", .kind = K_TABLE,
      .doc = "The KV cache's shared-memory slab."},
     {.name = "kv_slab.cpu_ram_frac", .kind = K_FLOAT,
@@ -402,7 +386,7 @@ static const struct ckey ol_config_keys[] = {
      .off = TO(disk_capacity_gb), .flo = 0, .fhi = INFINITY, .def = "0",
      .doc = "The tenant's disk tier in GiB, in kv_disk's dirs (kv-disk/tenant-<name>/); 0 = none."},
     {.name = "rdma", .kind = K_TABLE,
-     .doc = "RDMA for KV transfers."},
+     .doc = "RDMA for the node RPC over UCX (transport = \"ucx\"), not built yet: these keys are read and checked, nothing uses them."},
     {.name = "rdma.backend", .kind = K_ENUM, .off = CO(rdma.backend),
      .choices = backends, .def = "none",
      .doc = "RDMA library: none or ucx."},
@@ -1205,6 +1189,10 @@ static int unknown_file_key(const char *file, unsigned line, const char *name,
                             char *err, size_t errlen)
 {
     char q[160];
+    if (strcmp(name, "nodes") == 0 || strncmp(name, "nodes.", 6) == 0)
+        return errf(err, errlen, "%s:%u: [[nodes]] is gone: a cluster's members are the nodes "
+                    "registered in etcd ([cluster] name, etcd and secret_file on each node; "
+                    "docs/cluster.md); remove the [[nodes]] tables", file, line);
     int sug = suggest(name, FORM_FILE);
     quote(name, q, sizeof q);
     if (sug < 0)
@@ -1736,7 +1724,7 @@ static int check_kv_tenants(struct ol_config *c, char *err, size_t errlen)
 
 int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
 {
-    char w[512], q[160], ids[128];
+    char w[512], q[160];
     if (errlen)
         err[0] = 0;
     if (read_secret_files(c, err, errlen) || merge_flag_credential(c, err, errlen))
@@ -1792,42 +1780,6 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
                                        "credentials.access_key", w, sizeof w),
                             quote(c->credentials[i].access_key, q, sizeof q),
                             c->credentials[j].origin.line);
-    for (int i = 0; i < c->n_nodes; i++)
-        for (int j = 0; j < i; j++) {
-            if (c->nodes[i].id == c->nodes[j].id)
-                return errf(err, errlen, "%s: id %lld is used twice (first "
-                            "at line %u)",
-                            elem_where(c, &c->nodes[i].origin, "nodes.id", w,
-                                       sizeof w),
-                            (long long)c->nodes[i].id, c->nodes[j].origin.line);
-            if (strcmp(c->nodes[i].rpc_addr, c->nodes[j].rpc_addr) == 0)
-                return errf(err, errlen, "%s: %s is used twice (first at "
-                            "line %u)",
-                            elem_where(c, &c->nodes[i].origin,
-                                       "nodes.rpc_addr", w, sizeof w),
-                            quote(c->nodes[i].rpc_addr, q, sizeof q),
-                            c->nodes[j].origin.line);
-        }
-    if (c->n_nodes > 0) {
-        int found = 0;
-        size_t pos = 0;
-        ids[0] = 0;
-        for (int i = 0; i < c->n_nodes; i++) {
-            if (c->nodes[i].id == c->self_id)
-                found = 1;
-            if (i < 8 && pos < sizeof ids)
-                pos += (size_t)snprintf(ids + pos, sizeof ids - pos, "%s%lld",
-                                        i ? ", " : "",
-                                        (long long)c->nodes[i].id);
-            else if (i == 8 && pos < sizeof ids)
-                pos += (size_t)snprintf(ids + pos, sizeof ids - pos, ", ...");
-        }
-        if (!found)
-            return errf(err, errlen, "%s: %lld is not the id of any [[nodes]] "
-                        "entry (ids: %s)",
-                        key_where(c, find_key("self_id"), w, sizeof w),
-                        (long long)c->self_id, ids);
-    }
     for (int i = 0; i < c->n_data_dirs; i++)
         for (int j = 0; j < i; j++)
             if (strcmp(c->data_dirs[i], c->data_dirs[j]) == 0)
@@ -1844,17 +1796,12 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
                     (long long)c->default_parity_count,
                     (long long)c->set_drive_count);
     int kvi = find_key("kv_addr"), rpci = find_key("rpc_addr");
-    if (c->mode == OL_MODE_KV && c->origin[kvi].source == OL_CONFIG_DEFAULT &&
-        c->origin[rpci].source != OL_CONFIG_DEFAULT)
+    if (c->mode == OL_MODE_KV && !c->cluster.name[0] &&
+        c->origin[kvi].source == OL_CONFIG_DEFAULT && c->origin[rpci].source != OL_CONFIG_DEFAULT)
         memcpy(c->kv_addr, c->rpc_addr, sizeof c->kv_addr);
     int s3i = find_key("s3_addr");
     if (c->mode == OL_MODE_ALL && strcmp(c->s3_addr, c->kv_addr) == 0)
         return errf(err, errlen, "%s: %s is also kv_addr; the S3 and KV "
-                    "listeners need different addresses",
-                    key_where(c, s3i, w, sizeof w), quote(c->s3_addr, q, sizeof q));
-    if (c->mode != OL_MODE_KV && c->n_nodes > 0 &&
-        strcmp(c->s3_addr, c->rpc_addr) == 0)
-        return errf(err, errlen, "%s: %s is also rpc_addr; the S3 and RPC "
                     "listeners need different addresses",
                     key_where(c, s3i, w, sizeof w), quote(c->s3_addr, q, sizeof q));
     if (!c->s3_tls_cert[0] != !c->s3_tls_key[0]) {
@@ -1939,7 +1886,8 @@ static void put_value(FILE *f, const struct ckey *k, const char *base,
         break;
     case K_STR:
     case K_ADDR:
-        put_toml_string(f, (k->flags & KF_SECRET) && !show_secrets
+        /* an empty secret is no secret: written as "", so the dump loads back */
+        put_toml_string(f, (k->flags & KF_SECRET) && !show_secrets && slot[0]
                                ? "<redacted>" : slot);
         break;
     case K_ENUM: {

@@ -63,7 +63,6 @@
 #define OL_CONFIG_MAX_DATA_DIRS   64
 #define OL_CONFIG_MAX_KV_DISK_DIRS 16
 #define OL_CONFIG_MAX_CREDENTIALS 64
-#define OL_CONFIG_MAX_NODES       1024
 #define OL_CONFIG_MAX_RDMA_DEVICES 32
 #define OL_CONFIG_MAX_ETCD        16
 #define OL_CONFIG_URL_LEN         256
@@ -98,13 +97,6 @@ struct ol_config_credential {
     char access_key[OL_CONFIG_KEY_LEN];
     char secret_key[OL_CONFIG_KEY_LEN];
     struct ol_config_origin origin;     /* the [[credentials]] header */
-};
-
-struct ol_config_node {
-    int64_t id;
-    char rpc_addr[OL_CONFIG_ADDR_LEN];
-    int64_t disk_count;                 /* 0 = not stated */
-    struct ol_config_origin origin;     /* the [[nodes]] header */
 };
 
 /* One [[kv_tenants]] entry: who may use which KV namespaces, in a slab of
@@ -155,8 +147,6 @@ struct ol_config {
     int64_t heal_scan_interval_s;       /* scanner: pause after a full pass */
     struct ol_config_credential credentials[OL_CONFIG_MAX_CREDENTIALS];
     int n_credentials;
-    struct ol_config_node nodes[OL_CONFIG_MAX_NODES];
-    int n_nodes;
     struct {
         double cpu_ram_frac;            /* 0 = unset */
         double capacity_gb;             /* 0 = auto */

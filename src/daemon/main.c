@@ -207,7 +207,7 @@ static int ol_open_store(struct ol_daemon *d, char *err, size_t errlen)
     struct ol_config *c = &d->cfg;
     unsigned n = (unsigned)c->n_data_dirs, dps = (unsigned)c->set_drive_count;
     int parity = (int)c->default_parity_count;
-    if (dps && n % dps && c->n_nodes > 0) {
+    if (dps && n % dps && c->cluster.name[0]) {
         /* Sets that span nodes need the cluster store, which is not built
          * yet: this node stores on its own drives until then. */
         ol_warn("set_drive_count = %u spans nodes; the object store of this build keeps "

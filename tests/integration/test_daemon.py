@@ -67,7 +67,7 @@ def test_help_config_lists_every_key():
     assert r.returncode == 0, r.stderr
     keys = re.findall(r"^(\S+)$", r.stdout, re.M)
     for k in ["self_id", "mode", "rpc_addr", "s3_addr", "data_dirs", "threads", "log_level",
-              "[[credentials]]", "credentials.access_key", "[[nodes]]", "nodes.rpc_addr",
+              "[[credentials]]", "credentials.access_key", "[cluster]", "cluster.secret_file",
               "[kv_slab]", "kv_slab.capacity_gb", "[rdma]", "rdma.devices", "[http]",
               "http.max_header_bytes", "http.max_headers", "http.header_timeout_ms",
               "http.idle_timeout_ms", "http.max_connections", "http.max_body_bytes",
@@ -115,8 +115,8 @@ def config_error(tmp_path, text, *args, env=None):
     ('s3_addr = "127.0.0.1:70000"\n', 1, ["s3_addr"]),
     ('data_dirs = ["/a", "/a"]\n', 1, ["data_dirs"]),
     ('access_key = "AKIAEXAMPLE"\n', 1, ["access_key"]),
-    ('[[nodes]]\nid = 1\n', 1, ["rpc_addr"]),
-    ('self_id = 3\n[[nodes]]\nid = 1\nrpc_addr = "10.0.0.1:9100"\n', 1, ["self_id"]),
+    ('self_id = 3\n[[nodes]]\nid = 1\nrpc_addr = "10.0.0.1:9100"\n', 2,
+     ["[[nodes]] is gone", "registered in etcd"]),
 ])
 def test_bad_config_exits_2_with_file_and_line(tmp_path, text, line, words):
     path, err = config_error(tmp_path, text)
@@ -231,7 +231,8 @@ def test_precedence_for_nested_keys(make_daemon):
 
 def test_deployment_config_accepted(make_daemon, tmp_path):
     d1, d2 = tmp_path / "drive1", tmp_path / "drive2"
-    cfg = f"""# A three-node deployment, as an operator would write it.
+    cfg = f"""# A node's deployment file, as an operator would write it
+# (the test's flags give it one data dir).
 self_id = 2
 mode = "all"
 transport = "tcp"
@@ -239,8 +240,8 @@ rpc_addr = "127.0.0.1:{conftest.free_port()}"
 kv_addr = "127.0.0.1:{conftest.free_port()}"
 region = "eu-west-1"
 data_dirs = ["{d1}", "{d2}"]
-set_drive_count = 2
-default_parity_count = 1
+set_drive_count = 1
+default_parity_count = 0
 log_level = "warn"
 
 [[credentials]]
@@ -250,20 +251,6 @@ secret_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 [[credentials]]
 access_key = "backup-writer"
 secret_key = "another-secret-456"
-
-[[nodes]]
-id = 1
-rpc_addr = "10.0.0.1:9100"
-disk_count = 4
-
-[[nodes]]
-id = 2
-rpc_addr = "10.0.0.2:9100"
-disk_count = 4
-
-[[nodes]]
-id = 3
-rpc_addr = "10.0.0.3:9100"
 
 [kv_slab]
 cpu_ram_frac = 0.25

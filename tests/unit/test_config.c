@@ -125,15 +125,11 @@ static const char deployment[] =
     "access_key = \"ci-runner\"\n"
     "secret_key = \"ci-runner-secret-key\"\n"
     "\n"
-    "[[nodes]]\n"
-    "id = 1\n"
-    "rpc_addr = \"10.0.0.11:9100\"\n"
-    "disk_count = 4\n"
-    "\n"
-    "[[nodes]]\n"
-    "id = 2\n"
-    "rpc_addr = \"10.0.0.12:9100\"\n"
-    "disk_count = 4\n"
+    "[cluster]\n"
+    "name = \"prod\"\n"
+    "etcd = [\"http://10.0.0.10:2379\", \"http://10.0.0.11:2379\"]\n"
+    "secret = \"0123456789abcdef0123456789abcdef\"\n"
+    "rpc_window_bytes = 4194304\n"
     "\n"
     "[kv_slab]\n"
     "cpu_ram_frac = 0.5\n"
@@ -160,7 +156,6 @@ OLT_TEST(config_defaults)
     OLT_CHECK_EQ(c->set_drive_count, 0);
     OLT_CHECK_EQ(c->default_parity_count, -1);
     OLT_CHECK_EQ(c->n_credentials, 0);
-    OLT_CHECK_EQ(c->n_nodes, 0);
     OLT_CHECK(c->kv_slab.cpu_ram_frac == 0.0);
     OLT_CHECK(c->kv_slab.capacity_gb == 0.0);
     OLT_CHECK_EQ(c->kv_slab.reserve_ttl_secs, 30);
@@ -200,7 +195,7 @@ OLT_TEST(config_deployment_file_accepted_as_written)
     OLT_CHECK_EQ(c->self_id, 2);
     OLT_CHECK_EQ(c->mode, OL_MODE_KV);
     OLT_CHECK_STR(c->rpc_addr, "10.0.0.12:9100");
-    OLT_CHECK_STR(c->kv_addr, "10.0.0.12:9100");      /* kv-mode rule */
+    OLT_CHECK_STR(c->kv_addr, "127.0.0.1:9400");  /* a cluster node's rpc_addr is its own */
     OLT_CHECK_EQ(c->n_data_dirs, 2);
     OLT_CHECK_STR(c->data_dirs[1], "/mnt/nvme1/openlake");
     OLT_CHECK_EQ(c->n_credentials, 2);
@@ -209,11 +204,10 @@ OLT_TEST(config_deployment_file_accepted_as_written)
     OLT_CHECK_STR(c->credentials[1].access_key, "ci-runner");
     OLT_CHECK_EQ(c->credentials[1].origin.source, OL_CONFIG_FILE);
     OLT_CHECK_EQ(c->credentials[1].origin.line, 11);
-    OLT_CHECK_EQ(c->n_nodes, 2);
-    OLT_CHECK_EQ(c->nodes[0].id, 1);
-    OLT_CHECK_STR(c->nodes[0].rpc_addr, "10.0.0.11:9100");
-    OLT_CHECK_EQ(c->nodes[1].disk_count, 4);
-    OLT_CHECK_EQ(c->nodes[1].origin.line, 20);
+    OLT_CHECK_STR(c->cluster.name, "prod");
+    OLT_CHECK_EQ(c->cluster.n_etcd, 2);
+    OLT_CHECK_EQ(c->cluster.rpc_window_bytes, 4194304);
+    OLT_CHECK_EQ(strlen(c->cluster.secret), 32);
     OLT_CHECK(c->kv_slab.cpu_ram_frac == 0.5);
     OLT_CHECK(c->kv_slab.capacity_gb == 64.0);
     OLT_CHECK_EQ(c->kv_slab.reserve_ttl_secs, 30);
@@ -224,7 +218,7 @@ OLT_TEST(config_deployment_file_accepted_as_written)
     OLT_CHECK_STR(c->config_file, "openlake.toml");
     char o[128];
     OLT_CHECK_STR(ol_config_origin_of(c, "rpc_addr", o, sizeof o), "openlake.toml:4");
-    OLT_CHECK_STR(ol_config_origin_of(c, "kv_slab.capacity_gb", o, sizeof o), "openlake.toml:27");
+    OLT_CHECK_STR(ol_config_origin_of(c, "kv_slab.capacity_gb", o, sizeof o), "openlake.toml:23");
     OLT_CHECK_STR(ol_config_origin_of(c, "kv_addr", o, sizeof o), "default");
     OLT_CHECK(ol_config_origin_of(c, "nope", o, sizeof o) == NULL);
     OLT_CHECK(ol_config_is_set(c, "rdma.devices"));
@@ -489,9 +483,8 @@ OLT_TEST(config_file_value_errors)
              "openlake.toml:2: credentials.access_key: expected a string of 3 to 128 printable ASCII characters without spaces or '/', got string \"a/b\"");
     FILE_ERR("[[credentials]]\naccess_key = \"abc\"\nsecret_key = \"short\"\n",
              "openlake.toml:3: credentials.secret_key: expected a string of 8 to 128 printable ASCII characters without spaces, got a string of 5 bytes (secret, not shown)");
-    FILE_ERR("[[nodes]]\nid = -1\nrpc_addr = \"h:1\"\n", "openlake.toml:2: nodes.id: expected an integer from 0 to 2147483647, got integer -1");
-    FILE_ERR("[[nodes]]\nid = 1\nrpc_addr = \"h:0\"\n", "openlake.toml:3: nodes.rpc_addr: expected an address host:port or [v6]:port (port 1 to 65535), got string \"h:0\"");
-    FILE_ERR("[[nodes]]\nrpc_addr = \"h:1\"\n", "openlake.toml:1: nodes[0]: missing required key id");
+    /* [[nodes]] is gone: etcd holds a cluster's members */
+    FILE_ERR("self_id = 1\n[[nodes]]\nid = 1\nrpc_addr = \"h:1\"\n", "openlake.toml:2: [[nodes]] is gone: a cluster's members are the nodes registered in etcd ([cluster] name, etcd and secret_file on each node; docs/cluster.md); remove the [[nodes]] tables");
     FILE_ERR("access_key = \"abc\"\n", "openlake.toml:1: access_key is not accepted in a config file; put credentials in a [[credentials]] table");
     /* strings too long for their field */
     char buf[600];
@@ -517,18 +510,6 @@ OLT_TEST(config_list_and_table_capacity)
     for (int i = 0; i < 65; i++)
         n += (size_t)sprintf(b + n, "[[credentials]]\naccess_key = \"key%d\"\nsecret_key = \"secret-%d\"\n", i, i);
     FILE_ERR(b, "openlake.toml:193: credentials[64]: more than 64 [[credentials]] entries");
-    /* 1024 nodes fit */
-    struct ol_config *c = cfg();
-    n = (size_t)sprintf(b, "self_id = 1023\n");
-    for (int i = 0; i < 1024; i++)
-        n += (size_t)sprintf(b + n, "[[nodes]]\nid = %d\nrpc_addr = \"10.0.%d.%d:9100\"\n", i, i / 256, i % 256);
-    OLT_CHECK_EQ(load(c, b), 0);
-    OLT_CHECK_EQ(finalize(c), 0);
-    OLT_CHECK_EQ(c->n_nodes, 1024);
-    OLT_CHECK_STR(c->nodes[1023].rpc_addr, "10.0.3.255:9100");
-    n += (size_t)sprintf(b + n, "[[nodes]]\nid = 5000\nrpc_addr = \"10.9.9.9:9100\"\n");
-    FILE_ERR(b, "openlake.toml:3074: nodes[1024]: more than 1024 [[nodes]] entries");
-    free(c);
     free(b);
 }
 
@@ -542,7 +523,6 @@ OLT_TEST(config_unknown_keys_did_you_mean)
     FILE_ERR("capacity_gb = 1\n", "openlake.toml:1: unknown key \"capacity_gb\" (did you mean \"kv_slab.capacity_gb\"?)");
     FILE_ERR("[http]\nmax_header = 1\n", "openlake.toml:2: unknown key \"http.max_header\" (did you mean \"http.max_headers\"?)");
     FILE_ERR("trheads = 1\n", "openlake.toml:1: unknown key \"trheads\" (did you mean \"threads\"?)");
-    FILE_ERR("[[nodes]]\nid = 1\nrpc_adr = \"h:1\"\n", "openlake.toml:3: unknown key \"nodes.rpc_adr\" (did you mean \"nodes.rpc_addr\"?)");
     FILE_ERR("[[credential]]\n", "openlake.toml:1: unknown key \"credential\" (did you mean \"credentials\"?)");
     FILE_ERR("\"s3.addr\" = 1\n", "openlake.toml:1: unknown key \"s3.addr\" (did you mean \"s3_addr\"?)");
     FILE_ERR("[kv_slab.extra]\n", "openlake.toml:1: unknown key \"kv_slab.extra\"");
@@ -576,8 +556,7 @@ OLT_TEST(config_flag_and_env_errors)
     ARGS_ERR("command line: --data-dirs: expected an array of 1 to 64 strings, got an empty list", "--data-dirs=");
     ARGS_ERR("command line: --mode: expected one of \"all\", \"s3\", \"kv\", got \"fast\"", "--mode", "fast");
     ARGS_ERR("command line: --kv-slab: kv_slab is a table; set its keys, e.g. --kv-slab.cpu-ram-frac", "--kv-slab", "1");
-    ARGS_ERR("command line: --nodes: [[nodes]] entries can only be given in the config file", "--nodes", "1");
-    ARGS_ERR("command line: --nodes.rpc-addr: [[nodes]] entries can only be given in the config file", "--nodes.rpc-addr", "h:1");
+    ARGS_ERR("command line: unknown flag --nodes", "--nodes", "1");
     ARGS_ERR("command line: --credentials.access_key: [[credentials]] entries can only be given in the config file", "--credentials.access_key=x");
     ARGS_ERR("command line: --http.max-body-bytes: expected an integer >= 0, got \"-1\"", "--http.max-body-bytes", "-1");
     ARGS_ERR("command line: --self-id: expected an integer from 0 to 2147483647, got \"1.5\"", "--self-id", "1.5");
@@ -591,7 +570,6 @@ OLT_TEST(config_flag_and_env_errors)
     ENV_IGNORED("OPENLAKE_A\x01" "B=1");
     ENV_ERR("environment: OPENLAKE_THREADS: expected an integer from 0 to 256, got \"x\"", "OPENLAKE_THREADS=x");
     ENV_ERR("environment: OPENLAKE_S3_ADDR: expected an address host:port or [v6]:port (port 1 to 65535), got \"127.0.0.1\"", "OPENLAKE_S3_ADDR=127.0.0.1");
-    ENV_ERR("environment: OPENLAKE_NODES: [[nodes]] entries can only be given in the config file", "OPENLAKE_NODES=1");
     ENV_ERR("environment: OPENLAKE_CREDENTIALS: [[credentials]] entries can only be given in the config file", "OPENLAKE_CREDENTIALS=1");
     ENV_ERR("environment: OPENLAKE_HTTP: http is a table; set its keys, e.g. OPENLAKE_HTTP_MAX_HEADER_BYTES", "OPENLAKE_HTTP=1");
     ENV_ERR("environment: OPENLAKE_DATA_DIRS[0]: expected a non-empty path of at most 4095 bytes, got \"\"", "OPENLAKE_DATA_DIRS=,/x");
@@ -654,7 +632,7 @@ OLT_TEST(config_load_file_errors)
     fputs(deployment, f);
     fclose(f);
     OLT_CHECK_EQ(ol_config_load_file(c, path, err, sizeof err), 0);
-    OLT_CHECK_EQ(c->n_nodes, 2);
+    OLT_CHECK_STR(c->cluster.name, "prod");
     f = fopen(path, "w");
     fputs("threads = -1\n", f);
     fclose(f);
@@ -900,21 +878,19 @@ OLT_TEST(config_cross_key_checks)
     FILE_ERR("[[credentials]]\naccess_key = \"abc\"\nsecret_key = \"12345678\"\n"
              "[[credentials]]\naccess_key = \"abc\"\nsecret_key = \"87654321\"\n",
              "openlake.toml:4: credentials.access_key: access key \"abc\" is listed twice (first at line 1)");
-    FILE_ERR("self_id = 1\n[[nodes]]\nid = 1\nrpc_addr = \"a:1\"\n[[nodes]]\nid = 1\nrpc_addr = \"b:1\"\n",
-             "openlake.toml:5: nodes.id: id 1 is used twice (first at line 2)");
-    FILE_ERR("self_id = 1\n[[nodes]]\nid = 1\nrpc_addr = \"a:1\"\n[[nodes]]\nid = 2\nrpc_addr = \"a:1\"\n",
-             "openlake.toml:5: nodes.rpc_addr: \"a:1\" is used twice (first at line 2)");
-    FILE_ERR("self_id = 5\n[[nodes]]\nid = 1\nrpc_addr = \"a:1\"\n[[nodes]]\nid = 2\nrpc_addr = \"b:1\"\n",
-             "openlake.toml:1: self_id: 5 is not the id of any [[nodes]] entry (ids: 1, 2)");
-    FILE_ERR("[[nodes]]\nid = 1\nrpc_addr = \"a:1\"\n",
-             "self_id: 0 is not the id of any [[nodes]] entry (ids: 1)");
+    /* a cluster node: its RPC listener has an address of its own, and a
+     * secret, if given, is long enough */
+    FILE_ERR("rpc_addr = \"127.0.0.1:9000\"\n[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\nsecret = \"0123456789abcdef0123456789abcdef\"\n",
+             "openlake.toml:1: rpc_addr: \"127.0.0.1:9000\" is also s3_addr; a cluster node's RPC listener needs an address of its own");
+    FILE_ERR("[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\nsecret = \"0123456789\"\n",
+             "openlake.toml:4: cluster.secret: the cluster secret has 10 characters; it needs at least 32 (e.g. openssl rand -hex 32)");
+    FILE_ERR("transport = \"ucx\"\n[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\n",
+             "openlake.toml:1: transport: \"ucx\" is not available yet: the node RPC runs over TCP (transport = \"tcp\")");
     FILE_ERR("data_dirs = [\"/d\", \"/e\", \"/d\"]\n", "openlake.toml:1: data_dirs: \"/d\" is listed twice");
     FILE_ERR("set_drive_count = 8\ndefault_parity_count = 5\n",
              "openlake.toml:2: default_parity_count: 5 is more than half of set_drive_count 8");
     FILE_ERR("s3_addr = \"127.0.0.1:9400\"\n",
              "openlake.toml:1: s3_addr: \"127.0.0.1:9400\" is also kv_addr; the S3 and KV listeners need different addresses");
-    FILE_ERR("self_id = 1\ns3_addr = \"127.0.0.1:9100\"\n[[nodes]]\nid = 1\nrpc_addr = \"a:1\"\n",
-             "openlake.toml:2: s3_addr: \"127.0.0.1:9100\" is also rpc_addr; the S3 and RPC listeners need different addresses");
     FILE_ERR("s3_tls_cert = \"/etc/ol/cert.pem\"\n",
              "openlake.toml:1: s3_tls_cert: given without s3_tls_key (TLS needs both the certificate and its key)");
     FILE_ERR("s3_domain = \"s3..example.com\"\n",
@@ -935,15 +911,17 @@ OLT_TEST(config_cross_key_checks)
     ol_config_defaults(c);
     OLT_CHECK_EQ(args(c, "--mode", "s3", "--s3-addr", "127.0.0.1:9400", (char *)NULL), 0);
     OLT_CHECK_EQ(finalize(c), 0);
-    /* many nodes: the id list is cut */
+    /* mode kv: rpc_addr is the KV address of a single host (an old
+     * layout), not of a cluster node, whose RPC listener is its own */
     ol_config_defaults(c);
-    char b[4096];
-    size_t n = (size_t)sprintf(b, "self_id = 99\n");
-    for (int i = 0; i < 12; i++)
-        n += (size_t)sprintf(b + n, "[[nodes]]\nid = %d\nrpc_addr = \"h:%d\"\n", i, i + 1);
-    OLT_CHECK_EQ(load(c, b), 0);
-    OLT_CHECK_EQ(finalize(c), -1);
-    OLT_CHECK_STR(err, "openlake.toml:1: self_id: 99 is not the id of any [[nodes]] entry (ids: 0, 1, 2, 3, 4, 5, 6, 7, ...)");
+    OLT_CHECK_EQ(args(c, "--mode", "kv", "--rpc-addr", "127.0.0.1:7000", (char *)NULL), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK_STR(c->kv_addr, "127.0.0.1:7000");
+    ol_config_defaults(c);
+    OLT_CHECK_EQ(args(c, "--mode", "kv", "--rpc-addr", "127.0.0.1:7000", "--cluster.name", "c",
+                      "--cluster.etcd", "http://e:1", (char *)NULL), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK_STR(c->kv_addr, "127.0.0.1:9400");
     free(c);
 }
 
@@ -1022,11 +1000,14 @@ OLT_TEST(config_dump_round_trip)
     char *t2 = dump(b, true);
     OLT_CHECK_STR(t1, t2);
     OLT_CHECK(b->kv_slab.capacity_gb == 0.1);
-    OLT_CHECK(strstr(t1, "\n[[nodes]]\nid = 2\nrpc_addr = \"10.0.0.12:9100\"\ndisk_count = 4\n") != NULL);
+    OLT_CHECK(strstr(t1, "\n[cluster]\nname = \"prod\"\n") != NULL);
     OLT_CHECK(strstr(t1, "secret_key = \"openlake-secret\"") != NULL);
     char *t3 = dump(a, false);
     OLT_CHECK(strstr(t3, "openlake-secret") == NULL);
     OLT_CHECK(strstr(t3, "secret_key = \"<redacted>\"") != NULL);
+    OLT_CHECK(strstr(t3, "0123456789abcdef") == NULL);            /* the cluster secret */
+    OLT_CHECK(strstr(t3, "\nsecret = \"<redacted>\"") != NULL);
+    OLT_CHECK(strstr(t3, "\netcd_password = \"\"") != NULL);      /* none: nothing to hide */
     free(t1);
     free(t2);
     free(t3);
@@ -1142,7 +1123,7 @@ OLT_TEST(config_guard_page)
             accepted++;
     }
     OLT_CHECK(accepted > 10);
-    OLT_CHECK_EQ(c->n_nodes, 2);   /* the last, full document */
+    OLT_CHECK_EQ(c->rdma.gid_index, 3);   /* the last, full document */
     free(c);
     munmap(mem, (size_t)pg * 2);
 }
