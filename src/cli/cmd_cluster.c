@@ -1,6 +1,9 @@
 /*
  * cmd_cluster.c - `openlake cluster status`: the cluster as etcd knows it,
- * and whether each node answers.
+ * and whether each node answers; `openlake cluster topology [--probe]`:
+ * the KV members and their share of the keys, and with --probe the node
+ * RPC measured between every pair of nodes (each node's signed
+ * /_openlake/cluster/probe, one node after another).
  *
  * Owns: reading the members straight from etcd (cluster/etcd.h, the same
  * records the nodes keep: cluster/member.h), asking each node's
@@ -13,11 +16,15 @@
  * --etcd URL[,URL...] --cluster NAME, with the etcd user, password file
  * and TLS files as flags (a password itself never: a flag shows in ps).
  */
+#include "cli/admin.h"
 #include "cli/cli.h"
 #include "cli/output.h"
 #include "base/config.h"
 #include "cluster/etcd.h"
 #include "cluster/member.h"
+#include "cluster/place.h"
+
+#include <jansson.h>
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -32,7 +39,13 @@
 struct ol_cl_args {
     const char *sub, *config, *etcd, *cluster, *user, *password_file, *ca, *cert, *key,
         *timeout;
+    /* topology --probe */
+    bool probe;
+    const char *mib, *access_key, *secret_key, *secret_key_file, *credentials, *region;
 };
+
+#define OL_TOPO_POLL_MS   100
+#define OL_TOPO_RESP_MAX  (1u << 20)
 
 struct ol_cl_node {
     struct ol_member m;
@@ -132,23 +145,31 @@ static const char *uptime(int64_t started, char *buf, size_t len)
     return buf;
 }
 
+/* The node records under the cluster's prefix, in id order: 0 or -errno
+ * with err. */
+static int read_members(struct ol_etcd *e, const char *name, struct ol_cl_list *l, int64_t *rev,
+                        char *err, size_t errlen)
+{
+    ol_member_prefix(name, l->prefix, sizeof l->prefix);
+    int rc = ol_etcd_range_prefix(e, l->prefix, on_node, l, rev, err, errlen);
+    if (rc == -ENOMEM && !err[0])
+        snprintf(err, errlen, "out of memory");
+    if (rc == 0 && l->n)
+        qsort(l->v, (size_t)l->n, sizeof *l->v, cmp_node);
+    return rc;
+}
+
 static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int n_ep)
 {
     char err[512] = "", herr[512] = "";
     int healthy = 0;
     ol_etcd_health(e, &healthy, herr, sizeof herr);
     struct ol_cl_list l = {0};
-    ol_member_prefix(name, l.prefix, sizeof l.prefix);
     int64_t rev = 0;
-    int rc = ol_etcd_range_prefix(e, l.prefix, on_node, &l, &rev, err, sizeof err);
-    if (rc == -ENOMEM && !err[0])
-        snprintf(err, sizeof err, "out of memory");
-    if (rc == 0) {
-        if (l.n)
-            qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_node);
+    int rc = read_members(e, name, &l, &rev, err, sizeof err);
+    if (rc == 0)
         for (int i = 0; i < l.n; i++)
             probe(&l.v[i]);
-    }
     bool degraded = rc < 0 || healthy < n_ep || l.bad > 0;
     for (int i = 0; i < l.n; i++)
         degraded |= l.v[i].ready != 1 || strcmp(l.v[i].m.state, "active") != 0;
@@ -260,22 +281,315 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
     return degraded ? OL_EXIT_FAIL : OL_EXIT_OK;
 }
 
+/* ---- topology ----------------------------------------------------------------- */
+
+/* One node's probe answer: its peers' measurements. */
+struct ol_topo_row {
+    json_t *peers;            /* the "peers" array, or NULL */
+    char why[200];            /* why there is none */
+};
+
+/* host and port of "host:port" / "[v6]:port". */
+static int split_addr(const char *addr, char *host, size_t hl, char *port, size_t pl)
+{
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr)
+        return -1;
+    size_t n = (size_t)(colon - addr);
+    if (addr[0] == '[' && n > 2 && addr[n - 1] == ']') {
+        addr++;
+        n -= 2;
+    }
+    if (n >= hl || strlen(colon + 1) >= pl)
+        return -1;
+    memcpy(host, addr, n);
+    host[n] = 0;
+    snprintf(port, pl, "%s", colon + 1);
+    return 0;
+}
+
+/* Asks node n to probe its peers and waits for the answer. */
+static void probe_node(const struct ol_cli_cred *cred, const struct ol_cl_node *n, int mib,
+                       int nodes, struct ol_topo_row *row, char *resp)
+{
+    char host[256], port[16], q[32];
+    if (n->m.s3_tls) {
+        snprintf(row->why, sizeof row->why, "its admin plane is HTTPS, which this command "
+                 "does not speak yet");
+        return;
+    }
+    if (split_addr(n->m.s3_addr, host, sizeof host, port, sizeof port) < 0) {
+        snprintf(row->why, sizeof row->why, "bad s3_addr in its record: %.150s", n->m.s3_addr);
+        return;
+    }
+    snprintf(q, sizeof q, "mib=%d", mib);
+    int st = ol_cli_admin_request(cred, host, port, "POST", "/_openlake/cluster/probe", q, resp,
+                                  OL_TOPO_RESP_MAX);
+    if (st != 202) {
+        snprintf(row->why, sizeof row->why, "%s", st < 0 ? strerror(-st) : resp);
+        row->why[strcspn(row->why, "\n")] = 0;
+        return;
+    }
+    json_error_t je;
+    json_t *start = json_loads(resp, 0, &je);
+    json_int_t id = json_integer_value(json_object_get(start, "probe"));
+    json_decref(start);
+    /* each peer: 16 round trips and mib MiB each way; 5 s a call at most */
+    long limit_ms = 10000 + (long)nodes * (2000 + (long)mib * 100);
+    for (long waited = 0; waited < limit_ms; waited += OL_TOPO_POLL_MS) {
+        struct timespec ts = {0, OL_TOPO_POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+        st = ol_cli_admin_request(cred, host, port, "GET", "/_openlake/cluster/probe", "", resp,
+                                  OL_TOPO_RESP_MAX);
+        if (st != 200) {
+            snprintf(row->why, sizeof row->why, "%s", st < 0 ? strerror(-st) : resp);
+            row->why[strcspn(row->why, "\n")] = 0;
+            return;
+        }
+        json_t *js = json_loads(resp, 0, &je);
+        if (!js || json_integer_value(json_object_get(js, "probe")) != id) {
+            json_decref(js);
+            snprintf(row->why, sizeof row->why, "its probe was replaced by another");
+            return;
+        }
+        if (!json_is_true(json_object_get(js, "running"))) {
+            row->peers = json_incref(json_object_get(js, "peers"));
+            json_decref(js);
+            return;
+        }
+        json_decref(js);
+    }
+    snprintf(row->why, sizeof row->why, "no answer within %ld s", limit_ms / 1000);
+}
+
+/* Node a's measurement of peer b (NULL when none). */
+static json_t *pair(const struct ol_topo_row *rows, const struct ol_cl_list *l, int a, int b)
+{
+    size_t i;
+    json_t *p;
+    if (!rows[a].peers)
+        return NULL;
+    json_array_foreach(rows[a].peers, i, p)
+        if (json_integer_value(json_object_get(p, "peer")) == l->v[b].m.id)
+            return p;
+    return NULL;
+}
+
+static void matrix(const struct ol_cli *cli, const struct ol_cl_list *l,
+                   const struct ol_topo_row *rows, const char *title, int what)
+{
+    struct ol_col *cols = calloc((size_t)l->n + 1, sizeof *cols);
+    char (*names)[24] = calloc((size_t)l->n, sizeof *names);
+    if (!cols || !names) {
+        free(cols);
+        free(names);
+        return;
+    }
+    cols[0] = (struct ol_col){"from", "FROM \\ TO", OL_ALIGN_RIGHT};
+    for (int i = 0; i < l->n; i++) {
+        snprintf(names[i], sizeof names[i], "%lld", (long long)l->v[i].m.id);
+        cols[i + 1] = (struct ol_col){names[i], names[i], OL_ALIGN_RIGHT};
+    }
+    printf("\n%s\n", title);
+    ol_table *t = ol_table_create(cols, (size_t)l->n + 1);
+    ol_table_set_indent(t, 2);
+    for (int a = 0; a < l->n; a++) {
+        ol_table_row(t);
+        ol_table_int(t, l->v[a].m.id);
+        for (int b = 0; b < l->n; b++) {
+            json_t *p = a == b ? NULL : pair(rows, l, a, b);
+            if (!p || !json_is_true(json_object_get(p, "ok")))
+                ol_table_str(t, a == b ? "." : p ? "failed" : "-");
+            else if (what == 0)
+                ol_table_strf(t, "%.0f", json_number_value(json_object_get(p, "rtt_us")));
+            else
+                ol_table_strf(t, "%.2f",
+                              json_number_value(json_object_get(p, "to_bytes_per_s")) / 1e9);
+        }
+    }
+    ol_table_print(t, stdout, cli->out & ~OL_OUT_JSON);
+    ol_table_destroy(t);
+    free(cols);
+    free(names);
+}
+
+static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
+                    const struct ol_cli_cred *cred, int mib)
+{
+    char err[512] = "";
+    struct ol_cl_list l = {0};
+    int64_t rev = 0;
+    int rc = read_members(e, name, &l, &rev, err, sizeof err);
+    if (rc < 0) {
+        free(l.v);
+        return ol_cli_fail(cli, "cluster", "cannot read the members: %s", err);
+    }
+    struct ol_member *ms = calloc((size_t)l.n + 1, sizeof *ms);
+    struct ol_place_member *kv = calloc((size_t)l.n + 1, sizeof *kv);
+    struct ol_topo_row *rows = calloc((size_t)l.n + 1, sizeof *rows);
+    char *resp = cred ? malloc(OL_TOPO_RESP_MAX) : NULL;
+    if (!ms || !kv || !rows || (cred && !resp)) {
+        free(ms), free(kv), free(rows), free(resp), free(l.v);
+        return ol_cli_fail(cli, "cluster", "out of memory");
+    }
+    for (int i = 0; i < l.n; i++)
+        ms[i] = l.v[i].m;
+    int nkv = ol_place_kv_members(ms, l.n, kv);
+    long double total = 0;
+    for (int i = 0; i < nkv; i++)
+        total += kv[i].weight;
+    bool failed = l.bad > 0;
+    if (cred)
+        for (int i = 0; i < l.n; i++) {
+            probe_node(cred, &l.v[i], mib, l.n, &rows[i], resp);
+            for (int b = 0; b < l.n; b++) {
+                json_t *p = b == i ? NULL : pair(rows, &l, i, b);
+                failed |= b != i && (!p || !json_is_true(json_object_get(p, "ok")));
+            }
+        }
+
+    if (cli->out & OL_OUT_JSON) {
+        struct ol_json j;
+        ol_json_init(&j, stdout);
+        ol_json_object_begin(&j);
+        ol_json_key(&j, "cluster");
+        ol_json_str(&j, name);
+        ol_json_key(&j, "revision");
+        ol_json_int(&j, rev);
+        ol_json_key(&j, "unreadable_records");
+        ol_json_int(&j, l.bad);
+        ol_json_key(&j, "nodes");
+        ol_json_array_begin(&j);
+        for (int i = 0; i < l.n; i++) {
+            const struct ol_member *m = &l.v[i].m;
+            double share = 0;
+            for (int k = 0; k < nkv; k++)
+                if (kv[k].id == m->id)
+                    share = (double)((long double)kv[k].weight / total);
+            ol_json_object_begin(&j);
+            ol_json_key(&j, "id");
+            ol_json_int(&j, m->id);
+            ol_json_key(&j, "state");
+            ol_json_str(&j, m->state);
+            ol_json_key(&j, "host");
+            ol_json_str(&j, m->host);
+            ol_json_key(&j, "rpc_addr");
+            ol_json_str(&j, m->rpc_addr);
+            ol_json_key(&j, "kv_capacity_bytes");
+            ol_json_uint(&j, m->kv_slab_bytes + m->kv_disk_bytes);
+            ol_json_key(&j, "kv_member");
+            ol_json_bool(&j, share > 0);
+            ol_json_key(&j, "kv_share");
+            char num[32];
+            snprintf(num, sizeof num, "%.6f", share);
+            ol_json_raw(&j, num);
+            if (cred) {
+                ol_json_key(&j, "probe");
+                if (rows[i].peers) {
+                    char *dump = json_dumps(rows[i].peers, JSON_COMPACT);
+                    ol_json_raw(&j, dump ? dump : "null");
+                    free(dump);
+                } else {
+                    ol_json_object_begin(&j);
+                    ol_json_key(&j, "error");
+                    ol_json_str(&j, rows[i].why);
+                    ol_json_object_end(&j);
+                }
+            }
+            ol_json_object_end(&j);
+        }
+        ol_json_array_end(&j);
+        ol_json_object_end(&j);
+        putchar('\n');
+    } else {
+        printf("cluster %s at etcd revision %lld: %d node%s, %d KV member%s\n", name,
+               (long long)rev, l.n, l.n == 1 ? "" : "s", nkv, nkv == 1 ? "" : "s");
+        if (l.bad)
+            printf("  %d node record%s this version cannot read (a newer openlake?)\n", l.bad,
+                   l.bad == 1 ? "" : "s");
+        static const struct ol_col cols[] = {
+            {"node", "NODE", OL_ALIGN_RIGHT},       {"state", "STATE", OL_ALIGN_LEFT},
+            {"host", "HOST", OL_ALIGN_LEFT},        {"rpc", "RPC", OL_ALIGN_LEFT},
+            {"kv", "KV CAPACITY", OL_ALIGN_RIGHT},  {"share", "KV KEYS", OL_ALIGN_RIGHT}};
+        ol_table *t = ol_table_create(cols, sizeof cols / sizeof cols[0]);
+        for (int i = 0; i < l.n; i++) {
+            const struct ol_member *m = &l.v[i].m;
+            int k = 0;
+            while (k < nkv && kv[k].id != m->id)
+                k++;
+            ol_table_row(t);
+            ol_table_int(t, m->id);
+            ol_table_str(t, m->state);
+            ol_table_str(t, m->host);
+            ol_table_str(t, m->rpc_addr[0] ? m->rpc_addr : "-");
+            ol_table_strf(t, "%.1f GiB", (double)(m->kv_slab_bytes + m->kv_disk_bytes) / (1 << 30));
+            if (k < nkv)
+                ol_table_strf(t, "%.1f%%", (double)(100 * (long double)kv[k].weight / total));
+            else
+                ol_table_str(t, "-");
+        }
+        ol_table_print(t, stdout, cli->out);
+        ol_table_destroy(t);
+        if (cred) {
+            matrix(cli, &l, rows, "node RPC round trip, microseconds (median of 16):", 0);
+            char title[128];
+            snprintf(title, sizeof title, "node RPC, GB/s the row sends to the column (%d MiB):",
+                     mib);
+            matrix(cli, &l, rows, title, 1);
+            for (int i = 0; i < l.n; i++) {
+                if (!rows[i].peers) {
+                    printf("  node %lld: %s\n", (long long)l.v[i].m.id, rows[i].why);
+                    continue;
+                }
+                size_t k;
+                json_t *p;
+                json_array_foreach(rows[i].peers, k, p)
+                    if (!json_is_true(json_object_get(p, "ok")))
+                        printf("  node %lld to %lld: %s\n", (long long)l.v[i].m.id,
+                               (long long)json_integer_value(json_object_get(p, "peer")),
+                               json_string_value(json_object_get(p, "error")));
+            }
+        }
+    }
+    for (int i = 0; i < l.n; i++)
+        json_decref(rows[i].peers);
+    free(ms), free(kv), free(rows), free(resp), free(l.v);
+    return failed ? OL_EXIT_FAIL : OL_EXIT_OK;
+}
+
 int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv)
 {
     struct ol_cl_args a = {0};
     static const char *const opts[] = {"--config", "--etcd", "--cluster", "--etcd-user",
                                        "--etcd-password-file", "--etcd-ca", "--etcd-cert",
-                                       "--etcd-key", "--timeout-ms", NULL};
+                                       "--etcd-key", "--timeout-ms", "--mib", "--access-key",
+                                       "--secret-key", "--secret-key-file", "--credentials",
+                                       "--region", NULL};
     const char **slots[] = {&a.config, &a.etcd, &a.cluster, &a.user, &a.password_file,
-                            &a.ca, &a.cert, &a.key, &a.timeout};
+                            &a.ca, &a.cert, &a.key, &a.timeout, &a.mib, &a.access_key,
+                            &a.secret_key, &a.secret_key_file, &a.credentials, &a.region};
     const char **pos[] = {&a.sub};
-    int rc = ol_cli_options(cli, "cluster", argc, argv, opts, slots, pos, 1);
+    /* --probe takes no value: taken out before the valued options */
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args)
+        return ol_cli_fail(cli, "cluster", "out of memory");
+    int nargs = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && !strcmp(argv[i], "--probe") && strcmp(argv[i - 1], "--config") &&
+            strcmp(argv[i - 1], "--etcd") && strcmp(argv[i - 1], "--cluster"))
+            a.probe = true;
+        else
+            args[nargs++] = argv[i];
+    }
+    int rc = ol_cli_options(cli, "cluster", nargs, args, opts, slots, pos, 1);
+    free(args);
     if (rc)
         return rc;
-    static const char *const subs[] = {"status", NULL};
+    static const char *const subs[] = {"status", "topology", NULL};
     if (!a.sub)
-        return ol_cli_usage_error(cli, "cluster", "what to do: status");
-    if (strcmp(a.sub, "status") != 0) {
+        return ol_cli_usage_error(cli, "cluster", "what to do: status, topology");
+    bool topo = !strcmp(a.sub, "topology");
+    if (strcmp(a.sub, "status") != 0 && !topo) {
         const char *s = ol_cli_suggest(a.sub, subs);
         return ol_cli_usage_error(cli, "cluster", "unknown subcommand '%s'%s%s%s", a.sub,
                                   s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
@@ -323,13 +637,48 @@ int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv)
     }
     if (a.timeout && a.config)
         return ol_cli_usage_error(cli, "cluster", "--timeout-ms goes with --etcd");
+    bool cred_flags = a.mib || a.access_key || a.secret_key || a.secret_key_file ||
+                      a.credentials || a.region;
+    if (cred_flags && !a.probe)
+        return ol_cli_usage_error(cli, "cluster", "--mib and the credential options go with "
+                                  "topology --probe");
+    if (a.probe && !topo)
+        return ol_cli_usage_error(cli, "cluster", "--probe goes with topology");
+    struct ol_cli_cred cred;
+    int mib = 64;
+    if (a.probe) {
+        char *end = NULL;
+        if (a.mib) {
+            long v = strtol(a.mib, &end, 10);
+            if (!*a.mib || *end || v < 1 || v > 1024)
+                return ol_cli_usage_error(cli, "cluster", "--mib '%s': an integer from 1 to "
+                                          "1024", a.mib);
+            mib = (int)v;
+        }
+        if (a.config && cfg.n_credentials > 0 && !a.access_key && !a.credentials) {
+            /* an operator on a node: the node's own first credential */
+            memset(&cred, 0, sizeof cred);
+            snprintf(cred.ak, sizeof cred.ak, "%s", cfg.credentials[0].access_key);
+            snprintf(cred.sk, sizeof cred.sk, "%s", cfg.credentials[0].secret_key);
+            cred.region = a.region ? a.region : cfg.region;
+        } else {
+            struct ol_cli_cred_flags f = {a.access_key, a.secret_key, a.secret_key_file,
+                                          a.credentials, a.region};
+            rc = ol_cli_cred_load(cli, "cluster", &f, &cred);
+            if (rc)
+                return rc;
+        }
+    }
     struct ol_etcd_opts o;
     ol_cluster_etcd_opts(&cfg, &o);
     struct ol_etcd *e;
     if (ol_etcd_open(&o, &e, err, sizeof err) < 0)
         return ol_cli_fail(cli, "cluster", "%s", err);
-    rc = status(cli, e, cfg.cluster.name, o.n_endpoints);
+    rc = topo ? topology(cli, e, cfg.cluster.name, a.probe ? &cred : NULL, mib)
+              : status(cli, e, cfg.cluster.name, o.n_endpoints);
     ol_etcd_close(e);
+    if (a.probe)
+        explicit_bzero(&cred, sizeof cred);
     explicit_bzero(cfg.cluster.etcd_password, sizeof cfg.cluster.etcd_password);
     return rc;
 }

@@ -3,28 +3,21 @@
  * openlaked and follow it to the end.
  *
  * Owns: the admin call (POST /_openlake/heal, then GET /_openlake/heal every
- * 200 ms) over plain HTTP/1.1, signed with AWS SigV4 (s3/sigv4.h, the same
- * canonical request the daemon checks) with an S3 credential from the
- * flags, the environment or the daemon's generated credentials file; the
- * progress lines on stderr and the summary on stdout.
+ * 200 ms; signed, cli/admin.h), the progress lines on stderr and the
+ * summary on stdout.
  *
  * Must not: speak TLS (the admin plane listens on s3_addr, plain HTTP in
  * this build), or retry a walk that failed: exit 1 says so.
  */
+#include "cli/admin.h"
 #include "cli/cli.h"
 #include "cli/output.h"
-#include "base/datadir.h"
-#include "base/secretfile.h"
 #include "s3/pct.h"
-#include "s3/sigv4.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,157 +28,8 @@ struct ol_heal_args {
     const char *endpoint, *access_key, *secret_key, *secret_key_file, *credentials, *region,
         *target;
     char host[256], port[8];
-    char ak[129], sk[129];
+    struct ol_cli_cred cred;
 };
-
-/* ---- credentials ---------------------------------------------------------------- */
-
-/* access_key = "..." / secret_key = "..." lines of the daemon's s3.credentials. */
-static int read_credentials(struct ol_heal_args *a, const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -errno;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char name[32], val[129];
-        if (sscanf(line, " %31[a-z_] = \"%128[^\"]\"", name, val) != 2)
-            continue;
-        if (!strcmp(name, "access_key"))
-            snprintf(a->ak, sizeof a->ak, "%s", val);
-        else if (!strcmp(name, "secret_key"))
-            snprintf(a->sk, sizeof a->sk, "%s", val);
-    }
-    fclose(f);
-    return a->ak[0] && a->sk[0] ? 0 : -EINVAL;
-}
-
-/* $a if set and not empty, else $b (b may be NULL) if so, else NULL. */
-static const char *env2(const char *a, const char *b)
-{
-    const char *v = getenv(a);
-    if ((!v || !*v) && b)
-        v = getenv(b);
-    return v && *v ? v : NULL;
-}
-
-/* ---- one signed request ------------------------------------------------------------- */
-
-static void hex_sha256(const void *p, size_t n, char out[65])
-{
-    uint8_t d[32];
-    SHA256(p, n, d);
-    ol_sigv4_hex(d, out);
-    out[64] = 0;
-}
-
-/* Sends method path?query, signed; the status (or -errno) and the body in
- * resp (NUL-terminated). */
-static int request(const struct ol_heal_args *a, const char *method, const char *query,
-                   char *resp, size_t cap)
-{
-    static const char path[] = "/_openlake/heal";
-    char amz_date[17], date[9], hosthdr[300], payload[65];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(amz_date, sizeof amz_date, "%Y%m%dT%H%M%SZ", &tm);
-    memcpy(date, amz_date, 8);
-    date[8] = 0;
-    snprintf(hosthdr, sizeof hosthdr, "%s:%s", a->host, a->port);
-    hex_sha256("", 0, payload);
-    struct ol_http_header h[3] = {
-        {"host", 4, hosthdr, strlen(hosthdr)},
-        {"x-amz-content-sha256", 20, payload, 64},
-        {"x-amz-date", 10, amz_date, 16},
-    };
-    static const char signed_h[] = "host;x-amz-content-sha256;x-amz-date";
-    char *canon = malloc(OL_SIGV4_MAX_CANONICAL);
-    if (!canon)
-        return -ENOMEM;
-    int cl = ol_sigv4_canonical_request(method, strlen(method), path, sizeof path - 1, query,
-                                        strlen(query), false, h, 3, signed_h, sizeof signed_h - 1,
-                                        payload, 64, canon, OL_SIGV4_MAX_CANONICAL);
-    if (cl < 0) {
-        free(canon);
-        return cl;
-    }
-    char scope[OL_SIGV4_SCOPE_MAX];
-    int sl = snprintf(scope, sizeof scope, "%s/%s/s3/aws4_request", date, a->region);
-    struct ol_sigv4 sv = {.region = a->region, .region_len = strlen(a->region),
-                          .service = "s3", .service_len = 2};
-    memcpy(sv.scope_date, date, sizeof date);
-    uint8_t key[32], sig[32];
-    int rc = ol_sigv4_signing_key(a->sk, strlen(a->sk), &sv, key);
-    if (rc == 0)
-        ol_sigv4_sign(key, amz_date, scope, (size_t)sl, canon, (size_t)cl, sig);
-    free(canon);
-    if (rc < 0)
-        return rc;
-    char sighex[65];
-    ol_sigv4_hex(sig, sighex);
-    sighex[64] = 0;
-
-    char req[2048];
-    int rl = snprintf(req, sizeof req,
-                      "%s %s%s%s HTTP/1.1\r\nHost: %s\r\nx-amz-date: %s\r\n"
-                      "x-amz-content-sha256: %s\r\nAuthorization: " OL_SIGV4_ALGO
-                      " Credential=%s/%s, SignedHeaders=%s, Signature=%s\r\n"
-                      "Content-Length: 0\r\nConnection: close\r\n\r\n",
-                      method, path, query[0] ? "?" : "", query, hosthdr, amz_date, payload, a->ak,
-                      scope, signed_h, sighex);
-    if (rl < 0 || (size_t)rl >= sizeof req)
-        return -E2BIG;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    rc = getaddrinfo(a->host, a->port, &hints, &ai);
-    if (rc != 0)
-        return -EHOSTUNREACH;
-    int fd = -1;
-    for (struct addrinfo *p = ai; p && fd < 0; p = p->ai_next) {
-        fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
-        if (fd >= 0 && connect(fd, p->ai_addr, p->ai_addrlen) < 0) {
-            rc = -errno;
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(ai);
-    if (fd < 0)
-        return rc < 0 ? rc : -ECONNREFUSED;
-    for (int off = 0; off < rl;) {
-        ssize_t n = send(fd, req + off, (size_t)(rl - off), MSG_NOSIGNAL);
-        if (n < 0) {
-            rc = -errno;
-            close(fd);
-            return rc;
-        }
-        off += (int)n;
-    }
-    size_t got = 0;
-    for (;;) {
-        if (got + 1 >= cap) {
-            close(fd);
-            return -EMSGSIZE;
-        }
-        ssize_t n = recv(fd, resp + got, cap - 1 - got, 0);
-        if (n < 0) {
-            rc = -errno;
-            close(fd);
-            return rc;
-        }
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    resp[got] = 0;
-    int status = 0;
-    char *body = strstr(resp, "\r\n\r\n");
-    if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1 || !body)
-        return -EPROTO;
-    memmove(resp, body + 4, strlen(body + 4) + 1);
-    return status;
-}
 
 /* ---- the JSON answers (flat objects of numbers, booleans and strings) ------------------- */
 
@@ -255,44 +99,9 @@ static int parse(const struct ol_cli *cli, int argc, char **argv, struct ol_heal
     a->host[hl] = 0;
     snprintf(a->port, sizeof a->port, "%.*s", colon ? (int)strcspn(colon + 1, "/") : 2,
              colon ? colon + 1 : "80");
-    if (a->secret_key && a->secret_key_file)
-        return ol_cli_usage_error(cli, "heal", "give --secret-key-file or --secret-key, not both");
-    if (a->secret_key)
-        ol_cli_warn_secret_flag(cli, "heal", "--secret-key",
-                                "--secret-key-file FILE (or OPENLAKE_SECRET_KEY_FILE, "
-                                "AWS_SECRET_ACCESS_KEY)");
-    /* the flags' pair; else (no --credentials) the environment's; else the file */
-    const char *ak = NULL, *sk = NULL, *skf = NULL, *skf_from = "--secret-key-file";
-    if (a->access_key && (a->secret_key || a->secret_key_file)) {
-        ak = a->access_key;
-        sk = a->secret_key;
-        skf = a->secret_key_file;
-    } else if (!a->credentials && (ak = env2("OPENLAKE_ACCESS_KEY", "AWS_ACCESS_KEY_ID"))) {
-        skf_from = "OPENLAKE_SECRET_KEY_FILE";
-        skf = env2(skf_from, NULL);
-        sk = skf ? NULL : env2("OPENLAKE_SECRET_KEY", "AWS_SECRET_ACCESS_KEY");
-        if (!skf && !sk)
-            ak = NULL;
-    }
-    if (skf) {
-        char err[600];
-        if (ol_secret_file_read(skf, a->sk, sizeof a->sk, NULL, err, sizeof err) < 0)
-            return ol_cli_usage_error(cli, "heal", "%s %s", skf_from, err);
-        snprintf(a->ak, sizeof a->ak, "%s", ak);
-    } else if (ak) {
-        snprintf(a->ak, sizeof a->ak, "%s", ak);
-        snprintf(a->sk, sizeof a->sk, "%s", sk);
-    } else {
-        char dflt[4096];
-        ol_datadir_find(environ, "s3.credentials", dflt, sizeof dflt);
-        const char *f = a->credentials ? a->credentials : dflt;
-        if (read_credentials(a, f) < 0)
-            return ol_cli_usage_error(cli, "heal",
-                                      "no S3 credential: give --access-key and --secret-key-file, "
-                                      "set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or "
-                                      "--credentials FILE (cannot read '%s')", f);
-    }
-    return 0;
+    struct ol_cli_cred_flags f = {a->access_key, a->secret_key, a->secret_key_file,
+                                  a->credentials, a->region};
+    return ol_cli_cred_load(cli, "heal", &f, &a->cred);
 }
 
 int ol_cmd_heal(const struct ol_cli *cli, int argc, char **argv)
@@ -321,7 +130,7 @@ int ol_cmd_heal(const struct ol_cli *cli, int argc, char **argv)
     char *resp = malloc(OL_HEAL_RESP_MAX);
     if (!resp)
         return ol_cli_fail(cli, "heal", "out of memory");
-    int st = request(&a, "POST", query, resp, OL_HEAL_RESP_MAX);
+    int st = ol_cli_admin_request(&a.cred, a.host, a.port, "POST", "/_openlake/heal", query, resp, OL_HEAL_RESP_MAX);
     if (st < 0) {
         free(resp);
         return ol_cli_fail(cli, "heal", "%s:%s: %s (is openlaked running? see --endpoint)",
@@ -337,7 +146,7 @@ int ol_cmd_heal(const struct ol_cli *cli, int argc, char **argv)
     for (;;) {
         struct timespec ts = {.tv_sec = 0, .tv_nsec = OL_HEAL_POLL_MS * 1000000L};
         nanosleep(&ts, NULL);
-        st = request(&a, "GET", "", resp, OL_HEAL_RESP_MAX);
+        st = ol_cli_admin_request(&a.cred, a.host, a.port, "GET", "/_openlake/heal", "", resp, OL_HEAL_RESP_MAX);
         if (st != 200) {
             int ex = ol_cli_fail(cli, "heal", "progress: %s",
                                  st < 0 ? strerror(-st) : jmsg(resp));

@@ -130,27 +130,41 @@ static const struct ol_cli_cmd ol_commands[] = {
     },
     {
         "cluster",
-        "The cluster's nodes as etcd knows them, and whether each answers: cluster status",
+        "The cluster as etcd knows it: cluster status | topology [--probe]",
         "usage: openlake cluster status --config FILE\n"
         "       openlake cluster status --etcd URL[,URL...] --cluster NAME [options]\n"
+        "       openlake cluster topology (--config FILE | --etcd URL --cluster NAME)\n"
+        "                [--probe [--mib N] [credential options]]\n"
         "\n"
-        "Reads the cluster's node records from etcd (each node keeps its own under\n"
-        "a lease: a node dead or cut off for cluster.lease_ttl_secs is gone) and\n"
+        "status: reads the cluster's node records from etcd (each node keeps its own\n"
+        "under a lease: a node dead or cut off for cluster.lease_ttl_secs is gone) and\n"
         "asks every node's /_openlake/health/ready. Prints etcd's health, then a\n"
         "table of the nodes: id, state (starting, active, leaving), ready, version,\n"
         "uptime, host, S3 and KV addresses, KV slab, drives (--json: one object).\n"
         "\n"
+        "topology: the nodes, their node RPC addresses, and each KV member's\n"
+        "capacity and share of the KV keys (weighted rendezvous placement:\n"
+        "docs/cluster.md). With --probe, each node in turn measures the node RPC to\n"
+        "every other (its signed /_openlake/cluster/probe): the median round trip\n"
+        "of 16 calls and the GB/s each way over N MiB (--mib, default 64), printed\n"
+        "as two matrices (--json: every number).\n"
+        "\n"
         "Options:\n"
         "  --config FILE            a node's openlaked configuration: its [cluster]\n"
         "                           section says where etcd is and how to log in\n"
+        "                           (and --probe signs with its first credential)\n"
         "  --etcd URL[,URL...]      etcd's client URLs, with --cluster NAME\n"
         "  --etcd-user USER         etcd auth: the user, with\n"
         "  --etcd-password-file F   the file holding its password\n"
         "  --etcd-ca F, --etcd-cert F, --etcd-key F   TLS for https:// URLs\n"
         "  --timeout-ms MS          each etcd request (default 3000)\n"
+        "  --access-key K --secret-key-file F, or --credentials FILE, --region R\n"
+        "                           the S3 credential --probe signs with (else\n"
+        "                           AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)\n"
         "\n"
-        "Exit status: 0 every etcd endpoint healthy and every node active and\n"
-        "ready, 1 anything degraded (or etcd unreadable), 2 usage error.\n",
+        "Exit status: status: 0 every etcd endpoint healthy and every node active and\n"
+        "ready, 1 anything degraded (or etcd unreadable); topology: 0, or 1 when a\n"
+        "record is unreadable or a probed pair failed; 2 usage error.\n",
         ol_cmd_cluster,
     },
 };

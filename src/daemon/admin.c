@@ -350,6 +350,10 @@ static void ol_admin_on_request(ol_http_req *r)
             ol_http_resp_simple(r, 200, "text/plain; version=0.0.4", a->scratch, len);
         return;
     }
+    if (ol_path_is(path, plen, "/_openlake/cluster/probe")) {
+        ol_admin_cluster_route(core, r, path, plen, q, qlen);
+        return;
+    }
     if (ol_path_is(path, plen, "/_openlake/heal")) {
         ol_admin_heal_route(core, r, path, plen, q, qlen);
         return;

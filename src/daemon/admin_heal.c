@@ -35,7 +35,7 @@
 
 /* The decoded value of query parameter name into out (cap bytes, NUL-
  * terminated): its length, -ENOENT when absent, -EINVAL / -E2BIG. */
-static long query_str(const char *q, size_t qlen, const char *name, char *out, size_t cap)
+long ol_admin_query(const char *q, size_t qlen, const char *name, char *out, size_t cap)
 {
     size_t nl = strlen(name);
     const char *end = q + qlen;
@@ -103,7 +103,7 @@ static void answer(ol_http_req *r, int status, const char *body, size_t len)
     ol_http_resp_simple(r, status, "application/json", body, len);
 }
 
-static void answer_error(ol_http_req *r, int status, const char *code, const char *msg)
+void ol_admin_json_error(ol_http_req *r, int status, const char *code, const char *msg)
 {
     char body[512];
     size_t o = 0;
@@ -136,8 +136,8 @@ static void progress(ol_http_req *r, struct ol_healer *h)
     answer(r, 200, body, o < sizeof body ? o : sizeof body - 1);
 }
 
-void ol_admin_heal_route(struct ol_core *core, ol_http_req *r, const char *path, size_t plen,
-                         const char *q, size_t qlen)
+bool ol_admin_signed(struct ol_core *core, ol_http_req *r, const char *path, size_t plen,
+                     const char *q, size_t qlen)
 {
     struct ol_daemon *d = core->d;
     const struct ol_http_request *h = ol_http_req_head(r);
@@ -145,7 +145,7 @@ void ol_admin_heal_route(struct ol_core *core, ol_http_req *r, const char *path,
     bool get = h->method_len == 3 && !memcmp(h->method, "GET", 3);
     if (!post && !get) {
         ol_http_resp_simple(r, 405, "text/plain", "method not allowed; use GET, POST\n", 34);
-        return;
+        return false;
     }
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -156,11 +156,22 @@ void ol_admin_heal_route(struct ol_core *core, ol_http_req *r, const char *path,
                                           h->headers, h->num_headers, &conf, now.tv_sec, &auth);
     if (e) {
         const struct ol_s3_err_info *ei = ol_s3_err_info(e);
-        answer_error(r, ei->status, ei->code, auth.message[0] ? auth.message : ei->message);
-        return;
+        ol_admin_json_error(r, ei->status, ei->code, auth.message[0] ? auth.message : ei->message);
+        return false;
     }
+    return true;
+}
+
+void ol_admin_heal_route(struct ol_core *core, ol_http_req *r, const char *path, size_t plen,
+                         const char *q, size_t qlen)
+{
+    struct ol_daemon *d = core->d;
+    if (!ol_admin_signed(core, r, path, plen, q, qlen))
+        return;
+    const struct ol_http_request *h = ol_http_req_head(r);
+    bool get = h->method_len == 3 && !memcmp(h->method, "GET", 3);
     if (!d->healer) {
-        answer_error(r, 503, "NoObjectStore", "this daemon runs no object store (mode kv)");
+        ol_admin_json_error(r, 503, "NoObjectStore", "this daemon runs no object store (mode kv)");
         return;
     }
     if (get) {
@@ -168,27 +179,27 @@ void ol_admin_heal_route(struct ol_core *core, ol_http_req *r, const char *path,
         return;
     }
     char bucket[OL_LAYOUT_BUCKET_MAX + 1], prefix[OL_LAYOUT_KEY_MAX + 1];
-    long bl = query_str(q, qlen, "bucket", bucket, sizeof bucket);
-    long pl = query_str(q, qlen, "prefix", prefix, sizeof prefix);
+    long bl = ol_admin_query(q, qlen, "bucket", bucket, sizeof bucket);
+    long pl = ol_admin_query(q, qlen, "prefix", prefix, sizeof prefix);
     if (bl == -ENOENT)
         bucket[0] = 0, bl = 0;
     if (pl == -ENOENT)
         prefix[0] = 0, pl = 0;
     if (bl < 0 || (bl > 0 && ol_layout_bucket_ok(bucket, (size_t)bl) != 0)) {
-        answer_error(r, 400, "InvalidBucketName", "bucket: not a valid bucket name");
+        ol_admin_json_error(r, 400, "InvalidBucketName", "bucket: not a valid bucket name");
         return;
     }
     if (pl < 0 || memchr(prefix, 0, (size_t)pl)) {
-        answer_error(r, 400, "InvalidArgument", "prefix: at most 1024 bytes, no NUL");
+        ol_admin_json_error(r, 400, "InvalidArgument", "prefix: at most 1024 bytes, no NUL");
         return;
     }
     int64_t id = ol_healer_walk(d->healer, bucket, prefix);
     if (id == -EBUSY) {
-        answer_error(r, 409, "HealRunning", "a heal walk is running: wait for it to finish");
+        ol_admin_json_error(r, 409, "HealRunning", "a heal walk is running: wait for it to finish");
         return;
     }
     if (id < 0) {
-        answer_error(r, 400, "InvalidArgument", "bucket or prefix too long");
+        ol_admin_json_error(r, 400, "InvalidArgument", "bucket or prefix too long");
         return;
     }
     char body[64];

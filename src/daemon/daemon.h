@@ -76,6 +76,13 @@ int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen);
 int ol_daemon_net_start(struct ol_daemon *d, char *err, size_t errlen);
 void ol_daemon_net_stop(struct ol_daemon *d);
 size_t ol_daemon_net_metrics(struct ol_daemon *d, char *buf, size_t cap);
+/* The probe of the node RPC to every peer, one after another: the median
+ * round trip of 16 empty calls and the bytes per second each way over mib
+ * MiB. Start: 0 and its *id; -EBUSY while one runs; -ENOTCONN outside a
+ * cluster. The current or last probe as one JSON object into buf (its
+ * length; >= cap: did not fit); d must be a cluster node. Any thread. */
+int ol_daemon_net_probe_start(struct ol_daemon *d, uint32_t mib, uint64_t *id);
+size_t ol_daemon_net_probe_json(struct ol_daemon *d, char *buf, size_t cap);
 
 /* dirs.c: makes each missing data dir and KV disk dir whose parent exists
  * (logged) and locks them all, before anything in them is read. 0, or
@@ -91,6 +98,22 @@ int ol_daemon_dirs(struct ol_daemon *d, char *err, size_t errlen);
 int ol_admin_init(struct ol_core *core, char *err, size_t errlen);
 void ol_admin_exit(struct ol_core *core);
 extern const struct ol_http_handler ol_admin_handler;
+
+/* admin_heal.c: the admin plane's operator routes share these: whether
+ * r is a GET or POST signed with one of the daemon's S3 credentials
+ * (SigV4, header or presigned), answering 405 or the S3 error when not;
+ * a JSON error answer {"error":code,"message":msg}; the decoded value of
+ * query parameter name into out (its length; -ENOENT absent, -EINVAL,
+ * -E2BIG). */
+bool ol_admin_signed(struct ol_core *core, ol_http_req *r, const char *path, size_t plen,
+                     const char *q, size_t qlen);
+void ol_admin_json_error(ol_http_req *r, int status, const char *code, const char *msg);
+long ol_admin_query(const char *q, size_t qlen, const char *name, char *out, size_t cap);
+
+/* admin_cluster.c: POST|GET /_openlake/cluster/probe (signed): measures
+ * the node RPC to every peer (daemon/net.c); 503 outside a cluster. */
+void ol_admin_cluster_route(struct ol_core *core, ol_http_req *r, const char *path,
+                            size_t plen, const char *q, size_t qlen);
 
 /* admin_heal.c: POST|GET /_openlake/heal (SigV4-signed), and the
  * openlake_heal_* metric lines into buf (their length; cap exceeded when >= cap). */

@@ -9,6 +9,13 @@
  * sync reads the membership view (cluster/member.h) every
  * OL_NET_SYNC_MS and acts only when its revision moved; the endpoint
  * carries that revision in its frames. Only in a cluster ([cluster]).
+ *
+ * And the probe (POST /_openlake/cluster/probe, admin_cluster.c): one
+ * peer after another, the round trip of 16 empty PINGs (the median) and
+ * the bytes per second each way (PINGs of OL_PROBE_CHUNK, OL_PROBE_DEPTH
+ * in flight: replies of that size for "from", requests for "to"), over
+ * the very connections the cluster uses. Its results are read by the
+ * admin cores under the probe's mutex.
  */
 #include "daemon/daemon.h"
 
@@ -16,6 +23,8 @@
 #include "net/rpc.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +32,35 @@
 
 #define OL_NET_SYNC_MS 200
 #define OL_NET_STOP_MS 1000   /* connections closing at shutdown: at most this */
+#define OL_PROBE_RTT_N 16
+#define OL_PROBE_CHUNK (1u << 20)
+#define OL_PROBE_DEPTH 4
+#define OL_PROBE_CALL_MS 5000
+
+struct ol_probe_result {
+    int64_t peer;
+    bool ok;
+    uint64_t rtt_ns;
+    double to_bps, from_bps;
+    char error[96];
+};
+
+/* The probe: what admin cores read (under mu), and the net loop's run. */
+struct ol_probe {
+    pthread_mutex_t mu;
+    uint64_t id;
+    bool running;
+    uint32_t mib;
+    int n;                          /* results: one per peer when it started */
+    struct ol_probe_result *res;
+    struct ol_msg start_msg;
+    /* the net loop's alone */
+    int cur, phase;                 /* peer index; 0 rtt, 1 from, 2 to */
+    uint32_t chunk, issued, done, inflight, total;
+    bool failed;
+    uint64_t t0, t_call, bytes;
+    uint64_t rtt[OL_PROBE_RTT_N];
+};
 
 struct ol_daemon_net {
     struct ol_daemon *d;
@@ -36,6 +74,7 @@ struct ol_daemon_net {
     int64_t bad_logged;         /* the revision a bad address was last logged at */
     struct ol_msg stop_msg;
     uint64_t stop_since;
+    struct ol_probe probe;
     char err[256];
 };
 
@@ -83,6 +122,212 @@ static void net_sync(ol_loop *loop, struct ol_timer *t)
     ol_timer_arm(loop, t, OL_NET_SYNC_MS);
 }
 
+/* ---- the probe -------------------------------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void probe_issue(struct ol_daemon_net *n);
+
+/* The current peer is done (measured or failed): the next, or the end. */
+static void probe_next(struct ol_daemon_net *n)
+{
+    struct ol_probe *p = &n->probe;
+    for (;;) {
+        p->cur++;
+        if (p->cur >= p->n) {
+            pthread_mutex_lock(&p->mu);
+            p->running = false;
+            pthread_mutex_unlock(&p->mu);
+            return;
+        }
+        struct ol_probe_result *res = &p->res[p->cur];
+        if (ol_rpc_peer_ready(n->rpc, res->peer))
+            break;
+        pthread_mutex_lock(&p->mu);
+        snprintf(res->error, sizeof res->error, "not connected");
+        pthread_mutex_unlock(&p->mu);
+    }
+    p->phase = 0;
+    p->issued = p->done = p->inflight = 0;
+    p->failed = false;
+    p->total = OL_PROBE_RTT_N;
+    p->bytes = 0;
+    probe_issue(n);
+}
+
+static void probe_fail(struct ol_daemon_net *n, const char *why)
+{
+    struct ol_probe *p = &n->probe;
+    if (!p->failed) {
+        pthread_mutex_lock(&p->mu);
+        snprintf(p->res[p->cur].error, sizeof p->res[p->cur].error, "%s", why);
+        pthread_mutex_unlock(&p->mu);
+    }
+    p->failed = true;
+    if (!p->inflight)
+        probe_next(n);
+}
+
+static void probe_done(void *arg, int rc, const uint8_t *payload, uint32_t len)
+{
+    (void)payload;
+    struct ol_daemon_net *n = arg;
+    struct ol_probe *p = &n->probe;
+    p->inflight--;
+    if (rc != OL_RPC_OK) {
+        probe_fail(n, rc < 0 ? strerror(-rc) : ol_rpc_status_name(rc));
+        return;
+    }
+    if (p->failed) {
+        if (!p->inflight)
+            probe_next(n);
+        return;
+    }
+    uint64_t now = mono_ns();
+    if (p->phase == 0)
+        p->rtt[p->done] = now - p->t_call;
+    p->bytes += p->phase == 1 ? len : p->phase == 2 ? p->chunk : 0;
+    if (++p->done < p->total) {
+        probe_issue(n);
+        return;
+    }
+    struct ol_probe_result *res = &p->res[p->cur];
+    double secs = (double)(now - p->t0) / 1e9;
+    pthread_mutex_lock(&p->mu);
+    if (p->phase == 0) {
+        qsort(p->rtt, OL_PROBE_RTT_N, sizeof *p->rtt, cmp_u64);
+        res->rtt_ns = p->rtt[OL_PROBE_RTT_N / 2];
+    } else if (p->phase == 1) {
+        res->from_bps = secs > 0 ? (double)p->bytes / secs : 0;
+    } else {
+        res->to_bps = secs > 0 ? (double)p->bytes / secs : 0;
+        res->ok = true;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (p->phase == 2) {
+        probe_next(n);
+        return;
+    }
+    p->phase++;
+    p->issued = p->done = 0;
+    p->bytes = 0;
+    p->total = (uint32_t)(((uint64_t)p->mib << 20) / p->chunk);
+    if (!p->total)
+        p->total = 1;
+    probe_issue(n);
+}
+
+/* Issues the current phase's calls: one at a time for the round trip, up
+ * to OL_PROBE_DEPTH for the throughput. */
+static void probe_issue(struct ol_daemon_net *n)
+{
+    static const uint8_t zeros[OL_PROBE_CHUNK];
+    struct ol_probe *p = &n->probe;
+    uint32_t depth = p->phase == 0 ? 1 : OL_PROBE_DEPTH;
+    if (p->issued == 0)
+        p->t0 = mono_ns();
+    while (!p->failed && p->issued < p->total && p->inflight < depth) {
+        uint8_t hdr[4] = {0};
+        uint32_t want = p->phase == 1 ? p->chunk : 0;
+        for (int i = 0; i < 4; i++)
+            hdr[i] = (uint8_t)(want >> (8 * i));
+        struct iovec iov[2] = {{hdr, 4}, {(void *)(uintptr_t)zeros, 0}};
+        if (p->phase == 2)
+            iov[1].iov_len = p->chunk - 4;
+        p->t_call = mono_ns();
+        int rc = ol_rpc_call(n->rpc, p->res[p->cur].peer, OL_RPC_OP_PING, iov, 2, want,
+                             OL_PROBE_CALL_MS, probe_done, n);
+        if (rc == -EAGAIN && p->inflight)
+            return;         /* the peer's slots or reply window: on the next reply */
+        if (rc < 0) {
+            probe_fail(n, strerror(-rc));
+            return;
+        }
+        p->issued++;
+        p->inflight++;
+    }
+}
+
+static void probe_on_start(ol_loop *loop, struct ol_msg *m)
+{
+    (void)loop;
+    struct ol_daemon_net *n =
+        (struct ol_daemon_net *)((char *)m - offsetof(struct ol_daemon_net, probe.start_msg));
+    struct ol_probe *p = &n->probe;
+    struct ol_probe_result *res = calloc((size_t)(n->npeers ? n->npeers : 1), sizeof *res);
+    pthread_mutex_lock(&p->mu);
+    free(p->res);
+    p->res = res;
+    p->n = res ? n->npeers : 0;
+    for (int i = 0; i < p->n; i++)
+        res[i].peer = n->peers[i];
+    pthread_mutex_unlock(&p->mu);
+    /* a request of chunk bytes must fit the window (the peers' is assumed
+     * to be this node's: one setting for the cluster) */
+    uint32_t w = (uint32_t)n->d->cfg.cluster.rpc_window_bytes;
+    p->chunk = w / OL_PROBE_DEPTH - 64 < OL_PROBE_CHUNK ? w / OL_PROBE_DEPTH - 64 : OL_PROBE_CHUNK;
+    p->cur = -1;
+    probe_next(n);
+}
+
+int ol_daemon_net_probe_start(struct ol_daemon *d, uint32_t mib, uint64_t *id)
+{
+    struct ol_daemon_net *n = d->net;
+    if (!n)
+        return -ENOTCONN;
+    struct ol_probe *p = &n->probe;
+    pthread_mutex_lock(&p->mu);
+    if (p->running) {
+        pthread_mutex_unlock(&p->mu);
+        return -EBUSY;
+    }
+    p->running = true;
+    p->mib = mib;
+    *id = ++p->id;
+    pthread_mutex_unlock(&p->mu);
+    p->start_msg.fn = probe_on_start;
+    ol_loop_post(n->loop, &p->start_msg);
+    return 0;
+}
+
+size_t ol_daemon_net_probe_json(struct ol_daemon *d, char *buf, size_t cap)
+{
+    struct ol_daemon_net *n = d->net;
+    struct ol_probe *p = &n->probe;
+    size_t o = 0;
+#define SAY(...)                                                                          \
+    do {                                                                                  \
+        int w_ = snprintf(buf + (o < cap ? o : cap), o < cap ? cap - o : 0, __VA_ARGS__); \
+        if (w_ > 0)                                                                       \
+            o += (size_t)w_;                                                              \
+    } while (0)
+    pthread_mutex_lock(&p->mu);
+    SAY("{\"probe\":%" PRIu64 ",\"running\":%s,\"node\":%lld,\"mib\":%u,\"peers\":[", p->id,
+        p->running ? "true" : "false", (long long)d->cfg.self_id, p->mib);
+    for (int i = 0; i < p->n; i++) {
+        const struct ol_probe_result *r = &p->res[i];
+        SAY("%s{\"peer\":%lld,\"ok\":%s,\"rtt_us\":%.1f,\"to_bytes_per_s\":%.0f,"
+            "\"from_bytes_per_s\":%.0f,\"error\":\"%s\"}",
+            i ? "," : "", (long long)r->peer, r->ok ? "true" : "false",
+            (double)r->rtt_ns / 1000.0, r->to_bps, r->from_bps, r->error);
+    }
+    pthread_mutex_unlock(&p->mu);
+    SAY("]}\n");
+#undef SAY
+    return o;
+}
+
 static int net_init(ol_loop *loop, void *arg)
 {
     struct ol_daemon_net *n = arg;
@@ -114,6 +359,7 @@ int ol_daemon_net_start(struct ol_daemon *d, char *err, size_t errlen)
     }
     n->d = d;
     n->synced = -1;
+    pthread_mutex_init(&n->probe.mu, NULL);
     n->bad_logged = -1;
     struct ol_loop_params lp = {.index = d->ncores, .cpu = -1, .recv_bufs = 256};
     if (ol_loop_create(&lp, &n->loop, err, errlen) < 0) {
@@ -166,6 +412,8 @@ void ol_daemon_net_stop(struct ol_daemon *d)
     ol_loop_destroy(n->loop);
     free(n->peers);
     free(n->view);
+    free(n->probe.res);
+    pthread_mutex_destroy(&n->probe.mu);
     free(n);
 }
 

@@ -9,17 +9,20 @@ node with another secret is a member in etcd but no peer of the others
 silence and a flood of unauthenticated connections get nothing and hold
 nothing; a killed peer is seen down at once and back when it restarts.
 """
+import json
 import os
 import re
 import socket
 import struct
 import time
+import urllib.error
 import urllib.request
 
 import pytest
 
 import conftest
 from kvwire import crc32c
+from test_cli_kv import cli
 from test_cluster import ETCD, Etcd, wait_for
 from test_http import hermetic_openlake_env
 
@@ -207,3 +210,73 @@ def test_a_killed_peer_is_down_at_once_and_back_when_it_restarts(etcd, make_daem
     b2 = node(make_daemon, etcd, 2, s, rpc=b.rpc_port)
     wait_for(lambda: up(a, 2) == 1 and up(b2, 1) == 1, "2 back")
     assert metric(a, "openlake_rpc_peer_connects_total", peer=2) == 1   # a new peer entry
+
+
+AK, SK = "cluster-admin", "cluster-admin-secret-0123"
+
+
+def test_topology_and_probe_between_every_pair(etcd, make_daemon, tmp_path):
+    s = secret(tmp_path)
+    skf = tmp_path / "sk"
+    skf.write_text(SK + "\n")
+    skf.chmod(0o600)
+    env = {"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY_FILE": str(skf)}
+    nodes = []
+    for i in (1, 2, 3):
+        d = node(make_daemon, etcd, i, s, start=False)
+        d.env.update(env)
+        d.start()
+        nodes.append(d)
+    for d in nodes:
+        wait_for(lambda: all(up(d, p) == 1 for p in (1, 2, 3) if p != nodes.index(d) + 1),
+                 "every peer up")
+    base = ["cluster", "topology", "--etcd", etcd.url, "--cluster", "c1"]
+    r = cli(*base)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    assert "3 nodes, 3 KV members" in out and out.count("33.3%") == 3, out
+    # the probe: every ordered pair measured over the node RPC
+    r = cli("--json", *base, "--probe", "--mib", "8", "--access-key", AK,
+            "--secret-key-file", str(skf))
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    assert [n["id"] for n in st["nodes"]] == [1, 2, 3]
+    for n in st["nodes"]:
+        assert abs(n["kv_share"] - 1 / 3) < 1e-3
+        peers = {p["peer"]: p for p in n["probe"]}
+        assert sorted(peers) == [i for i in (1, 2, 3) if i != n["id"]]
+        for p in peers.values():
+            assert p["ok"] and p["error"] == "", p
+            assert 0 < p["rtt_us"] < 100000
+            assert p["to_bytes_per_s"] > 1e6 and p["from_bytes_per_s"] > 1e6, p
+    for d in nodes:
+        assert metric(d, "openlake_rpc_requests_total") >= 2 * (16 + 2 * 8)
+    # the table form: two matrices
+    r = cli(*base, "--probe", "--mib", "1", "--access-key", AK, "--secret-key-file", str(skf))
+    assert r.returncode == 0, r.stderr
+    assert b"round trip, microseconds" in r.stdout and b"GB/s the row sends" in r.stdout
+    # a node down: its pairs fail, exit 1, and the others still measure
+    nodes[2].proc.kill()
+    nodes[2].proc.wait()
+    r = cli("--json", *base, "--probe", "--mib", "1", "--access-key", AK,
+            "--secret-key-file", str(skf))
+    assert r.returncode == 1, r.stderr
+    st = json.loads(r.stdout)
+    by = {n["id"]: n for n in st["nodes"]}
+    if 3 in by:                                   # its lease may not have run out yet
+        assert "error" in by[3]["probe"]
+    assert [p for p in by[1]["probe"] if p["peer"] == 2][0]["ok"]
+    nodes[2].stop(expect_rc=None)
+
+
+def test_probe_needs_a_signature_and_a_cluster(etcd, make_daemon, tmp_path):
+    a = node(make_daemon, etcd, 1, secret(tmp_path))
+    for method in ("GET", "POST"):
+        req = urllib.request.Request(a.url + "/_openlake/cluster/probe", method=method)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=10)
+        assert e.value.code == 403
+    r = cli("cluster", "topology", "--etcd", etcd.url, "--cluster", "c1", "--mib", "2")
+    assert r.returncode == 2 and b"go with topology --probe" in r.stderr
+    r = cli("cluster", "status", "--etcd", etcd.url, "--cluster", "c1", "--probe")
+    assert r.returncode == 2 and b"--probe goes with topology" in r.stderr

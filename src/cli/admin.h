@@ -1,0 +1,41 @@
+/*
+ * admin.h - the CLI's signed calls to an openlaked's admin plane
+ * (/_openlake/heal, /_openlake/cluster/probe).
+ *
+ * Owns: finding an S3 credential (the flags' pair, else the environment's,
+ * else the daemon's generated credentials file) and one request over plain
+ * HTTP/1.1 signed with AWS SigV4 (s3/sigv4.h, the same canonical request
+ * the daemon checks). Must not: speak TLS (the admin plane listens on
+ * s3_addr; a TLS node is not reachable this way in this build).
+ */
+#ifndef OL_CLI_ADMIN_H
+#define OL_CLI_ADMIN_H
+
+#include <stddef.h>
+
+#include "cli/cli.h"
+
+struct ol_cli_cred {
+    char ak[129], sk[129];
+    const char *region;
+};
+
+/* The credential options a command took (NULL: not given). */
+struct ol_cli_cred_flags {
+    const char *access_key, *secret_key, *secret_key_file, *credentials, *region;
+};
+
+/* The credential to sign with, as above. 0, or the usage error's status
+ * (the message printed, naming cmd). A --secret-key flag is warned about. */
+int ol_cli_cred_load(const struct ol_cli *cli, const char *cmd, const struct ol_cli_cred_flags *f,
+                     struct ol_cli_cred *out);
+
+/* method path?query to host:port, signed, with an empty body: the HTTP
+ * status (or -errno: -EHOSTUNREACH, -ECONNREFUSED, -EMSGSIZE when the
+ * answer is over cap, -EPROTO) and the answer's body in resp,
+ * NUL-terminated. */
+int ol_cli_admin_request(const struct ol_cli_cred *c, const char *host, const char *port,
+                         const char *method, const char *path, const char *query, char *resp,
+                         size_t cap);
+
+#endif
