@@ -636,6 +636,14 @@ void ol_cluster_view(struct ol_cluster *cl, struct ol_cluster_view *v, struct ol
     pthread_mutex_unlock(&cl->mu);
 }
 
+int64_t ol_cluster_revision(struct ol_cluster *cl)
+{
+    pthread_mutex_lock(&cl->mu);
+    int64_t rev = cl->revision;
+    pthread_mutex_unlock(&cl->mu);
+    return rev;
+}
+
 size_t ol_cluster_metrics(struct ol_cluster *cl, char *buf, size_t cap)
 {
     pthread_mutex_lock(&cl->mu);

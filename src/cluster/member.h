@@ -110,6 +110,10 @@ struct ol_cluster_view {
 void ol_cluster_view(struct ol_cluster *cl, struct ol_cluster_view *v, struct ol_member *buf,
                      int cap);
 
+/* The view's revision alone (a moment under the view's mutex): whether a
+ * copy of the view is worth taking. */
+int64_t ol_cluster_revision(struct ol_cluster *cl);
+
 /* The openlake_cluster_* Prometheus lines into buf: their length (cap or
  * more: did not fit). Takes the view's mutex for a moment. */
 size_t ol_cluster_metrics(struct ol_cluster *cl, char *buf, size_t cap);

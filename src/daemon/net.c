@@ -6,8 +6,8 @@
  * KV connection), the ol_rpc endpoint listening on rpc_addr with the
  * cluster secret, and the sync that makes every other member a peer (at
  * the numeric rpc_addr of its record) and forgets members that left. The
- * sync reads the membership view (cluster/member.h) every
- * OL_NET_SYNC_MS and acts only when its revision moved; the endpoint
+ * sync checks the membership view's revision (cluster/member.h) every
+ * OL_NET_SYNC_MS and copies the view only when it moved; the endpoint
  * carries that revision in its frames. Only in a cluster ([cluster]).
  *
  * And the probe (POST /_openlake/cluster/probe, admin_cluster.c): one
@@ -82,7 +82,10 @@ static void net_sync(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_daemon_net *n = (struct ol_daemon_net *)((char *)t - offsetof(struct ol_daemon_net, sync));
     struct ol_cluster_view v;
-    ol_cluster_view(n->d->cluster, &v, n->view, OL_MEMBER_MAX);
+    if (ol_cluster_revision(n->d->cluster) != n->synced)
+        ol_cluster_view(n->d->cluster, &v, n->view, OL_MEMBER_MAX);
+    else
+        v.revision = n->synced;
     if (v.revision != n->synced) {
         int cnt = v.n < OL_MEMBER_MAX ? v.n : OL_MEMBER_MAX;
         int64_t *next = malloc(sizeof *next * (size_t)(cnt ? cnt : 1));
