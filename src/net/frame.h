@@ -27,8 +27,9 @@
  *    44    4 header CRC-32C of bytes 0..43
  *
  * Handshake (dialer D, acceptor A; nonces from getrandom, 32 bytes each):
- *   D→A HELLO     payload 104: u64 D's node id, u8[32] nonce_d,
- *                              u8[64] cluster name, NUL-padded
+ *   D→A HELLO     payload 112: u64 D's node id, u8[32] nonce_d,
+ *                              u8[64] cluster name, NUL-padded,
+ *                              u32 D's reply window, u32 0
  *   A→D CHALLENGE payload  80: u64 A's node id, u8[32] nonce_a,
  *                              u8[32] proof_a, u32 max payload, u32 0
  *   D→A AUTH      payload  32: u8[32] proof_d
@@ -51,7 +52,7 @@
 #define OL_RPC_NONCE_LEN   32
 #define OL_RPC_PROOF_LEN   32
 #define OL_RPC_NAME_LEN    64
-#define OL_RPC_HELLO_LEN   (8 + OL_RPC_NONCE_LEN + OL_RPC_NAME_LEN)          /* 104 */
+#define OL_RPC_HELLO_LEN   (8 + OL_RPC_NONCE_LEN + OL_RPC_NAME_LEN + 8)      /* 112 */
 #define OL_RPC_CHAL_LEN    (8 + OL_RPC_NONCE_LEN + OL_RPC_PROOF_LEN + 8)     /* 80 */
 #define OL_RPC_AUTH_LEN    OL_RPC_PROOF_LEN                                  /* 32 */
 #define OL_RPC_CLOSE_MAX   256       /* a CLOSE's message, bytes */

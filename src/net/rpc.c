@@ -55,20 +55,23 @@
 struct ol_rpc_out {
     struct ol_rpc_out *next;
     uint32_t len, sent;
+    uint32_t release;         /* a REPLY: its request's reply_max, given back when sent */
     uint8_t data[];
 };
 
-enum { S_FREE, S_WAITING, S_SENT, S_LATE };
+enum { S_FREE, S_WAITING, S_SENT, S_LATE, S_FAILED };
 
 struct ol_rpc_slot {
     struct ol_timer timer;
     struct ol_rpc_peer *peer;
-    struct ol_rpc_slot *wnext, *wprev;   /* the peer's wait queue */
+    struct ol_rpc_slot *wnext, *wprev;   /* the peer's wait queue; FAILED: the
+                                            endpoint's list of callbacks to run */
     struct ol_rpc_out *frame;            /* while WAITING */
     ol_rpc_done done;
     void *arg;
     uint64_t id;
     uint32_t reply_max;
+    int rc;                              /* FAILED: what its callback gets */
     uint8_t state;
 };
 
@@ -91,7 +94,9 @@ struct ol_rpc_peer {
     uint32_t nfree, *freelist;
     uint64_t seq;
     struct ol_rpc_slot *whead, *wtail;
+    uint64_t wait_bytes;                 /* frames in the wait queue */
     bool stalled;
+    struct ol_rpc_peer *dnext;           /* removed, freed once its callbacks ran */
     _Atomic uint32_t credit, window;
     _Atomic uint64_t calls, timeouts, resets, stalls, sent_bytes, recv_bytes, connects,
         auth_failures;
@@ -117,6 +122,7 @@ struct ol_rpc_conn {
     struct ol_rpc_peer *peer;            /* dialer: its peer while attached */
     int fd;
     bool dialer, recv_armed, send_inflight, connecting, closing, close_after, rearm, unauth;
+    bool dead;                           /* closed and done with: freed by the reap */
     int state;
     uint64_t deadline_ms;
     int64_t peer_id;
@@ -129,8 +135,10 @@ struct ol_rpc_conn {
     uint8_t *body;                       /* small, req->data, or a reply buffer */
     struct ol_rpc_reqi *req;
     uint8_t small[OL_RPC_SMALL];
-    /* acceptor: credit */
-    uint32_t credit_left, grant;
+    /* acceptor: credit, and the dialer's reply window (HELLO) against the
+     * reply_max of its requests not yet answered on the wire */
+    uint32_t credit_left, grant, reply_budget;
+    uint64_t reply_held;
     /* output */
     struct ol_rpc_out *ohead, *otail;
     struct iovec iov[OL_RPC_IOV];
@@ -153,6 +161,9 @@ struct ol_rpc {
     uint32_t nconns;
     struct ol_rpc_conn *uhead, *utail;
     uint32_t nunauth;
+    struct ol_rpc_slot *fhead, *ftail;   /* failed calls whose callbacks are due */
+    struct ol_rpc_peer *dead_peers;      /* removed, not yet freed */
+    struct ol_timer deliver;             /* deferred: runs those callbacks, frees the dead */
     pthread_mutex_t mu;                  /* the peer table, against ol_rpc_metrics */
     struct ol_rpc_peer *buckets[OL_RPC_BUCKETS];
     uint32_t npeers;
@@ -185,6 +196,7 @@ static struct ol_rpc_out *frame_new(struct ol_rpc *r, struct ol_rpc_hdr *h,
     f->next = NULL;
     f->len = (uint32_t)(OL_RPC_HDR_LEN + len);
     f->sent = 0;
+    f->release = 0;
     uint8_t *p = f->data + OL_RPC_HDR_LEN;
     for (int i = 0; i < n; i++) {
         if (iov[i].iov_len)
@@ -259,6 +271,7 @@ static void on_send(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
             c->ohead = f->next;
             if (!c->ohead)
                 c->otail = NULL;
+            c->reply_held -= f->release;
             free(f);
         }
     }
@@ -294,44 +307,118 @@ static void conn_flush(struct ol_rpc_conn *c)
 
 /* ---- calls ------------------------------------------------------------------ */
 
-static void slot_free(struct ol_rpc_peer *p, struct ol_rpc_slot *s)
+static void wait_unlink(struct ol_rpc_peer *p, struct ol_rpc_slot *s)
 {
-    struct ol_rpc *r = p->r;
-    ol_timer_cancel(r->loop, &s->timer);
+    if (s->wprev)
+        s->wprev->wnext = s->wnext;
+    else
+        p->whead = s->wnext;
+    if (s->wnext)
+        s->wnext->wprev = s->wprev;
+    else
+        p->wtail = s->wprev;
+    s->wnext = s->wprev = NULL;
+    p->wait_bytes -= s->frame->len;
+}
+
+/* Returns s to its peer's free slots (its callback has run, or runs now
+ * from the caller's own context). */
+/* What a call holds besides its slot: its deadline, its frame while it
+ * waits, its reply_max reserved. */
+static void slot_release(struct ol_rpc_peer *p, struct ol_rpc_slot *s)
+{
+    ol_timer_cancel(p->r->loop, &s->timer);
     if (s->state == S_WAITING) {
-        if (s->wprev)
-            s->wprev->wnext = s->wnext;
-        else
-            p->whead = s->wnext;
-        if (s->wnext)
-            s->wnext->wprev = s->wprev;
-        else
-            p->wtail = s->wprev;
+        wait_unlink(p, s);
         free(s->frame);
         s->frame = NULL;
     }
     p->reply_reserved -= s->reply_max;
+    s->reply_max = 0;
+}
+
+static void slot_free(struct ol_rpc_peer *p, struct ol_rpc_slot *s)
+{
+    slot_release(p, s);
     s->state = S_FREE;
     s->done = NULL;
     p->freelist[p->nfree++] = (uint32_t)(s - p->slots);
 }
 
-/* Ends every call of p with rc (in flight, waiting, late): all slots free. */
+/*
+ * Ends call s with rc. Its callback does not run here: s joins the
+ * endpoint's list of failed calls, run from a deferred callback (never in
+ * the middle of one of the endpoint's own walks, so a callback may call
+ * anything of rpc.h, remove its peer included); the slot is free once it
+ * ran. A LATE call (its callback ran at its deadline) is just freed.
+ */
+static void slot_fail(struct ol_rpc_peer *p, struct ol_rpc_slot *s, int rc)
+{
+    struct ol_rpc *r = p->r;
+    if (s->state == S_LATE) {
+        slot_free(p, s);
+        return;
+    }
+    OL_ASSERT(s->state == S_WAITING || s->state == S_SENT);
+    slot_release(p, s);
+    s->state = S_FAILED;
+    s->rc = rc;
+    s->wnext = NULL;
+    if (r->ftail)
+        r->ftail->wnext = s;
+    else
+        r->fhead = s;
+    r->ftail = s;
+    ol_loop_defer(r->loop, &r->deliver);
+}
+
+/* Ends every call of p with rc (in flight, waiting; late ones are freed). */
 static void peer_fail_calls(struct ol_rpc_peer *p, int rc)
 {
     for (uint32_t i = 0; i < p->r->max_calls; i++) {
         struct ol_rpc_slot *s = &p->slots[i];
-        if (s->state == S_FREE)
+        if (s->state == S_FREE || s->state == S_FAILED)
             continue;
-        ol_rpc_done done = s->state == S_LATE ? NULL : s->done;
-        void *arg = s->arg;
-        slot_free(p, s);
-        if (rc == -ECONNRESET && done)
+        if (rc == -ECONNRESET && s->state != S_LATE)
             atomic_fetch_add_explicit(&p->resets, 1, memory_order_relaxed);
-        if (done)
-            done(arg, rc, NULL, 0);
+        slot_fail(p, s, rc);
     }
     p->stalled = false;
+}
+
+static void peer_free(struct ol_rpc_peer *p)
+{
+    free(p->slots);
+    free(p->freelist);
+    free(p);
+}
+
+static void conn_reap(struct ol_rpc *r);
+
+/* The deferred half of slot_fail and of removals: the failed calls'
+ * callbacks (those they cause included), then the removed peers and the
+ * dead connections are freed. */
+static void on_deliver(ol_loop *loop, struct ol_timer *t)
+{
+    (void)loop;
+    struct ol_rpc *r = (struct ol_rpc *)((char *)t - offsetof(struct ol_rpc, deliver));
+    struct ol_rpc_slot *s;
+    while ((s = r->fhead)) {
+        r->fhead = s->wnext;
+        if (!r->fhead)
+            r->ftail = NULL;
+        ol_rpc_done done = s->done;
+        void *arg = s->arg;
+        int rc = s->rc;
+        slot_free(s->peer, s);
+        done(arg, rc, NULL, 0);
+    }
+    while (r->dead_peers) {
+        struct ol_rpc_peer *p = r->dead_peers;
+        r->dead_peers = p->dnext;
+        peer_free(p);
+    }
+    conn_reap(r);
 }
 
 static void on_call_timer(ol_loop *loop, struct ol_timer *t)
@@ -361,10 +448,7 @@ static void peer_pump(struct ol_rpc_peer *p)
         struct ol_rpc_slot *s = p->whead;
         uint32_t len = s->frame->len;
         if (len - OL_RPC_HDR_LEN > p->max_payload) {
-            ol_rpc_done done = s->done;
-            void *arg = s->arg;
-            slot_free(p, s);
-            done(arg, -EMSGSIZE, NULL, 0);
+            slot_fail(p, s, -EMSGSIZE);
             continue;
         }
         uint32_t credit = atomic_load_explicit(&p->credit, memory_order_relaxed);
@@ -377,12 +461,7 @@ static void peer_pump(struct ol_rpc_peer *p)
         }
         p->stalled = false;
         atomic_store_explicit(&p->credit, credit - len, memory_order_relaxed);
-        p->whead = s->wnext;
-        if (p->whead)
-            p->whead->wprev = NULL;
-        else
-            p->wtail = NULL;
-        s->wnext = s->wprev = NULL;
+        wait_unlink(p, s);
         conn_queue(c, s->frame);
         s->frame = NULL;
         s->state = S_SENT;
@@ -409,7 +488,8 @@ int ol_rpc_call(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec 
     if (reply_max > r->reply_window || len > OL_RPC_PAYLOAD_LIMIT ||
         (p->state == P_READY && len > p->max_payload))
         return -EMSGSIZE;
-    if (!p->nfree || p->reply_reserved + reply_max > r->reply_window)
+    if (!p->nfree || p->reply_reserved + reply_max > r->reply_window ||
+        p->wait_bytes + OL_RPC_HDR_LEN + len > r->window)
         return -EAGAIN;
     struct ol_rpc_slot *s = &p->slots[p->freelist[p->nfree - 1]];
     uint64_t id = (++p->seq << 16) | (uint64_t)(s - p->slots);
@@ -425,6 +505,7 @@ int ol_rpc_call(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec 
     s->reply_max = reply_max;
     s->state = S_WAITING;
     p->reply_reserved += reply_max;
+    p->wait_bytes += f->len;
     s->wnext = NULL;
     s->wprev = p->wtail;
     if (p->wtail)
@@ -466,11 +547,13 @@ void ol_rpc_reply(struct ol_rpc_req *req, int status, const struct iovec *iov, i
     }
     h.aux = c->grant;
     struct ol_rpc_out *f = frame_new(c->r, &h, iov, n);
+    uint32_t reply_max = req->reply_max;
     free(ri);
     if (!f) {
         conn_close(c);
         return;
     }
+    f->release = reply_max;
     c->credit_left += c->grant;
     c->grant = 0;
     conn_queue(c, f);
@@ -525,28 +608,50 @@ static void unauth_remove(struct ol_rpc_conn *c)
     r->nunauth--;
 }
 
+/* A closing connection with nothing in flight and no request held: its
+ * socket and buffers go now; the struct stays on the list, marked dead,
+ * until the deferred reap (so a walk of the list that closes connections
+ * never steps on freed memory). */
 static void conn_maybe_free(struct ol_rpc_conn *c)
 {
-    if (!c->closing || c->recv_armed || c->send_inflight || c->connecting || c->refs)
+    if (c->dead || !c->closing || c->recv_armed || c->send_inflight || c->connecting ||
+        c->refs)
         return;
     struct ol_rpc *r = c->r;
     close(c->fd);
+    c->fd = -1;
     while (c->ohead) {
         struct ol_rpc_out *f = c->ohead;
         c->ohead = f->next;
         free(f);
     }
-    free(c->req);
-    if (c->body && c->body != c->small)
+    c->otail = NULL;
+    /* a request being received owns its payload (c->body points into it) */
+    if (c->req)
+        free(c->req);
+    else if (c->body && c->body != c->small)
         free(c->body);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        r->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    c->req = NULL;
+    c->body = NULL;
+    c->dead = true;
     r->nconns--;
-    free(c);
+    ol_loop_defer(r->loop, &r->deliver);
+}
+
+static void conn_reap(struct ol_rpc *r)
+{
+    for (struct ol_rpc_conn *c = r->conns, *next; c; c = next) {
+        next = c->next;
+        if (!c->dead)
+            continue;
+        if (c->prev)
+            c->prev->next = c->next;
+        else
+            r->conns = c->next;
+        if (c->next)
+            c->next->prev = c->prev;
+        free(c);
+    }
 }
 
 /* Detaches a dialer's connection from its peer: the peer goes down (a
@@ -575,6 +680,8 @@ static void conn_detach(struct ol_rpc_conn *c)
 
 static void conn_close(struct ol_rpc_conn *c)
 {
+    if (c->dead)
+        return;
     if (!c->closing) {
         c->closing = true;
         unauth_remove(c);
@@ -627,8 +734,18 @@ static struct ol_rpc_conn *conn_new(struct ol_rpc *r, int fd, bool dialer)
         r->conns->prev = c;
     r->conns = c;
     r->nconns++;
-    int one = 1;
+    /* A peer host that dies or is cut off without a reset: unacknowledged
+     * bytes fail the connection after OL_RPC_USER_TIMEOUT_MS, an idle one
+     * after its keepalive probes; its calls then fail at once instead of
+     * waiting out their deadlines one by one. */
+    int one = 1, idle = OL_RPC_KEEPIDLE_S, intvl = OL_RPC_KEEPINTVL_S, cnt = OL_RPC_KEEPCNT;
+    unsigned user_timeout = OL_RPC_USER_TIMEOUT_MS;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
     return c;
 }
 
@@ -657,6 +774,7 @@ static void dialer_hello(struct ol_rpc_conn *c)
     }
     memcpy(b + 8, c->nonce_d, OL_RPC_NONCE_LEN);
     memcpy(b + 8 + OL_RPC_NONCE_LEN, r->cluster, OL_RPC_NAME_LEN);
+    ol_le_st32(b + 104, r->reply_window);
     c->state = C_CHAL;
     if (conn_send(c, OL_RPC_HELLO, 0, 0, b, sizeof b) == 0)
         conn_arm(c);
@@ -668,6 +786,11 @@ static void acceptor_hello(struct ol_rpc_conn *c, const uint8_t *b)
     struct ol_rpc *r = c->r;
     c->peer_id = (int64_t)ol_le_ld64(b);
     memcpy(c->nonce_d, b + 8, OL_RPC_NONCE_LEN);
+    c->reply_budget = ol_le_ld32(b + 104);
+    if (ol_le_ld32(b + 108) != 0) {
+        conn_refuse(c, OL_RPC_PROTOCOL, "reserved field not zero");
+        return;
+    }
     if (memcmp(b + 8 + OL_RPC_NONCE_LEN, r->cluster, OL_RPC_NAME_LEN) != 0) {
         atomic_fetch_add(&r->auth_failures, 1);
         log_limited(r, "node rpc: a dialer (claims node %lld) names another cluster: refused",
@@ -706,9 +829,21 @@ static void acceptor_auth(struct ol_rpc_conn *c, const uint8_t *b)
     unauth_remove(c);
     /* One connection per dialer: a newer one (the node restarted, or
      * reconnected before this end saw the old one go) replaces the older. */
-    for (struct ol_rpc_conn *o = r->conns; o; o = o->next)
-        if (o != c && !o->dialer && !o->closing && o->state == C_OPEN && o->peer_id == c->peer_id)
-            conn_close(o);
+    bool held = false;
+    for (struct ol_rpc_conn *o = r->conns, *next; o; o = next) {
+        next = o->next;
+        if (o == c || o->dead || o->dialer || o->state != C_OPEN || o->peer_id != c->peer_id)
+            continue;
+        held |= o->refs > 0;
+        conn_close(o);
+    }
+    if (held) {
+        /* its requests there still count against this dialer: it holds
+         * no more than one window at a time, and comes back after its
+         * backoff, when the handlers have answered them */
+        conn_refuse(c, OL_RPC_BUSY, "the previous connection's requests are still held");
+        return;
+    }
     c->state = C_OPEN;
     c->credit_left = r->window;
     conn_send(c, OL_RPC_READY, r->window, 0, NULL, 0);
@@ -734,6 +869,10 @@ static void dialer_challenge(struct ol_rpc_conn *c, const uint8_t *b)
         atomic_fetch_add_explicit(&p->auth_failures, 1, memory_order_relaxed);
         log_limited(r, "node rpc: %s (node %lld) failed authentication (another cluster "
                     "secret?): closed", p->addr, (long long)aid);
+        conn_close(c);
+        return;
+    }
+    if (ol_le_ld32(b + 76) != 0) {
         conn_close(c);
         return;
     }
@@ -796,7 +935,8 @@ static int frame_begin(struct ol_rpc_conn *c)
         conn_refuse(c, OL_RPC_PROTOCOL, lim < 0 ? "frame out of place" : "frame too large");
         return -1;
     }
-    if (h->revision > atomic_load_explicit(&r->peer_revision, memory_order_relaxed))
+    if (c->state == C_OPEN &&
+        h->revision > atomic_load_explicit(&r->peer_revision, memory_order_relaxed))
         atomic_store_explicit(&r->peer_revision, h->revision, memory_order_relaxed);
     c->body_have = 0;
     if (h->type == OL_RPC_REQUEST) {
@@ -805,7 +945,12 @@ static int frame_begin(struct ol_rpc_conn *c)
             conn_refuse(c, OL_RPC_PROTOCOL, "request over its credit");
             return -1;
         }
+        if (c->reply_held + h->aux > c->reply_budget) {
+            conn_refuse(c, OL_RPC_PROTOCOL, "request over its reply window");
+            return -1;
+        }
         c->credit_left -= flen;
+        c->reply_held += h->aux;
         struct ol_rpc_reqi *ri = malloc(sizeof *ri + h->len);
         if (!ri) {
             conn_close(c);
@@ -1059,7 +1204,7 @@ static void on_tick(ol_loop *loop, struct ol_timer *t)
     uint64_t now = ol_loop_now_ms(loop);
     for (struct ol_rpc_conn *c = r->conns, *next; c; c = next) {
         next = c->next;
-        if (c->closing)
+        if (c->closing || c->dead)
             continue;
         if (c->state != C_OPEN && now >= c->deadline_ms) {
             if (!c->dialer)
@@ -1153,9 +1298,6 @@ void ol_rpc_peer_remove(struct ol_rpc *r, int64_t id)
     struct ol_rpc_peer *p = peer_find(r, id);
     if (!p)
         return;
-    if (p->conn)
-        conn_close(p->conn); /* detaches: its calls fail now */
-    peer_fail_calls(p, -ECONNRESET);
     pthread_mutex_lock(&r->mu);
     struct ol_rpc_peer **pp = &r->buckets[(uint64_t)id % OL_RPC_BUCKETS];
     while (*pp != p)
@@ -1163,9 +1305,15 @@ void ol_rpc_peer_remove(struct ol_rpc *r, int64_t id)
     *pp = p->hnext;
     r->npeers--;
     pthread_mutex_unlock(&r->mu);
-    free(p->slots);
-    free(p->freelist);
-    free(p);
+    if (p->conn)
+        conn_close(p->conn); /* detaches: its calls fail */
+    peer_fail_calls(p, -ECONNRESET);
+    p->state = P_DOWN;
+    /* freed by the deferred delivery, after its calls' callbacks ran (a
+     * walk of the buckets in progress may still hold it: its hnext stays) */
+    p->dnext = r->dead_peers;
+    r->dead_peers = p;
+    ol_loop_defer(r->loop, &r->deliver);
 }
 
 int ol_rpc_peer_ready(const struct ol_rpc *r, int64_t id)
@@ -1186,6 +1334,7 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
         return -EINVAL;
     }
     if (strlen(p->cluster) >= OL_RPC_NAME_LEN || window < (64u << 10) ||
+        p->reply_window > OL_RPC_PAYLOAD_LIMIT ||
         window > OL_RPC_PAYLOAD_LIMIT + OL_RPC_HDR_LEN || (calls & (calls - 1)) ||
         calls > 65536 || p->self_id < 0) {
         snprintf(err, errlen, "node rpc: a parameter is out of range");
@@ -1224,6 +1373,7 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
             r->accepting = true;
     }
     r->tick.fn = on_tick;
+    r->deliver.fn = on_deliver;
     ol_timer_arm(loop, &r->tick, OL_RPC_TICK_MS);
     *out = r;
     return 0;
@@ -1241,23 +1391,23 @@ void ol_rpc_close_all(struct ol_rpc *r)
     for (int b = 0; b < OL_RPC_BUCKETS; b++)
         for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext)
             peer_fail_calls(p, -ECANCELED);
-    for (struct ol_rpc_conn *c = r->conns, *next; c; c = next) {
-        next = c->next;
-        conn_close(c);
-    }
+    for (struct ol_rpc_conn *c = r->conns; c; c = c->next)
+        conn_close(c);   /* never frees: see conn_maybe_free */
 }
 
 int ol_rpc_idle(const struct ol_rpc *r)
 {
-    return r->conns == NULL && !r->accepting;
+    return r->nconns == 0 && !r->accepting;
 }
 
 void ol_rpc_destroy(struct ol_rpc *r)
 {
     if (!r)
         return;
-    while (r->conns) {
-        struct ol_rpc_conn *c = r->conns;
+    r->closing = true;
+    for (struct ol_rpc_conn *c = r->conns; c; c = c->next) {
+        if (c->dead)
+            continue;
         c->closing = true;
         c->recv_armed = c->send_inflight = c->connecting = false;
         if (c->peer)
@@ -1266,13 +1416,13 @@ void ol_rpc_destroy(struct ol_rpc *r)
         c->refs = 0; /* requests still held by handlers die with the loop */
         conn_maybe_free(c);
     }
+    ol_timer_cancel(r->loop, &r->deliver);
+    on_deliver(r->loop, &r->deliver);   /* the failed calls' callbacks; frees the dead */
     for (int b = 0; b < OL_RPC_BUCKETS; b++)
         while (r->buckets[b]) {
             struct ol_rpc_peer *p = r->buckets[b];
             r->buckets[b] = p->hnext;
-            free(p->slots);
-            free(p->freelist);
-            free(p);
+            peer_free(p);
         }
     if (r->lfd >= 0)
         close(r->lfd);

@@ -14,19 +14,21 @@
  *   - Requests spend credit: a dialer never has more request bytes (header
  *     included) sent and unanswered than its acceptor granted (the window,
  *     given in READY and given back in each REPLY as the acceptor finishes
- *     requests). A dialer over its credit breaks the protocol: closed. So an
- *     acceptor holds at most `window` bytes of requests per dialer, and one
- *     connection per dialer id (a newer one replaces an older).
+ *     requests). A dialer over its credit breaks the protocol: closed. An
+ *     acceptor keeps one connection per dialer id (a newer one replaces an
+ *     older, and is turned away, CLOSE busy, while the older's requests are
+ *     still held). So it holds at most `window` bytes of requests per node.
  *   - Replies spend no credit (so two nodes calling each other cannot
  *     deadlock): each request says the most reply bytes it accepts
  *     (reply_max), and a dialer keeps the sum of reply_max of its calls in
- *     flight within its reply window. An acceptor's queued replies to one
- *     dialer are bounded by that dialer's reply window; a reply over its
- *     reply_max breaks the protocol.
+ *     flight within its reply window, which it announces in HELLO and the
+ *     acceptor enforces (the reply_max of requests not yet answered on the
+ *     wire). So an acceptor's queued replies to one dialer are bounded by
+ *     that window; a reply over its reply_max breaks the protocol.
  *   - A call that does not fit the credit waits in the peer's queue (a
- *     "credit stall"); the queue holds at most max_calls calls. A call
- *     beyond any bound fails at once with -EAGAIN (retryable), never grows
- *     a queue.
+ *     "credit stall"); the queue holds at most a window of frames and
+ *     max_calls calls. A call beyond any bound fails at once with -EAGAIN
+ *     (retryable), never grows a queue.
  *   - Before its proof checks, a connection holds no buffer but the few
  *     bytes of a handshake frame inside it, must finish within
  *     handshake_ms, and at most max_unauth such live at once (one more
@@ -62,6 +64,12 @@ struct ol_rpc;
 #define OL_RPC_BACKOFF_MIN_MS 50u
 #define OL_RPC_BACKOFF_MAX_MS 2000u
 #define OL_RPC_MIN_SECRET     16u     /* bytes of cluster secret, at least */
+/* A dead or cut-off peer host (no reset): its connection fails after this
+ * long with bytes unacknowledged, or idle after keepalive probes. */
+#define OL_RPC_USER_TIMEOUT_MS 10000u
+#define OL_RPC_KEEPIDLE_S     5
+#define OL_RPC_KEEPINTVL_S    2
+#define OL_RPC_KEEPCNT        3
 
 /* Built-in operations (handlers of others: ol_rpc_handle). */
 enum {
@@ -101,9 +109,12 @@ struct ol_rpc_req {
  * credit until then. */
 typedef void (*ol_rpc_handler)(struct ol_rpc_req *req, void *arg);
 
-/* A call's end, exactly once, never inside ol_rpc_call. rc >= 0: the
- * reply's status, with its payload[0, len) valid during the callback only;
- * rc < 0: -errno as above (payload NULL). */
+/* A call's end, exactly once, never inside ol_rpc_call nor inside any
+ * other function of this endpoint (failures are delivered from a deferred
+ * callback of the loop), so it may call anything here, ol_rpc_peer_remove
+ * of its own peer included. rc >= 0: the reply's status, with its
+ * payload[0, len) valid during the callback only; rc < 0: -errno as above
+ * (payload NULL). */
 typedef void (*ol_rpc_done)(void *arg, int rc, const uint8_t *payload, uint32_t len);
 
 /*

@@ -147,13 +147,13 @@ def test_strangers_on_the_node_port_get_nothing(etcd, make_daemon, tmp_path):
     with socket.create_connection(addr) as s:
         s.sendall(b"OLRP\x01\x01\x00")
     # another cluster's HELLO
-    hello = struct.pack("<Q", 9) + os.urandom(32) + b"other".ljust(64, b"\0")
+    hello = struct.pack("<Q", 9) + os.urandom(32) + b"other".ljust(64, b"\0") + bytes(8)
     with socket.create_connection(addr) as s:
         s.sendall(frame(1, hello))
         _, st = read_close(s)
         assert st == 8
     # the right cluster, a made-up proof
-    hello = struct.pack("<Q", 9) + os.urandom(32) + b"c1".ljust(64, b"\0")
+    hello = struct.pack("<Q", 9) + os.urandom(32) + b"c1".ljust(64, b"\0") + bytes(8)
     with socket.create_connection(addr) as s:
         s.sendall(frame(1, hello))
         time.sleep(0.1)
