@@ -356,6 +356,8 @@ int ol_etcd_open(const struct ol_etcd_opts *o, struct ol_etcd **out, char *err, 
     e->o = *o;
     if (e->o.timeout_ms <= 0)
         e->o.timeout_ms = 5000;
+    if (o->n_endpoints > 0)
+        e->cur = (o->first % o->n_endpoints + o->n_endpoints) % o->n_endpoints;
     *out = e;
     return 0;
 }

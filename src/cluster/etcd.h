@@ -40,6 +40,8 @@ struct ol_etcd_opts {
     const char *cert_file;  /* client certificate (etcd --client-cert-auth), or NULL */
     const char *key_file;
     long timeout_ms;        /* each request, connect included */
+    int first;              /* the endpoint to try first (mod n_endpoints): nodes that
+                               start on different ones spread etcd's load */
 };
 
 struct ol_etcd;

@@ -561,6 +561,10 @@ int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
     pthread_cond_init(&cl->cv, &ca);
     pthread_condattr_destroy(&ca);
     ol_cluster_etcd_opts(cfg, &cl->eo);
+    /* each node starts on its own endpoint (by id): a cluster's lease
+     * renewals and watches spread over etcd's members instead of all
+     * landing on the first of the list */
+    cl->eo.first = (int)(self->id % (cl->eo.n_endpoints ? cl->eo.n_endpoints : 1));
     int rc = ol_etcd_open(&cl->eo, &cl->lease_e, err, errlen);
     if (rc == 0)
         rc = ol_etcd_open(&cl->eo, &cl->watch_e, err, errlen);
