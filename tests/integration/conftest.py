@@ -71,15 +71,17 @@ class Daemon:
         self.proc = None
         self.stderr_path = tmp_path / f"openlaked-{self.port}.stderr"
         self.ssl_context = None   # set for a daemon serving TLS (https url)
+        self.host = "127.0.0.1"   # where its S3 listener is reached
+        self.wrap = []            # a command prefix, e.g. ["ip", "netns", "exec", NS]
 
     @property
     def url(self):
         scheme = "https" if self.ssl_context else "http"
-        return f"{scheme}://127.0.0.1:{self.port}"
+        return f"{scheme}://{self.host}:{self.port}"
 
     def start(self, wait=True):
         self._err = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen([bin_path("openlaked"), *self.args], cwd=self.tmp,
+        self.proc = subprocess.Popen([*self.wrap, bin_path("openlaked"), *self.args], cwd=self.tmp,
                                      env=self.env, stdout=subprocess.PIPE,
                                      stderr=self._err, text=True)
         if wait:

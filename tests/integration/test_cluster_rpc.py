@@ -14,6 +14,7 @@ import os
 import re
 import socket
 import struct
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -280,3 +281,117 @@ def test_probe_needs_a_signature_and_a_cluster(etcd, make_daemon, tmp_path):
     assert r.returncode == 2 and b"go with topology --probe" in r.stderr
     r = cli("cluster", "status", "--etcd", etcd.url, "--cluster", "c1", "--probe")
     assert r.returncode == 2 and b"--probe goes with topology" in r.stderr
+
+
+class Etcd3:
+    """A three-member etcd on loopback: members killed and started one by one."""
+
+    def __init__(self, tmp):
+        ports = conftest.free_ports(6)
+        self.tmp = tmp
+        self.m = [(f"m{i}", ports[2 * i], ports[2 * i + 1]) for i in range(3)]
+        self.urls = [f"http://127.0.0.1:{c}" for _, c, _ in self.m]
+        self.initial = ",".join(f"{n}=http://127.0.0.1:{p}" for n, _, p in self.m)
+        self.procs = [None] * 3
+        self.logs = [None] * 3
+
+    def start(self, i):
+        n, c, p = self.m[i]
+        self.logs[i] = open(self.tmp / f"etcd3-{n}.log", "a")
+        self.procs[i] = subprocess.Popen(
+            [ETCD, "--name", n, "--data-dir", str(self.tmp / f"etcd3-{n}"),
+             "--listen-client-urls", self.urls[i], "--advertise-client-urls", self.urls[i],
+             "--listen-peer-urls", f"http://127.0.0.1:{p}",
+             "--initial-advertise-peer-urls", f"http://127.0.0.1:{p}",
+             "--initial-cluster", self.initial, "--initial-cluster-state", "new"],
+            stdout=self.logs[i], stderr=subprocess.STDOUT)
+
+    def healthy(self, i):
+        try:
+            with urllib.request.urlopen(self.urls[i] + "/health", timeout=1) as r:
+                return json.load(r).get("health") == "true"
+        except OSError:
+            return False
+
+    def kill(self, i):
+        if self.procs[i] and self.procs[i].poll() is None:
+            self.procs[i].kill()
+            self.procs[i].wait()
+        if self.logs[i]:
+            self.logs[i].close()
+        self.procs[i] = self.logs[i] = None
+
+
+@pytest.fixture
+def etcd3(tmp_path):
+    e = Etcd3(tmp_path)
+    try:
+        for i in range(3):
+            e.start(i)
+        wait_for(lambda: all(e.healthy(i) for i in range(3)), "3 etcd members healthy",
+                 timeout=60)
+        yield e
+    finally:
+        for i in range(3):
+            e.kill(i)
+
+
+def test_an_etcd_member_dies_then_all_of_etcd(etcd3, make_daemon, tmp_path):
+    s = secret(tmp_path)
+    eps = ",".join(etcd3.urls)
+
+    def mk(nid):
+        d = make_daemon(args=[
+            "--cluster.name", "c1", "--cluster.etcd", eps, "--self-id", str(nid),
+            "--cluster.lease-ttl-secs", "4", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
+            "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s])
+        return d
+
+    a, b = mk(1), mk(2)     # node 1 starts on etcd member 1, node 2 on member 2
+    wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected")
+
+    def st():
+        r = cli("--json", "cluster", "status", "--etcd", eps, "--cluster", "c1")
+        assert r.returncode in (0, 1), r.stderr
+        return r.returncode, json.loads(r.stdout)
+
+    rc, j = st()
+    assert rc == 0 and j["etcd"]["healthy"] == 3 and [n["id"] for n in j["nodes"]] == [1, 2]
+
+    # one member of three dies (node 1's): a quorum remains; both nodes stay
+    # registered (node 1's handles move to the next endpoint), connected,
+    # serving; status says etcd is degraded
+    etcd3.kill(1)
+    time.sleep(5)                              # more than a lease (4 s)
+    for d in (a, b):
+        assert metric(d, "openlake_cluster_registered") == 1
+        assert metric(d, "openlake_cluster_members") == 2
+        assert d.is_ready()
+    assert up(a, 2) == 1 and up(b, 1) == 1
+    rc, j = st()
+    assert rc == 1 and j["etcd"]["healthy"] == 2 and [n["id"] for n in j["nodes"]] == [1, 2]
+    assert all(n["state"] == "active" and n["ready"] for n in j["nodes"])
+
+    # all of etcd down: the nodes serve on the membership last known, their
+    # node RPC connections stay; status cannot read the members
+    etcd3.kill(0)
+    etcd3.kill(2)
+    for d in (a, b):
+        wait_for(lambda: metric(d, "openlake_cluster_etcd_up") == 0, "etcd away")
+    time.sleep(1)
+    for d in (a, b):
+        assert metric(d, "openlake_cluster_members") == 2
+        assert d.is_ready()
+    assert up(a, 2) == 1 and up(b, 1) == 1
+    r = cli("cluster", "status", "--etcd", eps, "--cluster", "c1", "--timeout-ms", "500")
+    assert r.returncode == 1 and b"cannot read the members" in r.stdout, r.stdout
+
+    # etcd back (its members from their data dirs): the nodes are registered again
+    for i in range(3):
+        etcd3.start(i)
+    wait_for(lambda: all(etcd3.healthy(i) for i in range(3)), "etcd back", timeout=60)
+    for d in (a, b):
+        wait_for(lambda: metric(d, "openlake_cluster_etcd_up") == 1 and
+                 metric(d, "openlake_cluster_registered") == 1, "registered again", timeout=30)
+    rc, j = st()
+    assert rc == 0 and [n["id"] for n in j["nodes"]] == [1, 2]
