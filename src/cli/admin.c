@@ -8,6 +8,8 @@
 #include "s3/sigv4.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <netdb.h>
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -60,9 +62,10 @@ static void hex_sha256(const void *p, size_t n, char out[65])
     out[64] = 0;
 }
 
-int ol_cli_admin_request(const struct ol_cli_cred *a, const char *host, const char *port,
-                         const char *method, const char *path, const char *query, char *resp,
-                         size_t cap)
+int ol_cli_sign_head(const struct ol_cli_cred *a, const char *host, const char *port,
+                     const char *method, const char *path, const char *query,
+                     bool unsigned_payload, uint64_t content_length, bool keep_alive, char *out,
+                     size_t cap)
 {
     char amz_date[17], date[9], hosthdr[300], payload[65];
     time_t now = time(NULL);
@@ -72,10 +75,14 @@ int ol_cli_admin_request(const struct ol_cli_cred *a, const char *host, const ch
     memcpy(date, amz_date, 8);
     date[8] = 0;
     snprintf(hosthdr, sizeof hosthdr, "%s:%s", host, port);
-    hex_sha256("", 0, payload);
+    if (unsigned_payload)
+        snprintf(payload, sizeof payload, "UNSIGNED-PAYLOAD");
+    else
+        hex_sha256("", 0, payload);
+    size_t plen = strlen(payload);
     struct ol_http_header h[3] = {
         {"host", 4, hosthdr, strlen(hosthdr)},
-        {"x-amz-content-sha256", 20, payload, 64},
+        {"x-amz-content-sha256", 20, payload, plen},
         {"x-amz-date", 10, amz_date, 16},
     };
     static const char signed_h[] = "host;x-amz-content-sha256;x-amz-date";
@@ -84,7 +91,7 @@ int ol_cli_admin_request(const struct ol_cli_cred *a, const char *host, const ch
         return -ENOMEM;
     int cl = ol_sigv4_canonical_request(method, strlen(method), path, strlen(path), query,
                                         strlen(query), false, h, 3, signed_h, sizeof signed_h - 1,
-                                        payload, 64, canon, OL_SIGV4_MAX_CANONICAL);
+                                        payload, plen, canon, OL_SIGV4_MAX_CANONICAL);
     if (cl < 0) {
         free(canon);
         return cl;
@@ -104,17 +111,29 @@ int ol_cli_admin_request(const struct ol_cli_cred *a, const char *host, const ch
     char sighex[65];
     ol_sigv4_hex(sig, sighex);
     sighex[64] = 0;
-
-    char req[2048];
-    int rl = snprintf(req, sizeof req,
+    int rl = snprintf(out, cap,
                       "%s %s%s%s HTTP/1.1\r\nHost: %s\r\nx-amz-date: %s\r\n"
                       "x-amz-content-sha256: %s\r\nAuthorization: " OL_SIGV4_ALGO
                       " Credential=%s/%s, SignedHeaders=%s, Signature=%s\r\n"
-                      "Content-Length: 0\r\nConnection: close\r\n\r\n",
+                      "Content-Length: %llu\r\n%s\r\n",
                       method, path, query[0] ? "?" : "", query, hosthdr, amz_date, payload, a->ak,
-                      scope, signed_h, sighex);
-    if (rl < 0 || (size_t)rl >= sizeof req)
+                      scope, signed_h, sighex, (unsigned long long)content_length,
+                      keep_alive ? "" : "Connection: close\r\n");
+    if (rl < 0 || (size_t)rl >= cap)
         return -E2BIG;
+    return rl;
+}
+
+int ol_cli_admin_request(const struct ol_cli_cred *a, const char *host, const char *port,
+                         const char *method, const char *path, const char *query, char *resp,
+                         size_t cap)
+{
+    char req[2048];
+    int rl = ol_cli_sign_head(a, host, port, method, path, query, false, 0, false, req,
+                              sizeof req);
+    if (rl < 0)
+        return rl;
+    int rc = 0;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     rc = getaddrinfo(host, port, &hints, &ai);
     if (rc != 0)

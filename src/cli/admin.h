@@ -11,7 +11,9 @@
 #ifndef OL_CLI_ADMIN_H
 #define OL_CLI_ADMIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cli/cli.h"
 
@@ -29,6 +31,17 @@ struct ol_cli_cred_flags {
  * (the message printed, naming cmd). A --secret-key flag is warned about. */
 int ol_cli_cred_load(const struct ol_cli *cli, const char *cmd, const struct ol_cli_cred_flags *f,
                      struct ol_cli_cred *out);
+
+/* The head of a request signed with c (SigV4, header form): method
+ * path?query to host:port, x-amz-content-sha256 the empty body's hash, or
+ * UNSIGNED-PAYLOAD (a body that the signature does not cover, as S3
+ * allows), Content-Length content_length, "Connection: close" unless
+ * keep_alive; path and query already percent-encoded. Its length, or
+ * -E2BIG (cap too small), -ENOMEM. */
+int ol_cli_sign_head(const struct ol_cli_cred *c, const char *host, const char *port,
+                     const char *method, const char *path, const char *query,
+                     bool unsigned_payload, uint64_t content_length, bool keep_alive, char *out,
+                     size_t cap);
 
 /* method path?query to host:port, signed, with an empty body: the HTTP
  * status (or -errno: -EHOSTUNREACH, -ECONNREFUSED, -EMSGSIZE when the

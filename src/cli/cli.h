@@ -117,6 +117,7 @@ const char *ol_cli_default_kv_sock(void);
 int ol_cmd_version(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_kv(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv);
+int ol_cmd_bench_client(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_heal(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv);
 

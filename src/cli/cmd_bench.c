@@ -66,8 +66,10 @@ int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv)
     uint64_t vsize = 256 << 10;
     unsigned batch = 32;
     double seconds = 6;
+    if (argc >= 2 && !strcmp(argv[1], "client"))
+        return ol_cmd_bench_client(cli, argc, argv);
     if (argc < 2 || strcmp(argv[1], "kv") != 0)
-        return ol_cli_usage_error(cli, "bench", "what to load: kv");
+        return ol_cli_usage_error(cli, "bench", "what to load: kv, or client");
     static const char *const opts[] = {"--addr", "--token", "--token-file", "--ns",
                                        "--value-size", "--batch", "--seconds", NULL};
     for (int i = 2; i < argc; i++) {

@@ -233,8 +233,7 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
             ol_json_object_end(&j);
         }
         ol_json_array_end(&j);
-        ol_json_object_end(&j);
-        putchar('\n');
+        ol_json_object_end(&j);   /* the top level ends its line */
     } else {
         printf("cluster %s: %d node%s", name, l.n, l.n == 1 ? "" : "s");
         if (rc == 0)
@@ -499,8 +498,7 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
             ol_json_object_end(&j);
         }
         ol_json_array_end(&j);
-        ol_json_object_end(&j);
-        putchar('\n');
+        ol_json_object_end(&j);   /* the top level ends its line */
     } else {
         printf("cluster %s at etcd revision %lld: %d node%s, %d KV member%s\n", name,
                (long long)rev, l.n, l.n == 1 ? "" : "s", nkv, nkv == 1 ? "" : "s");

@@ -196,8 +196,7 @@ int ol_cmd_heal(const struct ol_cli *cli, int argc, char **argv)
         ol_json_uint(&j, fa);
         ol_json_key(&j, "bytes_written");
         ol_json_uint(&j, by);
-        ol_json_object_end(&j);
-        fputc('\n', stdout);
+        ol_json_object_end(&j);   /* the top level ends its line */
     } else {
         char hb[32];
         human_bytes(by, hb, sizeof hb);

@@ -129,8 +129,7 @@ static int ol_kv_stats(const struct ol_cli *cli, ol_client *c)
             ol_json_key(&j, ol_kv_stat_name(i));
             ol_json_uint(&j, v[i]);
         }
-        ol_json_object_end(&j);
-        putchar('\n');
+        ol_json_object_end(&j);   /* the top level ends its line */
         return OL_EXIT_OK;
     }
     static const struct ol_col cols[] = {{"counter", "COUNTER", OL_ALIGN_LEFT},

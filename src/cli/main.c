@@ -75,10 +75,11 @@ static const struct ol_cli_cmd ol_commands[] = {
     },
     {
         "bench",
-        "Load a service and report its speed: bench kv",
+        "Load a service and report its speed: bench kv | client",
         "usage: openlake bench kv [options]\n"
+        "       openlake bench client --target URL --op read|write [options]\n"
         "\n"
-        "Puts batches of new values, gets them back (checking the bytes), then\n"
+        "kv: puts batches of new values, gets them back (checking the bytes), then\n"
         "looks them up, a third of --seconds each, through the C client (the\n"
         "shared slab over the Unix socket, values inline over TCP). Reports\n"
         "keys/s, GB/s and per-batch latency p50/p99/p999 for each (--json: an\n"
@@ -87,7 +88,7 @@ static const struct ol_cli_cmd ol_commands[] = {
         "share of it the kernel had pages for (a put onto a page without one\n"
         "waits for the kernel to allocate it; JSON: slab, slab_allocated_frac).\n"
         "\n"
-        "Options:\n"
+        "Options of kv:\n"
         "  --addr ADDR          the Unix socket or host:port; default kv.sock in ./data\n"
         "                       if it is there, else in $XDG_DATA_HOME/openlake\n"
         "  --token-file FILE    the KV token's file (also OPENLAKE_KV_TOKEN_FILE;\n"
@@ -96,7 +97,27 @@ static const struct ol_cli_cmd ol_commands[] = {
         "  --ns NAMESPACE       default \"bench\"\n"
         "  --value-size BYTES   default 262144 (at most 16 MiB)\n"
         "  --batch KEYS         default 32 (at most 4096)\n"
-        "  --seconds S          default 6\n",
+        "  --seconds S          default 6\n"
+        "\n"
+        "client: the load test to run against any node from any host: --concurrency\n"
+        "workers, each with a connection of its own, write new values (--op write)\n"
+        "or read back a set each wrote first (--op read, every byte checked) for\n"
+        "--seconds; reports ops/s, GB/s, latency p50/p99/p999 per operation and\n"
+        "errors (--json: one object). Exit 1 when any operation failed.\n"
+        "\n"
+        "Options of client:\n"
+        "  --target URL         kv://HOST:PORT (KV over TCP), kv:PATH (its Unix socket:\n"
+        "                       the shared slab), http://HOST:PORT (S3)\n"
+        "  --op read|write\n"
+        "  --size BYTES         value or object size, default 262144 (at most 16 MiB)\n"
+        "  --concurrency N      workers, default 4 (at most 256)\n"
+        "  --seconds S          default 5\n"
+        "  --keys N             the set each worker reads, default 16\n"
+        "  KV: --token-file FILE, --token TOKEN, --ns NAMESPACE (default bench-client)\n"
+        "  S3: --bucket NAME (default openlake-bench, made when missing), and the\n"
+        "      credential: --access-key K --secret-key-file F, or --credentials FILE\n"
+        "      (the daemon's s3.credentials), or AWS_ACCESS_KEY_ID /\n"
+        "      AWS_SECRET_ACCESS_KEY; --region R\n",
         ol_cmd_bench,
     },
     {

@@ -148,3 +148,42 @@ def test_bench_kv_says_whether_the_slab_was_cold_or_warm(make_daemon):
     assert re.search(rb"^put .* warm \(100%\)$", r.stdout, re.M), r.stdout
     assert re.search(rb"^slab: warm: 100% of its 0\.\d GiB had pages when put began$", r.stdout,
                      re.M), r.stdout
+
+
+def test_bench_client_kv_and_s3(make_daemon):
+    d = make_daemon(threads=2)
+    tok = str(d.data / "kv.token")
+    creds = str(d.data / "s3.credentials")
+    runs = [
+        ("kv", f"kv://127.0.0.1:{d.kv_port}", "write", ["--token-file", tok]),
+        ("kv", f"kv://127.0.0.1:{d.kv_port}", "read", ["--token-file", tok]),
+        ("kv", f"kv:{d.data / 'kv.sock'}", "read", ["--token-file", tok]),
+        ("s3", f"http://127.0.0.1:{d.port}", "write", ["--credentials", creds]),
+        ("s3", f"http://127.0.0.1:{d.port}", "read", ["--credentials", creds]),
+    ]
+    for kind, target, op, extra in runs:
+        r = cli("--json", "bench", "client", "--target", target, "--op", op, "--seconds", "0.8",
+                "--size", "65536", "--concurrency", "3", "--keys", "4", *extra)
+        assert r.returncode == 0, (target, op, r.stdout, r.stderr)
+        res = json.loads(r.stdout)
+        assert res["op"] == op and res["concurrency"] == 3 and res["size"] == 65536
+        assert res["ops"] > 0 and res["errors"] == 0 and res["error"] is None, res
+        assert 0 < res["p50_us"] <= res["p99_us"] <= res["p999_us"]
+        assert res["gb_per_s"] > 0 and 0.7 < res["seconds"] < 5
+    # the objects are real: a read of the bucket the writes made
+    r = cli("bench", "client", "--target", f"http://127.0.0.1:{d.port}", "--op", "read",
+            "--seconds", "0.3", "--bucket", "openlake-bench", "--credentials", creds)
+    assert r.returncode == 0 and b"0 errors" in r.stdout, r.stdout
+    # a wrong token: refused, exit 1, said why
+    bad = d.data.parent / "bad.token"
+    bad.write_text("0" * 64 + "\n")
+    bad.chmod(0o600)
+    r = cli("bench", "client", "--target", f"kv://127.0.0.1:{d.kv_port}", "--op", "write",
+            "--seconds", "0.3", "--token-file", str(bad))
+    assert r.returncode == 1 and b"first error" in r.stdout, (r.stdout, r.stderr)
+    # usage
+    for args in (["--op", "read"], ["--target", "kv://h:1"], ["--target", "https://h:1",
+                 "--op", "read"], ["--target", "kv://h:1", "--op", "scan"],
+                 ["--target", "kv://h:1", "--op", "read", "--size", "0"],
+                 ["--target", "kv://h:1", "--op", "read", "--bucket", "b"]):
+        assert cli("bench", "client", *args).returncode == 2, args
