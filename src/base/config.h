@@ -184,6 +184,7 @@ struct ol_config {
         char secret[OL_CONFIG_KEY_LEN];              /* node-to-node; or from secret_file */
         char secret_file[OL_CONFIG_PATH_LEN];
         int64_t rpc_window_bytes;                    /* node RPC credit per dialer */
+        int64_t kv_timeout_ms;                       /* the KV pool's calls to a home */
     } cluster;
     int64_t threads;                    /* finalize turns 0 into online cores */
     int log_level;                      /* enum ol_log_level */

@@ -60,6 +60,7 @@ struct ol_daemon {
     struct ol_dirlock *locks;         /* the data and KV disk dirs, held for life (dirs.c) */
     struct ol_cluster *cluster;       /* membership in etcd ([cluster]); NULL: a single host */
     struct ol_daemon_net *net;        /* the node RPC (net.c); NULL: a single host */
+    struct ol_kvpool *kvpool;         /* the cluster's KV pool (kvpool.c); NULL: none */
 };
 
 /* cluster.c: joins the cluster of [cluster] (state "starting"): 0, or -1
@@ -83,6 +84,26 @@ size_t ol_daemon_net_metrics(struct ol_daemon *d, char *buf, size_t cap);
  * length; >= cap: did not fit); d must be a cluster node. Any thread. */
 int ol_daemon_net_probe_start(struct ol_daemon *d, uint32_t mib, uint64_t *id);
 size_t ol_daemon_net_probe_json(struct ol_daemon *d, char *buf, size_t cap);
+
+/* net.c: the net loop and the node RPC endpoint (NULL outside a cluster). */
+struct ol_rpc;
+ol_loop *ol_daemon_net_loop(struct ol_daemon *d);
+struct ol_rpc *ol_daemon_net_rpc(struct ol_daemon *d);
+
+/* kvpool.c: the cluster's KV pool (docs/cluster.md "The KV pool"). create:
+ * before the cores and the net loop start (nothing without [cluster] or a
+ * KV service); 0 or -1 with err. core: on core i's thread once its KV
+ * server exists: the server's hooks. attach: on the net loop, the KV_GET
+ * and KV_PUT handlers. view: on the net loop, a new membership view (the
+ * placement snapshot). metrics: the openlake_kvpool_* lines. destroy: once
+ * the cores and the net loop stopped. */
+int ol_daemon_kvpool_create(struct ol_daemon *d, char *err, size_t errlen);
+int ol_daemon_kvpool_core(struct ol_daemon *d, int core);
+void ol_daemon_kvpool_attach(struct ol_daemon *d, struct ol_rpc *rpc);
+void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n,
+                           int64_t revision, uint64_t now_ms);
+size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap);
+void ol_daemon_kvpool_destroy(struct ol_daemon *d);
 
 /* dirs.c: makes each missing data dir and KV disk dir whose parent exists
  * (logged) and locks them all, before anything in them is read. 0, or

@@ -193,6 +193,10 @@ static int ol_core_init(ol_loop *loop, void *arg)
                                            cfg->kv_addr, &core->kv, core->err,
                                            sizeof core->err) < 0)
         return -1;
+    if (ol_daemon_kvpool_core(core->d, core->index) < 0) {
+        snprintf(core->err, sizeof core->err, "kv pool: no session free on a shard");
+        return -1;
+    }
     if (core->index == 0 && core->store && cfg->multipart_expiry_s > 0)
         ol_timer_arm(loop, &core->sweep, ol_sweep_ms(cfg));
     return 0;
@@ -420,7 +424,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "openlaked: %s\n", err);
         return 2;
     }
-    if (ol_daemon_net_start(&d, err, sizeof err) < 0) {
+    if (ol_daemon_kvpool_create(&d, err, sizeof err) < 0 ||
+        ol_daemon_net_start(&d, err, sizeof err) < 0) {
         fprintf(stderr, "openlaked: %s\n", err);
         ol_cluster_stop(d.cluster);
         return 2;
@@ -536,6 +541,7 @@ int main(int argc, char **argv)
     }
     free(d.cores);
     ol_daemon_net_stop(&d);
+    ol_daemon_kvpool_destroy(&d);
     ol_cluster_stop(d.cluster);      /* leaves now: the lease is revoked */
     ol_healer_stop(d.healer);
     if (d.store) {

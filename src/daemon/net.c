@@ -120,6 +120,7 @@ static void net_sync(ol_loop *loop, struct ol_timer *t)
             n->npeers = nn;
             n->synced = v.revision;
             ol_rpc_set_revision(n->rpc, v.revision);
+            ol_daemon_kvpool_view(n->d, n->view, cnt, v.revision, ol_loop_now_ms(loop));
         }
     }
     ol_timer_arm(loop, t, OL_NET_SYNC_MS);
@@ -345,6 +346,7 @@ static int net_init(ol_loop *loop, void *arg)
     };
     if (ol_rpc_create(loop, &p, &n->rpc, n->err, sizeof n->err) < 0)
         return -1;
+    ol_daemon_kvpool_attach(n->d, n->rpc);
     n->sync.fn = net_sync;
     ol_timer_arm(loop, &n->sync, 1);
     return 0;
@@ -418,6 +420,16 @@ void ol_daemon_net_stop(struct ol_daemon *d)
     free(n->probe.res);
     pthread_mutex_destroy(&n->probe.mu);
     free(n);
+}
+
+ol_loop *ol_daemon_net_loop(struct ol_daemon *d)
+{
+    return d->net ? d->net->loop : NULL;
+}
+
+struct ol_rpc *ol_daemon_net_rpc(struct ol_daemon *d)
+{
+    return d->net ? d->net->rpc : NULL;
 }
 
 size_t ol_daemon_net_metrics(struct ol_daemon *d, char *buf, size_t cap)

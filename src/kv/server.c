@@ -136,6 +136,12 @@ struct ol_kv_conn {
     uint32_t ns;
     uint64_t value_size;
     uint64_t session_id;
+    /* the cluster's KV pool (server.h, ol_kv_remote): the frame being
+     * served waits for keys fetched from their home nodes */
+    uint8_t fetch_state;      /* FETCH_NONE, FETCH_PENDING (token), FETCH_DONE */
+    uint64_t fetch_token;
+    uint16_t nslen;           /* the namespace of HELLO */
+    char nsb[OL_KV_MAX_NAMESPACE];
     char *in, *out;
     uint32_t in_len, out_len, out_sent;
     uint32_t nrefs, refs_done; /* out's slab references, and how many are sent (unpinned) */
@@ -161,9 +167,17 @@ struct ol_kvs_unit {
     struct ol_kv_shard *shard;
 };
 
+enum { FETCH_NONE, FETCH_PENDING, FETCH_DONE };
+
 struct ol_kv_server {
     ol_loop *loop;
     int core;
+    /* the cluster's KV pool: the daemon's hooks, and a session per tenant
+     * on this core's shards for what it stores and reads for other nodes */
+    struct ol_kv_remote remote;
+    bool has_remote;
+    int *rsid;                           /* [svc->ntenants] */
+    uint64_t fetch_seq;
     struct ol_kv_service *svc;
     struct ol_kvs_unit *units;           /* [svc->ntenants] */
     struct ol_kv_server **servers;
@@ -188,6 +202,9 @@ static _Atomic uint64_t ol_kv_next_session = 1;
 #define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 static void ol_kvc_process(struct ol_kv_conn *c);
+static void ol_kvc_saved(struct ol_kv_conn *c, struct ol_kv_hash h, const void *key,
+                         uint16_t klen, const void *value, uint64_t len, uint64_t sum);
+static void ol_kvc_saved_slot(struct ol_kv_conn *c, uint32_t slot);
 static void ol_kvc_flush(struct ol_kv_conn *c);
 static void ol_kvc_close(struct ol_kv_conn *c);
 
@@ -497,6 +514,8 @@ static void ol_on_kv_migrate(ol_loop *loop, struct ol_msg *m)
         c->crc_flag = src->crc_flag;
         c->ns_seed = src->ns_seed;
         c->ns = src->ns;
+        memcpy(c->nsb, src->nsb, src->nslen);
+        c->nslen = src->nslen;
         c->t = src->t;
         c->value_size = src->value_size;
         /* Frames the client pipelined behind its HELLO come along. */
@@ -581,6 +600,8 @@ static void ol_kvc_handle_hello(struct ol_kv_conn *c, const struct ol_kv_hdr *h,
     c->value_size = q.value_size ? q.value_size : OL_KVS_DEFAULT_VALUE;
     c->ns_seed = ol_kv_ns_seed(q.ns.p, q.ns.len);
     c->ns = (uint32_t)c->ns_seed;
+    memcpy(c->nsb, q.ns.p, q.ns.len);
+    c->nslen = (uint16_t)q.ns.len;
     if ((int)shard == s->core) {
         if (ol_kvc_bind(c) < 0) {
             ol_kvc_proto_error(c, h->req_id, OL_KV_BUSY, "too many sessions");
@@ -685,9 +706,12 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
     }
     case OL_KV_OP_COMMIT: {
         struct ol_kv_commit_item it;
-        while (ol_kv_dec_commit(d, &it) == 1)
-            ol_kv_enc_status(&e, (unsigned)ol_kv_shard_commit(sh, c->sid, it.slot, it.gen,
-                                                              it.value_len, it.checksum));
+        while (ol_kv_dec_commit(d, &it) == 1) {
+            int st = ol_kv_shard_commit(sh, c->sid, it.slot, it.gen, it.value_len, it.checksum);
+            ol_kv_enc_status(&e, (unsigned)st);
+            if (st == OL_KV_OK && s->has_remote)
+                ol_kvc_saved_slot(c, it.slot);
+        }
         break;
     }
     case OL_KV_OP_ABORT:
@@ -740,6 +764,9 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
                 } else {
                     st = (unsigned)ol_kv_shard_commit(sh, c->sid, loc.slot, loc.gen,
                                                       it.value_len, sum);
+                    if (st == OL_KV_OK && s->has_remote)
+                        ol_kvc_saved(c, kh, it.key.p, (uint16_t)it.key.len,
+                                     slab->base + loc.offset, it.value_len, sum);
                 }
             }
             ol_kv_enc_status(&e, st);
@@ -847,6 +874,20 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
 
 /* ---- disk tier ------------------------------------------------------------------ */
 
+/* Parks c: it reads no further frames until the server runs it again. */
+static void ol_kvc_park(struct ol_kv_conn *c, uint64_t now)
+{
+    struct ol_kv_server *s = c->srv;
+    if (!c->park_since)
+        c->park_since = now ? now : 1;
+    c->parked = true;
+    c->park_prev = NULL;
+    c->park_next = s->parked;
+    if (s->parked)
+        s->parked->park_prev = c;
+    s->parked = c;
+}
+
 /* Before an ACQUIRE or GET: starts reading the frame's disk-only keys into
  * RAM. Returns true when the frame must wait (the connection is parked). */
 static bool ol_kvc_wait_loads(struct ol_kv_conn *c, const struct ol_kv_dec *frame)
@@ -872,14 +913,7 @@ static bool ol_kvc_wait_loads(struct ol_kv_conn *c, const struct ol_kv_dec *fram
     }
     if (!wait)
         return false;
-    if (!c->park_since)
-        c->park_since = now ? now : 1;
-    c->parked = true;
-    c->park_prev = NULL;
-    c->park_next = s->parked;
-    if (s->parked)
-        s->parked->park_prev = c;
-    s->parked = c;
+    ol_kvc_park(c, now);
     return true;
 }
 
@@ -904,6 +938,164 @@ static void ol_kvs_disk_done(void *ctx, int ev, uint64_t tag, int status,
     ol_kv_shard_disk_done(u->shard, ev, tag, status, hdr);
     ol_kv_shard_pump(u->shard);
     ol_kvs_rekick(u->srv);
+}
+
+/* ---- the cluster's KV pool ------------------------------------------------------ */
+
+/* Before a LOOKUP, ACQUIRE or GET: the frame's keys that are nowhere here
+ * and homed on another node are fetched first. Returns true when the frame
+ * must wait (the connection is parked). */
+static bool ol_kvc_fetch(struct ol_kv_conn *c, const struct ol_kv_dec *frame)
+{
+    struct ol_kv_server *s = c->srv;
+    uint64_t now = ol_loop_now_ms(s->loop);
+    if (c->fetch_state == FETCH_DONE)
+        return false;
+    if (c->fetch_state == FETCH_PENDING) {
+        if (now - c->park_since < s->remote.wait_ms) {
+            ol_kvc_park(c, now);
+            return true;
+        }
+        c->fetch_state = FETCH_DONE; /* waited enough: answered from here */
+        return false;
+    }
+    struct ol_kv_dec d = *frame;
+    struct ol_kv_bytes k;
+    uint32_t n = 0;
+    while (ol_kv_dec_key(&d, &k) == 1 && n < OL_KVS_MAX_ITEMS) {
+        struct ol_kv_hash kh = ol_kv_key_hash(c->ns_seed, k.p, k.len);
+        if (ol_kv_shard_of(s->svc, kh) != s->core ||
+            ol_kv_shard_where(c->sh, c->ns, kh) != OL_KV_WHERE_MISS ||
+            !s->remote.remote_home(s->remote.arg, kh))
+            continue;
+        s->hs[n] = kh;
+        s->kp[n] = k.p;
+        s->kl[n] = (uint16_t)k.len;
+        n++;
+    }
+    c->fetch_state = FETCH_DONE;
+    if (!n)
+        return false;
+    struct ol_kv_fetch_req r = {
+        .core = s->core, .tenant = (int)(c->t - s->svc->tenants), .ns = c->nsb,
+        .nslen = c->nslen, .n = n, .hs = s->hs, .keys = s->kp, .klens = s->kl,
+        .token = ++s->fetch_seq};
+    if (s->remote.fetch(s->remote.arg, &r) < 0)
+        return false;
+    c->fetch_state = FETCH_PENDING;
+    c->fetch_token = r.token;
+    c->park_since = 0;
+    ol_kvc_park(c, now);
+    return true;
+}
+
+/* A value stored here by a client (COMMIT, PUT), when it is homed on
+ * another node: handed to the pool to send home. */
+static void ol_kvc_saved(struct ol_kv_conn *c, struct ol_kv_hash h, const void *key,
+                         uint16_t klen, const void *value, uint64_t len, uint64_t sum)
+{
+    struct ol_kv_server *s = c->srv;
+    if (!s->remote.remote_home(s->remote.arg, h))
+        return;
+    struct ol_kv_saved v = {.core = s->core, .tenant = (int)(c->t - s->svc->tenants),
+                            .ns = c->nsb, .nslen = c->nslen, .h = h, .key = key, .klen = klen,
+                            .value = value, .len = len, .sum = sum};
+    s->remote.saved(s->remote.arg, &v);
+}
+
+/* After a shared-memory COMMIT of slot: its key from the slot's header
+ * (checked), its value read under a pin of the pool's session. */
+static void ol_kvc_saved_slot(struct ol_kv_conn *c, uint32_t slot)
+{
+    struct ol_kv_server *s = c->srv;
+    const struct ol_kv_slab *slab = &c->t->slab;
+    struct ol_kv_slot_hdr hdr;
+    memcpy(&hdr, ol_kv_slab_hdr(slab, slot), sizeof hdr);
+    if (ol_kv_slab_hdr_check(&hdr) < 0 || hdr.ns != c->ns)
+        return;
+    struct ol_kv_hash h = {hdr.hash_lo, hdr.hash_hi};
+    if (!s->remote.remote_home(s->remote.arg, h))
+        return;
+    int tenant = (int)(c->t - s->svc->tenants);
+    struct ol_kv_loc loc;
+    if (ol_kv_shard_acquire(c->sh, s->rsid[tenant], c->ns, h, &loc) != OL_KV_OK)
+        return;
+    ol_kvc_saved(c, h, hdr.key, hdr.key_len, slab->base + loc.offset, loc.value_len,
+                 loc.value_sum);
+    ol_kv_shard_release(c->sh, s->rsid[tenant], loc.slot, loc.gen);
+}
+
+int ol_kv_server_set_remote(struct ol_kv_server *s, const struct ol_kv_remote *r)
+{
+    s->rsid = calloc((size_t)s->svc->ntenants, sizeof *s->rsid);
+    if (!s->rsid)
+        return -ENOMEM;
+    for (int i = 0; i < s->svc->ntenants; i++) {
+        int sid = ol_kv_shard_session_open(s->units[i].shard);
+        if (sid < 0) {
+            while (i-- > 0)
+                ol_kv_shard_session_close(s->units[i].shard, s->rsid[i]);
+            free(s->rsid);
+            s->rsid = NULL;
+            return sid;
+        }
+        s->rsid[i] = sid;
+    }
+    s->remote = *r;
+    s->has_remote = true;
+    return 0;
+}
+
+void ol_kv_server_fetched(struct ol_kv_server *s, uint64_t token)
+{
+    for (struct ol_kv_conn *c = s->parked; c; c = c->park_next)
+        if (c->fetch_state == FETCH_PENDING && c->fetch_token == token) {
+            c->fetch_state = FETCH_DONE;
+            ol_kvs_rekick(s);
+            return;
+        }
+}
+
+int ol_kv_server_store(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                       const void *key, uint16_t klen, const void *value, uint64_t len,
+                       uint64_t sum)
+{
+    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants);
+    struct ol_kv_tenant *t = &s->svc->tenants[tenant];
+    struct ol_kv_shard *sh = s->units[tenant].shard;
+    struct ol_kv_loc loc;
+    int st = ol_kv_shard_reserve(sh, s->rsid[tenant], ns, h, key, klen, len, 0,
+                                 ol_loop_now_ms(s->loop), &loc);
+    if (st != OL_KV_OK)
+        return st;
+    uint64_t got = ol_kv_copy_hash(t->slab.base + loc.offset, value, len);
+    if (sum && got != sum) {
+        ol_kv_shard_abort(sh, s->rsid[tenant], loc.slot, loc.gen);
+        return OL_KV_CHECKSUM_MISMATCH;
+    }
+    st = ol_kv_shard_commit(sh, s->rsid[tenant], loc.slot, loc.gen, len, got);
+    ol_kv_shard_pump(sh);
+    return st;
+}
+
+int ol_kv_server_load(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                      void *buf, uint64_t cap, uint64_t *len, uint64_t *sum)
+{
+    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants);
+    struct ol_kv_shard *sh = s->units[tenant].shard;
+    struct ol_kv_loc loc;
+    int st = ol_kv_shard_acquire(sh, s->rsid[tenant], ns, h, &loc);
+    if (st != OL_KV_OK)
+        return st;
+    *len = loc.value_len;
+    *sum = loc.value_sum;
+    if (loc.value_len > cap) {
+        st = OL_KV_TOO_LARGE_ST;
+    } else {
+        memcpy(buf, s->svc->tenants[tenant].slab.base + loc.offset, loc.value_len);
+    }
+    ol_kv_shard_release(sh, s->rsid[tenant], loc.slot, loc.gen);
+    return st;
 }
 
 /* ---- input ---------------------------------------------------------------------- */
@@ -963,11 +1155,17 @@ static void ol_kvc_process(struct ol_kv_conn *c)
             break;
         }
         uint32_t flen = (uint32_t)ol_kv_frame_len(&h);
+        if (s->has_remote && c->sh &&
+            (h.opcode == OL_KV_OP_LOOKUP || (h.opcode == OL_KV_OP_ACQUIRE && c->shm) ||
+             h.opcode == OL_KV_OP_GET) &&
+            ol_kvc_fetch(c, &d))
+            break; /* parked until its keys came from their homes */
         if (c->sh && c->sh->disk && /* ACQUIRE and GET come after HELLO */
             ((h.opcode == OL_KV_OP_ACQUIRE && c->shm) || h.opcode == OL_KV_OP_GET) &&
             ol_kvc_wait_loads(c, &d))
             break; /* parked until its keys are in RAM */
         c->park_since = 0;
+        c->fetch_state = FETCH_NONE;
         c->crc_flag = h.flags & OL_KV_F_BODY_CRC; /* answers mirror the request */
         if (h.opcode == OL_KV_OP_HELLO)
             ol_kvc_handle_hello(c, &h, &d);
@@ -1241,6 +1439,7 @@ void ol_kv_server_destroy(struct ol_kv_server *s)
     ol_pool_exit(&s->conns);
     ol_pool_exit(&s->inbufs);
     ol_pool_exit(&s->outbufs);
+    free(s->rsid);   /* its sessions go with the shards */
     free(s->units);
     free(s);
 }

@@ -24,6 +24,51 @@
 struct ol_kv_server;
 
 /*
+ * The cluster's KV pool as the KV server sees it (the daemon provides it:
+ * daemon/kvpool.c; docs/cluster.md "The KV pool"). With it set, a LOOKUP,
+ * an ACQUIRE (shared memory) or a GET whose keys are missing here and homed
+ * on another node waits (the connection parked, at most wait_ms) while
+ * they are fetched from their home into this shard, then is answered from
+ * here; and a value stored here (COMMIT, PUT) that is homed on another
+ * node is handed to `saved`, which sends a copy home. Every hook runs on
+ * the core's thread and must not block.
+ */
+struct ol_kv_fetch_req {
+    int core, tenant;               /* this core; the tenant's index in svc->tenants */
+    const void *ns;                 /* the namespace's bytes */
+    uint16_t nslen;
+    uint32_t n;                     /* keys, each missing here and homed elsewhere */
+    const struct ol_kv_hash *hs;
+    const uint8_t *const *keys;
+    const uint16_t *klens;
+    uint64_t token;                 /* for ol_kv_server_fetched */
+};
+
+struct ol_kv_saved {
+    int core, tenant;
+    const void *ns;
+    uint16_t nslen;
+    struct ol_kv_hash h;
+    const void *key;
+    uint16_t klen;
+    const void *value;              /* valid during the call only */
+    uint64_t len, sum;              /* its length and XXH3-64 */
+};
+
+struct ol_kv_remote {
+    void *arg;
+    uint32_t wait_ms;               /* the most a frame waits for its fetch */
+    /* whether key hash h is homed on another node */
+    bool (*remote_home)(void *arg, struct ol_kv_hash h);
+    /* starts fetching r's keys (copies what it keeps): 0, and
+     * ol_kv_server_fetched(token) follows (always, within wait_ms or
+     * soon after); < 0: not started, the frame is answered from here */
+    int (*fetch)(void *arg, const struct ol_kv_fetch_req *r);
+    /* a value homed elsewhere was committed here */
+    void (*saved)(void *arg, const struct ol_kv_saved *v);
+};
+
+/*
  * Creates core `core`'s server on `loop` (call on the loop's thread): the
  * TCP listener on tcp_addr, and on core 0 the Unix socket too. servers is
  * the array (one per core, filled as cores start) used to hand connections
@@ -40,5 +85,26 @@ uint32_t ol_kv_server_conns(const struct ol_kv_server *s);
 /* No connection left and no write behind pending (shutdown waits for this). */
 bool ol_kv_server_idle(const struct ol_kv_server *s);
 int ol_kv_server_port(const struct ol_kv_server *s);
+
+/* Turns the pool on for this core's server (on its thread, before it
+ * serves): opens a session per tenant on its shards. 0 or -errno. */
+int ol_kv_server_set_remote(struct ol_kv_server *s, const struct ol_kv_remote *r);
+/* The fetch of `token` is over (what came is stored): its frame runs again. */
+void ol_kv_server_fetched(struct ol_kv_server *s, uint64_t token);
+/*
+ * For the pool, on the core's thread: stores value[0, len) under key (hash
+ * h, namespace id ns) in tenant `tenant`'s shard of this core, checking
+ * its XXH3-64 against sum while copying (sum 0: not checked). Returns an
+ * OL_KV_* status: OK, EXISTS (there already), CHECKSUM_MISMATCH (nothing
+ * stored), NOSPACE, TOO_LARGE_ST, QUOTA, BUSY.
+ */
+int ol_kv_server_store(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                       const void *key, uint16_t klen, const void *value, uint64_t len,
+                       uint64_t sum);
+/* Reads the value of (ns, h) into buf[0, cap): OL_KV_OK with *len and *sum,
+ * OL_KV_NOT_FOUND (not in RAM here), OL_KV_TOO_LARGE_ST (over cap: *len
+ * says how large). */
+int ol_kv_server_load(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                      void *buf, uint64_t cap, uint64_t *len, uint64_t *sum);
 
 #endif

@@ -24,20 +24,14 @@ import pytest
 import conftest
 from kvwire import crc32c
 from test_cli_kv import cli
-from test_cluster import ETCD, Etcd, wait_for
+from test_cluster import ETCD, Etcd, etcd, wait_for
 from test_http import hermetic_openlake_env
 
 assert hermetic_openlake_env  # autouse fixture, imported to apply here too
+assert etcd                   # the fixture: one etcd member per test
 
 pytestmark = pytest.mark.skipif(not ETCD, reason="etcd is not installed (scripts/deps.sh test "
                                 "installs etcd-server)")
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    e = Etcd(tmp_path).start()
-    yield e
-    e.kill()
 
 
 def secret(tmp_path, name="secret"):

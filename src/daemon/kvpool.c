@@ -1,0 +1,678 @@
+/*
+ * kvpool.c - openlaked's side of the cluster's KV pool: every KV block key
+ * has a home node (cluster/place.h over the KV members of the view), and
+ * this node fetches the keys its clients miss from their homes and sends
+ * home the values its clients store for other nodes (docs/cluster.md "The
+ * KV pool", wire formats in docs/node-protocol.md).
+ *
+ * Owns: the placement snapshot the cores read (an atomic pointer; a
+ * replaced snapshot is freed OL_KP_GRACE_MS later, long after any core's
+ * use of it ended: a core reads it within one callback); the hooks of the
+ * KV servers (kv/server.h, struct ol_kv_remote), which run on the cores
+ * and only copy and post; the net loop's half: KV_GET and KV_PUT calls to
+ * homes, and the handlers that serve them here by posting to the core
+ * that owns each key's shard.
+ *
+ * Threads: hooks and stores/loads on the data cores; everything with the
+ * node RPC on the net loop; messages between them (ol_loop_post). Bounds:
+ * fetches in flight per core OL_KP_FETCHES, push bytes in flight per core
+ * OL_KP_PUSH_BYTES (a push over it is dropped and counted), a KV_GET reply
+ * at most OL_KP_REPLY_MAX with OL_KP_GET_KEYS keys asked per call. A home
+ * that is down, slow or partitioned: its calls fail or time out within
+ * cluster.kv_timeout_ms, its keys are misses, its pushes dropped.
+ */
+#include "daemon/daemon.h"
+
+#include "base/le.h"
+#include "base/log.h"
+#include "cluster/place.h"
+#include "kv/proto.h"
+#include "kv/server.h"
+#include "kv/service.h"
+#include "net/rpc.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OL_KP_GRACE_MS   10000
+#define OL_KP_FETCHES    64
+#define OL_KP_PUSH_BYTES (64ull << 20)
+#define OL_KP_REPLY_MAX  (4u << 20)
+#define OL_KP_GET_KEYS   16
+
+enum { OP_KV_GET = 1, OP_KV_PUT = 2 };
+
+struct kp_core {
+    struct ol_kvpool *kp;
+    int core;
+    _Atomic uint32_t fetches;       /* fetch requests in flight */
+    _Atomic uint64_t push_bytes;    /* push bytes in flight */
+};
+
+struct kp_retired {
+    struct kp_retired *next;
+    struct ol_place *p;
+    uint64_t at_ms;
+};
+
+struct ol_kvpool {
+    struct ol_daemon *d;
+    int64_t self;
+    uint32_t timeout_ms;
+    _Atomic(struct ol_place *) place;
+    struct kp_retired *retired;     /* net loop only */
+    struct kp_core *cores;
+    struct ol_place_member *kbuf;
+    _Atomic uint64_t fetched_keys, fetch_misses, fetch_failures, pushes, push_drops,
+        push_failures, served_gets, served_puts;
+};
+
+/* ---- placement ---------------------------------------------------------------- */
+
+static bool kp_remote_home(void *arg, struct ol_kv_hash h)
+{
+    struct kp_core *kc = arg;
+    struct ol_place *p = atomic_load_explicit(&kc->kp->place, memory_order_acquire);
+    int64_t home;
+    return p && ol_place_homes(p, h, 1, &home) == 1 && home != kc->kp->self;
+}
+
+void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n,
+                           int64_t revision, uint64_t now_ms)
+{
+    struct ol_kvpool *kp = d->kvpool;
+    if (!kp)
+        return;
+    int nk = ol_place_kv_members(m, n, kp->kbuf);
+    struct ol_place *p = NULL;
+    if (ol_place_create(kp->kbuf, nk, revision, &p) == 0) {
+        struct ol_place *old = atomic_exchange_explicit(&kp->place, p, memory_order_acq_rel);
+        struct kp_retired *r = old ? malloc(sizeof *r) : NULL;
+        if (r) {
+            *r = (struct kp_retired){kp->retired, old, now_ms};
+            kp->retired = r;
+        }
+        /* (an old snapshot that could not be listed is kept: a leak, never a use after free) */
+    }
+    for (struct kp_retired **pp = &kp->retired; *pp;) {
+        struct kp_retired *r = *pp;
+        if (now_ms - r->at_ms >= OL_KP_GRACE_MS) {
+            *pp = r->next;
+            ol_place_destroy(r->p);
+            free(r);
+        } else {
+            pp = &r->next;
+        }
+    }
+}
+
+/* ---- fetch: this node's clients miss keys homed elsewhere ------------------------ */
+
+struct kp_key {
+    struct ol_kv_hash h;
+    uint16_t klen;
+    uint32_t koff;                  /* in the request's bytes */
+    uint8_t *value;                 /* fetched (malloc), or NULL */
+    uint64_t len, sum;
+};
+
+struct kp_fetch {
+    struct ol_msg msg;
+    struct kp_core *kc;
+    int tenant;
+    uint64_t token;
+    uint32_t n, pending;
+    uint16_t nslen;
+    uint32_t nsoff;
+    struct kp_key *k;               /* [n], after the struct */
+    uint8_t *bytes;                 /* namespace and keys */
+};
+
+/* One KV_GET call: which of the fetch's keys it asked. */
+struct kp_get {
+    struct kp_fetch *f;
+    uint32_t n;
+    uint32_t idx[OL_KP_GET_KEYS];
+};
+
+static void kp_fetch_back(ol_loop *loop, struct ol_msg *m);
+
+static void kp_fetch_end(struct ol_kvpool *kp, struct kp_fetch *f)
+{
+    f->msg.fn = kp_fetch_back;
+    ol_loop_post(kp->d->cores[f->kc->core].loop, &f->msg);
+}
+
+/* KV_GET reply: u32 n, then per key: u16 status, u16 0, u32 len, u64 sum, value. */
+static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
+{
+    struct kp_get *g = arg;
+    struct kp_fetch *f = g->f;
+    struct ol_kvpool *kp = f->kc->kp;
+    if (rc != OL_RPC_OK || len < 4 || ol_le_ld32(p) != g->n) {
+        atomic_fetch_add(&kp->fetch_failures, 1);
+    } else {
+        uint32_t off = 4;
+        for (uint32_t i = 0; i < g->n; i++) {
+            if (len - off < 16)
+                break;
+            uint16_t st = ol_le_ld16(p + off);
+            uint32_t vlen = ol_le_ld32(p + off + 4);
+            uint64_t sum = ol_le_ld64(p + off + 8);
+            off += 16;
+            if (st != OL_KV_OK) {
+                atomic_fetch_add(&kp->fetch_misses, 1);
+                continue;
+            }
+            if (vlen > len - off)
+                break;
+            struct kp_key *k = &f->k[g->idx[i]];
+            k->value = malloc(vlen ? vlen : 1);
+            if (k->value) {
+                memcpy(k->value, p + off, vlen);
+                k->len = vlen;
+                k->sum = sum;
+            }
+            off += vlen;
+        }
+    }
+    free(g);
+    if (--f->pending == 0)
+        kp_fetch_end(kp, f);
+}
+
+/* Net loop: a core's fetch request, sent to the keys' homes. */
+static void kp_fetch_go(ol_loop *loop, struct ol_msg *m)
+{
+    (void)loop;
+    struct kp_fetch *f = (struct kp_fetch *)m;
+    struct ol_kvpool *kp = f->kc->kp;
+    struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
+    struct ol_place *p = atomic_load_explicit(&kp->place, memory_order_acquire);
+    f->pending = 1; /* this function's own, dropped at its end */
+    uint8_t *done = calloc(f->n, 1);
+    for (uint32_t i = 0; p && done && rpc && i < f->n; i++) {
+        if (done[i])
+            continue;
+        int64_t home;
+        if (ol_place_homes(p, f->k[i].h, 1, &home) != 1 || home == kp->self) {
+            done[i] = 1;
+            continue;
+        }
+        /* a call for up to OL_KP_GET_KEYS keys of this home */
+        struct kp_get *g = calloc(1, sizeof *g);
+        if (!g)
+            break;
+        g->f = f;
+        uint8_t hdr[8];
+        ol_le_st16(hdr, f->nslen);
+        ol_le_st16(hdr + 2, 0);
+        struct iovec iov[2 + 2 * OL_KP_GET_KEYS + 1];
+        uint8_t klens[OL_KP_GET_KEYS][2];
+        int ni = 0;
+        iov[ni++] = (struct iovec){hdr, 8};
+        iov[ni++] = (struct iovec){f->bytes + f->nsoff, f->nslen};
+        for (uint32_t j = i; j < f->n && g->n < OL_KP_GET_KEYS; j++) {
+            int64_t hj;
+            if (done[j] || ol_place_homes(p, f->k[j].h, 1, &hj) != 1 || hj != home)
+                continue;
+            done[j] = 1;
+            ol_le_st16(klens[g->n], f->k[j].klen);
+            iov[ni++] = (struct iovec){klens[g->n], 2};
+            iov[ni++] = (struct iovec){f->bytes + f->k[j].koff, f->k[j].klen};
+            g->idx[g->n++] = j;
+        }
+        ol_le_st32(hdr + 4, g->n);
+        int rc = ol_rpc_call(rpc, home, OP_KV_GET, iov, ni, OL_KP_REPLY_MAX, kp->timeout_ms,
+                             kp_get_done, g);
+        if (rc < 0) {
+            atomic_fetch_add(&kp->fetch_failures, 1);
+            free(g);
+            continue;
+        }
+        f->pending++;
+    }
+    free(done);
+    if (--f->pending == 0)
+        kp_fetch_end(kp, f);
+}
+
+/* Core: what came back is stored here, and the waiting frame runs. */
+static void kp_fetch_back(ol_loop *loop, struct ol_msg *m)
+{
+    (void)loop;
+    struct kp_fetch *f = (struct kp_fetch *)m;
+    struct kp_core *kc = f->kc;
+    struct ol_kvpool *kp = kc->kp;
+    struct ol_kv_server *srv = kp->d->kv_servers[kc->core];
+    uint32_t ns = (uint32_t)ol_kv_ns_seed(f->bytes + f->nsoff, f->nslen);
+    for (uint32_t i = 0; i < f->n; i++) {
+        struct kp_key *k = &f->k[i];
+        if (!k->value)
+            continue;
+        int st = ol_kv_server_store(srv, f->tenant, ns, k->h, f->bytes + k->koff, k->klen,
+                                    k->value, k->len, k->sum);
+        if (st == OL_KV_OK || st == OL_KV_EXISTS)
+            atomic_fetch_add(&kp->fetched_keys, 1);
+        free(k->value);
+    }
+    ol_kv_server_fetched(srv, f->token);
+    atomic_fetch_sub(&kc->fetches, 1);
+    free(f);
+}
+
+static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
+{
+    struct kp_core *kc = arg;
+    if (atomic_fetch_add(&kc->fetches, 1) >= OL_KP_FETCHES) {
+        atomic_fetch_sub(&kc->fetches, 1);
+        return -EAGAIN;
+    }
+    size_t kb = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        kb += r->klens[i];
+    struct kp_fetch *f = malloc(sizeof *f + r->n * sizeof(struct kp_key) + r->nslen + kb);
+    if (!f) {
+        atomic_fetch_sub(&kc->fetches, 1);
+        return -ENOMEM;
+    }
+    f->kc = kc;
+    f->tenant = r->tenant;
+    f->token = r->token;
+    f->n = r->n;
+    f->k = (struct kp_key *)(f + 1);
+    f->bytes = (uint8_t *)(f->k + r->n);
+    f->nslen = r->nslen;
+    f->nsoff = 0;
+    memcpy(f->bytes, r->ns, r->nslen);
+    uint32_t off = r->nslen;
+    for (uint32_t i = 0; i < r->n; i++) {
+        f->k[i] = (struct kp_key){.h = r->hs[i], .klen = r->klens[i], .koff = off};
+        memcpy(f->bytes + off, r->keys[i], r->klens[i]);
+        off += r->klens[i];
+    }
+    f->msg.fn = kp_fetch_go;
+    ol_loop_post(ol_daemon_net_loop(kc->kp->d), &f->msg);
+    return 0;
+}
+
+/* ---- push: values stored here, homed elsewhere ----------------------------------- */
+
+struct kp_push {
+    struct ol_msg msg;
+    struct kp_core *kc;
+    struct ol_kv_hash h;
+    uint32_t len;                   /* of payload */
+    uint8_t payload[];              /* the KV_PUT payload, ready */
+};
+
+static void kp_push_done(void *arg, int rc, const uint8_t *p, uint32_t len)
+{
+    struct ol_kvpool *kp = arg;
+    if (rc == OL_RPC_OK && len >= 2 &&
+        (ol_le_ld16(p) == OL_KV_OK || ol_le_ld16(p) == OL_KV_EXISTS))
+        atomic_fetch_add(&kp->pushes, 1);
+    else
+        atomic_fetch_add(&kp->push_failures, 1);
+}
+
+static void kp_push_go(ol_loop *loop, struct ol_msg *m)
+{
+    (void)loop;
+    struct kp_push *u = (struct kp_push *)m;
+    struct ol_kvpool *kp = u->kc->kp;
+    struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
+    struct ol_place *p = atomic_load_explicit(&kp->place, memory_order_acquire);
+    int64_t home;
+    if (rpc && p && ol_place_homes(p, u->h, 1, &home) == 1 && home != kp->self) {
+        struct iovec iov = {u->payload, u->len};
+        /* the payload is copied by the call: freed below either way */
+        if (ol_rpc_call(rpc, home, OP_KV_PUT, &iov, 1, 8, kp->timeout_ms, kp_push_done, kp) < 0)
+            atomic_fetch_add(&kp->push_drops, 1);
+    }
+    atomic_fetch_sub(&u->kc->push_bytes, u->len);
+    free(u);
+}
+
+/* KV_PUT payload: u16 ns_len, u16 key_len, u32 0, u64 value_len, u64 sum,
+ * then namespace, key, value. */
+static void kp_saved(void *arg, const struct ol_kv_saved *v)
+{
+    struct kp_core *kc = arg;
+    uint64_t len = 24 + v->nslen + v->klen + v->len;
+    if (len > UINT32_MAX ||
+        atomic_fetch_add(&kc->push_bytes, len) + len > OL_KP_PUSH_BYTES) {
+        atomic_fetch_sub(&kc->push_bytes, len);
+        atomic_fetch_add(&kc->kp->push_drops, 1);
+        return;
+    }
+    struct kp_push *u = malloc(sizeof *u + len);
+    if (!u) {
+        atomic_fetch_sub(&kc->push_bytes, len);
+        atomic_fetch_add(&kc->kp->push_drops, 1);
+        return;
+    }
+    u->kc = kc;
+    u->h = v->h;
+    u->len = (uint32_t)len;
+    uint8_t *p = u->payload;
+    ol_le_st16(p, v->nslen);
+    ol_le_st16(p + 2, v->klen);
+    ol_le_st32(p + 4, 0);
+    ol_le_st64(p + 8, v->len);
+    ol_le_st64(p + 16, v->sum);
+    memcpy(p + 24, v->ns, v->nslen);
+    memcpy(p + 24 + v->nslen, v->key, v->klen);
+    memcpy(p + 24 + v->nslen + v->klen, v->value, v->len);
+    u->msg.fn = kp_push_go;
+    ol_loop_post(ol_daemon_net_loop(kc->kp->d), &u->msg);
+}
+
+/* ---- serving other nodes: KV_GET and KV_PUT -------------------------------------- */
+
+/* One request's work on one core. */
+struct kp_part {
+    struct ol_msg msg;
+    struct kp_serve *sv;
+    int core;
+};
+
+struct kp_serve {
+    struct ol_kvpool *kp;
+    struct ol_rpc_req *req;
+    int tenant, op;
+    uint32_t ns;
+    uint32_t n, parts_left;
+    _Atomic uint64_t budget;        /* reply bytes the values may still take */
+    struct kp_key *k;               /* [n]; koff into req->payload */
+    uint8_t *core_of;               /* [n] */
+    uint16_t *status;               /* [n] */
+    struct kp_part *parts;          /* one per core with keys */
+    int nparts;
+};
+
+static void kp_serve_reply(struct kp_serve *sv)
+{
+    struct ol_kvpool *kp = sv->kp;
+    if (sv->op == OP_KV_PUT) {
+        uint8_t st[2];
+        ol_le_st16(st, sv->status[0]);
+        struct iovec iov = {st, 2};
+        ol_rpc_reply(sv->req, OL_RPC_OK, &iov, 1);
+        atomic_fetch_add(&kp->served_puts, 1);
+    } else {
+        /* u32 n, per key: u16 status, u16 0, u32 len, u64 sum, value */
+        uint8_t *hdrs = malloc(4 + 16 * (size_t)sv->n);
+        struct iovec *iov = malloc(sizeof *iov * (1 + 2 * (size_t)sv->n));
+        if (!hdrs || !iov) {
+            ol_rpc_reply(sv->req, OL_RPC_BUSY, NULL, 0);
+        } else {
+            int ni = 0;
+            ol_le_st32(hdrs, sv->n);
+            iov[ni++] = (struct iovec){hdrs, 4};
+            for (uint32_t i = 0; i < sv->n; i++) {
+                uint8_t *h = hdrs + 4 + 16 * i;
+                bool ok = sv->status[i] == OL_KV_OK && sv->k[i].value;
+                ol_le_st16(h, ok ? OL_KV_OK : (sv->status[i] ? sv->status[i] : OL_KV_NOT_FOUND));
+                ol_le_st16(h + 2, 0);
+                ol_le_st32(h + 4, ok ? (uint32_t)sv->k[i].len : 0);
+                ol_le_st64(h + 8, ok ? sv->k[i].sum : 0);
+                iov[ni++] = (struct iovec){h, 16};
+                if (ok && sv->k[i].len)
+                    iov[ni++] = (struct iovec){sv->k[i].value, sv->k[i].len};
+            }
+            ol_rpc_reply(sv->req, OL_RPC_OK, iov, ni);
+            atomic_fetch_add(&kp->served_gets, 1);
+        }
+        free(hdrs);
+        free(iov);
+        for (uint32_t i = 0; i < sv->n; i++)
+            free(sv->k[i].value);
+    }
+    free(sv->parts);
+    free(sv);
+}
+
+static void kp_part_back(ol_loop *loop, struct ol_msg *m)
+{
+    (void)loop;
+    struct kp_part *pt = (struct kp_part *)m;
+    struct kp_serve *sv = pt->sv;
+    if (--sv->parts_left == 0)
+        kp_serve_reply(sv);
+}
+
+/* Core: this core's keys of a KV_GET or the KV_PUT's one key. */
+static void kp_part_run(ol_loop *loop, struct ol_msg *m)
+{
+    (void)loop;
+    struct kp_part *pt = (struct kp_part *)m;
+    struct kp_serve *sv = pt->sv;
+    struct ol_kvpool *kp = sv->kp;
+    struct ol_kv_server *srv = kp->d->kv_servers[pt->core];
+    const uint8_t *pl = sv->req->payload;
+    for (uint32_t i = 0; i < sv->n; i++) {
+        if (sv->core_of[i] != pt->core)
+            continue;
+        struct kp_key *k = &sv->k[i];
+        if (sv->op == OP_KV_PUT) {
+            uint32_t nsl = ol_le_ld16(pl), kl = ol_le_ld16(pl + 2);
+            sv->status[i] = (uint16_t)ol_kv_server_store(srv, sv->tenant, sv->ns, k->h,
+                                                         pl + k->koff, k->klen,
+                                                         pl + 24 + nsl + kl, k->len, k->sum);
+            continue;
+        }
+        uint64_t len = 0, sum = 0;
+        int st = ol_kv_server_load(srv, sv->tenant, sv->ns, k->h, NULL, 0, &len, &sum);
+        if (st == OL_KV_TOO_LARGE_ST || (st == OL_KV_OK && len == 0)) {
+            uint64_t b = atomic_load(&sv->budget);
+            while (b >= len + 16 && !atomic_compare_exchange_weak(&sv->budget, &b, b - len - 16))
+                ;
+            if (b < len + 16) {
+                sv->status[i] = OL_KV_TOO_LARGE_ST;   /* ask again, fewer at a time */
+                continue;
+            }
+            k->value = malloc(len ? len : 1);
+            st = k->value ? ol_kv_server_load(srv, sv->tenant, sv->ns, k->h, k->value, len,
+                                              &k->len, &k->sum)
+                          : OL_KV_BUSY;
+            if (st != OL_KV_OK) {
+                free(k->value);
+                k->value = NULL;
+            }
+        }
+        sv->status[i] = (uint16_t)st;
+    }
+    pt->msg.fn = kp_part_back;
+    ol_loop_post(ol_daemon_net_loop(kp->d), &pt->msg);
+}
+
+/* Net loop: splits a request by the cores that own its keys' shards. */
+static void kp_serve(struct ol_rpc_req *req, void *arg, int op)
+{
+    struct ol_kvpool *kp = arg;
+    struct ol_kv_service *svc = kp->d->kv;
+    const uint8_t *pl = req->payload;
+    uint32_t len = req->len;
+    if (!svc || len < 8) {
+        ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
+        return;
+    }
+    uint32_t nsl = ol_le_ld16(pl), n, off;
+    if (op == OP_KV_PUT) {
+        if (len < 24 || nsl == 0 || nsl > OL_KV_MAX_NAMESPACE)
+            goto bad;
+        n = 1;
+        off = 24 + nsl;
+    } else {
+        n = ol_le_ld32(pl + 4);
+        off = 8 + nsl;
+        if (nsl == 0 || nsl > OL_KV_MAX_NAMESPACE || n == 0 || n > 4096 || off > len)
+            goto bad;
+    }
+    if (off > len)
+        goto bad;
+    struct kp_serve *sv = calloc(1, sizeof *sv + n * (sizeof(struct kp_key) + 1 + 2));
+    if (!sv) {
+        ol_rpc_reply(req, OL_RPC_BUSY, NULL, 0);
+        return;
+    }
+    sv->kp = kp;
+    sv->req = req;
+    sv->op = op;
+    sv->n = n;
+    sv->k = (struct kp_key *)(sv + 1);
+    sv->status = (uint16_t *)(sv->k + n);
+    sv->core_of = (uint8_t *)(sv->status + n);
+    atomic_store(&sv->budget, req->reply_max > 4 + 16ull * n ? req->reply_max - 4 : 0);
+    const void *ns = op == OP_KV_PUT ? pl + 24 : pl + 8;
+    struct ol_kv_tenant *t = ol_kv_service_tenant_of(svc, ns, nsl);
+    sv->tenant = (int)(t - svc->tenants);
+    uint64_t seed = ol_kv_ns_seed(ns, nsl);
+    sv->ns = (uint32_t)seed;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t kl;
+        if (op == OP_KV_PUT) {
+            kl = ol_le_ld16(pl + 2);
+            uint64_t vl = ol_le_ld64(pl + 8);
+            if (kl == 0 || kl > OL_KV_KEY_MAX || (uint64_t)off + kl + vl != len)
+                goto bad_sv;
+            sv->k[i].len = vl;
+            sv->k[i].sum = ol_le_ld64(pl + 16);
+        } else {
+            if (len - off < 2)
+                goto bad_sv;
+            kl = ol_le_ld16(pl + off);
+            off += 2;
+            if (kl == 0 || kl > OL_KV_KEY_MAX || len - off < kl)
+                goto bad_sv;
+        }
+        sv->k[i].koff = off;
+        sv->k[i].klen = (uint16_t)kl;
+        sv->k[i].h = ol_kv_key_hash(seed, pl + off, kl);
+        sv->core_of[i] = (uint8_t)ol_kv_shard_of(svc, sv->k[i].h);
+        off += kl;
+    }
+    if (op == OP_KV_GET && off != len)
+        goto bad_sv;
+    /* one part per core with keys */
+    int ncores = kp->d->ncores;
+    sv->parts = calloc((size_t)ncores, sizeof *sv->parts);
+    if (!sv->parts) {
+        free(sv);
+        ol_rpc_reply(req, OL_RPC_BUSY, NULL, 0);
+        return;
+    }
+    bool has[256] = {0};
+    for (uint32_t i = 0; i < n; i++)
+        has[sv->core_of[i]] = true;
+    for (int c = 0; c < ncores; c++)
+        if (has[c])
+            sv->parts_left++;
+    for (int c = 0; c < ncores; c++)
+        if (has[c]) {
+            struct kp_part *pt = &sv->parts[c];
+            pt->sv = sv;
+            pt->core = c;
+            pt->msg.fn = kp_part_run;
+            ol_loop_post(kp->d->cores[c].loop, &pt->msg);
+        }
+    return;
+bad_sv:
+    free(sv);
+bad:
+    ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
+}
+
+static void kp_on_get(struct ol_rpc_req *req, void *arg) { kp_serve(req, arg, OP_KV_GET); }
+static void kp_on_put(struct ol_rpc_req *req, void *arg) { kp_serve(req, arg, OP_KV_PUT); }
+
+/* ---- set-up ------------------------------------------------------------------------ */
+
+int ol_daemon_kvpool_create(struct ol_daemon *d, char *err, size_t errlen)
+{
+    if (!d->cluster || !d->kv)
+        return 0;
+    struct ol_kvpool *kp = calloc(1, sizeof *kp);
+    if (!kp || !(kp->cores = calloc((size_t)d->ncores, sizeof *kp->cores)) ||
+        !(kp->kbuf = calloc(OL_MEMBER_MAX, sizeof *kp->kbuf))) {
+        if (kp)
+            free(kp->cores);
+        free(kp);
+        snprintf(err, errlen, "kv pool: out of memory");
+        return -1;
+    }
+    kp->d = d;
+    kp->self = d->cfg.self_id;
+    kp->timeout_ms = (uint32_t)d->cfg.cluster.kv_timeout_ms;
+    for (int i = 0; i < d->ncores; i++)
+        kp->cores[i] = (struct kp_core){.kp = kp, .core = i};
+    d->kvpool = kp;
+    return 0;
+}
+
+int ol_daemon_kvpool_core(struct ol_daemon *d, int core)
+{
+    struct ol_kvpool *kp = d->kvpool;
+    if (!kp)
+        return 0;
+    struct ol_kv_remote r = {.arg = &kp->cores[core], .wait_ms = kp->timeout_ms + 100,
+                             .remote_home = kp_remote_home, .fetch = kp_fetch,
+                             .saved = kp_saved};
+    return ol_kv_server_set_remote(d->kv_servers[core], &r);
+}
+
+void ol_daemon_kvpool_attach(struct ol_daemon *d, struct ol_rpc *rpc)
+{
+    if (!d->kvpool)
+        return;
+    ol_rpc_handle(rpc, OP_KV_GET, kp_on_get, d->kvpool);
+    ol_rpc_handle(rpc, OP_KV_PUT, kp_on_put, d->kvpool);
+}
+
+size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
+{
+    struct ol_kvpool *kp = d->kvpool;
+    if (!kp)
+        return 0;
+    const char *c = d->cfg.cluster.name;
+    int n = snprintf(buf, cap,
+                     "openlake_kvpool_fetched_keys_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_fetch_misses_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_fetch_failures_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_pushes_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_push_drops_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_push_failures_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_served_gets_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_served_puts_total{cluster=\"%s\"} %llu\n",
+                     c, (unsigned long long)atomic_load(&kp->fetched_keys), c,
+                     (unsigned long long)atomic_load(&kp->fetch_misses), c,
+                     (unsigned long long)atomic_load(&kp->fetch_failures), c,
+                     (unsigned long long)atomic_load(&kp->pushes), c,
+                     (unsigned long long)atomic_load(&kp->push_drops), c,
+                     (unsigned long long)atomic_load(&kp->push_failures), c,
+                     (unsigned long long)atomic_load(&kp->served_gets), c,
+                     (unsigned long long)atomic_load(&kp->served_puts));
+    return n < 0 ? 0 : (size_t)n;
+}
+
+void ol_daemon_kvpool_destroy(struct ol_daemon *d)
+{
+    struct ol_kvpool *kp = d->kvpool;
+    if (!kp)
+        return;
+    d->kvpool = NULL;
+    while (kp->retired) {
+        struct kp_retired *r = kp->retired;
+        kp->retired = r->next;
+        ol_place_destroy(r->p);
+        free(r);
+    }
+    ol_place_destroy(atomic_load(&kp->place));
+    free(kp->kbuf);
+    free(kp->cores);
+    free(kp);
+}

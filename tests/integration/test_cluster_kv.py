@@ -1,0 +1,125 @@
+"""The cluster's KV pool (docs/cluster.md "The KV pool"): every block key
+has a home node; a node stores for its clients what they put, sends a copy
+home when the home is another node, and fetches from their homes the keys
+its clients miss. Real etcd, real daemons on loopback, the real CLI (the C
+client library) over TCP and over the Unix socket (the shared slab).
+"""
+import os
+import re
+import time
+import urllib.request
+
+import pytest
+
+import conftest
+from test_cli_kv import cli
+from test_cluster import ETCD, etcd, wait_for
+from test_cluster_rpc import secret, up
+from test_http import hermetic_openlake_env
+
+assert hermetic_openlake_env  # autouse fixture, imported to apply here too
+assert etcd                   # the fixture: one etcd member per test
+
+pytestmark = pytest.mark.skipif(not ETCD, reason="etcd is not installed (scripts/deps.sh test "
+                                "installs etcd-server)")
+
+
+def pool(make_daemon, etcd, tmp_path, n=2, timeout_ms="300"):
+    s = secret(tmp_path)
+    tok = tmp_path / "kv.token"
+    tok.write_text(os.urandom(32).hex() + "\n")
+    tok.chmod(0o600)
+    nodes = [make_daemon(args=[
+        "--cluster.name", "c1", "--cluster.etcd", etcd.url, "--self-id", str(i),
+        "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
+        "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s,
+        "--kv-token-file", str(tok), "--cluster.kv-timeout-ms", timeout_ms])
+        for i in range(1, n + 1)]
+    for d in nodes:
+        wait_for(lambda: all(up(d, p) == 1 for p in range(1, n + 1) if p != nodes.index(d) + 1),
+                 "peers up")
+    # every node's placement has every member (active, with a KV slab)
+    wait_for(lambda: all(f'openlake_cluster_members{{cluster="c1"}} {n}' in
+                         urllib.request.urlopen(d.url + "/_openlake/metrics").read().decode()
+                         for d in nodes), "views")
+    time.sleep(0.3)
+    return nodes, str(tok)
+
+
+def kv(d, tok, *args, tcp=True, stdin=None):
+    addr = f"127.0.0.1:{d.kv_port}" if tcp else str(d.data / "kv.sock")
+    return cli("kv", *args, "--addr", addr, "--token-file", tok, "--ns", "pool", stdin=stdin)
+
+
+def kpm(d, name):
+    text = urllib.request.urlopen(d.url + "/_openlake/metrics").read().decode()
+    m = re.search(r'^openlake_kvpool_%s\{cluster="c1"\} (\d+)$' % name, text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def test_a_value_put_on_one_node_is_read_on_another(etcd, make_daemon, tmp_path):
+    (a, b), tok = pool(make_daemon, etcd, tmp_path)
+    vals = {f"block-{i}": os.urandom(1000 + 37 * i) for i in range(40)}
+    for k, v in vals.items():
+        r = kv(a, tok, "put", k, stdin=v)
+        assert r.returncode == 0, r.stderr
+    # about half are homed on b: a sent those home
+    wait_for(lambda: (kpm(a, "pushes_total") or 0) >= 5, "pushes to b")
+    pushed = kpm(a, "pushes_total")
+    assert 5 <= pushed <= 35 and kpm(a, "push_failures_total") == 0
+    # every one reads back on b, byte for byte: b's own from what a sent
+    # home, a's fetched from a when b misses them
+    for k, v in vals.items():
+        r = kv(b, tok, "get", k)
+        assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
+    assert kpm(b, "fetched_keys_total") == 40 - pushed
+    assert kpm(a, "served_gets_total") >= 1
+    # and over b's Unix socket (the shared slab), now all local to b
+    for k in list(vals)[:5]:
+        r = kv(b, tok, "get", k, tcp=False)
+        assert r.returncode == 0 and r.stdout == vals[k]
+    # a miss everywhere is a miss, quickly
+    t0 = time.time()
+    r = kv(b, tok, "get", "nowhere")
+    assert r.returncode != 0 and time.time() - t0 < 5
+
+
+def test_shared_memory_clients_on_both_sides(etcd, make_daemon, tmp_path):
+    """What vLLM does: RESERVE/COMMIT through the slab on one node, then
+    LOOKUP and ACQUIRE through the slab on another."""
+    (a, b), tok = pool(make_daemon, etcd, tmp_path)
+    vals = {f"shm-{i}": os.urandom(65536) for i in range(24)}
+    for k, v in vals.items():
+        r = kv(a, tok, "put", k, stdin=v, tcp=False)
+        assert r.returncode == 0, r.stderr
+    wait_for(lambda: (kpm(a, "pushes_total") or 0) >= 1, "pushes")
+    for k, v in vals.items():
+        r = kv(b, tok, "get", k, tcp=False)
+        assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
+    assert kpm(b, "fetched_keys_total") + kpm(a, "pushes_total") == len(vals)
+
+
+def test_a_home_that_died_costs_misses_not_errors(etcd, make_daemon, tmp_path):
+    (a, b), tok = pool(make_daemon, etcd, tmp_path)
+    vals = {f"k{i}": os.urandom(4096) for i in range(30)}
+    for k, v in vals.items():
+        assert kv(a, tok, "put", k, stdin=v).returncode == 0
+    time.sleep(0.5)                       # the pushes are answered
+    pushed = kpm(a, "pushes_total")
+    assert 1 <= pushed < 30 and kpm(a, "push_failures_total") == 0
+    a.proc.kill()
+    a.proc.wait()
+    # b: what a sent home to b reads; what lived on a only is a miss, each
+    # within the pool's deadline (300 ms) and the client's round trip
+    hits = 0
+    for k, v in vals.items():
+        t0 = time.time()
+        r = kv(b, tok, "get", k)
+        assert time.time() - t0 < 3
+        if r.returncode == 0:
+            assert r.stdout == v
+            hits += 1
+    assert hits == pushed
+    assert kpm(b, "fetched_keys_total") == 0
+    assert b.is_ready()
+    a.stop(expect_rc=None)
