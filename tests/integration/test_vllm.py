@@ -590,3 +590,76 @@ def test_sliding_window_blocks_reused_mid_request(kvd, swa_model, swa_baseline, 
     second = eng.run(["h700cut", "h700"], conn=conn_cfg(d), **SWA_SPEC)
     assert cached(second) == [3 * BS, 5 * BS]
     same_as(swa_baseline, second, ["h700cut", "h700"])
+
+
+# ---- two nodes of a cluster: one KV pool (docs/cluster.md "The KV pool") ----
+
+def cluster_pair(kvd, tmp_path):
+    """Two openlaked nodes of one cluster (a real etcd), each its own KV
+    service and socket; the same KV token on both."""
+    from test_cluster import ETCD, Etcd
+    from test_cluster_rpc import secret, up
+    if not ETCD:
+        pytest.skip("etcd is not installed (scripts/deps.sh test installs etcd-server)")
+    e = Etcd(tmp_path).start()
+    s = secret(tmp_path)
+    nodes = [kvd(capacity="0.5", args=[
+        "--cluster.name", "c1", "--cluster.etcd", e.url, "--self-id", str(i),
+        "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
+        "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s])
+        for i in (1, 2)]
+    deadline = time.time() + 30
+    while not (up(nodes[0], 2) == 1 and up(nodes[1], 1) == 1):
+        assert time.time() < deadline, "the nodes never connected"
+        time.sleep(0.1)
+    time.sleep(0.5)        # both views hold both (placement)
+    return e, nodes
+
+
+def kvpool_metric(d, name):
+    import urllib.request
+    text = urllib.request.urlopen(d.url + "/_openlake/metrics", timeout=10).read().decode()
+    m = re.search(r'^openlake_kvpool_%s\{cluster="c1"\} (\d+)$' % name, text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def test_engines_on_two_nodes_share_blocks(kvd, engine, baseline, tmp_path):
+    """An engine saves through node 1's daemon; a second engine, talking
+    only to node 2's daemon (its own socket), loads the prefix: every full
+    block but the last, tokens and logprobs as without any connector."""
+    e, (a, b) = cluster_pair(kvd, tmp_path)
+    try:
+        names = ["p384", "p434"]
+        first = engine.run(names, conn=conn_cfg(a))
+        same_as(baseline, first, names)
+        second = engine.run(names, conn=conn_cfg(b))
+        assert cached(second) == [256, 384]
+        same_as(baseline, second, names)
+        # some blocks came from node 1 (their home), some node 1 had sent to node 2
+        assert kvpool_metric(b, "fetched_keys_total") > 0
+        assert kvpool_metric(a, "pushes_total") > 0
+    finally:
+        e.kill()
+
+
+def test_a_killed_home_costs_recomputation_not_errors(kvd, engine, baseline, tmp_path):
+    """Node 1 is killed between the engines: the second engine, on node 2,
+    loads what node 2 has (what node 1 sent home to it) and recomputes the
+    rest; its output is still exactly the baseline's."""
+    e, (a, b) = cluster_pair(kvd, tmp_path)
+    try:
+        names = ["q1", "q2", "q3"]
+        first = engine.run(names, conn=conn_cfg(a))
+        same_as(baseline, first, names)
+        time.sleep(0.5)                    # the saves sent home are answered
+        a.proc.kill()
+        a.proc.wait()
+        t0 = time.time()
+        second = engine.run(names, conn=conn_cfg(b))
+        same_as(baseline, second, names)
+        assert all(c % BS == 0 and c <= 2 * BS for c in cached(second))
+        assert "OpenLakeConnector is off" not in second["log"]
+        assert time.time() - t0 < 600
+        a.stop(expect_rc=None)
+    finally:
+        e.kill()
