@@ -240,7 +240,7 @@ static int on_record(void *arg, const struct ol_etcd_kv *kv)
     if (kv->val && readable) {
         m.id = id;                   /* the key's, whatever the record says */
         m.mod_revision = kv->mod_revision;
-        full = !view_set(cl, id, &m);
+        full = view_set(cl, id, &m) < 0;
     } else {
         view_set(cl, id, NULL);
     }

@@ -103,6 +103,12 @@ void ol_daemon_kvpool_attach(struct ol_daemon *d, struct ol_rpc *rpc);
 void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n,
                            int64_t revision, uint64_t now_ms);
 size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap);
+/* ready: the cores serve (other nodes' requests are answered from now on).
+ * close: at shutdown, no new fetch, push or request of another node.
+ * quiet: no message between the loops is left (the cores may stop). */
+void ol_daemon_kvpool_ready(struct ol_daemon *d);
+void ol_daemon_kvpool_close(struct ol_daemon *d);
+bool ol_daemon_kvpool_quiet(struct ol_daemon *d);
 void ol_daemon_kvpool_destroy(struct ol_daemon *d);
 
 /* dirs.c: makes each missing data dir and KV disk dir whose parent exists

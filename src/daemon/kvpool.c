@@ -14,12 +14,22 @@
  * that owns each key's shard.
  *
  * Threads: hooks and stores/loads on the data cores; everything with the
- * node RPC on the net loop; messages between them (ol_loop_post). Bounds:
- * fetches in flight per core OL_KP_FETCHES, push bytes in flight per core
- * OL_KP_PUSH_BYTES (a push over it is dropped and counted), a KV_GET reply
- * at most OL_KP_REPLY_MAX with OL_KP_GET_KEYS keys asked per call. A home
- * that is down, slow or partitioned: its calls fail or time out within
- * cluster.kv_timeout_ms, its keys are misses, its pushes dropped.
+ * node RPC on the net loop; messages between them (ol_loop_post), each
+ * counted in `inflight` until its receiver is done with it. Shutdown:
+ * ol_daemon_kvpool_close (at SIGTERM) stops new work (fetches and pushes
+ * refused, requests of other nodes answered BUSY); the cores keep running
+ * until ol_daemon_kvpool_quiet (every message handled: bounded by the calls'
+ * deadlines), so no message is ever posted to a loop that stopped.
+ *
+ * Bounds: fetches in flight per core OL_KP_FETCHES, push bytes in flight
+ * per core OL_KP_PUSH_BYTES (a push over it is dropped and counted), a
+ * KV_GET call asks OL_KP_GET_KEYS keys and takes a reply of a quarter of
+ * the node RPC's reply window (OL_KP_REPLY_MAX at most); a value that did
+ * not fit is asked again alone, with room for it when the window has it.
+ * Serving other nodes: at most OL_KP_SERVE_BYTES of values read for
+ * replies at once (more: BUSY). A home that is down, slow or partitioned:
+ * its calls fail or time out within cluster.kv_timeout_ms, its keys are
+ * misses, its pushes dropped.
  */
 #include "daemon/daemon.h"
 
@@ -42,6 +52,7 @@
 #define OL_KP_PUSH_BYTES (64ull << 20)
 #define OL_KP_REPLY_MAX  (4u << 20)
 #define OL_KP_GET_KEYS   16
+#define OL_KP_SERVE_BYTES (256ull << 20)
 
 enum { OP_KV_GET = 1, OP_KV_PUT = 2 };
 
@@ -62,6 +73,10 @@ struct ol_kvpool {
     struct ol_daemon *d;
     int64_t self;
     uint32_t timeout_ms;
+    uint32_t reply_max, reply_window;   /* of a KV_GET call; the RPC's reply window */
+    _Atomic int closing, ready;
+    _Atomic int64_t inflight;           /* messages between the loops */
+    _Atomic uint64_t serve_bytes;       /* values read for replies to other nodes */
     _Atomic(struct ol_place *) place;
     struct kp_retired *retired;     /* net loop only */
     struct kp_core *cores;
@@ -134,6 +149,8 @@ struct kp_fetch {
 /* One KV_GET call: which of the fetch's keys it asked. */
 struct kp_get {
     struct kp_fetch *f;
+    int64_t home;
+    uint32_t reply_max;
     uint32_t n;
     uint32_t idx[OL_KP_GET_KEYS];
 };
@@ -142,9 +159,12 @@ static void kp_fetch_back(ol_loop *loop, struct ol_msg *m);
 
 static void kp_fetch_end(struct ol_kvpool *kp, struct kp_fetch *f)
 {
-    f->msg.fn = kp_fetch_back;
+    f->msg.fn = kp_fetch_back;   /* the fetch's count in inflight goes with it */
     ol_loop_post(kp->d->cores[f->kc->core].loop, &f->msg);
 }
+
+static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
+                       const uint32_t *idx, uint32_t n, uint32_t reply_max);
 
 /* KV_GET reply: u32 n, then per key: u16 status, u16 0, u32 len, u64 sum, value. */
 static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
@@ -163,6 +183,14 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
             uint32_t vlen = ol_le_ld32(p + off + 4);
             uint64_t sum = ol_le_ld64(p + off + 8);
             off += 16;
+            if (st == OL_KV_TOO_LARGE_ST && (g->n > 1 || vlen + 20 > g->reply_max) &&
+                vlen + 20 <= kp->reply_window &&
+                !atomic_load(&kp->closing)) {
+                /* did not fit with the others: alone, with room for it */
+                uint32_t one = g->idx[i];
+                if (kp_get_call(kp, f, g->home, &one, 1, vlen + 20) == 0)
+                    continue;
+            }
             if (st != OL_KV_OK) {
                 atomic_fetch_add(&kp->fetch_misses, 1);
                 continue;
@@ -184,17 +212,56 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
         kp_fetch_end(kp, f);
 }
 
+/* One KV_GET to home for keys idx[0, n) of f (f->pending counts it). 0 or
+ * -errno (not sent). */
+static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
+                       const uint32_t *idx, uint32_t n, uint32_t reply_max)
+{
+    struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
+    struct kp_get *g = calloc(1, sizeof *g);
+    if (!g || !rpc) {
+        free(g);
+        return -ENOMEM;
+    }
+    g->f = f;
+    g->home = home;
+    g->reply_max = reply_max;
+    uint8_t hdr[8];
+    ol_le_st16(hdr, f->nslen);
+    ol_le_st16(hdr + 2, 0);
+    ol_le_st32(hdr + 4, n);
+    struct iovec iov[2 + 2 * OL_KP_GET_KEYS];
+    uint8_t klens[OL_KP_GET_KEYS][2];
+    int ni = 0;
+    iov[ni++] = (struct iovec){hdr, 8};
+    iov[ni++] = (struct iovec){f->bytes + f->nsoff, f->nslen};
+    for (uint32_t i = 0; i < n; i++) {
+        ol_le_st16(klens[i], f->k[idx[i]].klen);
+        iov[ni++] = (struct iovec){klens[i], 2};
+        iov[ni++] = (struct iovec){f->bytes + f->k[idx[i]].koff, f->k[idx[i]].klen};
+        g->idx[i] = idx[i];
+    }
+    g->n = n;
+    int rc = ol_rpc_call(rpc, home, OP_KV_GET, iov, ni, reply_max, kp->timeout_ms, kp_get_done,
+                         g);
+    if (rc < 0) {
+        free(g);
+        return rc;
+    }
+    f->pending++;
+    return 0;
+}
+
 /* Net loop: a core's fetch request, sent to the keys' homes. */
 static void kp_fetch_go(ol_loop *loop, struct ol_msg *m)
 {
     (void)loop;
     struct kp_fetch *f = (struct kp_fetch *)m;
     struct ol_kvpool *kp = f->kc->kp;
-    struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
     struct ol_place *p = atomic_load_explicit(&kp->place, memory_order_acquire);
     f->pending = 1; /* this function's own, dropped at its end */
-    uint8_t *done = calloc(f->n, 1);
-    for (uint32_t i = 0; p && done && rpc && i < f->n; i++) {
+    uint8_t *done = atomic_load(&kp->closing) ? NULL : calloc(f->n, 1);
+    for (uint32_t i = 0; p && done && i < f->n; i++) {
         if (done[i])
             continue;
         int64_t home;
@@ -203,37 +270,16 @@ static void kp_fetch_go(ol_loop *loop, struct ol_msg *m)
             continue;
         }
         /* a call for up to OL_KP_GET_KEYS keys of this home */
-        struct kp_get *g = calloc(1, sizeof *g);
-        if (!g)
-            break;
-        g->f = f;
-        uint8_t hdr[8];
-        ol_le_st16(hdr, f->nslen);
-        ol_le_st16(hdr + 2, 0);
-        struct iovec iov[2 + 2 * OL_KP_GET_KEYS + 1];
-        uint8_t klens[OL_KP_GET_KEYS][2];
-        int ni = 0;
-        iov[ni++] = (struct iovec){hdr, 8};
-        iov[ni++] = (struct iovec){f->bytes + f->nsoff, f->nslen};
-        for (uint32_t j = i; j < f->n && g->n < OL_KP_GET_KEYS; j++) {
+        uint32_t idx[OL_KP_GET_KEYS], n = 0;
+        for (uint32_t j = i; j < f->n && n < OL_KP_GET_KEYS; j++) {
             int64_t hj;
             if (done[j] || ol_place_homes(p, f->k[j].h, 1, &hj) != 1 || hj != home)
                 continue;
             done[j] = 1;
-            ol_le_st16(klens[g->n], f->k[j].klen);
-            iov[ni++] = (struct iovec){klens[g->n], 2};
-            iov[ni++] = (struct iovec){f->bytes + f->k[j].koff, f->k[j].klen};
-            g->idx[g->n++] = j;
+            idx[n++] = j;
         }
-        ol_le_st32(hdr + 4, g->n);
-        int rc = ol_rpc_call(rpc, home, OP_KV_GET, iov, ni, OL_KP_REPLY_MAX, kp->timeout_ms,
-                             kp_get_done, g);
-        if (rc < 0) {
+        if (kp_get_call(kp, f, home, idx, n, kp->reply_max) < 0)
             atomic_fetch_add(&kp->fetch_failures, 1);
-            free(g);
-            continue;
-        }
-        f->pending++;
     }
     free(done);
     if (--f->pending == 0)
@@ -262,11 +308,14 @@ static void kp_fetch_back(ol_loop *loop, struct ol_msg *m)
     ol_kv_server_fetched(srv, f->token);
     atomic_fetch_sub(&kc->fetches, 1);
     free(f);
+    atomic_fetch_sub(&kp->inflight, 1);
 }
 
 static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
 {
     struct kp_core *kc = arg;
+    if (atomic_load(&kc->kp->closing))
+        return -ESHUTDOWN;
     if (atomic_fetch_add(&kc->fetches, 1) >= OL_KP_FETCHES) {
         atomic_fetch_sub(&kc->fetches, 1);
         return -EAGAIN;
@@ -295,6 +344,7 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
         off += r->klens[i];
     }
     f->msg.fn = kp_fetch_go;
+    atomic_fetch_add(&kc->kp->inflight, 1);
     ol_loop_post(ol_daemon_net_loop(kc->kp->d), &f->msg);
     return 0;
 }
@@ -327,7 +377,8 @@ static void kp_push_go(ol_loop *loop, struct ol_msg *m)
     struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
     struct ol_place *p = atomic_load_explicit(&kp->place, memory_order_acquire);
     int64_t home;
-    if (rpc && p && ol_place_homes(p, u->h, 1, &home) == 1 && home != kp->self) {
+    if (rpc && p && !atomic_load(&kp->closing) && ol_place_homes(p, u->h, 1, &home) == 1 &&
+        home != kp->self) {
         struct iovec iov = {u->payload, u->len};
         /* the payload is copied by the call: freed below either way */
         if (ol_rpc_call(rpc, home, OP_KV_PUT, &iov, 1, 8, kp->timeout_ms, kp_push_done, kp) < 0)
@@ -335,6 +386,7 @@ static void kp_push_go(ol_loop *loop, struct ol_msg *m)
     }
     atomic_fetch_sub(&u->kc->push_bytes, u->len);
     free(u);
+    atomic_fetch_sub(&kp->inflight, 1);
 }
 
 /* KV_PUT payload: u16 ns_len, u16 key_len, u32 0, u64 value_len, u64 sum,
@@ -343,8 +395,11 @@ static void kp_saved(void *arg, const struct ol_kv_saved *v)
 {
     struct kp_core *kc = arg;
     uint64_t len = 24 + v->nslen + v->klen + v->len;
-    if (len > UINT32_MAX ||
-        atomic_fetch_add(&kc->push_bytes, len) + len > OL_KP_PUSH_BYTES) {
+    if (atomic_load(&kc->kp->closing) || len > UINT32_MAX) {
+        atomic_fetch_add(&kc->kp->push_drops, 1);
+        return;
+    }
+    if (atomic_fetch_add(&kc->push_bytes, len) + len > OL_KP_PUSH_BYTES) {
         atomic_fetch_sub(&kc->push_bytes, len);
         atomic_fetch_add(&kc->kp->push_drops, 1);
         return;
@@ -368,6 +423,7 @@ static void kp_saved(void *arg, const struct ol_kv_saved *v)
     memcpy(p + 24 + v->nslen, v->key, v->klen);
     memcpy(p + 24 + v->nslen + v->klen, v->value, v->len);
     u->msg.fn = kp_push_go;
+    atomic_fetch_add(&kc->kp->inflight, 1);
     ol_loop_post(ol_daemon_net_loop(kc->kp->d), &u->msg);
 }
 
@@ -391,7 +447,7 @@ struct kp_serve {
     uint8_t *core_of;               /* [n] */
     uint16_t *status;               /* [n] */
     struct kp_part *parts;          /* one per core with keys */
-    int nparts;
+    uint64_t reserved;              /* of kp->serve_bytes, given back at the reply */
 };
 
 static void kp_serve_reply(struct kp_serve *sv)
@@ -416,9 +472,11 @@ static void kp_serve_reply(struct kp_serve *sv)
             for (uint32_t i = 0; i < sv->n; i++) {
                 uint8_t *h = hdrs + 4 + 16 * i;
                 bool ok = sv->status[i] == OL_KV_OK && sv->k[i].value;
+                bool big = sv->status[i] == OL_KV_TOO_LARGE_ST;
                 ol_le_st16(h, ok ? OL_KV_OK : (sv->status[i] ? sv->status[i] : OL_KV_NOT_FOUND));
                 ol_le_st16(h + 2, 0);
-                ol_le_st32(h + 4, ok ? (uint32_t)sv->k[i].len : 0);
+                /* too large: its length, so that it can be asked alone */
+                ol_le_st32(h + 4, ok || big ? (uint32_t)sv->k[i].len : 0);
                 ol_le_st64(h + 8, ok ? sv->k[i].sum : 0);
                 iov[ni++] = (struct iovec){h, 16};
                 if (ok && sv->k[i].len)
@@ -432,6 +490,7 @@ static void kp_serve_reply(struct kp_serve *sv)
         for (uint32_t i = 0; i < sv->n; i++)
             free(sv->k[i].value);
     }
+    atomic_fetch_sub(&kp->serve_bytes, sv->reserved);
     free(sv->parts);
     free(sv);
 }
@@ -441,8 +500,10 @@ static void kp_part_back(ol_loop *loop, struct ol_msg *m)
     (void)loop;
     struct kp_part *pt = (struct kp_part *)m;
     struct kp_serve *sv = pt->sv;
+    struct ol_kvpool *kp = sv->kp;
     if (--sv->parts_left == 0)
         kp_serve_reply(sv);
+    atomic_fetch_sub(&kp->inflight, 1);
 }
 
 /* Core: this core's keys of a KV_GET or the KV_PUT's one key. */
@@ -469,10 +530,11 @@ static void kp_part_run(ol_loop *loop, struct ol_msg *m)
         int st = ol_kv_server_load(srv, sv->tenant, sv->ns, k->h, NULL, 0, &len, &sum);
         if (st == OL_KV_TOO_LARGE_ST || (st == OL_KV_OK && len == 0)) {
             uint64_t b = atomic_load(&sv->budget);
-            while (b >= len + 16 && !atomic_compare_exchange_weak(&sv->budget, &b, b - len - 16))
+            while (b >= len && !atomic_compare_exchange_weak(&sv->budget, &b, b - len))
                 ;
-            if (b < len + 16) {
-                sv->status[i] = OL_KV_TOO_LARGE_ST;   /* ask again, fewer at a time */
+            if (b < len) {
+                k->len = len;                         /* asked again alone */
+                sv->status[i] = OL_KV_TOO_LARGE_ST;
                 continue;
             }
             k->value = malloc(len ? len : 1);
@@ -501,6 +563,10 @@ static void kp_serve(struct ol_rpc_req *req, void *arg, int op)
         ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
         return;
     }
+    if (atomic_load(&kp->closing) || !atomic_load(&kp->ready)) {
+        ol_rpc_reply(req, OL_RPC_SHUTTING_DOWN, NULL, 0);   /* starting or leaving */
+        return;
+    }
     uint32_t nsl = ol_le_ld16(pl), n, off;
     if (op == OP_KV_PUT) {
         if (len < 24 || nsl == 0 || nsl > OL_KV_MAX_NAMESPACE)
@@ -527,7 +593,20 @@ static void kp_serve(struct ol_rpc_req *req, void *arg, int op)
     sv->k = (struct kp_key *)(sv + 1);
     sv->status = (uint16_t *)(sv->k + n);
     sv->core_of = (uint8_t *)(sv->status + n);
-    atomic_store(&sv->budget, req->reply_max > 4 + 16ull * n ? req->reply_max - 4 : 0);
+    /* the values may take what the reply has left after its headers, and
+     * no more than this node lends all its peers' requests at once */
+    uint64_t budget = op == OP_KV_GET && req->reply_max > 4 + 16ull * n
+                          ? req->reply_max - 4 - 16ull * n : 0;
+    if (budget > OL_KP_REPLY_MAX * 2)
+        budget = OL_KP_REPLY_MAX * 2;
+    if (atomic_fetch_add(&kp->serve_bytes, budget) + budget > OL_KP_SERVE_BYTES) {
+        atomic_fetch_sub(&kp->serve_bytes, budget);
+        free(sv);
+        ol_rpc_reply(req, OL_RPC_BUSY, NULL, 0);
+        return;
+    }
+    sv->reserved = budget;
+    atomic_store(&sv->budget, budget);
     const void *ns = op == OP_KV_PUT ? pl + 24 : pl + 8;
     struct ol_kv_tenant *t = ol_kv_service_tenant_of(svc, ns, nsl);
     sv->tenant = (int)(t - svc->tenants);
@@ -538,7 +617,7 @@ static void kp_serve(struct ol_rpc_req *req, void *arg, int op)
         if (op == OP_KV_PUT) {
             kl = ol_le_ld16(pl + 2);
             uint64_t vl = ol_le_ld64(pl + 8);
-            if (kl == 0 || kl > OL_KV_KEY_MAX || (uint64_t)off + kl + vl != len)
+            if (kl == 0 || kl > OL_KV_KEY_MAX || kl > len - off || vl != len - off - kl)
                 goto bad_sv;
             sv->k[i].len = vl;
             sv->k[i].sum = ol_le_ld64(pl + 16);
@@ -562,6 +641,7 @@ static void kp_serve(struct ol_rpc_req *req, void *arg, int op)
     int ncores = kp->d->ncores;
     sv->parts = calloc((size_t)ncores, sizeof *sv->parts);
     if (!sv->parts) {
+        atomic_fetch_sub(&kp->serve_bytes, sv->reserved);
         free(sv);
         ol_rpc_reply(req, OL_RPC_BUSY, NULL, 0);
         return;
@@ -578,10 +658,12 @@ static void kp_serve(struct ol_rpc_req *req, void *arg, int op)
             pt->sv = sv;
             pt->core = c;
             pt->msg.fn = kp_part_run;
+            atomic_fetch_add(&kp->inflight, 1);
             ol_loop_post(kp->d->cores[c].loop, &pt->msg);
         }
     return;
 bad_sv:
+    atomic_fetch_sub(&kp->serve_bytes, sv->reserved);
     free(sv);
 bad:
     ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
@@ -608,6 +690,9 @@ int ol_daemon_kvpool_create(struct ol_daemon *d, char *err, size_t errlen)
     kp->d = d;
     kp->self = d->cfg.self_id;
     kp->timeout_ms = (uint32_t)d->cfg.cluster.kv_timeout_ms;
+    kp->reply_window = (uint32_t)d->cfg.cluster.rpc_window_bytes;   /* rpc.h: reply window */
+    kp->reply_max = kp->reply_window / 4 < OL_KP_REPLY_MAX ? kp->reply_window / 4
+                                                            : OL_KP_REPLY_MAX;
     for (int i = 0; i < d->ncores; i++)
         kp->cores[i] = (struct kp_core){.kp = kp, .core = i};
     d->kvpool = kp;
@@ -631,6 +716,23 @@ void ol_daemon_kvpool_attach(struct ol_daemon *d, struct ol_rpc *rpc)
         return;
     ol_rpc_handle(rpc, OP_KV_GET, kp_on_get, d->kvpool);
     ol_rpc_handle(rpc, OP_KV_PUT, kp_on_put, d->kvpool);
+}
+
+void ol_daemon_kvpool_ready(struct ol_daemon *d)
+{
+    if (d->kvpool)
+        atomic_store(&d->kvpool->ready, 1);
+}
+
+void ol_daemon_kvpool_close(struct ol_daemon *d)
+{
+    if (d->kvpool)
+        atomic_store(&d->kvpool->closing, 1);
+}
+
+bool ol_daemon_kvpool_quiet(struct ol_daemon *d)
+{
+    return !d->kvpool || atomic_load(&d->kvpool->inflight) == 0;
 }
 
 size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)

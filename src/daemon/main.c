@@ -62,8 +62,10 @@ static void ol_core_tick(ol_loop *loop, struct ol_timer *t)
      * ol_store_set_catalog) */
     bool store_idle = !core->store || ol_store_core_busy(core->store) == 0 ||
                       atomic_load(&core->d->closing);
+    /* and the KV pool's messages: none may come to a loop that stopped */
     if (atomic_load(&core->d->draining) && ol_http_server_conns(core->s3) == 0 &&
-        (!core->kv || ol_kv_server_idle(core->kv)) && !core->sweeping && store_idle) {
+        (!core->kv || ol_kv_server_idle(core->kv)) && !core->sweeping && store_idle &&
+        ol_daemon_kvpool_quiet(core->d)) {
         ol_loop_stop(loop);
         return;
     }
@@ -470,6 +472,7 @@ int main(int argc, char **argv)
          * health/ready answered 503 and KV HELLO BUSY "starting; retry". */
         /* "active" in etcd before health/ready answers 200: whoever sees the
          * node ready finds it active in the cluster too. */
+        ol_daemon_kvpool_ready(&d);
         ol_cluster_set_state(d.cluster, "active");
         atomic_store(&d.ready, 1);
         if (d.kv)
@@ -504,6 +507,7 @@ int main(int argc, char **argv)
                 }
                 ol_info("signal %d: shutting down (finishing in-flight requests, at most %lld ms)",
                         sig, (long long)d.cfg.http.shutdown_timeout_ms);
+                ol_daemon_kvpool_close(&d);
                 atomic_store(&d.draining, 1);
                 ol_cluster_set_state(d.cluster, "leaving");
                 for (int i = 0; i < started; i++)

@@ -957,6 +957,7 @@ static bool ol_kvc_fetch(struct ol_kv_conn *c, const struct ol_kv_dec *frame)
             return true;
         }
         c->fetch_state = FETCH_DONE; /* waited enough: answered from here */
+        c->park_since = 0;           /* a disk wait after it has its own time */
         return false;
     }
     struct ol_kv_dec d = *frame;
@@ -1011,15 +1012,21 @@ static void ol_kvc_saved_slot(struct ol_kv_conn *c, uint32_t slot)
     const struct ol_kv_slab *slab = &c->t->slab;
     struct ol_kv_slot_hdr hdr;
     memcpy(&hdr, ol_kv_slab_hdr(slab, slot), sizeof hdr);
-    if (ol_kv_slab_hdr_check(&hdr) < 0 || hdr.ns != c->ns)
+    if (ol_kv_slab_hdr_check(&hdr) < 0 || hdr.ns != c->ns || hdr.key_len > OL_KV_KEY_MAX)
         return;
-    struct ol_kv_hash h = {hdr.hash_lo, hdr.hash_hi};
-    if (!s->remote.remote_home(s->remote.arg, h))
+    /* the header is in memory the client writes: its key must hash to the
+     * entry this slot holds, or nothing is sent */
+    struct ol_kv_hash h = ol_kv_key_hash(c->ns_seed, hdr.key, hdr.key_len);
+    if (h.lo != hdr.hash_lo || h.hi != hdr.hash_hi || !s->remote.remote_home(s->remote.arg, h))
         return;
     int tenant = (int)(c->t - s->svc->tenants);
     struct ol_kv_loc loc;
     if (ol_kv_shard_acquire(c->sh, s->rsid[tenant], c->ns, h, &loc) != OL_KV_OK)
         return;
+    if (loc.slot != slot) {
+        ol_kv_shard_release(c->sh, s->rsid[tenant], loc.slot, loc.gen);
+        return;
+    }
     ol_kvc_saved(c, h, hdr.key, hdr.key_len, slab->base + loc.offset, loc.value_len,
                  loc.value_sum);
     ol_kv_shard_release(c->sh, s->rsid[tenant], loc.slot, loc.gen);
@@ -1051,6 +1058,7 @@ void ol_kv_server_fetched(struct ol_kv_server *s, uint64_t token)
     for (struct ol_kv_conn *c = s->parked; c; c = c->park_next)
         if (c->fetch_state == FETCH_PENDING && c->fetch_token == token) {
             c->fetch_state = FETCH_DONE;
+            c->park_since = 0;
             ol_kvs_rekick(s);
             return;
         }

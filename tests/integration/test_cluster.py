@@ -187,6 +187,7 @@ def test_nodes_join_and_the_cli_lists_them_stop_leaves_kill_expires(etcd, make_d
     # the survivor's view saw them come and go
     wait_for(lambda: "member 3 gone" in a.stderr(), "node 1 to see node 3 go")
     assert "member 2 gone" in a.stderr()
+    assert "member 2 joined" in a.stderr() and "left out of the view" not in a.stderr()
 
 
 def test_a_live_nodes_id_stops_a_second_node(etcd, make_daemon):

@@ -6,6 +6,8 @@ client library) over TCP and over the Unix socket (the shared slab).
 """
 import os
 import re
+import signal
+import subprocess
 import time
 import urllib.request
 
@@ -24,7 +26,7 @@ pytestmark = pytest.mark.skipif(not ETCD, reason="etcd is not installed (scripts
                                 "installs etcd-server)")
 
 
-def pool(make_daemon, etcd, tmp_path, n=2, timeout_ms="300"):
+def pool(make_daemon, etcd, tmp_path, n=2, timeout_ms="300", extra=()):
     s = secret(tmp_path)
     tok = tmp_path / "kv.token"
     tok.write_text(os.urandom(32).hex() + "\n")
@@ -33,7 +35,7 @@ def pool(make_daemon, etcd, tmp_path, n=2, timeout_ms="300"):
         "--cluster.name", "c1", "--cluster.etcd", etcd.url, "--self-id", str(i),
         "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
         "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s,
-        "--kv-token-file", str(tok), "--cluster.kv-timeout-ms", timeout_ms])
+        "--kv-token-file", str(tok), "--cluster.kv-timeout-ms", timeout_ms, *extra])
         for i in range(1, n + 1)]
     for d in nodes:
         wait_for(lambda: all(up(d, p) == 1 for p in range(1, n + 1) if p != nodes.index(d) + 1),
@@ -57,6 +59,18 @@ def kpm(d, name):
     return int(m.group(1)) if m else None
 
 
+def settled_pushes(d):
+    """The pushes d sent, once every one of them has been answered."""
+    last, since = None, time.time()
+    while time.time() - since < 0.5:
+        now = (kpm(d, "pushes_total"), kpm(d, "push_failures_total"), kpm(d, "push_drops_total"))
+        if now != last:
+            last, since = now, time.time()
+        time.sleep(0.05)
+    assert last[1] == 0 and last[2] == 0, last
+    return last[0]
+
+
 def test_a_value_put_on_one_node_is_read_on_another(etcd, make_daemon, tmp_path):
     (a, b), tok = pool(make_daemon, etcd, tmp_path)
     vals = {f"block-{i}": os.urandom(1000 + 37 * i) for i in range(40)}
@@ -64,9 +78,8 @@ def test_a_value_put_on_one_node_is_read_on_another(etcd, make_daemon, tmp_path)
         r = kv(a, tok, "put", k, stdin=v)
         assert r.returncode == 0, r.stderr
     # about half are homed on b: a sent those home
-    wait_for(lambda: (kpm(a, "pushes_total") or 0) >= 5, "pushes to b")
-    pushed = kpm(a, "pushes_total")
-    assert 5 <= pushed <= 35 and kpm(a, "push_failures_total") == 0
+    pushed = settled_pushes(a)
+    assert 5 <= pushed <= 35
     # every one reads back on b, byte for byte: b's own from what a sent
     # home, a's fetched from a when b misses them
     for k, v in vals.items():
@@ -92,11 +105,11 @@ def test_shared_memory_clients_on_both_sides(etcd, make_daemon, tmp_path):
     for k, v in vals.items():
         r = kv(a, tok, "put", k, stdin=v, tcp=False)
         assert r.returncode == 0, r.stderr
-    wait_for(lambda: (kpm(a, "pushes_total") or 0) >= 1, "pushes")
+    pushed = settled_pushes(a)
     for k, v in vals.items():
         r = kv(b, tok, "get", k, tcp=False)
         assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
-    assert kpm(b, "fetched_keys_total") + kpm(a, "pushes_total") == len(vals)
+    assert kpm(b, "fetched_keys_total") + pushed == len(vals)
 
 
 def test_a_home_that_died_costs_misses_not_errors(etcd, make_daemon, tmp_path):
@@ -104,9 +117,8 @@ def test_a_home_that_died_costs_misses_not_errors(etcd, make_daemon, tmp_path):
     vals = {f"k{i}": os.urandom(4096) for i in range(30)}
     for k, v in vals.items():
         assert kv(a, tok, "put", k, stdin=v).returncode == 0
-    time.sleep(0.5)                       # the pushes are answered
-    pushed = kpm(a, "pushes_total")
-    assert 1 <= pushed < 30 and kpm(a, "push_failures_total") == 0
+    pushed = settled_pushes(a)
+    assert 1 <= pushed < 30
     a.proc.kill()
     a.proc.wait()
     # b: what a sent home to b reads; what lived on a only is a miss, each
@@ -123,3 +135,54 @@ def test_a_home_that_died_costs_misses_not_errors(etcd, make_daemon, tmp_path):
     assert kpm(b, "fetched_keys_total") == 0
     assert b.is_ready()
     a.stop(expect_rc=None)
+
+
+def test_a_hung_home_costs_its_deadline_then_misses(etcd, make_daemon, tmp_path):
+    """A home that does not answer (stopped, as a partition looks): the
+    fetch waits at most cluster.kv_timeout_ms (here 300 ms) and a little,
+    then the key is a miss; a stopping node with a fetch in flight exits
+    cleanly."""
+    (a, b), tok = pool(make_daemon, etcd, tmp_path, timeout_ms="300")
+    vals = {f"h{i}": os.urandom(2048) for i in range(20)}
+    for k, v in vals.items():
+        assert kv(a, tok, "put", k, stdin=v).returncode == 0
+    pushed = settled_pushes(a)
+    a.proc.send_signal(signal.SIGSTOP)
+    try:
+        slow = 0
+        for k, v in vals.items():
+            t0 = time.time()
+            r = kv(b, tok, "get", k)
+            took = time.time() - t0
+            assert took < 3, took
+            slow += took > 0.25
+            assert r.returncode != 0 or r.stdout == v
+        assert slow >= 1                       # the fetches waited their deadline
+        assert kpm(b, "fetch_failures_total") >= 1
+        # b stops while a GET of it waits on the hung home
+        addr = f"127.0.0.1:{b.kv_port}"
+        missing = [k for k in vals][:1]
+        p = subprocess.Popen([conftest.bin_path("openlake"), "kv", "get", "nope-" + missing[0],
+                              "--addr", addr, "--token-file", tok, "--ns", "pool"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.05)
+        b.stop()                               # exit 0, no sanitizer report
+        p.wait(timeout=30)
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+    assert pushed >= 1
+
+
+def test_values_larger_than_a_calls_share(etcd, make_daemon, tmp_path):
+    """Values over a quarter of the node RPC's reply window are asked again
+    alone, with room for them; a small window still works."""
+    (a, b), tok = pool(make_daemon, etcd, tmp_path,
+                       extra=["--cluster.rpc-window-bytes", "4194304"])
+    vals = {f"big{i}": os.urandom(1536 * 1024) for i in range(4)}
+    for k, v in vals.items():
+        r = kv(a, tok, "put", k, stdin=v)
+        assert r.returncode == 0, r.stderr
+    settled_pushes(a)
+    for k, v in vals.items():
+        r = kv(b, tok, "get", k)
+        assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
