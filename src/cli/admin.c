@@ -21,6 +21,8 @@
 
 extern char **environ;
 
+#define OL_CLI_ADMIN_TIMEOUT_S 10
+
 /* ---- credentials ---------------------------------------------------------------- */
 
 /* access_key = "..." / secret_key = "..." lines of the daemon's s3.credentials. */
@@ -141,6 +143,13 @@ int ol_cli_admin_request(const struct ol_cli_cred *a, const char *host, const ch
     int fd = -1;
     for (struct addrinfo *p = ai; p && fd < 0; p = p->ai_next) {
         fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+        /* a node that accepts and never answers (stopped, cut off) costs
+         * OL_CLI_ADMIN_TIMEOUT_S, not forever (connect obeys SO_SNDTIMEO) */
+        struct timeval tv = {OL_CLI_ADMIN_TIMEOUT_S, 0};
+        if (fd >= 0) {
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        }
         if (fd >= 0 && connect(fd, p->ai_addr, p->ai_addrlen) < 0) {
             rc = -errno;
             close(fd);

@@ -46,7 +46,8 @@ int ol_cli_sign_head(const struct ol_cli_cred *c, const char *host, const char *
 /* method path?query to host:port, signed, with an empty body: the HTTP
  * status (or -errno: -EHOSTUNREACH, -ECONNREFUSED, -EMSGSIZE when the
  * answer is over cap, -EPROTO) and the answer's body in resp,
- * NUL-terminated. */
+ * NUL-terminated. Connecting, sending and each wait for the answer take at
+ * most 10 s (-EAGAIN past it). */
 int ol_cli_admin_request(const struct ol_cli_cred *c, const char *host, const char *port,
                          const char *method, const char *path, const char *query, char *resp,
                          size_t cap);

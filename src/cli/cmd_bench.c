@@ -1,5 +1,6 @@
 /*
- * cmd_bench.c - `openlake bench kv`: load a KV service through the C client
+ * cmd_bench.c - `openlake bench kv` (and the dispatch of `bench client`,
+ * cmd_bench_client.c): load a KV service through the C client
  * and report keys/s, GB/s and per-batch latency percentiles for put, get and
  * lookup, with a progress bar on a terminal, and whether the slab was cold
  * or warm when each began: the share of the slab the kernel had pages for

@@ -7,8 +7,12 @@
  *                                      service and its disk tier are opened
  *                                      and recovered before: main.c) or
  *                                      shutting down
- *   GET      /_openlake/metrics        Prometheus text (all cores, the healer)
+ *   GET      /_openlake/metrics        Prometheus text (all cores, the healer;
+ *                                      in a cluster the membership, the node
+ *                                      RPC's peers and the KV pool)
  *   POST|GET /_openlake/heal           heal walks (admin_heal.c; SigV4-signed)
+ *   POST|GET /_openlake/cluster/probe  the node RPC measured to every peer
+ *                                      (admin_cluster.c; SigV4-signed)
  *   PUT|POST /_openlake/debug/sink     (http.debug_endpoints only) consumes
  *            [?hold_ms=N]              the body, answers its length and
  *                                      SHA-256; hold_ms pauses the body

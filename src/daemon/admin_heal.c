@@ -14,7 +14,9 @@
  * only, no names.
  *
  * Owns: parsing and answering these two routes, the openlake_heal_*
- * metric lines. Must not: block (the healer's state is read under its
+ * metric lines, and what the admin plane's operator routes share
+ * (ol_admin_signed: the method and SigV4 check; ol_admin_json_error;
+ * ol_admin_query), used by admin_cluster.c too. Must not: block (the healer's state is read under its
  * mutex, which is never held across I/O).
  */
 #include "daemon/daemon.h"

@@ -17,15 +17,19 @@
  * node RPC on the net loop; messages between them (ol_loop_post), each
  * counted in `inflight` until its receiver is done with it. Shutdown:
  * ol_daemon_kvpool_close (at SIGTERM) stops new work (fetches and pushes
- * refused, requests of other nodes answered BUSY); the cores keep running
+ * refused, requests of other nodes answered SHUTTING_DOWN); the cores keep running
  * until ol_daemon_kvpool_quiet (every message handled: bounded by the calls'
  * deadlines), so no message is ever posted to a loop that stopped.
  *
- * Bounds: fetches in flight per core OL_KP_FETCHES, push bytes in flight
- * per core OL_KP_PUSH_BYTES (a push over it is dropped and counted), a
- * KV_GET call asks OL_KP_GET_KEYS keys and takes a reply of a quarter of
- * the node RPC's reply window (OL_KP_REPLY_MAX at most); a value that did
- * not fit is asked again alone, with room for it when the window has it.
+ * Bounds: fetches in flight per core OL_KP_FETCHES, push bytes queued
+ * from a core for the net loop OL_KP_PUSH_BYTES (a push over it is dropped
+ * and counted; the node RPC's own queues bound what follows), a KV_GET
+ * call asks OL_KP_GET_KEYS keys and takes a reply of a quarter of the node
+ * RPC's reply window (OL_KP_REPLY_MAX at most); a call that finds the
+ * home's window full waits (kp_later) until there is room or the fetch's
+ * deadline; a value that did not fit is asked again alone, with room for
+ * it, when the window has room and it is at most what a home reads for
+ * one reply (2 x OL_KP_REPLY_MAX).
  * Serving other nodes: at most OL_KP_SERVE_BYTES of values read for
  * replies at once (more: BUSY). A home that is down, slow or partitioned:
  * its calls fail or time out within cluster.kv_timeout_ms, its keys are
@@ -77,6 +81,8 @@ struct ol_kvpool {
     _Atomic int closing, ready;
     _Atomic int64_t inflight;           /* messages between the loops */
     _Atomic uint64_t serve_bytes;       /* values read for replies to other nodes */
+    struct kp_fetch *waiting;           /* net loop: fetches with calls waiting for room */
+    struct ol_timer retry;              /* net loop: sends them */
     _Atomic(struct ol_place *) place;
     struct kp_retired *retired;     /* net loop only */
     struct kp_core *cores;
@@ -134,9 +140,22 @@ struct kp_key {
     uint64_t len, sum;
 };
 
+/* A KV_GET that found the peer's window full (-EAGAIN): sent when it has
+ * room, or given up at the fetch's deadline. */
+struct kp_later {
+    struct kp_later *next;
+    int64_t home;
+    uint32_t reply_max, n;
+    uint32_t idx[OL_KP_GET_KEYS];
+};
+
 struct kp_fetch {
     struct ol_msg msg;
     struct kp_core *kc;
+    struct kp_later *later, *later_tail;  /* net loop: calls waiting for room */
+    struct kp_fetch *wnext;               /* on kp->waiting while it has some */
+    bool waiting;
+    uint64_t deadline_ms;
     int tenant;
     uint64_t token;
     uint32_t n, pending;
@@ -165,6 +184,8 @@ static void kp_fetch_end(struct ol_kvpool *kp, struct kp_fetch *f)
 
 static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
                        const uint32_t *idx, uint32_t n, uint32_t reply_max);
+static int kp_get_or_later(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
+                           const uint32_t *idx, uint32_t n, uint32_t reply_max);
 
 /* KV_GET reply: u32 n, then per key: u16 status, u16 0, u32 len, u64 sum, value. */
 static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
@@ -188,7 +209,7 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
                 !atomic_load(&kp->closing)) {
                 /* did not fit with the others: alone, with room for it */
                 uint32_t one = g->idx[i];
-                if (kp_get_call(kp, f, g->home, &one, 1, vlen + 20) == 0)
+                if (kp_get_or_later(kp, f, g->home, &one, 1, vlen + 20) == 0)
                     continue;
             }
             if (st != OL_KV_OK) {
@@ -208,6 +229,8 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
         }
     }
     free(g);
+    if (kp->waiting)   /* room in some peer's window: the waiting calls go first */
+        ol_loop_defer(ol_daemon_net_loop(kp->d), &kp->retry);
     if (--f->pending == 0)
         kp_fetch_end(kp, f);
 }
@@ -252,14 +275,89 @@ static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
     return 0;
 }
 
+/* kp_get_call, or, when the home's window is full (-EAGAIN), the call kept
+ * for later (the fetch holds itself open meanwhile). 0 or -errno. */
+static int kp_get_or_later(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
+                           const uint32_t *idx, uint32_t n, uint32_t reply_max)
+{
+    int rc = kp_get_call(kp, f, home, idx, n, reply_max);
+    if (rc != -EAGAIN)
+        return rc;
+    struct kp_later *l = malloc(sizeof *l);
+    if (!l)
+        return -ENOMEM;
+    l->next = NULL;
+    l->home = home;
+    l->reply_max = reply_max;
+    l->n = n;
+    memcpy(l->idx, idx, n * sizeof *idx);
+    if (f->later_tail)
+        f->later_tail->next = l;
+    else
+        f->later = l;
+    f->later_tail = l;
+    if (!f->waiting) {
+        f->waiting = true;
+        f->pending++;          /* held open until its waiting calls went */
+        f->wnext = kp->waiting;
+        kp->waiting = f;
+        ol_timer_arm(ol_daemon_net_loop(kp->d), &kp->retry, 2);
+    }
+    return 0;
+}
+
+/* Net loop, every 2 ms while some wait and after each reply: the waiting
+ * calls, in order, while their homes have room; past its deadline (or at
+ * shutdown) a fetch's waiting calls are given up: misses. */
+static void kp_on_retry(ol_loop *loop, struct ol_timer *t)
+{
+    struct ol_kvpool *kp = (struct ol_kvpool *)((char *)t - offsetof(struct ol_kvpool, retry));
+    uint64_t now = ol_loop_now_ms(loop);
+    struct kp_fetch *list = kp->waiting, *ended = NULL;
+    kp->waiting = NULL;
+    while (list) {
+        struct kp_fetch *f = list;
+        list = f->wnext;
+        bool give_up = atomic_load(&kp->closing) || now >= f->deadline_ms;
+        while (f->later) {
+            struct kp_later *l = f->later;
+            int rc = give_up ? -ETIMEDOUT : kp_get_call(kp, f, l->home, l->idx, l->n,
+                                                         l->reply_max);
+            if (rc == -EAGAIN)
+                break;
+            if (rc < 0)
+                atomic_fetch_add(&kp->fetch_failures, 1);
+            f->later = l->next;
+            free(l);
+        }
+        if (f->later) {
+            f->wnext = kp->waiting;
+            kp->waiting = f;
+        } else {
+            f->later_tail = NULL;
+            f->waiting = false;
+            f->wnext = ended;
+            ended = f;
+        }
+    }
+    while (ended) {
+        struct kp_fetch *f = ended;
+        ended = f->wnext;
+        if (--f->pending == 0)
+            kp_fetch_end(kp, f);
+    }
+    if (kp->waiting)
+        ol_timer_arm(loop, t, 2);
+}
+
 /* Net loop: a core's fetch request, sent to the keys' homes. */
 static void kp_fetch_go(ol_loop *loop, struct ol_msg *m)
 {
-    (void)loop;
     struct kp_fetch *f = (struct kp_fetch *)m;
     struct ol_kvpool *kp = f->kc->kp;
     struct ol_place *p = atomic_load_explicit(&kp->place, memory_order_acquire);
     f->pending = 1; /* this function's own, dropped at its end */
+    f->deadline_ms = ol_loop_now_ms(loop) + kp->timeout_ms;
     uint8_t *done = atomic_load(&kp->closing) ? NULL : calloc(f->n, 1);
     for (uint32_t i = 0; p && done && i < f->n; i++) {
         if (done[i])
@@ -278,7 +376,7 @@ static void kp_fetch_go(ol_loop *loop, struct ol_msg *m)
             done[j] = 1;
             idx[n++] = j;
         }
-        if (kp_get_call(kp, f, home, idx, n, kp->reply_max) < 0)
+        if (kp_get_or_later(kp, f, home, idx, n, kp->reply_max) < 0)
             atomic_fetch_add(&kp->fetch_failures, 1);
     }
     free(done);
@@ -329,6 +427,9 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
         return -ENOMEM;
     }
     f->kc = kc;
+    f->later = f->later_tail = NULL;
+    f->wnext = NULL;
+    f->waiting = false;
     f->tenant = r->tenant;
     f->token = r->token;
     f->n = r->n;
@@ -552,31 +653,45 @@ static void kp_part_run(ol_loop *loop, struct ol_msg *m)
     ol_loop_post(ol_daemon_net_loop(kp->d), &pt->msg);
 }
 
-/* Net loop: splits a request by the cores that own its keys' shards. */
+static void kp_serve_parts(struct ol_rpc_req *req, struct ol_kvpool *kp, int op);
+
+/* Net loop: a request of another node, refused while starting or leaving. */
 static void kp_serve(struct ol_rpc_req *req, void *arg, int op)
 {
     struct ol_kvpool *kp = arg;
-    struct ol_kv_service *svc = kp->d->kv;
-    const uint8_t *pl = req->payload;
-    uint32_t len = req->len;
-    if (!svc || len < 8) {
+    if (!kp->d->kv || req->len < 8) {
         ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
         return;
     }
+    /* a hold on inflight before looking at closing: a core that stopped
+     * saw it at 0 after closing was set, so this sees closing */
+    atomic_fetch_add(&kp->inflight, 1);
     if (atomic_load(&kp->closing) || !atomic_load(&kp->ready)) {
         ol_rpc_reply(req, OL_RPC_SHUTTING_DOWN, NULL, 0);   /* starting or leaving */
+        atomic_fetch_sub(&kp->inflight, 1);
         return;
     }
+    kp_serve_parts(req, kp, op);
+    atomic_fetch_sub(&kp->inflight, 1);
+}
+
+/* Net loop: splits a request by the cores that own its keys' shards. */
+static void kp_serve_parts(struct ol_rpc_req *req, struct ol_kvpool *kp, int op)
+{
+    struct ol_kv_service *svc = kp->d->kv;
+    const uint8_t *pl = req->payload;
+    uint32_t len = req->len;
     uint32_t nsl = ol_le_ld16(pl), n, off;
     if (op == OP_KV_PUT) {
-        if (len < 24 || nsl == 0 || nsl > OL_KV_MAX_NAMESPACE)
+        if (len < 24 || nsl == 0 || nsl > OL_KV_MAX_NAMESPACE || ol_le_ld32(pl + 4) != 0)
             goto bad;
         n = 1;
         off = 24 + nsl;
     } else {
         n = ol_le_ld32(pl + 4);
         off = 8 + nsl;
-        if (nsl == 0 || nsl > OL_KV_MAX_NAMESPACE || n == 0 || n > 4096 || off > len)
+        if (nsl == 0 || nsl > OL_KV_MAX_NAMESPACE || n == 0 || n > 4096 || off > len ||
+            ol_le_ld16(pl + 2) != 0)
             goto bad;
     }
     if (off > len)
@@ -695,6 +810,7 @@ int ol_daemon_kvpool_create(struct ol_daemon *d, char *err, size_t errlen)
                                                             : OL_KP_REPLY_MAX;
     for (int i = 0; i < d->ncores; i++)
         kp->cores[i] = (struct kp_core){.kp = kp, .core = i};
+    kp->retry.fn = kp_on_retry;
     d->kvpool = kp;
     return 0;
 }

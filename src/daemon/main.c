@@ -5,7 +5,11 @@
  * dirs.c, signal mask), one event loop per core with its listeners, the
  * start-up banner, and shutdown:
  *   first SIGTERM/SIGINT  stop accepting, let in-flight requests finish (at
- *                         most http.shutdown_timeout_ms), then exit 0;
+ *                         most http.shutdown_timeout_ms), then exit 0; in a
+ *                         cluster the KV pool takes no new work first, the
+ *                         cores stop once its messages are all handled
+ *                         (kvpool.c), then the node RPC's loop, then the
+ *                         lease is revoked;
  *   second signal         exit 1 at once.
  * Signals are taken synchronously by the main thread (sigtimedwait); loop
  * threads block them, so no handler ever runs on a loop.

@@ -8,7 +8,9 @@
  * the numeric rpc_addr of its record) and forgets members that left. The
  * sync checks the membership view's revision (cluster/member.h) every
  * OL_NET_SYNC_MS and copies the view only when it moved; the endpoint
- * carries that revision in its frames. Only in a cluster ([cluster]).
+ * carries that revision in its frames; each new view also goes to the KV
+ * pool (kvpool.c: its placement), whose KV_GET/KV_PUT handlers this loop
+ * serves. Only in a cluster ([cluster]).
  *
  * And the probe (POST /_openlake/cluster/probe, admin_cluster.c): one
  * peer after another, the round trip of 16 empty PINGs (the median) and

@@ -3,8 +3,9 @@
  *
  * Owns: the byte layout of the node-to-node protocol (docs/node-protocol.md
  * is its byte-level description; this header is the contract): the 48-byte
- * frame header, the handshake payloads, and the HMAC-SHA256 proofs of the
- * mutual authentication. Pure: no I/O, no allocation, never reads outside
+ * frame header, the handshake payloads' sizes and layout (below; rpc.c
+ * reads and writes them), and the HMAC-SHA256 proofs of the mutual
+ * authentication. Pure: no I/O, no allocation, never reads outside
  * [buf, buf + len).
  *
  * Frame header (version 1), little-endian:

@@ -170,7 +170,7 @@ def test_bench_client_kv_and_s3(make_daemon):
         assert res["ops"] > 0 and res["errors"] == 0 and res["error"] is None, res
         assert 0 < res["p50_us"] <= res["p99_us"] <= res["p999_us"]
         assert res["gb_per_s"] > 0 and 0.7 < res["seconds"] < 5
-    # the objects are real: a read of the bucket the writes made
+    # a named bucket (made when missing), read back after its own writes
     r = cli("bench", "client", "--target", f"http://127.0.0.1:{d.port}", "--op", "read",
             "--seconds", "0.3", "--bucket", "openlake-bench", "--credentials", creds)
     assert r.returncode == 0 and b"0 errors" in r.stdout, r.stdout

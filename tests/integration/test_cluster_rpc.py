@@ -264,7 +264,7 @@ def test_topology_and_probe_between_every_pair(etcd, make_daemon, tmp_path):
     nodes[2].stop(expect_rc=None)
 
 
-def test_probe_needs_a_signature_and_a_cluster(etcd, make_daemon, tmp_path):
+def test_probe_needs_a_signature(etcd, make_daemon, tmp_path):
     a = node(make_daemon, etcd, 1, secret(tmp_path))
     for method in ("GET", "POST"):
         req = urllib.request.Request(a.url + "/_openlake/cluster/probe", method=method)
