@@ -188,3 +188,29 @@ def test_values_larger_than_a_calls_share(etcd, make_daemon, tmp_path):
         r = kv(b, tok, "get", k)
         assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
     assert kpm(b, "fetched_keys_total") == len(vals) - pushed >= 1
+
+
+def test_a_long_prefix_is_fetched_whole(etcd, make_daemon, tmp_path):
+    """200 values of 256 KiB (50 MiB: far more than one call or one node
+    RPC window) put through one node, then looked up and read in one batch
+    through the other, over the shared slab as vLLM reads: every one there,
+    byte for byte."""
+    from openlake_client import Client
+    (a, b), tok = pool(make_daemon, etcd, tmp_path, timeout_ms="5000")
+    token = open(tok).read().strip()
+    keys = [f"long-{i}".encode() for i in range(200)]
+    vals = [os.urandom(256 * 1024) for _ in keys]
+    with Client(str(a.data / "kv.sock"), token=token, namespace="pool",
+                value_size=256 * 1024) as ca:
+        for i in range(0, 200, 20):
+            assert ca.put(keys[i:i + 20], vals[i:i + 20]) == [0] * 20
+    pushed = settled_pushes(a)
+    with Client(str(b.data / "kv.sock"), token=token, namespace="pool",
+                value_size=256 * 1024) as cb:
+        present, leading = cb.exists(keys)
+        assert leading == 200 and all(present)
+        outs = [bytearray(256 * 1024) for _ in keys]
+        lens = cb.get(keys, outs)
+        assert lens == [256 * 1024] * 200
+        assert all(bytes(o) == v for o, v in zip(outs, vals))
+    assert kpm(b, "fetched_keys_total") == 200 - pushed
