@@ -21,9 +21,10 @@
  * until ol_daemon_kvpool_quiet (every message handled: bounded by the calls'
  * deadlines), so no message is ever posted to a loop that stopped.
  *
- * Bounds: fetches in flight per core OL_KP_FETCHES, push bytes queued
- * from a core for the net loop OL_KP_PUSH_BYTES (a push over it is dropped
- * and counted; the node RPC's own queues bound what follows), a KV_GET
+ * Bounds: fetches in flight per core OL_KP_FETCHES, push bytes from a core
+ * not yet handed to the node RPC OL_KP_PUSH_BYTES (a push over it is
+ * dropped and counted; one that finds its home's window full waits for
+ * room, in order, until its deadline), a KV_GET
  * call asks OL_KP_GET_KEYS keys and takes a reply of a quarter of the node
  * RPC's reply window (OL_KP_REPLY_MAX at most); a call that finds the
  * home's window full waits (kp_later) until there is room or the fetch's
@@ -82,6 +83,7 @@ struct ol_kvpool {
     _Atomic int64_t inflight;           /* messages between the loops */
     _Atomic uint64_t serve_bytes;       /* values read for replies to other nodes */
     struct kp_fetch *waiting;           /* net loop: fetches with calls waiting for room */
+    struct kp_push *push_head, *push_tail; /* net loop: pushes waiting for room */
     struct ol_timer retry;              /* net loop: sends them */
     _Atomic(struct ol_place *) place;
     struct kp_retired *retired;     /* net loop only */
@@ -139,6 +141,19 @@ struct kp_key {
     uint8_t *value;                 /* fetched (malloc), or NULL */
     uint64_t len, sum;
 };
+
+/* A value to send home (KV_PUT), from a core to the net loop. */
+struct kp_push {
+    struct ol_msg msg;
+    struct kp_core *kc;
+    struct kp_push *next;           /* net loop: waiting for room in its home's window */
+    uint64_t deadline_ms;
+    struct ol_kv_hash h;
+    uint32_t len;                   /* of payload */
+    uint8_t payload[];              /* the KV_PUT payload, ready */
+};
+
+static int kp_push_try(struct ol_kvpool *kp, struct kp_push *u, uint64_t now);
 
 /* A KV_GET that found the peer's window full (-EAGAIN): sent when it has
  * room, or given up at the fetch's deadline. */
@@ -229,7 +244,7 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
         }
     }
     free(g);
-    if (kp->waiting)   /* room in some peer's window: the waiting calls go first */
+    if (kp->waiting || kp->push_head)   /* room in a peer's window: the waiting go first */
         ol_loop_defer(ol_daemon_net_loop(kp->d), &kp->retry);
     if (--f->pending == 0)
         kp_fetch_end(kp, f);
@@ -346,7 +361,25 @@ static void kp_on_retry(ol_loop *loop, struct ol_timer *t)
         if (--f->pending == 0)
             kp_fetch_end(kp, f);
     }
-    if (kp->waiting)
+    /* the waiting pushes: each tried (one whose home is full stays, in
+     * order), past its deadline dropped */
+    struct kp_push *u = kp->push_head, *keep = NULL, *tail = NULL;
+    kp->push_head = kp->push_tail = NULL;
+    while (u) {
+        struct kp_push *next = u->next;
+        if (kp_push_try(kp, u, now) == -EAGAIN) {
+            u->next = NULL;
+            if (tail)
+                tail->next = u;
+            else
+                keep = u;
+            tail = u;
+        }
+        u = next;
+    }
+    kp->push_head = keep;
+    kp->push_tail = tail;
+    if (kp->waiting || kp->push_head)
         ol_timer_arm(loop, t, 2);
 }
 
@@ -452,17 +485,12 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
 
 /* ---- push: values stored here, homed elsewhere ----------------------------------- */
 
-struct kp_push {
-    struct ol_msg msg;
-    struct kp_core *kc;
-    struct ol_kv_hash h;
-    uint32_t len;                   /* of payload */
-    uint8_t payload[];              /* the KV_PUT payload, ready */
-};
 
 static void kp_push_done(void *arg, int rc, const uint8_t *p, uint32_t len)
 {
     struct ol_kvpool *kp = arg;
+    if (kp->waiting || kp->push_head)   /* room in its home's window */
+        ol_loop_defer(ol_daemon_net_loop(kp->d), &kp->retry);
     if (rc == OL_RPC_OK && len >= 2 &&
         (ol_le_ld16(p) == OL_KV_OK || ol_le_ld16(p) == OL_KV_EXISTS))
         atomic_fetch_add(&kp->pushes, 1);
@@ -470,24 +498,57 @@ static void kp_push_done(void *arg, int rc, const uint8_t *p, uint32_t len)
         atomic_fetch_add(&kp->push_failures, 1);
 }
 
-static void kp_push_go(ol_loop *loop, struct ol_msg *m)
+/* A push is over (sent, dropped, or not for another node): its bytes and
+ * its count in inflight go back. */
+static void kp_push_end(struct ol_kvpool *kp, struct kp_push *u, bool dropped)
 {
-    (void)loop;
-    struct kp_push *u = (struct kp_push *)m;
-    struct ol_kvpool *kp = u->kc->kp;
-    struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
-    struct ol_place *p = atomic_load_explicit(&kp->place, memory_order_acquire);
-    int64_t home;
-    if (rpc && p && !atomic_load(&kp->closing) && ol_place_homes(p, u->h, 1, &home) == 1 &&
-        home != kp->self) {
-        struct iovec iov = {u->payload, u->len};
-        /* the payload is copied by the call: freed below either way */
-        if (ol_rpc_call(rpc, home, OP_KV_PUT, &iov, 1, 8, kp->timeout_ms, kp_push_done, kp) < 0)
-            atomic_fetch_add(&kp->push_drops, 1);
-    }
+    if (dropped)
+        atomic_fetch_add(&kp->push_drops, 1);
     atomic_fetch_sub(&u->kc->push_bytes, u->len);
     free(u);
     atomic_fetch_sub(&kp->inflight, 1);
+}
+
+/* Sends u to its home: 0 (sent, or nothing to send: u ended), -EAGAIN (the
+ * home's window is full: u kept). */
+static int kp_push_try(struct ol_kvpool *kp, struct kp_push *u, uint64_t now)
+{
+    struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
+    struct ol_place *p = atomic_load_explicit(&kp->place, memory_order_acquire);
+    int64_t home;
+    if (!rpc || !p || ol_place_homes(p, u->h, 1, &home) != 1 || home == kp->self) {
+        kp_push_end(kp, u, false);      /* homed here now: nothing to send */
+        return 0;
+    }
+    if (atomic_load(&kp->closing) || now >= u->deadline_ms) {
+        kp_push_end(kp, u, true);
+        return 0;
+    }
+    struct iovec iov = {u->payload, u->len};
+    /* the payload is copied by the call */
+    int rc = ol_rpc_call(rpc, home, OP_KV_PUT, &iov, 1, 8, kp->timeout_ms, kp_push_done, kp);
+    if (rc == -EAGAIN)
+        return -EAGAIN;
+    kp_push_end(kp, u, rc < 0);
+    return 0;
+}
+
+static void kp_push_go(ol_loop *loop, struct ol_msg *m)
+{
+    struct kp_push *u = (struct kp_push *)m;
+    struct ol_kvpool *kp = u->kc->kp;
+    uint64_t now = ol_loop_now_ms(loop);
+    u->deadline_ms = now + kp->timeout_ms;
+    u->next = NULL;
+    /* behind the pushes already waiting (a home's saves go in order) */
+    if (kp->push_head || kp_push_try(kp, u, now) == -EAGAIN) {
+        if (kp->push_tail)
+            kp->push_tail->next = u;
+        else
+            kp->push_head = u;
+        kp->push_tail = u;
+        ol_timer_arm(loop, &kp->retry, 2);
+    }
 }
 
 /* KV_PUT payload: u16 ns_len, u16 key_len, u32 0, u64 value_len, u64 sum,
