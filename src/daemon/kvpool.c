@@ -95,12 +95,12 @@ struct ol_kvpool {
 
 /* ---- placement ---------------------------------------------------------------- */
 
-static bool kp_remote_home(void *arg, struct ol_kv_hash h)
+static int64_t kp_home_of(void *arg, struct ol_kv_hash h)
 {
     struct kp_core *kc = arg;
     struct ol_place *p = atomic_load_explicit(&kc->kp->place, memory_order_acquire);
     int64_t home;
-    return p && ol_place_homes(p, h, 1, &home) == 1 && home != kc->kp->self;
+    return p && ol_place_homes(p, h, 1, &home) == 1 && home != kc->kp->self ? home : -1;
 }
 
 void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n,
@@ -136,6 +136,7 @@ void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n
 
 struct kp_key {
     struct ol_kv_hash h;
+    int64_t home;                   /* fetch: placed by the core (kp_home_of) */
     uint16_t klen;
     uint32_t koff;                  /* in the request's bytes */
     uint8_t *value;                 /* fetched (malloc), or NULL */
@@ -148,7 +149,7 @@ struct kp_push {
     struct kp_core *kc;
     struct kp_push *next;           /* net loop: waiting for room in its home's window */
     uint64_t deadline_ms;
-    struct ol_kv_hash h;
+    int64_t home;                   /* placed by the core (kp_home_of) */
     uint32_t len;                   /* of payload */
     uint8_t payload[];              /* the KV_PUT payload, ready */
 };
@@ -388,23 +389,17 @@ static void kp_fetch_go(ol_loop *loop, struct ol_msg *m)
 {
     struct kp_fetch *f = (struct kp_fetch *)m;
     struct ol_kvpool *kp = f->kc->kp;
-    struct ol_place *p = atomic_load_explicit(&kp->place, memory_order_acquire);
     f->pending = 1; /* this function's own, dropped at its end */
     f->deadline_ms = ol_loop_now_ms(loop) + kp->timeout_ms;
     uint8_t *done = atomic_load(&kp->closing) ? NULL : calloc(f->n, 1);
-    for (uint32_t i = 0; p && done && i < f->n; i++) {
+    for (uint32_t i = 0; done && i < f->n; i++) {
         if (done[i])
             continue;
-        int64_t home;
-        if (ol_place_homes(p, f->k[i].h, 1, &home) != 1 || home == kp->self) {
-            done[i] = 1;
-            continue;
-        }
-        /* a call for up to OL_KP_GET_KEYS keys of this home */
+        /* a call for up to OL_KP_GET_KEYS keys of key i's home */
+        int64_t home = f->k[i].home;
         uint32_t idx[OL_KP_GET_KEYS], n = 0;
         for (uint32_t j = i; j < f->n && n < OL_KP_GET_KEYS; j++) {
-            int64_t hj;
-            if (done[j] || ol_place_homes(p, f->k[j].h, 1, &hj) != 1 || hj != home)
+            if (done[j] || f->k[j].home != home)
                 continue;
             done[j] = 1;
             idx[n++] = j;
@@ -473,7 +468,8 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
     memcpy(f->bytes, r->ns, r->nslen);
     uint32_t off = r->nslen;
     for (uint32_t i = 0; i < r->n; i++) {
-        f->k[i] = (struct kp_key){.h = r->hs[i], .klen = r->klens[i], .koff = off};
+        f->k[i] = (struct kp_key){.h = r->hs[i], .home = r->homes[i], .klen = r->klens[i],
+                                  .koff = off};
         memcpy(f->bytes + off, r->keys[i], r->klens[i]);
         off += r->klens[i];
     }
@@ -514,19 +510,13 @@ static void kp_push_end(struct ol_kvpool *kp, struct kp_push *u, bool dropped)
 static int kp_push_try(struct ol_kvpool *kp, struct kp_push *u, uint64_t now)
 {
     struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
-    struct ol_place *p = atomic_load_explicit(&kp->place, memory_order_acquire);
-    int64_t home;
-    if (!rpc || !p || ol_place_homes(p, u->h, 1, &home) != 1 || home == kp->self) {
-        kp_push_end(kp, u, false);      /* homed here now: nothing to send */
-        return 0;
-    }
-    if (atomic_load(&kp->closing) || now >= u->deadline_ms) {
+    if (!rpc || atomic_load(&kp->closing) || now >= u->deadline_ms) {
         kp_push_end(kp, u, true);
         return 0;
     }
     struct iovec iov = {u->payload, u->len};
     /* the payload is copied by the call */
-    int rc = ol_rpc_call(rpc, home, OP_KV_PUT, &iov, 1, 8, kp->timeout_ms, kp_push_done, kp);
+    int rc = ol_rpc_call(rpc, u->home, OP_KV_PUT, &iov, 1, 8, kp->timeout_ms, kp_push_done, kp);
     if (rc == -EAGAIN)
         return -EAGAIN;
     kp_push_end(kp, u, rc < 0);
@@ -573,7 +563,7 @@ static void kp_saved(void *arg, const struct ol_kv_saved *v)
         return;
     }
     u->kc = kc;
-    u->h = v->h;
+    u->home = v->home;
     u->len = (uint32_t)len;
     uint8_t *p = u->payload;
     ol_le_st16(p, v->nslen);
@@ -882,7 +872,7 @@ int ol_daemon_kvpool_core(struct ol_daemon *d, int core)
     if (!kp)
         return 0;
     struct ol_kv_remote r = {.arg = &kp->cores[core], .wait_ms = kp->timeout_ms + 100,
-                             .remote_home = kp_remote_home, .fetch = kp_fetch,
+                             .home_of = kp_home_of, .fetch = kp_fetch,
                              .saved = kp_saved};
     return ol_kv_server_set_remote(d->kv_servers[core], &r);
 }

@@ -190,6 +190,7 @@ struct ol_kv_server {
     struct ol_kv_pend pend[2];           /* [is_unix] */
     uint32_t nconns;
     struct ol_timer tick;
+    int64_t homes[OL_KVS_MAX_ITEMS];     /* the pool: the homes of a fetch's keys */
     struct ol_kv_hash hs[OL_KVS_MAX_ITEMS];
     uint8_t present[OL_KVS_MAX_ITEMS];
     uint8_t mine[OL_KVS_MAX_ITEMS];      /* key i belongs to this shard */
@@ -967,7 +968,7 @@ static bool ol_kvc_fetch(struct ol_kv_conn *c, const struct ol_kv_dec *frame)
         struct ol_kv_hash kh = ol_kv_key_hash(c->ns_seed, k.p, k.len);
         if (ol_kv_shard_of(s->svc, kh) != s->core ||
             ol_kv_shard_where(c->sh, c->ns, kh) != OL_KV_WHERE_MISS ||
-            !s->remote.remote_home(s->remote.arg, kh))
+            (s->homes[n] = s->remote.home_of(s->remote.arg, kh)) < 0)
             continue;
         s->hs[n] = kh;
         s->kp[n] = k.p;
@@ -979,7 +980,8 @@ static bool ol_kvc_fetch(struct ol_kv_conn *c, const struct ol_kv_dec *frame)
         return false;
     struct ol_kv_fetch_req r = {
         .core = s->core, .tenant = (int)(c->t - s->svc->tenants), .ns = c->nsb,
-        .nslen = c->nslen, .n = n, .hs = s->hs, .keys = s->kp, .klens = s->kl,
+        .nslen = c->nslen, .n = n, .hs = s->hs, .homes = s->homes, .keys = s->kp,
+        .klens = s->kl,
         .token = ++s->fetch_seq};
     if (s->remote.fetch(s->remote.arg, &r) < 0)
         return false;
@@ -996,11 +998,12 @@ static void ol_kvc_saved(struct ol_kv_conn *c, struct ol_kv_hash h, const void *
                          uint16_t klen, const void *value, uint64_t len, uint64_t sum)
 {
     struct ol_kv_server *s = c->srv;
-    if (!s->remote.remote_home(s->remote.arg, h))
+    int64_t home = s->remote.home_of(s->remote.arg, h);
+    if (home < 0)
         return;
     struct ol_kv_saved v = {.core = s->core, .tenant = (int)(c->t - s->svc->tenants),
-                            .ns = c->nsb, .nslen = c->nslen, .h = h, .key = key, .klen = klen,
-                            .value = value, .len = len, .sum = sum};
+                            .ns = c->nsb, .nslen = c->nslen, .h = h, .home = home, .key = key,
+                            .klen = klen, .value = value, .len = len, .sum = sum};
     s->remote.saved(s->remote.arg, &v);
 }
 
@@ -1017,7 +1020,7 @@ static void ol_kvc_saved_slot(struct ol_kv_conn *c, uint32_t slot)
     /* the header is in memory the client writes: its key must hash to the
      * entry this slot holds, or nothing is sent */
     struct ol_kv_hash h = ol_kv_key_hash(c->ns_seed, hdr.key, hdr.key_len);
-    if (h.lo != hdr.hash_lo || h.hi != hdr.hash_hi || !s->remote.remote_home(s->remote.arg, h))
+    if (h.lo != hdr.hash_lo || h.hi != hdr.hash_hi || s->remote.home_of(s->remote.arg, h) < 0)
         return;
     int tenant = (int)(c->t - s->svc->tenants);
     struct ol_kv_loc loc;

@@ -39,6 +39,7 @@ struct ol_kv_fetch_req {
     uint16_t nslen;
     uint32_t n;                     /* keys, each missing here and homed elsewhere */
     const struct ol_kv_hash *hs;
+    const int64_t *homes;           /* each key's home (home_of) */
     const uint8_t *const *keys;
     const uint16_t *klens;
     uint64_t token;                 /* for ol_kv_server_fetched */
@@ -49,6 +50,7 @@ struct ol_kv_saved {
     const void *ns;
     uint16_t nslen;
     struct ol_kv_hash h;
+    int64_t home;                   /* home_of(h) */
     const void *key;
     uint16_t klen;
     const void *value;              /* valid during the call only */
@@ -58,8 +60,10 @@ struct ol_kv_saved {
 struct ol_kv_remote {
     void *arg;
     uint32_t wait_ms;               /* the most a frame waits for its fetch */
-    /* whether key hash h is homed on another node */
-    bool (*remote_home)(void *arg, struct ol_kv_hash h);
+    /* the node id of key hash h's home when that is another node, else -1
+     * (homed here, or no placement yet); passed on with the key, so the
+     * pool places each key once */
+    int64_t (*home_of)(void *arg, struct ol_kv_hash h);
     /* starts fetching r's keys (copies what it keeps): 0, and
      * ol_kv_server_fetched(token) follows (always, within wait_ms or
      * soon after); < 0: not started, the frame is answered from here */
