@@ -40,6 +40,7 @@ struct ol_cluster {
     pthread_t lease_t, watch_t;
     bool lease_started, watch_started;
     atomic_bool stop;
+    atomic_bool wstop;               /* watch_e's stop flag: stop, or a refresh asked */
 
     pthread_mutex_t mu;          /* everything below */
     pthread_cond_t cv;
@@ -53,7 +54,9 @@ struct ol_cluster {
     bool etcd_ok;
     int64_t etcd_since;
     char etcd_error[256];
-    uint64_t renewals, failures, restarts;
+    uint64_t renewals, failures, restarts, refreshes;
+    bool watching;               /* the watch thread is in (or about to enter) its watch */
+    bool refresh;                /* ol_cluster_refresh asked it to read the members again */
     time_t last_warn;
     bool live;                   /* the view itself (not a range read into a copy): log changes */
 };
@@ -506,12 +509,29 @@ static void *watch_main(void *arg)
         pthread_mutex_destroy(&tmp.mu);
         if (rc == 0) {
             backoff = 100;
+            pthread_mutex_lock(&cl->mu);
+            cl->watching = true;
+            pthread_mutex_unlock(&cl->mu);
             rc = ol_etcd_watch(cl->watch_e, cl->prefix, rev + 1, on_record, cl, err, sizeof err);
+            pthread_mutex_lock(&cl->mu);
+            cl->watching = false;
+            bool refresh = cl->refresh && !atomic_load(&cl->stop);
+            cl->refresh = false;
+            if (refresh) {
+                atomic_store(&cl->wstop, false);
+                cl->refreshes++;
+            } else {
+                cl->restarts++;
+            }
+            int64_t have = cl->revision;
+            pthread_mutex_unlock(&cl->mu);
             if (atomic_load(&cl->stop))
                 break;
-            pthread_mutex_lock(&cl->mu);
-            cl->restarts++;
-            pthread_mutex_unlock(&cl->mu);
+            if (refresh) {               /* read them all again now, then watch again */
+                ol_info("cluster %s: a peer's view is newer than this node's (revision %lld): "
+                        "reading the members again", cl->name, (long long)have);
+                continue;
+            }
             etcd_result(cl, rc, "watch", err);
         }
         nap(cl, backoff, false);
@@ -584,7 +604,7 @@ int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
     }
     if (rc == 0) {                   /* ol_cluster_stop ends their calls at once */
         ol_etcd_set_stop(cl->lease_e, &cl->stop);
-        ol_etcd_set_stop(cl->watch_e, &cl->stop);
+        ol_etcd_set_stop(cl->watch_e, &cl->wstop);
     }
     if (rc == 0 && pthread_create(&cl->lease_t, NULL, lease_main, cl) == 0)
         cl->lease_started = true;
@@ -640,6 +660,21 @@ void ol_cluster_view(struct ol_cluster *cl, struct ol_cluster_view *v, struct ol
     pthread_mutex_unlock(&cl->mu);
 }
 
+bool ol_cluster_refresh(struct ol_cluster *cl, int64_t revision)
+{
+    bool wake = false;
+    pthread_mutex_lock(&cl->mu);
+    if (revision > cl->revision && cl->watching && !cl->refresh) {
+        cl->refresh = true;
+        atomic_store(&cl->wstop, true);
+        wake = true;
+    }
+    pthread_mutex_unlock(&cl->mu);
+    if (wake)
+        ol_etcd_wake(cl->watch_e);
+    return wake;
+}
+
 int64_t ol_cluster_revision(struct ol_cluster *cl)
 {
     pthread_mutex_lock(&cl->mu);
@@ -654,7 +689,7 @@ size_t ol_cluster_metrics(struct ol_cluster *cl, char *buf, size_t cap)
     int n = cl->n;
     bool up = cl->etcd_ok, reg = cl->lease != 0;
     int64_t rev = cl->revision;
-    uint64_t ren = cl->renewals, fail = cl->failures, rst = cl->restarts;
+    uint64_t ren = cl->renewals, fail = cl->failures, rst = cl->restarts, rfr = cl->refreshes;
     pthread_mutex_unlock(&cl->mu);
     int len = snprintf(
         buf, cap,
@@ -678,10 +713,13 @@ size_t ol_cluster_metrics(struct ol_cluster *cl, char *buf, size_t cap)
         "openlake_cluster_etcd_failures_total{cluster=\"%s\"} %llu\n"
         "# HELP openlake_cluster_watch_restarts_total Watches of the members that broke and were started again.\n"
         "# TYPE openlake_cluster_watch_restarts_total counter\n"
-        "openlake_cluster_watch_restarts_total{cluster=\"%s\"} %llu\n",
+        "openlake_cluster_watch_restarts_total{cluster=\"%s\"} %llu\n"
+        "# HELP openlake_cluster_refreshes_total Members read again because a peer's frames carried a newer revision.\n"
+        "# TYPE openlake_cluster_refreshes_total counter\n"
+        "openlake_cluster_refreshes_total{cluster=\"%s\"} %llu\n",
         cl->name, n, cl->name, up, cl->name, reg, cl->name, (long long)rev, cl->name,
         (unsigned long long)ren, cl->name, (unsigned long long)fail, cl->name,
-        (unsigned long long)rst);
+        (unsigned long long)rst, cl->name, (unsigned long long)rfr);
     return len < 0 ? cap : (size_t)len;
 }
 
@@ -691,6 +729,7 @@ void ol_cluster_stop(struct ol_cluster *cl)
         return;
     pthread_mutex_lock(&cl->mu);
     atomic_store(&cl->stop, true);
+    atomic_store(&cl->wstop, true);
     pthread_cond_broadcast(&cl->cv);
     pthread_mutex_unlock(&cl->mu);
     if (cl->watch_e)

@@ -8,7 +8,9 @@
  * record), and one that stops revokes its lease and leaves at once. Every
  * node watches the prefix and keeps the view: the members at an etcd
  * revision. While etcd cannot be reached the view stays as it was last
- * known, marked so (etcd_ok false), and the node keeps serving.
+ * known, marked so (etcd_ok false), and the node keeps serving. A peer
+ * whose frames carry a newer revision makes it read the members again
+ * (ol_cluster_refresh).
  *
  * Owns: the record and its lease (one thread keeps them), the view (one
  * thread watches etcd into it), both threads and their etcd handles. Data
@@ -109,6 +111,15 @@ struct ol_cluster_view {
  * there were, at most cap copied). */
 void ol_cluster_view(struct ol_cluster *cl, struct ol_cluster_view *v, struct ol_member *buf,
                      int cap);
+
+/* A peer's frames carried revision, newer than this view's: when the
+ * watch thread is watching (not reading already) and no refresh is asked
+ * yet, it ends its watch and reads every member again (on the next etcd
+ * endpoint if this one does not answer), then watches from there. True
+ * when asked. A watch that stalls without an error (an etcd member that
+ * hangs) is how a view falls behind; the read makes it current. Any
+ * thread. */
+bool ol_cluster_refresh(struct ol_cluster *cl, int64_t revision);
 
 /* The view's revision alone (a moment under the view's mutex): whether a
  * copy of the view is worth taking. */

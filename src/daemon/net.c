@@ -8,7 +8,9 @@
  * the numeric rpc_addr of its record) and forgets members that left. The
  * sync checks the membership view's revision (cluster/member.h) every
  * OL_NET_SYNC_MS and copies the view only when it moved; the endpoint
- * carries that revision in its frames; each new view also goes to the KV
+ * carries that revision in its frames, and a peer's newer one (held for
+ * OL_NET_BEHIND_MS) makes the membership read again (ol_cluster_refresh:
+ * a stalled watch); each new view also goes to the KV
  * pool (kvpool.c: its placement), whose KV_GET/KV_PUT handlers this loop
  * serves. Only in a cluster ([cluster]).
  *
@@ -33,6 +35,7 @@
 #include <string.h>
 
 #define OL_NET_SYNC_MS 200
+#define OL_NET_BEHIND_MS 1000 /* a peer's revision ahead this long: read the members again */
 #define OL_NET_STOP_MS 1000   /* connections closing at shutdown: at most this */
 #define OL_PROBE_RTT_N 16
 #define OL_PROBE_CHUNK (1u << 20)
@@ -74,6 +77,8 @@ struct ol_daemon_net {
     int64_t *peers;             /* ids that are peers now, ascending */
     int npeers;
     int64_t bad_logged;         /* the revision a bad address was last logged at */
+    int64_t asked;              /* the peer revision the last refresh was asked for */
+    uint64_t behind_since;      /* ms: since when a peer's revision is ahead (0: it is not) */
     struct ol_msg stop_msg;
     uint64_t stop_since;
     struct ol_probe probe;
@@ -84,7 +89,25 @@ static void net_sync(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_daemon_net *n = (struct ol_daemon_net *)((char *)t - offsetof(struct ol_daemon_net, sync));
     struct ol_cluster_view v;
-    if (ol_cluster_revision(n->d->cluster) != n->synced)
+    int64_t have = ol_cluster_revision(n->d->cluster);
+    /* A peer's frames carry a newer revision than this view for a second:
+     * the watch delivers within milliseconds, so it has stalled; ask for
+     * one read of the members (once per revision seen: a peer's bogus
+     * revision costs one read, not one a second). */
+    int64_t peer = ol_rpc_peer_revision(n->rpc);
+    if (peer > have && peer > n->asked) {
+        uint64_t now = ol_loop_now_ms(loop);
+        if (!n->behind_since) {
+            n->behind_since = now;
+        } else if (now - n->behind_since >= OL_NET_BEHIND_MS &&
+                   ol_cluster_refresh(n->d->cluster, peer)) {
+            n->asked = peer;
+            n->behind_since = 0;
+        }
+    } else {
+        n->behind_since = 0;
+    }
+    if (have != n->synced)
         ol_cluster_view(n->d->cluster, &v, n->view, OL_MEMBER_MAX);
     else
         v.revision = n->synced;

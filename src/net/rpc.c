@@ -812,6 +812,17 @@ static void acceptor_hello(struct ol_rpc_conn *c, const uint8_t *b)
     conn_send(c, OL_RPC_CHALLENGE, 0, 0, out, sizeof out);
 }
 
+/* A revision an authenticated peer's frame carried (its AUTH or READY
+ * included: a node that joins tells the others at once). */
+static void note_revision(struct ol_rpc *r, int64_t rev)
+{
+    int64_t have = atomic_load_explicit(&r->peer_revision, memory_order_relaxed);
+    while (rev > have && !atomic_compare_exchange_weak_explicit(
+                             &r->peer_revision, &have, rev, memory_order_relaxed,
+                             memory_order_relaxed)) {
+    }
+}
+
 /* Acceptor: AUTH in; READY out, or refused. */
 static void acceptor_auth(struct ol_rpc_conn *c, const uint8_t *b)
 {
@@ -846,6 +857,7 @@ static void acceptor_auth(struct ol_rpc_conn *c, const uint8_t *b)
     }
     c->state = C_OPEN;
     c->credit_left = r->window;
+    note_revision(r, c->h.revision);
     conn_send(c, OL_RPC_READY, r->window, 0, NULL, 0);
 }
 
@@ -889,6 +901,7 @@ static void dialer_ready(struct ol_rpc_conn *c, uint32_t credit)
 {
     struct ol_rpc_peer *p = c->peer;
     c->state = C_OPEN;
+    note_revision(c->r, c->h.revision);
     p->state = P_READY;
     p->backoff_ms = OL_RPC_BACKOFF_MIN_MS;
     atomic_store_explicit(&p->window, credit, memory_order_relaxed);
@@ -935,9 +948,8 @@ static int frame_begin(struct ol_rpc_conn *c)
         conn_refuse(c, OL_RPC_PROTOCOL, lim < 0 ? "frame out of place" : "frame too large");
         return -1;
     }
-    if (c->state == C_OPEN &&
-        h->revision > atomic_load_explicit(&r->peer_revision, memory_order_relaxed))
-        atomic_store_explicit(&r->peer_revision, h->revision, memory_order_relaxed);
+    if (c->state == C_OPEN)
+        note_revision(r, h->revision);
     c->body_have = 0;
     if (h->type == OL_RPC_REQUEST) {
         uint32_t flen = OL_RPC_HDR_LEN + h->len;

@@ -169,8 +169,9 @@ int ol_rpc_call(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec 
 
 /* The membership revision this node puts in its frames (any thread). */
 void ol_rpc_set_revision(struct ol_rpc *r, int64_t revision);
-/* The highest revision a peer's frame carried (any thread): above this
- * node's own, its view is behind. */
+/* The highest revision an authenticated peer's frame carried (its AUTH
+ * or READY, and every frame after; any thread): above this node's own,
+ * its view is behind. */
 int64_t ol_rpc_peer_revision(const struct ol_rpc *r);
 
 /*

@@ -12,6 +12,7 @@ nothing; a killed peer is seen down at once and back when it restarts.
 import json
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -328,6 +329,41 @@ def etcd3(tmp_path):
     finally:
         for i in range(3):
             e.kill(i)
+
+
+def test_a_stalled_watch_is_caught_up_by_a_peers_revision(etcd3, make_daemon, tmp_path):
+    """Node 2 watches the members through etcd member 2, which hangs
+    (SIGSTOP): its watch delivers nothing and reports no error. Node 3
+    joins; its frames to node 2 carry the revision node 3 registered at,
+    newer than node 2's view: node 2 reads the members again (through
+    another etcd member, the hung one timing out) and sees node 3."""
+    s = secret(tmp_path)
+    eps = ",".join(etcd3.urls)
+
+    def mk(nid):
+        return make_daemon(args=[
+            "--cluster.name", "c1", "--cluster.etcd", eps, "--self-id", str(nid),
+            "--cluster.lease-ttl-secs", "4", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
+            "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s])
+
+    a, b = mk(1), mk(2)     # node 1 starts on etcd member 1, node 2 on member 2
+    wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected")
+    assert metric(b, "openlake_cluster_refreshes_total") == 0
+    etcd3.procs[2].send_signal(signal.SIGSTOP)
+    try:
+        c = mk(3)           # on etcd member 0
+        wait_for(lambda: metric(a, "openlake_cluster_members") == 3, "node 1 sees node 3")
+        wait_for(lambda: up(c, 2) == 1, "node 3 connected to node 2")
+        # node 2's watch is silent: only the revision node 3 carried tells it
+        wait_for(lambda: metric(b, "openlake_cluster_members") == 3, "node 2 sees node 3",
+                 timeout=15)
+        assert metric(b, "openlake_cluster_refreshes_total") >= 1
+        wait_for(lambda: metric(b, "openlake_cluster_revision") ==
+                 metric(a, "openlake_cluster_revision"), "node 2's view as current as node 1's")
+        for d in (a, b, c):
+            assert d.is_ready()
+    finally:
+        etcd3.procs[2].send_signal(signal.SIGCONT)
 
 
 def test_an_etcd_member_dies_then_all_of_etcd(etcd3, make_daemon, tmp_path):
