@@ -7,7 +7,8 @@
  *
  * Owns: reading the members straight from etcd (cluster/etcd.h, the same
  * records the nodes keep: cluster/member.h), asking each node's
- * /_openlake/health/ready, the table or JSON, and the exit status: 0 when
+ * /_openlake/health/ready and reading its KV figures (bytes held, hits,
+ * misses) from its /_openlake/metrics, the table or JSON, and the exit status: 0 when
  * every etcd endpoint is healthy and every node is active and ready, 1
  * when anything is degraded (or etcd cannot be read), 2 usage.
  *
@@ -52,7 +53,11 @@ struct ol_cl_node {
     int ready;               /* 1 ready, 0 answered not ready, -1 no answer */
     long http;
     char why[160];
+    bool kv;                 /* its KV figures were read (from its metrics) */
+    uint64_t kv_hits, kv_misses, kv_ram, kv_disk;
 };
+
+#define OL_CLUSTER_METRICS_MAX (8u << 20)   /* a metrics page longer than this: not read */
 
 struct ol_cl_list {
     struct ol_cl_node *v;
@@ -90,37 +95,108 @@ static size_t discard(char *p, size_t sz, size_t n, void *arg)
     return sz * n;
 }
 
-/* GET http(s)://<s3_addr>/_openlake/health/ready (https checked against
- * the system's CAs; the record's address pasted in: a record is written by
- * a node or an operator with etcd access, not by a client). */
-static void probe(struct ol_cl_node *n)
+/* A response body into a bounded buffer (a longer one fails the transfer). */
+struct ol_cl_body {
+    char *p;
+    size_t len, cap;
+};
+
+static size_t take_body(char *p, size_t sz, size_t n, void *arg)
+{
+    struct ol_cl_body *b = arg;
+    size_t add = sz * n;
+    if (b->len + add + 1 > b->cap) {
+        if (b->len + add + 1 > OL_CLUSTER_METRICS_MAX)
+            return 0;
+        size_t cap = b->cap ? b->cap : 65536;
+        while (cap < b->len + add + 1)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np)
+            return 0;
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, p, add);
+    b->len += add;
+    b->p[b->len] = 0;
+    return add;
+}
+
+/* GET http(s)://<s3_addr><path> (https checked against the system's CAs;
+ * the record's address pasted in: a record is written by a node or an
+ * operator with etcd access, not by a client): the curl result, *http the
+ * status; the body into b (NULL: discarded). */
+static CURLcode node_get(const struct ol_cl_node *n, const char *path, long *http,
+                         struct ol_cl_body *b)
 {
     CURL *c = curl_easy_init();
-    if (!c) {
-        n->ready = -1;
-        snprintf(n->why, sizeof n->why, "out of memory");
-        return;
-    }
+    if (!c)
+        return CURLE_OUT_OF_MEMORY;
     char url[400];
-    snprintf(url, sizeof url, "%s://%s/_openlake/health/ready", n->m.s3_tls ? "https" : "http",
-             n->m.s3_addr);
+    snprintf(url, sizeof url, "%s://%s%s", n->m.s3_tls ? "https" : "http", n->m.s3_addr, path);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)OL_CLUSTER_PROBE_MS);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, b ? take_body : discard);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     CURLcode cc = curl_easy_perform(c);
+    if (cc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, http);
+    curl_easy_cleanup(c);
+    return cc;
+}
+
+/* The sum over tenants of a node's metric `name{tenant="..."[,rest]} V`
+ * (rest: the other label, e.g. tier="ram", or NULL for none). */
+static uint64_t sum_metric(const char *page, const char *name, const char *rest)
+{
+    uint64_t sum = 0;
+    size_t nl = strlen(name);
+    for (const char *l = page; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        if (strncmp(l, name, nl) != 0 || l[nl] != '{')
+            continue;
+        const char *close = strchr(l + nl, '}'), *eol = strchr(l, '\n');
+        if (!close || (eol && close > eol))
+            continue;
+        if (rest) {
+            const char *r = strstr(l + nl, rest);
+            if (!r || r > close)
+                continue;
+        }
+        sum += strtoull(close + 1, NULL, 10);
+    }
+    return sum;
+}
+
+/* The node's health/ready, and its KV figures from its metrics when it
+ * has a KV service. */
+static void probe(struct ol_cl_node *n)
+{
+    CURLcode cc = node_get(n, "/_openlake/health/ready", &n->http, NULL);
     if (cc != CURLE_OK) {
         n->ready = -1;
         snprintf(n->why, sizeof n->why, "%s", curl_easy_strerror(cc));
-    } else {
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &n->http);
-        n->ready = n->http == 200;
-        if (!n->ready)
-            snprintf(n->why, sizeof n->why, "health/ready: HTTP %ld", n->http);
+        return;
     }
-    curl_easy_cleanup(c);
+    n->ready = n->http == 200;
+    if (!n->ready)
+        snprintf(n->why, sizeof n->why, "health/ready: HTTP %ld", n->http);
+    if (!n->m.kv_addr[0] && !n->m.kv_slab_bytes)
+        return;
+    struct ol_cl_body b = {0};
+    long http = 0;
+    if (node_get(n, "/_openlake/metrics", &http, &b) == CURLE_OK && http == 200 && b.p &&
+        strstr(b.p, "openlake_kv_tenant_hits_total{")) {
+        n->kv = true;
+        n->kv_hits = sum_metric(b.p, "openlake_kv_tenant_hits_total", NULL);
+        n->kv_misses = sum_metric(b.p, "openlake_kv_tenant_misses_total", NULL);
+        n->kv_ram = sum_metric(b.p, "openlake_kv_tenant_used_bytes", "tier=\"ram\"");
+        n->kv_disk = sum_metric(b.p, "openlake_kv_tenant_used_bytes", "tier=\"disk\"");
+    }
+    free(b.p);
 }
 
 static int cmp_node(const void *a, const void *b)
@@ -230,6 +306,21 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
             ol_json_uint(&j, n->m.kv_disk_bytes);
             ol_json_key(&j, "drives");
             ol_json_int(&j, n->m.drives);
+            ol_json_key(&j, "kv");
+            if (!n->kv) {
+                ol_json_null(&j);
+            } else {
+                ol_json_object_begin(&j);
+                ol_json_key(&j, "used_ram_bytes");
+                ol_json_uint(&j, n->kv_ram);
+                ol_json_key(&j, "used_disk_bytes");
+                ol_json_uint(&j, n->kv_disk);
+                ol_json_key(&j, "hits");
+                ol_json_uint(&j, n->kv_hits);
+                ol_json_key(&j, "misses");
+                ol_json_uint(&j, n->kv_misses);
+                ol_json_object_end(&j);
+            }
             ol_json_object_end(&j);
         }
         ol_json_array_end(&j);
@@ -252,7 +343,8 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
                 {"ready", "READY", OL_ALIGN_LEFT},  {"version", "VERSION", OL_ALIGN_LEFT},
                 {"up", "UP", OL_ALIGN_RIGHT},       {"host", "HOST", OL_ALIGN_LEFT},
                 {"s3", "S3", OL_ALIGN_LEFT},        {"kv", "KV", OL_ALIGN_LEFT},
-                {"slab", "KV SLAB", OL_ALIGN_RIGHT}, {"drives", "DRIVES", OL_ALIGN_RIGHT}};
+                {"slab", "KV SLAB", OL_ALIGN_RIGHT}, {"used", "KV USED", OL_ALIGN_RIGHT},
+                {"hit", "KV HIT", OL_ALIGN_RIGHT},  {"drives", "DRIVES", OL_ALIGN_RIGHT}};
             ol_table *t = ol_table_create(cols, sizeof cols / sizeof cols[0]);
             for (int i = 0; i < l.n; i++) {
                 const struct ol_cl_node *n = &l.v[i];
@@ -267,6 +359,17 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
                 ol_table_str(t, n->m.s3_addr);
                 ol_table_str(t, n->m.kv_addr[0] ? n->m.kv_addr : "-");
                 ol_table_strf(t, "%.1f GiB", (double)n->m.kv_slab_bytes / (1 << 30));
+                if (!n->kv) {
+                    ol_table_str(t, "-");
+                    ol_table_str(t, "-");
+                } else {
+                    ol_table_strf(t, "%.2f GiB", (double)(n->kv_ram + n->kv_disk) / (1 << 30));
+                    uint64_t asked = n->kv_hits + n->kv_misses;
+                    if (asked)
+                        ol_table_strf(t, "%.1f%%", 100.0 * (double)n->kv_hits / (double)asked);
+                    else
+                        ol_table_str(t, "-");
+                }
                 ol_table_int(t, n->m.drives);
             }
             ol_table_print(t, stdout, cli->out);

@@ -165,6 +165,7 @@ struct ol_kv_pend {
 struct ol_kvs_unit {
     struct ol_kv_server *srv;
     struct ol_kv_shard *shard;
+    uint64_t peer_hits, peer_misses; /* the shard's hits and misses for other nodes (load) */
 };
 
 enum { FETCH_NONE, FETCH_PENDING, FETCH_DONE };
@@ -1096,6 +1097,9 @@ int ol_kv_server_load(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol
     struct ol_kv_shard *sh = s->units[tenant].shard;
     struct ol_kv_loc loc;
     int st = ol_kv_shard_acquire(sh, s->rsid[tenant], ns, h, &loc);
+    /* the shard counts it; the published figures are this node's clients' */
+    s->units[tenant].peer_hits += st == OL_KV_OK;
+    s->units[tenant].peer_misses += st == OL_KV_NOT_FOUND;
     if (st != OL_KV_OK)
         return st;
     *len = loc.value_len;
@@ -1364,6 +1368,25 @@ static void ol_on_kv_accept_unix(ol_loop *loop, struct ol_op *op, int res, unsig
         ol_kv_accepted(s, res, true);
 }
 
+/* Tenant i's shard counters, for other threads to read (service.h): its
+ * hits and misses less those of reads for other nodes (ol_kv_server_load). */
+static void ol_kvs_publish(struct ol_kv_server *s, int i)
+{
+    struct ol_kvs_unit *un = &s->units[i];
+    struct ol_kv_pub *u = &s->svc->tenants[i].pub[s->core];
+    struct ol_kv_shard_stats st;
+    ol_kv_shard_stats(un->shard, &st);
+    struct ol_kv_shard *sh = un->shard;
+    atomic_store_explicit(&u->hits, st.hits - un->peer_hits, memory_order_relaxed);
+    atomic_store_explicit(&u->misses, st.misses - un->peer_misses, memory_order_relaxed);
+    atomic_store_explicit(&u->ram_bytes, st.value_bytes, memory_order_relaxed);
+    if (sh->disk) {
+        struct ol_kv_disk_stats ds;
+        ol_kv_disk_stats(sh->disk, &ds);
+        atomic_store_explicit(&u->disk_bytes, ds.value_bytes, memory_order_relaxed);
+    }
+}
+
 static void ol_on_kv_tick(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_kv_server *s = OL_CONTAINER(t, struct ol_kv_server, tick);
@@ -1377,6 +1400,7 @@ static void ol_on_kv_tick(ol_loop *loop, struct ol_timer *t)
     for (int i = 0; i < s->svc->ntenants; i++) {
         ol_kv_shard_expire(s->units[i].shard, now);
         ol_kv_shard_pump(s->units[i].shard);
+        ol_kvs_publish(s, i);
     }
     ol_kvs_rekick(s); /* parked frames past their wait are answered */
     ol_timer_arm(loop, t, OL_KVS_TICK_MS);

@@ -159,7 +159,8 @@ static int ol_tenant_open(struct ol_kv_service *svc, struct ol_kv_tenant *t,
     if ((rc = ol_kv_slab_create(&t->slab, bytes, 1, err, errlen)) < 0)
         return rc;
     t->shards = calloc((size_t)nshards, sizeof *t->shards);
-    if (!t->shards) {
+    t->pub = calloc((size_t)nshards, sizeof *t->pub);
+    if (!t->shards || !t->pub) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
@@ -188,6 +189,7 @@ static void ol_tenant_close(struct ol_kv_service *svc, struct ol_kv_tenant *t)
         for (int i = 0; i < svc->nshards; i++)
             ol_kv_shard_exit(&t->shards[i]);
     free(t->shards);
+    free(t->pub);
     if (t->disks)
         for (int i = 0; i < svc->nshards; i++)
             ol_kv_disk_close(t->disks[i]);
@@ -319,7 +321,8 @@ void ol_kv_service_destroy(struct ol_kv_service *svc)
 
 size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap)
 {
-    enum { F_BYTES, F_INFO, F_ALLOCATED, F_POPULATED, F_SESSIONS, F_REFUSED, F_N };
+    enum { F_BYTES, F_INFO, F_ALLOCATED, F_POPULATED, F_SESSIONS, F_REFUSED, F_HITS, F_MISSES,
+           F_USED, F_N };
     static const char *const fam[F_N][3] = {
         {"openlake_kv_tenant_slab_bytes", "gauge", "Bytes of the tenant's slab."},
         {"openlake_kv_slab_info", "gauge",
@@ -334,6 +337,14 @@ size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap)
         {"openlake_kv_tenant_sessions", "gauge", "KV sessions open on the tenant's slab."},
         {"openlake_kv_hello_refused_total", "counter",
          "HELLOs for a tenant's namespaces with a token that does not open them."},
+        {"openlake_kv_tenant_hits_total", "counter",
+         "LOOKUP, ACQUIRE and GET keys found (in RAM, on the disk tier, or fetched from "
+         "their home node), counted once per answer."},
+        {"openlake_kv_tenant_misses_total", "counter",
+         "LOOKUP, ACQUIRE and GET keys not found, counted once per answer."},
+        {"openlake_kv_tenant_used_bytes", "gauge",
+         "Value bytes the tenant holds, by tier (ram: committed entries of the slab; disk: "
+         "the disk tier)."},
     };
     size_t pos = 0;
     for (int f = 0; f < F_N && pos < cap; f++) {
@@ -345,6 +356,24 @@ size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap)
             if (f == F_INFO) {
                 m = snprintf(buf + pos, cap - pos, "%s{tenant=\"%s\",backing=\"%s\"} 1\n",
                              fam[f][0], t->name, ol_kv_slab_backing_name(&t->slab));
+            } else if (f >= F_HITS) {
+                uint64_t a = 0, b = 0;
+                for (int k = 0; k < svc->nshards; k++) {
+                    const struct ol_kv_pub *u = &t->pub[k];
+                    a += atomic_load_explicit(f == F_HITS ? &u->hits : f == F_MISSES ? &u->misses
+                                                                                      : &u->ram_bytes,
+                                              memory_order_relaxed);
+                    b += atomic_load_explicit(&u->disk_bytes, memory_order_relaxed);
+                }
+                if (f == F_USED)
+                    m = snprintf(buf + pos, cap - pos,
+                                 "%s{tenant=\"%s\",tier=\"ram\"} %llu\n"
+                                 "%s{tenant=\"%s\",tier=\"disk\"} %llu\n",
+                                 fam[f][0], t->name, (unsigned long long)a, fam[f][0], t->name,
+                                 (unsigned long long)b);
+                else
+                    m = snprintf(buf + pos, cap - pos, "%s{tenant=\"%s\"} %llu\n", fam[f][0],
+                                 t->name, (unsigned long long)a);
             } else {
                 uint64_t v = f == F_BYTES       ? (uint64_t)t->slab.size
                              : f == F_ALLOCATED ? ol_kv_slab_allocated(&t->slab)

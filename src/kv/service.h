@@ -35,12 +35,21 @@
 #include "kv/shard.h"
 #include "kv/slab.h"
 
+/* One shard's counters as its core last published them (every
+ * OL_KV_PUB_MS, server.c): what other threads (the metrics page) may read. */
+struct ol_kv_pub {
+    _Atomic uint64_t hits, misses;   /* LOOKUP, ACQUIRE, GET keys, counted at the answer */
+    _Atomic uint64_t ram_bytes;      /* value bytes of committed entries in RAM */
+    _Atomic uint64_t disk_bytes;     /* value bytes on the disk tier */
+};
+
 /* One tenant: a slab, its shards, its disk tier, who may open it. */
 struct ol_kv_tenant {
     char name[OL_CONFIG_TENANT_NAME_LEN];   /* "default", or the [[kv_tenants]] name */
     struct ol_kv_slab slab;
     struct ol_kv_shard *shards;  /* one per core */
     struct ol_kv_disk **disks;   /* one per shard, or NULL: no disk tier */
+    struct ol_kv_pub *pub;       /* one per shard: its counters, published by its core */
     /* The namespace patterns it claims (base/nspat.h); none for "default". */
     char (*patterns)[OL_CONFIG_NSPAT_LEN];
     int npatterns;
@@ -116,7 +125,9 @@ bool ol_kv_service_may_open(const struct ol_kv_service *svc, const struct ol_kv_
  * sessions, the connections closed before HELLO by cause, and per tenant
  * its slab's size, backing (openlake_kv_slab_info{backing=...} 1),
  * allocated bytes (an fstat of each slab) and bytes populated (the populate
- * thread's progress), sessions and refused HELLOs
+ * thread's progress), sessions and refused HELLOs, hits and misses of
+ * LOOKUP, ACQUIRE and GET keys and value bytes held in RAM and on disk (the
+ * shards' counters as their cores last published them)
  * (label tenant="name"). Returns
  * the bytes written; cap or more when they did not fit (nothing usable then).
  */

@@ -4,6 +4,7 @@ home when the home is another node, and fetches from their homes the keys
 its clients miss. Real etcd, real daemons on loopback, the real CLI (the C
 client library) over TCP and over the Unix socket (the shared slab).
 """
+import json
 import os
 import re
 import signal
@@ -95,6 +96,19 @@ def test_a_value_put_on_one_node_is_read_on_another(etcd, make_daemon, tmp_path)
     t0 = time.time()
     r = kv(b, tok, "get", "nowhere")
     assert r.returncode != 0 and time.time() - t0 < 5
+    # cluster status reads each node's KV figures: what it holds, its hits
+    # and misses (every key read on b was a hit, fetched or not; "nowhere"
+    # a miss); the cores publish them every 100 ms
+    time.sleep(0.3)
+    r = cli("--json", "cluster", "status", "--etcd", etcd.url, "--cluster", "c1")
+    assert r.returncode == 0, r.stderr
+    st = {n["id"]: n["kv"] for n in json.loads(r.stdout)["nodes"]}
+    total = sum(len(v) for v in vals.values())
+    assert st[2]["hits"] == 45 and st[2]["misses"] == 1, st
+    assert st[2]["used_ram_bytes"] == total and st[2]["used_disk_bytes"] == 0, st
+    assert st[1]["used_ram_bytes"] == total and st[1]["hits"] == 0, st
+    r = cli("cluster", "status", "--etcd", etcd.url, "--cluster", "c1")
+    assert b"KV USED" in r.stdout and b"97.8%" in r.stdout, r.stdout
 
 
 def test_shared_memory_clients_on_both_sides(etcd, make_daemon, tmp_path):
