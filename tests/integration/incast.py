@@ -8,11 +8,13 @@ Values are made from their key (a slice of one random pool and the key's
 index), so the flood's hundreds of MiB need not be kept to be checked.
 """
 import json
+import multiprocessing
 import os
 import re
+import signal
 import struct
 import subprocess
-import multiprocessing
+import threading
 import time
 import urllib.request
 
@@ -127,21 +129,34 @@ class Sampler:
         return got
 
 
-def flood(senders, conns, token, keys, values, batch=8):
+def flood(senders, conns, token, keys, values, batch=8, pause=None):
     """conns writers per sender node, each a process with a connection of
     its own over the node's Unix socket (the shared slab, as vLLM saves),
-    putting its share of keys in batches. Returns ({key index: sender
-    index} of every put acknowledged OK, {status: count} of the others,
-    seconds)."""
+    putting its share of keys in batches. pause=(daemon, after, secs): that
+    daemon is stopped (SIGSTOP) `after` seconds into the flood for secs
+    seconds, so that its senders have far more for it than it takes.
+    Returns ({key index: sender index} of every put acknowledged OK,
+    {status: count} of the others, seconds)."""
     workers = [s for s in range(len(senders)) for _ in range(conns)]
     jobs = []
     for w, s in enumerate(workers):
         mine = list(range(w, len(keys), len(workers)))
         jobs.append((str(senders[s].data / "kv.sock"), token, keys, values, mine))
     acked, refused = {}, {}
+    timers = []
+    if pause:
+        d, after, secs = pause
+        timers = [threading.Timer(after, d.proc.send_signal, (signal.SIGSTOP,)),
+                  threading.Timer(after + secs, d.proc.send_signal, (signal.SIGCONT,))]
     t0 = time.time()
-    with CTX.Pool(len(workers)) as p:
-        results = p.map(_put_all, [(j, batch) for j in jobs])
+    try:
+        with CTX.Pool(len(workers)) as p:
+            for t in timers:
+                t.start()
+            results = p.map(_put_all, [(j, batch) for j in jobs])
+    finally:
+        for t in timers:
+            t.join()
     secs = time.time() - t0
     for (_, _, _, _, mine), s, st in zip(jobs, workers, results):
         for i, x in zip(mine, st):
@@ -163,9 +178,10 @@ def _put_all(arg):
     return st
 
 
-def push_counts(senders):
-    """Summed over the senders, once every push they made is answered:
-    (pushes_total, push_drops_total, push_failures_total)."""
+def push_counts(senders, with_time=False):
+    """Summed over the senders, once every push they made is answered (no
+    change for 1 s): (pushes_total, push_drops_total, push_failures_total),
+    and with_time the time.time() of the last change."""
     def now():
         tot = [0, 0, 0]
         for s in senders:
@@ -178,8 +194,8 @@ def push_counts(senders):
         cur = now()
         if cur != last:
             last, since = cur, time.time()
-        time.sleep(0.1)
-    return last
+        time.sleep(0.02)
+    return (*last, since) if with_time else last
 
 
 def read_back(d, token, keys, values, idx, batch=16):
