@@ -216,3 +216,41 @@ def read_back(d, token, keys, values, idx, batch=16):
                     assert n == values.size and bytes(b) == values.value(i), keys[i]
                     exact += 1
     return exact, missing
+
+
+def cpu_s(pid):
+    """User + system CPU seconds of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(etcd_url, target, senders, conns, token, total, value_size, slab, target_id=1):
+    """The whole incast: keys homed on target (total bytes of value_size
+    values), the target idle with its slab populated, then the flood with
+    the target stopped for 1 s early on (SIGSTOP, as a long pause of a
+    process looks: the writers go on, so when it resumes its senders hold
+    most of the flood for it at once), until every push is answered; then
+    every acknowledged value read back where it was stored, and every key
+    at the target. A dict of what was seen; a value read back with other
+    bytes, or a sender missing one it acknowledged, fails an assertion."""
+    r = {"keys": keys_homed_on(kv_members(etcd_url), target_id, total // value_size),
+         "values": Values(value_size)}
+    wait_populated(target, slab)
+    r["idle"] = proc_status(target.proc.pid)
+    sampler = Sampler(target, target_id, senders)
+    t0, cpu0 = time.time(), cpu_s(target.proc.pid)
+    r["acked"], r["refused"], r["flood_s"] = flood(senders, conns, token, r["keys"], r["values"],
+                                                   pause=(target, 0.3, 1.0))
+    r["pushed"], r["drops"], r["failures"], settled = push_counts(senders, with_time=True)
+    r["delivery_s"] = settled - t0
+    r["peak"], r["inflight_max"], r["samples"] = sampler.stop()
+    r["target_cpu_s"] = cpu_s(target.proc.pid) - cpu0
+    r["stalls"] = sum(metric(metrics(s), "openlake_rpc_peer_credit_stalls_total", target_id)
+                      for s in senders)
+    for s in range(len(senders)):
+        mine = [i for i, by in r["acked"].items() if by == s]
+        assert read_back(senders[s], token, r["keys"], r["values"], mine) == (len(mine), 0)
+    r["exact"], r["missing"] = read_back(target, token, r["keys"], r["values"],
+                                         list(range(len(r["keys"]))))
+    return r
