@@ -94,18 +94,21 @@ def proc_status(pid):
 
 def _sample(pid, urls, target_id, stop, out):
     peak, inflight, n, last = proc_status(pid), 0, 0, 0
-    while not stop.is_set():
-        for k, v in proc_status(pid).items():
-            peak[k] = max(peak[k], v)
-        n += 1
-        if time.time() - last > 0.1:
-            last = time.time()
-            for u in urls:
-                text = urllib.request.urlopen(u + "/_openlake/metrics", timeout=10).read().decode()
-                inflight = max(inflight, metric(text, "openlake_rpc_peer_inflight_bytes",
-                                                target_id) or 0)
-        time.sleep(0.005)
-    out.send((peak, inflight, n))
+    try:
+        while not stop.is_set():
+            for k, v in proc_status(pid).items():
+                peak[k] = max(peak[k], v)
+            n += 1
+            if time.time() - last > 0.1:
+                last = time.time()
+                for u in urls:
+                    text = urllib.request.urlopen(u + "/_openlake/metrics",
+                                                  timeout=10).read().decode()
+                    inflight = max(inflight, metric(text, "openlake_rpc_peer_inflight_bytes",
+                                                    target_id) or 0)
+            time.sleep(0.005)
+    finally:   # what was seen, even when a daemon went away (the caller says why)
+        out.send((peak, inflight, n))
 
 
 class Sampler:
@@ -118,7 +121,7 @@ class Sampler:
         self.stop_ev = CTX.Event()
         self.rx, tx = CTX.Pipe(False)
         self.proc = CTX.Process(target=_sample, args=(target.proc.pid, [s.url for s in senders],
-                                                      target_id, self.stop_ev, tx))
+                                                      target_id, self.stop_ev, tx), daemon=True)
         self.proc.start()
 
     def stop(self):
@@ -239,12 +242,14 @@ def run(etcd_url, target, senders, conns, token, total, value_size, slab, target
     wait_populated(target, slab)
     r["idle"] = proc_status(target.proc.pid)
     sampler = Sampler(target, target_id, senders)
-    t0, cpu0 = time.time(), cpu_s(target.proc.pid)
-    r["acked"], r["refused"], r["flood_s"] = flood(senders, conns, token, r["keys"], r["values"],
-                                                   pause=(target, 0.3, 1.0))
-    r["pushed"], r["drops"], r["failures"], settled = push_counts(senders, with_time=True)
-    r["delivery_s"] = settled - t0
-    r["peak"], r["inflight_max"], r["samples"] = sampler.stop()
+    try:
+        t0, cpu0 = time.time(), cpu_s(target.proc.pid)
+        r["acked"], r["refused"], r["flood_s"] = flood(senders, conns, token, r["keys"],
+                                                       r["values"], pause=(target, 0.3, 1.0))
+        r["pushed"], r["drops"], r["failures"], settled = push_counts(senders, with_time=True)
+        r["delivery_s"] = settled - t0
+    finally:
+        r["peak"], r["inflight_max"], r["samples"] = sampler.stop()
     r["target_cpu_s"] = cpu_s(target.proc.pid) - cpu0
     r["stalls"] = sum(metric(metrics(s), "openlake_rpc_peer_credit_stalls_total", target_id)
                       for s in senders)
