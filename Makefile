@@ -60,7 +60,7 @@ LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC) $(STORE_SRC) $(S3_SRC)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-.PHONY: all asan run test unit fuzz dist bench bench-http bench-kv bench-vllm bench-store deps test-deps clean FORCE
+.PHONY: all asan run test unit fuzz dist bench bench-http bench-kv bench-vllm bench-store bench-cluster-incast deps test-deps clean FORCE
 all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(B)/client_tests $(if $(SAN),,$(B)/alloc_tests)
 
 # Every object is rebuilt when the flags that change code do (a build dir
@@ -152,6 +152,10 @@ bench-kv: deps
 	bash bench/kv/run_peers.sh
 	bash bench/kv/run_disk.sh
 	bash bench/kv/run_first_contact.sh
+
+bench-cluster-incast: test-deps
+	$(MAKE) all
+	bash bench/cluster/run_incast.sh
 
 bench-vllm: deps
 	bash bench/vllm/run_ttft.sh
