@@ -11,7 +11,8 @@
  * KV servers (kv/server.h, struct ol_kv_remote), which run on the cores
  * and only copy and post; the net loop's half: KV_GET and KV_PUT calls to
  * homes, and the handlers that serve them here by posting to the core
- * that owns each key's shard.
+ * that owns each key's shard (which reads a key on its disk tier only back
+ * into RAM first).
  *
  * Threads: hooks and stores/loads on the data cores; everything with the
  * node RPC on the net loop; messages between them (ol_loop_post), each
@@ -793,6 +794,17 @@ static void kp_part_end(struct kp_part *pt)
     ol_loop_post(ol_daemon_net_loop(pt->sv->kp->d), &pt->msg);
 }
 
+/* Core: pt waits for disk reads, behind the parts waiting already. */
+static void kp_disk_wait_add(struct kp_core *kc, struct kp_part *pt)
+{
+    pt->wnext = NULL;
+    if (kc->disk_wait_tail)
+        kc->disk_wait_tail->wnext = pt;
+    else
+        kc->disk_wait = pt;
+    kc->disk_wait_tail = pt;
+}
+
 /* Core: the parts waiting for disk reads, each run again (after a disk
  * completion of this core, and at the earliest of their deadlines). */
 static void kp_disk_run(struct kp_core *kc, ol_loop *loop)
@@ -807,12 +819,7 @@ static void kp_disk_run(struct kp_core *kc, ol_loop *loop)
             kp_part_end(pt);
             continue;
         }
-        pt->wnext = NULL;
-        if (kc->disk_wait_tail)
-            kc->disk_wait_tail->wnext = pt;
-        else
-            kc->disk_wait = pt;
-        kc->disk_wait_tail = pt;
+        kp_disk_wait_add(kc, pt);
         if (pt->sv->deadline_ms < first)
             first = pt->sv->deadline_ms;
     }
@@ -862,12 +869,7 @@ static void kp_part_run(ol_loop *loop, struct ol_msg *m)
         return;
     }
     struct kp_core *kc = &kp->cores[pt->core];
-    pt->wnext = NULL;
-    if (kc->disk_wait_tail)
-        kc->disk_wait_tail->wnext = pt;
-    else
-        kc->disk_wait = pt;
-    kc->disk_wait_tail = pt;
+    kp_disk_wait_add(kc, pt);
     if (!ol_timer_armed(&kc->wake) || kc->wake.expires_ms > sv->deadline_ms)
         ol_timer_arm(loop, &kc->wake, sv->deadline_ms > now ? sv->deadline_ms - now : 0);
 }
