@@ -39,9 +39,9 @@
  * OL_KP_DISK_READS reads of one request in flight per core, and the
  * request waits for them (kp_core.disk_wait) until half of
  * cluster.kv_timeout_ms after it came: then what did not land is a miss,
- * so the reply goes out before the caller's deadline. A home that is down, slow or partitioned:
- * its calls fail or time out within cluster.kv_timeout_ms, its keys are
- * misses, its pushes dropped.
+ * so the reply goes out before the caller's deadline. A home that is
+ * down, slow or partitioned: its calls fail or time out within
+ * cluster.kv_timeout_ms, its keys are misses, its pushes dropped.
  */
 #include "daemon/daemon.h"
 
