@@ -11,7 +11,8 @@
  * KV servers (kv/server.h, struct ol_kv_remote), which run on the cores
  * and only copy and post; the net loop's half: KV_GET and KV_PUT calls to
  * homes, and the handlers that serve them here by posting to the core
- * that owns each key's shard.
+ * that owns each key's shard (which reads a key on its disk tier only back
+ * into RAM first).
  *
  * Threads: hooks and stores/loads on the data cores; everything with the
  * node RPC on the net loop; messages between them (ol_loop_post), each
@@ -32,12 +33,19 @@
  * it, when the window has room and it is at most what a home reads for
  * one reply (2 x OL_KP_REPLY_MAX).
  * Serving other nodes: at most OL_KP_SERVE_BYTES of values read for
- * replies at once (more: BUSY). A home that is down, slow or partitioned:
- * its calls fail or time out within cluster.kv_timeout_ms, its keys are
- * misses, its pushes dropped.
+ * replies at once, disk reads in flight for them included (more: BUSY);
+ * a key on the disk tier only is read into RAM on the core that owns it
+ * (kv/server.h ol_kv_server_promote, as a local GET reads it), at most
+ * OL_KP_DISK_READS reads of one request in flight per core, and the
+ * request waits for them (kp_core.disk_wait) until half of
+ * cluster.kv_timeout_ms after it came: then what did not land is a miss,
+ * so the reply goes out before the caller's deadline. A home that is
+ * down, slow or partitioned: its calls fail or time out within
+ * cluster.kv_timeout_ms, its keys are misses, its pushes dropped.
  */
 #include "daemon/daemon.h"
 
+#include "base/assert.h"
 #include "base/le.h"
 #include "base/log.h"
 #include "cluster/place.h"
@@ -58,6 +66,7 @@
 #define OL_KP_REPLY_MAX  (4u << 20)
 #define OL_KP_GET_KEYS   16
 #define OL_KP_SERVE_BYTES (256ull << 20)
+#define OL_KP_DISK_READS 16
 
 enum { OP_KV_GET = 1, OP_KV_PUT = 2 };
 
@@ -66,6 +75,10 @@ struct kp_core {
     int core;
     _Atomic uint32_t fetches;       /* fetch requests in flight */
     _Atomic uint64_t push_bytes;    /* push bytes in flight */
+    /* the core's thread only: requests of other nodes waiting for disk
+     * reads of this core, in order, and the timer of their deadlines */
+    struct kp_part *disk_wait, *disk_wait_tail;
+    struct ol_timer wake;
 };
 
 struct kp_retired {
@@ -90,7 +103,7 @@ struct ol_kvpool {
     struct kp_core *cores;
     struct ol_place_member *kbuf;
     _Atomic uint64_t fetched_keys, fetch_misses, fetch_failures, pushes, push_drops,
-        push_failures, served_gets, served_puts;
+        push_failures, served_gets, served_puts, served_disk_keys;
 };
 
 /* ---- placement ---------------------------------------------------------------- */
@@ -585,8 +598,15 @@ static void kp_saved(void *arg, const struct ol_kv_saved *v)
 struct kp_part {
     struct ol_msg msg;
     struct kp_serve *sv;
+    struct kp_part *wnext;          /* on its kp_core's disk_wait */
     int core;
 };
+
+/* A KV_GET key not answered yet: waiting for a disk read (another's, or a
+ * place in the disk's queue), or for the read this request started (its
+ * length taken from the request's budget, in k->len until it lands).
+ * Never on the wire. */
+enum { KP_ST_WAIT = 0xfffe, KP_ST_READ = 0xffff };
 
 struct kp_serve {
     struct ol_kvpool *kp;
@@ -594,6 +614,7 @@ struct kp_serve {
     int tenant, op;
     uint32_t ns;
     uint32_t n, parts_left;
+    uint64_t deadline_ms;           /* disk reads not landed by then: misses */
     _Atomic uint64_t budget;        /* reply bytes the values may still take */
     struct kp_key *k;               /* [n]; koff into req->payload */
     uint8_t *core_of;               /* [n] */
@@ -622,6 +643,7 @@ static void kp_serve_reply(struct kp_serve *sv)
             ol_le_st32(hdrs, sv->n);
             iov[ni++] = (struct iovec){hdrs, 4};
             for (uint32_t i = 0; i < sv->n; i++) {
+                OL_ASSERT(sv->status[i] < KP_ST_WAIT);
                 uint8_t *h = hdrs + 4 + 16 * i;
                 bool ok = sv->status[i] == OL_KV_OK && sv->k[i].value;
                 bool big = sv->status[i] == OL_KV_TOO_LARGE_ST;
@@ -658,10 +680,171 @@ static void kp_part_back(ol_loop *loop, struct ol_msg *m)
     atomic_fetch_sub(&kp->inflight, 1);
 }
 
+static bool kp_budget_take(struct kp_serve *sv, uint64_t len)
+{
+    uint64_t b = atomic_load(&sv->budget);
+    while (b >= len && !atomic_compare_exchange_weak(&sv->budget, &b, b - len))
+        ;
+    return b >= len;
+}
+
+/* Core: KV_GET key i as RAM here has it, its value copied within the
+ * request's budget (over it: TOO_LARGE_ST with its length, asked again
+ * alone). */
+static void kp_get_key(struct kp_serve *sv, struct ol_kv_server *srv, uint32_t i)
+{
+    struct kp_key *k = &sv->k[i];
+    uint64_t len = 0, sum = 0;
+    int st = ol_kv_server_load(srv, sv->tenant, sv->ns, k->h, NULL, 0, &len, &sum);
+    if (st == OL_KV_TOO_LARGE_ST || (st == OL_KV_OK && len == 0)) {
+        if (!kp_budget_take(sv, len)) {
+            k->len = len;
+            sv->status[i] = OL_KV_TOO_LARGE_ST;
+            return;
+        }
+        k->value = malloc(len ? len : 1);
+        st = k->value ? ol_kv_server_load(srv, sv->tenant, sv->ns, k->h, k->value, len, &k->len,
+                                          &k->sum)
+                      : OL_KV_BUSY;
+        if (st != OL_KV_OK) {
+            free(k->value);
+            k->value = NULL;
+            atomic_fetch_add(&sv->budget, len);
+        }
+    }
+    sv->status[i] = (uint16_t)st;
+}
+
+/*
+ * Core: the part's KV_GET keys not answered yet. A key in RAM is answered;
+ * one on the disk tier only is read into RAM first (at most
+ * OL_KP_DISK_READS of this part's reads in flight, each read's length
+ * taken from the request's budget until it lands), one being read waits.
+ * At the request's deadline, or at shutdown, what has not landed is
+ * answered as RAM has it (a miss). Returns true when every key of the part
+ * is answered.
+ */
+static bool kp_part_step(struct kp_part *pt, uint64_t now)
+{
+    struct kp_serve *sv = pt->sv;
+    struct ol_kvpool *kp = sv->kp;
+    struct ol_kv_server *srv = kp->d->kv_servers[pt->core];
+    bool give_up = now >= sv->deadline_ms || atomic_load(&kp->closing);
+    uint32_t reading = 0;
+    bool left = false;
+    /* the keys in RAM, the reads that landed (or failed their checks: gone) */
+    for (uint32_t i = 0; i < sv->n; i++) {
+        uint16_t st = sv->status[i];
+        if (sv->core_of[i] != pt->core || (st != KP_ST_WAIT && st != KP_ST_READ))
+            continue;
+        struct kp_key *k = &sv->k[i];
+        uint64_t len = 0;
+        int where = ol_kv_server_where(srv, sv->tenant, sv->ns, k->h, &len);
+        if (!give_up && where == OL_KV_WHERE_LOADING) {
+            reading += st == KP_ST_READ;
+            left = true;
+            continue;
+        }
+        if (st == KP_ST_READ) {
+            atomic_fetch_add(&sv->budget, k->len);
+            k->len = 0;
+            sv->status[i] = KP_ST_WAIT;
+        }
+        if (!give_up && where == OL_KV_WHERE_DISK)
+            continue; /* (evicted again since it landed) read below */
+        kp_get_key(sv, srv, i);
+        if (st == KP_ST_READ && sv->status[i] == OL_KV_OK)
+            atomic_fetch_add(&kp->served_disk_keys, 1);
+    }
+    /* the reads to start */
+    for (uint32_t i = 0; !give_up && i < sv->n; i++) {
+        if (sv->core_of[i] != pt->core || sv->status[i] != KP_ST_WAIT)
+            continue;
+        struct kp_key *k = &sv->k[i];
+        uint64_t len = 0;
+        if (ol_kv_server_where(srv, sv->tenant, sv->ns, k->h, &len) != OL_KV_WHERE_DISK ||
+            reading >= OL_KP_DISK_READS)
+            continue; /* being read by another (counted above), or later */
+        if (!kp_budget_take(sv, len)) {
+            k->len = len; /* asked again alone */
+            sv->status[i] = OL_KV_TOO_LARGE_ST;
+            continue;
+        }
+        int rc = ol_kv_server_promote(srv, sv->tenant, sv->ns, k->h);
+        if (rc == 0) {
+            k->len = len;
+            sv->status[i] = KP_ST_READ;
+            reading++;
+            left = true;
+            continue;
+        }
+        atomic_fetch_add(&sv->budget, len);
+        if (rc != -EBUSY) /* -ENOSPC: no RAM slot for it here now */
+            sv->status[i] = OL_KV_NOT_FOUND;
+    }
+    for (uint32_t i = 0; !left && i < sv->n; i++)
+        left = sv->core_of[i] == pt->core && sv->status[i] == KP_ST_WAIT;
+    return !left;
+}
+
+/* Core: the part is answered; the net loop replies once every part is. */
+static void kp_part_end(struct kp_part *pt)
+{
+    pt->msg.fn = kp_part_back;
+    ol_loop_post(ol_daemon_net_loop(pt->sv->kp->d), &pt->msg);
+}
+
+/* Core: pt waits for disk reads, behind the parts waiting already. */
+static void kp_disk_wait_add(struct kp_core *kc, struct kp_part *pt)
+{
+    pt->wnext = NULL;
+    if (kc->disk_wait_tail)
+        kc->disk_wait_tail->wnext = pt;
+    else
+        kc->disk_wait = pt;
+    kc->disk_wait_tail = pt;
+}
+
+/* Core: the parts waiting for disk reads, each run again (after a disk
+ * completion of this core, and at the earliest of their deadlines). */
+static void kp_disk_run(struct kp_core *kc, ol_loop *loop)
+{
+    uint64_t now = ol_loop_now_ms(loop), first = UINT64_MAX;
+    struct kp_part *list = kc->disk_wait;
+    kc->disk_wait = kc->disk_wait_tail = NULL;
+    while (list) {
+        struct kp_part *pt = list;
+        list = pt->wnext;
+        if (kp_part_step(pt, now)) {
+            kp_part_end(pt);
+            continue;
+        }
+        kp_disk_wait_add(kc, pt);
+        if (pt->sv->deadline_ms < first)
+            first = pt->sv->deadline_ms;
+    }
+    if (kc->disk_wait)
+        ol_timer_arm(loop, &kc->wake, first > now ? first - now : 0);
+    else
+        ol_timer_cancel(loop, &kc->wake);
+}
+
+static void kp_on_wake(ol_loop *loop, struct ol_timer *t)
+{
+    kp_disk_run((struct kp_core *)((char *)t - offsetof(struct kp_core, wake)), loop);
+}
+
+/* The KV server's hook: a disk operation of this core completed. */
+static void kp_disk_done(void *arg)
+{
+    struct kp_core *kc = arg;
+    if (kc->disk_wait)
+        kp_disk_run(kc, kc->kp->d->cores[kc->core].loop);
+}
+
 /* Core: this core's keys of a KV_GET or the KV_PUT's one key. */
 static void kp_part_run(ol_loop *loop, struct ol_msg *m)
 {
-    (void)loop;
     struct kp_part *pt = (struct kp_part *)m;
     struct kp_serve *sv = pt->sv;
     struct ol_kvpool *kp = sv->kp;
@@ -676,32 +859,19 @@ static void kp_part_run(ol_loop *loop, struct ol_msg *m)
             sv->status[i] = (uint16_t)ol_kv_server_store(srv, sv->tenant, sv->ns, k->h,
                                                          pl + k->koff, k->klen,
                                                          pl + 24 + nsl + kl, k->len, k->sum);
-            continue;
+        } else {
+            sv->status[i] = KP_ST_WAIT;
         }
-        uint64_t len = 0, sum = 0;
-        int st = ol_kv_server_load(srv, sv->tenant, sv->ns, k->h, NULL, 0, &len, &sum);
-        if (st == OL_KV_TOO_LARGE_ST || (st == OL_KV_OK && len == 0)) {
-            uint64_t b = atomic_load(&sv->budget);
-            while (b >= len && !atomic_compare_exchange_weak(&sv->budget, &b, b - len))
-                ;
-            if (b < len) {
-                k->len = len;                         /* asked again alone */
-                sv->status[i] = OL_KV_TOO_LARGE_ST;
-                continue;
-            }
-            k->value = malloc(len ? len : 1);
-            st = k->value ? ol_kv_server_load(srv, sv->tenant, sv->ns, k->h, k->value, len,
-                                              &k->len, &k->sum)
-                          : OL_KV_BUSY;
-            if (st != OL_KV_OK) {
-                free(k->value);
-                k->value = NULL;
-            }
-        }
-        sv->status[i] = (uint16_t)st;
     }
-    pt->msg.fn = kp_part_back;
-    ol_loop_post(ol_daemon_net_loop(kp->d), &pt->msg);
+    uint64_t now = ol_loop_now_ms(loop);
+    if (sv->op == OP_KV_PUT || kp_part_step(pt, now)) {
+        kp_part_end(pt);
+        return;
+    }
+    struct kp_core *kc = &kp->cores[pt->core];
+    kp_disk_wait_add(kc, pt);
+    if (!ol_timer_armed(&kc->wake) || kc->wake.expires_ms > sv->deadline_ms)
+        ol_timer_arm(loop, &kc->wake, sv->deadline_ms > now ? sv->deadline_ms - now : 0);
 }
 
 static void kp_serve_parts(struct ol_rpc_req *req, struct ol_kvpool *kp, int op);
@@ -773,6 +943,8 @@ static void kp_serve_parts(struct ol_rpc_req *req, struct ol_kvpool *kp, int op)
     }
     sv->reserved = budget;
     atomic_store(&sv->budget, budget);
+    /* disk reads for it end by then, so the reply beats the caller's deadline */
+    sv->deadline_ms = ol_loop_now_ms(ol_daemon_net_loop(kp->d)) + kp->timeout_ms / 2;
     const void *ns = op == OP_KV_PUT ? pl + 24 : pl + 8;
     struct ol_kv_tenant *t = ol_kv_service_tenant_of(svc, ns, nsl);
     sv->tenant = (int)(t - svc->tenants);
@@ -860,7 +1032,7 @@ int ol_daemon_kvpool_create(struct ol_daemon *d, char *err, size_t errlen)
     kp->reply_max = kp->reply_window / 4 < OL_KP_REPLY_MAX ? kp->reply_window / 4
                                                             : OL_KP_REPLY_MAX;
     for (int i = 0; i < d->ncores; i++)
-        kp->cores[i] = (struct kp_core){.kp = kp, .core = i};
+        kp->cores[i] = (struct kp_core){.kp = kp, .core = i, .wake.fn = kp_on_wake};
     kp->retry.fn = kp_on_retry;
     d->kvpool = kp;
     return 0;
@@ -873,7 +1045,7 @@ int ol_daemon_kvpool_core(struct ol_daemon *d, int core)
         return 0;
     struct ol_kv_remote r = {.arg = &kp->cores[core], .wait_ms = kp->timeout_ms + 100,
                              .home_of = kp_home_of, .fetch = kp_fetch,
-                             .saved = kp_saved};
+                             .saved = kp_saved, .disk_done = kp_disk_done};
     return ol_kv_server_set_remote(d->kv_servers[core], &r);
 }
 
@@ -916,7 +1088,8 @@ size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      "openlake_kvpool_push_drops_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_push_failures_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_served_gets_total{cluster=\"%s\"} %llu\n"
-                     "openlake_kvpool_served_puts_total{cluster=\"%s\"} %llu\n",
+                     "openlake_kvpool_served_puts_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_served_disk_keys_total{cluster=\"%s\"} %llu\n",
                      c, (unsigned long long)atomic_load(&kp->fetched_keys), c,
                      (unsigned long long)atomic_load(&kp->fetch_misses), c,
                      (unsigned long long)atomic_load(&kp->fetch_failures), c,
@@ -924,7 +1097,8 @@ size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      (unsigned long long)atomic_load(&kp->push_drops), c,
                      (unsigned long long)atomic_load(&kp->push_failures), c,
                      (unsigned long long)atomic_load(&kp->served_gets), c,
-                     (unsigned long long)atomic_load(&kp->served_puts));
+                     (unsigned long long)atomic_load(&kp->served_puts), c,
+                     (unsigned long long)atomic_load(&kp->served_disk_keys));
     return n < 0 ? 0 : (size_t)n;
 }
 

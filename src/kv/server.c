@@ -19,6 +19,8 @@
  * runs the parked connections again. A frame waits at most
  * OL_KVS_LOAD_WAIT_MS; then it is answered with what RAM holds. Committed
  * entries are written behind after each batch of frames (ol_kv_shard_pump).
+ * The cluster's KV pool reads disk-only keys for other nodes the same way
+ * (ol_kv_server_promote), told of each completion by its disk_done hook.
  *
  * Before HELLO: a connection is unauthenticated until its HELLO's token
  * checks. Until then it holds no pooled buffer (its bytes go to a small
@@ -940,6 +942,8 @@ static void ol_kvs_disk_done(void *ctx, int ev, uint64_t tag, int status,
     ol_kv_shard_disk_done(u->shard, ev, tag, status, hdr);
     ol_kv_shard_pump(u->shard);
     ol_kvs_rekick(u->srv);
+    if (u->srv->has_remote && u->srv->remote.disk_done)
+        u->srv->remote.disk_done(u->srv->remote.arg);
 }
 
 /* ---- the cluster's KV pool ------------------------------------------------------ */
@@ -1111,6 +1115,23 @@ int ol_kv_server_load(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol
     }
     ol_kv_shard_release(sh, s->rsid[tenant], loc.slot, loc.gen);
     return st;
+}
+
+int ol_kv_server_where(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                       uint64_t *len)
+{
+    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants);
+    struct ol_kv_shard *sh = s->units[tenant].shard;
+    int where = ol_kv_shard_where(sh, ns, h);
+    if (where == OL_KV_WHERE_DISK && ol_kv_disk_find(sh->disk, ns, h, len) < 0)
+        where = OL_KV_WHERE_MISS;
+    return where;
+}
+
+int ol_kv_server_promote(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h)
+{
+    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants);
+    return ol_kv_shard_promote(s->units[tenant].shard, ns, h);
 }
 
 /* ---- input ---------------------------------------------------------------------- */

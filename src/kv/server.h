@@ -70,6 +70,10 @@ struct ol_kv_remote {
     int (*fetch)(void *arg, const struct ol_kv_fetch_req *r);
     /* a value homed elsewhere was committed here */
     void (*saved)(void *arg, const struct ol_kv_saved *v);
+    /* a disk operation of this core completed: a read that
+     * ol_kv_server_promote started is over, or the queue has room again;
+     * NULL: not told */
+    void (*disk_done)(void *arg);
 };
 
 /*
@@ -110,5 +114,20 @@ int ol_kv_server_store(struct ol_kv_server *s, int tenant, uint32_t ns, struct o
  * says how large). */
 int ol_kv_server_load(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
                       void *buf, uint64_t cap, uint64_t *len, uint64_t *sum);
+/*
+ * For the pool, on the core's thread: where the value of (ns, h) is in
+ * tenant `tenant`'s shard of this core (OL_KV_WHERE_*, shard.h), with, for
+ * OL_KV_WHERE_DISK, its length in *len. A key on the disk tier only is
+ * read into RAM by ol_kv_server_promote, as a local GET reads it: the
+ * read checks the disk record's header and the value's XXH3-64, and a
+ * record that fails is dropped (WHERE_MISS after). Returns 0 (the read
+ * started: the key is WHERE_LOADING until a completion, after which the
+ * remote's disk_done hook runs), -EBUSY (the disk's queue is full: try
+ * again after disk_done), -ENOENT (not on disk only), -ENOSPC (no RAM slot
+ * can be freed for it).
+ */
+int ol_kv_server_where(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                       uint64_t *len);
+int ol_kv_server_promote(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h);
 
 #endif

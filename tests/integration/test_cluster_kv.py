@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import time
 import urllib.request
@@ -15,10 +16,12 @@ import urllib.request
 import pytest
 
 import conftest
+from kvwire import KvClient
 from test_cli_kv import cli
 from test_cluster import ETCD, etcd, wait_for
 from test_cluster_rpc import secret, up
 from test_http import hermetic_openlake_env
+from test_kv_disk import MIB, idx_headers, put_written, slot_offset, values
 
 assert hermetic_openlake_env  # autouse fixture, imported to apply here too
 assert etcd                   # the fixture: one etcd member per test
@@ -38,15 +41,21 @@ def pool(make_daemon, etcd, tmp_path, n=2, timeout_ms="300", extra=()):
         "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s,
         "--kv-token-file", str(tok), "--cluster.kv-timeout-ms", timeout_ms, *extra])
         for i in range(1, n + 1)]
+    joined(nodes)
+    return nodes, str(tok)
+
+
+def joined(nodes):
+    """Waits until every node (ids 1..n in order) has every other as a peer
+    and every member in its placement (active, with a KV slab)."""
+    n = len(nodes)
     for d in nodes:
         wait_for(lambda: all(up(d, p) == 1 for p in range(1, n + 1) if p != nodes.index(d) + 1),
                  "peers up")
-    # every node's placement has every member (active, with a KV slab)
     wait_for(lambda: all(f'openlake_cluster_members{{cluster="c1"}} {n}' in
                          urllib.request.urlopen(d.url + "/_openlake/metrics").read().decode()
                          for d in nodes), "views")
     time.sleep(0.3)
-    return nodes, str(tok)
 
 
 def kv(d, tok, *args, tcp=True, stdin=None):
@@ -228,3 +237,92 @@ def test_a_long_prefix_is_fetched_whole(etcd, make_daemon, tmp_path):
         assert lens == [256 * 1024] * 200
         assert all(bytes(o) == v for o, v in zip(outs, vals))
     assert kpm(b, "fetched_keys_total") == 200 - pushed
+
+
+# ---- a home's disk tier, served to the other nodes ------------------------------------------
+
+# a 32 MiB slab and a 256 MiB disk tier on every node: values put through
+# one node leave its RAM for its disk tier
+DISK = ["--kv-slab.capacity-gb", "0.03125", "--kv-disk.capacity-gb", "0.25"]
+
+
+def shm(d, tok, value_size=MIB):
+    return KvClient(str(d.data / "kv.sock"), open(tok).read().strip(), ns=b"pool",
+                    value_size=value_size, shm=True)
+
+
+def get_all(d, tok, pairs, value_size=MIB, batch=8):
+    with shm(d, tok, value_size) as c:
+        out = []
+        for i in range(0, len(pairs), batch):
+            out += c.get([k for k, _ in pairs[i:i + batch]])
+        return out
+
+
+def test_a_home_serves_keys_its_ram_evicted_to_disk(etcd, make_daemon, tmp_path):
+    """96 MiB put through one node with a 32 MiB slab: most of its values
+    are on its disk tier only. The other node gets every one, byte for
+    byte; those homed on the first are read from its disk for it."""
+    (a, b), tok = pool(make_daemon, etcd, tmp_path, timeout_ms="2000", extra=DISK)
+    pairs = values(b"evd", 96)
+    with shm(a, tok) as c:
+        put_written(c, pairs)
+        st = c.stats()
+    assert st["evictions"] > 0 and st["entries"] <= 32, st
+    homed_a = len(pairs) - settled_pushes(a)
+    assert homed_a >= 40
+    assert get_all(b, tok, pairs) == [v for _, v in pairs]
+    assert kpm(b, "fetched_keys_total") == homed_a
+    # a's RAM holds 32 values at most: the others came from its disk
+    served = kpm(a, "served_disk_keys_total")
+    assert homed_a >= served >= homed_a - 32, (served, homed_a)
+
+
+def test_a_restarted_home_serves_what_its_disk_tier_kept(etcd, make_daemon, tmp_path):
+    """The home is killed (-9) once its values are on its disk tier, and
+    comes back with an empty RAM: a third node, which never had the keys,
+    gets every one, those homed on it from its disk."""
+    (a, b, c), tok = pool(make_daemon, etcd, tmp_path, n=3, timeout_ms="2000", extra=DISK)
+    pairs = values(b"rst", 48, size=256 << 10)
+    with shm(a, tok, 256 << 10) as cl:
+        put_written(cl, pairs)
+    homed_a = len(pairs) - settled_pushes(a)
+    assert homed_a >= 4
+    a.proc.kill()
+    a.proc.wait()
+    a.stop(expect_rc=None)
+    a.start()
+    joined([a, b, c])
+    assert get_all(c, tok, pairs, 256 << 10) == [v for _, v in pairs]
+    # RAM started empty: every key homed on a was read from its disk, once
+    assert kpm(a, "served_disk_keys_total") == homed_a
+
+
+def test_a_damaged_disk_record_is_a_miss_for_other_nodes(etcd, make_daemon, tmp_path):
+    """A byte flipped in every value on the home's disk: another node gets
+    none of the values homed there (misses, never wrong bytes) and every
+    value homed on itself."""
+    (a, b), tok = pool(make_daemon, etcd, tmp_path, timeout_ms="2000", extra=DISK)
+    pairs = values(b"dmg", 24, size=256 << 10)
+    with shm(a, tok, 256 << 10) as cl:
+        put_written(cl, pairs)
+    pushed = settled_pushes(a)
+    assert 1 <= pushed < len(pairs)
+    a.stop()
+    ddir = a.data / "kv-disk"
+    hdrs = idx_headers(ddir / "shard-0.idx")
+    assert len(hdrs) == len(pairs)
+    with open(ddir / "shard-0.dat", "r+b") as f:
+        for slot, h in hdrs:
+            f.seek(slot_offset(slot, struct.unpack_from("<I", h, 60)[0]) + 1000)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0x40]))
+    a.start()
+    joined([a, b])
+    got = get_all(b, tok, pairs, 256 << 10)
+    assert all(g is None or g == v for g, (_, v) in zip(got, pairs))
+    assert sum(g is not None for g in got) == pushed      # b's own, from b
+    assert kpm(b, "fetched_keys_total") == 0
+    assert kpm(a, "served_disk_keys_total") == 0
+    assert "failed its checks; entry dropped" in a.stderr()
