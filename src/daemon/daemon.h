@@ -61,6 +61,9 @@ struct ol_daemon {
     struct ol_cluster *cluster;       /* membership in etcd ([cluster]); NULL: a single host */
     struct ol_daemon_net *net;        /* the node RPC (net.c); NULL: a single host */
     struct ol_kvpool *kvpool;         /* the cluster's KV pool (kvpool.c); NULL: none */
+    int drain;                        /* main thread's (cluster.c): 0 active, 1 draining,
+                                         2 drained */
+    int64_t drain_since_ms;           /* monotonic: when "draining" was written */
 };
 
 /* cluster.c: joins the cluster of [cluster] (state "starting"): 0, or -1
@@ -68,6 +71,15 @@ struct ol_daemon {
  * held by another live node, etcd refused the credentials). No [cluster]:
  * 0 and nothing done. */
 int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen);
+
+/* cluster.c, main thread: the node's state once it serves ("active", or
+ * "draining" when its drain key is in etcd), and then every 100 ms while it
+ * serves: follows the drain key (draining; drained once the record said
+ * draining for cluster.kv_timeout_ms and the KV pool is quiet; active again
+ * when the key is deleted). Each state change waits for etcd (bounded, as
+ * ol_cluster_set_state). No cluster: nothing. */
+void ol_daemon_cluster_serving(struct ol_daemon *d);
+void ol_daemon_cluster_tick(struct ol_daemon *d);
 
 /* net.c: the node RPC of a cluster node: its loop and thread, the
  * endpoint on rpc_addr (src/net), every other member a peer. 0 (nothing

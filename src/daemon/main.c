@@ -477,7 +477,7 @@ int main(int argc, char **argv)
         /* "active" in etcd before health/ready answers 200: whoever sees the
          * node ready finds it active in the cluster too. */
         ol_daemon_kvpool_ready(&d);
-        ol_cluster_set_state(d.cluster, "active");
+        ol_daemon_cluster_serving(&d);   /* "active", or "draining" when asked to drain */
         atomic_store(&d.ready, 1);
         if (d.kv)
             atomic_store(&d.kv->ready, !atomic_load(&d.ready_held));
@@ -504,6 +504,7 @@ int main(int argc, char **argv)
                 break;
             struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
             int sig = sigtimedwait(&sigs, NULL, &ts);
+            ol_daemon_cluster_tick(&d);   /* the drain key followed */
             if (sig == SIGINT || sig == SIGTERM) {
                 if (++signals > 1) {
                     fprintf(stderr, "openlaked: second signal, exiting now\n");
