@@ -477,6 +477,10 @@ int main(int argc, char **argv)
         /* "active" in etcd before health/ready answers 200: whoever sees the
          * node ready finds it active in the cluster too. */
         ol_daemon_kvpool_ready(&d);
+        int drc = ol_admin_disks_start(&d);
+        if (drc < 0)
+            ol_warn("cannot start the disks thread (%s): GET /_openlake/disks answers 503",
+                    strerror(-drc));
         ol_daemon_cluster_serving(&d);   /* "active", or "draining" when asked to drain */
         atomic_store(&d.ready, 1);
         if (d.kv)
@@ -549,6 +553,7 @@ int main(int argc, char **argv)
         ol_loop_destroy(d.cores[i].loop);
     }
     free(d.cores);
+    ol_admin_disks_stop(&d);
     ol_daemon_net_stop(&d);
     ol_daemon_kvpool_destroy(&d);
     ol_cluster_stop(d.cluster);      /* leaves now: the lease is revoked */
