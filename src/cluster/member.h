@@ -6,7 +6,8 @@
  * under an etcd lease of cluster.lease_ttl_secs that it keeps alive; a node
  * that dies or is cut off from etcd for that long leaves (etcd deletes the
  * record), and one that stops revokes its lease and leaves at once. Every
- * node watches the prefix and keeps the view: the members at an etcd
+ * node watches /openlake/<cluster>/ (the records, and its own drain key:
+ * below) and keeps the view: the members at an etcd
  * revision. While etcd cannot be reached the view stays as it was last
  * known, marked so (etcd_ok false), and the node keeps serving.
  *

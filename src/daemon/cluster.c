@@ -188,9 +188,8 @@ static void drain_set(struct ol_daemon *d, int drain)
     ol_cluster_set_state(d->cluster, names[drain]);
     if (drain == 1)
         d->drain_since_ms = mono_ms();
-    if (d->drain != drain || drain == 1)
-        ol_info("cluster %s: node %lld is %s", d->cfg.cluster.name, (long long)d->cfg.self_id,
-                names[drain]);
+    ol_info("cluster %s: node %lld is %s", d->cfg.cluster.name, (long long)d->cfg.self_id,
+            names[drain]);
     d->drain = drain;
 }
 

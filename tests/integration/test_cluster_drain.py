@@ -94,6 +94,7 @@ def test_drain_and_undrain(etcd, make_daemon, tmp_path):
 
 def test_a_drained_node_restarts_drained(etcd, make_daemon, tmp_path):
     (a, b), tok = pool(make_daemon, etcd, tmp_path, n=2)
+    assert "node 2 is active" in b.stderr()     # its first start
     r = ol(etcd, "cluster", "drain", "2")
     assert r.returncode == 0, r.stderr
     b.stop()
