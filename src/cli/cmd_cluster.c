@@ -846,7 +846,7 @@ static int disk_info(const struct ol_cli *cli, const struct ol_cli_cred *cred,
             ol_table_str(t, !json_is_null(json_object_get(o, "error")) ? "unreadable"
                             : json_is_null(json_object_get(o, "online")) ? "no store"
                             : json_is_false(json_object_get(o, "online")) ? "offline"
-                            : json_is_true(json_object_get(o, "adopted")) ? "adopted (healing)"
+                            : json_is_true(json_object_get(o, "adopted")) ? "adopted at start"
                             : "online");
             ol_table_str(t, size_str(json_object_get(o, "size_bytes"), b1, sizeof b1));
             ol_table_str(t, size_str(json_object_get(o, "avail_bytes"), b2, sizeof b2));

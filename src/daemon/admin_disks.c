@@ -14,8 +14,9 @@
  *                             "error"}]}}
  *        "store" false: no object store on this node (mode kv; the data dir
  *        still holds its tokens); "online": the store opened the drive;
- *        "adopted": a blank drive the store adopted at start, whose set's
- *        objects the healer rebuilds on it; sizes from statvfs (null when
+ *        "adopted": a blank drive the store adopted when this run started,
+ *        whose set's objects the healer rebuilds on it (true until the
+ *        next start, healed or not); sizes from statvfs (null when
  *        it failed, "error" says why); KV disk files: <dir>/kv-disk/
  *        shard-*.{dat,idx} (the main tier's, docs/kv-disk.md), their length
  *        and the blocks the filesystem gave them.
@@ -170,6 +171,7 @@ static char *make(struct ol_daemon *d, size_t *len)
 static void *disks_main(void *arg)
 {
     struct ol_disks *k = arg;
+    pthread_setname_np(pthread_self(), "ol-disks");   /* SIGINT/SIGTERM blocked: main's mask */
     pthread_mutex_lock(&k->mu);
     while (!k->stop) {
         k->want = false;
