@@ -120,5 +120,7 @@ int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_bench_client(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_heal(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv);
+int ol_cmd_node(const struct ol_cli *cli, int argc, char **argv);
+int ol_cmd_disk(const struct ol_cli *cli, int argc, char **argv);
 
 #endif

@@ -3,14 +3,19 @@
  * and whether each node answers; `openlake cluster topology [--probe]`:
  * the KV members and their share of the keys, and with --probe the node
  * RPC measured between every pair of nodes (each node's signed
- * /_openlake/cluster/probe, one node after another).
+ * /_openlake/cluster/probe, one node after another); `openlake cluster
+ * drain|undrain NODE`: the node's drain key (cluster/member.h) put or
+ * deleted, then its record waited on until it says drained / active;
+ * `openlake node info [NODE]`: one node's record, drain key and readiness.
  *
  * Owns: reading the members straight from etcd (cluster/etcd.h, the same
- * records the nodes keep: cluster/member.h), asking each node's
- * /_openlake/health/ready and reading its KV figures (bytes held, hits,
- * misses) from its /_openlake/metrics, the table or JSON, and the exit status: 0 when
- * every etcd endpoint is healthy and every node is active and ready, 1
- * when anything is degraded (or etcd cannot be read), 2 usage.
+ * records the nodes keep: cluster/member.h), writing drain keys, asking
+ * each node's /_openlake/health/ready and reading its KV figures (bytes
+ * held, hits, misses) from its /_openlake/metrics, the table or JSON, and
+ * the exit status: 0 when every etcd endpoint is healthy and every node is
+ * ready and active (or draining or drained: asked for), 1 when anything is
+ * degraded (or etcd cannot be read), a node is unknown, or a drain did not
+ * finish in --wait-ms; 2 usage.
  *
  * Where etcd is: --config FILE (a node's own configuration, read as the
  * daemon reads it, environment included: its [cluster] section), or
@@ -36,10 +41,12 @@
 #include <unistd.h>
 
 #define OL_CLUSTER_PROBE_MS 2000
+#define OL_DRAIN_WAIT_MS    30000   /* drain and undrain: how long to wait by default */
+#define OL_DRAIN_POLL_MS    200
 
 struct ol_cl_args {
-    const char *sub, *config, *etcd, *cluster, *user, *password_file, *ca, *cert, *key,
-        *timeout;
+    const char *sub, *node, *config, *etcd, *cluster, *user, *password_file, *ca, *cert, *key,
+        *timeout, *wait, *addr;
     /* topology --probe */
     bool probe;
     const char *mib, *access_key, *secret_key, *secret_key_file, *credentials, *region;
@@ -235,6 +242,61 @@ static int read_members(struct ol_etcd *e, const char *name, struct ol_cl_list *
     return rc;
 }
 
+static void node_json(struct ol_json *j, const struct ol_cl_node *n)
+{
+    ol_json_key(j, "id");
+    ol_json_int(j, n->m.id);
+    ol_json_key(j, "state");
+    ol_json_str(j, n->m.state);
+    ol_json_key(j, "ready");
+    ol_json_bool(j, n->ready == 1);
+    ol_json_key(j, "reachable");
+    ol_json_bool(j, n->ready >= 0);
+    ol_json_key(j, "why");
+    ol_json_str(j, n->why[0] ? n->why : NULL);
+    ol_json_key(j, "version");
+    ol_json_str(j, n->m.version);
+    ol_json_key(j, "host");
+    ol_json_str(j, n->m.host);
+    ol_json_key(j, "pid");
+    ol_json_int(j, n->m.pid);
+    ol_json_key(j, "started");
+    ol_json_int(j, n->m.started);
+    ol_json_key(j, "s3_addr");
+    ol_json_str(j, n->m.s3_addr);
+    ol_json_key(j, "kv_addr");
+    ol_json_str(j, n->m.kv_addr);
+    ol_json_key(j, "rpc_addr");
+    ol_json_str(j, n->m.rpc_addr);
+    ol_json_key(j, "kv_slab_bytes");
+    ol_json_uint(j, n->m.kv_slab_bytes);
+    ol_json_key(j, "kv_disk_bytes");
+    ol_json_uint(j, n->m.kv_disk_bytes);
+    ol_json_key(j, "drives");
+    ol_json_int(j, n->m.drives);
+    ol_json_key(j, "kv");
+    if (!n->kv) {
+        ol_json_null(j);
+    } else {
+        ol_json_object_begin(j);
+        ol_json_key(j, "used_ram_bytes");
+        ol_json_uint(j, n->kv_ram);
+        ol_json_key(j, "used_disk_bytes");
+        ol_json_uint(j, n->kv_disk);
+        ol_json_key(j, "hits");
+        ol_json_uint(j, n->kv_hits);
+        ol_json_key(j, "misses");
+        ol_json_uint(j, n->kv_misses);
+        ol_json_object_end(j);
+    }
+}
+
+/* active, or draining / drained: an operator asked for it, not a fault. */
+static bool serving_state(const char *state)
+{
+    return !strcmp(state, "active") || !strcmp(state, "draining") || !strcmp(state, "drained");
+}
+
 static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int n_ep)
 {
     char err[512] = "", herr[512] = "";
@@ -248,7 +310,7 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
             probe(&l.v[i]);
     bool degraded = rc < 0 || healthy < n_ep || l.bad > 0;
     for (int i = 0; i < l.n; i++)
-        degraded |= l.v[i].ready != 1 || strcmp(l.v[i].m.state, "active") != 0;
+        degraded |= l.v[i].ready != 1 || !serving_state(l.v[i].m.state);
 
     if (cli->out & OL_OUT_JSON) {
         struct ol_json j;
@@ -274,53 +336,8 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
         ol_json_key(&j, "nodes");
         ol_json_array_begin(&j);
         for (int i = 0; i < l.n; i++) {
-            const struct ol_cl_node *n = &l.v[i];
             ol_json_object_begin(&j);
-            ol_json_key(&j, "id");
-            ol_json_int(&j, n->m.id);
-            ol_json_key(&j, "state");
-            ol_json_str(&j, n->m.state);
-            ol_json_key(&j, "ready");
-            ol_json_bool(&j, n->ready == 1);
-            ol_json_key(&j, "reachable");
-            ol_json_bool(&j, n->ready >= 0);
-            ol_json_key(&j, "why");
-            ol_json_str(&j, n->why[0] ? n->why : NULL);
-            ol_json_key(&j, "version");
-            ol_json_str(&j, n->m.version);
-            ol_json_key(&j, "host");
-            ol_json_str(&j, n->m.host);
-            ol_json_key(&j, "pid");
-            ol_json_int(&j, n->m.pid);
-            ol_json_key(&j, "started");
-            ol_json_int(&j, n->m.started);
-            ol_json_key(&j, "s3_addr");
-            ol_json_str(&j, n->m.s3_addr);
-            ol_json_key(&j, "kv_addr");
-            ol_json_str(&j, n->m.kv_addr);
-            ol_json_key(&j, "rpc_addr");
-            ol_json_str(&j, n->m.rpc_addr);
-            ol_json_key(&j, "kv_slab_bytes");
-            ol_json_uint(&j, n->m.kv_slab_bytes);
-            ol_json_key(&j, "kv_disk_bytes");
-            ol_json_uint(&j, n->m.kv_disk_bytes);
-            ol_json_key(&j, "drives");
-            ol_json_int(&j, n->m.drives);
-            ol_json_key(&j, "kv");
-            if (!n->kv) {
-                ol_json_null(&j);
-            } else {
-                ol_json_object_begin(&j);
-                ol_json_key(&j, "used_ram_bytes");
-                ol_json_uint(&j, n->kv_ram);
-                ol_json_key(&j, "used_disk_bytes");
-                ol_json_uint(&j, n->kv_disk);
-                ol_json_key(&j, "hits");
-                ol_json_uint(&j, n->kv_hits);
-                ol_json_key(&j, "misses");
-                ol_json_uint(&j, n->kv_misses);
-                ol_json_object_end(&j);
-            }
+            node_json(&j, &l.v[i]);
             ol_json_object_end(&j);
         }
         ol_json_array_end(&j);
@@ -410,20 +427,31 @@ static int split_addr(const char *addr, char *host, size_t hl, char *port, size_
     return 0;
 }
 
+/* host and port of a node's admin plane (its S3 listener): 0, or -1 with
+ * why. A wildcard host (a single host's own config) is this host. */
+static int admin_addr(const char *s3_addr, bool tls, char host[256], char port[16], char *why,
+                      size_t whylen)
+{
+    if (tls) {
+        snprintf(why, whylen, "its admin plane is HTTPS, which this command does not speak yet");
+        return -1;
+    }
+    if (split_addr(s3_addr, host, 256, port, 16) < 0) {
+        snprintf(why, whylen, "bad S3 address: %.150s", s3_addr);
+        return -1;
+    }
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
+        snprintf(host, 256, "%s", !strcmp(host, "::") ? "::1" : "127.0.0.1");
+    return 0;
+}
+
 /* Asks node n to probe its peers and waits for the answer. */
 static void probe_node(const struct ol_cli_cred *cred, const struct ol_cl_node *n, int mib,
                        int nodes, struct ol_topo_row *row, char *resp)
 {
     char host[256], port[16], q[32];
-    if (n->m.s3_tls) {
-        snprintf(row->why, sizeof row->why, "its admin plane is HTTPS, which this command "
-                 "does not speak yet");
+    if (admin_addr(n->m.s3_addr, n->m.s3_tls, host, port, row->why, sizeof row->why) < 0)
         return;
-    }
-    if (split_addr(n->m.s3_addr, host, sizeof host, port, sizeof port) < 0) {
-        snprintf(row->why, sizeof row->why, "bad s3_addr in its record: %.150s", n->m.s3_addr);
-        return;
-    }
     snprintf(q, sizeof q, "mib=%d", mib);
     int st = ol_cli_admin_request(cred, host, port, "POST", "/_openlake/cluster/probe", q, resp,
                                   OL_TOPO_RESP_MAX);
@@ -658,22 +686,352 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
     return failed ? OL_EXIT_FAIL : OL_EXIT_OK;
 }
 
-int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv)
+
+/* ---- drain, undrain, node info ---------------------------------------------------- */
+
+/* Node id's record in l, or NULL. */
+static const struct ol_cl_node *find_node(const struct ol_cl_list *l, int64_t id)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i].m.id == id)
+            return &l->v[i];
+    return NULL;
+}
+
+struct ol_cl_exact {
+    const char *key;
+    bool found;
+};
+
+static int find_exact(void *arg, const struct ol_etcd_kv *kv)
+{
+    struct ol_cl_exact *x = arg;
+    x->found |= kv->klen == strlen(x->key) && !memcmp(kv->key, x->key, kv->klen);
+    return 0;
+}
+
+/* Waits until node id's record says state want (0), or wait_ms passed or
+ * the record went (OL_EXIT_FAIL, said why). */
+static int wait_state(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int64_t id,
+                      const char *want, long wait_ms)
+{
+    char err[512] = "", last[16] = "";
+    for (long waited = 0;; waited += OL_DRAIN_POLL_MS) {
+        struct ol_cl_list l = {0};
+        int64_t rev;
+        err[0] = 0;
+        int rc = read_members(e, name, &l, &rev, err, sizeof err);
+        const struct ol_cl_node *n = rc == 0 ? find_node(&l, id) : NULL;
+        if (n)
+            snprintf(last, sizeof last, "%s", n->m.state);
+        free(l.v);
+        if (rc == 0 && !n)
+            return ol_cli_fail(cli, "cluster", "node %lld left the cluster while waiting to "
+                               "be %s (stopped?)", (long long)id, want);
+        if (n && !strcmp(last, want))
+            return OL_EXIT_OK;
+        if (waited >= wait_ms)
+            return ol_cli_fail(cli, "cluster", "node %lld is still %s after %ld ms, not %s%s%s%s",
+                               (long long)id, last[0] ? last : "unknown", wait_ms, want,
+                               !strcmp(want, "drained") ? ": its KV pool has work in flight, "
+                               "or it has not seen the drain yet" : "",
+                               rc < 0 ? "; etcd: " : "", rc < 0 ? err : "");
+        struct timespec ts = {0, OL_DRAIN_POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* cluster drain / undrain NODE: the drain key put or deleted, then (wait_ms
+ * > 0) waited on until the record says drained / active. */
+static int drain(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int64_t id,
+                 bool on, long wait_ms)
+{
+    char err[512] = "", key[200];
+    struct ol_cl_list l = {0};
+    int64_t rev;
+    int rc = read_members(e, name, &l, &rev, err, sizeof err);
+    bool running = rc == 0 && find_node(&l, id);
+    free(l.v);
+    if (rc < 0)
+        return ol_cli_fail(cli, "cluster", "cannot read the members: %s", err);
+    ol_member_drain_key(name, id, key, sizeof key);
+    if (on) {
+        if (!running)
+            return ol_cli_fail(cli, "cluster", "no node %lld in cluster %s (a node that is "
+                               "not running has no record: see cluster status)",
+                               (long long)id, name);
+        char val[256], host[128] = "";
+        gethostname(host, sizeof host - 1);
+        int n = snprintf(val, sizeof val, "{\"v\":1,\"at\":%lld,\"host\":\"%s\"}",
+                         (long long)time(NULL), strspn(host, "abcdefghijklmnopqrstuvwxyz"
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == strlen(host) ? host : "?");
+        if ((rc = ol_etcd_put(e, key, val, (size_t)n, 0, err, sizeof err)) < 0)
+            return ol_cli_fail(cli, "cluster", "cannot ask node %lld to drain: %s",
+                               (long long)id, err);
+    } else {
+        struct ol_cl_exact x = {key, false};
+        rc = ol_etcd_range_prefix(e, key, find_exact, &x, &rev, err, sizeof err);
+        bool present = x.found;
+        if (rc == 0 && present)
+            rc = ol_etcd_delete(e, key, err, sizeof err);
+        if (rc < 0)
+            return ol_cli_fail(cli, "cluster", "cannot lift the drain of node %lld: %s",
+                               (long long)id, err);
+        if (!present) {
+            printf("node %lld was not drained\n", (long long)id);
+            return OL_EXIT_OK;
+        }
+        if (!running) {
+            printf("node %lld: drain lifted (it is not running: it starts active)\n",
+                   (long long)id);
+            return OL_EXIT_OK;
+        }
+    }
+    const char *want = on ? "drained" : "active";
+    if (wait_ms == 0) {
+        printf("node %lld asked to %s\n", (long long)id, on ? "drain" : "serve again");
+        return OL_EXIT_OK;
+    }
+    rc = wait_state(cli, e, name, id, want, wait_ms);
+    if (rc == OL_EXIT_OK)
+        printf("node %lld is %s%s\n", (long long)id, want,
+               on ? ": it takes no KV keys and has no KV pool work in flight; it can stop" : "");
+    return rc;
+}
+
+/* node info NODE: its record and whether it is ready. */
+static int node_info(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int64_t id)
+{
+    char err[512] = "";
+    struct ol_cl_list l = {0};
+    int64_t rev = 0;
+    int rc = read_members(e, name, &l, &rev, err, sizeof err);
+    struct ol_cl_node *n = rc == 0 ? (struct ol_cl_node *)find_node(&l, id) : NULL;
+    if (!n) {
+        free(l.v);
+        return rc < 0 ? ol_cli_fail(cli, "node", "cannot read the members: %s", err)
+                      : ol_cli_fail(cli, "node", "no node %lld in cluster %s (a node that is "
+                                    "not running has no record: see cluster status)",
+                                    (long long)id, name);
+    }
+    probe(n);
+    char key[200], up[32];
+    ol_member_drain_key(name, id, key, sizeof key);
+    struct ol_cl_exact x = {key, false};
+    rc = ol_etcd_range_prefix(e, key, find_exact, &x, &rev, err, sizeof err);
+    if (cli->out & OL_OUT_JSON) {
+        struct ol_json j;
+        ol_json_init(&j, stdout);
+        ol_json_object_begin(&j);
+        ol_json_key(&j, "cluster");
+        ol_json_str(&j, name);
+        node_json(&j, n);
+        ol_json_key(&j, "instance");
+        ol_json_str(&j, n->m.instance);
+        ol_json_key(&j, "data_dir");
+        ol_json_str(&j, n->m.data_dir);
+        ol_json_key(&j, "s3_tls");
+        ol_json_bool(&j, n->m.s3_tls);
+        ol_json_key(&j, "uptime_s");
+        ol_json_int(&j, n->m.started > 0 ? (int64_t)time(NULL) - n->m.started : 0);
+        ol_json_key(&j, "drain_asked");
+        if (rc < 0)
+            ol_json_null(&j);
+        else
+            ol_json_bool(&j, x.found);
+        ol_json_object_end(&j);
+    } else {
+        printf("node %lld of cluster %s\n", (long long)id, name);
+        printf("  state      %s%s\n", n->m.state,
+               rc < 0 ? "" : x.found ? " (asked to drain)" : "");
+        printf("  ready      %s%s%s\n", n->ready == 1 ? "yes" : n->ready == 0 ? "no" : "unreachable",
+               n->why[0] ? ": " : "", n->why);
+        printf("  version    %s\n", n->m.version);
+        printf("  host       %s (pid %lld)\n", n->m.host, (long long)n->m.pid);
+        printf("  up         %s\n", uptime(n->m.started, up, sizeof up));
+        printf("  s3         %s://%s\n", n->m.s3_tls ? "https" : "http", n->m.s3_addr);
+        printf("  kv         %s\n", n->m.kv_addr[0] ? n->m.kv_addr : "-");
+        printf("  rpc        %s\n", n->m.rpc_addr);
+        printf("  kv slab    %.1f GiB\n", (double)n->m.kv_slab_bytes / (1 << 30));
+        printf("  kv disk    %.1f GiB\n", (double)n->m.kv_disk_bytes / (1 << 30));
+        printf("  drives     %lld\n", (long long)n->m.drives);
+        printf("  data dir   %s\n", n->m.data_dir);
+        printf("  instance   %s\n", n->m.instance);
+        if (rc < 0)
+            printf("  cannot read its drain key: %s\n", err);
+    }
+    free(l.v);
+    return OL_EXIT_OK;
+}
+
+/* ---- disk info ------------------------------------------------------------------------ */
+
+#define OL_DISKS_RESP_MAX (1u << 20)
+
+/* bytes as GiB, or MiB under one GiB; "-" for null. */
+static const char *size_str(json_t *v, char *buf, size_t len)
+{
+    double b = (double)json_integer_value(v);
+    if (!json_is_integer(v))
+        snprintf(buf, len, "-");
+    else if (b >= (1 << 30))
+        snprintf(buf, len, "%.1f GiB", b / (1 << 30));
+    else
+        snprintf(buf, len, "%.1f MiB", b / (1 << 20));
+    return buf;
+}
+
+/* disk info: the node's GET /_openlake/disks at host:port (asked again,
+ * a few times 100 ms apart, while the node's answer is over a second old:
+ * asking made it measure anew). 0, or 1 when it cannot be asked or a drive
+ * is offline or cannot be measured. */
+static int disk_info(const struct ol_cli *cli, const struct ol_cli_cred *cred,
+                     const char *s3_addr, bool tls, const char *who)
+{
+    char host[256], port[16], why[200];
+    if (admin_addr(s3_addr, tls, host, port, why, sizeof why) < 0)
+        return ol_cli_fail(cli, "disk", "%s: %s", who, why);
+    char *resp = malloc(OL_DISKS_RESP_MAX);
+    if (!resp)
+        return ol_cli_fail(cli, "disk", "out of memory");
+    json_t *js = NULL;
+    int st = 0;
+    for (int tries = 0; tries < 10; tries++) {
+        st = ol_cli_admin_request(cred, host, port, "GET", "/_openlake/disks", "", resp,
+                                  OL_DISKS_RESP_MAX);
+        json_decref(js);
+        json_error_t je;
+        js = st == 200 ? json_loads(resp, 0, &je) : NULL;
+        if (st != 200 && st != 503)
+            break;
+        if (js && json_integer_value(json_object_get(js, "age_ms")) <= 1000)
+            break;
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (!js) {
+        resp[strcspn(resp, "\n")] = 0;
+        int rc = ol_cli_fail(cli, "disk", "%s (%s:%s): %s", who, host, port,
+                             st < 0 ? strerror(-st) : st == 200 ? "not JSON" : resp);
+        free(resp);
+        return rc;
+    }
+    free(resp);
+    json_t *drives = json_object_get(js, "drives"), *kvd = json_object_get(js, "kv_disk");
+    bool degraded = false;
+    size_t i;
+    json_t *o;
+    json_array_foreach(drives, i, o)
+        degraded |= json_is_false(json_object_get(o, "online")) ||
+                    !json_is_null(json_object_get(o, "error"));
+    if (cli->out & OL_OUT_JSON) {
+        char *dump = json_dumps(js, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (dump)
+            printf("%s\n", dump);
+        free(dump);
+    } else {
+        printf("%s: %zu drive%s\n", who, json_array_size(drives),
+               json_array_size(drives) == 1 ? "" : "s");
+        static const struct ol_col cols[] = {
+            {"drive", "DRIVE", OL_ALIGN_RIGHT}, {"set", "SET", OL_ALIGN_RIGHT},
+            {"state", "STATE", OL_ALIGN_LEFT},  {"size", "SIZE", OL_ALIGN_RIGHT},
+            {"avail", "AVAIL", OL_ALIGN_RIGHT}, {"path", "PATH", OL_ALIGN_LEFT}};
+        ol_table *t = ol_table_create(cols, sizeof cols / sizeof cols[0]);
+        char b1[32], b2[32];
+        json_array_foreach(drives, i, o) {
+            json_t *set = json_object_get(o, "set");
+            ol_table_row(t);
+            ol_table_int(t, json_integer_value(json_object_get(o, "index")));
+            if (json_is_integer(set))
+                ol_table_int(t, json_integer_value(set));
+            else
+                ol_table_str(t, "-");
+            ol_table_str(t, !json_is_null(json_object_get(o, "error")) ? "unreadable"
+                            : json_is_null(json_object_get(o, "online")) ? "no store"
+                            : json_is_false(json_object_get(o, "online")) ? "offline"
+                            : json_is_true(json_object_get(o, "adopted")) ? "adopted at start"
+                            : "online");
+            ol_table_str(t, size_str(json_object_get(o, "size_bytes"), b1, sizeof b1));
+            ol_table_str(t, size_str(json_object_get(o, "avail_bytes"), b2, sizeof b2));
+            ol_table_str(t, json_string_value(json_object_get(o, "path")));
+        }
+        ol_table_print(t, stdout, cli->out);
+        ol_table_destroy(t);
+        json_array_foreach(drives, i, o)
+            if (!json_is_null(json_object_get(o, "error")))
+                printf("  drive %zu: %s\n", i, json_string_value(json_object_get(o, "error")));
+        json_t *dirs = json_object_get(kvd, "dirs");
+        if (!json_array_size(dirs)) {
+            printf("KV disk tier: none\n");
+        } else {
+            printf("KV disk tier: %s in %zu dir%s\n",
+                   size_str(json_object_get(kvd, "capacity_bytes"), b1, sizeof b1),
+                   json_array_size(dirs), json_array_size(dirs) == 1 ? "" : "s");
+            json_array_foreach(dirs, i, o) {
+                size_t k;
+                json_t *f, *files = json_object_get(o, "files");
+                long long bytes = 0, alloc = 0;
+                json_array_foreach(files, k, f) {
+                    bytes += json_integer_value(json_object_get(f, "bytes"));
+                    alloc += json_integer_value(json_object_get(f, "allocated_bytes"));
+                }
+                json_t *jb = json_integer(bytes), *ja = json_integer(alloc);
+                char b3[32];
+                printf("  %s: %zu file%s, %s (%s allocated); filesystem %s avail\n",
+                       json_string_value(json_object_get(o, "path")), json_array_size(files),
+                       json_array_size(files) == 1 ? "" : "s", size_str(jb, b1, sizeof b1),
+                       size_str(ja, b3, sizeof b3),
+                       size_str(json_object_get(o, "avail_bytes"), b2, sizeof b2));
+                json_decref(jb);
+                json_decref(ja);
+            }
+        }
+    }
+    json_decref(js);
+    return degraded ? OL_EXIT_FAIL : OL_EXIT_OK;
+}
+
+/* disk info NODE of a cluster: its record's S3 address asked. */
+static int node_disks(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int64_t id,
+                      const struct ol_cli_cred *cred)
+{
+    char err[512] = "", who[64];
+    struct ol_cl_list l = {0};
+    int64_t rev;
+    int rc = read_members(e, name, &l, &rev, err, sizeof err);
+    const struct ol_cl_node *n = rc == 0 ? find_node(&l, id) : NULL;
+    if (!n) {
+        free(l.v);
+        return rc < 0 ? ol_cli_fail(cli, "disk", "cannot read the members: %s", err)
+                      : ol_cli_fail(cli, "disk", "no node %lld in cluster %s (a node that is "
+                                    "not running has no record: see cluster status)",
+                                    (long long)id, name);
+    }
+    snprintf(who, sizeof who, "node %lld", (long long)id);
+    rc = disk_info(cli, cred, n->m.s3_addr, n->m.s3_tls, who);
+    free(l.v);
+    return rc;
+}
+
+/* cluster status|topology|drain|undrain and node info: one parser, one way to
+ * etcd. */
+static int cl_main(const struct ol_cli *cli, const char *cmd, int argc, char **argv)
 {
     struct ol_cl_args a = {0};
     static const char *const opts[] = {"--config", "--etcd", "--cluster", "--etcd-user",
                                        "--etcd-password-file", "--etcd-ca", "--etcd-cert",
                                        "--etcd-key", "--timeout-ms", "--mib", "--access-key",
                                        "--secret-key", "--secret-key-file", "--credentials",
-                                       "--region", NULL};
+                                       "--region", "--wait-ms", "--addr", NULL};
     const char **slots[] = {&a.config, &a.etcd, &a.cluster, &a.user, &a.password_file,
                             &a.ca, &a.cert, &a.key, &a.timeout, &a.mib, &a.access_key,
-                            &a.secret_key, &a.secret_key_file, &a.credentials, &a.region};
-    const char **pos[] = {&a.sub};
+                            &a.secret_key, &a.secret_key_file, &a.credentials, &a.region,
+                            &a.wait, &a.addr};
+    const char **pos[] = {&a.sub, &a.node};
     /* --probe takes no value: taken out before the valued options */
     char **args = calloc((size_t)argc + 1, sizeof *args);
     if (!args)
-        return ol_cli_fail(cli, "cluster", "out of memory");
+        return ol_cli_fail(cli, cmd, "out of memory");
     int nargs = 0;
     for (int i = 0; i < argc; i++) {
         if (i > 0 && !strcmp(argv[i], "--probe") && strcmp(argv[i - 1], "--config") &&
@@ -682,36 +1040,79 @@ int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv)
         else
             args[nargs++] = argv[i];
     }
-    int rc = ol_cli_options(cli, "cluster", nargs, args, opts, slots, pos, 1);
+    int rc = ol_cli_options(cli, cmd, nargs, args, opts, slots, pos, 2);
     free(args);
     if (rc)
         return rc;
-    static const char *const subs[] = {"status", "topology", NULL};
+    static const char *const csubs[] = {"status", "topology", "drain", "undrain", NULL};
+    static const char *const nsubs[] = {"info", NULL};
+    bool disk_cmd = !strcmp(cmd, "disk");
+    bool node_cmd = !strcmp(cmd, "node") || disk_cmd;   /* one node's: NODE optional */
+    const char *const *subs = node_cmd ? nsubs : csubs;
     if (!a.sub)
-        return ol_cli_usage_error(cli, "cluster", "what to do: status, topology");
-    bool topo = !strcmp(a.sub, "topology");
-    if (strcmp(a.sub, "status") != 0 && !topo) {
+        return ol_cli_usage_error(cli, cmd, "what to do: %s",
+                                  node_cmd ? "info" : "status, topology, drain, undrain");
+    int sub = 0;
+    while (subs[sub] && strcmp(subs[sub], a.sub))
+        sub++;
+    if (!subs[sub]) {
         const char *s = ol_cli_suggest(a.sub, subs);
-        return ol_cli_usage_error(cli, "cluster", "unknown subcommand '%s'%s%s%s", a.sub,
+        return ol_cli_usage_error(cli, cmd, "unknown subcommand '%s'%s%s%s", a.sub,
                                   s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
     }
-    if (!!a.config == !!(a.etcd || a.cluster))
-        return ol_cli_usage_error(cli, "cluster", "say where etcd is: --config FILE, or "
-                                  "--etcd URL --cluster NAME");
+    bool topo = !node_cmd && sub == 1, drains = !node_cmd && sub >= 2;
+    if (a.node && !drains && !node_cmd)
+        return ol_cli_usage_error(cli, cmd, "%s takes no NODE", a.sub);
+    if (!a.node && drains)
+        return ol_cli_usage_error(cli, cmd, "%s NODE: which node (its id)", a.sub);
+    if (a.wait && !drains)
+        return ol_cli_usage_error(cli, cmd, "--wait-ms goes with drain and undrain");
+    long wait_ms = OL_DRAIN_WAIT_MS;
+    if (a.wait) {
+        char *end;
+        wait_ms = strtol(a.wait, &end, 10);
+        if (!*a.wait || *end || wait_ms < 0 || wait_ms > 3600000)
+            return ol_cli_usage_error(cli, cmd, "--wait-ms '%s': milliseconds from 0 to "
+                                      "3600000", a.wait);
+    }
+    long long node_id = -1;
+    if (a.node) {
+        char *end;
+        errno = 0;
+        node_id = strtoll(a.node, &end, 10);
+        if (!*a.node || *end || errno || node_id < 0 || node_id > INT32_MAX)
+            return ol_cli_usage_error(cli, cmd, "NODE '%s': a node id, an integer from 0 to "
+                                      "%d", a.node, INT32_MAX);
+    }
+    if (a.addr && !disk_cmd)
+        return ol_cli_usage_error(cli, cmd, "--addr goes with disk info");
+    if (a.addr && (a.config || a.etcd || a.cluster || a.node || a.timeout || a.user ||
+                   a.password_file || a.ca || a.cert || a.key))
+        return ol_cli_usage_error(cli, cmd, "--addr names the node itself: no NODE, "
+                                  "--config or etcd options with it");
+    if (!a.addr && !!a.config == !!(a.etcd || a.cluster))
+        return ol_cli_usage_error(cli, cmd, "say where etcd is: --config FILE, or "
+                                  "--etcd URL --cluster NAME%s",
+                                  disk_cmd ? " (or the node: --addr HOST:PORT)" : "");
     static struct ol_config cfg;
     char err[1024];
-    if (a.config) {
+    if (a.addr) {
+        /* no etcd: the node at --addr, asked directly */
+    } else if (a.config) {
         if (a.user || a.password_file || a.ca || a.cert || a.key)
-            return ol_cli_usage_error(cli, "cluster", "with --config the etcd settings come "
+            return ol_cli_usage_error(cli, cmd, "with --config the etcd settings come "
                                       "from the file's [cluster] section");
         char *cargv[] = {"openlaked", "--config", (char *)a.config, NULL};
         if (ol_config_load(&cfg, 3, cargv, environ, err, sizeof err) < 0)
-            return ol_cli_usage_error(cli, "cluster", "%s", err);
-        if (!cfg.cluster.name[0])
-            return ol_cli_usage_error(cli, "cluster", "%s has no [cluster] name", a.config);
+            return ol_cli_usage_error(cli, cmd, "%s", err);
+        if (!cfg.cluster.name[0] && !disk_cmd)
+            return ol_cli_usage_error(cli, cmd, "%s has no [cluster] name", a.config);
+        if (!cfg.cluster.name[0] && a.node)
+            return ol_cli_usage_error(cli, cmd, "%s has no [cluster]: it configures a single "
+                                      "host, which takes no NODE", a.config);
     } else {
         if (!a.etcd || !a.cluster)
-            return ol_cli_usage_error(cli, "cluster", "--etcd and --cluster go together");
+            return ol_cli_usage_error(cli, cmd, "--etcd and --cluster go together");
         /* the same checks as the daemon's (names, URLs, the password file) */
         char *cargv[24];
         int n = 0;
@@ -734,29 +1135,38 @@ int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv)
         cargv[n] = NULL;
         char *env[] = {NULL};   /* only the flags: an OPENLAKE_* of a node's shell does not apply */
         if (ol_config_load(&cfg, n, cargv, env, err, sizeof err) < 0)
-            return ol_cli_usage_error(cli, "cluster", "%s", err);   /* names the daemon's key */
+            return ol_cli_usage_error(cli, cmd, "%s", err);   /* names the daemon's key */
+    }
+    if (node_cmd && !a.node && !a.addr) {
+        if (!a.config)
+            return ol_cli_usage_error(cli, cmd, "info NODE: which node (its id; with --config "
+                                      "the file's own self_id when left out)");
+        node_id = cfg.self_id;
     }
     if (a.timeout && a.config)
-        return ol_cli_usage_error(cli, "cluster", "--timeout-ms goes with --etcd");
+        return ol_cli_usage_error(cli, cmd, "--timeout-ms goes with --etcd");
     bool cred_flags = a.mib || a.access_key || a.secret_key || a.secret_key_file ||
                       a.credentials || a.region;
-    if (cred_flags && !a.probe)
-        return ol_cli_usage_error(cli, "cluster", "--mib and the credential options go with "
-                                  "topology --probe");
+    if (a.mib && !a.probe)
+        return ol_cli_usage_error(cli, cmd, "--mib goes with topology --probe");
+    if (cred_flags && !a.probe && !disk_cmd)
+        return ol_cli_usage_error(cli, cmd, "the credential options go with topology --probe "
+                                  "and disk info");
     if (a.probe && !topo)
-        return ol_cli_usage_error(cli, "cluster", "--probe goes with topology");
+        return ol_cli_usage_error(cli, cmd, "--probe goes with topology");
     struct ol_cli_cred cred;
     int mib = 64;
-    if (a.probe) {
+    if (a.probe || disk_cmd) {
         char *end = NULL;
         if (a.mib) {
             long v = strtol(a.mib, &end, 10);
             if (!*a.mib || *end || v < 1 || v > 1024)
-                return ol_cli_usage_error(cli, "cluster", "--mib '%s': an integer from 1 to "
+                return ol_cli_usage_error(cli, cmd, "--mib '%s': an integer from 1 to "
                                           "1024", a.mib);
             mib = (int)v;
         }
-        if (a.config && cfg.n_credentials > 0 && !a.access_key && !a.credentials) {
+        if (a.config && cfg.n_credentials > 0 && !a.access_key && !a.credentials &&
+            !a.secret_key && !a.secret_key_file) {
             /* an operator on a node: the node's own first credential */
             memset(&cred, 0, sizeof cred);
             snprintf(cred.ak, sizeof cred.ak, "%s", cfg.credentials[0].access_key);
@@ -765,21 +1175,50 @@ int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv)
         } else {
             struct ol_cli_cred_flags f = {a.access_key, a.secret_key, a.secret_key_file,
                                           a.credentials, a.region};
-            rc = ol_cli_cred_load(cli, "cluster", &f, &cred);
+            rc = ol_cli_cred_load(cli, cmd, &f, &cred);
             if (rc)
                 return rc;
         }
+    }
+    if (disk_cmd && (a.addr || !cfg.cluster.name[0])) {   /* a single host, or --addr */
+        rc = disk_info(cli, &cred, a.addr ? a.addr : cfg.s3_addr,
+                       a.addr ? false : cfg.s3_tls_cert[0] != 0, "the node");
+        explicit_bzero(&cred, sizeof cred);
+        return rc;
     }
     struct ol_etcd_opts o;
     ol_cluster_etcd_opts(&cfg, &o);
     struct ol_etcd *e;
     if (ol_etcd_open(&o, &e, err, sizeof err) < 0)
-        return ol_cli_fail(cli, "cluster", "%s", err);
-    rc = topo ? topology(cli, e, cfg.cluster.name, a.probe ? &cred : NULL, mib)
-              : status(cli, e, cfg.cluster.name, o.n_endpoints);
+        return ol_cli_fail(cli, cmd, "%s", err);
+    if (disk_cmd)
+        rc = node_disks(cli, e, cfg.cluster.name, node_id, &cred);
+    else if (node_cmd)
+        rc = node_info(cli, e, cfg.cluster.name, node_id);
+    else if (drains)
+        rc = drain(cli, e, cfg.cluster.name, node_id, sub == 2, wait_ms);
+    else if (topo)
+        rc = topology(cli, e, cfg.cluster.name, a.probe ? &cred : NULL, mib);
+    else
+        rc = status(cli, e, cfg.cluster.name, o.n_endpoints);
     ol_etcd_close(e);
-    if (a.probe)
+    if (a.probe || disk_cmd)
         explicit_bzero(&cred, sizeof cred);
     explicit_bzero(cfg.cluster.etcd_password, sizeof cfg.cluster.etcd_password);
     return rc;
+}
+
+int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv)
+{
+    return cl_main(cli, "cluster", argc, argv);
+}
+
+int ol_cmd_node(const struct ol_cli *cli, int argc, char **argv)
+{
+    return cl_main(cli, "node", argc, argv);
+}
+
+int ol_cmd_disk(const struct ol_cli *cli, int argc, char **argv)
+{
+    return cl_main(cli, "disk", argc, argv);
 }

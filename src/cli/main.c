@@ -151,16 +151,20 @@ static const struct ol_cli_cmd ol_commands[] = {
     },
     {
         "cluster",
-        "The cluster as etcd knows it: cluster status | topology [--probe]",
+        "The cluster as etcd knows it: cluster status | topology [--probe] | drain | undrain",
         "usage: openlake cluster status --config FILE\n"
         "       openlake cluster status --etcd URL[,URL...] --cluster NAME [options]\n"
         "       openlake cluster topology (--config FILE | --etcd URL --cluster NAME)\n"
         "                [--probe [--mib N] [credential options]]\n"
+        "       openlake cluster drain NODE (--config FILE | --etcd URL --cluster NAME)\n"
+        "                [--wait-ms MS]\n"
+        "       openlake cluster undrain NODE (--config FILE | --etcd URL ...) [--wait-ms MS]\n"
         "\n"
         "status: reads the cluster's node records from etcd (each node keeps its own\n"
         "under a lease: a node dead or cut off for cluster.lease_ttl_secs is gone) and\n"
         "asks every node's /_openlake/health/ready. Prints etcd's health, then a\n"
-        "table of the nodes: id, state (starting, active, leaving), ready, version,\n"
+        "table of the nodes: id, state (starting, active, draining, drained,\n"
+        "leaving), ready, version,\n"
         "uptime, host, S3 and KV addresses, KV slab, drives (--json: one object).\n"
         "\n"
         "topology: the nodes, their node RPC addresses, and each KV member's\n"
@@ -169,6 +173,14 @@ static const struct ol_cli_cmd ol_commands[] = {
         "every other (its signed /_openlake/cluster/probe): the median round trip\n"
         "of 16 calls and the GB/s each way over N MiB (--mib, default 64), printed\n"
         "as two matrices (--json: every number).\n"
+        "\n"
+        "drain NODE: asks node NODE (its id) to drain: it takes no new KV keys (every\n"
+        "node's placement leaves it out once its record says draining), its KV pool\n"
+        "work in flight finishes, and its record says drained: it can stop. The ask\n"
+        "is kept in etcd (no lease): a drained node that restarts stays drained.\n"
+        "Waits until the record says drained, at most --wait-ms (default 30000; 0:\n"
+        "do not wait). undrain NODE: lifts it (the node is active again); a node\n"
+        "not drained is left as it is (exit 0).\n"
         "\n"
         "Options:\n"
         "  --config FILE            a node's openlaked configuration: its [cluster]\n"
@@ -183,10 +195,64 @@ static const struct ol_cli_cmd ol_commands[] = {
         "                           the S3 credential --probe signs with (else\n"
         "                           AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)\n"
         "\n"
-        "Exit status: status: 0 every etcd endpoint healthy and every node active and\n"
-        "ready, 1 anything degraded (or etcd unreadable); topology: 0, or 1 when a\n"
-        "record is unreadable or a probed pair failed; 2 usage error.\n",
+        "  --wait-ms MS             drain, undrain: how long to wait (default 30000)\n"
+        "\n"
+        "Exit status: status: 0 every etcd endpoint healthy and every node ready and\n"
+        "active, draining or drained, 1 anything degraded (or etcd unreadable);\n"
+        "topology: 0, or 1 when a record is unreadable or a probed pair failed;\n"
+        "drain, undrain: 0 done, 1 no such node running (drain), not done within\n"
+        "--wait-ms, or etcd failed; 2 usage error.\n",
         ol_cmd_cluster,
+    },
+    {
+        "node",
+        "One node of a cluster: node info [NODE]",
+        "usage: openlake node info [NODE] --config FILE\n"
+        "       openlake node info NODE --etcd URL[,URL...] --cluster NAME [options]\n"
+        "\n"
+        "info: node NODE's record in etcd (state, whether it is asked to drain,\n"
+        "version, host and pid, uptime, S3, KV and node RPC addresses, KV slab and\n"
+        "disk capacity, drives, data dir, instance) and whether its\n"
+        "/_openlake/health/ready answers (--json: one object). With --config and no\n"
+        "NODE: the node that file configures (its self_id).\n"
+        "\n"
+        "Options: --config FILE, or --etcd URL[,URL...] --cluster NAME with\n"
+        "--etcd-user, --etcd-password-file, --etcd-ca, --etcd-cert, --etcd-key and\n"
+        "--timeout-ms, as for openlake cluster.\n"
+        "\n"
+        "Exit status: 0 the record was read, 1 no such node running or etcd\n"
+        "unreadable, 2 usage error.\n",
+        ol_cmd_node,
+    },
+    {
+        "disk",
+        "A node's drives and KV disk tier: disk info [NODE]",
+        "usage: openlake disk info [NODE] --config FILE [credential options]\n"
+        "       openlake disk info NODE --etcd URL[,URL...] --cluster NAME [options]\n"
+        "       openlake disk info --addr HOST:PORT [credential options]\n"
+        "\n"
+        "info: asks the node (its signed GET /_openlake/disks, on its S3 listener)\n"
+        "for its drives: each data dir's index, erasure set, state (online, offline,\n"
+        "adopted at start: a blank drive the healer fills, no store: mode kv) and\n"
+        "its filesystem's size and space available; and its KV disk tier: capacity,\n"
+        "dirs, and the shard files there with their length and the space they\n"
+        "take (--json: the node's answer). The node is found by its record in etcd\n"
+        "(NODE; with --config and no NODE, the file's own node), or, for a single\n"
+        "host, at the file's s3_addr or at --addr.\n"
+        "\n"
+        "Options:\n"
+        "  --config FILE, --etcd URL --cluster NAME, and the etcd options: as for\n"
+        "                           openlake cluster\n"
+        "  --addr HOST:PORT         the node's S3 listener, asked directly\n"
+        "  --access-key K --secret-key-file F, or --credentials FILE, --region R\n"
+        "                           the S3 credential to sign with (with --config:\n"
+        "                           the file's first; else AWS_ACCESS_KEY_ID /\n"
+        "                           AWS_SECRET_ACCESS_KEY, else the daemon's\n"
+        "                           generated credentials file)\n"
+        "\n"
+        "Exit status: 0 every drive online and measured, 1 a drive offline or\n"
+        "unreadable, the node unknown, unreachable or refusing, 2 usage error.\n",
+        ol_cmd_disk,
     },
 };
 #define OL_NCOMMANDS (sizeof ol_commands / sizeof ol_commands[0])

@@ -8,9 +8,10 @@
  *           ttl/3 s, writes the record again when the state changes, and
  *           registers anew when etcd says the lease expired (after an
  *           outage longer than the TTL: etcd deleted the record meanwhile).
- *   watch   reads every record under the prefix, then watches from the
- *           revision after; a broken stream is followed by a read again
- *           (with a backoff of 0.1 s doubling to 2 s while etcd is away).
+ *   watch   reads every key under /openlake/<cluster>/ (the records, and
+ *           this node's drain key), then watches from the revision after;
+ *           a broken stream is followed by a read again (with a backoff of
+ *           0.1 s doubling to 2 s while etcd is away).
  *
  * Both sleep on one condition variable, so stop and a state change wake
  * them at once.
@@ -32,8 +33,10 @@
 
 struct ol_cluster {
     char name[64];
+    char root[128];                  /* "/openlake/<cluster>/": what the watch covers */
     char prefix[128];
     char key[160];
+    char drain_key[160];             /* this node's drain key (ol_member_drain_key) */
     int64_t ttl;
     struct ol_etcd_opts eo;          /* points into the daemon's config */
     struct ol_etcd *lease_e, *watch_e;
@@ -50,6 +53,7 @@ struct ol_cluster {
     int64_t lease;               /* 0 = not registered */
     struct ol_member *members;   /* id order */
     int n;
+    bool drain;                  /* this node's drain key exists */
     int64_t revision;
     bool etcd_ok;
     int64_t etcd_since;
@@ -71,6 +75,11 @@ void ol_member_prefix(const char *cluster, char *buf, size_t len)
 void ol_member_key(const char *cluster, int64_t id, char *buf, size_t len)
 {
     snprintf(buf, len, "/openlake/%s/nodes/%lld", cluster, (long long)id);
+}
+
+void ol_member_drain_key(const char *cluster, int64_t id, char *buf, size_t len)
+{
+    snprintf(buf, len, "/openlake/%s/drain/%lld", cluster, (long long)id);
 }
 
 size_t ol_member_encode(const struct ol_member *m, char *buf, size_t len)
@@ -226,13 +235,31 @@ static int view_set(struct ol_cluster *cl, int64_t id, const struct ol_member *m
     return 0;
 }
 
+/* This node's drain key put (an operator asked it to drain) or deleted. */
+static void on_drain(struct ol_cluster *cl, const struct ol_etcd_kv *kv)
+{
+    pthread_mutex_lock(&cl->mu);
+    bool was = cl->drain;
+    cl->drain = kv->val != NULL;
+    if (kv->mod_revision > cl->revision)
+        cl->revision = kv->mod_revision;
+    pthread_mutex_unlock(&cl->mu);
+    if (cl->live && was != (kv->val != NULL))
+        ol_info("cluster %s: %s", cl->name, kv->val ? "asked to drain" : "drain lifted");
+}
+
 static int on_record(void *arg, const struct ol_etcd_kv *kv)
 {
     struct ol_cluster *cl = arg;
+    if (kv->klen == strlen(cl->drain_key) && !memcmp(kv->key, cl->drain_key, kv->klen)) {
+        on_drain(cl, kv);
+        return 0;
+    }
     bool ok;
     int64_t id = id_of_key(cl, kv, &ok);
     if (!ok)
-        return 0;                    /* not a node record: someone else's key */
+        return 0;                    /* not a node record: another node's drain key, or
+                                        someone else's key */
     struct ol_member m;
     char why[128];
     bool readable = !kv->val || ol_member_decode(kv->val, kv->vlen, &m, why, sizeof why) == 0;
@@ -488,10 +515,11 @@ static void *watch_main(void *arg)
         struct ol_cluster tmp = {0};
         snprintf(tmp.name, sizeof tmp.name, "%s", cl->name);
         snprintf(tmp.prefix, sizeof tmp.prefix, "%s", cl->prefix);
+        snprintf(tmp.drain_key, sizeof tmp.drain_key, "%s", cl->drain_key);
         tmp.members = calloc(OL_MEMBER_MAX, sizeof *tmp.members);
         pthread_mutex_init(&tmp.mu, NULL);
         int64_t rev = 0;
-        int rc = tmp.members ? ol_etcd_range_prefix(cl->watch_e, cl->prefix, on_record, &tmp,
+        int rc = tmp.members ? ol_etcd_range_prefix(cl->watch_e, cl->root, on_record, &tmp,
                                                      &rev, err, sizeof err)
                              : -ENOMEM;
         etcd_result(cl, rc, "read members", rc == -ENOMEM ? "out of memory" : err);
@@ -500,7 +528,11 @@ static void *watch_main(void *arg)
             memcpy(cl->members, tmp.members, (size_t)tmp.n * sizeof *tmp.members);
             cl->n = tmp.n;
             cl->revision = rev;
+            bool was = cl->drain;
+            cl->drain = tmp.drain;
             pthread_mutex_unlock(&cl->mu);
+            if (was != tmp.drain)
+                ol_info("cluster %s: %s", cl->name, tmp.drain ? "asked to drain" : "drain lifted");
             if (keep != tmp.n)
                 ol_info("cluster %s: %d member%s at revision %lld", cl->name, tmp.n,
                         tmp.n == 1 ? "" : "s", (long long)rev);
@@ -512,7 +544,7 @@ static void *watch_main(void *arg)
             pthread_mutex_lock(&cl->mu);
             cl->watching = true;
             pthread_mutex_unlock(&cl->mu);
-            rc = ol_etcd_watch(cl->watch_e, cl->prefix, rev + 1, on_record, cl, err, sizeof err);
+            rc = ol_etcd_watch(cl->watch_e, cl->root, rev + 1, on_record, cl, err, sizeof err);
             pthread_mutex_lock(&cl->mu);
             cl->watching = false;
             bool refresh = cl->refresh && !atomic_load(&cl->stop);
@@ -567,8 +599,10 @@ int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
         return -ENOMEM;
     }
     snprintf(cl->name, sizeof cl->name, "%s", cfg->cluster.name);
+    snprintf(cl->root, sizeof cl->root, "/openlake/%s/", cl->name);
     ol_member_prefix(cl->name, cl->prefix, sizeof cl->prefix);
     ol_member_key(cl->name, self->id, cl->key, sizeof cl->key);
+    ol_member_drain_key(cl->name, self->id, cl->drain_key, sizeof cl->drain_key);
     cl->ttl = cfg->cluster.lease_ttl_secs;
     cl->self = *self;
     cl->live = true;
@@ -589,7 +623,12 @@ int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
     if (rc == 0)
         rc = ol_etcd_open(&cl->eo, &cl->watch_e, err, errlen);
     if (rc == 0) {
+        /* whether it was asked to drain, before it says it is active: a
+         * drained node that restarts stays out of the placement (read
+         * again by the watch; etcd away: the watch finds out later) */
         char e1[512];
+        int64_t rev;
+        ol_etcd_range_prefix(cl->lease_e, cl->drain_key, on_record, cl, &rev, e1, sizeof e1);
         rc = do_register(cl, cl->lease_e, e1, sizeof e1);
         if (rc == -EEXIST || rc == -EACCES) {
             snprintf(err, errlen, "cluster %s: %s", cl->name, e1);
@@ -673,6 +712,14 @@ bool ol_cluster_refresh(struct ol_cluster *cl, int64_t revision)
     if (wake)
         ol_etcd_wake(cl->watch_e);
     return wake;
+}
+
+bool ol_cluster_drain_asked(struct ol_cluster *cl)
+{
+    pthread_mutex_lock(&cl->mu);
+    bool d = cl->drain;
+    pthread_mutex_unlock(&cl->mu);
+    return d;
 }
 
 int64_t ol_cluster_revision(struct ol_cluster *cl)

@@ -6,7 +6,8 @@
  * under an etcd lease of cluster.lease_ttl_secs that it keeps alive; a node
  * that dies or is cut off from etcd for that long leaves (etcd deletes the
  * record), and one that stops revokes its lease and leaves at once. Every
- * node watches the prefix and keeps the view: the members at an etcd
+ * node watches /openlake/<cluster>/ (the records, and its own drain key:
+ * below) and keeps the view: the members at an etcd
  * revision. While etcd cannot be reached the view stays as it was last
  * known, marked so (etcd_ok false), and the node keeps serving. A peer
  * whose frames carry a newer revision makes it read the members again
@@ -17,9 +18,16 @@
  * cores never call etcd: they read the view (ol_cluster_view, a copy
  * under a mutex the threads hold only to update it).
  *
+ * Drain (docs/cluster.md "Drain"): an operator's `openlake cluster drain
+ * N` puts /openlake/<cluster>/drain/<N> (no lease: it outlives restarts);
+ * node N reads it when it starts and the watch follows it
+ * (ol_cluster_drain_asked); the daemon then sets its state "draining" and,
+ * once its KV pool work is done, "drained" (daemon/cluster.c).
+ *
  * The record (format version 1):
  *   {"v":1, "id":N, "instance":"32 hex digits",
- *    "state":"starting"|"active"|"leaving", "version":"0.1.0",
+ *    "state":"starting"|"active"|"draining"|"drained"|"leaving",
+ *    "version":"0.1.0",
  *    "host":"name", "data_dir":"/path", "pid":N, "started":unix_seconds,
  *    "s3_addr":"h:p", "s3_tls":bool, "kv_addr":"h:p" (or ""), "rpc_addr":"h:p",
  *    "kv_slab_bytes":N, "kv_disk_bytes":N, "drives":N}
@@ -69,6 +77,11 @@ int ol_member_decode(const char *json, size_t len, struct ol_member *m, char *wh
 void ol_member_prefix(const char *cluster, char *buf, size_t len);
 void ol_member_key(const char *cluster, int64_t id, char *buf, size_t len);
 
+/* "/openlake/<cluster>/drain/<id>": present while node id is asked to
+ * drain (its value is for people: who asked and when; a node only looks
+ * at whether it exists). */
+void ol_member_drain_key(const char *cluster, int64_t id, char *buf, size_t len);
+
 struct ol_cluster;
 struct ol_etcd_opts;
 
@@ -89,8 +102,8 @@ void ol_cluster_etcd_opts(const struct ol_config *c, struct ol_etcd_opts *o);
 int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
                      struct ol_cluster **out, char *err, size_t errlen);
 
-/* The record's state from now on ("active" once serving, "leaving" at
- * shutdown): written by the lease thread; returns once it is in etcd, or
+/* The record's state from now on ("active" once serving, "draining" and
+ * "drained" while asked to drain, "leaving" at shutdown): written by the lease thread; returns once it is in etcd, or
  * after etcd_timeout_ms and a second, or at once while the node is not
  * registered or etcd is known to be away (the thread writes it when etcd
  * answers). */
@@ -120,6 +133,10 @@ void ol_cluster_view(struct ol_cluster *cl, struct ol_cluster_view *v, struct ol
  * hangs) is how a view falls behind; the read makes it current. Any
  * thread. */
 bool ol_cluster_refresh(struct ol_cluster *cl, int64_t revision);
+
+/* Whether this node's drain key is in etcd, as last read (at start, then
+ * by the watch). */
+bool ol_cluster_drain_asked(struct ol_cluster *cl);
 
 /* The view's revision alone (a moment under the view's mutex): whether a
  * copy of the view is worth taking. */

@@ -11,6 +11,8 @@
  *                                      in a cluster the membership, the node
  *                                      RPC's peers and the KV pool)
  *   POST|GET /_openlake/heal           heal walks (admin_heal.c; SigV4-signed)
+ *   GET      /_openlake/disks          the drives and the KV disk tier
+ *                                      (admin_disks.c; SigV4-signed)
  *   POST|GET /_openlake/cluster/probe  the node RPC measured to every peer
  *                                      (admin_cluster.c; SigV4-signed)
  *   PUT|POST /_openlake/debug/sink     (http.debug_endpoints only) consumes
@@ -358,6 +360,10 @@ static void ol_admin_on_request(ol_http_req *r)
     }
     if (ol_path_is(path, plen, "/_openlake/cluster/probe")) {
         ol_admin_cluster_route(core, r, path, plen, q, qlen);
+        return;
+    }
+    if (ol_path_is(path, plen, "/_openlake/disks")) {
+        ol_admin_disks_route(core, r, path, plen, q, qlen);
         return;
     }
     if (ol_path_is(path, plen, "/_openlake/heal")) {

@@ -7,7 +7,9 @@
  * name), the capacities, and the node's instance id: 32 random hex digits
  * kept in <first data dir>/cluster.instance (mode 0600, made at the first
  * start), how a restarted node knows its own previous record from another
- * node's that has the same self_id.
+ * node's that has the same self_id. And its state while it serves: active,
+ * or draining then drained while an operator asks it to drain (the drain
+ * key, cluster/member.h; docs/cluster.md "Drain").
  */
 #include "daemon/daemon.h"
 
@@ -171,4 +173,47 @@ int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen)
     if (ol_cluster_start(c, &self, &d->cluster, err, errlen) < 0)
         return -1;
     return 0;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void drain_set(struct ol_daemon *d, int drain)
+{
+    static const char *const names[] = {"active", "draining", "drained"};
+    ol_cluster_set_state(d->cluster, names[drain]);
+    if (drain == 1)
+        d->drain_since_ms = mono_ms();
+    ol_info("cluster %s: node %lld is %s", d->cfg.cluster.name, (long long)d->cfg.self_id,
+            names[drain]);
+    d->drain = drain;
+}
+
+void ol_daemon_cluster_serving(struct ol_daemon *d)
+{
+    if (d->cluster)
+        drain_set(d, ol_cluster_drain_asked(d->cluster) ? 1 : 0);
+}
+
+void ol_daemon_cluster_tick(struct ol_daemon *d)
+{
+    if (!d->cluster || atomic_load(&d->draining))
+        return;
+    bool asked = ol_cluster_drain_asked(d->cluster);
+    if (!asked && d->drain)
+        drain_set(d, 0);
+    else if (asked && d->drain == 0)
+        drain_set(d, 1);
+    /* Drained: every node stops placing keys here once its watch sees
+     * "draining"; a call one of them started before that ends within
+     * cluster.kv_timeout_ms (answered or timed out), and this node's own
+     * fetches and pushes are done. */
+    else if (asked && d->drain == 1 &&
+             mono_ms() - d->drain_since_ms >= d->cfg.cluster.kv_timeout_ms &&
+             ol_daemon_kvpool_quiet(d))
+        drain_set(d, 2);
 }

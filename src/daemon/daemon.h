@@ -61,6 +61,10 @@ struct ol_daemon {
     struct ol_cluster *cluster;       /* membership in etcd ([cluster]); NULL: a single host */
     struct ol_daemon_net *net;        /* the node RPC (net.c); NULL: a single host */
     struct ol_kvpool *kvpool;         /* the cluster's KV pool (kvpool.c); NULL: none */
+    struct ol_disks *disks;           /* GET /_openlake/disks's thread (admin_disks.c) */
+    int drain;                        /* main thread's (cluster.c): 0 active, 1 draining,
+                                         2 drained */
+    int64_t drain_since_ms;           /* monotonic: when "draining" was written */
 };
 
 /* cluster.c: joins the cluster of [cluster] (state "starting"): 0, or -1
@@ -68,6 +72,15 @@ struct ol_daemon {
  * held by another live node, etcd refused the credentials). No [cluster]:
  * 0 and nothing done. */
 int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen);
+
+/* cluster.c, main thread: the node's state once it serves ("active", or
+ * "draining" when its drain key is in etcd), and then every 100 ms while it
+ * serves: follows the drain key (draining; drained once the record said
+ * draining for cluster.kv_timeout_ms and the KV pool is quiet; active again
+ * when the key is deleted). Each state change waits for etcd (bounded, as
+ * ol_cluster_set_state). No cluster: nothing. */
+void ol_daemon_cluster_serving(struct ol_daemon *d);
+void ol_daemon_cluster_tick(struct ol_daemon *d);
 
 /* net.c: the node RPC of a cluster node: its loop and thread, the
  * endpoint on rpc_addr (src/net), every other member a peer. 0 (nothing
@@ -149,6 +162,14 @@ void ol_admin_heal_route(struct ol_core *core, ol_http_req *r, const char *path,
 size_t ol_admin_heal_metrics(struct ol_daemon *d, char *buf, size_t cap);
 /* The object store's and the S3 API's counters, summed over the cores
  * (admin_store.c). */
+/* admin_disks.c: GET /_openlake/disks (signed): the drives and the KV disk
+ * tier with their filesystems' sizes, made by a thread of its own (start:
+ * 0 or -errno; stop: joined, NULL: no-op). */
+int ol_admin_disks_start(struct ol_daemon *d);
+void ol_admin_disks_stop(struct ol_daemon *d);
+void ol_admin_disks_route(struct ol_core *core, ol_http_req *r, const char *path, size_t plen,
+                          const char *q, size_t qlen);
+
 size_t ol_admin_store_metrics(struct ol_daemon *d, char *buf, size_t cap);
 
 #endif

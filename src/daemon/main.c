@@ -477,7 +477,11 @@ int main(int argc, char **argv)
         /* "active" in etcd before health/ready answers 200: whoever sees the
          * node ready finds it active in the cluster too. */
         ol_daemon_kvpool_ready(&d);
-        ol_cluster_set_state(d.cluster, "active");
+        int drc = ol_admin_disks_start(&d);
+        if (drc < 0)
+            ol_warn("cannot start the disks thread (%s): GET /_openlake/disks answers 503",
+                    strerror(-drc));
+        ol_daemon_cluster_serving(&d);   /* "active", or "draining" when asked to drain */
         atomic_store(&d.ready, 1);
         if (d.kv)
             atomic_store(&d.kv->ready, !atomic_load(&d.ready_held));
@@ -504,6 +508,7 @@ int main(int argc, char **argv)
                 break;
             struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
             int sig = sigtimedwait(&sigs, NULL, &ts);
+            ol_daemon_cluster_tick(&d);   /* the drain key followed */
             if (sig == SIGINT || sig == SIGTERM) {
                 if (++signals > 1) {
                     fprintf(stderr, "openlaked: second signal, exiting now\n");
@@ -548,6 +553,7 @@ int main(int argc, char **argv)
         ol_loop_destroy(d.cores[i].loop);
     }
     free(d.cores);
+    ol_admin_disks_stop(&d);
     ol_daemon_net_stop(&d);
     ol_daemon_kvpool_destroy(&d);
     ol_cluster_stop(d.cluster);      /* leaves now: the lease is revoked */

@@ -273,7 +273,7 @@ def test_probe_needs_a_signature(etcd, make_daemon, tmp_path):
             urllib.request.urlopen(req, timeout=10)
         assert e.value.code == 403
     r = cli("cluster", "topology", "--etcd", etcd.url, "--cluster", "c1", "--mib", "2")
-    assert r.returncode == 2 and b"go with topology --probe" in r.stderr
+    assert r.returncode == 2 and b"--mib goes with topology --probe" in r.stderr
     r = cli("cluster", "status", "--etcd", etcd.url, "--cluster", "c1", "--probe")
     assert r.returncode == 2 and b"--probe goes with topology" in r.stderr
 
