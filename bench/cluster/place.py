@@ -1,7 +1,8 @@
 """The KV pool's placement rule in Python (docs/cluster.md "Placement"):
 weighted rendezvous hashing in integers, the twin of src/cluster/place.c,
-so a benchmark can choose keys by their home node. Checked against the
-check values of docs/cluster.md by `python3 bench/cluster/place.py`.
+so a benchmark can choose keys by their home node. check() holds it to
+the check values of docs/cluster.md (bench/cluster/pool.py calls it before
+every run; `python3 bench/cluster/place.py` runs it alone).
 """
 import xxhash
 
@@ -53,7 +54,8 @@ def homes(members, namespace, key, r=1):
     return [r_.id for r_ in sorted(map(Rank, members))[:r]]
 
 
-if __name__ == "__main__":
+def check():
+    """Raises AssertionError unless the rule gives docs/cluster.md's values."""
     assert log2q32(3) == 6807362105
     assert log2q32(0xDEADBEEFCAFEF00D) == 274013844226
     assert (64 << 32) - log2q32(mix(0 ^ mix(0x9E3779B97F4A7C15)) or 1) == 7848857897
@@ -62,4 +64,8 @@ if __name__ == "__main__":
     for i, h in want.items():
         got = homes(ms, b"place-test", f"block-{i}".encode(), 3)
         assert got == h, (i, got, h)
+
+
+if __name__ == "__main__":
+    check()
     print("placement check values: ok")

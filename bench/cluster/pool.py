@@ -34,14 +34,12 @@ Every value is stamped with a unique id and read back byte for byte (the last
 batch of every pass and one random batch).
 """
 import argparse
-import datetime
 import json
 import os
 import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import types
 import urllib.request
@@ -52,7 +50,7 @@ sys.path[:0] = [os.path.join(ROOT, "bench"), os.path.join(ROOT, "bench", "kv"), 
 import numpy as np  # noqa: E402
 import peers  # noqa: E402  (bench/kv/peers.py: Servers, Buffers, OpenLake, Mooncake, measure)
 from benchutil import free_ports  # noqa: E402
-from place import homes  # noqa: E402
+import place  # noqa: E402
 
 CLUSTER = "bench"
 NS = "bench"          # the KV namespace of every key
@@ -130,14 +128,16 @@ def keys_homed_on(nid, prefix, n):
     members = [(1, 1), (2, 1)]     # same kv-slab capacity, no disk tier: equal weights
     while len(out) < n:
         k = f"{prefix}/{i}".encode()
-        if homes(members, NS.encode(), k)[0] == nid:
+        if place.homes(members, NS.encode(), k)[0] == nid:
             out.append(k)
         i += 1
     return out
 
 
-def iperf(ip_b, port, secs, streams, pin):
-    r = subprocess.run((["taskset", "-c", "0"] if pin else []) +
+def iperf(ip_b, port, secs, streams, cpu):
+    """iperf3 -c from here (namespace A) to B, on CPU cpu (None: unpinned);
+    the receiver's GB/s."""
+    r = subprocess.run((["taskset", "-c", str(cpu)] if cpu is not None else []) +
                        ["iperf3", "-c", ip_b, "-p", str(port), "-t", str(secs), "-P", str(streams), "-J"],
                        capture_output=True, text=True, timeout=secs + 30)
     if r.returncode != 0:
@@ -271,7 +271,9 @@ def report(run, out_json):
     def sel(**kw):
         return [x for r in rows for x in r if all(x.get(k) == v for k, v in kw.items())]
 
-    L = [f"Machine: {m['cpu']}, {m['cores']} cores, kernel {m['kernel']}, {m['mem_gib']} GiB. "
+    L = [f"Machine: {m['cpu']}, {m['cores']} cores, kernel {m['kernel']}, {m['mem_gib']} GiB, 1-minute load "
+         f"average {m['loadavg_1min_start_end'][0]:.1f} at the start and {m['loadavg_1min_start_end'][1]:.1f} "
+         f"at the end (a shared machine). "
          f"Raw data: `{os.path.relpath(out_json, ROOT)}`. Versions: {run['versions']}. "
          f"Transport: TCP only (UCX is not built)."
          + (f" **Nodes started with `{cfg['node_args']}` added (NODE_ARGS).**" if cfg["node_args"] else ""), "",
@@ -362,18 +364,16 @@ def main():
         ap.error("run through bench/cluster/run_pool.sh (NS_A, NS_B, IP_A, IP_B, IF_A: the namespaces)")
     if (os.cpu_count() or 1) < 2:
         args.pin = False
+    place.check()
     sizes = [int(x) for x in args.sizes.split(",")]
     batch = args.batch
     if args.capacity_gib * 1024 < 2 * args.pass_mib:
         ap.error("--capacity-gib must hold at least two passes")
+    load0 = os.getloadavg()[0]
     machine = json.loads(subprocess.run([sys.executable, os.path.join(ROOT, "bench", "http", "machine.py")],
                                         capture_output=True, text=True, check=True, cwd=ROOT).stdout)
     srv = peers.Servers(args, host=env["IP_B"], client_host=env["IP_A"], wrap=["ip", "netns", "exec", env["NS_B"]])
-    real_err = os.dup(2)    # Mooncake's library logs to fd 2: a file; Python's errors: the real stderr
-    sys.stderr = os.fdopen(real_err, "w", buffering=1)
-    lf = os.open(os.path.join(srv.dir, "client-libs.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(lf, 2)
-    os.close(lf)
+    real_err = peers.libs_log_to(os.path.join(srv.dir, "client-libs.log"))
     ok, pool, mcs = False, None, {}
     try:
         cl = Cluster(srv, env, args.capacity_gib, args.node_args.split())
@@ -392,9 +392,10 @@ def main():
         nb = {v: max(1, (args.pass_mib << 20) // (batch * v)) for v in sizes}
         print(f"servers in {srv.dir}; namespaces {env['NS_A']} ({env['IP_A']}), {env['NS_B']} ({env['IP_B']}); "
               f"sizes {sizes}; batch {batch}; {args.passes} x {args.pass_mib} MiB; {args.rounds} rounds", flush=True)
-        variants = {"p4_cpu0": iperf(env["IP_B"], iport, args.iperf_secs, 4, args.pin),
-                    "p1_split": iperf(env["IP_B"], iport, args.iperf_secs, 1, False)}
-        print(f"iperf3: 4 streams on CPU 0 {variants['p4_cpu0']:.2f} GB/s; 1 stream unpinned "
+        cpu0, cpu1 = (0, 1) if args.pin else (None, None)
+        variants = {"p4_cpu0": iperf(env["IP_B"], iport, args.iperf_secs, 4, cpu0),
+                    "p1_split": iperf(env["IP_B"], iport, args.iperf_secs, 1, cpu1)}
+        print(f"iperf3: 4 streams on CPU 0 {variants['p4_cpu0']:.2f} GB/s; 1 stream from CPU 1 "
               f"{variants['p1_split']:.2f} GB/s", flush=True)
         systems = ["openlake", "mooncake"]
 
@@ -414,7 +415,7 @@ def main():
             order = systems[r % 2:] + systems[:r % 2]
             rows = []
             for v in sizes:
-                ce = iperf(env["IP_B"], iport, args.iperf_secs, 1, args.pin)
+                ce = iperf(env["IP_B"], iport, args.iperf_secs, 1, cpu0)
                 rows.append({"system": "iperf3", "value_bytes": v, "gbs": ce, "round": r})
                 line = f"round {r + 1}/{args.rounds} {v // 1024:5d} KiB  iperf3 {ce:6.2f}"
                 for s in order:
@@ -446,6 +447,7 @@ def main():
     from importlib.metadata import version as _ver
     iv = subprocess.run(["iperf3", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     ev = subprocess.run(["etcd", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    machine["loadavg_1min_start_end"] = [load0, os.getloadavg()[0]]
     run = {"machine": machine, "versions": f"{peers.mooncake_version()}, {iv.strip()}, {ev.strip()}, "
                                            f"openlake {_ver('openlake-vllm')}",
            "apis": apis, "rounds": rounds, "ceiling_variants": variants,
@@ -453,21 +455,9 @@ def main():
                       "capacity_gib": args.capacity_gib, "iperf_secs": args.iperf_secs, "pinned": args.pin,
                       "nodes": [n["argv"] for n in cl.nodes], "node_args": args.node_args,
                       "mooncake_master": srv.mc["master_argv"], "mooncake_client": srv.mc["client_argv"]}}
-    out_dir = os.path.join(ROOT, "bench", "results")
-    os.makedirs(out_dir, exist_ok=True)
-    out = os.path.join(out_dir, "cluster-pool-" + datetime.datetime.now(datetime.timezone.utc)
-                       .strftime("%Y%m%dT%H%M%SZ") + ".json")
-    section, summary = report(run, out)
-    run["ratios"] = summary
-    with open(out, "w") as f:
-        json.dump(run, f, indent=1)
-    print(f"raw results: {out}\n")
-    print(section)
-    if not args.no_doc:
-        from docsection import replace_section
-        replace_section(args.doc, "cluster-pool", EXPLAIN + section,
-                        heading="## Cluster KV pool: cross-node get and put between two namespaces")
-        print(f"rewrote the cluster-pool section of {os.path.relpath(args.doc, ROOT)}")
+    from docsection import write_results
+    write_results(ROOT, "cluster-pool", run, report, args.doc, EXPLAIN,
+                  "## Cluster KV pool: cross-node get and put between two namespaces", write_doc=not args.no_doc)
 
 
 if __name__ == "__main__":

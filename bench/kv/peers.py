@@ -40,7 +40,6 @@ client CPU (this process, all threads) per GB moved.
 """
 import argparse
 import ctypes
-import datetime
 import importlib.util
 import json
 import mmap
@@ -92,6 +91,18 @@ def proc_cpu(pids):
             fields = f.read().rsplit(")", 1)[1].split()
         t += int(fields[11]) + int(fields[12])  # utime, stime
     return t / CLK
+
+
+def libs_log_to(path):
+    """Sends fd 2 (where Mooncake's library logs, glog) to the file path and
+    Python's sys.stderr to the real stderr; returns the real stderr's fd
+    (os.dup2 it back to 2 when the libraries are done)."""
+    real_err = os.dup(2)
+    sys.stderr = os.fdopen(real_err, "w", buffering=1)
+    lf = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(lf, 2)
+    os.close(lf)
+    return real_err
 
 
 def self_cpu():
@@ -636,12 +647,7 @@ def main():
     srv = Servers(args)
     # Mooncake's library logs (glog) to this process's stderr; send fd 2 to a
     # file in the temp dir and keep Python's own errors on the real stderr.
-    real_err = os.dup(2)
-    sys.stderr = os.fdopen(real_err, "w", buffering=1)
-    lib_log = os.path.join(srv.dir, "client-libs.log")
-    lf = os.open(lib_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(lf, 2)
-    os.close(lf)
+    real_err = libs_log_to(os.path.join(srv.dir, "client-libs.log"))
     ok = False
     clients = {}
     try:
@@ -718,20 +724,9 @@ def main():
                       "mooncake_master": srv.mc["master_argv"] if "mooncake" in kinds else None,
                       "mooncake_client": srv.mc["client_argv"] if "mooncake" in kinds else None,
                       "redis": srv.redis["argv"] if "redis" in kinds else None}}
-    out_dir = os.path.join(ROOT, "bench", "results")
-    os.makedirs(out_dir, exist_ok=True)
-    out = os.path.join(out_dir, "kv-peers-" + datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ".json")
-    section, summary = report(run, out)
-    run["ratios"] = summary
-    with open(out, "w") as f:
-        json.dump(run, f, indent=1)
-    print(f"raw results: {out}\n")
-    print(section)
-    if not args.no_doc:
-        from docsection import replace_section
-        replace_section(args.doc, "kv-peers", EXPLAIN + section,
-                        heading="## KV peers: OpenLake vs Mooncake Store vs Redis on loopback")
-        print(f"rewrote the kv-peers section of {os.path.relpath(args.doc, ROOT)}")
+    from docsection import write_results
+    write_results(ROOT, "kv-peers", run, report, args.doc, EXPLAIN,
+                  "## KV peers: OpenLake vs Mooncake Store vs Redis on loopback", write_doc=not args.no_doc)
 
 
 if __name__ == "__main__":
