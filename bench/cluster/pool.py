@@ -122,6 +122,17 @@ class Cluster:
                 and m.get(f'openlake_cluster_members{{cluster="{CLUSTER}"}}') == 2)
 
 
+def run_wait(pids):
+    """Seconds the threads of pids have waited runnable for a CPU
+    (/proc/PID/task/*/schedstat, field 2): what a loaded machine costs them."""
+    t = 0
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                t += int(f.read().split()[1])
+    return t / 1e9
+
+
 def keys_homed_on(nid, prefix, n):
     """n fresh keys (bytes) whose home is node nid (two equal members)."""
     out, i = [], 0
@@ -169,7 +180,7 @@ class Pool:
         bufs, batch = self.bufs, self.batch
         ca, cb = self.c[("A", v)], self.c[("B", v)]
         ids0 = (hash(("openlake", op, v, tag)) & 0xFFFF) << 40
-        t = cpu = link = 0.0
+        t = cpu = wait = link = 0.0
         held = drops = failures = calls = stalls = 0
         for p in range(passes):
             bufs.src[:] = bufs.base
@@ -185,12 +196,13 @@ class Pool:
                 ma0 = metrics(self.a["url"])
                 if kpm(metrics(self.b["url"]), "pushes_total") != kpm(mb0, "pushes_total"):
                     raise RuntimeError("B sent keys away: they are not homed on B (placement differs)")
-                s_cpu, l0 = peers.proc_cpu(self.pids), peers.lo_bytes(iface)
+                s_cpu, w0, l0 = peers.proc_cpu(self.pids), run_wait(self.pids), peers.lo_bytes(iface)
                 t0 = time.perf_counter()
                 for b in range(nbatch):
                     ca.get(keys[b])                          # A fetches them from B
                 t += time.perf_counter() - t0
                 cpu += peers.proc_cpu(self.pids) - s_cpu
+                wait += run_wait(self.pids) - w0
                 link += peers.lo_bytes(iface) - l0
                 ma = metrics(self.a["url"])
                 calls += peer_m(ma, "calls_total", 2) - peer_m(ma0, "calls_total", 2)
@@ -208,7 +220,7 @@ class Pool:
             else:
                 ma0, mb0 = metrics(self.a["url"]), metrics(self.b["url"])
                 want = nbatch * batch
-                s_cpu, l0 = peers.proc_cpu(self.pids), peers.lo_bytes(iface)
+                s_cpu, w0, l0 = peers.proc_cpu(self.pids), run_wait(self.pids), peers.lo_bytes(iface)
                 t0 = time.perf_counter()
                 for b in range(nbatch):
                     bufs.stamp(v, ids[b])
@@ -225,6 +237,7 @@ class Pool:
                     time.sleep(0.005)
                 t += time.perf_counter() - t0
                 cpu += peers.proc_cpu(self.pids) - s_cpu
+                wait += run_wait(self.pids) - w0
                 link += peers.lo_bytes(iface) - l0
                 held += served
                 calls += peer_m(ma, "calls_total", 2) - peer_m(ma0, "calls_total", 2)
@@ -247,7 +260,8 @@ class Pool:
         total = passes * nbatch * batch * v
         return {"system": "openlake", "op": op, "value_bytes": v, "bytes": total, "bytes_at_b": held * v,
                 "s": t, "gbs": held * v / 1e9 / t, "push_drops": drops, "push_failures": failures,
-                "server_cpu_s_per_gb": cpu / (total / 1e9), "link_per_byte": link / total,
+                "server_cpu_s_per_gb": cpu / (total / 1e9), "server_run_wait_s_per_gb": wait / (total / 1e9),
+                "link_per_byte": link / total,
                 "rpc_calls_per_key": calls / (passes * nbatch * batch), "credit_stalls": stalls}
 
     def close(self):
@@ -282,10 +296,11 @@ def report(run, out_json):
          f"Batches of {cfg['batch']} keys; per measurement {cfg['passes']} × {cfg['pass_mib']} MiB of fresh keys; "
          f"1 warm-up, then {len(rows)} rounds alternating the systems. Median GB/s (value bytes ÷ wall time); "
          f"link B/B: bytes on A's veth (both directions) per value byte; "
-         f"calls per key and credit stalls: node A's `openlake_rpc_peer_calls_total` and "
+         f"nodes' CPU and run-queue wait: both nodes' threads (/proc, schedstat), "
+         f"the wait being time runnable but not running (a loaded machine); calls per key and credit stalls: node A's `openlake_rpc_peer_calls_total` and "
          f"`_credit_stalls_total` for peer B over the measurement.", "",
          "| value size | op | OpenLake A↔B GB/s | Mooncake A↔B GB/s | iperf3 ceiling GB/s | OpenLake ÷ ceiling (goal ≥ 0.8) "
-         "| OpenLake ÷ Mooncake (goal ≥ 2×) | OpenLake push drops | OpenLake nodes' CPU s/GB "
+         "| OpenLake ÷ Mooncake (goal ≥ 2×) | OpenLake push drops | OpenLake nodes' CPU / run-queue wait s/GB "
          "| A→B node RPC calls per key, credit stalls | link B/B OL / MC |",
          "|---:|---|---:|---:|---:|---|---|---:|---:|---|---|"]
     summary = []
@@ -305,7 +320,8 @@ def report(run, out_json):
             L.append(f"| {v // 1024} KiB | {op} | {med([x['gbs'] for x in ol]):.2f} | "
                      f"{med([x[op + '_gbs'] for x in mc]):.2f} | {med([x['gbs'] for x in ce]):.2f} | "
                      f"{fmt_ratio(rc, 0.8)} | {fmt_ratio(rm, 2.0)} | {sum(x['push_drops'] for x in ol)} | "
-                     f"{med([x['server_cpu_s_per_gb'] for x in ol]):.3f} | "
+                     f"{med([x['server_cpu_s_per_gb'] for x in ol]):.2f} / "
+                     f"{med([x['server_run_wait_s_per_gb'] for x in ol]):.2f} | "
                      f"{med([x['rpc_calls_per_key'] for x in ol]):.2f}, {sum(x['credit_stalls'] for x in ol)} | "
                      f"{med([x['link_per_byte'] for x in ol]):.2f} / {med([x[op + '_lo_per_byte'] for x in mc]):.2f} |")
             summary.append({"value_bytes": v, "op": op, "ceiling_median": med(rc), "ceiling_min": min(rc),
