@@ -60,7 +60,7 @@ LIB_SRC    := $(BASE_SRC) $(RT_SRC) $(HTTP_SRC) $(KV_SRC) $(STORE_SRC) $(S3_SRC)
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-.PHONY: all asan run test unit fuzz dist bench bench-http bench-kv bench-vllm bench-store bench-cluster-incast deps test-deps clean FORCE
+.PHONY: all asan run test unit fuzz dist bench bench-http bench-kv bench-vllm bench-store bench-cluster bench-cluster-incast deps test-deps clean FORCE
 all: $(B)/openlaked $(B)/openlake $(B)/unit_tests $(B)/client_tests $(if $(SAN),,$(B)/alloc_tests)
 
 # Every object is rebuilt when the flags that change code do (a build dir
@@ -137,7 +137,7 @@ FUZZ_SECONDS ?= 30
 fuzz: test-deps
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
-bench: bench-http bench-kv bench-vllm bench-store
+bench: bench-http bench-kv bench-vllm bench-store bench-cluster
 
 bench-http: deps
 	bash scripts/deps.sh bench
@@ -168,6 +168,11 @@ bench-store: deps
 	bash bench/store/run_index.sh
 	bash bench/store/run_list.sh
 	bash bench/store/run_s3.sh
+
+bench-cluster: deps
+	bash scripts/deps.sh bench
+	bash bench/cluster/run_pool.sh
+	$(MAKE) bench-cluster-incast
 
 clean:
 	rm -rf build

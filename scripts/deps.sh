@@ -8,7 +8,7 @@
 #                  runtime, Maven, .venv-spark, .venv-flink and their jars from Maven
 #                  Central in build/jars
 #   deps.sh dist   + python3 with venv and headers (make dist: scripts/dist.sh)
-#   deps.sh bench  + wrk, nginx, redis-server, fio and tcmalloc (peers and tools for bench/);
+#   deps.sh bench  + wrk, nginx, redis-server, fio, tcmalloc, iperf3 and etcd (peers and tools for bench/);
 #                  MinIO and bench/store/s3load built with Go into build/go-bin
 # As root it runs apt-get; otherwise it prints the exact apt-get line and exits 1.
 set -euo pipefail
@@ -23,7 +23,7 @@ case "$mode" in
   test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv python3-dev
                default-jre-headless maven xfsprogs iproute2 etcd-server etcd-client) ;;
   bench) pkgs+=(wrk nginx-light curl python3 python3-venv python3-dev fio redis-server
-                libtcmalloc-minimal4 xfsprogs) ;;
+                libtcmalloc-minimal4 xfsprogs iperf3 iproute2 etcd-server) ;;
   *) echo "usage: $0 run|test|dist|bench" >&2; exit 2 ;;
 esac
 

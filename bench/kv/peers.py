@@ -40,7 +40,6 @@ client CPU (this process, all threads) per GB moved.
 """
 import argparse
 import ctypes
-import datetime
 import importlib.util
 import json
 import mmap
@@ -77,9 +76,9 @@ def wait_for(pred, what, timeout=30.0, proc=None, log=None):
     raise RuntimeError(f"{what} did not come up\n{tail}")
 
 
-def port_open(port):
+def port_open(port, host="127.0.0.1"):
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        socket.create_connection((host, port), timeout=0.2).close()
         return True
     except OSError:
         return False
@@ -94,32 +93,49 @@ def proc_cpu(pids):
     return t / CLK
 
 
+def libs_log_to(path):
+    """Sends fd 2 (where Mooncake's library logs, glog) to the file path and
+    Python's sys.stderr to the real stderr; returns the real stderr's fd
+    (os.dup2 it back to 2 when the libraries are done)."""
+    real_err = os.dup(2)
+    sys.stderr = os.fdopen(real_err, "w", buffering=1)
+    lf = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(lf, 2)
+    os.close(lf)
+    return real_err
+
+
 def self_cpu():
     t = os.times()
     return t.user + t.system
 
 
-def lo_bytes():
+def lo_bytes(iface="lo"):
+    """Bytes received and sent on iface (this network namespace's)."""
     for line in open("/proc/net/dev"):
         name, _, rest = line.partition(":")
-        if name.strip() == "lo":
+        if name.strip() == iface:
             f = rest.split()
             return int(f[0]) + int(f[8])
     return 0
 
 
 class Servers:
-    """Every server process, pinned to CPU 0, in one private temp dir."""
+    """Every server process, pinned to CPU 0, in one private temp dir.
+    host: the address Mooncake's servers listen on and its client calls
+    from (bench/cluster: the namespaces' addresses); wrap: a command prefix
+    for the Mooncake servers (["ip", "netns", "exec", NS])."""
 
-    def __init__(self, args):
+    def __init__(self, args, host="127.0.0.1", client_host="127.0.0.1", wrap=()):
         self.dir = tempfile.mkdtemp(prefix="olpeers.")
         self.procs = {}
         self.args = args
         self.cpu0 = {0} if args.pin else None
+        self.host, self.client_host, self.wrap = host, client_host, list(wrap)
 
-    def spawn(self, name, argv, log):
+    def spawn(self, name, argv, log, wrap=()):
         pin = self.cpu0
-        p = subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+        p = subprocess.Popen([*wrap, *argv], stdout=open(log, "w"), stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, cwd=self.dir,
                              preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None)
         self.procs[name] = p
@@ -143,22 +159,23 @@ class Servers:
         spec = importlib.util.find_spec("mooncake")
         pkg = list(spec.submodule_search_locations)[0]
         rpc, http, metrics, cport, chttp = free_ports(5)
+        h = self.host
         mlog = os.path.join(self.dir, "mooncake_master.log")
         m = self.spawn("mooncake_master", [
-            os.path.join(pkg, "mooncake_master"), f"--rpc_address=127.0.0.1", f"--rpc_port={rpc}",
-            "--enable_http_metadata_server=true", "--http_metadata_server_host=127.0.0.1",
-            f"--http_metadata_server_port={http}", "--metrics_host=127.0.0.1", f"--metrics_port={metrics}",
-            "--logtostderr"], mlog)
-        wait_for(lambda: port_open(rpc) and port_open(http), "mooncake_master", proc=m, log=mlog)
-        meta = f"http://127.0.0.1:{http}/metadata"
+            os.path.join(pkg, "mooncake_master"), f"--rpc_address={h}", f"--rpc_port={rpc}",
+            "--enable_http_metadata_server=true", f"--http_metadata_server_host={h}",
+            f"--http_metadata_server_port={http}", f"--metrics_host={h}", f"--metrics_port={metrics}",
+            "--logtostderr"], mlog, self.wrap)
+        wait_for(lambda: port_open(rpc, h) and port_open(http, h), "mooncake_master", proc=m, log=mlog)
+        meta = f"http://{h}:{http}/metadata"
         clog = os.path.join(self.dir, "mooncake_client.log")
         c = self.spawn("mooncake_client", [
-            os.path.join(pkg, "mooncake_client"), "--host=127.0.0.1", f"--port={cport}",
+            os.path.join(pkg, "mooncake_client"), f"--host={h}", f"--port={cport}",
             f"--global_segment_size={self.args.capacity_gib} GB", "--protocol=tcp",
-            f"--master_server_address=127.0.0.1:{rpc}", f"--metadata_server={meta}",
-            f"--http_port={chttp}", "--logtostderr"], clog)
-        wait_for(lambda: port_open(cport), "mooncake_client", proc=c, log=clog)
-        self.mc = {"master": f"127.0.0.1:{rpc}", "metadata": meta, "pids": [m.pid, c.pid],
+            f"--master_server_address={h}:{rpc}", f"--metadata_server={meta}",
+            f"--http_port={chttp}", "--logtostderr"], clog, self.wrap)
+        wait_for(lambda: port_open(cport, h), "mooncake_client", proc=c, log=clog)
+        self.mc = {"master": f"{h}:{rpc}", "metadata": meta, "pids": [m.pid, c.pid],
                    "master_argv": m.args, "client_argv": c.args}
 
     def start_redis(self):
@@ -269,7 +286,7 @@ class Mooncake:
             # A pure client: no global segment of its own (values live in the
             # mooncake_client process), a small local buffer (unused: we
             # register our own buffers).
-            rc = s.setup("127.0.0.1", srv.mc["metadata"], 0, 16 << 20, "tcp", "", srv.mc["master"])
+            rc = s.setup(srv.client_host, srv.mc["metadata"], 0, 16 << 20, "tcp", "", srv.mc["master"])
             if rc != 0:
                 raise RuntimeError(f"mooncake setup: {rc}")
             for addr in (bufs.src_addr, bufs.dst_addr):
@@ -343,6 +360,17 @@ class Redis:
         self.r.close()
 
 
+def mooncake_version():
+    """The Mooncake wheel installed, as "name version"."""
+    from importlib.metadata import version
+    for name in ("mooncake-transfer-engine-non-cuda", "mooncake-transfer-engine"):
+        try:
+            return f"{name} {version(name)}"
+        except Exception:
+            pass
+    return "mooncake ?"
+
+
 def make(system, srv, v, bufs, batch):
     kind, transport = system.split("-")
     cls = {"openlake": OpenLake, "mooncake": Mooncake, "redis": Redis}[kind]
@@ -354,15 +382,17 @@ def server_pids(srv, system):
     return getattr(srv, {"openlake": "ol", "mooncake": "mc", "redis": "redis"}[kind])["pids"]
 
 
-def measure(system, client, srv, bufs, v, batch, nbatch, passes, tag, rng):
-    """passes x (put nbatch batches, get them, verify, delete); returns one row."""
+def measure(system, client, srv, bufs, v, batch, nbatch, passes, tag, rng, iface="lo"):
+    """passes x (put nbatch batches, get them, verify, delete); returns one
+    row. Its *_lo_per_byte: the bytes on iface (both directions; halved for
+    lo, where each is counted twice) per value byte."""
     try:
-        return measure1(system, client, srv, bufs, v, batch, nbatch, passes, tag, rng)
+        return measure1(system, client, srv, bufs, v, batch, nbatch, passes, tag, rng, iface)
     except Exception as e:
         raise RuntimeError(f"{system}, value size {v}, {tag}: {e!r}") from e
 
 
-def measure1(system, client, srv, bufs, v, batch, nbatch, passes, tag, rng):
+def measure1(system, client, srv, bufs, v, batch, nbatch, passes, tag, rng, iface):
     pids = server_pids(srv, system)
     ids0 = (hash((system, v, tag)) & 0xFFFF) << 40
     t_put = t_get = 0.0
@@ -373,7 +403,7 @@ def measure1(system, client, srv, bufs, v, batch, nbatch, passes, tag, rng):
         keys = [[f"{tag}/{system}/{v}/{p}/{b}/{i}" for i in range(batch)] for b in range(nbatch)]
         ids = [np.arange(batch, dtype=np.uint64) + np.uint64(ids0 + (p * nbatch + b) * batch + 1)
                for b in range(nbatch)]
-        s_cpu, c_cpu, l0 = proc_cpu(pids), self_cpu(), lo_bytes()
+        s_cpu, c_cpu, l0 = proc_cpu(pids), self_cpu(), lo_bytes(iface)
         t0 = time.perf_counter()
         for b in range(nbatch):
             bufs.stamp(v, ids[b])
@@ -381,15 +411,15 @@ def measure1(system, client, srv, bufs, v, batch, nbatch, passes, tag, rng):
         t_put += time.perf_counter() - t0
         cpu["put"][0] += proc_cpu(pids) - s_cpu
         cpu["put"][1] += self_cpu() - c_cpu
-        lo["put"] += lo_bytes() - l0
-        s_cpu, c_cpu, l0 = proc_cpu(pids), self_cpu(), lo_bytes()
+        lo["put"] += lo_bytes(iface) - l0
+        s_cpu, c_cpu, l0 = proc_cpu(pids), self_cpu(), lo_bytes(iface)
         t0 = time.perf_counter()
         for b in range(nbatch):
             client.get(keys[b])
         t_get += time.perf_counter() - t0
         cpu["get"][0] += proc_cpu(pids) - s_cpu
         cpu["get"][1] += self_cpu() - c_cpu
-        lo["get"] += lo_bytes() - l0
+        lo["get"] += lo_bytes(iface) - l0
         # Verify: the last batch read, then one random earlier batch re-read.
         n = batch * v
         for b in (nbatch - 1, rng.randrange(nbatch)):
@@ -402,12 +432,14 @@ def measure1(system, client, srv, bufs, v, batch, nbatch, passes, tag, rng):
             client.delete(keys[b])
     total = passes * nbatch * batch * v
     gb = total / 1e9
+    div = 2 if iface == "lo" else 1
     srv.check_alive()
     return {"system": system, "value_bytes": v, "bytes": total,
             "put_s": t_put, "get_s": t_get, "put_gbs": gb / t_put, "get_gbs": gb / t_get,
             "put_server_cpu_s_per_gb": cpu["put"][0] / gb, "get_server_cpu_s_per_gb": cpu["get"][0] / gb,
             "put_client_cpu_s_per_gb": cpu["put"][1] / gb, "get_client_cpu_s_per_gb": cpu["get"][1] / gb,
-            "put_lo_per_byte": lo["put"] / 2 / total, "get_lo_per_byte": lo["get"] / 2 / total,
+            # loopback counts each byte as sent and as received; a veth once
+            "put_lo_per_byte": lo["put"] / div / total, "get_lo_per_byte": lo["get"] / div / total,
             "verified_values": passes * 2 * batch}
 
 
@@ -615,12 +647,7 @@ def main():
     srv = Servers(args)
     # Mooncake's library logs (glog) to this process's stderr; send fd 2 to a
     # file in the temp dir and keep Python's own errors on the real stderr.
-    real_err = os.dup(2)
-    sys.stderr = os.fdopen(real_err, "w", buffering=1)
-    lib_log = os.path.join(srv.dir, "client-libs.log")
-    lf = os.open(lib_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(lf, 2)
-    os.close(lf)
+    real_err = libs_log_to(os.path.join(srv.dir, "client-libs.log"))
     ok = False
     clients = {}
     try:
@@ -688,14 +715,7 @@ def main():
     import redis as _redis
     from importlib.metadata import version as _ver
     redis_ver = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()
-    mc_pkg = "?"
-    for name in ("mooncake-transfer-engine-non-cuda", "mooncake-transfer-engine"):
-        try:
-            mc_pkg = f"{name} {_ver(name)}"
-            break
-        except Exception:
-            pass
-    versions = (f"{mc_pkg}, "
+    versions = (f"{mooncake_version()}, "
                 f"redis-server {next((w[2:] for w in redis_ver if w.startswith('v=')), '?')}, "
                 f"redis-py {_redis.__version__}, hiredis {_ver('hiredis')}, openlake {_ver('openlake-vllm')}")
     run = {"machine": machine, "versions": versions, "apis": apis, "rounds": rounds, "ceilings": ceilings,
@@ -704,20 +724,9 @@ def main():
                       "mooncake_master": srv.mc["master_argv"] if "mooncake" in kinds else None,
                       "mooncake_client": srv.mc["client_argv"] if "mooncake" in kinds else None,
                       "redis": srv.redis["argv"] if "redis" in kinds else None}}
-    out_dir = os.path.join(ROOT, "bench", "results")
-    os.makedirs(out_dir, exist_ok=True)
-    out = os.path.join(out_dir, "kv-peers-" + datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ".json")
-    section, summary = report(run, out)
-    run["ratios"] = summary
-    with open(out, "w") as f:
-        json.dump(run, f, indent=1)
-    print(f"raw results: {out}\n")
-    print(section)
-    if not args.no_doc:
-        from docsection import replace_section
-        replace_section(args.doc, "kv-peers", EXPLAIN + section,
-                        heading="## KV peers: OpenLake vs Mooncake Store vs Redis on loopback")
-        print(f"rewrote the kv-peers section of {os.path.relpath(args.doc, ROOT)}")
+    from docsection import write_results
+    write_results(ROOT, "kv-peers", run, report, args.doc, EXPLAIN,
+                  "## KV peers: OpenLake vs Mooncake Store vs Redis on loopback", write_doc=not args.no_doc)
 
 
 if __name__ == "__main__":
