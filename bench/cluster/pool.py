@@ -18,7 +18,7 @@ value size, alternating the systems:
   ceiling          iperf3 -c from A to B, one TCP stream, both ends on CPU 0
                    as the two nodes are (the node RPC keeps one connection
                    per peer pair)
-  openlake get     keys homed on B (bench/cluster/place.py, the placement
+  openlake get     keys homed on B (tests/integration/placement.py, the placement
                    rule) stored on B through B's Unix socket (untimed), then
                    read through A's Unix socket (the shared slab) in batches:
                    A fetches every one from B (node A's
@@ -46,11 +46,12 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path[:0] = [os.path.join(ROOT, "bench"), os.path.join(ROOT, "bench", "kv"), HERE]
+sys.path[:0] = [os.path.join(ROOT, "bench"), os.path.join(ROOT, "bench", "kv"), HERE,
+                os.path.join(ROOT, "tests", "integration")]
 import numpy as np  # noqa: E402
 import peers  # noqa: E402  (bench/kv/peers.py: Servers, Buffers, OpenLake, Mooncake, measure)
 from benchutil import free_ports  # noqa: E402
-import place  # noqa: E402
+import placement as place  # noqa: E402  (tests/integration/placement.py)
 
 CLUSTER = "bench"
 NS = "bench"          # the KV namespace of every key
@@ -344,7 +345,7 @@ A and B, on a bridge (veth pairs, removed at exit) and runs `bench/cluster/pool.
 
 - etcd, node 1 (A) and node 2 (B): `openlaked --threads 1 --kv-slab.capacity-gb 2 --cluster.kv-timeout-ms
   5000`, one cluster secret and one KV token file. **get**: keys homed on B (chosen by the placement rule,
-  `bench/cluster/place.py`) are stored on B (untimed), then read through A's Unix socket (the shared slab)
+  `tests/integration/placement.py`) are stored on B (untimed), then read through A's Unix socket (the shared slab)
   in 32-key batches: A fetches each from B over the node RPC (A's `fetched_keys_total` checked). **put**:
   keys homed on B put through A's Unix socket; timed until B has served a KV_PUT for every one (B's
   `served_puts_total`); pushes A dropped are counted in the column and not in the GB/s. Fresh keys every

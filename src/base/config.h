@@ -185,6 +185,7 @@ struct ol_config {
         char secret_file[OL_CONFIG_PATH_LEN];
         int64_t rpc_window_bytes;                    /* node RPC credit per dialer */
         int64_t kv_timeout_ms;                       /* the KV pool's calls to a home */
+        int64_t kv_replicas;                         /* the KV pool's homes per key, 1..16 */
     } cluster;
     int64_t threads;                    /* finalize turns 0 into online cores */
     int log_level;                      /* enum ol_log_level */

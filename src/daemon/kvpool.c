@@ -1,9 +1,10 @@
 /*
  * kvpool.c - openlaked's side of the cluster's KV pool: every KV block key
- * has a home node (cluster/place.h over the KV members of the view), and
- * this node fetches the keys its clients miss from their homes and sends
- * home the values its clients store for other nodes (docs/cluster.md "The
- * KV pool", wire formats in docs/node-protocol.md).
+ * has cluster.kv_replicas home nodes (cluster/place.h over the KV members
+ * of the view), and this node fetches the keys its clients miss from their
+ * homes, one home after another, and sends a copy of each value its
+ * clients store to each of its homes that is another node (docs/cluster.md
+ * "The KV pool", wire formats in docs/node-protocol.md).
  *
  * Owns: the placement snapshot the cores read (an atomic pointer; a
  * replaced snapshot is freed OL_KP_GRACE_MS later, long after any core's
@@ -23,9 +24,12 @@
  * deadlines), so no message is ever posted to a loop that stopped.
  *
  * Bounds: fetches in flight per core OL_KP_FETCHES, push bytes from a core
- * not yet handed to the node RPC OL_KP_PUSH_BYTES (a push over it is
- * dropped and counted; one that finds its home's window full waits for
- * room, in order, until its deadline), a KV_GET
+ * not yet handed to the node RPC OL_KP_PUSH_BYTES, every home's copy
+ * counted (a push over it is dropped and counted; one that finds its
+ * home's window full waits for room, in order, until its deadline); a
+ * fetch's calls all end by its deadline (each gets an equal share, with
+ * its keys' homes not yet asked, of what is left), each key asked of each
+ * home at most once, and once more alone (below); a KV_GET
  * call asks OL_KP_GET_KEYS keys and takes a reply of a quarter of the node
  * RPC's reply window (OL_KP_REPLY_MAX at most); a call that finds the
  * home's window full waits (kp_later) until there is room or the fetch's
@@ -41,7 +45,8 @@
  * cluster.kv_timeout_ms after it came: then what did not land is a miss,
  * so the reply goes out before the caller's deadline. A home that is
  * down, slow or partitioned: its calls fail or time out within
- * cluster.kv_timeout_ms, its keys are misses, its pushes dropped.
+ * cluster.kv_timeout_ms, its keys are asked of their next home (a home
+ * whose connection is down is asked last), or misses, its pushes dropped.
  */
 #include "daemon/daemon.h"
 
@@ -91,6 +96,7 @@ struct ol_kvpool {
     struct ol_daemon *d;
     int64_t self;
     uint32_t timeout_ms;
+    int replicas;                       /* cluster.kv_replicas: homes per key */
     uint32_t reply_max, reply_window;   /* of a KV_GET call; the RPC's reply window */
     _Atomic int closing, ready;
     _Atomic int64_t inflight;           /* messages between the loops */
@@ -103,17 +109,33 @@ struct ol_kvpool {
     struct kp_core *cores;
     struct ol_place_member *kbuf;
     _Atomic uint64_t fetched_keys, fetch_misses, fetch_failures, pushes, push_drops,
-        push_failures, served_gets, served_puts, served_disk_keys;
+        push_failures, served_gets, served_puts, served_disk_keys,
+        fetched_later;
 };
 
+_Static_assert(OL_PLACE_MAX_REPLICAS >= 16, "cluster.kv_replicas goes up to 16");
+
 /* ---- placement ---------------------------------------------------------------- */
+
+/* Core: the homes of h other than this node, best first, into out (room
+ * for kp->replicas ids): how many (0 without a placement, or when this
+ * node is h's only home). */
+static int kp_homes(struct ol_kvpool *kp, struct ol_kv_hash h, int64_t *out)
+{
+    struct ol_place *p = atomic_load_explicit(&kp->place, memory_order_acquire);
+    int64_t all[OL_PLACE_MAX_REPLICAS];
+    int n = p ? ol_place_homes(p, h, kp->replicas, all) : 0, m = 0;
+    for (int i = 0; i < n; i++)
+        if (all[i] != kp->self)
+            out[m++] = all[i];
+    return m;
+}
 
 static int64_t kp_home_of(void *arg, struct ol_kv_hash h)
 {
     struct kp_core *kc = arg;
-    struct ol_place *p = atomic_load_explicit(&kc->kp->place, memory_order_acquire);
-    int64_t home;
-    return p && ol_place_homes(p, h, 1, &home) == 1 && home != kc->kp->self ? home : -1;
+    int64_t homes[OL_PLACE_MAX_REPLICAS];
+    return kp_homes(kc->kp, h, homes) > 0 ? homes[0] : -1;
 }
 
 void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n,
@@ -149,7 +171,7 @@ void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n
 
 struct kp_key {
     struct ol_kv_hash h;
-    int64_t home;                   /* fetch: placed by the core (kp_home_of) */
+    int64_t home;                   /* fetch: the home asked now (kp_next_home) */
     uint16_t klen;
     uint32_t koff;                  /* in the request's bytes */
     uint8_t *value;                 /* fetched (malloc), or NULL */
@@ -162,7 +184,7 @@ struct kp_push {
     struct kp_core *kc;
     struct kp_push *next;           /* net loop: waiting for room in its home's window */
     uint64_t deadline_ms;
-    int64_t home;                   /* placed by the core (kp_home_of) */
+    int64_t home;                   /* one of the key's homes, placed by the core */
     uint32_t len;                   /* of payload */
     uint8_t payload[];              /* the KV_PUT payload, ready */
 };
@@ -190,7 +212,12 @@ struct kp_fetch {
     uint32_t n, pending;
     uint16_t nslen;
     uint32_t nsoff;
+    uint32_t r;                     /* room for homes per key: kp->replicas */
     struct kp_key *k;               /* [n], after the struct */
+    int64_t *homes;                 /* [n * r]: key i's homes but this node, best first */
+    uint16_t *asked;                /* [n]: bit j set once homes[i * r + j] was asked */
+    uint32_t *idx;                  /* [n]: scratch of kp_fetch_go */
+    uint8_t *nh;                    /* [n]: how many homes key i has */
     uint8_t *bytes;                 /* namespace and keys */
 };
 
@@ -215,6 +242,7 @@ static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
                        const uint32_t *idx, uint32_t n, uint32_t reply_max);
 static int kp_get_or_later(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
                            const uint32_t *idx, uint32_t n, uint32_t reply_max);
+static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint32_t m);
 
 /* KV_GET reply: u32 n, then per key: u16 status, u16 0, u32 len, u64 sum, value. */
 static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
@@ -222,11 +250,12 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
     struct kp_get *g = arg;
     struct kp_fetch *f = g->f;
     struct ol_kvpool *kp = f->kc->kp;
+    uint32_t again[OL_KP_GET_KEYS], na = 0, i = 0;  /* keys for their next home */
     if (rc != OL_RPC_OK || len < 4 || ol_le_ld32(p) != g->n) {
         atomic_fetch_add(&kp->fetch_failures, 1);
     } else {
         uint32_t off = 4;
-        for (uint32_t i = 0; i < g->n; i++) {
+        for (; i < g->n; i++) {
             if (len - off < 16)
                 break;
             uint16_t st = ol_le_ld16(p + off);
@@ -242,7 +271,7 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
                     continue;
             }
             if (st != OL_KV_OK) {
-                atomic_fetch_add(&kp->fetch_misses, 1);
+                again[na++] = g->idx[i];
                 continue;
             }
             if (vlen > len - off)
@@ -253,23 +282,38 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
                 memcpy(k->value, p + off, vlen);
                 k->len = vlen;
                 k->sum = sum;
+                if (k->home != f->homes[(size_t)g->idx[i] * f->r])
+                    atomic_fetch_add(&kp->fetched_later, 1);
             }
             off += vlen;
         }
     }
+    while (i < g->n)                    /* not answered: a failed call, a short reply */
+        again[na++] = g->idx[i++];
     free(g);
+    if (na)
+        kp_ask(kp, f, again, na);
     if (kp->waiting || kp->push_head)   /* room in a peer's window: the waiting go first */
         ol_loop_defer(ol_daemon_net_loop(kp->d), &kp->retry);
     if (--f->pending == 0)
         kp_fetch_end(kp, f);
 }
 
-/* One KV_GET to home for keys idx[0, n) of f (f->pending counts it). 0 or
- * -errno (not sent). */
+/* One KV_GET to home for keys idx[0, n) of f (f->pending counts it),
+ * given an equal share, with the homes of idx[0] not yet asked, of what
+ * is left until the fetch's deadline. 0 or -errno (not sent; -ETIMEDOUT:
+ * the deadline passed). */
 static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
                        const uint32_t *idx, uint32_t n, uint32_t reply_max)
 {
     struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
+    uint64_t now = ol_loop_now_ms(ol_daemon_net_loop(kp->d));
+    if (now >= f->deadline_ms)
+        return -ETIMEDOUT;
+    uint32_t unasked = (uint32_t)__builtin_popcount(((1u << f->nh[idx[0]]) - 1u) &
+                                                    ~(uint32_t)f->asked[idx[0]]);
+    uint64_t share = (f->deadline_ms - now) / (1 + unasked);
+    uint32_t timeout = share ? (uint32_t)share : 1;
     struct kp_get *g = calloc(1, sizeof *g);
     if (!g || !rpc) {
         free(g);
@@ -294,8 +338,7 @@ static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
         g->idx[i] = idx[i];
     }
     g->n = n;
-    int rc = ol_rpc_call(rpc, home, OP_KV_GET, iov, ni, reply_max, kp->timeout_ms, kp_get_done,
-                         g);
+    int rc = ol_rpc_call(rpc, home, OP_KV_GET, iov, ni, reply_max, timeout, kp_get_done, g);
     if (rc < 0) {
         free(g);
         return rc;
@@ -354,9 +397,15 @@ static void kp_on_retry(ol_loop *loop, struct ol_timer *t)
                                                          l->reply_max);
             if (rc == -EAGAIN)
                 break;
+            f->later = l->next;
+            if (!f->later)
+                f->later_tail = NULL;
             if (rc < 0)
                 atomic_fetch_add(&kp->fetch_failures, 1);
-            f->later = l->next;
+            if (rc == -ETIMEDOUT)
+                atomic_fetch_add(&kp->fetch_misses, l->n);
+            else if (rc < 0)
+                kp_ask(kp, f, l->idx, l->n);   /* their next homes */
             free(l);
         }
         if (f->later) {
@@ -397,6 +446,74 @@ static void kp_on_retry(ol_loop *loop, struct ol_timer *t)
         ol_timer_arm(loop, t, 2);
 }
 
+/* Net loop: key i's next home to ask, made the key's home: the best
+ * ranked not yet asked whose connection is up, else the best ranked not
+ * yet asked (its connection may be coming up). -1: every home was asked. */
+static int64_t kp_next_home(struct ol_rpc *rpc, struct kp_fetch *f, uint32_t i)
+{
+    const int64_t *homes = f->homes + (size_t)i * f->r;
+    int pick = -1;
+    for (int j = 0; j < f->nh[i]; j++) {
+        if (f->asked[i] & (1u << j))
+            continue;
+        if (pick < 0)
+            pick = j;
+        if (ol_rpc_peer_ready(rpc, homes[j])) {
+            pick = j;
+            break;
+        }
+    }
+    if (pick < 0)
+        return -1;
+    f->asked[i] |= (uint16_t)(1u << pick);
+    return f->k[i].home = homes[pick];
+}
+
+/* Net loop: keys idx[0, m) of f (idx is scratch: changed) asked of each
+ * one's next home (kp_next_home), up to OL_KP_GET_KEYS keys of one home a
+ * call. A call that cannot be sent sends its keys on to their next homes;
+ * a key with no home left, or past the fetch's deadline, or at shutdown,
+ * is a miss. Each key is asked of each of its homes at most once (a value
+ * too large for its call again alone, kp_get_done), so a fetch of n keys
+ * makes at most 2 x n x cluster.kv_replicas calls. */
+static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint32_t m)
+{
+    struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
+    bool over = !rpc || atomic_load(&kp->closing) ||
+                ol_loop_now_ms(ol_daemon_net_loop(kp->d)) >= f->deadline_ms;
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        if (over || kp_next_home(rpc, f, idx[i]) < 0)
+            atomic_fetch_add(&kp->fetch_misses, 1);
+        else
+            idx[w++] = idx[i];
+    }
+    m = w;
+    while (m > 0) {
+        /* a call for up to OL_KP_GET_KEYS keys of idx[0]'s home */
+        int64_t home = f->k[idx[0]].home;
+        uint32_t call[OL_KP_GET_KEYS], n = 0;
+        w = 0;
+        for (uint32_t i = 0; i < m; i++) {
+            if (n < OL_KP_GET_KEYS && f->k[idx[i]].home == home)
+                call[n++] = idx[i];
+            else
+                idx[w++] = idx[i];
+        }
+        m = w;
+        int rc = kp_get_or_later(kp, f, home, call, n, kp->reply_max);
+        if (rc == 0)
+            continue;
+        atomic_fetch_add(&kp->fetch_failures, 1);
+        for (uint32_t i = 0; i < n; i++) {
+            if (rc == -ETIMEDOUT || kp_next_home(rpc, f, call[i]) < 0)
+                atomic_fetch_add(&kp->fetch_misses, 1);
+            else
+                idx[m++] = call[i];
+        }
+    }
+}
+
 /* Net loop: a core's fetch request, sent to the keys' homes. */
 static void kp_fetch_go(ol_loop *loop, struct ol_msg *m)
 {
@@ -404,23 +521,9 @@ static void kp_fetch_go(ol_loop *loop, struct ol_msg *m)
     struct ol_kvpool *kp = f->kc->kp;
     f->pending = 1; /* this function's own, dropped at its end */
     f->deadline_ms = ol_loop_now_ms(loop) + kp->timeout_ms;
-    uint8_t *done = atomic_load(&kp->closing) ? NULL : calloc(f->n, 1);
-    for (uint32_t i = 0; done && i < f->n; i++) {
-        if (done[i])
-            continue;
-        /* a call for up to OL_KP_GET_KEYS keys of key i's home */
-        int64_t home = f->k[i].home;
-        uint32_t idx[OL_KP_GET_KEYS], n = 0;
-        for (uint32_t j = i; j < f->n && n < OL_KP_GET_KEYS; j++) {
-            if (done[j] || f->k[j].home != home)
-                continue;
-            done[j] = 1;
-            idx[n++] = j;
-        }
-        if (kp_get_or_later(kp, f, home, idx, n, kp->reply_max) < 0)
-            atomic_fetch_add(&kp->fetch_failures, 1);
-    }
-    free(done);
+    for (uint32_t i = 0; i < f->n; i++)
+        f->idx[i] = i;
+    kp_ask(kp, f, f->idx, f->n);
     if (--f->pending == 0)
         kp_fetch_end(kp, f);
 }
@@ -462,7 +565,11 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
     size_t kb = 0;
     for (uint32_t i = 0; i < r->n; i++)
         kb += r->klens[i];
-    struct kp_fetch *f = malloc(sizeof *f + r->n * sizeof(struct kp_key) + r->nslen + kb);
+    struct ol_kvpool *kp = kc->kp;
+    uint32_t rr = (uint32_t)kp->replicas;
+    struct kp_fetch *f = malloc(sizeof *f + r->n * (sizeof(struct kp_key) + rr * sizeof(int64_t) +
+                                                    sizeof(uint32_t) + sizeof(uint16_t) + 1) +
+                                r->nslen + kb);
     if (!f) {
         atomic_fetch_sub(&kc->fetches, 1);
         return -ENOMEM;
@@ -474,8 +581,13 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
     f->tenant = r->tenant;
     f->token = r->token;
     f->n = r->n;
+    f->r = rr;
     f->k = (struct kp_key *)(f + 1);
-    f->bytes = (uint8_t *)(f->k + r->n);
+    f->homes = (int64_t *)(f->k + r->n);
+    f->idx = (uint32_t *)(f->homes + (size_t)r->n * rr);
+    f->asked = (uint16_t *)(f->idx + r->n);
+    f->nh = (uint8_t *)(f->asked + r->n);
+    f->bytes = f->nh + r->n;
     f->nslen = r->nslen;
     f->nsoff = 0;
     memcpy(f->bytes, r->ns, r->nslen);
@@ -483,12 +595,21 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
     for (uint32_t i = 0; i < r->n; i++) {
         f->k[i] = (struct kp_key){.h = r->hs[i], .home = r->homes[i], .klen = r->klens[i],
                                   .koff = off};
+        /* with one home per key, the one the server was given (placed once) */
+        int64_t *homes = f->homes + (size_t)i * rr;
+        int nh = rr > 1 ? kp_homes(kp, r->hs[i], homes) : 0;
+        if (nh == 0) {
+            homes[0] = r->homes[i];
+            nh = 1;
+        }
+        f->nh[i] = (uint8_t)nh;
+        f->asked[i] = 0;
         memcpy(f->bytes + off, r->keys[i], r->klens[i]);
         off += r->klens[i];
     }
     f->msg.fn = kp_fetch_go;
-    atomic_fetch_add(&kc->kp->inflight, 1);
-    ol_loop_post(ol_daemon_net_loop(kc->kp->d), &f->msg);
+    atomic_fetch_add(&kp->inflight, 1);
+    ol_loop_post(ol_daemon_net_loop(kp->d), &f->msg);
     return 0;
 }
 
@@ -554,11 +675,12 @@ static void kp_push_go(ol_loop *loop, struct ol_msg *m)
     }
 }
 
-/* KV_PUT payload: u16 ns_len, u16 key_len, u32 0, u64 value_len, u64 sum,
- * then namespace, key, value. */
-static void kp_saved(void *arg, const struct ol_kv_saved *v)
+/* One copy of v for home, counted in the core's push bytes on its own:
+ * dropped over the bound, or sent (kp_push_go), independently of the
+ * key's other homes' copies. KV_PUT payload: u16 ns_len, u16 key_len,
+ * u32 0, u64 value_len, u64 sum, then namespace, key, value. */
+static void kp_push_one(struct kp_core *kc, const struct ol_kv_saved *v, int64_t home)
 {
-    struct kp_core *kc = arg;
     uint64_t len = 24 + v->nslen + v->klen + v->len;
     if (atomic_load(&kc->kp->closing) || len > UINT32_MAX) {
         atomic_fetch_add(&kc->kp->push_drops, 1);
@@ -576,7 +698,7 @@ static void kp_saved(void *arg, const struct ol_kv_saved *v)
         return;
     }
     u->kc = kc;
-    u->home = v->home;
+    u->home = home;
     u->len = (uint32_t)len;
     uint8_t *p = u->payload;
     ol_le_st16(p, v->nslen);
@@ -590,6 +712,21 @@ static void kp_saved(void *arg, const struct ol_kv_saved *v)
     u->msg.fn = kp_push_go;
     atomic_fetch_add(&kc->kp->inflight, 1);
     ol_loop_post(ol_daemon_net_loop(kc->kp->d), &u->msg);
+}
+
+/* Core: a value stored here, sent to each of its homes but this node (with
+ * one home per key, the one the server was given: placed once). */
+static void kp_saved(void *arg, const struct ol_kv_saved *v)
+{
+    struct kp_core *kc = arg;
+    int64_t homes[OL_PLACE_MAX_REPLICAS];
+    int nh = kc->kp->replicas > 1 ? kp_homes(kc->kp, v->h, homes) : 0;
+    if (nh == 0) {
+        homes[0] = v->home;
+        nh = 1;
+    }
+    for (int i = 0; i < nh; i++)
+        kp_push_one(kc, v, homes[i]);
 }
 
 /* ---- serving other nodes: KV_GET and KV_PUT -------------------------------------- */
@@ -1028,6 +1165,7 @@ int ol_daemon_kvpool_create(struct ol_daemon *d, char *err, size_t errlen)
     kp->d = d;
     kp->self = d->cfg.self_id;
     kp->timeout_ms = (uint32_t)d->cfg.cluster.kv_timeout_ms;
+    kp->replicas = (int)d->cfg.cluster.kv_replicas;
     kp->reply_window = (uint32_t)d->cfg.cluster.rpc_window_bytes;   /* rpc.h: reply window */
     kp->reply_max = kp->reply_window / 4 < OL_KP_REPLY_MAX ? kp->reply_window / 4
                                                             : OL_KP_REPLY_MAX;
@@ -1089,7 +1227,8 @@ size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      "openlake_kvpool_push_failures_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_served_gets_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_served_puts_total{cluster=\"%s\"} %llu\n"
-                     "openlake_kvpool_served_disk_keys_total{cluster=\"%s\"} %llu\n",
+                     "openlake_kvpool_served_disk_keys_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_fetched_later_home_total{cluster=\"%s\"} %llu\n",
                      c, (unsigned long long)atomic_load(&kp->fetched_keys), c,
                      (unsigned long long)atomic_load(&kp->fetch_misses), c,
                      (unsigned long long)atomic_load(&kp->fetch_failures), c,
@@ -1098,7 +1237,8 @@ size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      (unsigned long long)atomic_load(&kp->push_failures), c,
                      (unsigned long long)atomic_load(&kp->served_gets), c,
                      (unsigned long long)atomic_load(&kp->served_puts), c,
-                     (unsigned long long)atomic_load(&kp->served_disk_keys));
+                     (unsigned long long)atomic_load(&kp->served_disk_keys), c,
+                     (unsigned long long)atomic_load(&kp->fetched_later));
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -60,9 +60,9 @@ struct ol_kv_saved {
 struct ol_kv_remote {
     void *arg;
     uint32_t wait_ms;               /* the most a frame waits for its fetch */
-    /* the node id of key hash h's home when that is another node, else -1
-     * (homed here, or no placement yet); passed on with the key, so the
-     * pool places each key once */
+    /* the node id of key hash h's best-ranked home other than this node,
+     * else -1 (this node is its only home, or no placement yet); passed on
+     * with the key, so a pool of one home per key places each key once */
     int64_t (*home_of)(void *arg, struct ol_kv_hash h);
     /* starts fetching r's keys (copies what it keeps): 0, and
      * ol_kv_server_fetched(token) follows (always, within wait_ms or

@@ -1,7 +1,8 @@
 """A plain Python twin of KV placement (docs/cluster.md "Placement";
 src/cluster/place.h): a key's homes among the KV members, by the exact
-integer rule, so that a test can choose keys homed on a given node.
-test_cluster_incast.py holds it to the check values the docs give.
+integer rule, so that a test or a benchmark (bench/cluster/pool.py) can
+choose keys homed on a given node. check() holds it to the check values
+the docs give and to a vector of tests/unit/test_cluster_place.c.
 """
 from fractions import Fraction
 
@@ -53,3 +54,18 @@ def homes(members, ns, key, r=1):
     # sorting by the exact fraction d / w ascending gives that order.
     scored.sort(key=lambda t: (Fraction(t[2], t[1]), t[0]))
     return [t[0] for t in scored[:r]]
+
+
+def check():
+    """Raises AssertionError unless the rule gives docs/cluster.md's check
+    values (and test_cluster_place.c's vector for id 42)."""
+    assert log2q32(3) == 6807362105
+    assert log2q32(0xDEADBEEFCAFEF00D) == 274013844226
+    assert distance(0, 0) == 7848857897
+    assert distance(0x0123456789ABCDEF, 42) == 5848607936
+    members = [(1, 1 << 40), (2, 1 << 40), (3, 1 << 41), (5, 3 << 39), (9, 1 << 38)]
+    want = {0: [3, 2, 1], 1: [9, 1, 3], 2: [5, 2, 1], 3: [2, 3, 1], 4: [5, 3, 2],
+            10: [1, 3, 2]}
+    for i, h in want.items():
+        got = homes(members, b"place-test", b"block-%d" % i, 3)
+        assert got == h, (i, got, h)

@@ -16,6 +16,7 @@ import urllib.request
 import pytest
 
 import conftest
+import placement
 from kvwire import KvClient
 from test_cli_kv import cli
 from test_cluster import ETCD, etcd, wait_for
@@ -326,3 +327,121 @@ def test_a_damaged_disk_record_is_a_miss_for_other_nodes(etcd, make_daemon, tmp_
     assert kpm(b, "fetched_keys_total") == 0
     assert kpm(a, "served_disk_keys_total") == 0
     assert "failed its checks; entry dropped" in a.stderr()
+
+
+# ---- cluster.kv_replicas: r homes per key ----------------------------------------------
+
+def replicated(make_daemon, etcd, tmp_path, r):
+    """4 nodes with cluster.kv_replicas = r; 64 values of 64 KiB put through
+    node 1 over TCP, every push answered. Returns the nodes, the token, the
+    values and each key's homes (ids)."""
+    # a lease of 10 s: a killed node stays in the others' placement while the
+    # test reads (after it left, its keys would have new homes); a deadline
+    # of 2 s: four sanitizer builds on a small machine answer every push
+    nodes, tok = pool(make_daemon, etcd, tmp_path, n=4, timeout_ms="2000",
+                      extra=["--cluster.kv-replicas", str(r), "--cluster.lease-ttl-secs", "10"])
+    vals = {f"rep-{i}": os.urandom(65536) for i in range(64)}
+    for k, v in vals.items():
+        res = kv(nodes[0], tok, "put", k, stdin=v)
+        assert res.returncode == 0, res.stderr
+    # the nodes of pool() have the same KV capacity: equal weights
+    where = {k: placement.homes([(i, 1) for i in (1, 2, 3, 4)], b"pool", k.encode(), r)
+             for k in vals}
+    # one push for each home but node 1, each answered by that home
+    pushed = settled_pushes(nodes[0])
+    assert pushed == sum(len([h for h in hs if h != 1]) for hs in where.values())
+    for i in (2, 3, 4):
+        assert kpm(nodes[i - 1], "served_puts_total") == sum(i in hs for hs in where.values())
+    return nodes, tok, vals, where
+
+
+def test_with_two_homes_a_dead_node_loses_no_block(etcd, make_daemon, tmp_path):
+    nodes, tok, vals, where = replicated(make_daemon, etcd, tmp_path, 2)
+    # each home holds its copy: read on every home but node 1, nothing is
+    # fetched (a home missing its copy would fetch it from the other)
+    for k, hs in where.items():
+        for h in hs:
+            if h != 1:
+                res = kv(nodes[h - 1], tok, "get", k)
+                assert res.returncode == 0 and res.stdout == vals[k], (k, h, res.stderr)
+    for d in nodes[1:]:
+        assert kpm(d, "fetched_keys_total") == 0
+    # node 2 dies: the first home of some keys, the only other copy of
+    # those it shares with node 1 is node 1's
+    dead = nodes[1]
+    assert sum(hs[0] == 2 for hs in where.values()) >= 5
+    dead.proc.kill()
+    dead.proc.wait()
+    reader = nodes[3]
+    for k in sorted(vals, key=lambda k: where[k][0] != 2):    # those homed first on 2 first
+        t0 = time.time()
+        res = kv(reader, tok, "get", k)
+        assert time.time() - t0 < 3
+        assert res.returncode == 0 and res.stdout == vals[k], (k, where[k], res.stderr)
+    # the keys node 4 does not hold came from a home: those first homed on
+    # the dead node from their second home (at once, before node 2 left
+    # the membership: its connection was down)
+    assert kpm(reader, "fetched_keys_total") == sum(4 not in hs for hs in where.values())
+    assert kpm(reader, "fetched_later_home_total") >= 1
+    assert reader.is_ready()
+    dead.stop(expect_rc=None)
+
+
+def test_with_two_homes_a_hung_home_costs_part_of_the_deadline(etcd, make_daemon, tmp_path):
+    """A first home that does not answer (stopped, as a partition looks,
+    its connection still up): its call gets half the fetch's deadline
+    (2 s here), then the key is asked of its second home: found, and the
+    wait never longer than the deadline."""
+    nodes, tok, vals, where = replicated(make_daemon, etcd, tmp_path, 2)
+    hung, reader = nodes[1], nodes[3]
+    keys = [k for k, hs in where.items() if hs[0] == 2 and 4 not in hs][:4]
+    assert keys
+    hung.proc.send_signal(signal.SIGSTOP)
+    try:
+        for k in keys:
+            t0 = time.time()
+            res = kv(reader, tok, "get", k)
+            took = time.time() - t0
+            assert res.returncode == 0 and res.stdout == vals[k], (k, where[k], res.stderr)
+            assert 0.9 < took < 2.0 + 1.0, took    # its share, not the whole deadline
+        assert kpm(reader, "fetched_later_home_total") == len(keys)
+        assert kpm(reader, "fetch_failures_total") == len(keys)
+    finally:
+        hung.proc.send_signal(signal.SIGCONT)
+
+
+def test_with_one_home_a_dead_node_loses_its_blocks(etcd, make_daemon, tmp_path):
+    """The same with cluster.kv_replicas = 1 (the default): the dead home's
+    blocks are misses, within the deadline."""
+    nodes, tok, vals, where = replicated(make_daemon, etcd, tmp_path, 1)
+    dead, reader = nodes[1], nodes[3]
+    lost = {k for k, hs in where.items() if hs == [2]}
+    assert len(lost) >= 5
+    dead.proc.kill()
+    dead.proc.wait()
+    for k, v in vals.items():
+        t0 = time.time()
+        res = kv(reader, tok, "get", k)
+        assert time.time() - t0 < 3
+        if k in lost:
+            assert res.returncode != 0, k
+        else:
+            assert res.returncode == 0 and res.stdout == v, (k, res.stderr)
+    assert kpm(reader, "fetched_later_home_total") == 0
+    assert reader.is_ready()
+    dead.stop(expect_rc=None)
+
+
+@pytest.mark.parametrize("value, says", [
+    ("0", "--cluster.kv-replicas: expected an integer from 1 to 16"),
+    ("17", "--cluster.kv-replicas: expected an integer from 1 to 16"),
+    ("two", "--cluster.kv-replicas: expected an integer from 1 to 16"),
+])
+def test_kv_replicas_out_of_range_is_refused(make_daemon, tmp_path, value, says):
+    d = make_daemon(start=False, args=["--cluster.name", "c1", "--cluster.etcd", "http://h:1",
+                                       "--cluster.secret-file", secret(tmp_path),
+                                       "--cluster.kv-replicas", value])
+    d.start(wait=False)
+    assert d.proc.wait(30) == 2
+    d.stop(expect_rc=2)
+    assert says in d.stderr()
