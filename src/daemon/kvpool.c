@@ -262,12 +262,13 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
             uint32_t vlen = ol_le_ld32(p + off + 4);
             uint64_t sum = ol_le_ld64(p + off + 8);
             off += 16;
-            if (st == OL_KV_TOO_LARGE_ST && (g->n > 1 || vlen + 20 > g->reply_max) &&
-                vlen + 20 <= kp->reply_window &&
+            uint64_t alone = (uint64_t)vlen + 20;   /* a reply of this value alone */
+            if (st == OL_KV_TOO_LARGE_ST && (g->n > 1 || alone > g->reply_max) &&
+                alone <= kp->reply_window &&
                 !atomic_load(&kp->closing)) {
                 /* did not fit with the others: alone, with room for it */
                 uint32_t one = g->idx[i];
-                if (kp_get_or_later(kp, f, g->home, &one, 1, vlen + 20) == 0)
+                if (kp_get_or_later(kp, f, g->home, &one, 1, (uint32_t)alone) == 0)
                     continue;
             }
             if (st != OL_KV_OK) {
