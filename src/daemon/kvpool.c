@@ -872,8 +872,10 @@ static bool kp_part_step(struct kp_part *pt, uint64_t now)
     bool left = false;
     /* the keys in RAM, the reads that landed (or failed their checks: gone) */
     for (uint32_t i = 0; i < sv->n; i++) {
+        if (sv->core_of[i] != pt->core)
+            continue; /* another core's key: its status is that core's */
         uint16_t st = sv->status[i];
-        if (sv->core_of[i] != pt->core || (st != KP_ST_WAIT && st != KP_ST_READ))
+        if (st != KP_ST_WAIT && st != KP_ST_READ)
             continue;
         struct kp_key *k = &sv->k[i];
         uint64_t len = 0;
@@ -917,7 +919,9 @@ static bool kp_part_step(struct kp_part *pt, uint64_t now)
             continue;
         }
         atomic_fetch_add(&sv->budget, len);
-        if (rc != -EBUSY) /* -ENOSPC: no RAM slot for it here now */
+        /* -ENOSPC: no RAM slot for it now; while reads of this part are in
+         * flight their slots come free when they land: wait as for -EBUSY */
+        if (rc != -EBUSY && !(rc == -ENOSPC && reading > 0))
             sv->status[i] = OL_KV_NOT_FOUND;
     }
     for (uint32_t i = 0; !left && i < sv->n; i++)
