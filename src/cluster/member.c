@@ -54,7 +54,9 @@ struct ol_cluster {
     struct ol_member *members;   /* id order */
     int n;
     bool drain;                  /* this node's drain key exists */
-    int64_t revision;
+    int64_t revision;            /* the newest revision of a key under the root this view has
+                                    seen (an event's, or a read's ...), see watch_main */
+    int64_t want;                /* the peer revision ol_cluster_refresh was asked for */
     bool etcd_ok;
     int64_t etcd_since;
     char etcd_error[256];
@@ -251,6 +253,13 @@ static void on_drain(struct ol_cluster *cl, const struct ol_etcd_kv *kv)
 static int on_record(void *arg, const struct ol_etcd_kv *kv)
 {
     struct ol_cluster *cl = arg;
+    /* Every key under the root moves the view's revision, known or not: a
+     * peer that saw it and a node that saw it agree, so neither asks the
+     * other to read again for it. */
+    pthread_mutex_lock(&cl->mu);
+    if (kv->mod_revision > cl->revision)
+        cl->revision = kv->mod_revision;
+    pthread_mutex_unlock(&cl->mu);
     if (kv->klen == strlen(cl->drain_key) && !memcmp(kv->key, cl->drain_key, kv->klen)) {
         on_drain(cl, kv);
         return 0;
@@ -527,7 +536,18 @@ static void *watch_main(void *arg)
             pthread_mutex_lock(&cl->mu);
             memcpy(cl->members, tmp.members, (size_t)tmp.n * sizeof *tmp.members);
             cl->n = tmp.n;
-            cl->revision = rev;
+            /* The view's revision: the newest key it holds (tmp's, from
+             * on_record), what it had, and the revision a peer carried when
+             * that asked for this read, if the read is at least as new (it
+             * then holds every change up to it, deletes included). Never
+             * etcd's header revision itself: that counts writes outside the
+             * root, which no watch of the root reaches, and a node claiming
+             * it would make every peer read again for nothing. */
+            int64_t proven = cl->want < rev ? cl->want : rev;
+            if (tmp.revision > cl->revision)
+                cl->revision = tmp.revision;
+            if (proven > cl->revision)
+                cl->revision = proven;
             bool was = cl->drain;
             cl->drain = tmp.drain;
             pthread_mutex_unlock(&cl->mu);
@@ -705,6 +725,8 @@ bool ol_cluster_refresh(struct ol_cluster *cl, int64_t revision)
     pthread_mutex_lock(&cl->mu);
     if (revision > cl->revision && cl->watching && !cl->refresh) {
         cl->refresh = true;
+        if (revision > cl->want)
+            cl->want = revision;
         atomic_store(&cl->wstop, true);
         wake = true;
     }
