@@ -171,6 +171,7 @@ int ol_cli_admin_request(const struct ol_cli_cred *a, const char *host, const ch
     size_t got = 0;
     for (;;) {
         if (got + 1 >= cap) {
+            resp[got] = 0;
             close(fd);
             return -EMSGSIZE;
         }

@@ -894,6 +894,7 @@ static int disk_info(const struct ol_cli *cli, const struct ol_cli_cred *cred,
     char *resp = malloc(OL_DISKS_RESP_MAX);
     if (!resp)
         return ol_cli_fail(cli, "disk", "out of memory");
+    resp[0] = 0;
     json_t *js = NULL;
     int st = 0;
     for (int tries = 0; tries < 10; tries++) {
@@ -910,6 +911,7 @@ static int disk_info(const struct ol_cli *cli, const struct ol_cli_cred *cred,
         nanosleep(&ts, NULL);
     }
     if (!js) {
+        resp[OL_DISKS_RESP_MAX - 1] = 0;
         resp[strcspn(resp, "\n")] = 0;
         int rc = ol_cli_fail(cli, "disk", "%s (%s:%s): %s", who, host, port,
                              st < 0 ? strerror(-st) : st == 200 ? "not JSON" : resp);

@@ -701,6 +701,14 @@ void ol_cluster_set_state(struct ol_cluster *cl, const char *state)
     pthread_mutex_unlock(&cl->mu);
 }
 
+bool ol_cluster_state_written(struct ol_cluster *cl)
+{
+    pthread_mutex_lock(&cl->mu);
+    bool w = cl->state_written >= cl->state_gen;
+    pthread_mutex_unlock(&cl->mu);
+    return w;
+}
+
 void ol_cluster_view(struct ol_cluster *cl, struct ol_cluster_view *v, struct ol_member *buf,
                      int cap)
 {

@@ -109,6 +109,9 @@ int ol_cluster_start(const struct ol_config *cfg, const struct ol_member *self,
  * answers). */
 void ol_cluster_set_state(struct ol_cluster *cl, const char *state);
 
+/* Whether the last state set is in etcd (written under the node's lease). */
+bool ol_cluster_state_written(struct ol_cluster *cl);
+
 struct ol_cluster_view {
     int64_t revision;         /* etcd revision of the view; 0: none read yet */
     bool etcd_ok;             /* the last etcd call answered */

@@ -48,6 +48,7 @@
 #define OL_DISKS_EVERY_MS 5000
 #define OL_DISKS_FRESH_MS 1000
 #define OL_DISKS_FILES    256    /* KV disk files listed per dir, at most */
+#define OL_DISKS_JOIN_MS  2000   /* the shutdown waits this long for the thread */
 
 struct ol_disks {
     struct ol_daemon *d;
@@ -215,21 +216,33 @@ int ol_admin_disks_start(struct ol_daemon *d)
         free(k);
         return -rc;
     }
-    d->disks = k;
+    atomic_store_explicit(&d->disks, k, memory_order_release);
     return 0;
 }
 
 void ol_admin_disks_stop(struct ol_daemon *d)
 {
-    struct ol_disks *k = d->disks;
+    struct ol_disks *k = atomic_load_explicit(&d->disks, memory_order_acquire);
     if (!k)
         return;
     pthread_mutex_lock(&k->mu);
     k->stop = true;
     pthread_cond_signal(&k->cv);
     pthread_mutex_unlock(&k->mu);
-    pthread_join(k->thr, NULL);
-    d->disks = NULL;
+    /* A statvfs on a dead drive may never return (why the thread exists):
+     * the shutdown does not wait for it past OL_DISKS_JOIN_MS; the thread
+     * and its state are left to the process's exit. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += OL_DISKS_JOIN_MS / 1000;
+    if (pthread_timedjoin_np(k->thr, NULL, &ts) != 0) {
+        ol_warn("disks: a drive did not answer statvfs or stat for %d s: not waiting for it",
+                OL_DISKS_JOIN_MS / 1000);
+        pthread_detach(k->thr);
+        atomic_store_explicit(&d->disks, NULL, memory_order_release);
+        return;
+    }
+    atomic_store_explicit(&d->disks, NULL, memory_order_release);
     pthread_cond_destroy(&k->cv);
     pthread_mutex_destroy(&k->mu);
     free(k->json);
@@ -243,7 +256,7 @@ void ol_admin_disks_route(struct ol_core *core, ol_http_req *r, const char *path
     if (!ol_admin_signed(core, r, path, plen, q, qlen))
         return;
     const struct ol_http_request *h = ol_http_req_head(r);
-    struct ol_disks *k = d->disks;
+    struct ol_disks *k = atomic_load_explicit(&d->disks, memory_order_acquire);
     if (h->method_len != 3) {
         ol_http_resp_simple(r, 405, "text/plain", "method not allowed; use GET\n", 28);
         return;

@@ -186,8 +186,8 @@ static void drain_set(struct ol_daemon *d, int drain)
 {
     static const char *const names[] = {"active", "draining", "drained"};
     ol_cluster_set_state(d->cluster, names[drain]);
-    if (drain == 1)
-        d->drain_since_ms = mono_ms();
+    d->drain_since_ms = 0;          /* the tick starts it once "draining" is in etcd */
+    d->quiet_since_ms = 0;
     ol_info("cluster %s: node %lld is %s", d->cfg.cluster.name, (long long)d->cfg.self_id,
             names[drain]);
     d->drain = drain;
@@ -209,11 +209,24 @@ void ol_daemon_cluster_tick(struct ol_daemon *d)
     else if (asked && d->drain == 0)
         drain_set(d, 1);
     /* Drained: every node stops placing keys here once its watch sees
-     * "draining"; a call one of them started before that ends within
-     * cluster.kv_timeout_ms (answered or timed out), and this node's own
-     * fetches and pushes are done. */
-    else if (asked && d->drain == 1 &&
-             mono_ms() - d->drain_since_ms >= d->cfg.cluster.kv_timeout_ms &&
-             ol_daemon_kvpool_quiet(d))
-        drain_set(d, 2);
+     * "draining" (so the clock starts when etcd has it, not when it was
+     * asked for: etcd may be slow or away); a call one of them started
+     * before that ends within cluster.kv_timeout_ms (answered or timed
+     * out); and this node's own KV pool work has been quiet for as long
+     * (a push handed to the node RPC ends within that deadline too). Work
+     * that keeps coming (its own clients' saves and misses) keeps it
+     * draining: stop them first. */
+    else if (asked && d->drain == 1) {
+        int64_t now = mono_ms();
+        if (!d->drain_since_ms && ol_cluster_state_written(d->cluster))
+            d->drain_since_ms = now;
+        if (!ol_daemon_kvpool_quiet(d))
+            d->quiet_since_ms = 0;
+        else if (!d->quiet_since_ms)
+            d->quiet_since_ms = now;
+        int64_t wait = d->cfg.cluster.kv_timeout_ms;
+        if (d->drain_since_ms && now - d->drain_since_ms >= wait && d->quiet_since_ms &&
+            now - d->quiet_since_ms >= wait)
+            drain_set(d, 2);
+    }
 }

@@ -61,10 +61,12 @@ struct ol_daemon {
     struct ol_cluster *cluster;       /* membership in etcd ([cluster]); NULL: a single host */
     struct ol_daemon_net *net;        /* the node RPC (net.c); NULL: a single host */
     struct ol_kvpool *kvpool;         /* the cluster's KV pool (kvpool.c); NULL: none */
-    struct ol_disks *disks;           /* GET /_openlake/disks's thread (admin_disks.c) */
+    _Atomic(struct ol_disks *) disks; /* GET /_openlake/disks's thread (admin_disks.c):
+                                         set once the cores serve, read by admin cores */
     int drain;                        /* main thread's (cluster.c): 0 active, 1 draining,
                                          2 drained */
-    int64_t drain_since_ms;           /* monotonic: when "draining" was written */
+    int64_t drain_since_ms;           /* monotonic: when "draining" was seen in etcd (0: not yet) */
+    int64_t quiet_since_ms;           /* monotonic: since when the KV pool is quiet (0: it is not) */
 };
 
 /* cluster.c: joins the cluster of [cluster] (state "starting"): 0, or -1
