@@ -301,7 +301,7 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
 }
 
 /* One KV_GET to home for keys idx[0, n) of f (f->pending counts it),
- * given an equal share, with the homes of idx[0] not yet asked, of what
+ * given an equal share, with the homes not yet asked of the call's key that has the most, of what
  * is left until the fetch's deadline. 0 or -errno (not sent; -ETIMEDOUT:
  * the deadline passed). */
 static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
@@ -311,8 +311,14 @@ static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
     uint64_t now = ol_loop_now_ms(ol_daemon_net_loop(kp->d));
     if (now >= f->deadline_ms)
         return -ETIMEDOUT;
-    uint32_t unasked = (uint32_t)__builtin_popcount(((1u << f->nh[idx[0]]) - 1u) &
-                                                    ~(uint32_t)f->asked[idx[0]]);
+    /* the key with the most homes left sets the share: each of them keeps
+     * time for its next home */
+    uint32_t unasked = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)__builtin_popcount(((1u << f->nh[idx[i]]) - 1u) &
+                                                  ~(uint32_t)f->asked[idx[i]]);
+        unasked = u > unasked ? u : unasked;
+    }
     uint64_t share = (f->deadline_ms - now) / (1 + unasked);
     uint32_t timeout = share ? (uint32_t)share : 1;
     struct kp_get *g = calloc(1, sizeof *g);
