@@ -18,6 +18,8 @@ import time
 import pytest
 
 import conftest
+from netns import NETNS_WHY, cluster_args, net, start_etcd  # noqa: F401  (fixture)
+from test_cluster import ETCD, wait_for
 from test_kv import TOKEN, kvd, wait_kv  # noqa: F401  (fixtures)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,6 +58,7 @@ PROMPTS = {
     "q1": toks(300, 6),
     "q2": toks(300, 7),
     "q3": toks(300, 8),
+    "long": toks(7 * BS + 50, 9),       # seven full blocks (max_model_len 1024)
 }
 
 
@@ -121,7 +124,7 @@ def baseline(model, tmp_path_factory):
     """Every prompt computed from scratch: no connector, no prefix caching."""
     eng = Engine(model, tmp_path_factory.mktemp("base"))
     names = list(PROMPTS)
-    out = eng.run(names, enable_prefix_caching=False)
+    out = eng.run(names, enable_prefix_caching=False, max_model_len=1024)
     return {n: r for n, r in zip(names, out["results"])}
 
 
@@ -664,5 +667,110 @@ def test_a_killed_home_costs_recomputation_not_errors(kvd, engine, baseline, tmp
         assert sum(cached(second)) > 0 or kvpool_metric(b, "fetch_failures_total") > 0
         assert time.time() - t0 < 600
         a.stop(expect_rc=None)
+    finally:
+        e.kill()
+
+
+# ---- four nodes, each in its own network namespace (docs/cluster.md "Tests") ----
+# Every node is a host of its own (netns.Net: a veth pair into a bridge);
+# the engines run here and reach their node through its Unix socket and
+# shared memory, as an engine reaches the daemon on its own host.
+
+LONG = 7              # PROMPTS["long"]'s full blocks, all saved
+KEYS = 2 * LONG       # one key per block and layer (tiny-llama: 2 layers)
+
+needs_netns = pytest.mark.skipif(
+    bool(NETNS_WHY) or not ETCD,
+    reason=NETNS_WHY or "etcd is not installed (scripts/deps.sh test installs etcd-server)")
+
+
+def netns_cluster(kvd, net, tmp_path, ttl, extra=()):
+    """Nodes 1-4 of cluster c1, node i in net's namespace i, a real etcd on
+    the bridge; returns when every node has every other as a peer."""
+    from test_cluster_rpc import secret, up
+    e = start_etcd(net, tmp_path)
+    try:
+        s = secret(tmp_path)
+        nodes = [kvd(capacity="0.5", args=[*cluster_args(e.url, i, net.ips[i - 1], s, ttl),
+                                           *extra],
+                     place=lambda d, i=i: net.put(d, i)) for i in range(1, 5)]
+        wait_for(lambda: all(up(d, j) == 1 for i, d in enumerate(nodes, 1)
+                             for j in range(1, 5) if j != i), "every node's peers up", 30)
+    except BaseException:
+        e.kill()
+        raise
+    time.sleep(0.5)        # every view holds all four (placement)
+    return e, nodes
+
+
+def long_run(engine, d, **kw):
+    return engine.run(["long"], conn=conn_cfg(d), max_model_len=1024, **kw)
+
+
+@needs_netns
+def test_netns_a_killed_home_costs_its_keys_then_takes_them_back(kvd, net, engine, baseline,
+                                                                 tmp_path):
+    """An engine on node 1 saves a 7-block prompt: node 1 keeps every key
+    and sends each other one to its home. The home (of nodes 2 and 4) of the
+    most keys is killed (kill -9); its lease (60 s) outlives the next
+    engine, so it stays in every view: its keys' home, down. An engine on
+    node 3 gets every other key (its own node's, fetched from node 1 and
+    the other survivor), recomputes the blocks from the first that had a
+    key on the dead home, and answers exactly as without a connector. The
+    home restarts on its data dir, registers and connects again, and an
+    engine on the last node asks it for its keys again."""
+    from test_cluster_rpc import up
+    e, nodes = netns_cluster(kvd, net, tmp_path, ttl=60)
+    try:
+        def m(i, name):
+            return kvpool_metric(nodes[i - 1], name)
+
+        first = long_run(engine, nodes[0])
+        same_as(baseline, first, ["long"])
+        wait_for(lambda: m(1, "pushes_total") == sum(m(i, "served_puts_total") for i in (2, 3, 4))
+                 > 0, "node 1's pushes answered")
+        assert m(1, "push_drops_total") == m(1, "push_failures_total") == 0
+        homed = {i: m(i, "served_puts_total") for i in (2, 3, 4)}   # keys homed on each
+        homed[1] = KEYS - sum(homed.values())
+        assert homed[1] >= 0, homed
+        home = 2 if homed[2] >= homed[4] else 4
+        other = 6 - home
+        assert 0 < homed[home] < KEYS, homed
+        h = nodes[home - 1]
+        h.proc.kill()
+        h.proc.wait()
+
+        t0 = time.time()
+        second = long_run(engine, nodes[2])
+        took = time.time() - t0
+        same_as(baseline, second, ["long"])
+        # every key but the dead home's, and none of its: not all, not nothing
+        assert m(3, "fetched_keys_total") == homed[1] + homed[other], homed
+        assert m(3, "fetch_failures_total") > 0
+        hit = cached(second)[0]
+        assert hit % BS == 0 and hit < LONG * BS, (hit, homed)
+        assert "OpenLakeConnector is off" not in second["log"]
+
+        # The home is back: on its data dir, a member and every node's peer again.
+        h.start(wait=False)
+        wait_kv(h)
+        wait_for(lambda: all(up(d, home) == 1 for d in nodes if d is not h) and
+                 all(up(h, j) == 1 for j in range(1, 5) if j != home),
+                 "the restarted home connected", 30)
+        assert f"registered node {home}" in h.stderr()
+        third = long_run(engine, nodes[other - 1])
+        same_as(baseline, third, ["long"])
+        # It answers for its keys again. This build serves other nodes from
+        # RAM only (docs/cluster.md "Serving") and its RAM went with kill -9:
+        # its keys are misses, the rest is found, so the engine gets exactly
+        # as far as the one on node 3 ...
+        assert m(home, "served_gets_total") > 0
+        assert m(other, "fetched_keys_total") == homed[1] + homed[3], homed
+        assert cached(third) == [hit]
+        # ... and the home takes its keys back: the engine's saves of what
+        # it recomputed (every block from the first with a key of the home's)
+        wait_for(lambda: m(home, "served_puts_total") == homed[home], "the home's keys back")
+        print(f"netns kill: homes {homed}, killed {home}, hit {hit}, "
+              f"engine on node 3 {took:.1f} s")
     finally:
         e.kill()
