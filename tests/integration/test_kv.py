@@ -63,8 +63,11 @@ def wait_kv(d, timeout=60):
 @pytest.fixture
 def kvd(make_daemon):
     """Factory: kvd(threads=1, capacity=SMALL_SLAB, token=TOKEN, args=[...],
-    env={...}, mode=None). token=None leaves the token to the daemon."""
-    def factory(threads=1, capacity=SMALL_SLAB, token=TOKEN, args=(), env=None, mode=None):
+    env={...}, mode=None, place=None). token=None leaves the token to the
+    daemon; place(d), when given, is called before the daemon starts (e.g.
+    netns.Net.put: run it in a network namespace)."""
+    def factory(threads=1, capacity=SMALL_SLAB, token=TOKEN, args=(), env=None, mode=None,
+                place=None):
         a = ["--kv-slab.capacity-gb", capacity]     # later flags win over conftest's
         if token is not None:
             a += ["--kv-token", token]
@@ -78,6 +81,8 @@ def kvd(make_daemon):
         if len(d.kv_sock) > 100:        # sun_path holds 108 bytes
             d.kv_sock = os.path.join(short_dir(), f"kv-{d.kv_port}.sock")
             d.args += ["--kv-socket", d.kv_sock]
+        if place is not None:
+            place(d)
         d.start(wait=False)
         return wait_kv(d)
     return factory
