@@ -4,7 +4,7 @@
  *
  * A connection has one role. The dialer (struct ol_rpc_peer owns it) sends
  * HELLO, AUTH and REQUESTs; the acceptor sends CHALLENGE, READY and
- * REPLYs. The bytes move over a transport (xport.h: TCP, xport_tcp.c);
+ * REPLYs. The bytes move over a transport (xport.h: TCP or UCX);
  * everything else is here, the same for every transport. Input arrives
  * in the transport's buffers and is copied into the frame being
  * assembled: a handshake or CLOSE frame into the connection's small
@@ -1310,6 +1310,11 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
         snprintf(err, errlen, "the cluster secret must be %u to 256 bytes", OL_RPC_MIN_SECRET);
         return -EINVAL;
     }
+    if (p->transport && p->transport[0] && strcmp(p->transport, "tcp") != 0 &&
+        strcmp(p->transport, "ucx") != 0) {
+        snprintf(err, errlen, "node rpc: unknown transport \"%s\" (tcp or ucx)", p->transport);
+        return -EINVAL;
+    }
     if (strlen(p->cluster) >= OL_RPC_NAME_LEN || window < (64u << 10) ||
         p->reply_window > OL_RPC_PAYLOAD_LIMIT ||
         window > OL_RPC_PAYLOAD_LIMIT + OL_RPC_HDR_LEN || (calls & (calls - 1)) ||
@@ -1335,10 +1340,15 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
     r->max_unauth = p->max_unauth ? p->max_unauth : OL_RPC_DEF_UNAUTH;
     pthread_mutex_init(&r->mu, NULL);
     r->handlers[OL_RPC_OP_PING].fn = on_ping;
-    int rc = ol_xport_tcp_create(loop, &xport_events, r, &r->xp);
-    if (rc != 0)
-        snprintf(err, errlen, "node rpc: no transport: %s", strerror(-rc));
-    else if (p->listen_addr && p->listen_addr[0])
+    int rc;
+    if (p->transport && strcmp(p->transport, "ucx") == 0) {
+        rc = ol_xport_ucx_create(loop, &xport_events, r, &r->xp, err, errlen);
+    } else {
+        rc = ol_xport_tcp_create(loop, &xport_events, r, &r->xp);
+        if (rc != 0)
+            snprintf(err, errlen, "node rpc: no transport: %s", strerror(-rc));
+    }
+    if (rc == 0 && p->listen_addr && p->listen_addr[0])
         rc = r->xp->ops->listen(r->xp, p->listen_addr, &r->port, err, errlen);
     if (rc != 0) {
         if (r->xp)
@@ -1369,7 +1379,7 @@ void ol_rpc_close_all(struct ol_rpc *r)
 
 int ol_rpc_idle(const struct ol_rpc *r)
 {
-    return r->nconns == 0 && !r->xp->ops->listening(r->xp);
+    return r->nconns == 0 && !r->xp->ops->busy(r->xp);
 }
 
 void ol_rpc_destroy(struct ol_rpc *r)

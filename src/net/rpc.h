@@ -1,6 +1,6 @@
 /*
  * rpc.h - the node RPC endpoint of one node: requests to other nodes and
- * their answers, over a byte transport (xport.h: TCP), authenticated both
+ * their answers, over a byte transport (xport.h: TCP or UCX), authenticated both
  * ways, with credit flow control (docs/node-protocol.md).
  *
  * Owns: the listener on rpc_addr, one connection to each peer this node
@@ -79,6 +79,7 @@ struct ol_rpc_params {
     const void *secret;           /* the cluster secret; copied, zeroed at destroy */
     size_t secret_len;            /* >= OL_RPC_MIN_SECRET */
     const char *listen_addr;      /* "host:port"; NULL or "": dial only */
+    const char *transport;        /* "tcp" (NULL or "" too) or "ucx" (xport.h) */
     uint32_t window;              /* request bytes granted to each dialer; 0 = default */
     uint32_t reply_window;        /* reply bytes of this node's calls in flight per
                                      peer; 0 = window */

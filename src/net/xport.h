@@ -2,9 +2,10 @@
  * xport.h - the byte transports under the node RPC: a listener and
  * connections that each carry one ordered stream of bytes both ways.
  *
- * Owns: the interface rpc.c drives (struct ol_xport_ops), and the TCP
- * transport (xport_tcp.c: the loop's accept, connect, multishot receive
- * and sendmsg, and the sockets' keepalive options). A transport knows
+ * Owns: the interface rpc.c drives (struct ol_xport_ops); its
+ * implementations are the TCP transport (xport_tcp.c: the loop's accept,
+ * connect, multishot receive and sendmsg, and the sockets' keepalive
+ * options) and the UCX one (xport_ucx.c: UCP stream endpoints). A transport knows
  * nothing of frames, the handshake or credits: rpc.c keeps the one codec
  * and the one state machine over whichever transport moves the bytes.
  *
@@ -54,10 +55,12 @@ struct ol_xport_ops {
     /* Listens at addr ("host:port", numeric); *port gets the bound port.
      * 0, or -errno with a message in err. */
     int (*listen)(struct ol_xport *t, const char *addr, int *port, char *err, size_t errlen);
-    /* Stops listening; the listener's pending accept ends later. */
+    /* Stops listening (the endpoint closes); the transport's own
+     * operations on the loop end later. */
     void (*unlisten)(struct ol_xport *t);
-    /* True while an accept of the listener is outstanding. */
-    bool (*listening)(const struct ol_xport *t);
+    /* True while the transport has an operation of its own outstanding on
+     * the loop (the listener's accept, the wakeup poll). */
+    bool (*busy)(const struct ol_xport *t);
     /* Starts a connection to sa (connected follows), or NULL (-errno in *rc). */
     struct ol_xconn *(*dial)(struct ol_xport *t, const struct sockaddr *sa, socklen_t salen,
                              void *user, int *rc);
@@ -84,5 +87,10 @@ struct ol_xport {
 /* The TCP transport on loop. 0 and *out, or -errno. */
 int ol_xport_tcp_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,
                         struct ol_xport **out);
+/* The UCX transport on loop (xport_ucx.c; UCX's own settings from its
+ * UCX_* environment, UCX_TLS among them). 0 and *out, or -errno with a
+ * message in err (-ENOTSUP: built without UCX). */
+int ol_xport_ucx_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,
+                        struct ol_xport **out, char *err, size_t errlen);
 
 #endif

@@ -145,7 +145,7 @@ static void tcp_unlisten(struct ol_xport *t)
         shutdown(tp->lfd, SHUT_RDWR);
 }
 
-static bool tcp_listening(const struct ol_xport *t)
+static bool tcp_busy(const struct ol_xport *t)
 {
     return ((const struct tcp_port *)t)->accepting;
 }
@@ -234,7 +234,7 @@ static const struct ol_xport_ops tcp_ops = {
     .name = "tcp",
     .listen = tcp_listen,
     .unlisten = tcp_unlisten,
-    .listening = tcp_listening,
+    .busy = tcp_busy,
     .dial = tcp_dial,
     .recv = tcp_recv,
     .send = tcp_send,

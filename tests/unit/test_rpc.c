@@ -119,6 +119,20 @@ OLT_TEST(rpc_proofs_bind_every_input)
 
 /* ---- two endpoints on one loop --------------------------------------------- */
 
+/* The transport of the endpoints made below: NULL (TCP) or "ucx". The
+ * tests of two endpoints run over both; UCX here over its tcp transport
+ * (the real library, no RDMA hardware needed), unless UCX_TLS says
+ * otherwise. */
+static const char *transport;
+
+#ifdef OL_HAVE_UCX
+static const char *ucx_transport(void)
+{
+    setenv("UCX_TLS", "tcp", 0);
+    return "ucx";
+}
+#endif
+
 #define OP_HOLD 5    /* a handler that keeps its requests until the test answers */
 #define MAXHELD 256
 
@@ -214,7 +228,8 @@ static struct ol_rpc *endpoint(struct drv *d, int64_t id, const char *listen, co
 {
     struct ol_rpc_params p = {.self_id = id, .cluster = "test", .secret = secret,
                               .secret_len = strlen(secret), .listen_addr = listen,
-                              .window = window, .handshake_ms = 300, .max_unauth = 4};
+                              .window = window, .handshake_ms = 300, .max_unauth = 4,
+                              .transport = transport};
     char err[256];
     struct ol_rpc *r = NULL;
     int rc = ol_rpc_create(d->loop, &p, &r, err, sizeof err);
@@ -288,8 +303,9 @@ static int step_ping(struct drv *d)
     }
 }
 
-OLT_TEST(rpc_handshake_and_calls)
+static void rpc_handshake_and_calls_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, SECRET, 0);
     /* A call made while the connection is still being made waits for it. */
@@ -306,7 +322,20 @@ OLT_TEST(rpc_handshake_and_calls)
     n = ol_rpc_metrics(d.a, "", m, sizeof m);
     OLT_CHECK(strstr(m, "openlake_rpc_requests_total{} 4\n"));
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_handshake_and_calls)
+{
+    rpc_handshake_and_calls_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_handshake_and_calls_ucx)
+{
+    rpc_handshake_and_calls_on(ucx_transport());
+}
+#endif
 
 /* ---- credits --------------------------------------------------------------- */
 
@@ -351,8 +380,9 @@ static int step_credit(struct drv *d)
     }
 }
 
-OLT_TEST(rpc_credits_bound_what_the_acceptor_holds)
+static void rpc_credits_bound_what_the_acceptor_holds_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, SECRET, 65536);
     run(&d, step_credit);
@@ -367,7 +397,20 @@ OLT_TEST(rpc_credits_bound_what_the_acceptor_holds)
     OLT_CHECK(atoi(s + strlen("openlake_rpc_peer_credit_stalls_total{peer=\"1\"} ")) > 0);
     OLT_CHECK(strstr(m, "openlake_rpc_peer_credit_bytes{peer=\"1\"} 65536\n"));
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_credits_bound_what_the_acceptor_holds)
+{
+    rpc_credits_bound_what_the_acceptor_holds_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_credits_bound_what_the_acceptor_holds_ucx)
+{
+    rpc_credits_bound_what_the_acceptor_holds_on(ucx_transport());
+}
+#endif
 
 /* ---- deadlines -------------------------------------------------------------- */
 
@@ -394,15 +437,29 @@ static int step_deadline(struct drv *d)
     }
 }
 
-OLT_TEST(rpc_deadline_then_late_reply)
+static void rpc_deadline_then_late_reply_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, SECRET, 0);
     run(&d, step_deadline);
     OLT_CHECK_EQ(d.errs[0], 1);
     OLT_CHECK_EQ(d.ok, 1);
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_deadline_then_late_reply)
+{
+    rpc_deadline_then_late_reply_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_deadline_then_late_reply_ucx)
+{
+    rpc_deadline_then_late_reply_on(ucx_transport());
+}
+#endif
 
 /* ---- a peer that goes, and comes back ------------------------------------------ */
 
@@ -450,14 +507,28 @@ static int step_gone(struct drv *d)
     }
 }
 
-OLT_TEST(rpc_peer_gone_fails_fast_then_reconnects)
+static void rpc_peer_gone_fails_fast_then_reconnects_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, SECRET, 0);
     run(&d, step_gone);
     OLT_CHECK_EQ(d.ok, 1);
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_peer_gone_fails_fast_then_reconnects)
+{
+    rpc_peer_gone_fails_fast_then_reconnects_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_peer_gone_fails_fast_then_reconnects_ucx)
+{
+    rpc_peer_gone_fails_fast_then_reconnects_on(ucx_transport());
+}
+#endif
 
 /* ---- a dialer with another secret -------------------------------------------- */
 
@@ -473,8 +544,9 @@ static int step_wrong_secret(struct drv *d)
     return mono_ms() - d->phase_ms > 300;
 }
 
-OLT_TEST(rpc_wrong_secret_never_connects)
+static void rpc_wrong_secret_never_connects_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, "a different secret of 32 bytes!!", 0);
     OLT_CHECK_EQ(ping(&d, 8, 8), 0);
@@ -486,7 +558,20 @@ OLT_TEST(rpc_wrong_secret_never_connects)
     OLT_CHECK(!strstr(m, "openlake_rpc_peer_auth_failures_total{peer=\"1\"} 0\n"));
     OLT_CHECK(strstr(m, "openlake_rpc_peer_connects_total{peer=\"1\"} 0\n"));
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_wrong_secret_never_connects)
+{
+    rpc_wrong_secret_never_connects_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_wrong_secret_never_connects_ucx)
+{
+    rpc_wrong_secret_never_connects_on(ucx_transport());
+}
+#endif
 
 /* ---- strangers on the port --------------------------------------------------------- */
 
@@ -851,8 +936,9 @@ static int step_remove(struct drv *d)
     }
 }
 
-OLT_TEST(rpc_peer_removed_from_its_own_callbacks)
+static void rpc_peer_removed_from_its_own_callbacks_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, SECRET, 0);
 
@@ -861,4 +947,17 @@ OLT_TEST(rpc_peer_removed_from_its_own_callbacks)
     OLT_CHECK_EQ(d.ok, 1);
     OLT_CHECK_EQ(d.last_len, 16);
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_peer_removed_from_its_own_callbacks)
+{
+    rpc_peer_removed_from_its_own_callbacks_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_peer_removed_from_its_own_callbacks_ucx)
+{
+    rpc_peer_removed_from_its_own_callbacks_on(ucx_transport());
+}
+#endif

@@ -1,0 +1,117 @@
+"""The node RPC over UCX (transport = "ucx"; docs/node-protocol.md
+"Transports"): the same frames, handshake and credits over UCP stream
+endpoints. Here UCX runs over its tcp transport (UCX_TLS=tcp: the real
+library on loopback, no RDMA hardware). Real etcd, real daemons, the real
+CLI; the KV pool on top needs no change.
+"""
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from test_cli_kv import cli
+from test_cluster import ETCD, etcd, wait_for
+from test_cluster_kv import kpm, kv, pool, settled_pushes
+from test_cluster_rpc import metric, node, secret, up
+from test_http import hermetic_openlake_env
+
+assert hermetic_openlake_env  # autouse fixture, imported to apply here too
+assert etcd                   # the fixture: one etcd member per test
+
+
+def built_with_ucx():
+    r = cli("--json", "version")
+    return r.returncode == 0 and json.loads(r.stdout)["ucx"] is True
+
+
+HAVE_UCX = built_with_ucx()
+pytestmark = pytest.mark.skipif(not ETCD, reason="etcd is not installed (scripts/deps.sh test "
+                                "installs etcd-server)")
+needs_ucx = pytest.mark.skipif(not HAVE_UCX, reason="built without UCX (libucx-dev)")
+
+
+@pytest.fixture(autouse=True)
+def ucx_over_tcp(monkeypatch):
+    monkeypatch.setenv("UCX_TLS", "tcp")
+
+
+@needs_ucx
+def test_a_value_put_on_one_node_is_read_on_the_others_over_ucx(etcd, make_daemon, tmp_path):
+    (a, b, c), tok = pool(make_daemon, etcd, tmp_path, n=3, extra=["--transport", "ucx"])
+    vals = {f"u-{i}": os.urandom(1000 + 517 * i) for i in range(30)}
+    for k, v in vals.items():
+        r = kv(a, tok, "put", k, stdin=v)
+        assert r.returncode == 0, r.stderr
+    pushed = settled_pushes(a)        # a sent the keys homed on b and c home
+    assert 5 <= pushed <= 28
+    for d in (b, c):
+        for k, v in vals.items():
+            r = kv(d, tok, "get", k)
+            assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
+    # some were fetched from their homes over the node RPC, not all local
+    assert kpm(b, "fetched_keys_total") + kpm(c, "fetched_keys_total") >= 1
+    assert kpm(a, "served_gets_total") >= 1
+    for d in (a, b, c):
+        assert metric(d, "openlake_rpc_refused_total", cause="protocol") == 0
+        assert d.is_ready()
+
+
+@needs_ucx
+def test_strangers_and_wrong_secrets_on_the_ucx_listener_get_nothing(etcd, make_daemon,
+                                                                     tmp_path):
+    s = secret(tmp_path)
+    a = node(make_daemon, etcd, 1, s, start=False)
+    a.args += ["--transport", "ucx"]
+    a.start()
+    addr = ("127.0.0.1", a.rpc_port)
+    rss0 = a.rss_kib()
+    # plain TCP to the UCX listener: not UCX's connection protocol, so not
+    # even a frame of ours comes back; garbage, a truncated OLRP header,
+    # silence, and a flood: the node stays up and holds nothing
+    for junk in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"OLRP\x01\x01\x00", os.urandom(4096)):
+        with socket.create_connection(addr) as sk:
+            sk.sendall(junk)
+            sk.settimeout(2)
+            try:
+                got = sk.recv(64)
+            except (socket.timeout, ConnectionResetError):
+                got = b""
+            assert not got.startswith(b"OLRP"), got
+    flood = [socket.create_connection(addr) for _ in range(100)]
+    time.sleep(0.5)
+    for sk in flood:
+        sk.close()
+    assert a.is_ready()
+    assert metric(a, "openlake_rpc_requests_total") == 0
+    # a node with the secret connects (the listener still works); one with
+    # another secret gets no connection, both ways
+    b = node(make_daemon, etcd, 2, s, start=False)
+    b.args += ["--transport", "ucx"]
+    b.start()
+    c = node(make_daemon, etcd, 3, secret(tmp_path, "other"), start=False)
+    c.args += ["--transport", "ucx"]
+    c.start()
+    wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected over ucx")
+    for d, p in ((a, 3), (b, 3), (c, 1), (c, 2)):
+        wait_for(lambda: (metric(d, "openlake_rpc_peer_auth_failures_total", peer=p) or 0) > 0,
+                 f"{p}'s proof refused")
+    time.sleep(0.5)
+    assert up(a, 3) == 0 and up(c, 1) == 0 and up(c, 2) == 0
+    assert metric(a, "openlake_rpc_requests_total") == 0
+    assert a.is_ready() and a.rss_kib() - rss0 < 64 * 1024, (rss0, a.rss_kib())
+    for d in (a, b, c):
+        d.stop()                      # exit 0, no sanitizer report
+
+
+@pytest.mark.skipif(HAVE_UCX, reason="this build has UCX")
+def test_a_build_without_ucx_refuses_the_transport(make_daemon, tmp_path):
+    d = make_daemon(start=False, args=["--cluster.name", "c1", "--cluster.etcd", "http://h:1",
+                                       "--transport", "ucx", "--cluster.secret-file",
+                                       secret(tmp_path)])
+    d.start(wait=False)
+    assert d.proc.wait(30) == 2
+    d.stop(expect_rc=2)
+    assert '"ucx": this build has no UCX' in d.stderr()
+
