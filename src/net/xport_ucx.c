@@ -603,6 +603,7 @@ int ol_xport_ucx_create(ol_loop *loop, const struct ol_xport_events *ev, void *a
 
 #else
 
+#include <errno.h>
 #include <stdio.h>
 
 int ol_xport_ucx_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,

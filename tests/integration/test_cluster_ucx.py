@@ -37,6 +37,12 @@ def ucx_over_tcp(monkeypatch):
     monkeypatch.setenv("UCX_TLS", "tcp")
 
 
+def ucx_node(make_daemon, etcd, nid, secret_file, rpc=None):
+    d = node(make_daemon, etcd, nid, secret_file, start=False, rpc=rpc)
+    d.args += ["--transport", "ucx"]
+    return d.start()
+
+
 @needs_ucx
 def test_a_value_put_on_one_node_is_read_on_the_others_over_ucx(etcd, make_daemon, tmp_path):
     (a, b, c), tok = pool(make_daemon, etcd, tmp_path, n=3, extra=["--transport", "ucx"])
@@ -62,9 +68,7 @@ def test_a_value_put_on_one_node_is_read_on_the_others_over_ucx(etcd, make_daemo
 def test_strangers_and_wrong_secrets_on_the_ucx_listener_get_nothing(etcd, make_daemon,
                                                                      tmp_path):
     s = secret(tmp_path)
-    a = node(make_daemon, etcd, 1, s, start=False)
-    a.args += ["--transport", "ucx"]
-    a.start()
+    a = ucx_node(make_daemon, etcd, 1, s)
     addr = ("127.0.0.1", a.rpc_port)
     rss0 = a.rss_kib()
     # plain TCP to the UCX listener: not UCX's connection protocol, so not
@@ -87,12 +91,8 @@ def test_strangers_and_wrong_secrets_on_the_ucx_listener_get_nothing(etcd, make_
     assert metric(a, "openlake_rpc_requests_total") == 0
     # a node with the secret connects (the listener still works); one with
     # another secret gets no connection, both ways
-    b = node(make_daemon, etcd, 2, s, start=False)
-    b.args += ["--transport", "ucx"]
-    b.start()
-    c = node(make_daemon, etcd, 3, secret(tmp_path, "other"), start=False)
-    c.args += ["--transport", "ucx"]
-    c.start()
+    b = ucx_node(make_daemon, etcd, 2, s)
+    c = ucx_node(make_daemon, etcd, 3, secret(tmp_path, "other"))
     wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected over ucx")
     for d, p in ((a, 3), (b, 3), (c, 1), (c, 2)):
         wait_for(lambda: (metric(d, "openlake_rpc_peer_auth_failures_total", peer=p) or 0) > 0,
@@ -103,6 +103,31 @@ def test_strangers_and_wrong_secrets_on_the_ucx_listener_get_nothing(etcd, make_
     assert a.is_ready() and a.rss_kib() - rss0 < 64 * 1024, (rss0, a.rss_kib())
     for d in (a, b, c):
         d.stop()                      # exit 0, no sanitizer report
+
+
+@needs_ucx
+def test_a_killed_peer_fails_its_calls_at_once_and_is_back_when_it_restarts(etcd, make_daemon,
+                                                                            tmp_path):
+    """Over UCX as over TCP: a peer process that dies is down at once (its
+    endpoint's error, no deadline waited out), its keys are misses within
+    the pool's deadline, and once it restarts on the same rpc_addr the
+    nodes connect again."""
+    s = secret(tmp_path)
+    a = ucx_node(make_daemon, etcd, 1, s)
+    b = ucx_node(make_daemon, etcd, 2, s)
+    wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "connected over ucx")
+    b.proc.kill()
+    b.proc.wait()
+    t0 = time.time()
+    wait_for(lambda: up(a, 2) == 0, "2 down at 1", timeout=5)
+    assert time.time() - t0 < 2                       # its endpoint failed: no timeout
+    wait_for(lambda: up(a, 2) is None, "2 forgotten", timeout=15)   # its lease ran out
+    b.stop(expect_rc=None)
+    b2 = ucx_node(make_daemon, etcd, 2, s, rpc=b.rpc_port)
+    wait_for(lambda: up(a, 2) == 1 and up(b2, 1) == 1, "2 back")
+    assert metric(a, "openlake_rpc_peer_connects_total", peer=2) == 1   # a new peer entry
+    for d in (a, b2):
+        d.stop()
 
 
 @pytest.mark.skipif(HAVE_UCX, reason="this build has UCX")
