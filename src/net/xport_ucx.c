@@ -299,7 +299,8 @@ static void on_kick(ol_loop *loop, struct ol_timer *t)
 {
     struct ucx_port *up = OL_CONTAINER(t, struct ucx_port, kick);
     for (int round = 0; round < 64; round++) {
-        while (ucp_worker_progress(up->w))
+        /* bounded: a peer that keeps sending cannot hold the loop here */
+        for (int i = 0; i < 256 && ucp_worker_progress(up->w); i++)
             ;
         ucp_stream_poll_ep_t eps[UCX_POLL_EPS];
         ssize_t n;

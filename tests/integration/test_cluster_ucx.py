@@ -14,7 +14,7 @@ import pytest
 from test_cli_kv import cli
 from test_cluster import ETCD, etcd, wait_for
 from test_cluster_kv import kpm, kv, pool, settled_pushes
-from test_cluster_rpc import metric, node, secret, up
+from test_cluster_rpc import AK, SK, metric, node, secret, up
 from test_http import hermetic_openlake_env
 
 assert hermetic_openlake_env  # autouse fixture, imported to apply here too
@@ -128,6 +128,35 @@ def test_a_killed_peer_fails_its_calls_at_once_and_is_back_when_it_restarts(etcd
     assert metric(a, "openlake_rpc_peer_connects_total", peer=2) == 1   # a new peer entry
     for d in (a, b2):
         d.stop()
+
+
+@needs_ucx
+@pytest.mark.parametrize("transport", ["tcp", "ucx"])
+def test_the_probe_measures_every_pair_over_either_transport(etcd, make_daemon, tmp_path, transport):
+    """cluster topology --probe: PING's round trip and bytes per second
+    both ways, over UCX, and over TCP on the same machine in the same run
+    to compare (the figures are printed: pytest -s)."""
+    s = secret(tmp_path)
+    skf = tmp_path / "sk"
+    skf.write_text(SK + "\n")
+    skf.chmod(0o600)
+    nodes = []
+    for i in (1, 2):
+        d = node(make_daemon, etcd, i, s, start=False)
+        d.args += ["--transport", transport]
+        d.env.update({"OPENLAKE_ACCESS_KEY": AK, "OPENLAKE_SECRET_KEY_FILE": str(skf)})
+        nodes.append(d.start())
+    wait_for(lambda: up(nodes[0], 2) == 1 and up(nodes[1], 1) == 1, "connected over ucx")
+    r = cli("--json", "cluster", "topology", "--etcd", etcd.url, "--cluster", "c1", "--probe",
+            "--mib", "16", "--access-key", AK, "--secret-key-file", str(skf))
+    assert r.returncode == 0, r.stderr
+    for n in json.loads(r.stdout)["nodes"]:
+        for p in n["probe"]:
+            assert p["ok"] and p["error"] == "", p
+            assert 0 < p["rtt_us"] < 100000
+            assert p["to_bytes_per_s"] > 1e6 and p["from_bytes_per_s"] > 1e6, p
+            print(f"{transport} probe {n['id']}->{p['peer']}: rtt {p['rtt_us']} us, "
+                  f"to {p['to_bytes_per_s'] / 1e9:.2f} GB/s, from {p['from_bytes_per_s'] / 1e9:.2f} GB/s")
 
 
 @pytest.mark.skipif(HAVE_UCX, reason="this build has UCX")
