@@ -59,6 +59,7 @@ struct ucx_conn {
     size_t send_len;
     bool dialer, recv_armed, has_data, shut, freed, pending, accepted_ev;
     bool delivering;                     /* its events run: a free waits */
+    bool in_data;                        /* rpc.c reads UCX's buffer: a close waits */
     /* events noted, delivered by kick */
     bool ev_connected, ev_sent, ev_recv_end;
     int sent_res, recv_res;
@@ -226,6 +227,19 @@ static void reap_zombies(struct ucx_port *up)
     }
 }
 
+/* Closes c's endpoint (force: its send ends with -ECANCELED). */
+static void ep_close(struct ucx_conn *c)
+{
+    if (!c->ep)
+        return;
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                               .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    ucs_status_ptr_t r = ucp_ep_close_nbx(c->ep, &prm);
+    c->ep = NULL;
+    if (r && !UCS_PTR_IS_ERR(r))
+        c->close_req = r;
+}
+
 /* Reads what c's endpoint holds, while its receive is armed. */
 static void conn_drain(struct ucx_conn *c)
 {
@@ -241,11 +255,14 @@ static void conn_drain(struct ucx_conn *c)
             conn_end_recv(c, status_errno(UCS_PTR_STATUS(d)));
             return;
         }
-        ucp_ep_h ep = c->ep;
-        /* rpc.c may shut c down from this event, never free it (its
-         * receive is armed) */
+        /* rpc.c may shut c down from this event (its endpoint is closed
+         * once the buffer is back), never free it (its receive is armed) */
+        c->in_data = true;
         c->x.t->ev->received(&c->x, (int)len, (const uint8_t *)d, true);
-        ucp_stream_data_release(ep, d);
+        c->in_data = false;
+        ucp_stream_data_release(c->ep, d);
+        if (c->shut)
+            ep_close(c);
     }
 }
 
@@ -298,7 +315,8 @@ static void deliver(struct ucx_port *up)
 static void on_kick(ol_loop *loop, struct ol_timer *t)
 {
     struct ucx_port *up = OL_CONTAINER(t, struct ucx_port, kick);
-    for (int round = 0; round < 64; round++) {
+    bool armed = false;
+    for (int round = 0; round < 64 && !armed; round++) {
         /* bounded: a peer that keeps sending cannot hold the loop here */
         for (int i = 0; i < 256 && ucp_worker_progress(up->w); i++)
             ;
@@ -316,14 +334,14 @@ static void on_kick(ol_loop *loop, struct ol_timer *t)
         reap_zombies(up);
         if (up->phead)
             continue;
-        ucs_status_t st = ucp_worker_arm(up->w);
-        if (st == UCS_ERR_BUSY)
-            continue;
-        break;
+        /* UCS_ERR_BUSY: more events came, progress again; UCS_OK: the fd
+         * is polled (another error is not expected of a worker made with
+         * the wakeup feature; it is polled too) */
+        armed = ucp_worker_arm(up->w) != UCS_ERR_BUSY;
     }
     ol_timer_cancel(loop, &up->kick); /* deliveries above may have deferred it */
-    if (up->phead) {
-        port_kick(up); /* more than a round's worth: the next iteration */
+    if (up->phead || !armed) {
+        port_kick(up); /* more than 64 rounds' worth: the next iteration */
         return;
     }
     if (!up->polling && !up->stopped && ol_loop_poll(loop, &up->poll_op, up->efd, POLLIN) == 0)
@@ -482,14 +500,8 @@ static void ucx_shutdown(struct ol_xconn *x)
     if (c->shut)
         return;
     c->shut = true;
-    if (c->ep) {
-        ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                   .flags = UCP_EP_CLOSE_FLAG_FORCE};
-        ucs_status_ptr_t r = ucp_ep_close_nbx(c->ep, &prm);
-        c->ep = NULL;
-        if (r && !UCS_PTR_IS_ERR(r))
-            c->close_req = r;
-    }
+    if (!c->in_data)
+        ep_close(c); /* else once rpc.c gave UCX's buffer back (conn_drain) */
     conn_end_recv(c, -ECANCELED);
     if (c->ev_connected && c->failed == UCS_OK)
         c->failed = UCS_ERR_CANCELED; /* the dial ends with -ECANCELED */
