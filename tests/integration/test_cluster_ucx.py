@@ -14,7 +14,7 @@ import pytest
 from test_cli_kv import cli
 from test_cluster import ETCD, etcd, wait_for
 from test_cluster_kv import kpm, kv, pool, settled_pushes
-from test_cluster_rpc import AK, SK, metric, node, secret, up
+from test_cluster_rpc import AK, SK, metric, node, secret, up, wait_proofs_refused
 from test_http import hermetic_openlake_env
 
 assert hermetic_openlake_env  # autouse fixture, imported to apply here too
@@ -94,10 +94,7 @@ def test_strangers_and_wrong_secrets_on_the_ucx_listener_get_nothing(etcd, make_
     b = ucx_node(make_daemon, etcd, 2, s)
     c = ucx_node(make_daemon, etcd, 3, secret(tmp_path, "other"))
     wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected over ucx")
-    for d, p in ((a, 3), (b, 3), (c, 1), (c, 2)):
-        wait_for(lambda: (metric(d, "openlake_rpc_peer_auth_failures_total", peer=p) or 0) > 0,
-                 f"{p}'s proof refused")
-    time.sleep(0.5)
+    wait_proofs_refused(((a, 3), (b, 3), (c, 1), (c, 2)))
     assert up(a, 3) == 0 and up(c, 1) == 0 and up(c, 2) == 0
     assert metric(a, "openlake_rpc_requests_total") == 0
     assert a.is_ready() and a.rss_kib() - rss0 < 64 * 1024, (rss0, a.rss_kib())
