@@ -214,7 +214,7 @@ static const struct ckey ol_config_keys[] = {
      .doc = "Services to run: all, s3 (S3 API only) or kv (KV cache only)."},
     {.name = "transport", .kind = K_ENUM, .off = CO(transport),
      .choices = transports, .def = "tcp",
-     .doc = "Node RPC transport: tcp; ucx is not built yet (a cluster node refuses it)."},
+     .doc = "Node RPC transport: tcp, or ucx (UCX stream endpoints; UCX_TLS picks the wire; a build without UCX refuses it)."},
     {.name = "rpc_addr", .kind = K_ADDR, .off = CO(rpc_addr),
      .size = CS(rpc_addr), .def = "127.0.0.1:9100",
      .doc = "A cluster node's node RPC listener (docs/node-protocol.md); "
@@ -1753,10 +1753,12 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
                     "least 32 (e.g. openssl rand -hex 32)",
                     key_where(c, secret_source(c, find_key("cluster.secret")), w, sizeof w),
                     strlen(c->cluster.secret));
+#ifndef OL_HAVE_UCX
     if (c->cluster.name[0] && c->transport == OL_TRANSPORT_UCX)
-        return errf(err, errlen, "%s: \"ucx\" is not available yet: the node RPC runs "
-                    "over TCP (transport = \"tcp\")",
+        return errf(err, errlen, "%s: \"ucx\": this build has no UCX (libucx-dev was not "
+                    "found when it was built); use \"tcp\"",
                     key_where(c, find_key("transport"), w, sizeof w));
+#endif
     if (c->cluster.name[0] && (strcmp(c->rpc_addr, c->s3_addr) == 0 ||
                                (c->mode != OL_MODE_S3 && strcmp(c->rpc_addr, c->kv_addr) == 0)))
         return errf(err, errlen, "%s: %s is also %s; a cluster node's RPC listener needs an "

@@ -367,6 +367,7 @@ static int net_init(ol_loop *loop, void *arg)
         .secret = c->cluster.secret,
         .secret_len = strlen(c->cluster.secret),
         .listen_addr = c->rpc_addr,
+        .transport = c->transport == OL_TRANSPORT_UCX ? "ucx" : "tcp",
         .window = (uint32_t)c->cluster.rpc_window_bytes,
     };
     if (ol_rpc_create(loop, &p, &n->rpc, n->err, sizeof n->err) < 0)

@@ -4,12 +4,14 @@
  *
  * A connection has one role. The dialer (struct ol_rpc_peer owns it) sends
  * HELLO, AUTH and REQUESTs; the acceptor sends CHALLENGE, READY and
- * REPLYs. Input is read with the loop's multishot receive and copied into
- * the frame being assembled: a handshake or CLOSE frame into the
- * connection's small buffer, a REQUEST into its struct ol_rpc_reqi (handed
+ * REPLYs. The bytes move over a transport (xport.h: TCP or UCX);
+ * everything else is here, the same for every transport. Input arrives
+ * in the transport's buffers and is copied into the frame being
+ * assembled: a handshake or CLOSE frame into the connection's small
+ * buffer, a REQUEST into its struct ol_rpc_reqi (handed
  * to the handler), a REPLY into a buffer of its length (bounded by the
- * call's reply_max). Output is a queue of whole frames, sent with one
- * sendmsg of up to OL_RPC_IOV of them at a time.
+ * call's reply_max). Output is a queue of whole frames, handed to the
+ * transport up to OL_RPC_IOV of them at a time.
  *
  * Calls: a peer has max_calls slots; a call's id is (sequence << 16 |
  * slot). A slot is WAITING (its frame in the peer's queue, for the
@@ -28,8 +30,6 @@
 #include "base/log.h"
 
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -39,8 +39,8 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
+#include "net/xport.h"
 #include "rt/net.h"
 
 #define OL_RPC_TICK_MS   50
@@ -115,12 +115,11 @@ struct ol_rpc_reqi {
 };
 
 struct ol_rpc_conn {
-    struct ol_op recv_op, send_op, conn_op;
+    struct ol_xconn *x;                  /* its transport's connection */
     struct ol_rpc *r;
     struct ol_rpc_conn *next, *prev;
     struct ol_rpc_conn *unext, *uprev;   /* acceptors before their proof checked */
     struct ol_rpc_peer *peer;            /* dialer: its peer while attached */
-    int fd;
     bool dialer, recv_armed, send_inflight, connecting, closing, close_after, rearm, unauth;
     bool dead;                           /* closed and done with: freed by the reap */
     int state;
@@ -142,7 +141,6 @@ struct ol_rpc_conn {
     /* output */
     struct ol_rpc_out *ohead, *otail;
     struct iovec iov[OL_RPC_IOV];
-    struct msghdr msg;
 };
 
 struct ol_rpc {
@@ -152,9 +150,9 @@ struct ol_rpc {
     uint8_t secret[256];
     size_t secret_len;
     uint32_t window, reply_window, max_calls, handshake_ms, max_unauth, max_payload;
-    int lfd, port;
-    struct ol_op accept_op;
-    bool accepting, closing;
+    struct ol_xport *xp;                 /* the transport: its listener, connections */
+    int port;
+    bool closing;
     struct ol_timer tick;
     struct { ol_rpc_handler fn; void *arg; } handlers[OL_RPC_OP_MAX + 1];
     struct ol_rpc_conn *conns;
@@ -249,11 +247,9 @@ static void conn_refuse(struct ol_rpc_conn *c, int status, const char *msg)
         conn_close(c);
 }
 
-static void on_send(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+static void on_sent(struct ol_xconn *x, int res)
 {
-    (void)loop;
-    (void)flags;
-    struct ol_rpc_conn *c = OL_CONTAINER(op, struct ol_rpc_conn, send_op);
+    struct ol_rpc_conn *c = x->user;
     c->send_inflight = false;
     if (res < 0) {
         conn_close(c);
@@ -295,10 +291,7 @@ static void conn_flush(struct ol_rpc_conn *c)
         c->iov[n].iov_base = f->data + f->sent;
         c->iov[n].iov_len = f->len - f->sent;
     }
-    memset(&c->msg, 0, sizeof c->msg);
-    c->msg.msg_iov = c->iov;
-    c->msg.msg_iovlen = (size_t)n;
-    if (ol_loop_sendmsg(c->r->loop, &c->send_op, c->fd, &c->msg) != 0) {
+    if (c->x->t->ops->send(c->x, c->iov, n) != 0) {
         conn_close(c);
         return;
     }
@@ -618,8 +611,9 @@ static void conn_maybe_free(struct ol_rpc_conn *c)
         c->refs)
         return;
     struct ol_rpc *r = c->r;
-    close(c->fd);
-    c->fd = -1;
+    if (c->x)
+        c->x->t->ops->free(c->x);
+    c->x = NULL;
     while (c->ohead) {
         struct ol_rpc_out *f = c->ohead;
         c->ohead = f->next;
@@ -685,13 +679,8 @@ static void conn_close(struct ol_rpc_conn *c)
     if (!c->closing) {
         c->closing = true;
         unauth_remove(c);
-        if (c->recv_armed)
-            ol_loop_cancel(c->r->loop, &c->recv_op);
-        if (c->send_inflight)
-            ol_loop_cancel(c->r->loop, &c->send_op);
-        if (c->connecting)
-            ol_loop_cancel(c->r->loop, &c->conn_op);
-        shutdown(c->fd, SHUT_RDWR);
+        if (c->x)
+            c->x->t->ops->shutdown(c->x);
         conn_detach(c);
     }
     conn_maybe_free(c);
@@ -714,9 +703,8 @@ static void log_limited(struct ol_rpc *r, const char *fmt, ...)
     ol_warn("%s", msg);
 }
 
-static void on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags);
-
-static struct ol_rpc_conn *conn_new(struct ol_rpc *r, int fd, bool dialer)
+/* A connection over x (a dialer's: NULL until its dial started). */
+static struct ol_rpc_conn *conn_new(struct ol_rpc *r, struct ol_xconn *x, bool dialer)
 {
     if (r->nconns >= OL_RPC_MAX_CONNS)
         return NULL;
@@ -724,28 +712,16 @@ static struct ol_rpc_conn *conn_new(struct ol_rpc *r, int fd, bool dialer)
     if (!c)
         return NULL;
     c->r = r;
-    c->fd = fd;
+    c->x = x;
+    if (x)
+        x->user = c;
     c->dialer = dialer;
-    c->recv_op.cb = on_recv;
-    c->send_op.cb = on_send;
     c->deadline_ms = now_ms(r) + r->handshake_ms;
     c->next = r->conns;
     if (r->conns)
         r->conns->prev = c;
     r->conns = c;
     r->nconns++;
-    /* A peer host that dies or is cut off without a reset: unacknowledged
-     * bytes fail the connection after OL_RPC_USER_TIMEOUT_MS, an idle one
-     * after its keepalive probes; its calls then fail at once instead of
-     * waiting out their deadlines one by one. */
-    int one = 1, idle = OL_RPC_KEEPIDLE_S, intvl = OL_RPC_KEEPINTVL_S, cnt = OL_RPC_KEEPCNT;
-    unsigned user_timeout = OL_RPC_USER_TIMEOUT_MS;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
     return c;
 }
 
@@ -753,7 +729,7 @@ static void conn_arm(struct ol_rpc_conn *c)
 {
     if (c->recv_armed || c->closing)
         return;
-    if (ol_loop_recv(c->r->loop, &c->recv_op, c->fd) != 0) {
+    if (c->x->t->ops->recv(c->x) != 0) {
         conn_close(c);
         return;
     }
@@ -1110,19 +1086,14 @@ static void conn_take(struct ol_rpc_conn *c, const uint8_t *b, uint32_t n)
     }
 }
 
-static void on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+static void on_received(struct ol_xconn *x, int res, const uint8_t *b, bool more)
 {
-    struct ol_rpc_conn *c = OL_CONTAINER(op, struct ol_rpc_conn, recv_op);
-    if (!(flags & OL_CQE_MORE))
+    struct ol_rpc_conn *c = x->user;
+    if (!more)
         c->recv_armed = false;
     c->refs++; /* c stays while its frames are handled */
     if (res > 0) {
-        unsigned bid;
-        char *b = ol_loop_recv_buf(loop, flags, &bid);
-        if (b) {
-            conn_take(c, (const uint8_t *)b, (uint32_t)res);
-            ol_loop_buf_release(loop, bid);
-        }
+        conn_take(c, b, (uint32_t)res);
     } else if (res == -ENOBUFS) {
         c->rearm = true; /* the tick re-arms: no buffer now */
     } else if (res != -ECANCELED || !c->closing) {
@@ -1138,46 +1109,35 @@ static void on_recv(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
 
 /* ---- accept and dial -------------------------------------------------------------- */
 
-static void on_accept(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+static void on_accepted(void *arg, struct ol_xconn *x)
 {
-    (void)loop;
-    struct ol_rpc *r = OL_CONTAINER(op, struct ol_rpc, accept_op);
-    if (!(flags & OL_CQE_MORE))
-        r->accepting = false;
-    if (res >= 0) {
-        struct ol_rpc_conn *c = r->closing ? NULL : conn_new(r, res, false);
-        if (!c) {
-            atomic_fetch_add(&r->refused, 1);
-            close(res);
-        } else {
-            atomic_fetch_add(&r->accepted, 1);
-            if (r->nunauth >= r->max_unauth) {
-                atomic_fetch_add(&r->unauth_evicted, 1);
-                conn_close(r->uhead);
-            }
-            c->unauth = true;
-            c->uprev = r->utail;
-            if (r->utail)
-                r->utail->unext = c;
-            else
-                r->uhead = c;
-            r->utail = c;
-            r->nunauth++;
-            c->state = C_HELLO;
-            conn_arm(c);
-        }
+    struct ol_rpc *r = arg;
+    struct ol_rpc_conn *c = r->closing ? NULL : conn_new(r, x, false);
+    if (!c) {
+        atomic_fetch_add(&r->refused, 1);
+        x->t->ops->free(x);
+        return;
     }
-    if (!r->accepting && !r->closing && r->lfd >= 0) {
-        if (ol_loop_accept(r->loop, &r->accept_op, r->lfd) == 0)
-            r->accepting = true;
+    atomic_fetch_add(&r->accepted, 1);
+    if (r->nunauth >= r->max_unauth) {
+        atomic_fetch_add(&r->unauth_evicted, 1);
+        conn_close(r->uhead);
     }
+    c->unauth = true;
+    c->uprev = r->utail;
+    if (r->utail)
+        r->utail->unext = c;
+    else
+        r->uhead = c;
+    r->utail = c;
+    r->nunauth++;
+    c->state = C_HELLO;
+    conn_arm(c);
 }
 
-static void on_connect(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+static void on_connected(struct ol_xconn *x, int res)
 {
-    (void)loop;
-    (void)flags;
-    struct ol_rpc_conn *c = OL_CONTAINER(op, struct ol_rpc_conn, conn_op);
+    struct ol_rpc_conn *c = x->user;
     c->connecting = false;
     if (c->closing || res < 0) {
         conn_close(c);
@@ -1189,21 +1149,19 @@ static void on_connect(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
 static void peer_dial(struct ol_rpc_peer *p)
 {
     struct ol_rpc *r = p->r;
-    int fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct ol_rpc_conn *c = fd >= 0 ? conn_new(r, fd, true) : NULL;
+    struct ol_rpc_conn *c = conn_new(r, NULL, true);
     if (!c) {
-        if (fd >= 0)
-            close(fd);
         p->retry_ms = now_ms(r) + p->backoff_ms;
         return;
     }
     c->peer = p;
     c->peer_id = p->id;
-    c->conn_op.cb = on_connect;
     c->state = C_CHAL;
     p->conn = c;
     p->state = P_DIALING;
-    if (ol_loop_connect(r->loop, &c->conn_op, fd, (struct sockaddr *)&p->sa, p->salen) != 0) {
+    int rc;
+    c->x = r->xp->ops->dial(r->xp, (struct sockaddr *)&p->sa, p->salen, c, &rc);
+    if (!c->x) {
         conn_close(c);
         return;
     }
@@ -1236,6 +1194,13 @@ static void on_tick(ol_loop *loop, struct ol_timer *t)
         ol_timer_arm(loop, &r->tick, OL_RPC_TICK_MS);
     }
 }
+
+static const struct ol_xport_events xport_events = {
+    .accepted = on_accepted,
+    .connected = on_connected,
+    .received = on_received,
+    .sent = on_sent,
+};
 
 /* ---- peers -------------------------------------------------------------------------- */
 
@@ -1345,6 +1310,11 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
         snprintf(err, errlen, "the cluster secret must be %u to 256 bytes", OL_RPC_MIN_SECRET);
         return -EINVAL;
     }
+    if (p->transport && p->transport[0] && strcmp(p->transport, "tcp") != 0 &&
+        strcmp(p->transport, "ucx") != 0) {
+        snprintf(err, errlen, "node rpc: unknown transport \"%s\" (tcp or ucx)", p->transport);
+        return -EINVAL;
+    }
     if (strlen(p->cluster) >= OL_RPC_NAME_LEN || window < (64u << 10) ||
         p->reply_window > OL_RPC_PAYLOAD_LIMIT ||
         window > OL_RPC_PAYLOAD_LIMIT + OL_RPC_HDR_LEN || (calls & (calls - 1)) ||
@@ -1368,21 +1338,25 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
     r->max_calls = calls;
     r->handshake_ms = p->handshake_ms ? p->handshake_ms : OL_RPC_DEF_HANDSHAKE;
     r->max_unauth = p->max_unauth ? p->max_unauth : OL_RPC_DEF_UNAUTH;
-    r->lfd = -1;
     pthread_mutex_init(&r->mu, NULL);
     r->handlers[OL_RPC_OP_PING].fn = on_ping;
-    if (p->listen_addr && p->listen_addr[0]) {
-        int fd = ol_net_listen(p->listen_addr, 0, &r->port, err, errlen);
-        if (fd < 0) {
-            pthread_mutex_destroy(&r->mu);
-            explicit_bzero(r->secret, sizeof r->secret);
-            free(r);
-            return fd;
-        }
-        r->lfd = fd;
-        r->accept_op.cb = on_accept;
-        if (ol_loop_accept(loop, &r->accept_op, fd) == 0)
-            r->accepting = true;
+    int rc;
+    if (p->transport && strcmp(p->transport, "ucx") == 0) {
+        rc = ol_xport_ucx_create(loop, &xport_events, r, &r->xp, err, errlen);
+    } else {
+        rc = ol_xport_tcp_create(loop, &xport_events, r, &r->xp);
+        if (rc != 0)
+            snprintf(err, errlen, "node rpc: no transport: %s", strerror(-rc));
+    }
+    if (rc == 0 && p->listen_addr && p->listen_addr[0])
+        rc = r->xp->ops->listen(r->xp, p->listen_addr, &r->port, err, errlen);
+    if (rc != 0) {
+        if (r->xp)
+            r->xp->ops->destroy(r->xp);
+        pthread_mutex_destroy(&r->mu);
+        explicit_bzero(r->secret, sizeof r->secret);
+        free(r);
+        return rc;
     }
     r->tick.fn = on_tick;
     r->deliver.fn = on_deliver;
@@ -1395,11 +1369,7 @@ void ol_rpc_close_all(struct ol_rpc *r)
 {
     r->closing = true;
     ol_timer_cancel(r->loop, &r->tick);
-    if (r->accepting)
-        ol_loop_cancel(r->loop, &r->accept_op);
-    if (r->lfd >= 0) {
-        shutdown(r->lfd, SHUT_RDWR);
-    }
+    r->xp->ops->unlisten(r->xp);
     for (int b = 0; b < OL_RPC_BUCKETS; b++)
         for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext)
             peer_fail_calls(p, -ECANCELED);
@@ -1409,7 +1379,7 @@ void ol_rpc_close_all(struct ol_rpc *r)
 
 int ol_rpc_idle(const struct ol_rpc *r)
 {
-    return r->nconns == 0 && !r->accepting;
+    return r->nconns == 0 && !r->xp->ops->busy(r->xp);
 }
 
 void ol_rpc_destroy(struct ol_rpc *r)
@@ -1436,8 +1406,7 @@ void ol_rpc_destroy(struct ol_rpc *r)
             r->buckets[b] = p->hnext;
             peer_free(p);
         }
-    if (r->lfd >= 0)
-        close(r->lfd);
+    r->xp->ops->destroy(r->xp);
     pthread_mutex_destroy(&r->mu);
     explicit_bzero(r->secret, sizeof r->secret);
     free(r);

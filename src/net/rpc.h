@@ -1,7 +1,7 @@
 /*
  * rpc.h - the node RPC endpoint of one node: requests to other nodes and
- * their answers, over TCP, authenticated both ways, with credit flow control
- * (docs/node-protocol.md).
+ * their answers, over a byte transport (xport.h: TCP or UCX), authenticated both
+ * ways, with credit flow control (docs/node-protocol.md).
  *
  * Owns: the listener on rpc_addr, one connection to each peer this node
  * calls (it dials: the dialer sends requests, the acceptor answers), the
@@ -64,12 +64,6 @@ struct ol_rpc;
 #define OL_RPC_BACKOFF_MIN_MS 50u
 #define OL_RPC_BACKOFF_MAX_MS 2000u
 #define OL_RPC_MIN_SECRET     16u     /* bytes of cluster secret, at least */
-/* A dead or cut-off peer host (no reset): its connection fails after this
- * long with bytes unacknowledged, or idle after keepalive probes. */
-#define OL_RPC_USER_TIMEOUT_MS 10000u
-#define OL_RPC_KEEPIDLE_S     5
-#define OL_RPC_KEEPINTVL_S    2
-#define OL_RPC_KEEPCNT        3
 
 /* Built-in operations (handlers of others: ol_rpc_handle). */
 enum {
@@ -85,6 +79,7 @@ struct ol_rpc_params {
     const void *secret;           /* the cluster secret; copied, zeroed at destroy */
     size_t secret_len;            /* >= OL_RPC_MIN_SECRET */
     const char *listen_addr;      /* "host:port"; NULL or "": dial only */
+    const char *transport;        /* "tcp" (NULL or "" too) or "ucx" (xport.h) */
     uint32_t window;              /* request bytes granted to each dialer; 0 = default */
     uint32_t reply_window;        /* reply bytes of this node's calls in flight per
                                      peer; 0 = window */

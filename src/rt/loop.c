@@ -200,6 +200,14 @@ int ol_loop_connect(ol_loop *loop, struct ol_op *op, int fd, const struct sockad
     return 0;
 }
 
+int ol_loop_poll(ol_loop *loop, struct ol_op *op, int fd, unsigned events)
+{
+    OL_GET_SQE(loop, sqe);
+    io_uring_prep_poll_add(sqe, fd, events);
+    io_uring_sqe_set_data(sqe, op);
+    return 0;
+}
+
 int ol_loop_cancel(ol_loop *loop, struct ol_op *op)
 {
     OL_GET_SQE(loop, sqe);

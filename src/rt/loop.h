@@ -141,6 +141,9 @@ int ol_loop_send(ol_loop *loop, struct ol_op *op, int fd, const void *buf, size_
  * the completion (res 0 or -errno). */
 int ol_loop_connect(ol_loop *loop, struct ol_op *op, int fd, const struct sockaddr *addr,
                     socklen_t addrlen);
+/* One-shot poll of fd for events (POLLIN...): res is the events that
+ * fired, or -errno. For a library's wakeup fd (UCX's worker). */
+int ol_loop_poll(ol_loop *loop, struct ol_op *op, int fd, unsigned events);
 /* Cancels every operation whose op is `op` (its callbacks still run, with
  * -ECANCELED or their real result). */
 int ol_loop_cancel(ol_loop *loop, struct ol_op *op);

@@ -292,8 +292,6 @@ def test_etcd_user_and_password(etcd, make_daemon, tmp_path):
       "--cluster.etcd-timeout-ms", "2500"], "more than half of cluster.lease_ttl_secs"),
     (["--cluster.name", "c1", "--cluster.etcd", "http://h:1", "--cluster.lease-ttl-secs", "1"],
      "--cluster.lease-ttl-secs: expected an integer from 2 to 600"),
-    (["--cluster.name", "c1", "--cluster.etcd", "http://h:1", "--transport", "ucx"],
-     '"ucx" is not available yet: the node RPC runs over TCP'),
     (["--cluster.name", "c1", "--cluster.etcd", "http://h:1", "--rpc-addr", "127.0.0.1:9000",
       "--s3-addr", "127.0.0.1:9000"], "is also s3_addr; a cluster node's RPC listener needs"),
     (["--cluster.name", "c1", "--cluster.etcd", "http://h:1", "--cluster.rpc-window-bytes",

@@ -68,6 +68,15 @@ def up(d, peer):
     return metric(d, "openlake_rpc_peer_up", peer=peer)
 
 
+def wait_proofs_refused(pairs):
+    """Waits until each (node, peer) of pairs counted a refused proof of
+    that peer's, then a little more: they stay unconnected."""
+    for d, p in pairs:
+        wait_for(lambda: (metric(d, "openlake_rpc_peer_auth_failures_total", peer=p) or 0) > 0,
+                 f"{p}'s proof refused")
+    time.sleep(0.5)
+
+
 def test_members_connect_to_each_other(etcd, make_daemon, tmp_path):
     s = secret(tmp_path)
     nodes = [node(make_daemon, etcd, i, s) for i in (1, 2, 3)]
@@ -88,10 +97,7 @@ def test_a_node_with_another_secret_gets_no_connection(etcd, make_daemon, tmp_pa
     c = node(make_daemon, etcd, 3, secret(tmp_path, "s3"))
     wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected")
     # c is in etcd (a member), but no peer of theirs, nor they of it
-    for d, p in ((a, 3), (b, 3), (c, 1), (c, 2)):
-        wait_for(lambda: (metric(d, "openlake_rpc_peer_auth_failures_total", peer=p) or 0) > 0,
-                 f"{p}'s proof refused")
-    time.sleep(0.5)
+    wait_proofs_refused(((a, 3), (b, 3), (c, 1), (c, 2)))
     assert up(a, 3) == 0 and up(b, 3) == 0 and up(c, 1) == 0 and up(c, 2) == 0
     assert metric(c, "openlake_rpc_peer_connects_total", peer=1) == 0
     assert "failed authentication (another cluster secret?)" in a.stderr()

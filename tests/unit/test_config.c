@@ -884,8 +884,18 @@ OLT_TEST(config_cross_key_checks)
              "openlake.toml:1: rpc_addr: \"127.0.0.1:9000\" is also s3_addr; a cluster node's RPC listener needs an address of its own");
     FILE_ERR("[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\nsecret = \"0123456789\"\n",
              "openlake.toml:4: cluster.secret: the cluster secret has 10 characters; it needs at least 32 (e.g. openssl rand -hex 32)");
+#ifndef OL_HAVE_UCX
     FILE_ERR("transport = \"ucx\"\n[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\n",
-             "openlake.toml:1: transport: \"ucx\" is not available yet: the node RPC runs over TCP (transport = \"tcp\")");
+             "openlake.toml:1: transport: \"ucx\": this build has no UCX (libucx-dev was not found when it was built); use \"tcp\"");
+#else
+    {
+        struct ol_config *c_ = cfg();
+        OLT_CHECK_EQ(load(c_, "transport = \"ucx\"\n[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\n"), 0);
+        OLT_CHECK_EQ(finalize(c_), 0);
+        OLT_CHECK_EQ(c_->transport, OL_TRANSPORT_UCX);
+        free(c_);
+    }
+#endif
     FILE_ERR("data_dirs = [\"/d\", \"/e\", \"/d\"]\n", "openlake.toml:1: data_dirs: \"/d\" is listed twice");
     FILE_ERR("set_drive_count = 8\ndefault_parity_count = 5\n",
              "openlake.toml:2: default_parity_count: 5 is more than half of set_drive_count 8");

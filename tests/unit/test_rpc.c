@@ -17,6 +17,10 @@
 #include "net/rpc.h"
 #include "rt/loop.h"
 
+#ifdef OL_HAVE_UCX
+#include <ucp/api/ucp.h>
+#endif
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -119,6 +123,20 @@ OLT_TEST(rpc_proofs_bind_every_input)
 
 /* ---- two endpoints on one loop --------------------------------------------- */
 
+/* The transport of the endpoints made below: NULL (TCP) or "ucx". The
+ * tests of two endpoints run over both; UCX here over its tcp transport
+ * (the real library, no RDMA hardware needed), unless UCX_TLS says
+ * otherwise. */
+static const char *transport;
+
+#ifdef OL_HAVE_UCX
+static const char *ucx_transport(void)
+{
+    setenv("UCX_TLS", "tcp", 0);
+    return "ucx";
+}
+#endif
+
 #define OP_HOLD 5    /* a handler that keeps its requests until the test answers */
 #define MAXHELD 256
 
@@ -214,7 +232,8 @@ static struct ol_rpc *endpoint(struct drv *d, int64_t id, const char *listen, co
 {
     struct ol_rpc_params p = {.self_id = id, .cluster = "test", .secret = secret,
                               .secret_len = strlen(secret), .listen_addr = listen,
-                              .window = window, .handshake_ms = 300, .max_unauth = 4};
+                              .window = window, .handshake_ms = 300, .max_unauth = 4,
+                              .transport = transport};
     char err[256];
     struct ol_rpc *r = NULL;
     int rc = ol_rpc_create(d->loop, &p, &r, err, sizeof err);
@@ -288,8 +307,9 @@ static int step_ping(struct drv *d)
     }
 }
 
-OLT_TEST(rpc_handshake_and_calls)
+static void rpc_handshake_and_calls_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, SECRET, 0);
     /* A call made while the connection is still being made waits for it. */
@@ -306,7 +326,20 @@ OLT_TEST(rpc_handshake_and_calls)
     n = ol_rpc_metrics(d.a, "", m, sizeof m);
     OLT_CHECK(strstr(m, "openlake_rpc_requests_total{} 4\n"));
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_handshake_and_calls)
+{
+    rpc_handshake_and_calls_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_handshake_and_calls_ucx)
+{
+    rpc_handshake_and_calls_on(ucx_transport());
+}
+#endif
 
 /* ---- credits --------------------------------------------------------------- */
 
@@ -351,8 +384,9 @@ static int step_credit(struct drv *d)
     }
 }
 
-OLT_TEST(rpc_credits_bound_what_the_acceptor_holds)
+static void rpc_credits_bound_what_the_acceptor_holds_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, SECRET, 65536);
     run(&d, step_credit);
@@ -367,7 +401,20 @@ OLT_TEST(rpc_credits_bound_what_the_acceptor_holds)
     OLT_CHECK(atoi(s + strlen("openlake_rpc_peer_credit_stalls_total{peer=\"1\"} ")) > 0);
     OLT_CHECK(strstr(m, "openlake_rpc_peer_credit_bytes{peer=\"1\"} 65536\n"));
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_credits_bound_what_the_acceptor_holds)
+{
+    rpc_credits_bound_what_the_acceptor_holds_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_credits_bound_what_the_acceptor_holds_ucx)
+{
+    rpc_credits_bound_what_the_acceptor_holds_on(ucx_transport());
+}
+#endif
 
 /* ---- deadlines -------------------------------------------------------------- */
 
@@ -394,15 +441,29 @@ static int step_deadline(struct drv *d)
     }
 }
 
-OLT_TEST(rpc_deadline_then_late_reply)
+static void rpc_deadline_then_late_reply_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, SECRET, 0);
     run(&d, step_deadline);
     OLT_CHECK_EQ(d.errs[0], 1);
     OLT_CHECK_EQ(d.ok, 1);
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_deadline_then_late_reply)
+{
+    rpc_deadline_then_late_reply_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_deadline_then_late_reply_ucx)
+{
+    rpc_deadline_then_late_reply_on(ucx_transport());
+}
+#endif
 
 /* ---- a peer that goes, and comes back ------------------------------------------ */
 
@@ -450,14 +511,28 @@ static int step_gone(struct drv *d)
     }
 }
 
-OLT_TEST(rpc_peer_gone_fails_fast_then_reconnects)
+static void rpc_peer_gone_fails_fast_then_reconnects_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, SECRET, 0);
     run(&d, step_gone);
     OLT_CHECK_EQ(d.ok, 1);
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_peer_gone_fails_fast_then_reconnects)
+{
+    rpc_peer_gone_fails_fast_then_reconnects_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_peer_gone_fails_fast_then_reconnects_ucx)
+{
+    rpc_peer_gone_fails_fast_then_reconnects_on(ucx_transport());
+}
+#endif
 
 /* ---- a dialer with another secret -------------------------------------------- */
 
@@ -473,8 +548,9 @@ static int step_wrong_secret(struct drv *d)
     return mono_ms() - d->phase_ms > 300;
 }
 
-OLT_TEST(rpc_wrong_secret_never_connects)
+static void rpc_wrong_secret_never_connects_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, "a different secret of 32 bytes!!", 0);
     OLT_CHECK_EQ(ping(&d, 8, 8), 0);
@@ -486,7 +562,20 @@ OLT_TEST(rpc_wrong_secret_never_connects)
     OLT_CHECK(!strstr(m, "openlake_rpc_peer_auth_failures_total{peer=\"1\"} 0\n"));
     OLT_CHECK(strstr(m, "openlake_rpc_peer_connects_total{peer=\"1\"} 0\n"));
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_wrong_secret_never_connects)
+{
+    rpc_wrong_secret_never_connects_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_wrong_secret_never_connects_ucx)
+{
+    rpc_wrong_secret_never_connects_on(ucx_transport());
+}
+#endif
 
 /* ---- strangers on the port --------------------------------------------------------- */
 
@@ -525,7 +614,8 @@ static int bg_init(ol_loop *loop, void *arg)
     struct bg *g = arg;
     struct ol_rpc_params p = {.self_id = 1, .cluster = "test", .secret = SECRET,
                               .secret_len = 32, .listen_addr = "127.0.0.1:0",
-                              .window = 65536, .handshake_ms = 1000, .max_unauth = 4};
+                              .window = 65536, .handshake_ms = 1000, .max_unauth = 4,
+                              .transport = transport};
     char err[256];
     if (ol_rpc_create(loop, &p, &g->a, err, sizeof err))
         return -1;
@@ -806,6 +896,180 @@ OLT_TEST(rpc_strangers_get_nothing)
     ol_loop_destroy(g.loop);
 }
 
+#ifdef OL_HAVE_UCX
+/* ---- strangers on the UCX listener: a raw UCP client ---------------------------- */
+
+struct ucli {
+    ucp_context_h ctx;
+    ucp_worker_h w;
+};
+
+static void ucli_err(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+    (void)ep;
+    (void)st;
+    *(int *)arg = 1;
+}
+
+static void ucli_init(struct ucli *u)
+{
+    ucp_config_t *cfg;
+    OLT_CHECK_EQ(ucp_config_read(NULL, NULL, &cfg), UCS_OK);
+    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_STREAM};
+    OLT_CHECK_EQ(ucp_init(&pp, cfg, &u->ctx), UCS_OK);
+    ucp_config_release(cfg);
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    OLT_CHECK_EQ(ucp_worker_create(u->ctx, &wp, &u->w), UCS_OK);
+}
+
+static ucp_ep_h ucli_dial(struct ucli *u, int port, int *failed)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    *failed = 0;
+    ucp_ep_params_t ep = {
+        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+        .sockaddr = {.addr = (struct sockaddr *)&a, .addrlen = sizeof a},
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = ucli_err, .arg = failed},
+    };
+    ucp_ep_h h;
+    OLT_CHECK_EQ(ucp_ep_create(u->w, &ep, &h), UCS_OK);
+    return h;
+}
+
+static void ucli_send(struct ucli *u, ucp_ep_h ep, const void *b, size_t n)
+{
+    ucp_request_param_t prm = {.op_attr_mask = 0};
+    ucs_status_ptr_t r = ucp_stream_send_nbx(ep, b, n, &prm);
+    OLT_CHECK(!UCS_PTR_IS_ERR(r));
+    uint64_t t0 = mono_ms();
+    while (r && ucp_request_check_status(r) == UCS_INPROGRESS && mono_ms() - t0 < 3000)
+        ucp_worker_progress(u->w);
+    if (r)
+        ucp_request_free(r);
+}
+
+/* Progresses until *failed (the server closed the endpoint) or ms pass;
+ * the milliseconds it took, or -1. */
+static long long ucli_closed_within(struct ucli *u, const int *failed, uint64_t ms)
+{
+    uint64_t t0 = mono_ms();
+    while (!*failed && mono_ms() - t0 < ms) {
+        ucp_worker_progress(u->w);
+        usleep(1000);
+    }
+    return *failed ? (long long)(mono_ms() - t0) : -1;
+}
+
+static void ucli_close(struct ucli *u, ucp_ep_h ep)
+{
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                               .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &prm);
+    uint64_t t0 = mono_ms();
+    while (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
+           mono_ms() - t0 < 3000)
+        ucp_worker_progress(u->w);
+    if (r && !UCS_PTR_IS_ERR(r))
+        ucp_request_free(r);
+}
+
+/* Garbage, another cluster, a wrong proof, silence and a flood, from UCX
+ * endpoints: the same refusals and bounds as over TCP. */
+OLT_TEST(rpc_strangers_get_nothing_ucx)
+{
+    transport = ucx_transport();
+    struct bg g = {0};
+    struct ol_loop_params lp = {.index = 0, .cpu = -1};
+    char err[256];
+    OLT_CHECK_EQ(ol_loop_create(&lp, &g.loop, err, sizeof err), 0);
+    OLT_CHECK_EQ(ol_loop_start(g.loop, bg_init, &g), 0);
+    struct ucli u;
+    ucli_init(&u);
+    int failed;
+
+    /* not the protocol: refused at once */
+    ucp_ep_h ep = ucli_dial(&u, g.port, &failed);
+    ucli_send(&u, ep, "GET / HTTP/1.1\r\n\r\n", 18);
+    long long ms = ucli_closed_within(&u, &failed, 3000);
+    OLT_CHECK(ms >= 0 && ms < 1000);
+    ucli_close(&u, ep);
+    OLT_CHECK(metric(g.a, "openlake_rpc_refused_total{cause=\"protocol\"} ") >= 1);
+
+    /* another cluster's HELLO, then the right cluster with a wrong proof */
+    uint8_t f[OL_RPC_HDR_LEN + OL_RPC_HELLO_LEN] = {0};
+    for (int i = 0; i < 2; i++) {
+        uint8_t *p = f + OL_RPC_HDR_LEN;
+        memset(p, 0, OL_RPC_HELLO_LEN);
+        p[0] = 9;
+        memcpy(p + 8 + OL_RPC_NONCE_LEN, i ? "test" : "other", i ? 4 : 5);
+        p[104 + 2] = 1;
+        struct ol_rpc_hdr h = {.type = OL_RPC_HELLO, .len = OL_RPC_HELLO_LEN};
+        struct iovec v = {p, OL_RPC_HELLO_LEN};
+        h.payload_crc = ol_rpc_payload_crc(&v, 1);
+        ol_rpc_hdr_encode(&h, f);
+        ep = ucli_dial(&u, g.port, &failed);
+        ucli_send(&u, ep, f, sizeof f);
+        if (i) {
+            uint8_t a[OL_RPC_HDR_LEN + OL_RPC_AUTH_LEN] = {0};
+            struct ol_rpc_hdr ha = {.type = OL_RPC_AUTH, .len = OL_RPC_AUTH_LEN};
+            struct iovec va = {a + OL_RPC_HDR_LEN, OL_RPC_AUTH_LEN};
+            ha.payload_crc = ol_rpc_payload_crc(&va, 1);
+            ol_rpc_hdr_encode(&ha, a);
+            ucli_send(&u, ep, a, sizeof a);
+        }
+        OLT_CHECK(ucli_closed_within(&u, &failed, 3000) >= 0);
+        ucli_close(&u, ep);
+    }
+    OLT_CHECK_EQ(metric(g.a, "openlake_rpc_refused_total{cause=\"auth\"} "), 2);
+
+    /* a truncated header, then silence: closed at the handshake deadline */
+    ep = ucli_dial(&u, g.port, &failed);
+    ucli_send(&u, ep, "OLRP\x01", 5);
+    ms = ucli_closed_within(&u, &failed, 3000);
+    OLT_CHECK(ms >= 800 && ms < 2900);
+    ucli_close(&u, ep);
+    OLT_CHECK(metric(g.a, "openlake_rpc_refused_total{cause=\"handshake_timeout\"} ") >= 1);
+
+    /* six silent endpoints, four allowed: the two oldest go at once */
+    ucp_ep_h eps[6];
+    int fl[6];
+    for (int i = 0; i < 6; i++) {
+        eps[i] = ucli_dial(&u, g.port, &fl[i]);
+        ucli_send(&u, eps[i], "O", 1); /* so the connection is made now */
+    }
+    /* (UCX makes the connections side by side: which two are the oldest
+     * at the listener is its order, not necessarily the dial order) */
+    uint64_t t0 = mono_ms();
+    int gone = 0;
+    while (mono_ms() - t0 < 700) {
+        ucp_worker_progress(u.w);
+        gone = 0;
+        for (int i = 0; i < 6; i++)
+            gone += fl[i];
+        usleep(1000);
+    }
+    OLT_CHECK_EQ(gone, 2);   /* and the other four wait their handshake deadline */
+    for (int i = 0; i < 6; i++)
+        ucli_close(&u, eps[i]);
+    OLT_CHECK_EQ(metric(g.a, "openlake_rpc_refused_total{cause=\"unauthenticated_evicted\"} "),
+                 2);
+    OLT_CHECK_EQ(metric(g.a, "openlake_rpc_requests_total{} "), 0);
+
+    ucp_worker_destroy(u.w);
+    ucp_cleanup(u.ctx);
+    ol_loop_stop(g.loop);
+    ol_loop_join(g.loop);
+    ol_rpc_destroy(g.a);
+    ol_loop_destroy(g.loop);
+    transport = NULL;
+}
+#endif
+
 /* ---- removing a peer, from inside its calls' callbacks ------------------------- */
 
 
@@ -851,8 +1115,9 @@ static int step_remove(struct drv *d)
     }
 }
 
-OLT_TEST(rpc_peer_removed_from_its_own_callbacks)
+static void rpc_peer_removed_from_its_own_callbacks_on(const char *tr)
 {
+    transport = tr;
     struct drv d;
     setup(&d, SECRET, 0);
 
@@ -861,4 +1126,17 @@ OLT_TEST(rpc_peer_removed_from_its_own_callbacks)
     OLT_CHECK_EQ(d.ok, 1);
     OLT_CHECK_EQ(d.last_len, 16);
     teardown(&d);
+    transport = NULL;
 }
+
+OLT_TEST(rpc_peer_removed_from_its_own_callbacks)
+{
+    rpc_peer_removed_from_its_own_callbacks_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_peer_removed_from_its_own_callbacks_ucx)
+{
+    rpc_peer_removed_from_its_own_callbacks_on(ucx_transport());
+}
+#endif

@@ -1,0 +1,96 @@
+/*
+ * xport.h - the byte transports under the node RPC: a listener and
+ * connections that each carry one ordered stream of bytes both ways.
+ *
+ * Owns: the interface rpc.c drives (struct ol_xport_ops); its
+ * implementations are the TCP transport (xport_tcp.c: the loop's accept,
+ * connect, multishot receive and sendmsg, and the sockets' keepalive
+ * options) and the UCX one (xport_ucx.c: UCP stream endpoints). A transport knows
+ * nothing of frames, the handshake or credits: rpc.c keeps the one codec
+ * and the one state machine over whichever transport moves the bytes.
+ *
+ * Events: each runs on the loop's thread from a completion, never inside
+ * a call of ops below (so rpc.c may close or free from any event). Every
+ * operation started (dial, recv, send) ends with exactly one event, or
+ * one event with more = false for a receive; after shutdown they end with
+ * -ECANCELED or their real result.
+ *
+ * Must not: block, or be called from another thread than its loop's.
+ */
+#ifndef OL_NET_XPORT_H
+#define OL_NET_XPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "rt/loop.h"
+
+struct ol_xport;
+
+/* A connection: each transport's own begins with this. */
+struct ol_xconn {
+    struct ol_xport *t;
+    void *user;                   /* rpc.c's connection */
+};
+
+struct ol_xport_events {
+    /* A connection came in on the listener; its user is NULL until set.
+     * The user sets x->user, or frees x (ops->free) to refuse it. */
+    void (*accepted)(void *arg, struct ol_xconn *x);
+    /* A dial ended: 0 (connected) or -errno. */
+    void (*connected)(struct ol_xconn *x, int res);
+    /* res > 0: b[0, res) arrived (valid during the event only); 0: the
+     * peer closed; -ENOBUFS: no buffer now (arm again later); other < 0:
+     * -errno. more: the receive stays armed. */
+    void (*received)(struct ol_xconn *x, int res, const uint8_t *b, bool more);
+    /* A send ended: bytes sent from the front of its iov (> 0), or -errno. */
+    void (*sent)(struct ol_xconn *x, int res);
+};
+
+struct ol_xport_ops {
+    const char *name;
+    /* Listens at addr ("host:port", numeric); *port gets the bound port.
+     * 0, or -errno with a message in err. */
+    int (*listen)(struct ol_xport *t, const char *addr, int *port, char *err, size_t errlen);
+    /* Stops listening (the endpoint closes); the transport's own
+     * operations on the loop end later. */
+    void (*unlisten)(struct ol_xport *t);
+    /* True while the transport has an operation of its own outstanding on
+     * the loop (the listener's accept, the wakeup poll). */
+    bool (*busy)(const struct ol_xport *t);
+    /* Starts a connection to sa (connected follows), or NULL (-errno in *rc). */
+    struct ol_xconn *(*dial)(struct ol_xport *t, const struct sockaddr *sa, socklen_t salen,
+                             void *user, int *rc);
+    /* Arms the receive (received follows, until more = false). 0 or -errno. */
+    int (*recv)(struct ol_xconn *x);
+    /* Sends iov[0, n) (it stays valid until sent follows). 0 or -errno. */
+    int (*send)(struct ol_xconn *x, const struct iovec *iov, int n);
+    /* Ends the stream both ways: the operations outstanding end soon. */
+    void (*shutdown)(struct ol_xconn *x);
+    /* Frees x: nothing outstanding, or the loop no longer runs. */
+    void (*free)(struct ol_xconn *x);
+    /* Frees the transport: its connections are freed, its loop stopped
+     * or idle. */
+    void (*destroy)(struct ol_xport *t);
+};
+
+struct ol_xport {
+    const struct ol_xport_ops *ops;
+    ol_loop *loop;
+    const struct ol_xport_events *ev;
+    void *arg;                    /* the accepted event's */
+};
+
+/* The TCP transport on loop. 0 and *out, or -errno. */
+int ol_xport_tcp_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,
+                        struct ol_xport **out);
+/* The UCX transport on loop (xport_ucx.c; UCX's own settings from its
+ * UCX_* environment, UCX_TLS among them). 0 and *out, or -errno with a
+ * message in err (-ENOTSUP: built without UCX). */
+int ol_xport_ucx_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,
+                        struct ol_xport **out, char *err, size_t errlen);
+
+#endif
