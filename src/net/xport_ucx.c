@@ -17,6 +17,9 @@
  * ucp_stream_worker_poll says have data, then arms the worker
  * (ucp_worker_arm) and polls its event fd through the loop (one-shot):
  * when the fd fires, kick again. Every operation here defers kick too.
+ * An endpoint closed in kick means another progress before arming: UCX
+ * destroys its transport endpoints (closes its sockets) from the
+ * worker's progress queue, which does not wake the fd.
  *
  * Receiving: ucp_stream_recv_data_nb hands out UCX's own buffer (no copy
  * here), released once rpc.c took the bytes. An endpoint with data while
@@ -74,6 +77,7 @@ struct ucx_port {
     int efd;
     struct ol_op poll_op;
     bool polling, stopped, destroying;
+    bool closed;                         /* an endpoint closed since kick's last progress */
     struct ol_timer kick;
     struct ucx_conn *live, *zombies, *phead, *ptail;
 };
@@ -236,6 +240,7 @@ static void ep_close(struct ucx_conn *c)
                                .flags = UCP_EP_CLOSE_FLAG_FORCE};
     ucs_status_ptr_t r = ucp_ep_close_nbx(c->ep, &prm);
     c->ep = NULL;
+    c->port->closed = true; /* its transport endpoints go in a later progress: kick's */
     if (r && !UCS_PTR_IS_ERR(r))
         c->close_req = r;
 }
@@ -318,6 +323,7 @@ static void on_kick(ol_loop *loop, struct ol_timer *t)
     bool armed = false;
     for (int round = 0; round < 64 && !armed; round++) {
         /* bounded: a peer that keeps sending cannot hold the loop here */
+        up->closed = false;
         for (int i = 0; i < 256 && ucp_worker_progress(up->w); i++)
             ;
         ucp_stream_poll_ep_t eps[UCX_POLL_EPS];
@@ -332,7 +338,12 @@ static void on_kick(ol_loop *loop, struct ol_timer *t)
             }
         deliver(up);
         reap_zombies(up);
-        if (up->phead)
+        /* an endpoint closed above: progress again before arming (a force
+         * close only schedules its transport endpoints' destruction on the
+         * worker's progress queue, which no fd event wakes: armed now, the
+         * sockets would stay open until some other event, and a silent
+         * stranger would never see its endpoint closed) */
+        if (up->phead || up->closed)
             continue;
         /* UCS_ERR_BUSY: more events came, progress again; UCS_OK: the fd
          * is polled (another error is not expected of a worker made with
