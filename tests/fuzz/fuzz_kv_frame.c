@@ -50,7 +50,7 @@ static bool within(const uint8_t *p, uint64_t n, const uint8_t *lo, const uint8_
 enum kind {
     K_EMPTY, K_HELLO_REQ, K_HELLO_RESP, K_KEYS, K_COMMIT, K_SLOT_REF, K_PUT,
     K_RESERVE_RES, K_ACQUIRE_RES, K_STATUS, K_LOOKUP_RES, K_GET_RES,
-    K_RESET_RES, K_STATS, K_MESSAGE,
+    K_RESET_RES, K_STATS, K_MESSAGE, K_MEMBERS,
 };
 
 static enum kind kind_of(const struct ol_kv_hdr *h)
@@ -71,6 +71,7 @@ static enum kind kind_of(const struct ol_kv_hdr *h)
     case OL_KV_OP_STATS:   return resp ? K_STATS : K_EMPTY;
     case OL_KV_OP_PUT:     return resp ? K_STATUS : K_PUT;
     case OL_KV_OP_GET:     return resp ? K_GET_RES : K_KEYS;
+    case OL_KV_OP_MEMBERS: return resp ? K_MEMBERS : K_EMPTY;
     default:               abort();    /* the header check let it through */
     }
 }
@@ -79,7 +80,7 @@ static bool kind_has_items(enum kind k)
 {
     return k == K_KEYS || k == K_COMMIT || k == K_SLOT_REF || k == K_PUT ||
            k == K_RESERVE_RES || k == K_ACQUIRE_RES || k == K_STATUS ||
-           k == K_LOOKUP_RES || k == K_GET_RES;
+           k == K_LOOKUP_RES || k == K_GET_RES || k == K_MEMBERS;
 }
 
 /*
@@ -238,6 +239,22 @@ static void check_valid(const uint8_t *frame, long n, const struct ol_kv_hdr *h,
         struct ol_kv_stats s;
         REQUIRE(ol_kv_dec_stats(d, &s) == 0);
         REQUIRE(ol_kv_enc_stats(&e, &s) == 0);
+        break;
+    }
+    case K_MEMBERS: {
+        REQUIRE(h->version == 2 && h->count <= OL_KV_MAX_MEMBERS);
+        struct ol_kv_members_head mh;
+        REQUIRE(ol_kv_dec_members_head(d, &mh) == 0);
+        REQUIRE(mh.replicas <= OL_KV_MAX_REPLICAS);
+        REQUIRE(ol_kv_enc_members_head(&e, &mh) == 0);
+        struct ol_kv_member_item it;
+        while ((rc = ol_kv_dec_member(d, &it)) == 1) {
+            REQUIRE(it.weight > 0 && it.addr.len <= OL_KV_MAX_ADDR);
+            REQUIRE(within(it.addr.p, it.addr.len, lo, hi));
+            REQUIRE(ol_kv_enc_member(&e, it.id, it.weight, it.addr.p, it.addr.len) == 0);
+            items++;
+        }
+        REQUIRE(rc == 0);
         break;
     }
     case K_MESSAGE: {
