@@ -924,7 +924,8 @@ int ol_kv_frame_begin(struct ol_kv_enc *e, void *buf, size_t cap,
         .flags = (uint16_t)flags, .status = (uint16_t)status,
         .shape = (uint8_t)s,
     };
-    if (OL_KV_HDR_LEN + end_size(e, 0, 0) > cap)
+    uint32_t head = s == SH_LOOKUP_RES ? LOOKUP_HEAD : s == SH_MEMBERS ? MEMBERS_HEAD : 0;
+    if (OL_KV_HDR_LEN + end_size(e, head, 0) > cap)
         return -ENOSPC;
     memset(e->buf, 0, OL_KV_HDR_LEN);
     memcpy(e->buf, OL_KV_MAGIC, 4);
@@ -933,10 +934,8 @@ int ol_kv_frame_begin(struct ol_kv_enc *e, void *buf, size_t cap,
     ol_le_st64(e->buf + 8, req_id);
     ol_le_st16(e->buf + 24, (uint16_t)status);
     ol_le_st16(e->buf + 26, (uint16_t)flags);
-    if (s == SH_LOOKUP_RES || s == SH_MEMBERS) {
-        e->len = s == SH_LOOKUP_RES ? LOOKUP_HEAD : MEMBERS_HEAD;
-        memset(e->buf + OL_KV_HDR_LEN, 0, e->len);
-    }
+    e->len = head;
+    memset(e->buf + OL_KV_HDR_LEN, 0, head);
     return 0;
 }
 

@@ -373,7 +373,7 @@ static void encode_mode(const uint8_t *data, size_t size)
     }
     uint32_t appended = 0;
     for (int steps = 0; steps < 256 && s.n; steps++) {
-        unsigned what = take(&s, 1) % 14;
+        unsigned what = take(&s, 1) % 16;
         uint32_t a = take(&s, 2), b = take(&s, 4);
         const uint8_t *bytes = s.p;                   /* key/value material */
         size_t avail = s.n;
@@ -431,6 +431,17 @@ static void encode_mode(const uint8_t *data, size_t size)
             break;
         }
         case 11: rc = ol_kv_enc_reset_res(&e, (uint64_t)a << 32 | b); break;
+        case 13: {
+            struct ol_kv_members_head mh = {.revision = (int64_t)b - (a & 1), .replicas = (uint16_t)(a % 18)};
+            rc = ol_kv_enc_members_head(&e, &mh);
+            break;
+        }
+        case 14: {
+            size_t al = a % (OL_KV_MAX_ADDR + 2);        /* 0..264 */
+            rc = ol_kv_enc_member(&e, (int64_t)b - 7, a % 3 ? (uint64_t)b << 3 : 0,
+                                  al <= avail ? bytes : zeros, al);
+            break;
+        }
         case 12: {
             struct ol_kv_stats st;
             for (int i = 0; i < OL_KV_STAT__COUNT; i++)

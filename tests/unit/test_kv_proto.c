@@ -701,6 +701,13 @@ OLT_TEST(kv_proto_members)
         OLT_CHECK_EQ(ol_kv_dec_members_head(&d, &gh), 0);
         OLT_CHECK(gh.revision == 0 && gh.replicas == 0 && h.count == 0);
     }
+    /* a buffer without room for the head is refused at the start (the
+     * fuzz target once found the head written past a 40-byte buffer) */
+    OLT_CHECK_EQ(ol_kv_frame_begin(&e, members_buf, 32 + 8, OL_KV_OP_MEMBERS, 7,
+                                   OL_KV_F_RESPONSE, 0), -ENOSPC);
+    OLT_CHECK_EQ(ol_kv_frame_begin(&e, members_buf, 32 + 16, OL_KV_OP_MEMBERS, 7,
+                                   OL_KV_F_RESPONSE, 0), 0);
+    OLT_CHECK_EQ(ol_kv_frame_end(&e), 32 + 16);
     /* the most members, each with the longest address: 4096 fit (1.2 MB),
      * the 4097th is refused */
     char addr[OL_KV_MAX_ADDR];
