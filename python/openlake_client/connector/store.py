@@ -115,9 +115,13 @@ class _Store:
 
     def _refresh_members(self) -> None:
         """Asks the listed nodes, in turn, for the members until one answers
-        (a node in backoff is skipped; at most one timeout per node)."""
-        self._members_at = time.monotonic() + _MEMBERS_EVERY_S
+        (a node in backoff is skipped), for at most one call's timeout in all
+        (the rest of the list waits for the next time)."""
+        t0 = time.monotonic()
+        self._members_at = t0 + _MEMBERS_EVERY_S
         for i in range(self._listed):
+            if i and time.monotonic() - t0 >= self._timeout_ms / 1e3:
+                return
             r = self._call(i, "members", lambda c: c.members())
             if r is None:
                 continue
