@@ -93,7 +93,8 @@ setup(
         Extension(
             "openlake_client._native",
             sources=["python/src/_native.c", "src/client/client.c", "src/kv/proto.c",
-                     "src/kv/slab.c", "src/base/crc32c.c"],
+                     "src/kv/slab.c", "src/base/crc32c.c",
+                     "src/cluster/place.c"],
             include_dirs=["include", "src"],
             # rebuilt when a header or the Makefile (VERSION) changes, not
             # only a .c (an in-tree pip install . after an edit)

@@ -99,6 +99,25 @@ int ol_client_delete(ol_client *c, const struct ol_client_key *keys, uint32_t n,
 int ol_client_reset(ol_client *c, uint64_t *removed);
 /* Counters summed over the shards (process-wide ones as reported). */
 int ol_client_stats(ol_client *c, uint64_t counters[OL_CLIENT_STATS]);
+/*
+ * The cluster's KV members as the server's node places keys (protocol v2
+ * MEMBERS, docs/kv-protocol.md): *revision (the view's etcd revision),
+ * *replicas (cluster.kv_replicas; 0: the node is in no cluster, or has no
+ * view yet) and up to cap members into m (id, weight, kv_addr as a client
+ * dials it, "" when the member has none). A key's homes follow from them by
+ * the rule of docs/cluster.md "Placement". Returns how many members (0..cap),
+ * -EOPNOTSUPP when the server speaks protocol version 1 only, -E2BIG when
+ * more than cap came (OL_CLIENT_MEMBERS_MAX is always enough), or a call's
+ * error.
+ */
+#define OL_CLIENT_MEMBERS_MAX 4096
+struct ol_client_member {
+    int64_t id;
+    uint64_t weight;
+    char addr[264];
+};
+int ol_client_members(ol_client *c, int64_t *revision, int *replicas,
+                      struct ol_client_member *m, int cap);
 /* The mapped slab's size and how many of its bytes the kernel has pages
  * for (an fstat of its memfd: pages written, or populated by the daemon, at
  * least once); a first write to any other page waits for the kernel to

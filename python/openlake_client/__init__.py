@@ -21,9 +21,14 @@ The work is done by a C extension over the OpenLake C client
 (include/openlake/client.h): one connection per server shard, values through
 the server's shared memory over the Unix socket or inline over TCP, every
 value checked with xxh3, and the GIL released during I/O and copies.
+
+In a cluster, c.members() says which nodes hold the KV pool and
+Placement(members).homes(namespace, keys, r) gives each key's home nodes,
+computed by the nodes' own placement code (docs/cluster.md "Placement").
 """
 from ._native import (BUSY, CHECKSUM_MISMATCH, EXISTS, NOSPACE, NOT_FOUND, OK, PINNED, QUOTA,
-                      STALE_GENERATION, TOO_LARGE, Client, Slot, __version__)
+                      STALE_GENERATION, TOO_LARGE, Client, Placement, Slot, __version__,
+                      place_log2_q32)
 
-__all__ = ["__version__", "Client", "Slot", "OK", "EXISTS", "NOT_FOUND", "NOSPACE", "BUSY", "PINNED",
+__all__ = ["__version__", "Client", "Slot", "Placement", "place_log2_q32", "OK", "EXISTS", "NOT_FOUND", "NOSPACE", "BUSY", "PINNED",
            "STALE_GENERATION", "TOO_LARGE", "QUOTA", "CHECKSUM_MISMATCH"]

@@ -70,6 +70,9 @@ class Client:
     def delete(self, keys: Sequence[Key]) -> list[int]: ...
     def reset(self) -> int: ...
     def stats(self) -> dict[str, int]: ...
+    def members(self) -> tuple[int, int, list[tuple[int, int, str]]]:
+        """(revision, replicas, [(id, weight, kv_addr)]): the cluster's KV members as the
+        node places keys; replicas 0 and no members: the node is in no cluster."""
     def populate(self, max_bytes: int = 0) -> None:
         """Fills this process's page tables for the first max_bytes of the server's slab
         (0: all) now, instead of on first use (Unix socket only)."""
@@ -89,3 +92,17 @@ class Client:
     def close(self) -> None: ...
     def __enter__(self) -> "Client": ...
     def __exit__(self, *exc: Any) -> None: ...
+
+
+class Placement:
+    """A placement snapshot of KV members (weighted rendezvous hashing, the nodes' code)."""
+
+    count: int
+    revision: int
+
+    def __init__(self, members: Sequence[tuple[int, int] | tuple[int, int, str]],
+                 revision: int = 0) -> None: ...
+    def homes(self, namespace: str | bytes, keys: Sequence[Key], r: int = 1) -> list[tuple[int, ...]]:
+        """Per key the ids of its r homes, best first."""
+
+def place_log2_q32(x: int) -> int: ...

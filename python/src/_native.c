@@ -21,6 +21,10 @@
  * close() of a client with calls still running without the GIL is deferred
  * to the end of the last one.
  *
+ * Placement: a Placement holds a snapshot of cluster/place.h (the daemon's
+ * own code, not a copy) so that a client places keys exactly as the nodes
+ * do; Client.members() gives what it is made from.
+ *
  * Limited API of CPython 3.11 (setup.py defines Py_LIMITED_API 0x030b0000
  * there): one cp311-abi3 wheel then serves every CPython from 3.11 on, with
  * no build per version. So: heap types from PyType_Spec (the buffer slots
@@ -34,6 +38,7 @@
 #include <Python.h>
 
 #include "openlake/client.h"
+#include "cluster/place.h"
 #include "kv/proto.h"
 
 #include <errno.h>
@@ -382,6 +387,36 @@ static PyObject *Client_reset(ClientObject *self, PyObject *unused)
     Py_END_ALLOW_THREADS
     call_leave(self);
     return rc < 0 ? raise_rc(rc, "reset") : PyLong_FromUnsignedLongLong(removed);
+}
+
+static PyObject *Client_members(ClientObject *self, PyObject *unused)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    struct ol_client_member *m = PyMem_Malloc(sizeof *m * OL_CLIENT_MEMBERS_MAX);
+    if (!m)
+        return PyErr_NoMemory();
+    int64_t rev = 0;
+    int rep = 0, rc;
+    ol_client *c = call_enter(self);
+    Py_BEGIN_ALLOW_THREADS
+    rc = ol_client_members(c, &rev, &rep, m, OL_CLIENT_MEMBERS_MAX);
+    Py_END_ALLOW_THREADS
+    call_leave(self);
+    if (rc == -EOPNOTSUPP) { /* a server of protocol 1: no cluster it can tell of */
+        PyMem_Free(m);
+        return Py_BuildValue("(Li[])", 0LL, 0);
+    }
+    if (rc < 0) {
+        PyMem_Free(m);
+        return raise_rc(rc, "members");
+    }
+    PyObject *l = PyList_New(rc);
+    for (int i = 0; l && i < rc; i++)
+        list_fill(&l, i, Py_BuildValue("(LKs)", (long long)m[i].id,
+                                       (unsigned long long)m[i].weight, m[i].addr));
+    PyMem_Free(m);
+    return l ? Py_BuildValue("(LiN)", (long long)rev, rep, l) : NULL;
 }
 
 static PyObject *Client_stats(ClientObject *self, PyObject *unused)
@@ -844,6 +879,10 @@ static PyMethodDef Client_methods[] = {
      "delete(keys) -> list[int]: per key a status (0 OK, 2 NOT_FOUND)."},
     {"reset", (PyCFunction)Client_reset, METH_NOARGS,
      "reset() -> int: delete every entry of this namespace on every shard; returns how many."},
+    {"members", (PyCFunction)Client_members, METH_NOARGS,
+     "members() -> (revision, replicas, [(id, weight, kv_addr)]): the cluster's KV members as\n"
+     "the node places keys (Placement(members).homes gives a key's homes); replicas 0 and\n"
+     "no members: the node is in no cluster (or has no view yet, or is of protocol 1)."},
     {"stats", (PyCFunction)Client_stats, METH_NOARGS,
      "stats() -> dict[str, int]: the service's counters summed over the shards."},
     {"populate", (PyCFunction)Client_populate, METH_VARARGS,
@@ -901,8 +940,183 @@ static PyType_Spec Client_spec = {
     .slots = Client_slots,
 };
 
+/* ---- Placement ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    struct ol_place *p;
+} PlacementObject;
+
+static int Placement_init(PlacementObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"members", "revision", NULL};
+    PyObject *seq;
+    long long rev = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|L", kwlist, &seq, &rev))
+        return -1;
+    PyObject *fast = PySequence_Fast(seq, "members must be a sequence of (id, weight, ...)");
+    if (!fast)
+        return -1;
+    Py_ssize_t n = fast_size(fast);
+    if (n > OL_PLACE_MAX_MEMBERS) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "at most %d members", OL_PLACE_MAX_MEMBERS);
+        return -1;
+    }
+    struct ol_place_member *m = PyMem_Malloc(sizeof *m * (size_t)(n ? n : 1));
+    if (!m) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = fast_item(fast, i);
+        PyObject *id = it && PySequence_Check(it) ? PySequence_GetItem(it, 0) : NULL;
+        PyObject *w = id ? PySequence_GetItem(it, 1) : NULL;
+        m[i].id = w ? PyLong_AsLongLong(id) : -1;
+        m[i].weight = w && !PyErr_Occurred() ? PyLong_AsUnsignedLongLong(w) : 0;
+        Py_XDECREF(id);
+        Py_XDECREF(w);
+        if (!w || PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "a member is (id: int, weight: int >= 1, ...)");
+            PyMem_Free(m);
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    Py_DECREF(fast);
+    struct ol_place *p = NULL;
+    int rc = ol_place_create(m, (int)n, rev, &p);
+    PyMem_Free(m);
+    if (rc < 0) {
+        if (rc == -ENOMEM)
+            PyErr_NoMemory();
+        else
+            PyErr_SetString(PyExc_ValueError,
+                            "members: an id listed twice, or a weight of 0");
+        return -1;
+    }
+    ol_place_destroy(self->p);
+    self->p = p;
+    return 0;
+}
+
+static void Placement_dealloc(PlacementObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    ol_place_destroy(self->p);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *Placement_homes(PlacementObject *self, PyObject *args)
+{
+    PyObject *nsobj, *seq;
+    int r = 1;
+    if (!PyArg_ParseTuple(args, "OO|i", &nsobj, &seq, &r))
+        return NULL;
+    if (!self->p) {
+        PyErr_SetString(PyExc_ValueError, "Placement not initialised");
+        return NULL;
+    }
+    if (r < 1 || r > OL_PLACE_MAX_REPLICAS)
+        return PyErr_Format(PyExc_ValueError, "r is 1 to %d", OL_PLACE_MAX_REPLICAS);
+    PyObject *nsb = PyUnicode_Check(nsobj) ? PyUnicode_AsUTF8String(nsobj)
+                    : PyBytes_Check(nsobj) ? (Py_INCREF(nsobj), nsobj) : NULL;
+    if (!nsb) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "namespace must be bytes or str");
+        return NULL;
+    }
+    char *ns;
+    Py_ssize_t nslen;
+    struct ol_client_key *keys = NULL;
+    Py_ssize_t n = 0;
+    PyObject *hold = PyBytes_AsStringAndSize(nsb, &ns, &nslen) < 0 ? NULL
+                                                                 : get_keys(seq, &keys, &n);
+    if (!hold) {
+        Py_DECREF(nsb);
+        return NULL;
+    }
+    uint64_t seed = ol_kv_ns_seed(ns, (size_t)nslen);
+    PyObject *l = PyList_New(n);
+    for (Py_ssize_t i = 0; l && i < n; i++) {
+        int64_t out[OL_PLACE_MAX_REPLICAS];
+        int k = ol_place_homes(self->p, ol_kv_key_hash(seed, keys[i].data, keys[i].len), r, out);
+        PyObject *t = PyTuple_New(k > 0 ? k : 0);
+        for (int j = 0; t && j < k; j++) {
+            PyObject *x = PyLong_FromLongLong(out[j]);
+            if (!x || PyTuple_SetItem(t, j, x) < 0)
+                Py_CLEAR(t);
+        }
+        list_fill(&l, i, t);
+    }
+    PyMem_Free(keys);
+    Py_DECREF(hold);
+    Py_DECREF(nsb);
+    return l;
+}
+
+static PyObject *Placement_len(PlacementObject *self, void *closure)
+{
+    return PyLong_FromLong(self->p ? ol_place_count(self->p) : 0);
+}
+
+static PyObject *Placement_revision(PlacementObject *self, void *closure)
+{
+    return PyLong_FromLongLong(self->p ? ol_place_revision(self->p) : 0);
+}
+
+static PyMethodDef Placement_methods[] = {
+    {"homes", (PyCFunction)Placement_homes, METH_VARARGS,
+     "homes(namespace, keys, r=1) -> list[tuple[int, ...]]: per key the ids of its r homes,\n"
+     "best first (docs/cluster.md \"Placement\"; the nodes' own code)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Placement_getset[] = {
+    {"count", (getter)Placement_len, NULL, "members in the snapshot", NULL},
+    {"revision", (getter)Placement_revision, NULL, "the etcd revision it was made from", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Placement_slots[] = {
+    {Py_tp_doc, (void *)"Placement(members, revision=0)\n\n"
+                        "A placement snapshot of KV members (id, weight[, ...]): weighted rendezvous\n"
+                        "hashing, exactly as openlaked places keys."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)Placement_init},
+    {Py_tp_dealloc, (void *)Placement_dealloc},
+    {Py_tp_methods, Placement_methods},
+    {Py_tp_getset, Placement_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Placement_spec = {
+    .name = "openlake_client._native.Placement",
+    .basicsize = sizeof(PlacementObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = Placement_slots,
+};
+
+static PyObject *native_place_log2_q32(PyObject *mod, PyObject *arg)
+{
+    unsigned long long x = PyLong_AsUnsignedLongLong(arg);
+    if (x == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromUnsignedLongLong(ol_place_log2_q32(x));
+}
+
+static PyMethodDef native_functions[] = {
+    {"place_log2_q32", native_place_log2_q32, METH_O,
+     "place_log2_q32(x) -> int: the placement rule's fixed-point log2 (docs/cluster.md)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, "_native", "The OpenLake C client, for Python.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_native", "The OpenLake C client, for Python.", -1, native_functions,
     NULL, NULL, NULL, NULL,
 };
 
@@ -913,10 +1127,14 @@ PyMODINIT_FUNC PyInit__native(void)
         return NULL;
     PyTypeObject *client_type = (PyTypeObject *)PyType_FromSpec(&Client_spec);
     SlotType = (PyTypeObject *)PyType_FromSpec(&Slot_spec);
-    int rc = client_type && SlotType ? PyModule_AddType(m, client_type) : -1;
+    PyTypeObject *place_type = (PyTypeObject *)PyType_FromSpec(&Placement_spec);
+    int rc = client_type && SlotType && place_type ? PyModule_AddType(m, client_type) : -1;
     if (rc == 0)
         rc = PyModule_AddType(m, SlotType);
+    if (rc == 0)
+        rc = PyModule_AddType(m, place_type);
     Py_XDECREF((PyObject *)client_type); /* the module holds it */
+    Py_XDECREF((PyObject *)place_type);
     if (rc < 0) {
         Py_CLEAR(SlotType);
         Py_DECREF(m);

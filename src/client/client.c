@@ -83,6 +83,7 @@ struct ol_cconn {
     uint32_t hdr_slots;        /* headers in it */
     /* the server's limits, from its HELLO answer */
     uint32_t max_items, max_body, max_data, max_value;
+    uint16_t version;          /* the protocol version HELLO negotiated */
     struct iovec *iov;         /* a PUT frame being sent (TCP), reused across calls */
     size_t iov_cap;
 };
@@ -317,7 +318,7 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
     k->pending = false;
     k->deferred = 0;
     struct ol_kv_hello_req q = {
-        .min_version = 1, .max_version = 1,
+        .min_version = 1, .max_version = OL_KV_VERSION_MAX,
         .flags = OL_KV_HELLO_SHARD | (c->is_unix ? OL_KV_HELLO_WANTS_SHM : 0),
         .shard = k->shard, .value_size = c->value_size,
         .token = {(const uint8_t *)c->token, (uint32_t)c->token_len},
@@ -353,6 +354,7 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
         k->max_body = resp->max_body;
         k->max_data = resp->max_data_body;
         k->max_value = resp->max_value;
+        k->version = resp->version;
     }
     if (rc == 0 && c->is_unix) {
         struct stat st;
@@ -1712,6 +1714,59 @@ int ol_client_stats(ol_client *c, uint64_t counters[OL_CLIENT_STATS])
 {
     memset(counters, 0, sizeof(uint64_t) * OL_CLIENT_STATS);
     return ol_c_each_shard(c, OL_KV_OP_STATS, ol_c_stats_one, counters);
+}
+
+struct ol_c_members {
+    int64_t *revision;
+    int *replicas;
+    struct ol_client_member *m;
+    int cap, n;
+};
+
+static int ol_c_members_one(const struct ol_kv_dec *d, uint32_t s, void *arg)
+{
+    struct ol_c_members *o = arg;
+    struct ol_kv_members_head h;
+    if (ol_kv_dec_members_head(d, &h) < 0)
+        return -EPROTO;
+    *o->revision = h.revision;
+    *o->replicas = h.replicas;
+    struct ol_kv_dec it = *d;
+    struct ol_kv_member_item m;
+    while (ol_kv_dec_member(&it, &m) == 1) {
+        if (o->n == o->cap)
+            return -E2BIG;
+        struct ol_client_member *x = &o->m[o->n++];
+        x->id = m.id;
+        x->weight = m.weight;
+        memcpy(x->addr, m.addr.p, m.addr.len);
+        x->addr[m.addr.len] = 0;
+    }
+    return 0;
+}
+
+int ol_client_members(ol_client *c, int64_t *revision, int *replicas,
+                      struct ol_client_member *m, int cap)
+{
+    struct ol_c_members o = {revision, replicas, m, cap, 0};
+    struct ol_batch b = {.start = NULL};
+    int rc = ol_batch_lock(c, &b, true);
+    if (rc == 0 && c->conns[0].version < 2)
+        rc = -EOPNOTSUPP;
+    struct ol_kv_enc e;
+    if (rc == 0 && (rc = ol_c_begin(&c->conns[0], &e, OL_KV_OP_MEMBERS, 64)) == 0)
+        rc = ol_c_finish(&c->conns[0], &e);
+    if (rc == 0) {
+        struct ol_kv_hdr h;
+        struct ol_kv_dec d;
+        size_t used;
+        if ((rc = ol_c_answer(c, 0, &h, &d, &used)) == 0) {
+            rc = ol_c_members_one(&d, 0, &o);
+            ol_c_consume(&c->conns[0], used);
+        }
+    }
+    ol_batch_unlock(c, &b, true);
+    return rc < 0 ? rc : o.n;
 }
 
 int ol_client_slab_usage(ol_client *c, uint64_t *size, uint64_t *allocated)

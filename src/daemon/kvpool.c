@@ -8,7 +8,9 @@
  *
  * Owns: the placement snapshot the cores read (an atomic pointer; a
  * replaced snapshot is freed OL_KP_GRACE_MS later, long after any core's
- * use of it ended: a core reads it within one callback); the hooks of the
+ * use of it ended: a core reads it within one callback), and beside it the
+ * same KV members with their kv_addr, which a client asks for (MEMBERS,
+ * docs/kv-protocol.md) to place keys itself; the hooks of the
  * KV servers (kv/server.h, struct ol_kv_remote), which run on the cores
  * and only copy and post; the net loop's half: KV_GET and KV_PUT calls to
  * homes, and the handlers that serve them here by posting to the core
@@ -86,9 +88,22 @@ struct kp_core {
     struct ol_timer wake;
 };
 
+/* The KV members of one placement snapshot, as MEMBERS answers them. */
+struct kp_members {
+    int64_t revision;
+    int n;
+    struct kp_addr {
+        int64_t id;
+        uint64_t weight;
+        uint16_t len;
+        char addr[OL_CONFIG_ADDR_LEN];
+    } m[];
+};
+
 struct kp_retired {
     struct kp_retired *next;
     struct ol_place *p;
+    struct kp_members *mb;
     uint64_t at_ms;
 };
 
@@ -105,6 +120,7 @@ struct ol_kvpool {
     struct kp_push *push_head, *push_tail; /* net loop: pushes waiting for room */
     struct ol_timer retry;              /* net loop: sends them */
     _Atomic(struct ol_place *) place;
+    _Atomic(struct kp_members *) members; /* placed with `place`, for clients */
     struct kp_retired *retired;     /* net loop only */
     struct kp_core *cores;
     struct ol_place_member *kbuf;
@@ -138,6 +154,43 @@ static int64_t kp_home_of(void *arg, struct ol_kv_hash h)
     return kp_homes(kc->kp, h, homes) > 0 ? homes[0] : -1;
 }
 
+/* Core: a MEMBERS answer (kv/server.h ol_kv_remote.members). */
+static int kp_members_enc(void *arg, struct ol_kv_enc *e)
+{
+    struct kp_core *kc = arg;
+    struct kp_members *mb = atomic_load_explicit(&kc->kp->members, memory_order_acquire);
+    if (!mb)
+        return 0; /* no view yet: answered as a node in no cluster */
+    struct ol_kv_members_head h = {.revision = mb->revision,
+                                   .replicas = (uint16_t)kc->kp->replicas};
+    int rc = ol_kv_enc_members_head(e, &h);
+    for (int i = 0; i < mb->n && rc == 0; i++)
+        rc = ol_kv_enc_member(e, mb->m[i].id, mb->m[i].weight, mb->m[i].addr, mb->m[i].len);
+    return rc;
+}
+
+/* The KV members kbuf[0, nk) (in the order of m, ol_place_kv_members) with
+ * their records' kv_addr: a new kp_members, or NULL (out of memory). */
+static struct kp_members *kp_members_make(const struct ol_place_member *k, int nk,
+                                          const struct ol_member *m, int n, int64_t revision)
+{
+    struct kp_members *mb = malloc(sizeof *mb + (size_t)nk * sizeof mb->m[0]);
+    if (!mb)
+        return NULL;
+    mb->revision = revision;
+    mb->n = nk;
+    for (int i = 0, j = 0; i < nk; i++) {
+        while (j < n && m[j].id != k[i].id)
+            j++;
+        OL_ASSERT(j < n); /* k is a subsequence of m */
+        size_t len = strnlen(m[j].kv_addr, sizeof m[j].kv_addr);
+        mb->m[i] = (struct kp_addr){.id = k[i].id, .weight = k[i].weight,
+                                    .len = (uint16_t)(len > OL_KV_MAX_ADDR ? 0 : len)};
+        memcpy(mb->m[i].addr, m[j].kv_addr, mb->m[i].len);
+    }
+    return mb;
+}
+
 void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n,
                            int64_t revision, uint64_t now_ms)
 {
@@ -146,20 +199,28 @@ void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n
         return;
     int nk = ol_place_kv_members(m, n, kp->kbuf);
     struct ol_place *p = NULL;
-    if (ol_place_create(kp->kbuf, nk, revision, &p) == 0) {
-        struct ol_place *old = atomic_exchange_explicit(&kp->place, p, memory_order_acq_rel);
-        struct kp_retired *r = old ? malloc(sizeof *r) : NULL;
+    struct kp_members *mb = kp_members_make(kp->kbuf, nk, m, n, revision);
+    if (mb && ol_place_create(kp->kbuf, nk, revision, &p) == 0) {
+        struct kp_retired *r = malloc(sizeof *r);
         if (r) {
-            *r = (struct kp_retired){kp->retired, old, now_ms};
+            struct ol_place *old = atomic_exchange_explicit(&kp->place, p, memory_order_acq_rel);
+            struct kp_members *omb =
+                atomic_exchange_explicit(&kp->members, mb, memory_order_acq_rel);
+            *r = (struct kp_retired){kp->retired, old, omb, now_ms};
             kp->retired = r;
+        } else { /* the old ones stay: swapped, they could not be freed later */
+            ol_place_destroy(p);
+            free(mb);
         }
-        /* (an old snapshot that could not be listed is kept: a leak, never a use after free) */
+    } else {
+        free(mb);
     }
     for (struct kp_retired **pp = &kp->retired; *pp;) {
         struct kp_retired *r = *pp;
         if (now_ms - r->at_ms >= OL_KP_GRACE_MS) {
             *pp = r->next;
             ol_place_destroy(r->p);
+            free(r->mb);
             free(r);
         } else {
             pp = &r->next;
@@ -1194,7 +1255,8 @@ int ol_daemon_kvpool_core(struct ol_daemon *d, int core)
         return 0;
     struct ol_kv_remote r = {.arg = &kp->cores[core], .wait_ms = kp->timeout_ms + 100,
                              .home_of = kp_home_of, .fetch = kp_fetch,
-                             .saved = kp_saved, .disk_done = kp_disk_done};
+                             .saved = kp_saved, .disk_done = kp_disk_done,
+                             .members = kp_members_enc};
     return ol_kv_server_set_remote(d->kv_servers[core], &r);
 }
 
@@ -1263,9 +1325,11 @@ void ol_daemon_kvpool_destroy(struct ol_daemon *d)
         struct kp_retired *r = kp->retired;
         kp->retired = r->next;
         ol_place_destroy(r->p);
+        free(r->mb);
         free(r);
     }
     ol_place_destroy(atomic_load(&kp->place));
+    free(atomic_load(&kp->members));
     free(kp->kbuf);
     free(kp->cores);
     free(kp);

@@ -50,7 +50,7 @@ const char *ol_kv_status_name(int s)
 
 static const char *const op_names[OL_KV_OP__MAX + 1] = {
     NULL, "HELLO", "RESERVE", "COMMIT", "ABORT", "LOOKUP", "ACQUIRE",
-    "RELEASE", "DELETE", "RESET", "STATS", "PUT", "GET", "ERROR",
+    "RELEASE", "DELETE", "RESET", "STATS", "PUT", "GET", "ERROR", "MEMBERS",
 };
 
 const char *ol_kv_op_name(int op)
@@ -163,6 +163,7 @@ enum shape {
     SH_RESET_RES,
     SH_STATS,
     SH_MESSAGE,      /* ERROR, and every response with status != OK */
+    SH_MEMBERS,      /* MEMBERS response (v2) */
 };
 
 /* Item and body sizes. */
@@ -184,6 +185,10 @@ enum shape {
 #define STATS_LEN         (8u * OL_KV_STAT__COUNT)
 #define MESSAGE_MIN       8u
 #define MESSAGE_MAX       1032u                     /* align8(2 + 1024) */
+#define MEMBERS_HEAD      16u                       /* revision, replicas, reserved */
+#define MEMBER_FIXED      18u                       /* id, weight, addr_len */
+#define MEMBER_ITEM_MIN   24u                       /* align8(18 + 0) */
+#define MEMBER_ITEM_MAX   288u                      /* align8(18 + 263) */
 
 /* Body layout of each opcode's request and OK response (0 = SH_NONE). */
 static const uint8_t req_shape[OL_KV_OP__MAX + 1] = {
@@ -193,6 +198,7 @@ static const uint8_t req_shape[OL_KV_OP__MAX + 1] = {
     [OL_KV_OP_RELEASE] = SH_SLOT_REF, [OL_KV_OP_DELETE] = SH_KEYS,
     [OL_KV_OP_RESET] = SH_EMPTY,      [OL_KV_OP_STATS] = SH_EMPTY,
     [OL_KV_OP_PUT] = SH_PUT,          [OL_KV_OP_GET] = SH_KEYS,
+    [OL_KV_OP_MEMBERS] = SH_EMPTY,
 };
 static const uint8_t resp_shape[OL_KV_OP__MAX + 1] = {
     [OL_KV_OP_HELLO] = SH_HELLO_RESP,  [OL_KV_OP_RESERVE] = SH_RESERVE_RES,
@@ -201,7 +207,14 @@ static const uint8_t resp_shape[OL_KV_OP__MAX + 1] = {
     [OL_KV_OP_RELEASE] = SH_STATUS,    [OL_KV_OP_DELETE] = SH_STATUS,
     [OL_KV_OP_RESET] = SH_RESET_RES,   [OL_KV_OP_STATS] = SH_STATS,
     [OL_KV_OP_PUT] = SH_STATUS,        [OL_KV_OP_GET] = SH_GET_RES,
+    [OL_KV_OP_MEMBERS] = SH_MEMBERS,
 };
+
+/* The frame version an opcode's frames carry: the first version that has it. */
+static unsigned op_version(unsigned op)
+{
+    return op == OL_KV_OP_MEMBERS ? 2u : OL_KV_VERSION;
+}
 
 /* The body layout of a frame; SH_NONE when no such frame exists (unknown
  * opcode, an ERROR request, an OK ERROR). status is known to be valid. */
@@ -222,7 +235,7 @@ static bool shape_is_list(enum shape s)
     switch (s) {
     case SH_KEYS: case SH_COMMIT: case SH_SLOT_REF: case SH_PUT:
     case SH_RESERVE_RES: case SH_ACQUIRE_RES: case SH_STATUS:
-    case SH_LOOKUP_RES: case SH_GET_RES:
+    case SH_LOOKUP_RES: case SH_GET_RES: case SH_MEMBERS:
         return true;
     default:
         return false;
@@ -254,6 +267,8 @@ static bool shape_size_ok(enum shape s, uint64_t n, uint64_t p)
     case SH_RESET_RES:   return p == RESET_RES_LEN;
     case SH_STATS:       return p == STATS_LEN;
     case SH_MESSAGE:     return p >= MESSAGE_MIN && p <= MESSAGE_MAX;
+    case SH_MEMBERS:     return n <= OL_KV_MAX_MEMBERS && p >= MEMBERS_HEAD + n * MEMBER_ITEM_MIN &&
+                                p <= MEMBERS_HEAD + n * MEMBER_ITEM_MAX;
     case SH_NONE:        return false;
     }
     return false;
@@ -269,7 +284,7 @@ int ol_kv_frame_parse_header(const void *buf, size_t len, struct ol_kv_hdr *out)
     size_t m = len < 4 ? len : 4;
     if (memcmp(b, OL_KV_MAGIC, m) != 0)
         return OL_KV_INVALID;
-    if (len >= 6 && ol_le_ld16(b + 4) != OL_KV_VERSION)
+    if (len >= 6 && (ol_le_ld16(b + 4) < 1 || ol_le_ld16(b + 4) > OL_KV_VERSION_MAX))
         return OL_KV_BAD_VERSION;
     if (len < OL_KV_HDR_LEN)
         return OL_KV_INCOMPLETE;
@@ -291,7 +306,7 @@ int ol_kv_frame_parse_header(const void *buf, size_t len, struct ol_kv_hdr *out)
     if (resp ? h.status >= OL_KV_STATUS__COUNT : h.status != 0)
         return OL_KV_INVALID;
     enum shape s = shape_of(h.opcode, resp, h.status);
-    if (s == SH_NONE)
+    if (s == SH_NONE || h.version != op_version(h.opcode))
         return OL_KV_INVALID;
     if (h.body_len % 8)
         return OL_KV_INVALID;
@@ -471,6 +486,35 @@ static int validate_lookup_res(const uint8_t *b, uint32_t n, uint32_t p)
     return 0;
 }
 
+/* A MEMBERS item at b[0..left): its size, or 0 when malformed. */
+static uint32_t member_item(const uint8_t *b, uint64_t left)
+{
+    if (left < MEMBER_ITEM_MIN)
+        return 0;
+    uint32_t al = ol_le_ld16(b + 16);
+    uint32_t size = (uint32_t)ol_kv_align8(MEMBER_FIXED + al);
+    if (al > OL_KV_MAX_ADDR || size > left || ol_le_ld64(b + 8) == 0 ||
+        !all_zero(b + MEMBER_FIXED + al, size - MEMBER_FIXED - al))
+        return 0;
+    return size;
+}
+
+static int validate_members(const uint8_t *b, uint32_t n, uint32_t p)
+{
+    uint32_t rep = ol_le_ld16(b + 8);
+    if (rep > OL_KV_MAX_REPLICAS || !all_zero(b + 10, 6) ||
+        (rep == 0 && (n != 0 || ol_le_ld64(b) != 0)))
+        return OL_KV_INVALID;
+    uint64_t off = MEMBERS_HEAD;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t size = member_item(b + off, p - off);
+        if (!size)
+            return OL_KV_INVALID;
+        off += size;
+    }
+    return off == p ? 0 : OL_KV_INVALID;
+}
+
 /* Walks a payload of p bytes with n items of shape s; 0 or a parser error. */
 static int validate_body(enum shape s, const uint8_t *b, uint32_t n, uint32_t p)
 {
@@ -561,6 +605,8 @@ static int validate_body(enum shape s, const uint8_t *b, uint32_t n, uint32_t p)
             return OL_KV_INVALID;
         return all_zero(b + 2 + ml, p - 2 - ml) ? 0 : OL_KV_INVALID;
     }
+    case SH_MEMBERS:
+        return validate_members(b, n, p);
     case SH_NONE:
         return OL_KV_INVALID;
     }
@@ -585,8 +631,8 @@ long ol_kv_body_open(struct ol_kv_dec *d, const struct ol_kv_hdr *h,
     if (rc < 0)
         return rc;
     *d = (struct ol_kv_dec){
-        .p = b, .len = p, .off = 0, .count = h->count, .index = 0,
-        .opcode = h->opcode, .shape = (uint8_t)s,
+        .p = b, .len = p, .off = s == SH_MEMBERS ? MEMBERS_HEAD : 0, .count = h->count,
+        .index = 0, .opcode = h->opcode, .shape = (uint8_t)s,
     };
     return (long)h->body_len;
 }
@@ -777,6 +823,29 @@ int ol_kv_dec_stats(const struct ol_kv_dec *d, struct ol_kv_stats *out)
     return 0;
 }
 
+int ol_kv_dec_member(struct ol_kv_dec *d, struct ol_kv_member_item *out)
+{
+    int rc;
+    const uint8_t *b = next_item(d, SH_MEMBERS, &rc);
+    if (!b)
+        return rc;
+    out->id = (int64_t)ol_le_ld64(b);
+    out->weight = ol_le_ld64(b + 8);
+    out->addr.len = ol_le_ld16(b + 16);
+    out->addr.p = b + MEMBER_FIXED;
+    d->off += (uint32_t)ol_kv_align8(MEMBER_FIXED + out->addr.len);
+    return 1;
+}
+
+int ol_kv_dec_members_head(const struct ol_kv_dec *d, struct ol_kv_members_head *out)
+{
+    if (d->shape != SH_MEMBERS)
+        return -1;
+    out->revision = (int64_t)ol_le_ld64(d->p);
+    out->replicas = ol_le_ld16(d->p + 8);
+    return 0;
+}
+
 int ol_kv_dec_message(const struct ol_kv_dec *d, struct ol_kv_bytes *out)
 {
     if (d->shape != SH_MESSAGE)
@@ -855,19 +924,18 @@ int ol_kv_frame_begin(struct ol_kv_enc *e, void *buf, size_t cap,
         .flags = (uint16_t)flags, .status = (uint16_t)status,
         .shape = (uint8_t)s,
     };
-    if (OL_KV_HDR_LEN + end_size(e, 0, 0) > cap)
+    uint32_t head = s == SH_LOOKUP_RES ? LOOKUP_HEAD : s == SH_MEMBERS ? MEMBERS_HEAD : 0;
+    if (OL_KV_HDR_LEN + end_size(e, head, 0) > cap)
         return -ENOSPC;
     memset(e->buf, 0, OL_KV_HDR_LEN);
     memcpy(e->buf, OL_KV_MAGIC, 4);
-    ol_le_st16(e->buf + 4, OL_KV_VERSION);
+    ol_le_st16(e->buf + 4, (uint16_t)op_version(opcode));
     ol_le_st16(e->buf + 6, (uint16_t)opcode);
     ol_le_st64(e->buf + 8, req_id);
     ol_le_st16(e->buf + 24, (uint16_t)status);
     ol_le_st16(e->buf + 26, (uint16_t)flags);
-    if (s == SH_LOOKUP_RES) {
-        memset(e->buf + OL_KV_HDR_LEN, 0, LOOKUP_HEAD);
-        e->len = LOOKUP_HEAD;
-    }
+    e->len = head;
+    memset(e->buf + OL_KV_HDR_LEN, 0, head);
     return 0;
 }
 
@@ -1002,6 +1070,37 @@ int ol_kv_enc_status(struct ol_kv_enc *e, unsigned status)
         return rc;
     ol_le_st16(p, (uint16_t)status);
     enc_commit_item(e, 2, true);
+    return 0;
+}
+
+int ol_kv_enc_members_head(struct ol_kv_enc *e, const struct ol_kv_members_head *h)
+{
+    if (e->shape != SH_MEMBERS || h->replicas > OL_KV_MAX_REPLICAS ||
+        (h->replicas == 0 && (h->revision != 0 || e->count != 0)))
+        return -EINVAL;
+    uint8_t *b = e->buf + OL_KV_HDR_LEN;
+    ol_le_st64(b, (uint64_t)h->revision);
+    ol_le_st16(b + 8, h->replicas);
+    return 0;
+}
+
+int ol_kv_enc_member(struct ol_kv_enc *e, int64_t id, uint64_t weight, const void *addr,
+                     size_t addr_len)
+{
+    if (weight == 0 || addr_len > OL_KV_MAX_ADDR ||
+        (e->shape == SH_MEMBERS && (e->count >= OL_KV_MAX_MEMBERS ||
+                                    ol_le_ld16(e->buf + OL_KV_HDR_LEN + 8) == 0)))
+        return e->shape == SH_MEMBERS && e->count >= OL_KV_MAX_MEMBERS ? -E2BIG : -EINVAL;
+    int rc;
+    uint64_t size = ol_kv_align8(MEMBER_FIXED + addr_len);
+    uint8_t *p = enc_item(e, SH_MEMBERS, size, true, &rc);
+    if (!p)
+        return rc;
+    ol_le_st64(p, (uint64_t)id);
+    ol_le_st64(p + 8, weight);
+    ol_le_st16(p + 16, (uint16_t)addr_len);
+    memcpy(p + MEMBER_FIXED, addr, addr_len);
+    enc_commit_item(e, size, true);
     return 0;
 }
 

@@ -16,7 +16,8 @@
  *
  *   off size type    field
  *     0    4 u8[4]   magic "OLKV" (4F 4C 4B 56)
- *     4    2 u16     version: frame format version, 1 (OL_KV_VERSION)
+ *     4    2 u16     version: frame format version: 2 for MEMBERS frames,
+ *                    1 for every other (OL_KV_VERSION; v2 = v1 + MEMBERS)
  *     6    2 u16     opcode (enum ol_kv_op)
  *     8    8 u64     request id, chosen by the client, echoed in the response
  *    16    4 u32     body_len: bytes after the header; a multiple of 8
@@ -67,7 +68,8 @@
 /* ---- constants ---------------------------------------------------------- */
 
 #define OL_KV_MAGIC         "OLKV"
-#define OL_KV_VERSION       1u        /* the only frame version of this codec */
+#define OL_KV_VERSION       1u        /* HELLO frames, and every opcode but MEMBERS */
+#define OL_KV_VERSION_MAX   2u        /* v2 = v1 + MEMBERS; the newest this codec speaks */
 #define OL_KV_HDR_LEN       32u
 #define OL_KV_TRAILER_LEN   8u        /* body CRC trailer, when flagged */
 
@@ -95,6 +97,9 @@
 #define OL_KV_MAX_TOKEN      256u     /* auth token, 0..256 bytes */
 #define OL_KV_MAX_NAMESPACE  256u     /* namespace, 1..256 bytes */
 #define OL_KV_MAX_MESSAGE    1024u    /* error message text, 0..1024 bytes */
+#define OL_KV_MAX_MEMBERS    4096u    /* MEMBERS items (= OL_MEMBER_MAX, a view's members) */
+#define OL_KV_MAX_ADDR       263u     /* a member's kv_addr, 0..263 bytes (host:port) */
+#define OL_KV_MAX_REPLICAS   16u      /* MEMBERS replicas (= cluster.kv_replicas' limit) */
 
 /* Header flags. */
 #define OL_KV_F_RESPONSE   0x0001u    /* set on every server-to-client frame */
@@ -128,8 +133,9 @@ enum ol_kv_op {
     OL_KV_OP_PUT     = 11,  /* TCP data path: values inline in the request */
     OL_KV_OP_GET     = 12,  /* TCP data path: values inline in the response */
     OL_KV_OP_ERROR   = 13,  /* response only: protocol error, then close */
+    OL_KV_OP_MEMBERS = 14,  /* v2: the cluster's KV members (placement), for clients */
 };
-#define OL_KV_OP__MAX 13
+#define OL_KV_OP__MAX 14
 
 /* Status codes, in response headers and response items. Stable numbers. */
 enum ol_kv_status {
@@ -237,11 +243,13 @@ static inline uint64_t ol_kv_frame_len(const struct ol_kv_hdr *h)
  * out:     OUT, filled on a return of 32 only.
  *
  * Checks, in this order, each as soon as its bytes are there: magic (-1,
- * after as little as 1 byte), version (-3 once bytes 4..5 are in; the magic
- * and version bytes are frozen for all versions), then with 32 bytes: header
+ * after as little as 1 byte), version (-3 once bytes 4..5 are in and not 1
+ * or 2; the magic and version bytes are frozen for all versions), then with
+ * 32 bytes: header
  * CRC (-1), flags known (-1), status (requests: 0; responses: a known
  * status) (-1), opcode known, and not ERROR in a request nor in an OK
- * response (-1), body_len a multiple of 8 (-1), body_len and count within the
+ * response, and in a frame of the version that has it: MEMBERS in version
+ * 2 only, every other opcode in version 1 only (-1), body_len a multiple of 8 (-1), body_len and count within the
  * limits for this opcode and direction (-4), and body_len consistent with
  * count for the opcode's layout (-1), so an impossible body is refused
  * before it is read.
@@ -339,6 +347,19 @@ struct ol_kv_lookup_res {
     const uint8_t *bitmap;   /* bit i (byte i/8, bit i%8, LSB first) = key i */
 };
 
+/* MEMBERS response (v2; docs/kv-protocol.md "MEMBERS"): the placement a
+ * client computes homes with. replicas 0: the node is in no cluster (then
+ * revision and count are 0). */
+struct ol_kv_members_head {
+    int64_t revision;        /* etcd revision of the view the members are from */
+    uint16_t replicas;       /* cluster.kv_replicas, 0..16 */
+};
+struct ol_kv_member_item {
+    int64_t id;
+    uint64_t weight;         /* KV capacity in bytes, > 0 */
+    struct ol_kv_bytes addr; /* kv_addr as a client dials it, 0..263 bytes (0: none) */
+};
+
 static inline bool ol_kv_lookup_hit(const struct ol_kv_lookup_res *r, uint32_t i)
 {
     return (r->bitmap[i >> 3] >> (i & 7)) & 1;
@@ -432,6 +453,7 @@ long ol_kv_frame_parse(const void *buf, size_t len, struct ol_kv_hdr *h,
  *   ol_kv_dec_acquire_res  ACQUIRE responses
  *   ol_kv_dec_status       COMMIT, ABORT, RELEASE, DELETE, PUT responses
  *   ol_kv_dec_get_res      GET responses
+ *   ol_kv_dec_member       MEMBERS responses (after the head)
  */
 int ol_kv_dec_key(struct ol_kv_dec *d, struct ol_kv_bytes *out);
 int ol_kv_dec_slot_ref(struct ol_kv_dec *d, struct ol_kv_slot_ref *out);
@@ -441,6 +463,7 @@ int ol_kv_dec_reserve_res(struct ol_kv_dec *d, struct ol_kv_reserve_res *out);
 int ol_kv_dec_acquire_res(struct ol_kv_dec *d, struct ol_kv_acquire_res *out);
 int ol_kv_dec_status(struct ol_kv_dec *d, uint16_t *out);
 int ol_kv_dec_get_res(struct ol_kv_dec *d, struct ol_kv_get_res *out);
+int ol_kv_dec_member(struct ol_kv_dec *d, struct ol_kv_member_item *out);
 
 /*
  * Single-struct bodies. Each returns 0 and fills *out, or -1 when the body
@@ -457,6 +480,8 @@ int ol_kv_dec_get_res(struct ol_kv_dec *d, struct ol_kv_get_res *out);
 int ol_kv_dec_hello_req(const struct ol_kv_dec *d, struct ol_kv_hello_req *out);
 int ol_kv_dec_hello_resp(const struct ol_kv_dec *d, struct ol_kv_hello_resp *out);
 int ol_kv_dec_lookup_res(const struct ol_kv_dec *d, struct ol_kv_lookup_res *out);
+/* MEMBERS response with status OK: its head (the items: ol_kv_dec_member) */
+int ol_kv_dec_members_head(const struct ol_kv_dec *d, struct ol_kv_members_head *out);
 int ol_kv_dec_reset_res(const struct ol_kv_dec *d, uint64_t *removed);
 int ol_kv_dec_stats(const struct ol_kv_dec *d, struct ol_kv_stats *out);
 int ol_kv_dec_message(const struct ol_kv_dec *d, struct ol_kv_bytes *out);
@@ -545,6 +570,13 @@ int ol_kv_enc_acquire_res(struct ol_kv_enc *e, const struct ol_kv_acquire_res *i
 int ol_kv_enc_status(struct ol_kv_enc *e, unsigned status);
 /* LOOKUP response: one bit per key, in request order. */
 int ol_kv_enc_lookup_hit(struct ol_kv_enc *e, bool hit);
+/* MEMBERS response: the head first (0s until set: then the node is in no
+ * cluster; replicas <= 16, and 0 only with revision 0), then one item per
+ * member (weight > 0, addr 0..263 bytes, at most 4096 items: -E2BIG past
+ * them; -EINVAL for an item after a head of replicas 0). */
+int ol_kv_enc_members_head(struct ol_kv_enc *e, const struct ol_kv_members_head *h);
+int ol_kv_enc_member(struct ol_kv_enc *e, int64_t id, uint64_t weight, const void *addr,
+                     size_t addr_len);
 /*
  * PUT request item / GET response item. value may be NULL: the value bytes
  * are then left for the caller to fill (e.g. a device-to-host copy straight

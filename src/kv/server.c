@@ -143,6 +143,7 @@ struct ol_kv_conn {
     uint8_t fetch_state;      /* FETCH_NONE, FETCH_PENDING (token), FETCH_DONE */
     uint64_t fetch_token;
     uint16_t nslen;           /* the namespace of HELLO */
+    uint16_t version;         /* negotiated in HELLO: frames up to it are served */
     char nsb[OL_KV_MAX_NAMESPACE];
     char *in, *out;
     uint32_t in_len, out_len, out_sent;
@@ -319,6 +320,7 @@ static struct ol_kv_conn *ol_kvc_new(struct ol_kv_server *s, int fd, bool is_uni
     c->fd = fd;
     c->is_unix = is_unix;
     c->sid = -1;
+    c->version = OL_KV_VERSION; /* HELLO's; the session's once negotiated */
     c->next = s->list;
     if (s->list)
         s->list->prev = c;
@@ -462,7 +464,7 @@ static void ol_kvc_hello_reply(struct ol_kv_conn *c, uint64_t req_id)
     struct ol_kv_server *s = c->srv;
     const struct ol_kv_slab *slab = &c->t->slab;
     struct ol_kv_hello_resp r = {
-        .session_id = c->session_id, .version = 1, .flags = c->shm ? OL_KV_HELLO_SHM : 0,
+        .session_id = c->session_id, .version = c->version, .flags = c->shm ? OL_KV_HELLO_SHM : 0,
         .shards = (uint32_t)s->svc->nshards, .max_items = OL_KVS_MAX_ITEMS,
         .max_body = OL_KVS_MAX_BODY, .max_data_body = OL_KVS_MAX_DATA,
         .max_value = OL_KV_MAX_VALUE, .max_key = OL_KV_MAX_KEY,
@@ -522,6 +524,7 @@ static void ol_on_kv_migrate(ol_loop *loop, struct ol_msg *m)
         c->nslen = src->nslen;
         c->t = src->t;
         c->value_size = src->value_size;
+        c->version = src->version;
         /* Frames the client pipelined behind its HELLO come along. */
         if (src->in_len && !(c->in = ol_pool_get(&s->inbufs))) {
             close(c->fd);
@@ -582,12 +585,13 @@ static void ol_kvc_handle_hello(struct ol_kv_conn *c, const struct ol_kv_hdr *h,
     c->t = t;
     c->authed = true;
     ol_kvc_pend_remove(c);
-    if (q.min_version > 1) {
+    if (q.min_version > OL_KV_VERSION_MAX) {
         ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_UNSUPPORTED_VERSION,
-                            "this server speaks protocol version 1");
+                            "this server speaks protocol versions 1 and 2");
         c->close_after = true;
         return;
     }
+    c->version = (uint16_t)(q.max_version < OL_KV_VERSION_MAX ? q.max_version : OL_KV_VERSION_MAX);
     uint32_t shard = (q.flags & OL_KV_HELLO_SHARD) ? q.shard : 0;
     if (shard >= (uint32_t)s->svc->nshards) {
         ol_kvc_reply_status(c, OL_KV_OP_HELLO, h->req_id, OL_KV_BAD_REQUEST, "no such shard");
@@ -864,6 +868,12 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
         ol_kv_enc_stats(&e, &o);
         break;
     }
+    case OL_KV_OP_MEMBERS: /* v2; a node in no cluster answers replicas 0 */
+        if (s->has_remote && s->remote.members && s->remote.members(s->remote.arg, &e) < 0) {
+            ol_kvc_reply_status(c, op, h->req_id, OL_KV_INTERNAL, "no placement to answer with");
+            return;
+        }
+        break;
     default:
         ol_kvc_proto_error(c, h->req_id, OL_KV_BAD_REQUEST, "unknown opcode");
         return;
@@ -1175,13 +1185,19 @@ static void ol_kvc_process(struct ol_kv_conn *c)
             ol_kvc_proto_error(c, h.req_id, OL_KV_UNAUTHORIZED, "HELLO first");
             break;
         }
+        if (h.version > c->version) {
+            ol_kvc_proto_error(c, h.req_id, OL_KV_UNSUPPORTED_VERSION,
+                               "a frame of a protocol version newer than the session's");
+            break;
+        }
         if (!ol_kvc_out(c)) {
             ol_kvc_close(c);
             break;
         }
-        /* Answers must fit: a GET answer (values inline) needs an empty
-         * output buffer, any other a worst case by item count. */
-        if (h.opcode == OL_KV_OP_GET ? c->out_len != 0
+        /* Answers must fit: a GET answer (values inline) and a MEMBERS
+         * answer (up to 1.2 MB) need an empty output buffer, any other a
+         * worst case by item count. */
+        if (h.opcode == OL_KV_OP_GET || h.opcode == OL_KV_OP_MEMBERS ? c->out_len != 0
                                      : OL_KVS_OUT_CAP - c->out_len < ol_kvc_worst(h.count))
             break; /* wait for the output to drain */
         struct ol_kv_dec d;

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kv/proto.h"
 #include "kv/service.h"
 #include "rt/loop.h"
 
@@ -74,6 +75,11 @@ struct ol_kv_remote {
      * ol_kv_server_promote started is over, or the queue has room again;
      * NULL: not told */
     void (*disk_done)(void *arg);
+    /* a MEMBERS answer (protocol v2): the KV members of the placement
+     * snapshot with their kv_addr, into e (a MEMBERS response begun with
+     * room for the largest answer); 0 or -errno. NULL: the node answers
+     * as one in no cluster */
+    int (*members)(void *arg, struct ol_kv_enc *e);
 };
 
 /*

@@ -50,7 +50,7 @@ static bool within(const uint8_t *p, uint64_t n, const uint8_t *lo, const uint8_
 enum kind {
     K_EMPTY, K_HELLO_REQ, K_HELLO_RESP, K_KEYS, K_COMMIT, K_SLOT_REF, K_PUT,
     K_RESERVE_RES, K_ACQUIRE_RES, K_STATUS, K_LOOKUP_RES, K_GET_RES,
-    K_RESET_RES, K_STATS, K_MESSAGE,
+    K_RESET_RES, K_STATS, K_MESSAGE, K_MEMBERS,
 };
 
 static enum kind kind_of(const struct ol_kv_hdr *h)
@@ -71,6 +71,7 @@ static enum kind kind_of(const struct ol_kv_hdr *h)
     case OL_KV_OP_STATS:   return resp ? K_STATS : K_EMPTY;
     case OL_KV_OP_PUT:     return resp ? K_STATUS : K_PUT;
     case OL_KV_OP_GET:     return resp ? K_GET_RES : K_KEYS;
+    case OL_KV_OP_MEMBERS: return resp ? K_MEMBERS : K_EMPTY;
     default:               abort();    /* the header check let it through */
     }
 }
@@ -79,7 +80,7 @@ static bool kind_has_items(enum kind k)
 {
     return k == K_KEYS || k == K_COMMIT || k == K_SLOT_REF || k == K_PUT ||
            k == K_RESERVE_RES || k == K_ACQUIRE_RES || k == K_STATUS ||
-           k == K_LOOKUP_RES || k == K_GET_RES;
+           k == K_LOOKUP_RES || k == K_GET_RES || k == K_MEMBERS;
 }
 
 /*
@@ -240,6 +241,22 @@ static void check_valid(const uint8_t *frame, long n, const struct ol_kv_hdr *h,
         REQUIRE(ol_kv_enc_stats(&e, &s) == 0);
         break;
     }
+    case K_MEMBERS: {
+        REQUIRE(h->version == 2 && h->count <= OL_KV_MAX_MEMBERS);
+        struct ol_kv_members_head mh;
+        REQUIRE(ol_kv_dec_members_head(d, &mh) == 0);
+        REQUIRE(mh.replicas <= OL_KV_MAX_REPLICAS);
+        REQUIRE(ol_kv_enc_members_head(&e, &mh) == 0);
+        struct ol_kv_member_item it;
+        while ((rc = ol_kv_dec_member(d, &it)) == 1) {
+            REQUIRE(it.weight > 0 && it.addr.len <= OL_KV_MAX_ADDR);
+            REQUIRE(within(it.addr.p, it.addr.len, lo, hi));
+            REQUIRE(ol_kv_enc_member(&e, it.id, it.weight, it.addr.p, it.addr.len) == 0);
+            items++;
+        }
+        REQUIRE(rc == 0);
+        break;
+    }
     case K_MESSAGE: {
         struct ol_kv_bytes m;
         REQUIRE(ol_kv_dec_message(d, &m) == 0);
@@ -356,7 +373,7 @@ static void encode_mode(const uint8_t *data, size_t size)
     }
     uint32_t appended = 0;
     for (int steps = 0; steps < 256 && s.n; steps++) {
-        unsigned what = take(&s, 1) % 14;
+        unsigned what = take(&s, 1) % 16;
         uint32_t a = take(&s, 2), b = take(&s, 4);
         const uint8_t *bytes = s.p;                   /* key/value material */
         size_t avail = s.n;
@@ -414,6 +431,17 @@ static void encode_mode(const uint8_t *data, size_t size)
             break;
         }
         case 11: rc = ol_kv_enc_reset_res(&e, (uint64_t)a << 32 | b); break;
+        case 13: {
+            struct ol_kv_members_head mh = {.revision = (int64_t)b - (a & 1), .replicas = (uint16_t)(a % 18)};
+            rc = ol_kv_enc_members_head(&e, &mh);
+            break;
+        }
+        case 14: {
+            size_t al = a % (OL_KV_MAX_ADDR + 2);        /* 0..264 */
+            rc = ol_kv_enc_member(&e, (int64_t)b - 7, a % 3 ? (uint64_t)b << 3 : 0,
+                                  al <= avail ? bytes : zeros, al);
+            break;
+        }
         case 12: {
             struct ol_kv_stats st;
             for (int i = 0; i < OL_KV_STAT__COUNT; i++)

@@ -981,11 +981,17 @@ def malformed_cases():
     cases = [
         ("bad magic", b"XLKV" + good[4:], St.BAD_REQUEST, 0),
         ("bad header CRC", good[:28] + bytes([good[28] ^ 1]) + good[29:], St.BAD_REQUEST, 0),
-        ("frame version 2", kvwire.frame(Op.LOOKUP, 5, kvwire.encode_keys([b"abc"]), 1,
-                                         version=2), St.UNSUPPORTED_VERSION, 0),
+        ("frame version 3", kvwire.frame(Op.LOOKUP, 5, kvwire.encode_keys([b"abc"]), 1,
+                                         version=3), St.UNSUPPORTED_VERSION, 0),
+        ("a LOOKUP in a version 2 frame (v2 frames are MEMBERS frames)",
+         kvwire.frame(Op.LOOKUP, 5, kvwire.encode_keys([b"abc"]), 1, version=2),
+         St.BAD_REQUEST, 0),
+        ("MEMBERS (v2) on a session of version 1", kvwire.frame(14, 5, b"", 0, version=2),
+         St.UNSUPPORTED_VERSION, 5),
         ("frame version 0", kvwire.frame(Op.LOOKUP, 5, kvwire.encode_keys([b"abc"]), 1,
                                          version=0), St.UNSUPPORTED_VERSION, 0),
-        ("unknown opcode 14", h(14, 5, 0, 0), St.BAD_REQUEST, 0),
+        ("MEMBERS in a version 1 frame", h(14, 5, 0, 0), St.BAD_REQUEST, 0),
+        ("unknown opcode 15", h(15, 5, 0, 0), St.BAD_REQUEST, 0),
         ("opcode 0", h(0, 5, 0, 0), St.BAD_REQUEST, 0),
         ("ERROR opcode from a client", h(Op.ERROR, 5, 8, 0) + b"\0" * 8, St.BAD_REQUEST, 0),
         ("status in a request", h(Op.STATS, 5, 0, 0, status=4), St.BAD_REQUEST, 0),
@@ -1088,7 +1094,7 @@ def test_malformed_frames_get_an_error_then_close_and_the_daemon_lives(kvd):
 def test_hello_errors(kvd):
     d = kvd()
     cases = [
-        ("no common version", kvwire.encode_hello(TOKEN, b"test", min_version=2, max_version=3),
+        ("no common version", kvwire.encode_hello(TOKEN, b"test", min_version=3, max_version=4),
          "hello", St.UNSUPPORTED_VERSION),
         ("empty namespace", kvwire.encode_hello(TOKEN, b""), "error", St.BAD_REQUEST),
         ("unknown HELLO flag", kvwire.encode_hello(TOKEN, b"test", flags=4), "error",

@@ -246,7 +246,8 @@ OLT_TEST(kv_proto_names)
     OLT_CHECK_STR(ol_kv_op_name(OL_KV_OP_HELLO), "HELLO");
     OLT_CHECK_STR(ol_kv_op_name(OL_KV_OP_ERROR), "ERROR");
     OLT_CHECK_STR(ol_kv_op_name(0), "UNKNOWN");
-    OLT_CHECK_STR(ol_kv_op_name(14), "UNKNOWN");
+    OLT_CHECK_STR(ol_kv_op_name(OL_KV_OP_MEMBERS), "MEMBERS");
+    OLT_CHECK_STR(ol_kv_op_name(15), "UNKNOWN");
     OLT_CHECK_STR(ol_kv_stat_name(OL_KV_STAT_ENTRIES), "entries");
     OLT_CHECK_STR(ol_kv_stat_name(OL_KV_STAT_PROTOCOL_ERRORS), "protocol_errors");
     OLT_CHECK_STR(ol_kv_stat_name(OL_KV_STAT__COUNT), "unknown");
@@ -259,6 +260,7 @@ OLT_TEST(kv_proto_names)
 }
 
 /* ---- round trips -------------------------------------------------------- */
+
 
 static uint8_t fbuf[1 << 16];
 
@@ -602,6 +604,127 @@ OLT_TEST(kv_proto_roundtrip_reset_stats_error)
         OLT_CHECK(bytes_is(m, "quota"));
         OLT_CHECK_EQ(ol_kv_dec_reserve_res(&d, &rr), -1);
     }
+}
+
+static uint8_t members_buf[2 << 20];
+
+/* MEMBERS (v2): the request is empty, in a version-2 frame; the answer a
+ * head and one item per member, every bound refused past it. */
+OLT_TEST(kv_proto_members)
+{
+    struct ol_kv_enc e;
+    struct ol_kv_hdr h;
+    struct ol_kv_dec d;
+    for (int c = 0; c < 2; c++) {
+        OLT_CHECK_EQ(ol_kv_frame_begin(&e, fbuf, sizeof fbuf, OL_KV_OP_MEMBERS, 5, crc_flags[c], 0), 0);
+        long n = ol_kv_frame_end(&e);
+        OLT_CHECK_EQ(n, 32 + 8 * c);
+        check_frame(fbuf, n, &h, &d);
+        OLT_CHECK_EQ(h.version, 2);
+        OLT_CHECK_EQ(h.opcode, OL_KV_OP_MEMBERS);
+        /* the same request as a v1 frame: no such opcode in v1 */
+        uint8_t g[64];
+        memcpy(g, fbuf, (size_t)n);
+        st16(g + 4, 1);
+        refix(g);
+        OLT_CHECK_EQ(ol_kv_frame_parse(g, (size_t)n, &h, &d), OL_KV_INVALID);
+
+        /* three members, addresses of 0, 14 and 263 bytes */
+        char longaddr[OL_KV_MAX_ADDR + 1];
+        memset(longaddr, 'h', sizeof longaddr);
+        OLT_CHECK_EQ(ol_kv_frame_begin(&e, fbuf, sizeof fbuf, OL_KV_OP_MEMBERS, 5,
+                                       OL_KV_F_RESPONSE | crc_flags[c], 0), 0);
+        OLT_CHECK_EQ(ol_kv_enc_member(&e, 1, 1, "a:1", 3), -EINVAL); /* head first */
+        struct ol_kv_members_head mh = {.revision = 42, .replicas = 2};
+        OLT_CHECK_EQ(ol_kv_enc_members_head(&e, &mh), 0);
+        OLT_CHECK_EQ(ol_kv_enc_member(&e, 3, 1ull << 40, "", 0), 0);
+        OLT_CHECK_EQ(ol_kv_enc_member(&e, -7, 5, "10.0.0.1:9400", 13), 0);
+        OLT_CHECK_EQ(ol_kv_enc_member(&e, 9, 0, "x:1", 3), -EINVAL);           /* weight 0 */
+        OLT_CHECK_EQ(ol_kv_enc_member(&e, 9, 1, longaddr, OL_KV_MAX_ADDR + 1), -EINVAL);
+        OLT_CHECK_EQ(ol_kv_enc_member(&e, 9, UINT64_MAX, longaddr, OL_KV_MAX_ADDR), 0);
+        n = ol_kv_frame_end(&e);
+        OLT_CHECK_EQ(n, 32 + 16 + 24 + 32 + 288 + 8 * c);
+        const uint8_t *f = check_frame(fbuf, n, &h, &d);
+        OLT_CHECK_EQ(h.version, 2);
+        OLT_CHECK_EQ(h.count, 3);
+        struct ol_kv_members_head gh;
+        OLT_CHECK_EQ(ol_kv_dec_members_head(&d, &gh), 0);
+        OLT_CHECK_EQ(gh.revision, 42);
+        OLT_CHECK_EQ(gh.replicas, 2);
+        struct ol_kv_member_item it;
+        OLT_CHECK_EQ(ol_kv_dec_member(&d, &it), 1);
+        OLT_CHECK(it.id == 3 && it.weight == 1ull << 40 && it.addr.len == 0);
+        OLT_CHECK_EQ(ol_kv_dec_member(&d, &it), 1);
+        OLT_CHECK(it.id == -7 && it.weight == 5 && bytes_is(it.addr, "10.0.0.1:9400"));
+        OLT_CHECK_EQ(ol_kv_dec_member(&d, &it), 1);
+        OLT_CHECK(it.id == 9 && it.weight == UINT64_MAX && it.addr.len == OL_KV_MAX_ADDR);
+        OLT_CHECK_EQ(ol_kv_dec_member(&d, &it), 0);
+        OLT_CHECK_EQ(ol_kv_dec_key(&d, &(struct ol_kv_bytes){0}), -1);
+        (void)f;
+
+        /* on the wire: a weight of 0, padding, reserved bytes, a length past
+         * the item, replicas over 16, items with replicas 0: each refused */
+        static const struct { int off; uint8_t v; } bad[] = {
+            {32 + 16 + 8, 0}, /* weight of member 3: low byte... */
+            {32 + 16 + 24 + 31, 1}, /* padding after "10.0.0.1:9400" */
+            {32 + 12, 1}, /* head reserved */
+            {32 + 16 + 16, 200}, /* addr_len 200: past its item */
+            {32 + 8, 17}, /* replicas 17 */
+            {32 + 8, 0}, /* replicas 0 with members */
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            memcpy(g, fbuf, 64);
+            uint8_t *x = members_buf;
+            memcpy(x, fbuf, (size_t)n);
+            if (i == 0)
+                memset(x + bad[i].off, 0, 8); /* the whole weight 0 */
+            else
+                x[bad[i].off] = bad[i].v;
+            refix(x);
+            if (ol_kv_frame_parse(x, (size_t)n, &h, &d) != OL_KV_INVALID)
+                olt_fail(__FILE__, __LINE__, "corruption %zu accepted", i);
+        }
+
+        /* no cluster: replicas 0, revision 0, no items */
+        OLT_CHECK_EQ(ol_kv_frame_begin(&e, fbuf, sizeof fbuf, OL_KV_OP_MEMBERS, 6,
+                                       OL_KV_F_RESPONSE | crc_flags[c], 0), 0);
+        struct ol_kv_members_head none = {.revision = 0, .replicas = 0};
+        OLT_CHECK_EQ(ol_kv_enc_members_head(&e, &none), 0);
+        OLT_CHECK_EQ(ol_kv_enc_member(&e, 1, 1, "a:1", 3), -EINVAL);
+        struct ol_kv_members_head badh = {.revision = 5, .replicas = 0};
+        OLT_CHECK_EQ(ol_kv_enc_members_head(&e, &badh), -EINVAL);
+        badh = (struct ol_kv_members_head){.revision = 5, .replicas = 17};
+        OLT_CHECK_EQ(ol_kv_enc_members_head(&e, &badh), -EINVAL);
+        n = ol_kv_frame_end(&e);
+        OLT_CHECK_EQ(n, 32 + 16 + 8 * c);
+        check_frame(fbuf, n, &h, &d);
+        OLT_CHECK_EQ(ol_kv_dec_members_head(&d, &gh), 0);
+        OLT_CHECK(gh.revision == 0 && gh.replicas == 0 && h.count == 0);
+    }
+    /* a buffer without room for the head is refused at the start (the
+     * fuzz target once found the head written past a 40-byte buffer) */
+    OLT_CHECK_EQ(ol_kv_frame_begin(&e, members_buf, 32 + 8, OL_KV_OP_MEMBERS, 7,
+                                   OL_KV_F_RESPONSE, 0), -ENOSPC);
+    OLT_CHECK_EQ(ol_kv_frame_begin(&e, members_buf, 32 + 16, OL_KV_OP_MEMBERS, 7,
+                                   OL_KV_F_RESPONSE, 0), 0);
+    OLT_CHECK_EQ(ol_kv_frame_end(&e), 32 + 16);
+    /* the most members, each with the longest address: 4096 fit (1.2 MB),
+     * the 4097th is refused */
+    char addr[OL_KV_MAX_ADDR];
+    memset(addr, 'a', sizeof addr);
+    OLT_CHECK_EQ(ol_kv_frame_begin(&e, members_buf, sizeof members_buf, OL_KV_OP_MEMBERS, 7,
+                                   OL_KV_F_RESPONSE, 0), 0);
+    OLT_CHECK_EQ(ol_kv_enc_members_head(&e, &(struct ol_kv_members_head){1, 16}), 0);
+    for (int64_t i = 0; i < OL_KV_MAX_MEMBERS; i++)
+        OLT_CHECK_EQ(ol_kv_enc_member(&e, i, 1, addr, sizeof addr), 0);
+    OLT_CHECK_EQ(ol_kv_enc_member(&e, 99999, 1, addr, sizeof addr), -E2BIG);
+    long n = ol_kv_frame_end(&e);
+    OLT_CHECK_EQ(n, 32 + 16 + (long)OL_KV_MAX_MEMBERS * 288);
+    OLT_CHECK_EQ(ol_kv_frame_parse(members_buf, (size_t)n, &h, &d), n);
+    /* a header claiming more items than the bound is refused before its body */
+    st32(members_buf + 20, OL_KV_MAX_MEMBERS + 1);
+    refix(members_buf);
+    OLT_CHECK_EQ(ol_kv_frame_parse_header(members_buf, 32, &h), OL_KV_INVALID);
 }
 
 OLT_TEST(kv_proto_roundtrip_put_get)
@@ -1100,16 +1223,21 @@ OLT_TEST(kv_proto_corrupt_header_detected)
     OLT_CHECK_EQ(ol_kv_frame_parse_header("OLKX", 4, &h), OL_KV_INVALID);
     OLT_CHECK_EQ(ol_kv_frame_parse_header("GET / HTTP/1.1\r\n", 16, &h), OL_KV_INVALID);
     OLT_CHECK_EQ(ol_kv_frame_parse_header("OLKV\x01", 5, &h), OL_KV_INCOMPLETE);
-    OLT_CHECK_EQ(ol_kv_frame_parse_header("OLKV\x02\x00", 6, &h), OL_KV_BAD_VERSION);
+    OLT_CHECK_EQ(ol_kv_frame_parse_header("OLKV\x03\x00", 6, &h), OL_KV_BAD_VERSION);
+    OLT_CHECK_EQ(ol_kv_frame_parse_header("OLKV\x02\x00", 6, &h), OL_KV_INCOMPLETE);
     OLT_CHECK_EQ(ol_kv_frame_parse_header("OLKV\x00\x00", 6, &h), OL_KV_BAD_VERSION);
     OLT_CHECK_EQ(ol_kv_frame_parse_header("OLKV\x01\x00", 6, &h), OL_KV_INCOMPLETE);
     OLT_CHECK_EQ(ol_kv_frame_parse_header("", 0, &h), OL_KV_INCOMPLETE);
     OLT_CHECK_EQ(ol_kv_frame_parse_header(NULL, 0, &h), OL_KV_INCOMPLETE);
-    /* a v2 header with a valid CRC is still "unsupported version" */
+    /* a v3 header with a valid CRC is "unsupported version"; a v2 one of
+     * an opcode of v1 is invalid (v2 frames are MEMBERS frames) */
     long n = sample(f, sizeof f, 0, 0);
-    st16(f + 4, 2);
+    st16(f + 4, 3);
     refix(f);
     OLT_CHECK_EQ(ol_kv_frame_parse(f, (size_t)n, &h, &d), OL_KV_BAD_VERSION);
+    st16(f + 4, 2);
+    refix(f);
+    OLT_CHECK_EQ(ol_kv_frame_parse(f, (size_t)n, &h, &d), OL_KV_INVALID);
 }
 
 OLT_TEST(kv_proto_corrupt_body_crc_detected)

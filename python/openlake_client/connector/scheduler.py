@@ -103,19 +103,14 @@ class _Scheduler:
         at N (from `window_start`, or from what vLLM already holds)."""
         sfx_group = self.c.suffix_group
         per, ng = len(sfx_group), len(self.c.groups)
-        store = self.store
-        by_node: dict[int, list[int]] = {}
-        for i, p in enumerate(prefixes):
-            by_node.setdefault(store.node_of(p), []).append(i)
+        keys = [k for p in prefixes for k in self._block_keys(p)]
+        present = self.store.exists(keys)   # per key: its home (or node) has it
         ok = [[True] * ng for _ in prefixes]   # per block, per group: all values there
-        for node, idx in by_node.items():
-            keys = [k for i in idx for k in self._block_keys(prefixes[i])]
-            present = store.exists(keys, node)
-            for j, i in enumerate(idx):
-                row = ok[i]
-                for s, there in enumerate(present[j * per:(j + 1) * per]):
-                    if not there:
-                        row[sfx_group[s]] = False
+        for i in range(len(prefixes)):
+            row = ok[i]
+            for s, there in enumerate(present[i * per:(i + 1) * per]):
+                if not there:
+                    row[sfx_group[s]] = False
         windows = self.c.windows
         full = [gi for gi, w in enumerate(windows) if w is None]
         swa = [gi for gi, w in enumerate(windows) if w is not None]

@@ -370,13 +370,13 @@ class _Worker:
                     self._running = None
 
     def _io_lists(self, t: _Transfer, staged: list[torch.Tensor] | None):
-        """Keys and buffers of a transfer, block-major, grouped by node; per
-        buffer the transfer's block index.  A group's null block (outside a
-        sliding window) has nothing to copy."""
-        store = self.store
-        by_node: dict[int, tuple[list[bytes], list[Any], list[int]]] = {}
+        """Keys and buffers of a transfer, block-major; per buffer the
+        transfer's block index (the store routes each key to its node). A
+        group's null block (outside a sliding window) has nothing to copy."""
+        keys: list[bytes] = []
+        bufs: list[Any] = []
+        blk: list[int] = []
         for i, prefix in enumerate(t.prefixes):
-            keys, bufs, blk = by_node.setdefault(store.node_of(prefix), ([], [], []))
             k = 0
             for gi, gl in enumerate(self.planes):
                 b = t.block_ids[i][gi]
@@ -388,7 +388,7 @@ class _Worker:
                     bufs.append(ly.buf(b) if staged is None else staged[k][i].numpy())
                     blk.append(i)
                     k += 1
-        return by_node
+        return keys, bufs, blk
 
     def _stage(self, t: _Transfer, load: bool) -> list[torch.Tensor] | None:
         """Host rows per layer for layouts the client cannot reach directly;
@@ -427,11 +427,11 @@ class _Worker:
         t0 = time.perf_counter()
         staged = self._stage(t, load=True)
         good = [True] * len(t.prefixes)
-        for node, (keys, bufs, blk) in self._io_lists(t, staged).items():
-            res = self.store.get(keys, bufs, node)
-            for j, i in enumerate(blk):
-                if res is None or res[j] != bufs[j].nbytes:
-                    good[i] = False
+        keys, bufs, blk = self._io_lists(t, staged)
+        res = self.store.get(keys, bufs)
+        for j, i in enumerate(blk):
+            if res[j] != bufs[j].nbytes:
+                good[i] = False
         if staged is not None:
             self._unstage(t, staged, good)
         # A block is usable only if every block before it is: vLLM recomputes
@@ -457,16 +457,16 @@ class _Worker:
         # Per block: 0 stored, 1 dropped (store under pressure), 2 failed.
         state = [0] * len(t.prefixes)
         nbytes = 0
-        for node, (keys, bufs, blk) in self._io_lists(t, staged).items():
-            res = self.store.put(keys, bufs, node)
-            for j, i in enumerate(blk):
-                r = None if res is None else res[j]
-                if r in (0, 1):  # OK, EXISTS
-                    nbytes += bufs[j].nbytes
-                elif r in (None, 3, 11, 4):  # down, NOSPACE, QUOTA, BUSY
-                    state[i] = max(state[i], 1)
-                else:
-                    state[i] = 2
+        keys, bufs, blk = self._io_lists(t, staged)
+        res = self.store.put(keys, bufs)
+        for j, i in enumerate(blk):
+            r = res[j]
+            if r in (0, 1):  # OK, EXISTS
+                nbytes += bufs[j].nbytes
+            elif r in (None, 3, 11, 4):  # down, NOSPACE, QUOTA, BUSY
+                state[i] = max(state[i], 1)
+            else:
+                state[i] = 2
         stored = state.count(0)
         self.stats.add(saved_blocks=stored, saved_bytes=nbytes,
                        save_dropped_blocks=state.count(1), save_failed_blocks=state.count(2),
