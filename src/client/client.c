@@ -1734,7 +1734,7 @@ static int ol_c_members_one(const struct ol_kv_dec *d, uint32_t s, void *arg)
     struct ol_kv_dec it = *d;
     struct ol_kv_member_item m;
     while (ol_kv_dec_member(&it, &m) == 1) {
-        if (o->n == o->cap)
+        if (o->n >= o->cap)
             return -E2BIG;
         struct ol_client_member *x = &o->m[o->n++];
         x->id = m.id;
@@ -1748,6 +1748,8 @@ static int ol_c_members_one(const struct ol_kv_dec *d, uint32_t s, void *arg)
 int ol_client_members(ol_client *c, int64_t *revision, int *replicas,
                       struct ol_client_member *m, int cap)
 {
+    if (cap < 0 || (!m && cap > 0))
+        return -EINVAL;
     struct ol_c_members o = {revision, replicas, m, cap, 0};
     struct ol_batch b = {.start = NULL};
     int rc = ol_batch_lock(c, &b, true);
