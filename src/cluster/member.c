@@ -253,22 +253,24 @@ static void on_drain(struct ol_cluster *cl, const struct ol_etcd_kv *kv)
 static int on_record(void *arg, const struct ol_etcd_kv *kv)
 {
     struct ol_cluster *cl = arg;
-    /* Every key under the root moves the view's revision, known or not: a
+    /* Every key under the root moves the view's revision, known or not (a
      * peer that saw it and a node that saw it agree, so neither asks the
-     * other to read again for it. */
-    pthread_mutex_lock(&cl->mu);
-    if (kv->mod_revision > cl->revision)
-        cl->revision = kv->mod_revision;
-    pthread_mutex_unlock(&cl->mu);
+     * other to read again for it), in the same critical section as the
+     * change it brings: a reader never sees the revision before the change. */
     if (kv->klen == strlen(cl->drain_key) && !memcmp(kv->key, cl->drain_key, kv->klen)) {
         on_drain(cl, kv);
         return 0;
     }
     bool ok;
     int64_t id = id_of_key(cl, kv, &ok);
-    if (!ok)
-        return 0;                    /* not a node record: another node's drain key, or
+    if (!ok) {                       /* not a node record: another node's drain key, or
                                         someone else's key */
+        pthread_mutex_lock(&cl->mu);
+        if (kv->mod_revision > cl->revision)
+            cl->revision = kv->mod_revision;
+        pthread_mutex_unlock(&cl->mu);
+        return 0;
+    }
     struct ol_member m;
     char why[128];
     bool readable = !kv->val || ol_member_decode(kv->val, kv->vlen, &m, why, sizeof why) == 0;
