@@ -236,14 +236,14 @@ class _Store:
         out: list = [None] * len(keys)
         homes = self._homes(keys) if keys else None
         if homes is None:
-            todo = [(i, self.node_of(k)) for i, k in enumerate(keys)]
+            asks = [(i, self.node_of(k)) for i, k in enumerate(keys)]
             ranks = 1
         else:
-            todo = [(i, h[0]) for i, h in enumerate(homes) if h]
+            asks = [(i, h[0]) for i, h in enumerate(homes) if h]
             ranks = self._replicas
         for rank in range(ranks):
             by_node: dict[int, list[int]] = {}
-            for i, node in todo:
+            for i, node in asks:
                 by_node.setdefault(node, []).append(i)
             for node, idx in by_node.items():
                 r = self._batched(node, what, method, [keys[i] for i in idx],
@@ -252,9 +252,9 @@ class _Store:
                     out[i] = None if r is None else r[j]
             if homes is None or rank + 1 >= ranks:
                 break
-            todo = [(i, homes[i][rank + 1]) for i, _ in todo
+            asks = [(i, homes[i][rank + 1]) for i, _ in asks
                     if not done(out[i]) and len(homes[i]) > rank + 1]
-            if not todo:
+            if not asks:
                 break
         return out
 
