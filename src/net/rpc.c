@@ -49,6 +49,7 @@
 #define OL_RPC_BUCKETS   1024
 #define OL_RPC_LOG_MS    10000
 #define OL_RPC_ADDR_LEN  272
+#define OL_RPC_METRIC_PEERS 128   /* peers with series of their own */
 
 #define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
@@ -1434,6 +1435,32 @@ int64_t ol_rpc_peer_revision(const struct ol_rpc *r)
     return atomic_load_explicit(&r->peer_revision, memory_order_relaxed);
 }
 
+/* The counters of one peer, or of all summed, in the order of struct
+ * peer_sums in ol_rpc_metrics: connects, auth failures, calls, timeouts,
+ * resets, stalls, sent, received, in flight, credit. Returns the length
+ * the lines need, as snprintf does. */
+static size_t peer_series(char *buf, size_t cap, const char *labels, const char *sep,
+                          const char *peer, const uint64_t *v)
+{
+    int w = snprintf(buf, cap,
+        "openlake_rpc_peer_connects_total{%s%speer=\"%s\"} %llu\n"
+        "openlake_rpc_peer_auth_failures_total{%s%speer=\"%s\"} %llu\n"
+        "openlake_rpc_peer_calls_total{%s%speer=\"%s\"} %llu\n"
+        "openlake_rpc_peer_failures_total{%s%speer=\"%s\",cause=\"timeout\"} %llu\n"
+        "openlake_rpc_peer_failures_total{%s%speer=\"%s\",cause=\"reset\"} %llu\n"
+        "openlake_rpc_peer_credit_stalls_total{%s%speer=\"%s\"} %llu\n"
+        "openlake_rpc_peer_sent_bytes_total{%s%speer=\"%s\"} %llu\n"
+        "openlake_rpc_peer_received_bytes_total{%s%speer=\"%s\"} %llu\n"
+        "openlake_rpc_peer_inflight_bytes{%s%speer=\"%s\"} %llu\n"
+        "openlake_rpc_peer_credit_bytes{%s%speer=\"%s\"} %llu\n",
+        labels, sep, peer, (unsigned long long)v[0], labels, sep, peer, (unsigned long long)v[1],
+        labels, sep, peer, (unsigned long long)v[2], labels, sep, peer, (unsigned long long)v[3],
+        labels, sep, peer, (unsigned long long)v[4], labels, sep, peer, (unsigned long long)v[5],
+        labels, sep, peer, (unsigned long long)v[6], labels, sep, peer, (unsigned long long)v[7],
+        labels, sep, peer, (unsigned long long)v[8], labels, sep, peer, (unsigned long long)v[9]);
+    return w > 0 ? (size_t)w : 0;
+}
+
 size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t cap)
 {
     size_t n = 0;
@@ -1459,34 +1486,56 @@ size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t ca
         (unsigned long long)atomic_load(&r->refused));
     OUT("openlake_rpc_refused_total{%s%scause=\"protocol\"} %llu\n", labels, sep,
         (unsigned long long)atomic_load(&r->protocol_errors));
+    /* Up to OL_RPC_METRIC_PEERS peers each have their own series; past
+     * that the series are summed under peer="all" (the page stays within
+     * the admin endpoint's 1 MiB however many members), and only peers
+     * that are down keep a line of their own, at most that many. */
     pthread_mutex_lock(&r->mu);
+    uint32_t npeers = 0, nup = 0;
+    for (int b = 0; b < OL_RPC_BUCKETS; b++)
+        for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext) {
+            npeers++;
+            nup += atomic_load(&p->ready) ? 1 : 0;
+        }
+    OUT("openlake_rpc_peers{%s%sstate=\"up\"} %u\n", labels, sep, nup);
+    OUT("openlake_rpc_peers{%s%sstate=\"down\"} %u\n", labels, sep, npeers - nup);
+    bool each = npeers <= OL_RPC_METRIC_PEERS;
+    struct peer_sums {
+        uint64_t connects, auth, calls, timeouts, resets, stalls, sent, recv, inflight, credit;
+    } t = {0};
+    uint32_t down_lines = 0;
     for (int b = 0; b < OL_RPC_BUCKETS; b++)
         for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext) {
             long long id = (long long)p->id;
             uint32_t credit = atomic_load(&p->credit), window = atomic_load(&p->window);
             bool ready = atomic_load(&p->ready);
-            OUT("openlake_rpc_peer_up{%s%speer=\"%lld\"} %d\n", labels, sep, id, ready ? 1 : 0);
-            OUT("openlake_rpc_peer_connects_total{%s%speer=\"%lld\"} %llu\n", labels, sep, id,
-                (unsigned long long)atomic_load(&p->connects));
-            OUT("openlake_rpc_peer_auth_failures_total{%s%speer=\"%lld\"} %llu\n", labels, sep,
-                id, (unsigned long long)atomic_load(&p->auth_failures));
-            OUT("openlake_rpc_peer_calls_total{%s%speer=\"%lld\"} %llu\n", labels, sep, id,
-                (unsigned long long)atomic_load(&p->calls));
-            OUT("openlake_rpc_peer_failures_total{%s%speer=\"%lld\",cause=\"timeout\"} %llu\n",
-                labels, sep, id, (unsigned long long)atomic_load(&p->timeouts));
-            OUT("openlake_rpc_peer_failures_total{%s%speer=\"%lld\",cause=\"reset\"} %llu\n",
-                labels, sep, id, (unsigned long long)atomic_load(&p->resets));
-            OUT("openlake_rpc_peer_credit_stalls_total{%s%speer=\"%lld\"} %llu\n", labels, sep,
-                id, (unsigned long long)atomic_load(&p->stalls));
-            OUT("openlake_rpc_peer_sent_bytes_total{%s%speer=\"%lld\"} %llu\n", labels, sep, id,
-                (unsigned long long)atomic_load(&p->sent_bytes));
-            OUT("openlake_rpc_peer_received_bytes_total{%s%speer=\"%lld\"} %llu\n", labels, sep,
-                id, (unsigned long long)atomic_load(&p->recv_bytes));
-            OUT("openlake_rpc_peer_inflight_bytes{%s%speer=\"%lld\"} %u\n", labels, sep, id,
-                ready ? window - credit : 0);
-            OUT("openlake_rpc_peer_credit_bytes{%s%speer=\"%lld\"} %u\n", labels, sep, id,
-                ready ? credit : 0);
+            struct peer_sums v = {
+                atomic_load(&p->connects), atomic_load(&p->auth_failures),
+                atomic_load(&p->calls), atomic_load(&p->timeouts), atomic_load(&p->resets),
+                atomic_load(&p->stalls), atomic_load(&p->sent_bytes),
+                atomic_load(&p->recv_bytes), ready ? window - credit : 0, ready ? credit : 0};
+            if (!each) {
+                t.connects += v.connects, t.auth += v.auth, t.calls += v.calls;
+                t.timeouts += v.timeouts, t.resets += v.resets, t.stalls += v.stalls;
+                t.sent += v.sent, t.recv += v.recv, t.inflight += v.inflight;
+                t.credit += v.credit;
+                if (!ready && down_lines < OL_RPC_METRIC_PEERS) {
+                    down_lines++;
+                    OUT("openlake_rpc_peer_up{%s%speer=\"%lld\"} 0\n", labels, sep, id);
+                }
+                continue;
+            }
+            char peer[32];
+            snprintf(peer, sizeof peer, "%lld", id);
+            OUT("openlake_rpc_peer_up{%s%speer=\"%s\"} %d\n", labels, sep, peer, ready ? 1 : 0);
+            n += peer_series(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, labels, sep,
+                             peer, &v.connects);
         }
+    if (!each) {
+        OUT("openlake_rpc_peer_up{%s%speer=\"all\"} %u\n", labels, sep, nup);
+        n += peer_series(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, labels, sep, "all",
+                         &t.connects);
+    }
     pthread_mutex_unlock(&r->mu);
 #undef OUT
     return n;

@@ -214,6 +214,56 @@ def test_a_killed_peer_is_down_at_once_and_back_when_it_restarts(etcd, make_daem
     assert metric(a, "openlake_rpc_peer_connects_total", peer=2) == 1   # a new peer entry
 
 
+def put_records(etcd, ids):
+    """Records of members that are never up (their rpc_addr refuses), put
+    through etcd's JSON gateway: one HTTP request each, no etcdctl."""
+    import base64
+    for i in ids:
+        rec = {"v": 1, "id": i, "instance": "%032x" % i, "state": "active",
+               "version": "0.1.0", "host": "ghost", "data_dir": "/nonexistent", "pid": 1,
+               "started": 1, "s3_addr": "127.0.0.1:9", "s3_tls": False, "kv_addr": "",
+               "rpc_addr": "127.0.0.1:9", "kv_slab_bytes": 1 << 30, "kv_disk_bytes": 0,
+               "drives": 0}
+        body = json.dumps({"key": base64.b64encode(b"/openlake/c1/nodes/%d" % i).decode(),
+                           "value": base64.b64encode(json.dumps(rec).encode()).decode()})
+        req = urllib.request.Request(etcd.url + "/v3/kv/put", data=body.encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            r.read()
+
+
+def test_the_metrics_page_stays_bounded_with_many_peers(etcd, make_daemon, tmp_path):
+    """Up to 128 peers each have their own series; past that they are
+    summed under peer="all", and only peers that are down keep a line of
+    their own, at most 128: the page no longer grows with the members (it
+    used to overflow the 1 MiB admin page, a 500, near 1,400 members)."""
+    s = secret(tmp_path)
+    a = node(make_daemon, etcd, 1, s)
+    b = node(make_daemon, etcd, 2, s)
+    wait_for(lambda: up(a, 2) == 1, "2 up at 1")
+    assert metric(a, "openlake_rpc_peers", state="up") == 1
+    assert metric(a, "openlake_rpc_peers", state="down") == 0
+    put_records(etcd, range(1000, 1126))            # 127 peers: each its own series
+    wait_for(lambda: metric(a, "openlake_rpc_peers", state="down") == 126, "126 ghosts")
+    page = metrics(a)
+    assert 'openlake_rpc_peer_calls_total{cluster="c1",peer="1125"} 0' in page
+    assert 'peer="all"' not in page
+    put_records(etcd, range(1126, 1300))            # 301 peers: summed
+    wait_for(lambda: metric(a, "openlake_rpc_peers", state="down") == 300, "300 ghosts")
+    small = metrics(a)
+    assert metric(a, "openlake_rpc_peer_up", peer="all") == 1
+    assert metric(a, "openlake_rpc_peer_up", peer=2) is None     # up: summed only
+    assert len(re.findall(r'^openlake_rpc_peer_up\{cluster="c1",peer="1\d\d\d"\} 0$',
+                          small, re.M)) == 128                  # the down, at most 128
+    assert metric(a, "openlake_rpc_peer_connects_total", peer="all") >= 1
+    assert not re.search(r'peer_calls_total\{cluster="c1",peer="\d+"\}', small)
+    put_records(etcd, range(1300, 1700))            # 701 peers: the page stays the same size
+    wait_for(lambda: metric(a, "openlake_rpc_peers", state="down") == 700, "700 ghosts",
+             timeout=30)
+    big = metrics(a)
+    assert abs(len(big) - len(small)) < 2048, (len(small), len(big))
+    assert b.is_ready()
+
+
 AK, SK = "cluster-admin", "cluster-admin-secret-0123"
 
 
