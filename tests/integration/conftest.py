@@ -29,15 +29,26 @@ def bin_path(name):
     return os.path.join(bin_dir(), name)
 
 
+_GIVEN = set()   # every port free_ports handed out in this process
+
+
 def free_ports(n):
-    """n distinct free loopback ports (all held bound until each is chosen)."""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    """n distinct free loopback ports (all held bound until each is chosen),
+    none handed out before in this process: a port chosen for one flag and
+    released is free again, and the kernel may give it to the next call
+    (a node's --rpc-addr and then its kv_addr once collided that way)."""
+    socks, held = [], []           # chosen; seen before (held so not bound again)
     try:
-        for s in socks:
+        while len(socks) < n:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
+            (held if s.getsockname()[1] in _GIVEN else socks).append(s)
+            assert len(held) < 512, "free_ports: the loopback ports are all handed out"
+        ports = [s.getsockname()[1] for s in socks]
+        _GIVEN.update(ports)
+        return ports
     finally:
-        for s in socks:
+        for s in socks + held:
             s.close()
 
 
