@@ -22,6 +22,8 @@ import conftest
 import placement
 
 NS = b"incast"
+PROBE_NS = b"incast-probe"
+PROBE_MAX = 200000                 # the prober's reads, at most
 CTX = multiprocessing.get_context("fork")   # children inherit the value pool
 
 
@@ -132,6 +134,43 @@ class Sampler:
         return got
 
 
+def _probe(sock, token, stop, out):
+    from openlake_client import Client
+    lat = []                       # (seconds since the epoch sent, seconds taken)
+    try:
+        with Client(sock, token=token, namespace=PROBE_NS.decode(), value_size=4096) as c:
+            c.put([b"probe"], [b"p" * 4096])
+            buf = [bytearray(4096)]
+            while not stop.is_set() and len(lat) < PROBE_MAX:
+                t = time.time()
+                n = c.get([b"probe"], buf)[0]
+                lat.append((t, time.time() - t if n == 4096 else -1.0))
+                time.sleep(0.001)
+    finally:
+        out.send(lat)
+
+
+class Prober:
+    """A process that reads one 4 KiB key of the target's own (stored
+    there, through its Unix socket) about every millisecond while the flood
+    runs, at most PROBE_MAX times: how long the target takes to answer
+    its own clients while its senders' pushes pour in. stop() returns
+    [(time sent, seconds taken or -1 for a miss)]."""
+
+    def __init__(self, target, token):
+        self.stop_ev = CTX.Event()
+        self.rx, tx = CTX.Pipe(False)
+        self.proc = CTX.Process(target=_probe, args=(str(target.data / "kv.sock"), token,
+                                                      self.stop_ev, tx), daemon=True)
+        self.proc.start()
+
+    def stop(self):
+        self.stop_ev.set()
+        got = self.rx.recv()
+        self.proc.join()
+        return got
+
+
 def flood(senders, conns, token, keys, values, batch=8, pause=None):
     """conns writers per sender node, each a process with a connection of
     its own over the node's Unix socket (the shared slab, as vLLM saves),
@@ -228,7 +267,8 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(etcd_url, target, senders, conns, token, total, value_size, slab, target_id=1):
+def run(etcd_url, target, senders, conns, token, total, value_size, slab, target_id=1,
+        probe=False):
     """The whole incast: keys homed on target (total bytes of value_size
     values), the target idle with its slab populated, then the flood with
     the target stopped for 1 s early on (SIGSTOP, as a long pause of a
@@ -236,12 +276,15 @@ def run(etcd_url, target, senders, conns, token, total, value_size, slab, target
     most of the flood for it at once), until every push is answered; then
     every acknowledged value read back where it was stored, and every key
     at the target. A dict of what was seen; a value read back with other
-    bytes, or a sender missing one it acknowledged, fails an assertion."""
+    bytes, or a sender missing one it acknowledged, fails an assertion.
+    probe: a Prober reads a key of the target's own meanwhile (its
+    latencies in probe_drain and probe_before)."""
     r = {"keys": keys_homed_on(kv_members(etcd_url), target_id, total // value_size),
          "values": Values(value_size)}
     wait_populated(target, slab)
     r["idle"] = proc_status(target.proc.pid)
     sampler = Sampler(target, target_id, senders)
+    prober = Prober(target, token) if probe else None
     try:
         t0, cpu0 = time.time(), cpu_s(target.proc.pid)
         r["acked"], r["refused"], r["flood_s"] = flood(senders, conns, token, r["keys"],
@@ -250,6 +293,14 @@ def run(etcd_url, target, senders, conns, token, total, value_size, slab, target
         r["delivery_s"] = settled - t0
     finally:
         r["peak"], r["inflight_max"], r["samples"] = sampler.stop()
+        if prober:
+            lat = prober.stop()
+    if prober:
+        # the reads sent after the pause (t0 + 1.3 s; the first one after it
+        # waited for the resume) until every push was answered: the drain
+        r["probe_drain"] = sorted(x for t, x in lat if t0 + 1.35 <= t <= settled)
+        r["probe_before"] = sorted(x for t, x in lat if t + max(x, 0) < t0 + 0.3)  # ended before it
+        r["probe_misses"] = sum(1 for _, x in lat if x < 0)
     r["target_cpu_s"] = cpu_s(target.proc.pid) - cpu0
     r["stalls"] = sum(metric(metrics(s), "openlake_rpc_peer_credit_stalls_total", target_id)
                       for s in senders)
