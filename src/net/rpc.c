@@ -21,7 +21,8 @@
  * its peer's calls at once (-ECONNRESET) and frees every slot.
  *
  * A 50 ms tick closes handshakes past their deadline, dials peers whose
- * backoff ended, and re-arms receives that found no buffer.
+ * backoff ended, re-arms receives that found no buffer, and pings peers
+ * this node has sent nothing for OL_RPC_IDLE_PING_MS (peer_idle_ping).
  */
 #include "net/rpc.h"
 
@@ -49,6 +50,8 @@
 #define OL_RPC_BUCKETS   1024
 #define OL_RPC_LOG_MS    10000
 #define OL_RPC_ADDR_LEN  272
+#define OL_RPC_IDLE_PING_MS 1000u   /* a READY peer sent nothing this long: a PING */
+#define OL_RPC_PING_DEADLINE_MS 5000u
 
 #define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
@@ -97,9 +100,11 @@ struct ol_rpc_peer {
     uint64_t wait_bytes;                 /* frames in the wait queue */
     bool stalled;
     struct ol_rpc_peer *dnext;           /* removed, freed once its callbacks ran */
+    uint64_t sent_ms;                    /* when a request last went to its connection */
+    uint64_t ping_id;                    /* the idle ping's call id; 0: none sent yet */
     _Atomic uint32_t credit, window;
     _Atomic uint64_t calls, timeouts, resets, stalls, sent_bytes, recv_bytes, connects,
-        auth_failures;
+        auth_failures, pings;
     _Atomic bool ready;
 };
 
@@ -458,6 +463,7 @@ static void peer_pump(struct ol_rpc_peer *p)
         conn_queue(c, s->frame);
         s->frame = NULL;
         s->state = S_SENT;
+        p->sent_ms = now_ms(p->r);
     }
     conn_flush(c);
 }
@@ -879,6 +885,7 @@ static void dialer_ready(struct ol_rpc_conn *c, uint32_t credit)
     c->state = C_OPEN;
     note_revision(c->r, c->h.revision);
     p->state = P_READY;
+    p->sent_ms = now_ms(c->r);     /* its first idle ping a period from now */
     p->backoff_ms = OL_RPC_BACKOFF_MIN_MS;
     atomic_store_explicit(&p->window, credit, memory_order_relaxed);
     atomic_store_explicit(&p->credit, credit, memory_order_relaxed);
@@ -1168,6 +1175,47 @@ static void peer_dial(struct ol_rpc_peer *p)
     c->connecting = true;
 }
 
+/* ---- idle pings -------------------------------------------------------------------- */
+
+static void on_idle_pong(void *arg, int rc, const uint8_t *payload, uint32_t len)
+{
+    (void)arg, (void)rc, (void)payload, (void)len;
+}
+
+/*
+ * Every frame carries its sender's membership revision, so two nodes that
+ * exchange frames learn when one's etcd view is behind the other's
+ * (docs/cluster.md, "A view that falls behind"). Idle peers exchange
+ * none: a READY peer this node has sent no request for
+ * OL_RPC_IDLE_PING_MS gets an empty PING (n = 0), which carries this
+ * node's revision there and brings the peer's back in its REPLY. It is a
+ * call like any other: it takes a slot, spends credit, has a deadline
+ * and is counted in calls_total (and in pings_total). None is sent while
+ * calls wait for the peer (they will carry the revision), when its credit
+ * does not cover it, and while the previous one holds its slot (sent and
+ * unanswered, past its deadline included): at most one per peer.
+ */
+static void peer_idle_ping(struct ol_rpc_peer *p, uint64_t now)
+{
+    if (p->state != P_READY || p->whead || !p->nfree || now - p->sent_ms < OL_RPC_IDLE_PING_MS)
+        return;
+    if (p->ping_id) {
+        const struct ol_rpc_slot *s = &p->slots[p->ping_id & 0xffff];
+        if (s->id == p->ping_id && s->state != S_FREE)
+            return;
+    }
+    uint8_t n[4] = {0};
+    struct iovec iov = {n, sizeof n};
+    if (atomic_load_explicit(&p->credit, memory_order_relaxed) < OL_RPC_HDR_LEN + sizeof n)
+        return;
+    uint32_t slot = p->freelist[p->nfree - 1];   /* the slot ol_rpc_call takes */
+    if (ol_rpc_call(p->r, p->id, OL_RPC_OP_PING, &iov, 1, 0, OL_RPC_PING_DEADLINE_MS,
+                    on_idle_pong, NULL) != 0)
+        return;
+    p->ping_id = p->slots[slot].id;
+    atomic_fetch_add_explicit(&p->pings, 1, memory_order_relaxed);
+}
+
 static void on_tick(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_rpc *r = OL_CONTAINER(t, struct ol_rpc, tick);
@@ -1190,6 +1238,8 @@ static void on_tick(ol_loop *loop, struct ol_timer *t)
             for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext)
                 if (p->state == P_DOWN && now >= p->retry_ms)
                     peer_dial(p);
+                else
+                    peer_idle_ping(p, now);
         pthread_mutex_unlock(&r->mu);
         ol_timer_arm(loop, &r->tick, OL_RPC_TICK_MS);
     }
@@ -1478,6 +1528,8 @@ size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t ca
                 labels, sep, id, (unsigned long long)atomic_load(&p->resets));
             OUT("openlake_rpc_peer_credit_stalls_total{%s%speer=\"%lld\"} %llu\n", labels, sep,
                 id, (unsigned long long)atomic_load(&p->stalls));
+            OUT("openlake_rpc_peer_pings_total{%s%speer=\"%lld\"} %llu\n", labels, sep, id,
+                (unsigned long long)atomic_load(&p->pings));
             OUT("openlake_rpc_peer_sent_bytes_total{%s%speer=\"%lld\"} %llu\n", labels, sep, id,
                 (unsigned long long)atomic_load(&p->sent_bytes));
             OUT("openlake_rpc_peer_received_bytes_total{%s%speer=\"%lld\"} %llu\n", labels, sep,
