@@ -12,8 +12,9 @@
  * records the nodes keep: cluster/member.h), writing drain keys, asking
  * each node's /_openlake/health/ready and reading its KV figures (bytes
  * held, hits, misses) from its /_openlake/metrics, the table or JSON, and
- * the exit status: 0 when every etcd endpoint is healthy and every node is
- * ready and active (or draining or drained: asked for), 1 when anything is
+ * the exit status: 0 when every etcd endpoint is healthy, every node is
+ * ready and active (or draining or drained: asked for) and the nodes'
+ * records state the same cluster.kv_replicas, 1 when anything is
  * degraded (or etcd cannot be read), a node is unknown, or a drain did not
  * finish in --wait-ms; 2 usage.
  *
@@ -274,6 +275,11 @@ static void node_json(struct ol_json *j, const struct ol_cl_node *n)
     ol_json_uint(j, n->m.kv_disk_bytes);
     ol_json_key(j, "drives");
     ol_json_int(j, n->m.drives);
+    ol_json_key(j, "kv_replicas");
+    if (n->m.kv_replicas > 0)
+        ol_json_int(j, n->m.kv_replicas);
+    else
+        ol_json_null(j);
     ol_json_key(j, "kv");
     if (!n->kv) {
         ol_json_null(j);
@@ -311,6 +317,19 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
     bool degraded = rc < 0 || healthy < n_ep || l.bad > 0;
     for (int i = 0; i < l.n; i++)
         degraded |= l.v[i].ready != 1 || !serving_state(l.v[i].m.state);
+    /* nodes that place keys with different cluster.kv_replicas */
+    char differ[512];
+    struct ol_member *ms = calloc(l.n > 0 ? (size_t)l.n : 1, sizeof *ms);
+    if (!ms) {
+        fprintf(stderr, "openlake cluster: out of memory\n");
+        free(l.v);
+        return OL_EXIT_FAIL;
+    }
+    for (int i = 0; i < l.n; i++)
+        ms[i] = l.v[i].m;
+    bool replicas_differ = ol_member_replicas_differ(ms, l.n, differ, sizeof differ);
+    free(ms);
+    degraded |= replicas_differ;
 
     if (cli->out & OL_OUT_JSON) {
         struct ol_json j;
@@ -333,6 +352,8 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
         ol_json_int(&j, rev);
         ol_json_key(&j, "unreadable_records");
         ol_json_int(&j, l.bad);
+        ol_json_key(&j, "kv_replicas_differ");
+        ol_json_str(&j, replicas_differ ? differ : NULL);
         ol_json_key(&j, "nodes");
         ol_json_array_begin(&j);
         for (int i = 0; i < l.n; i++) {
@@ -354,6 +375,9 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
         if (l.bad)
             printf("  %d node record%s this version cannot read (a newer openlake?)\n", l.bad,
                    l.bad == 1 ? "" : "s");
+        if (replicas_differ)
+            printf("  cluster.kv_replicas differs: %s (each node places keys with its own: "
+                   "set it the same on every node)\n", differ);
         if (l.n) {
             static const struct ol_col cols[] = {
                 {"node", "NODE", OL_ALIGN_RIGHT},   {"state", "STATE", OL_ALIGN_LEFT},
@@ -854,6 +878,9 @@ static int node_info(const struct ol_cli *cli, struct ol_etcd *e, const char *na
         printf("  rpc        %s\n", n->m.rpc_addr);
         printf("  kv slab    %.1f GiB\n", (double)n->m.kv_slab_bytes / (1 << 30));
         printf("  kv disk    %.1f GiB\n", (double)n->m.kv_disk_bytes / (1 << 30));
+        if (n->m.kv_replicas > 0)
+            printf("  kv homes   %lld per key (cluster.kv_replicas)\n",
+                   (long long)n->m.kv_replicas);
         printf("  drives     %lld\n", (long long)n->m.drives);
         printf("  data dir   %s\n", n->m.data_dir);
         printf("  instance   %s\n", n->m.instance);
