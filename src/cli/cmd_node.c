@@ -26,6 +26,28 @@
 #include <string.h>
 #include <time.h>
 
+/* Node id's record, with the others read into l (the caller frees l->v):
+ * the node, or NULL with l freed and the failure said (naming cmd) and its
+ * exit status in *status: etcd unreadable, or no such node. */
+static struct ol_cl_node *read_node(const struct ol_cli *cli, const char *cmd, struct ol_etcd *e,
+                                    const char *name, int64_t id, struct ol_cl_list *l,
+                                    int *status)
+{
+    char err[512] = "";
+    int64_t rev = 0;
+    int rc = ol_cl_read_members(e, name, l, &rev, err, sizeof err);
+    struct ol_cl_node *n = rc == 0 ? (struct ol_cl_node *)ol_cl_find_node(l, id) : NULL;
+    if (!n) {
+        free(l->v);
+        l->v = NULL;
+        *status = rc < 0 ? ol_cli_fail(cli, cmd, "cannot read the members: %s", err)
+                         : ol_cli_fail(cli, cmd, "no node %lld in cluster %s (a node that is "
+                                       "not running has no record: see cluster status)",
+                                       (long long)id, name);
+    }
+    return n;
+}
+
 /* ---- node info ------------------------------------------------------------------------ */
 
 /* node info NODE: its record and whether it is ready. */
@@ -34,15 +56,10 @@ int ol_cl_node_info(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
     char err[512] = "";
     struct ol_cl_list l = {0};
     int64_t rev = 0;
-    int rc = ol_cl_read_members(e, name, &l, &rev, err, sizeof err);
-    struct ol_cl_node *n = rc == 0 ? (struct ol_cl_node *)ol_cl_find_node(&l, id) : NULL;
-    if (!n) {
-        free(l.v);
-        return rc < 0 ? ol_cli_fail(cli, "node", "cannot read the members: %s", err)
-                      : ol_cli_fail(cli, "node", "no node %lld in cluster %s (a node that is "
-                                    "not running has no record: see cluster status)",
-                                    (long long)id, name);
-    }
+    int rc;
+    struct ol_cl_node *n = read_node(cli, "node", e, name, id, &l, &rc);
+    if (!n)
+        return rc;
     ol_cl_probe(n);
     char key[200], up[32];
     ol_member_drain_key(name, id, key, sizeof key);
@@ -229,18 +246,12 @@ int ol_cl_disk_info(const struct ol_cli *cli, const struct ol_cli_cred *cred,
 int ol_cl_node_disks(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int64_t id,
                       const struct ol_cli_cred *cred)
 {
-    char err[512] = "", who[64];
+    char who[64];
     struct ol_cl_list l = {0};
-    int64_t rev;
-    int rc = ol_cl_read_members(e, name, &l, &rev, err, sizeof err);
-    const struct ol_cl_node *n = rc == 0 ? ol_cl_find_node(&l, id) : NULL;
-    if (!n) {
-        free(l.v);
-        return rc < 0 ? ol_cli_fail(cli, "disk", "cannot read the members: %s", err)
-                      : ol_cli_fail(cli, "disk", "no node %lld in cluster %s (a node that is "
-                                    "not running has no record: see cluster status)",
-                                    (long long)id, name);
-    }
+    int rc;
+    const struct ol_cl_node *n = read_node(cli, "disk", e, name, id, &l, &rc);
+    if (!n)
+        return rc;
     snprintf(who, sizeof who, "node %lld", (long long)id);
     rc = ol_cl_disk_info(cli, cred, n->m.s3_addr, n->m.s3_tls, who);
     free(l.v);
