@@ -374,13 +374,9 @@ def etcd3(tmp_path):
             e.kill(i)
 
 
-def test_a_stalled_watch_is_caught_up_by_a_peers_revision(etcd3, make_daemon, tmp_path):
-    """Node 2 watches the members through etcd member 2, which hangs
-    (SIGSTOP): its watch delivers nothing and reports no error. Node 3
-    joins; its frames to node 2 carry the revision node 3 registered at,
-    newer than node 2's view: node 2 reads the members again (through
-    another etcd member, the hung one timing out) and sees node 3."""
-    s = secret(tmp_path)
+def etcd3_nodes(make_daemon, etcd3, s):
+    """A maker of nodes of cluster c1 on every member of etcd3 (a node
+    starts on member self_id % 3), with secret file s."""
     eps = ",".join(etcd3.urls)
 
     def mk(nid):
@@ -388,7 +384,16 @@ def test_a_stalled_watch_is_caught_up_by_a_peers_revision(etcd3, make_daemon, tm
             "--cluster.name", "c1", "--cluster.etcd", eps, "--self-id", str(nid),
             "--cluster.lease-ttl-secs", "4", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
             "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s])
+    return mk
 
+
+def test_a_stalled_watch_is_caught_up_by_a_peers_revision(etcd3, make_daemon, tmp_path):
+    """Node 2 watches the members through etcd member 2, which hangs
+    (SIGSTOP): its watch delivers nothing and reports no error. Node 3
+    joins; its frames to node 2 carry the revision node 3 registered at,
+    newer than node 2's view: node 2 reads the members again (through
+    another etcd member, the hung one timing out) and sees node 3."""
+    mk = etcd3_nodes(make_daemon, etcd3, secret(tmp_path))
     a, b = mk(1), mk(2)     # node 1 starts on etcd member 1, node 2 on member 2
     wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected")
     assert metric(b, "openlake_cluster_refreshes_total") == 0
@@ -417,15 +422,7 @@ def test_a_stalled_watch_is_caught_up_by_an_idle_peers_ping(etcd3, make_daemon, 
     PING after 1 s without a request, docs/node-protocol.md) carry node 1's
     newer revision to node 2, which reads the members again and sees node
     1 draining."""
-    s = secret(tmp_path)
-    eps = ",".join(etcd3.urls)
-
-    def mk(nid):
-        return make_daemon(args=[
-            "--cluster.name", "c1", "--cluster.etcd", eps, "--self-id", str(nid),
-            "--cluster.lease-ttl-secs", "4", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
-            "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s])
-
+    mk = etcd3_nodes(make_daemon, etcd3, secret(tmp_path))
     a, b = mk(1), mk(2)     # node 2 starts on etcd member 2 (and stays, unless it failed)
     wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected")
     wait_for(lambda: (metric(a, "openlake_rpc_peer_pings_total", peer=2) or 0) >= 1 and
