@@ -107,9 +107,11 @@ int ol_client_stats(ol_client *c, uint64_t counters[OL_CLIENT_STATS]);
  * dials it, "" when the member has none). A key's homes follow from them by
  * the rule of docs/cluster.md "Placement". Returns how many members (0..cap),
  * -EOPNOTSUPP when the server speaks protocol version 1 only, -E2BIG when
- * more than cap came (OL_CLIENT_MEMBERS_MAX is always enough), -EINVAL
- * for a negative cap or no m with cap > 0, or a call's
- * error.
+ * more than cap came (OL_CLIENT_MEMBERS_MAX is always enough), -EPROTO
+ * for an answer that breaks the protocol (a kv_addr holding a NUL byte
+ * among them: it would cut the string), -EINVAL for a negative cap or no
+ * m with cap > 0, or a call's error. kv_addr is the server's bytes: UTF-8
+ * from a conforming server, not checked here.
  */
 #define OL_CLIENT_MEMBERS_MAX 4096
 struct ol_client_member {

@@ -72,7 +72,9 @@ class Client:
     def stats(self) -> dict[str, int]: ...
     def members(self) -> tuple[int, int, list[tuple[int, int, str]]]:
         """(revision, replicas, [(id, weight, kv_addr)]): the cluster's KV members as the
-        node places keys; replicas 0 and no members: the node is in no cluster."""
+        node places keys; replicas 0 and no members: the node is in no cluster. A server
+        that sends a kv_addr that is not UTF-8 (or holds a NUL) breaks the protocol:
+        OSError with errno EPROTO, naming the member and its bytes."""
     def populate(self, max_bytes: int = 0) -> None:
         """Fills this process's page tables for the first max_bytes of the server's slab
         (0: all) now, instead of on first use (Unix socket only)."""

@@ -412,9 +412,33 @@ static PyObject *Client_members(ClientObject *self, PyObject *unused)
         return raise_rc(rc, "members");
     }
     PyObject *l = PyList_New(rc);
-    for (int i = 0; l && i < rc; i++)
-        list_fill(&l, i, Py_BuildValue("(LKs)", (long long)m[i].id,
-                                       (unsigned long long)m[i].weight, m[i].addr));
+    for (int i = 0; l && i < rc; i++) {
+        /* An address is UTF-8 text (a node's record is JSON); a server that
+         * sends other bytes breaks the protocol: OSError(EPROTO) naming the
+         * member and its bytes, never a UnicodeDecodeError from inside. */
+        size_t alen = strlen(m[i].addr);
+        PyObject *addr = PyUnicode_DecodeUTF8(m[i].addr, (Py_ssize_t)alen, "strict");
+        if (!addr && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            PyObject *raw = PyBytes_FromStringAndSize(m[i].addr, (Py_ssize_t)alen);
+            PyObject *e = raw ? Py_BuildValue("(iN)", EPROTO, PyUnicode_FromFormat(
+                                    "members: the server sent node %lld's kv_addr as %R, "
+                                    "which is not UTF-8 (a server that breaks the KV "
+                                    "protocol)", (long long)m[i].id, raw))
+                              : NULL;
+            Py_XDECREF(raw);
+            if (e) {
+                PyErr_SetObject(PyExc_OSError, e);
+                Py_DECREF(e);
+            }
+        }
+        if (!addr) {
+            Py_CLEAR(l);
+            break;
+        }
+        list_fill(&l, i, Py_BuildValue("(LKN)", (long long)m[i].id,
+                                       (unsigned long long)m[i].weight, addr));
+    }
     PyMem_Free(m);
     return l ? Py_BuildValue("(LiN)", (long long)rev, rep, l) : NULL;
 }
@@ -882,7 +906,8 @@ static PyMethodDef Client_methods[] = {
     {"members", (PyCFunction)Client_members, METH_NOARGS,
      "members() -> (revision, replicas, [(id, weight, kv_addr)]): the cluster's KV members as\n"
      "the node places keys (Placement(members).homes gives a key's homes); replicas 0 and\n"
-     "no members: the node is in no cluster (or has no view yet, or is of protocol 1)."},
+     "no members: the node is in no cluster (or has no view yet, or is of protocol 1).\n"
+     "OSError(EPROTO) when the server sends a kv_addr that is not UTF-8 or holds a NUL."},
     {"stats", (PyCFunction)Client_stats, METH_NOARGS,
      "stats() -> dict[str, int]: the service's counters summed over the shards."},
     {"populate", (PyCFunction)Client_populate, METH_VARARGS,

@@ -240,3 +240,42 @@ int ol_cli_cred_load(const struct ol_cli *cli, const char *cmd, const struct ol_
     }
     return 0;
 }
+
+/* ---- where a node's admin plane is ----------------------------------------------- */
+
+/* host and port of "host:port" / "[v6]:port". */
+static int split_addr(const char *addr, char *host, size_t hl, char *port, size_t pl)
+{
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr)
+        return -1;
+    size_t n = (size_t)(colon - addr);
+    if (addr[0] == '[' && n > 2 && addr[n - 1] == ']') {
+        addr++;
+        n -= 2;
+    }
+    if (n >= hl || strlen(colon + 1) >= pl)
+        return -1;
+    memcpy(host, addr, n);
+    host[n] = 0;
+    snprintf(port, pl, "%s", colon + 1);
+    return 0;
+}
+
+/* host and port of a node's admin plane (its S3 listener): 0, or -1 with
+ * why. A wildcard host (a single host's own config) is this host. */
+int ol_cli_admin_addr(const char *s3_addr, bool tls, char host[256], char port[16], char *why,
+                      size_t whylen)
+{
+    if (tls) {
+        snprintf(why, whylen, "its admin plane is HTTPS, which this command does not speak yet");
+        return -1;
+    }
+    if (split_addr(s3_addr, host, 256, port, 16) < 0) {
+        snprintf(why, whylen, "bad S3 address: %.150s", s3_addr);
+        return -1;
+    }
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
+        snprintf(host, 256, "%s", !strcmp(host, "::") ? "::1" : "127.0.0.1");
+    return 0;
+}

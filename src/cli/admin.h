@@ -2,7 +2,8 @@
  * admin.h - the CLI's signed calls to an openlaked's admin plane
  * (/_openlake/heal, /_openlake/cluster/probe).
  *
- * Owns: finding an S3 credential (the flags' pair, else the environment's,
+ * Owns: where a node's admin plane is (its S3 address), finding an S3
+ * credential (the flags' pair, else the environment's,
  * else the daemon's generated credentials file) and one request over plain
  * HTTP/1.1 signed with AWS SigV4 (s3/sigv4.h, the same canonical request
  * the daemon checks). Must not: speak TLS (the admin plane listens on
@@ -51,5 +52,12 @@ int ol_cli_sign_head(const struct ol_cli_cred *c, const char *host, const char *
 int ol_cli_admin_request(const struct ol_cli_cred *c, const char *host, const char *port,
                          const char *method, const char *path, const char *query, char *resp,
                          size_t cap);
+
+/* host and port of a node's admin plane (its S3 listener, s3_addr
+ * "host:port" or "[v6]:port"): 0, or -1 with why (tls: HTTPS, not spoken
+ * here; a bad address). A wildcard host (a single host's own config) is
+ * this host. */
+int ol_cli_admin_addr(const char *s3_addr, bool tls, char host[256], char port[16], char *why,
+                      size_t whylen);
 
 #endif

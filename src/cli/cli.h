@@ -14,6 +14,10 @@
 #define OL_CLI_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster/member.h"
 
 /* Exit statuses of the openlake binary (documented in `openlake --help`). */
 #define OL_EXIT_OK    0 /* the operation succeeded */
@@ -112,6 +116,71 @@ int ol_cli_kv_token(const struct ol_cli *cli, const char *cmd, const char *token
  * A static buffer. */
 const char *ol_cli_default_kv_sock(void);
 
+/* ---- the cluster's records, as `cluster`, `node` and `disk` read them ---- */
+
+/* cmd_cluster.c reads the records from etcd and holds the one parser of
+ * those three commands (ol_cl_main); cmd_node.c holds `node info` and
+ * `disk info`, which it calls. */
+struct ol_etcd;
+struct ol_etcd_kv;
+struct ol_json;
+struct ol_cli_cred;
+
+struct ol_cl_node {
+    struct ol_member m;
+    int ready;               /* 1 ready, 0 answered not ready, -1 no answer */
+    long http;
+    char why[160];
+    bool kv;                 /* its KV figures were read (from its metrics) */
+    uint64_t kv_hits, kv_misses, kv_ram, kv_disk;
+};
+
+
+struct ol_cl_list {
+    struct ol_cl_node *v;
+    int n, cap;
+    char prefix[160];
+    int bad;                 /* records this version cannot read */
+};
+
+
+struct ol_cl_exact {
+    const char *key;
+    bool found;
+};
+
+/* The node records under cluster name's prefix into l (l->v realloc'ed:
+ * the caller frees it; records this version cannot read counted in
+ * l->bad), in id order, and etcd's revision: 0 or -errno with err. */
+int ol_cl_read_members(struct ol_etcd *e, const char *name, struct ol_cl_list *l, int64_t *rev,
+                       char *err, size_t errlen);
+/* Node id's record in l, or NULL. */
+const struct ol_cl_node *ol_cl_find_node(const struct ol_cl_list *l, int64_t id);
+/* Asks node n's /_openlake/health/ready, and its metrics for the KV
+ * figures (2 s each): n->ready, http, why and the kv fields. */
+void ol_cl_probe(struct ol_cl_node *n);
+/* n's fields as JSON keys into the object j has open. */
+void ol_cl_node_json(struct ol_json *j, const struct ol_cl_node *n);
+/* Time since started (Unix seconds) as "42s", "5m", "3h", "2d"; "-" when
+ * unknown. buf, returned. */
+const char *ol_cl_uptime(int64_t started, char *buf, size_t len);
+/* An ol_etcd_range_prefix callback: arg (struct ol_cl_exact) found when
+ * the exact key is among those listed. */
+int ol_cl_find_exact(void *arg, const struct ol_etcd_kv *kv);
+/* `cluster`, `node` and `disk` (cmd names the one): their options parsed
+ * and checked, etcd opened, the subcommand run. An OL_EXIT_* status. */
+int ol_cl_main(const struct ol_cli *cli, const char *cmd, int argc, char **argv);
+
+/* node info: node id's record, drain key and readiness (cmd_node.c). */
+int ol_cl_node_info(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int64_t id);
+/* disk info of the node whose admin plane is at s3_addr (tls: HTTPS),
+ * signed with cred; who names it in messages (cmd_node.c). */
+int ol_cl_disk_info(const struct ol_cli *cli, const struct ol_cli_cred *cred, const char *s3_addr,
+                    bool tls, const char *who);
+/* disk info of node id of cluster name, found by its record (cmd_node.c). */
+int ol_cl_node_disks(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int64_t id,
+                     const struct ol_cli_cred *cred);
+
 /* ---- commands (one cmd_NAME.c each; `help` lives in main.c) ------------- */
 
 int ol_cmd_version(const struct ol_cli *cli, int argc, char **argv);
@@ -120,7 +189,7 @@ int ol_cmd_bench(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_bench_client(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_heal(const struct ol_cli *cli, int argc, char **argv);
 int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv);
-int ol_cmd_node(const struct ol_cli *cli, int argc, char **argv);
-int ol_cmd_disk(const struct ol_cli *cli, int argc, char **argv);
+int ol_cmd_node(const struct ol_cli *cli, int argc, char **argv);   /* cmd_node.c */
+int ol_cmd_disk(const struct ol_cli *cli, int argc, char **argv);   /* cmd_node.c */
 
 #endif

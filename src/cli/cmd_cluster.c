@@ -5,15 +5,18 @@
  * RPC measured between every pair of nodes (each node's signed
  * /_openlake/cluster/probe, one node after another); `openlake cluster
  * drain|undrain NODE`: the node's drain key (cluster/member.h) put or
- * deleted, then its record waited on until it says drained / active;
- * `openlake node info [NODE]`: one node's record, drain key and readiness.
+ * deleted, then its record waited on until it says drained / active. And
+ * the one parser of `cluster`, `node` and `disk` (ol_cl_main), which runs
+ * `node info` and `disk info` from cmd_node.c.
  *
  * Owns: reading the members straight from etcd (cluster/etcd.h, the same
- * records the nodes keep: cluster/member.h), writing drain keys, asking
+ * records the nodes keep: cluster/member.h; shared with cmd_node.c
+ * through cli.h), writing drain keys, asking
  * each node's /_openlake/health/ready and reading its KV figures (bytes
  * held, hits, misses) from its /_openlake/metrics, the table or JSON, and
- * the exit status: 0 when every etcd endpoint is healthy and every node is
- * ready and active (or draining or drained: asked for), 1 when anything is
+ * the exit status: 0 when every etcd endpoint is healthy, every node is
+ * ready and active (or draining or drained: asked for) and the nodes'
+ * records state the same cluster.kv_replicas, 1 when anything is
  * degraded (or etcd cannot be read), a node is unknown, or a drain did not
  * finish in --wait-ms; 2 usage.
  *
@@ -55,23 +58,7 @@ struct ol_cl_args {
 #define OL_TOPO_POLL_MS   100
 #define OL_TOPO_RESP_MAX  (1u << 20)
 
-struct ol_cl_node {
-    struct ol_member m;
-    int ready;               /* 1 ready, 0 answered not ready, -1 no answer */
-    long http;
-    char why[160];
-    bool kv;                 /* its KV figures were read (from its metrics) */
-    uint64_t kv_hits, kv_misses, kv_ram, kv_disk;
-};
-
 #define OL_CLUSTER_METRICS_MAX (8u << 20)   /* a metrics page longer than this: not read */
-
-struct ol_cl_list {
-    struct ol_cl_node *v;
-    int n, cap;
-    char prefix[160];
-    int bad;                 /* records this version cannot read */
-};
 
 static int on_node(void *arg, const struct ol_etcd_kv *kv)
 {
@@ -180,7 +167,7 @@ static uint64_t sum_metric(const char *page, const char *name, const char *rest)
 
 /* The node's health/ready, and its KV figures from its metrics when it
  * has a KV service. */
-static void probe(struct ol_cl_node *n)
+void ol_cl_probe(struct ol_cl_node *n)
 {
     CURLcode cc = node_get(n, "/_openlake/health/ready", &n->http, NULL);
     if (cc != CURLE_OK) {
@@ -212,7 +199,7 @@ static int cmp_node(const void *a, const void *b)
     return (x->m.id > y->m.id) - (x->m.id < y->m.id);
 }
 
-static const char *uptime(int64_t started, char *buf, size_t len)
+const char *ol_cl_uptime(int64_t started, char *buf, size_t len)
 {
     long long s = (long long)time(NULL) - started;
     if (started <= 0 || s < 0)
@@ -230,7 +217,7 @@ static const char *uptime(int64_t started, char *buf, size_t len)
 
 /* The node records under the cluster's prefix, in id order: 0 or -errno
  * with err. */
-static int read_members(struct ol_etcd *e, const char *name, struct ol_cl_list *l, int64_t *rev,
+int ol_cl_read_members(struct ol_etcd *e, const char *name, struct ol_cl_list *l, int64_t *rev,
                         char *err, size_t errlen)
 {
     ol_member_prefix(name, l->prefix, sizeof l->prefix);
@@ -242,7 +229,7 @@ static int read_members(struct ol_etcd *e, const char *name, struct ol_cl_list *
     return rc;
 }
 
-static void node_json(struct ol_json *j, const struct ol_cl_node *n)
+void ol_cl_node_json(struct ol_json *j, const struct ol_cl_node *n)
 {
     ol_json_key(j, "id");
     ol_json_int(j, n->m.id);
@@ -274,6 +261,11 @@ static void node_json(struct ol_json *j, const struct ol_cl_node *n)
     ol_json_uint(j, n->m.kv_disk_bytes);
     ol_json_key(j, "drives");
     ol_json_int(j, n->m.drives);
+    ol_json_key(j, "kv_replicas");
+    if (n->m.kv_replicas > 0)
+        ol_json_int(j, n->m.kv_replicas);
+    else
+        ol_json_null(j);
     ol_json_key(j, "kv");
     if (!n->kv) {
         ol_json_null(j);
@@ -304,13 +296,26 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
     ol_etcd_health(e, &healthy, herr, sizeof herr);
     struct ol_cl_list l = {0};
     int64_t rev = 0;
-    int rc = read_members(e, name, &l, &rev, err, sizeof err);
+    int rc = ol_cl_read_members(e, name, &l, &rev, err, sizeof err);
     if (rc == 0)
         for (int i = 0; i < l.n; i++)
-            probe(&l.v[i]);
+            ol_cl_probe(&l.v[i]);
     bool degraded = rc < 0 || healthy < n_ep || l.bad > 0;
     for (int i = 0; i < l.n; i++)
         degraded |= l.v[i].ready != 1 || !serving_state(l.v[i].m.state);
+    /* nodes that place keys with different cluster.kv_replicas */
+    char differ[512];
+    struct ol_member *ms = calloc(l.n > 0 ? (size_t)l.n : 1, sizeof *ms);
+    if (!ms) {
+        fprintf(stderr, "openlake cluster: out of memory\n");
+        free(l.v);
+        return OL_EXIT_FAIL;
+    }
+    for (int i = 0; i < l.n; i++)
+        ms[i] = l.v[i].m;
+    bool replicas_differ = ol_member_replicas_differ(ms, l.n, differ, sizeof differ);
+    free(ms);
+    degraded |= replicas_differ;
 
     if (cli->out & OL_OUT_JSON) {
         struct ol_json j;
@@ -333,11 +338,13 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
         ol_json_int(&j, rev);
         ol_json_key(&j, "unreadable_records");
         ol_json_int(&j, l.bad);
+        ol_json_key(&j, "kv_replicas_differ");
+        ol_json_str(&j, replicas_differ ? differ : NULL);
         ol_json_key(&j, "nodes");
         ol_json_array_begin(&j);
         for (int i = 0; i < l.n; i++) {
             ol_json_object_begin(&j);
-            node_json(&j, &l.v[i]);
+            ol_cl_node_json(&j, &l.v[i]);
             ol_json_object_end(&j);
         }
         ol_json_array_end(&j);
@@ -354,6 +361,9 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
         if (l.bad)
             printf("  %d node record%s this version cannot read (a newer openlake?)\n", l.bad,
                    l.bad == 1 ? "" : "s");
+        if (replicas_differ)
+            printf("  cluster.kv_replicas differs: %s (each node places keys with its own: "
+                   "set it the same on every node)\n", differ);
         if (l.n) {
             static const struct ol_col cols[] = {
                 {"node", "NODE", OL_ALIGN_RIGHT},   {"state", "STATE", OL_ALIGN_LEFT},
@@ -371,7 +381,7 @@ static int status(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
                 ol_table_str(t, n->m.state);
                 ol_table_str(t, n->ready == 1 ? "yes" : n->ready == 0 ? "no" : "unreachable");
                 ol_table_str(t, n->m.version);
-                ol_table_str(t, uptime(n->m.started, up, sizeof up));
+                ol_table_str(t, ol_cl_uptime(n->m.started, up, sizeof up));
                 ol_table_str(t, n->m.host);
                 ol_table_str(t, n->m.s3_addr);
                 ol_table_str(t, n->m.kv_addr[0] ? n->m.kv_addr : "-");
@@ -408,49 +418,12 @@ struct ol_topo_row {
     char why[200];            /* why there is none */
 };
 
-/* host and port of "host:port" / "[v6]:port". */
-static int split_addr(const char *addr, char *host, size_t hl, char *port, size_t pl)
-{
-    const char *colon = strrchr(addr, ':');
-    if (!colon || colon == addr)
-        return -1;
-    size_t n = (size_t)(colon - addr);
-    if (addr[0] == '[' && n > 2 && addr[n - 1] == ']') {
-        addr++;
-        n -= 2;
-    }
-    if (n >= hl || strlen(colon + 1) >= pl)
-        return -1;
-    memcpy(host, addr, n);
-    host[n] = 0;
-    snprintf(port, pl, "%s", colon + 1);
-    return 0;
-}
-
-/* host and port of a node's admin plane (its S3 listener): 0, or -1 with
- * why. A wildcard host (a single host's own config) is this host. */
-static int admin_addr(const char *s3_addr, bool tls, char host[256], char port[16], char *why,
-                      size_t whylen)
-{
-    if (tls) {
-        snprintf(why, whylen, "its admin plane is HTTPS, which this command does not speak yet");
-        return -1;
-    }
-    if (split_addr(s3_addr, host, 256, port, 16) < 0) {
-        snprintf(why, whylen, "bad S3 address: %.150s", s3_addr);
-        return -1;
-    }
-    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
-        snprintf(host, 256, "%s", !strcmp(host, "::") ? "::1" : "127.0.0.1");
-    return 0;
-}
-
 /* Asks node n to probe its peers and waits for the answer. */
 static void probe_node(const struct ol_cli_cred *cred, const struct ol_cl_node *n, int mib,
                        int nodes, struct ol_topo_row *row, char *resp)
 {
     char host[256], port[16], q[32];
-    if (admin_addr(n->m.s3_addr, n->m.s3_tls, host, port, row->why, sizeof row->why) < 0)
+    if (ol_cli_admin_addr(n->m.s3_addr, n->m.s3_tls, host, port, row->why, sizeof row->why) < 0)
         return;
     snprintf(q, sizeof q, "mib=%d", mib);
     int st = ol_cli_admin_request(cred, host, port, "POST", "/_openlake/cluster/probe", q, resp,
@@ -549,7 +522,7 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
     char err[512] = "";
     struct ol_cl_list l = {0};
     int64_t rev = 0;
-    int rc = read_members(e, name, &l, &rev, err, sizeof err);
+    int rc = ol_cl_read_members(e, name, &l, &rev, err, sizeof err);
     if (rc < 0) {
         free(l.v);
         return ol_cli_fail(cli, "cluster", "cannot read the members: %s", err);
@@ -687,10 +660,10 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
 }
 
 
-/* ---- drain, undrain, node info ---------------------------------------------------- */
+/* ---- drain, undrain ---------------------------------------------------------------- */
 
 /* Node id's record in l, or NULL. */
-static const struct ol_cl_node *find_node(const struct ol_cl_list *l, int64_t id)
+const struct ol_cl_node *ol_cl_find_node(const struct ol_cl_list *l, int64_t id)
 {
     for (int i = 0; i < l->n; i++)
         if (l->v[i].m.id == id)
@@ -698,12 +671,7 @@ static const struct ol_cl_node *find_node(const struct ol_cl_list *l, int64_t id
     return NULL;
 }
 
-struct ol_cl_exact {
-    const char *key;
-    bool found;
-};
-
-static int find_exact(void *arg, const struct ol_etcd_kv *kv)
+int ol_cl_find_exact(void *arg, const struct ol_etcd_kv *kv)
 {
     struct ol_cl_exact *x = arg;
     x->found |= kv->klen == strlen(x->key) && !memcmp(kv->key, x->key, kv->klen);
@@ -720,8 +688,8 @@ static int wait_state(const struct ol_cli *cli, struct ol_etcd *e, const char *n
         struct ol_cl_list l = {0};
         int64_t rev;
         err[0] = 0;
-        int rc = read_members(e, name, &l, &rev, err, sizeof err);
-        const struct ol_cl_node *n = rc == 0 ? find_node(&l, id) : NULL;
+        int rc = ol_cl_read_members(e, name, &l, &rev, err, sizeof err);
+        const struct ol_cl_node *n = rc == 0 ? ol_cl_find_node(&l, id) : NULL;
         if (n)
             snprintf(last, sizeof last, "%s", n->m.state);
         free(l.v);
@@ -749,8 +717,8 @@ static int drain(const struct ol_cli *cli, struct ol_etcd *e, const char *name, 
     char err[512] = "", key[200];
     struct ol_cl_list l = {0};
     int64_t rev;
-    int rc = read_members(e, name, &l, &rev, err, sizeof err);
-    bool running = rc == 0 && find_node(&l, id);
+    int rc = ol_cl_read_members(e, name, &l, &rev, err, sizeof err);
+    bool running = rc == 0 && ol_cl_find_node(&l, id);
     free(l.v);
     if (rc < 0)
         return ol_cli_fail(cli, "cluster", "cannot read the members: %s", err);
@@ -770,7 +738,7 @@ static int drain(const struct ol_cli *cli, struct ol_etcd *e, const char *name, 
                                (long long)id, err);
     } else {
         struct ol_cl_exact x = {key, false};
-        rc = ol_etcd_range_prefix(e, key, find_exact, &x, &rev, err, sizeof err);
+        rc = ol_etcd_range_prefix(e, key, ol_cl_find_exact, &x, &rev, err, sizeof err);
         bool present = x.found;
         if (rc == 0 && present)
             rc = ol_etcd_delete(e, key, err, sizeof err);
@@ -799,225 +767,9 @@ static int drain(const struct ol_cli *cli, struct ol_etcd *e, const char *name, 
     return rc;
 }
 
-/* node info NODE: its record and whether it is ready. */
-static int node_info(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int64_t id)
-{
-    char err[512] = "";
-    struct ol_cl_list l = {0};
-    int64_t rev = 0;
-    int rc = read_members(e, name, &l, &rev, err, sizeof err);
-    struct ol_cl_node *n = rc == 0 ? (struct ol_cl_node *)find_node(&l, id) : NULL;
-    if (!n) {
-        free(l.v);
-        return rc < 0 ? ol_cli_fail(cli, "node", "cannot read the members: %s", err)
-                      : ol_cli_fail(cli, "node", "no node %lld in cluster %s (a node that is "
-                                    "not running has no record: see cluster status)",
-                                    (long long)id, name);
-    }
-    probe(n);
-    char key[200], up[32];
-    ol_member_drain_key(name, id, key, sizeof key);
-    struct ol_cl_exact x = {key, false};
-    rc = ol_etcd_range_prefix(e, key, find_exact, &x, &rev, err, sizeof err);
-    if (cli->out & OL_OUT_JSON) {
-        struct ol_json j;
-        ol_json_init(&j, stdout);
-        ol_json_object_begin(&j);
-        ol_json_key(&j, "cluster");
-        ol_json_str(&j, name);
-        node_json(&j, n);
-        ol_json_key(&j, "instance");
-        ol_json_str(&j, n->m.instance);
-        ol_json_key(&j, "data_dir");
-        ol_json_str(&j, n->m.data_dir);
-        ol_json_key(&j, "s3_tls");
-        ol_json_bool(&j, n->m.s3_tls);
-        ol_json_key(&j, "uptime_s");
-        ol_json_int(&j, n->m.started > 0 ? (int64_t)time(NULL) - n->m.started : 0);
-        ol_json_key(&j, "drain_asked");
-        if (rc < 0)
-            ol_json_null(&j);
-        else
-            ol_json_bool(&j, x.found);
-        ol_json_object_end(&j);
-    } else {
-        printf("node %lld of cluster %s\n", (long long)id, name);
-        printf("  state      %s%s\n", n->m.state,
-               rc < 0 ? "" : x.found ? " (asked to drain)" : "");
-        printf("  ready      %s%s%s\n", n->ready == 1 ? "yes" : n->ready == 0 ? "no" : "unreachable",
-               n->why[0] ? ": " : "", n->why);
-        printf("  version    %s\n", n->m.version);
-        printf("  host       %s (pid %lld)\n", n->m.host, (long long)n->m.pid);
-        printf("  up         %s\n", uptime(n->m.started, up, sizeof up));
-        printf("  s3         %s://%s\n", n->m.s3_tls ? "https" : "http", n->m.s3_addr);
-        printf("  kv         %s\n", n->m.kv_addr[0] ? n->m.kv_addr : "-");
-        printf("  rpc        %s\n", n->m.rpc_addr);
-        printf("  kv slab    %.1f GiB\n", (double)n->m.kv_slab_bytes / (1 << 30));
-        printf("  kv disk    %.1f GiB\n", (double)n->m.kv_disk_bytes / (1 << 30));
-        printf("  drives     %lld\n", (long long)n->m.drives);
-        printf("  data dir   %s\n", n->m.data_dir);
-        printf("  instance   %s\n", n->m.instance);
-        if (rc < 0)
-            printf("  cannot read its drain key: %s\n", err);
-    }
-    free(l.v);
-    return OL_EXIT_OK;
-}
-
-/* ---- disk info ------------------------------------------------------------------------ */
-
-#define OL_DISKS_RESP_MAX (1u << 20)
-
-/* bytes as GiB, or MiB under one GiB; "-" for null. */
-static const char *size_str(json_t *v, char *buf, size_t len)
-{
-    double b = (double)json_integer_value(v);
-    if (!json_is_integer(v))
-        snprintf(buf, len, "-");
-    else if (b >= (1 << 30))
-        snprintf(buf, len, "%.1f GiB", b / (1 << 30));
-    else
-        snprintf(buf, len, "%.1f MiB", b / (1 << 20));
-    return buf;
-}
-
-/* disk info: the node's GET /_openlake/disks at host:port (asked again,
- * a few times 100 ms apart, while the node's answer is over a second old:
- * asking made it measure anew). 0, or 1 when it cannot be asked or a drive
- * is offline or cannot be measured. */
-static int disk_info(const struct ol_cli *cli, const struct ol_cli_cred *cred,
-                     const char *s3_addr, bool tls, const char *who)
-{
-    char host[256], port[16], why[200];
-    if (admin_addr(s3_addr, tls, host, port, why, sizeof why) < 0)
-        return ol_cli_fail(cli, "disk", "%s: %s", who, why);
-    char *resp = malloc(OL_DISKS_RESP_MAX);
-    if (!resp)
-        return ol_cli_fail(cli, "disk", "out of memory");
-    resp[0] = 0;
-    json_t *js = NULL;
-    int st = 0;
-    for (int tries = 0; tries < 10; tries++) {
-        st = ol_cli_admin_request(cred, host, port, "GET", "/_openlake/disks", "", resp,
-                                  OL_DISKS_RESP_MAX);
-        json_decref(js);
-        json_error_t je;
-        js = st == 200 ? json_loads(resp, 0, &je) : NULL;
-        if (st != 200 && st != 503)
-            break;
-        if (js && json_integer_value(json_object_get(js, "age_ms")) <= 1000)
-            break;
-        struct timespec ts = {0, 100 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    if (!js) {
-        resp[OL_DISKS_RESP_MAX - 1] = 0;
-        resp[strcspn(resp, "\n")] = 0;
-        int rc = ol_cli_fail(cli, "disk", "%s (%s:%s): %s", who, host, port,
-                             st < 0 ? strerror(-st) : st == 200 ? "not JSON" : resp);
-        free(resp);
-        return rc;
-    }
-    free(resp);
-    json_t *drives = json_object_get(js, "drives"), *kvd = json_object_get(js, "kv_disk");
-    bool degraded = false;
-    size_t i;
-    json_t *o;
-    json_array_foreach(drives, i, o)
-        degraded |= json_is_false(json_object_get(o, "online")) ||
-                    !json_is_null(json_object_get(o, "error"));
-    if (cli->out & OL_OUT_JSON) {
-        char *dump = json_dumps(js, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        if (dump)
-            printf("%s\n", dump);
-        free(dump);
-    } else {
-        printf("%s: %zu drive%s\n", who, json_array_size(drives),
-               json_array_size(drives) == 1 ? "" : "s");
-        static const struct ol_col cols[] = {
-            {"drive", "DRIVE", OL_ALIGN_RIGHT}, {"set", "SET", OL_ALIGN_RIGHT},
-            {"state", "STATE", OL_ALIGN_LEFT},  {"size", "SIZE", OL_ALIGN_RIGHT},
-            {"avail", "AVAIL", OL_ALIGN_RIGHT}, {"path", "PATH", OL_ALIGN_LEFT}};
-        ol_table *t = ol_table_create(cols, sizeof cols / sizeof cols[0]);
-        char b1[32], b2[32];
-        json_array_foreach(drives, i, o) {
-            json_t *set = json_object_get(o, "set");
-            ol_table_row(t);
-            ol_table_int(t, json_integer_value(json_object_get(o, "index")));
-            if (json_is_integer(set))
-                ol_table_int(t, json_integer_value(set));
-            else
-                ol_table_str(t, "-");
-            ol_table_str(t, !json_is_null(json_object_get(o, "error")) ? "unreadable"
-                            : json_is_null(json_object_get(o, "online")) ? "no store"
-                            : json_is_false(json_object_get(o, "online")) ? "offline"
-                            : json_is_true(json_object_get(o, "adopted")) ? "adopted at start"
-                            : "online");
-            ol_table_str(t, size_str(json_object_get(o, "size_bytes"), b1, sizeof b1));
-            ol_table_str(t, size_str(json_object_get(o, "avail_bytes"), b2, sizeof b2));
-            ol_table_str(t, json_string_value(json_object_get(o, "path")));
-        }
-        ol_table_print(t, stdout, cli->out);
-        ol_table_destroy(t);
-        json_array_foreach(drives, i, o)
-            if (!json_is_null(json_object_get(o, "error")))
-                printf("  drive %zu: %s\n", i, json_string_value(json_object_get(o, "error")));
-        json_t *dirs = json_object_get(kvd, "dirs");
-        if (!json_array_size(dirs)) {
-            printf("KV disk tier: none\n");
-        } else {
-            printf("KV disk tier: %s in %zu dir%s\n",
-                   size_str(json_object_get(kvd, "capacity_bytes"), b1, sizeof b1),
-                   json_array_size(dirs), json_array_size(dirs) == 1 ? "" : "s");
-            json_array_foreach(dirs, i, o) {
-                size_t k;
-                json_t *f, *files = json_object_get(o, "files");
-                long long bytes = 0, alloc = 0;
-                json_array_foreach(files, k, f) {
-                    bytes += json_integer_value(json_object_get(f, "bytes"));
-                    alloc += json_integer_value(json_object_get(f, "allocated_bytes"));
-                }
-                json_t *jb = json_integer(bytes), *ja = json_integer(alloc);
-                char b3[32];
-                printf("  %s: %zu file%s, %s (%s allocated); filesystem %s avail\n",
-                       json_string_value(json_object_get(o, "path")), json_array_size(files),
-                       json_array_size(files) == 1 ? "" : "s", size_str(jb, b1, sizeof b1),
-                       size_str(ja, b3, sizeof b3),
-                       size_str(json_object_get(o, "avail_bytes"), b2, sizeof b2));
-                json_decref(jb);
-                json_decref(ja);
-            }
-        }
-    }
-    json_decref(js);
-    return degraded ? OL_EXIT_FAIL : OL_EXIT_OK;
-}
-
-/* disk info NODE of a cluster: its record's S3 address asked. */
-static int node_disks(const struct ol_cli *cli, struct ol_etcd *e, const char *name, int64_t id,
-                      const struct ol_cli_cred *cred)
-{
-    char err[512] = "", who[64];
-    struct ol_cl_list l = {0};
-    int64_t rev;
-    int rc = read_members(e, name, &l, &rev, err, sizeof err);
-    const struct ol_cl_node *n = rc == 0 ? find_node(&l, id) : NULL;
-    if (!n) {
-        free(l.v);
-        return rc < 0 ? ol_cli_fail(cli, "disk", "cannot read the members: %s", err)
-                      : ol_cli_fail(cli, "disk", "no node %lld in cluster %s (a node that is "
-                                    "not running has no record: see cluster status)",
-                                    (long long)id, name);
-    }
-    snprintf(who, sizeof who, "node %lld", (long long)id);
-    rc = disk_info(cli, cred, n->m.s3_addr, n->m.s3_tls, who);
-    free(l.v);
-    return rc;
-}
-
-/* cluster status|topology|drain|undrain and node info: one parser, one way to
+/* cluster status|topology|drain|undrain, node info and disk info: one parser, one way to
  * etcd. */
-static int cl_main(const struct ol_cli *cli, const char *cmd, int argc, char **argv)
+int ol_cl_main(const struct ol_cli *cli, const char *cmd, int argc, char **argv)
 {
     struct ol_cl_args a = {0};
     static const char *const opts[] = {"--config", "--etcd", "--cluster", "--etcd-user",
@@ -1183,7 +935,7 @@ static int cl_main(const struct ol_cli *cli, const char *cmd, int argc, char **a
         }
     }
     if (disk_cmd && (a.addr || !cfg.cluster.name[0])) {   /* a single host, or --addr */
-        rc = disk_info(cli, &cred, a.addr ? a.addr : cfg.s3_addr,
+        rc = ol_cl_disk_info(cli, &cred, a.addr ? a.addr : cfg.s3_addr,
                        a.addr ? false : cfg.s3_tls_cert[0] != 0, "the node");
         explicit_bzero(&cred, sizeof cred);
         return rc;
@@ -1194,9 +946,9 @@ static int cl_main(const struct ol_cli *cli, const char *cmd, int argc, char **a
     if (ol_etcd_open(&o, &e, err, sizeof err) < 0)
         return ol_cli_fail(cli, cmd, "%s", err);
     if (disk_cmd)
-        rc = node_disks(cli, e, cfg.cluster.name, node_id, &cred);
+        rc = ol_cl_node_disks(cli, e, cfg.cluster.name, node_id, &cred);
     else if (node_cmd)
-        rc = node_info(cli, e, cfg.cluster.name, node_id);
+        rc = ol_cl_node_info(cli, e, cfg.cluster.name, node_id);
     else if (drains)
         rc = drain(cli, e, cfg.cluster.name, node_id, sub == 2, wait_ms);
     else if (topo)
@@ -1212,15 +964,5 @@ static int cl_main(const struct ol_cli *cli, const char *cmd, int argc, char **a
 
 int ol_cmd_cluster(const struct ol_cli *cli, int argc, char **argv)
 {
-    return cl_main(cli, "cluster", argc, argv);
-}
-
-int ol_cmd_node(const struct ol_cli *cli, int argc, char **argv)
-{
-    return cl_main(cli, "node", argc, argv);
-}
-
-int ol_cmd_disk(const struct ol_cli *cli, int argc, char **argv)
-{
-    return cl_main(cli, "disk", argc, argv);
+    return ol_cl_main(cli, "cluster", argc, argv);
 }

@@ -1736,6 +1736,8 @@ static int ol_c_members_one(const struct ol_kv_dec *d, uint32_t s, void *arg)
     while (ol_kv_dec_member(&it, &m) == 1) {
         if (o->n >= o->cap)
             return -E2BIG;
+        if (memchr(m.addr.p, 0, m.addr.len))   /* it would end the C string early */
+            return -EPROTO;
         struct ol_client_member *x = &o->m[o->n++];
         x->id = m.id;
         x->weight = m.weight;

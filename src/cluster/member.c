@@ -95,6 +95,8 @@ size_t ol_member_encode(const struct ol_member *m, char *buf, size_t len)
         "kv_addr", m->kv_addr,
         "rpc_addr", m->rpc_addr, "kv_slab_bytes", (json_int_t)m->kv_slab_bytes,
         "kv_disk_bytes", (json_int_t)m->kv_disk_bytes, "drives", (json_int_t)m->drives);
+    if (j && m->kv_replicas > 0)      /* said only by a node with a KV pool */
+        json_object_set_new(j, "kv_replicas", json_integer((json_int_t)m->kv_replicas));
     /* json_pack fails on a string that is not UTF-8: 0 then */
     size_t n = j ? json_dumpb(j, buf, len ? len - 1 : 0, JSON_COMPACT | JSON_SORT_KEYS) : 0;
     json_decref(j);
@@ -169,6 +171,10 @@ int ol_member_decode(const char *json, size_t len, struct ol_member *m, char *wh
     else if (take_int(j, "kv_slab_bytes", &slab) || take_int(j, "kv_disk_bytes", &disk) ||
              take_int(j, "drives", &m->drives) || slab < 0 || disk < 0)
         bad = "a capacity";
+    else if (take_int(j, "kv_replicas", &m->kv_replicas) || m->kv_replicas < 0 ||
+             m->kv_replicas > OL_MEMBER_MAX_REPLICAS ||
+             (json_object_get(j, "kv_replicas") && m->kv_replicas == 0))
+        bad = "kv_replicas";
     m->s3_tls = json_is_true(json_object_get(j, "s3_tls"));
     json_decref(j);
     if (bad) {
@@ -178,6 +184,41 @@ int ol_member_decode(const char *json, size_t len, struct ol_member *m, char *wh
     m->kv_slab_bytes = (uint64_t)slab;
     m->kv_disk_bytes = (uint64_t)disk;
     return 0;
+}
+
+bool ol_member_replicas_differ(const struct ol_member *m, int n, char *buf, size_t len)
+{
+    int values = 0;
+    bool seen[OL_MEMBER_MAX_REPLICAS + 1] = {false};
+    for (int i = 0; i < n; i++)
+        if (m[i].kv_replicas > 0 && m[i].kv_replicas <= OL_MEMBER_MAX_REPLICAS &&
+            !seen[m[i].kv_replicas]) {
+            seen[m[i].kv_replicas] = true;
+            values++;
+        }
+    if (len)
+        buf[0] = 0;
+    if (values < 2)
+        return false;
+    size_t at = 0;
+    for (int r = 1; r <= OL_MEMBER_MAX_REPLICAS && at < len; r++) {
+        if (!seen[r])
+            continue;
+        int cnt = 0;
+        for (int i = 0; i < n; i++)
+            cnt += m[i].kv_replicas == r;
+        int w = snprintf(buf + at, len - at, "%s%d on node%s ", at ? "; " : "", r,
+                         cnt == 1 ? "" : "s");
+        at += w > 0 ? (size_t)w : 0;
+        for (int i = 0, k = 0; i < n && at < len; i++)
+            if (m[i].kv_replicas == r) {
+                w = snprintf(buf + at, len - at, "%s%lld", k++ ? ", " : "", (long long)m[i].id);
+                at += w > 0 ? (size_t)w : 0;
+            }
+    }
+    if (at >= len && len >= 4)
+        memcpy(buf + len - 4, "...", 4);
+    return true;
 }
 
 /* ---- the view ------------------------------------------------------------------ */

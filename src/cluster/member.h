@@ -30,7 +30,8 @@
  *    "version":"0.1.0",
  *    "host":"name", "data_dir":"/path", "pid":N, "started":unix_seconds,
  *    "s3_addr":"h:p", "s3_tls":bool, "kv_addr":"h:p" (or ""), "rpc_addr":"h:p",
- *    "kv_slab_bytes":N, "kv_disk_bytes":N, "drives":N}
+ *    "kv_slab_bytes":N, "kv_disk_bytes":N, "drives":N,
+ *    "kv_replicas":N (1..16; absent: a node without a KV pool, or older)}
  * A reader ignores fields it does not know and refuses "v" > 1.
  */
 #ifndef OL_CLUSTER_MEMBER_H
@@ -44,6 +45,7 @@
 
 #define OL_MEMBER_FORMAT 1
 #define OL_MEMBER_MAX 4096    /* members a view holds; more are left out (logged) */
+#define OL_MEMBER_MAX_REPLICAS 16  /* a record's kv_replicas (cluster.kv_replicas' range) */
 
 struct ol_member {
     int64_t id;
@@ -61,6 +63,7 @@ struct ol_member {
     uint64_t kv_slab_bytes;
     uint64_t kv_disk_bytes;
     int64_t drives;
+    int64_t kv_replicas;      /* its cluster.kv_replicas; 0: not said (no KV, or older) */
     int64_t mod_revision;     /* etcd's, of the record */
 };
 
@@ -72,6 +75,16 @@ size_t ol_member_encode(const struct ol_member *m, char *buf, size_t len);
  * field of the wrong type). */
 int ol_member_decode(const char *json, size_t len, struct ol_member *m, char *why,
                      size_t whylen);
+
+/*
+ * Whether the members m[0, n) that state a kv_replicas (those with a KV
+ * pool, of a version that writes it) state different values: each node
+ * places keys with its own (docs/cluster.md "The KV pool"). When they do,
+ * buf[0, len) says who has what, each value once in ascending order with
+ * its nodes in the order of m: "1 on node 2; 2 on nodes 1, 3" (cut with
+ * "..." when it does not fit); else buf is "".
+ */
+bool ol_member_replicas_differ(const struct ol_member *m, int n, char *buf, size_t len);
 
 /* "/openlake/<cluster>/nodes/" and that plus the id. */
 void ol_member_prefix(const char *cluster, char *buf, size_t len);

@@ -160,6 +160,7 @@ int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen)
     if (d->kv) {
         self.kv_slab_bytes = d->kv->tenants[0].slab.size;
         self.kv_disk_bytes = (uint64_t)(c->kv_disk.capacity_gb * (double)(1ull << 30));
+        self.kv_replicas = c->cluster.kv_replicas;
     }
     if (instance_id(c->data_dirs[0], self.instance, sizeof self.instance, err, errlen) < 0)
         return -1;

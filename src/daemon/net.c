@@ -12,7 +12,9 @@
  * OL_NET_BEHIND_MS) makes the membership read again (ol_cluster_refresh:
  * a stalled watch); each new view also goes to the KV
  * pool (kvpool.c: its placement), whose KV_GET/KV_PUT handlers this loop
- * serves. Only in a cluster ([cluster]).
+ * serves, and is checked for members whose records state another
+ * cluster.kv_replicas (one warning per change of who differs). Only in a
+ * cluster ([cluster]).
  *
  * And the probe (POST /_openlake/cluster/probe, admin_cluster.c): one
  * peer after another, the round trip of 16 empty PINGs (the median) and
@@ -83,7 +85,28 @@ struct ol_daemon_net {
     uint64_t stop_since;
     struct ol_probe probe;
     char err[256];
+    char replicas_said[512];    /* who differs on kv_replicas, as last logged ("": none) */
 };
+
+/* The members place keys with their own cluster.kv_replicas: a warning
+ * when they differ, again only when who differs changes, and a line when
+ * they agree again. */
+static void check_replicas(struct ol_daemon_net *n, int cnt)
+{
+    char now[sizeof n->replicas_said];
+    ol_member_replicas_differ(n->view, cnt, now, sizeof now);
+    if (!strcmp(now, n->replicas_said))
+        return;
+    if (now[0])
+        ol_warn("cluster %s: cluster.kv_replicas differs between members: %s; each node "
+                "places keys with its own (this one with %lld), so a value saved through a "
+                "node with fewer has fewer copies: set it the same on every node",
+                n->d->cfg.cluster.name, now, (long long)n->d->cfg.cluster.kv_replicas);
+    else
+        ol_info("cluster %s: the members agree on cluster.kv_replicas again",
+                n->d->cfg.cluster.name);
+    memcpy(n->replicas_said, now, sizeof now);
+}
 
 static void net_sync(ol_loop *loop, struct ol_timer *t)
 {
@@ -146,6 +169,7 @@ static void net_sync(ol_loop *loop, struct ol_timer *t)
             n->synced = v.revision;
             ol_rpc_set_revision(n->rpc, v.revision);
             ol_daemon_kvpool_view(n->d, n->view, cnt, v.revision, ol_loop_now_ms(loop));
+            check_replicas(n, cnt);
         }
     }
     ol_timer_arm(loop, t, OL_NET_SYNC_MS);

@@ -21,7 +21,8 @@
  * its peer's calls at once (-ECONNRESET) and frees every slot.
  *
  * A 50 ms tick closes handshakes past their deadline, dials peers whose
- * backoff ended, and re-arms receives that found no buffer.
+ * backoff ended, re-arms receives that found no buffer, and pings peers
+ * this node has sent nothing for OL_RPC_IDLE_PING_MS (peer_idle_ping).
  */
 #include "net/rpc.h"
 
@@ -50,6 +51,8 @@
 #define OL_RPC_LOG_MS    10000
 #define OL_RPC_ADDR_LEN  272
 #define OL_RPC_METRIC_PEERS 128   /* peers with series of their own */
+#define OL_RPC_IDLE_PING_MS 1000u   /* a READY peer sent nothing this long: a PING */
+#define OL_RPC_PING_DEADLINE_MS 5000u
 
 #define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
@@ -98,9 +101,11 @@ struct ol_rpc_peer {
     uint64_t wait_bytes;                 /* frames in the wait queue */
     bool stalled;
     struct ol_rpc_peer *dnext;           /* removed, freed once its callbacks ran */
+    uint64_t sent_ms;                    /* when a request last went to its connection */
+    uint64_t ping_id;                    /* the idle ping's call id; 0: none sent yet */
     _Atomic uint32_t credit, window;
     _Atomic uint64_t calls, timeouts, resets, stalls, sent_bytes, recv_bytes, connects,
-        auth_failures;
+        auth_failures, pings;
     _Atomic bool ready;
 };
 
@@ -459,6 +464,7 @@ static void peer_pump(struct ol_rpc_peer *p)
         conn_queue(c, s->frame);
         s->frame = NULL;
         s->state = S_SENT;
+        p->sent_ms = now_ms(p->r);
     }
     conn_flush(c);
 }
@@ -880,6 +886,7 @@ static void dialer_ready(struct ol_rpc_conn *c, uint32_t credit)
     c->state = C_OPEN;
     note_revision(c->r, c->h.revision);
     p->state = P_READY;
+    p->sent_ms = now_ms(c->r);     /* its first idle ping a period from now */
     p->backoff_ms = OL_RPC_BACKOFF_MIN_MS;
     atomic_store_explicit(&p->window, credit, memory_order_relaxed);
     atomic_store_explicit(&p->credit, credit, memory_order_relaxed);
@@ -1169,6 +1176,47 @@ static void peer_dial(struct ol_rpc_peer *p)
     c->connecting = true;
 }
 
+/* ---- idle pings -------------------------------------------------------------------- */
+
+static void on_idle_pong(void *arg, int rc, const uint8_t *payload, uint32_t len)
+{
+    (void)arg, (void)rc, (void)payload, (void)len;
+}
+
+/*
+ * Every frame carries its sender's membership revision, so two nodes that
+ * exchange frames learn when one's etcd view is behind the other's
+ * (docs/cluster.md, "A view that falls behind"). Idle peers exchange
+ * none: a READY peer this node has sent no request for
+ * OL_RPC_IDLE_PING_MS gets an empty PING (n = 0), which carries this
+ * node's revision there and brings the peer's back in its REPLY. It is a
+ * call like any other: it takes a slot, spends credit, has a deadline
+ * and is counted in calls_total (and in pings_total). None is sent while
+ * calls wait for the peer (they will carry the revision), when its credit
+ * does not cover it, and while the previous one holds its slot (sent and
+ * unanswered, past its deadline included): at most one per peer.
+ */
+static void peer_idle_ping(struct ol_rpc_peer *p, uint64_t now)
+{
+    if (p->state != P_READY || p->whead || !p->nfree || now - p->sent_ms < OL_RPC_IDLE_PING_MS)
+        return;
+    if (p->ping_id) {
+        const struct ol_rpc_slot *s = &p->slots[p->ping_id & 0xffff];
+        if (s->id == p->ping_id && s->state != S_FREE)
+            return;
+    }
+    uint8_t n[4] = {0};
+    struct iovec iov = {n, sizeof n};
+    if (atomic_load_explicit(&p->credit, memory_order_relaxed) < OL_RPC_HDR_LEN + sizeof n)
+        return;
+    uint32_t slot = p->freelist[p->nfree - 1];   /* the slot ol_rpc_call takes */
+    if (ol_rpc_call(p->r, p->id, OL_RPC_OP_PING, &iov, 1, 0, OL_RPC_PING_DEADLINE_MS,
+                    on_idle_pong, NULL) != 0)
+        return;
+    p->ping_id = p->slots[slot].id;
+    atomic_fetch_add_explicit(&p->pings, 1, memory_order_relaxed);
+}
+
 static void on_tick(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_rpc *r = OL_CONTAINER(t, struct ol_rpc, tick);
@@ -1191,6 +1239,8 @@ static void on_tick(ol_loop *loop, struct ol_timer *t)
             for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext)
                 if (p->state == P_DOWN && now >= p->retry_ms)
                     peer_dial(p);
+                else
+                    peer_idle_ping(p, now);
         pthread_mutex_unlock(&r->mu);
         ol_timer_arm(loop, &r->tick, OL_RPC_TICK_MS);
     }
@@ -1435,13 +1485,17 @@ int64_t ol_rpc_peer_revision(const struct ol_rpc *r)
     return atomic_load_explicit(&r->peer_revision, memory_order_relaxed);
 }
 
-/* The counters of one peer, or of all summed, in the order of struct
- * peer_sums in ol_rpc_metrics: connects, auth failures, calls, timeouts,
- * resets, stalls, sent, received, in flight, credit. Returns the length
- * the lines need, as snprintf does. */
+/* The counters of one peer, or of all peers summed. */
+struct peer_sums {
+    uint64_t connects, auth, calls, timeouts, resets, stalls, pings, sent, recv, inflight, credit;
+};
+
+/* Their lines under peer="<peer>". Returns the length the lines need, as
+ * snprintf does. */
 static size_t peer_series(char *buf, size_t cap, const char *labels, const char *sep,
-                          const char *peer, const uint64_t *v)
+                          const char *peer, const struct peer_sums *v)
 {
+#define L(x) labels, sep, peer, (unsigned long long)v->x
     int w = snprintf(buf, cap,
         "openlake_rpc_peer_connects_total{%s%speer=\"%s\"} %llu\n"
         "openlake_rpc_peer_auth_failures_total{%s%speer=\"%s\"} %llu\n"
@@ -1449,15 +1503,14 @@ static size_t peer_series(char *buf, size_t cap, const char *labels, const char 
         "openlake_rpc_peer_failures_total{%s%speer=\"%s\",cause=\"timeout\"} %llu\n"
         "openlake_rpc_peer_failures_total{%s%speer=\"%s\",cause=\"reset\"} %llu\n"
         "openlake_rpc_peer_credit_stalls_total{%s%speer=\"%s\"} %llu\n"
+        "openlake_rpc_peer_pings_total{%s%speer=\"%s\"} %llu\n"
         "openlake_rpc_peer_sent_bytes_total{%s%speer=\"%s\"} %llu\n"
         "openlake_rpc_peer_received_bytes_total{%s%speer=\"%s\"} %llu\n"
         "openlake_rpc_peer_inflight_bytes{%s%speer=\"%s\"} %llu\n"
         "openlake_rpc_peer_credit_bytes{%s%speer=\"%s\"} %llu\n",
-        labels, sep, peer, (unsigned long long)v[0], labels, sep, peer, (unsigned long long)v[1],
-        labels, sep, peer, (unsigned long long)v[2], labels, sep, peer, (unsigned long long)v[3],
-        labels, sep, peer, (unsigned long long)v[4], labels, sep, peer, (unsigned long long)v[5],
-        labels, sep, peer, (unsigned long long)v[6], labels, sep, peer, (unsigned long long)v[7],
-        labels, sep, peer, (unsigned long long)v[8], labels, sep, peer, (unsigned long long)v[9]);
+        L(connects), L(auth), L(calls), L(timeouts), L(resets), L(stalls), L(pings), L(sent),
+        L(recv), L(inflight), L(credit));
+#undef L
     return w > 0 ? (size_t)w : 0;
 }
 
@@ -1500,9 +1553,7 @@ size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t ca
     OUT("openlake_rpc_peers{%s%sstate=\"up\"} %u\n", labels, sep, nup);
     OUT("openlake_rpc_peers{%s%sstate=\"down\"} %u\n", labels, sep, npeers - nup);
     bool each = npeers <= OL_RPC_METRIC_PEERS;
-    struct peer_sums {
-        uint64_t connects, auth, calls, timeouts, resets, stalls, sent, recv, inflight, credit;
-    } t = {0};
+    struct peer_sums t = {0};
     uint32_t down_lines = 0;
     for (int b = 0; b < OL_RPC_BUCKETS; b++)
         for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext) {
@@ -1512,13 +1563,13 @@ size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t ca
             struct peer_sums v = {
                 atomic_load(&p->connects), atomic_load(&p->auth_failures),
                 atomic_load(&p->calls), atomic_load(&p->timeouts), atomic_load(&p->resets),
-                atomic_load(&p->stalls), atomic_load(&p->sent_bytes),
+                atomic_load(&p->stalls), atomic_load(&p->pings), atomic_load(&p->sent_bytes),
                 atomic_load(&p->recv_bytes), ready ? window - credit : 0, ready ? credit : 0};
             if (!each) {
                 t.connects += v.connects, t.auth += v.auth, t.calls += v.calls;
                 t.timeouts += v.timeouts, t.resets += v.resets, t.stalls += v.stalls;
-                t.sent += v.sent, t.recv += v.recv, t.inflight += v.inflight;
-                t.credit += v.credit;
+                t.pings += v.pings, t.sent += v.sent, t.recv += v.recv;
+                t.inflight += v.inflight, t.credit += v.credit;
                 if (!ready && down_lines < OL_RPC_METRIC_PEERS) {
                     down_lines++;
                     OUT("openlake_rpc_peer_up{%s%speer=\"%lld\"} 0\n", labels, sep, id);
@@ -1529,12 +1580,12 @@ size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t ca
             snprintf(peer, sizeof peer, "%lld", id);
             OUT("openlake_rpc_peer_up{%s%speer=\"%s\"} %d\n", labels, sep, peer, ready ? 1 : 0);
             n += peer_series(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, labels, sep,
-                             peer, &v.connects);
+                             peer, &v);
         }
     if (!each) {
         OUT("openlake_rpc_peer_up{%s%speer=\"all\"} %u\n", labels, sep, nup);
         n += peer_series(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, labels, sep, "all",
-                         &t.connects);
+                         &t);
     }
     pthread_mutex_unlock(&r->mu);
 #undef OUT

@@ -20,7 +20,7 @@ import placement
 from kvwire import KvClient
 from test_cli_kv import cli
 from test_cluster import ETCD, etcd, wait_for
-from test_cluster_rpc import secret, up
+from test_cluster_rpc import metric, secret, up
 from test_http import hermetic_openlake_env
 from test_kv_disk import MIB, idx_headers, put_written, slot_offset, values
 
@@ -445,3 +445,59 @@ def test_kv_replicas_out_of_range_is_refused(make_daemon, tmp_path, value, says)
     assert d.proc.wait(30) == 2
     d.stop(expect_rc=2)
     assert says in d.stderr()
+
+
+def test_nodes_that_disagree_on_kv_replicas_are_named(etcd, make_daemon, tmp_path):
+    """Each node publishes its cluster.kv_replicas in its record; `cluster
+    status` says degraded (exit 1) and names who has what when they differ,
+    and every node logs one warning per change of who differs, and a line
+    when they agree again."""
+    nodes, tok = pool(make_daemon, etcd, tmp_path, n=2, extra=["--cluster.kv-replicas", "2"])
+
+    def status(*flags):
+        return cli(*flags, "cluster", "status", "--etcd", etcd.url, "--cluster", "c1")
+
+    r = status("--json")
+    assert r.returncode == 0, r.stdout
+    js = json.loads(r.stdout)
+    assert js["kv_replicas_differ"] is None and not js["degraded"]
+    assert [n["kv_replicas"] for n in js["nodes"]] == [2, 2]
+
+    # node 3, configured with 1, joins
+    s = nodes[0].args[nodes[0].args.index("--cluster.secret-file") + 1]
+    third = make_daemon(args=[
+        "--cluster.name", "c1", "--cluster.etcd", etcd.url, "--self-id", "3",
+        "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
+        "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s,
+        "--kv-token-file", tok, "--cluster.kv-replicas", "1"])
+    nodes.append(third)
+    joined(nodes)
+    says = "1 on node 3; 2 on nodes 1, 2"
+    r = status()
+    assert r.returncode == 1, r.stdout
+    assert (f"cluster.kv_replicas differs: {says} (each node places keys with its own: "
+            "set it the same on every node)").encode() in r.stdout
+    js = json.loads(status("--json").stdout)
+    assert js["degraded"] and js["kv_replicas_differ"] == says
+    assert [n["kv_replicas"] for n in js["nodes"]] == [2, 2, 1]
+    r = cli("node", "info", "3", "--etcd", etcd.url, "--cluster", "c1")
+    assert b"kv homes   1 per key (cluster.kv_replicas)" in r.stdout, r.stdout
+    warn = f"cluster.kv_replicas differs between members: {says}"
+    for d in nodes:
+        wait_for(lambda: warn in d.stderr(), "the warning")
+    # another change of the view (node 1 drains) that leaves who differs as
+    # it was: no second warning
+    rev = json.loads(status("--json").stdout)["revision"]
+    r = cli("cluster", "drain", "1", "--etcd", etcd.url, "--cluster", "c1")
+    assert r.returncode == 0, r.stderr           # it waited for "drained"
+    for d in nodes:
+        wait_for(lambda: metric(d, "openlake_cluster_revision") > rev, "the drain seen")
+    time.sleep(0.5)
+    for d in nodes:
+        assert d.stderr().count("cluster.kv_replicas differs") == 1, d.stderr()
+    # node 3 goes: they agree again
+    third.stop()
+    for d in nodes[:2]:
+        wait_for(lambda: "the members agree on cluster.kv_replicas again" in d.stderr(),
+                 "agreement logged")
+    wait_for(lambda: status().returncode == 0, "status not degraded")

@@ -68,6 +68,15 @@ def up(d, peer):
     return metric(d, "openlake_rpc_peer_up", peer=peer)
 
 
+def served_only_pings(d, nid, others):
+    """Every request node d (id nid) served was an idle ping of another
+    node's (docs/node-protocol.md): its requests, read first, are at most
+    the pings the others have sent it, read after."""
+    served = metric(d, "openlake_rpc_requests_total")
+    pings = sum(metric(o, "openlake_rpc_peer_pings_total", peer=nid) or 0 for o in others)
+    return served <= pings
+
+
 def wait_proofs_refused(pairs):
     """Waits until each (node, peer) of pairs counted a refused proof of
     that peer's, then a little more: they stay unconnected."""
@@ -85,7 +94,8 @@ def test_members_connect_to_each_other(etcd, make_daemon, tmp_path):
         wait_for(lambda: all(up(d, p) == 1 for p in others), "every peer up")
         assert up(d, nodes.index(d) + 1) is None           # not its own peer
         assert metric(d, "openlake_rpc_refused_total", cause="auth") == 0
-        assert metric(d, "openlake_rpc_requests_total") == 0  # nothing asked yet
+        # nothing asked yet but idle pings
+        assert served_only_pings(d, nodes.index(d) + 1, [o for o in nodes if o is not d])
     # the secret never reaches the log
     sec = open(s).read().strip()
     assert all(sec not in d.stderr() for d in nodes)
@@ -364,6 +374,33 @@ class Etcd3:
         except OSError:
             return False
 
+    def member_of(self, d):
+        """The member whose client port daemon d holds connections to, when
+        that is one member only (it starts on member self_id % 3 and moves
+        only when a call fails): waits for that, at most 10 s."""
+        ports = {c: i for i, (_, c, _) in enumerate(self.m)}
+        found = set()
+
+        def one():
+            inodes = set()
+            for fd in os.listdir(f"/proc/{d.pid()}/fd"):
+                try:
+                    t = os.readlink(f"/proc/{d.pid()}/fd/{fd}")
+                except OSError:
+                    continue
+                if t.startswith("socket:["):
+                    inodes.add(t[8:-1])
+            found.clear()
+            with open("/proc/net/tcp") as f:
+                for ln in f.readlines()[1:]:
+                    x = ln.split()
+                    port = int(x[2].split(":")[1], 16)
+                    if x[3] == "01" and x[9] in inodes and port in ports:
+                        found.add(ports[port])
+            return len(found) == 1
+        wait_for(one, "node talks to one etcd member", timeout=10)
+        return found.pop()
+
     def kill(self, i):
         if self.procs[i] and self.procs[i].poll() is None:
             self.procs[i].kill()
@@ -387,13 +424,9 @@ def etcd3(tmp_path):
             e.kill(i)
 
 
-def test_a_stalled_watch_is_caught_up_by_a_peers_revision(etcd3, make_daemon, tmp_path):
-    """Node 2 watches the members through etcd member 2, which hangs
-    (SIGSTOP): its watch delivers nothing and reports no error. Node 3
-    joins; its frames to node 2 carry the revision node 3 registered at,
-    newer than node 2's view: node 2 reads the members again (through
-    another etcd member, the hung one timing out) and sees node 3."""
-    s = secret(tmp_path)
+def etcd3_nodes(make_daemon, etcd3, s):
+    """A maker of nodes of cluster c1 on every member of etcd3 (a node
+    starts on member self_id % 3), with secret file s."""
     eps = ",".join(etcd3.urls)
 
     def mk(nid):
@@ -401,7 +434,16 @@ def test_a_stalled_watch_is_caught_up_by_a_peers_revision(etcd3, make_daemon, tm
             "--cluster.name", "c1", "--cluster.etcd", eps, "--self-id", str(nid),
             "--cluster.lease-ttl-secs", "4", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
             "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s])
+    return mk
 
+
+def test_a_stalled_watch_is_caught_up_by_a_peers_revision(etcd3, make_daemon, tmp_path):
+    """Node 2 watches the members through etcd member 2, which hangs
+    (SIGSTOP): its watch delivers nothing and reports no error. Node 3
+    joins; its frames to node 2 carry the revision node 3 registered at,
+    newer than node 2's view: node 2 reads the members again (through
+    another etcd member, the hung one timing out) and sees node 3."""
+    mk = etcd3_nodes(make_daemon, etcd3, secret(tmp_path))
     a, b = mk(1), mk(2)     # node 1 starts on etcd member 1, node 2 on member 2
     wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected")
     assert metric(b, "openlake_cluster_refreshes_total") == 0
@@ -420,6 +462,41 @@ def test_a_stalled_watch_is_caught_up_by_a_peers_revision(etcd3, make_daemon, tm
             assert d.is_ready()
     finally:
         etcd3.procs[2].send_signal(signal.SIGCONT)
+
+
+def test_a_stalled_watch_is_caught_up_by_an_idle_peers_ping(etcd3, make_daemon, tmp_path):
+    """Node 2 watches through etcd member 2, which hangs (SIGSTOP). Node 1
+    is drained (its drain key, then its record says draining: two new
+    revisions that node 2's watch never delivers). Nodes 1 and 2 exchange
+    no KV traffic and no new connection is made: only their idle pings (a
+    PING after 1 s without a request, docs/node-protocol.md) carry node 1's
+    newer revision to node 2, which reads the members again and sees node
+    1 draining."""
+    mk = etcd3_nodes(make_daemon, etcd3, secret(tmp_path))
+    a, b = mk(1), mk(2)     # node 2 starts on etcd member 2 (and stays, unless it failed)
+    wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected")
+    wait_for(lambda: (metric(a, "openlake_rpc_peer_pings_total", peer=2) or 0) >= 1 and
+             (metric(b, "openlake_rpc_peer_pings_total", peer=1) or 0) >= 1, "idle pings")
+    assert metric(b, "openlake_cluster_refreshes_total") == 0
+    rev0 = metric(b, "openlake_cluster_revision")
+    m = etcd3.member_of(b)  # the one member node 2 talks to, its watch included
+    etcd3.procs[m].send_signal(signal.SIGSTOP)
+    try:
+        # the stopped member may have led: the others elect another first
+        wait_for(lambda: cli("cluster", "drain", "1", "--etcd", etcd3.urls[(m + 1) % 3],
+                             "--cluster", "c1", "--wait-ms", "0").returncode == 0,
+                 "node 1 drained")
+        wait_for(lambda: metric(a, "openlake_cluster_revision") > rev0, "node 1's view moves")
+        wait_for(lambda: metric(b, "openlake_cluster_revision") >=
+                 metric(a, "openlake_cluster_revision"), "node 2 catches up", timeout=15)
+        assert metric(b, "openlake_cluster_refreshes_total") >= 1
+        assert "a peer's view is newer than this node's" in b.stderr()
+        assert metric(b, "openlake_kvpool_fetched_keys_total") == 0
+        assert metric(a, "openlake_kvpool_pushes_total") == 0
+        for d in (a, b):
+            assert d.is_ready()
+    finally:
+        etcd3.procs[m].send_signal(signal.SIGCONT)
 
 
 def test_an_etcd_member_dies_then_all_of_etcd(etcd3, make_daemon, tmp_path):

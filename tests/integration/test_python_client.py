@@ -438,3 +438,86 @@ def test_client_waits_for_a_daemon_that_is_starting(make_daemon):
     assert got and not errs, errs
     with got[0] as c:
         assert c.shards == 2 and c.stats()["sessions"] >= 2
+
+
+def _members_server(addrs):
+    """A KV server on loopback that breaks the protocol in one way only: it
+    answers HELLO (version 2) and then MEMBERS with the members addrs
+    (id i + 1, each a byte string sent as it is). The frames are the
+    protocol's (kvwire), headers and CRCs right. Returns (port, thread)."""
+    import socket
+    import struct
+    import kvwire
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    ls.settimeout(10)
+
+    def read_frame(s):
+        hdr = b""
+        while len(hdr) < kvwire.HDR_LEN:
+            got = s.recv(kvwire.HDR_LEN - len(hdr))
+            if not got:
+                return None
+            hdr += got
+        _, _, op, req_id, body_len, _, _, _ = kvwire.HDR.unpack_from(hdr)
+        body = b""
+        while len(body) < body_len:
+            body += s.recv(body_len - len(body))
+        return op, req_id
+
+    def answer(op, req_id, body, count, version):
+        body += struct.pack("<II", kvwire.crc32c(body), 0)
+        return kvwire.header(op, req_id, len(body), count, flags=kvwire.F_RESPONSE |
+                             kvwire.F_BODY_CRC, version=version) + body
+
+    def serve():
+        try:
+            s, _ = ls.accept()
+        except OSError:
+            return
+        with s:
+            s.settimeout(10)
+            while (f := read_frame(s)) is not None:
+                op, req_id = f
+                if op == kvwire.Op.HELLO:
+                    body = kvwire.HELLO_RESP.pack(1, 2, 0, 1, 0, 0, 0, 0, 64, 1 << 20,
+                                                  1 << 20, 1 << 20, 192, 0)
+                    s.sendall(answer(op, req_id, body, 0, 1))
+                else:   # MEMBERS
+                    body = struct.pack("<qH6x", 7, 1)
+                    for i, a in enumerate(addrs):
+                        body += kvwire.pad8(struct.pack("<qQH", i + 1, 1 << 30, len(a)) + a)
+                    s.sendall(answer(op, req_id, body, len(addrs), 2))
+        ls.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return ls.getsockname()[1], t
+
+
+def test_members_with_an_address_that_is_not_utf8_is_a_protocol_error():
+    """A kv_addr that is not UTF-8 (bytes no conforming node sends: records
+    are JSON) raises OSError(EPROTO) naming the member and its bytes, not a
+    UnicodeDecodeError; one with a NUL (it would cut the C string) too; a
+    UTF-8 one that is not ASCII is taken as it is."""
+    port, t = _members_server([b"127.0.0.1:9400", "gpü-2:9400".encode()])
+    with Client(f"127.0.0.1:{port}", token="x", namespace="ns") as c:
+        assert c.members() == (7, 1, [(1, 1 << 30, "127.0.0.1:9400"),
+                                      (2, 1 << 30, "gpü-2:9400")])
+    t.join(10)
+    port, t = _members_server([b"127.0.0.1:9400", b"gpu-\xff\xfe:9400"])
+    with Client(f"127.0.0.1:{port}", token="x", namespace="ns") as c:
+        with pytest.raises(OSError) as e:
+            c.members()
+        assert e.value.errno == errno.EPROTO
+        assert str(e.value).endswith("members: the server sent node 2's kv_addr as "
+                                     "b'gpu-\\xff\\xfe:9400', which is not UTF-8 (a server "
+                                     "that breaks the KV protocol)"), str(e.value)
+    t.join(10)
+    port, t = _members_server([b"127.0.0.1:9400\x00evil"])
+    with Client(f"127.0.0.1:{port}", token="x", namespace="ns") as c:
+        with pytest.raises(OSError) as e:
+            c.members()
+        assert e.value.errno == errno.EPROTO
+    t.join(10)

@@ -20,6 +20,7 @@ OLT_TEST(cluster_member_record_round_trip)
     m.kv_slab_bytes = 1ull << 33;
     m.kv_disk_bytes = 5ull << 40;
     m.drives = 4;
+    m.kv_replicas = 3;
     m.s3_tls = true;
     strcpy(m.instance, "0123456789abcdef0123456789abcdef");
     strcpy(m.state, "active");
@@ -42,6 +43,10 @@ OLT_TEST(cluster_member_record_round_trip)
     OLT_CHECK_EQ(ol_member_decode(extra, strlen(extra), &d, why, sizeof why), 0);
     OLT_CHECK_EQ(d.id, 3);
     OLT_CHECK_STR(d.state, "starting");
+    OLT_CHECK_EQ(d.kv_replicas, 0);    /* not said: a node without a KV pool, or older */
+    m.kv_replicas = 0;                 /* and not written then */
+    n = ol_member_encode(&m, buf, sizeof buf);
+    OLT_CHECK(n > 0 && n < sizeof buf && !strstr(buf, "kv_replicas"));
 }
 
 OLT_TEST(cluster_member_record_refusals)
@@ -55,6 +60,9 @@ OLT_TEST(cluster_member_record_refusals)
         {"{\"v\":1,\"s3_addr\":[]}", "field an address"},
         {"{\"v\":1,\"instance\":5}", "field instance"},
         {"{\"v\":1,\"s3_tls\":\"yes\"}", "field s3_tls"},
+        {"{\"v\":1,\"kv_replicas\":0}", "field kv_replicas"},
+        {"{\"v\":1,\"kv_replicas\":17}", "field kv_replicas"},
+        {"{\"v\":1,\"kv_replicas\":\"2\"}", "field kv_replicas"},
         {"[1,2]", "not a JSON object"},
         {"not json", "not a JSON object"},
     };
@@ -69,4 +77,32 @@ OLT_TEST(cluster_member_record_refusals)
     OLT_CHECK_STR(k, "/openlake/c1/nodes/12");
     ol_member_prefix("c1", k, sizeof k);
     OLT_CHECK_STR(k, "/openlake/c1/nodes/");
+}
+
+OLT_TEST(cluster_member_replicas_differ)
+{
+    struct ol_member m[5];
+    memset(m, 0, sizeof m);
+    int64_t r[5] = {2, 1, 0, 2, 1};      /* node 3 states none (no KV pool, or older) */
+    for (int i = 0; i < 5; i++) {
+        m[i].id = i + 1;
+        m[i].kv_replicas = r[i];
+    }
+    char buf[128];
+    OLT_CHECK(!ol_member_replicas_differ(m, 1, buf, sizeof buf));
+    OLT_CHECK_STR(buf, "");
+    OLT_CHECK(!ol_member_replicas_differ(m + 3, 0, buf, sizeof buf));
+    m[1].kv_replicas = 0;
+    m[4].kv_replicas = 0;
+    OLT_CHECK(!ol_member_replicas_differ(m, 5, buf, sizeof buf));   /* 2 on 1 and 4 only */
+    m[1].kv_replicas = 1;
+    m[4].kv_replicas = 1;
+    OLT_CHECK(ol_member_replicas_differ(m, 5, buf, sizeof buf));
+    OLT_CHECK_STR(buf, "1 on nodes 2, 5; 2 on nodes 1, 4");
+    m[4].kv_replicas = 16;
+    OLT_CHECK(ol_member_replicas_differ(m, 5, buf, sizeof buf));
+    OLT_CHECK_STR(buf, "1 on node 2; 2 on nodes 1, 4; 16 on node 5");
+    char small[16];
+    OLT_CHECK(ol_member_replicas_differ(m, 5, small, sizeof small));
+    OLT_CHECK_STR(small, "1 on node 2;...");
 }

@@ -159,6 +159,8 @@ struct drv {
     uint32_t last_len;
 };
 
+static long long metric(struct ol_rpc *r, const char *name);
+
 static uint64_t mono_ms(void)
 {
     struct timespec ts;
@@ -464,6 +466,63 @@ OLT_TEST(rpc_deadline_then_late_reply_ucx)
     rpc_deadline_then_late_reply_on(ucx_transport());
 }
 #endif
+
+/* ---- idle pings ---------------------------------------------------------------- */
+
+/* b (node 2) dials a and then calls nothing. Within about a second it
+ * pings a: b's revision reaches a in the request, a's comes back in the
+ * reply, with no call of the test's. A ping a holds (its PING handler
+ * replaced by the hold handler) stays the only one, past its 5 s deadline
+ * too, until a answers it; then they go on. */
+static int step_idle(struct drv *d)
+{
+    switch (d->phase) {
+    case 0:
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        ol_rpc_set_revision(d->a, 40);
+        ol_rpc_set_revision(d->b, 42);
+        next_phase(d);
+        return 0;
+    case 1: /* no call: the revisions cross anyway */
+        if (ol_rpc_peer_revision(d->a) != 42 || ol_rpc_peer_revision(d->b) != 40)
+            return 0;
+        OLT_CHECK(mono_ms() - d->phase_ms >= 900 && mono_ms() - d->phase_ms < 3000);
+        OLT_CHECK_EQ(metric(d->b, "openlake_rpc_peer_pings_total{peer=\"1\"} "), 1);
+        ol_rpc_handle(d->a, OL_RPC_OP_PING, on_hold, d);
+        next_phase(d);
+        return 0;
+    case 2: /* a holds the next ping past its deadline: no other is sent */
+        if (mono_ms() - d->phase_ms < 7500)
+            return 0;
+        OLT_CHECK_EQ(d->nheld, 1);
+        OLT_CHECK_EQ(metric(d->b, "openlake_rpc_peer_pings_total{peer=\"1\"} "), 2);
+        OLT_CHECK_EQ(metric(d->b, "openlake_rpc_peer_failures_total{peer=\"1\",cause=\"timeout\"} "), 1);
+        release_held(d);   /* the late reply frees its slot */
+        next_phase(d);
+        return 0;
+    default:
+        return d->nheld == 1 &&
+               metric(d->b, "openlake_rpc_peer_pings_total{peer=\"1\"} ") == 3;
+    }
+}
+
+static void rpc_idle_peers_ping_on(const char *tr)
+{
+    transport = tr;
+    struct drv d;
+    setup(&d, SECRET, 0);
+    run(&d, step_idle);
+    OLT_CHECK_EQ(d.done, 0);   /* the test itself called nothing */
+    release_held(&d);
+    teardown(&d);
+    transport = NULL;
+}
+
+OLT_TEST_T(rpc_idle_peers_ping, 30)
+{
+    rpc_idle_peers_ping_on(NULL);
+}
 
 /* ---- a peer that goes, and comes back ------------------------------------------ */
 
