@@ -4,6 +4,10 @@
 # build, in one run (bench/vllm/ttft.py says how it measures):
 #   cold          no connector (recompute)
 #   openlake      OpenLakeConnector over an openlaked started here
+#   openlake-remote  the same, the engine on node A of a two-node cluster
+#                 (etcd, node A and node B: bench/vllm/remote.py), the prefix
+#                 on node B only: every block fetched over the node RPC
+#                 (issue 38; node A's fetched-key count is recorded)
 #   lmcache       LMCache 0.5.6: its multi-process server started here +
 #                 vLLM's LMCacheMPConnector
 #   vllm-example  vLLM's ExampleConnector (KV as files, on /dev/shm)
@@ -20,32 +24,41 @@
 # into build/venv-lmcache: a venv that sees .venv's packages (a .pth file) and
 # adds lmcache==0.5.6 and the few pure-Python modules it imports that .venv
 # lacks, all --no-deps (its declared deps pull CUDA: cupy-cuda13x, cuda-python).
-# Builds openlaked with make.
+# Builds openlaked with make. openlake-remote needs etcd (scripts/deps.sh) and,
+# for its two network namespaces on a bridge (as bench/cluster/run_pool.sh
+# makes them; removed at exit), root and iproute2; without them (or NETNS=0)
+# both nodes listen on loopback.
 #
 # Servers pinned to CPU 0: openlaked --mode kv --threads 1 and LMCache's
 # server, STORE_GIB of store each (slab / L1); each is paused (SIGSTOP) while
 # another system's engine runs. Engines on both cores, KMP_BLOCKTIME=0.
+# openlake-remote's nodes (and etcd) are paused the same way.
 # Writes bench/results/vllm-ttft-*.json, prints the table and (DOC=1) rewrites
-# the vllm-ttft section of docs/benchmarks.md.
+# the vllm-ttft and vllm-ttft-remote sections of docs/benchmarks.md.
 #
 # Knobs (environment): LENS=2048,8192,32768 ROUNDS=5 STORE_GIB=2 KV_SPACE_GIB=2
-#   SYSTEMS=cold,openlake,lmcache,vllm-example,vllm-native,vllm-simple,lmcache-inproc
+#   SYSTEMS=cold,openlake,openlake-remote,lmcache,vllm-example,vllm-native,vllm-simple,lmcache-inproc
 #   DOC=1 (0: no docs/benchmarks.md update)  PRELOAD=1 (0: no LD_PRELOAD)
+#   NETNS=1 (0: openlake-remote on loopback)  REMOTE_KV_TIMEOUT_MS=700 (the
+#   nodes' cluster.kv_timeout_ms: under the 1 s the connector's scheduler
+#   waits for a lookup)  DEPS=1 (0: no scripts/deps.sh)
 #   INSTALL=1 (0: keep .venv's openlake_client)  LMCACHE_VENV=build/venv-lmcache  DUMMY_WEIGHTS=0 (1: vLLM dummy weights,
 #   no seeded checkpoint, no correctness check)
-# About 15 minutes with the defaults on 2 cores (a 32K prefill takes ~45 s).
+# About 20 minutes with the defaults on 2 cores (a 32K prefill takes ~45 s;
+# openlake-remote adds about 4 of them).
 # Quick check: LENS=1024,2048 ROUNDS=1 DOC=0 bash bench/vllm/run_ttft.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LENS=${LENS:-2048,8192,32768}; ROUNDS=${ROUNDS:-5}; STORE_GIB=${STORE_GIB:-2}
 KV_SPACE_GIB=${KV_SPACE_GIB:-2}; DOC=${DOC:-1}; PRELOAD=${PRELOAD:-1}
-SYSTEMS=${SYSTEMS:-cold,openlake,lmcache,vllm-example,vllm-native,vllm-simple,lmcache-inproc}
+SYSTEMS=${SYSTEMS:-cold,openlake,openlake-remote,lmcache,vllm-example,vllm-native,vllm-simple,lmcache-inproc}
 LMCACHE_VENV=${LMCACHE_VENV:-build/venv-lmcache}
 LMCACHE_VERSION=0.5.6
 has() { case ",$SYSTEMS," in *",$1,"*) return 0;; *) return 1;; esac; }
 
-# Debian peers and tools (tcmalloc for vLLM on CPU), .venv with vLLM.
-bash scripts/deps.sh bench
+# Debian peers and tools (tcmalloc for vLLM on CPU, etcd), .venv with vLLM
+# (DEPS=0: use what is installed).
+[ "${DEPS:-1}" = 0 ] || bash scripts/deps.sh bench
 # The connector as it is in this tree (INSTALL=0: use .venv's as it is).
 [ "${INSTALL:-1}" = 0 ] || .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation .
 make -s build/openlaked
@@ -74,9 +87,20 @@ fi
 work=$(mktemp -d /tmp/olttft.XXXXXX)
 example_dir=$(mktemp -d /dev/shm/olttft-example.XXXXXX)
 pids=""
+nsa="" nsb="" br=""
 cleanup() {
-  for p in $pids; do kill "$p" 2>/dev/null || true; done
+  # (CONT first: a server may still be paused if ttft.py was killed.)
+  for p in $pids; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
   for p in $pids; do wait "$p" 2>/dev/null || true; done
+  # openlake-remote: ttft.py stops its nodes; what is left in our namespaces
+  # (it was killed) is ours: stop it, then drop the namespaces and bridge.
+  for ns in $nsa $nsb; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do
+      kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true
+    done
+    ip netns del "$ns" 2>/dev/null || true    # their veth pairs go with them
+  done
+  [ -z "$br" ] || ip link del "$br" 2>/dev/null || true
   rm -rf "$work" "$example_dir"
 }
 trap cleanup EXIT
@@ -113,6 +137,41 @@ if has lmcache; then
   args+=(--lmcache-port "$p_lmc" --lmcache-pid "$lmpid")
 fi
 
+if has openlake-remote; then
+  # Two network namespaces on a bridge, as bench/cluster/run_pool.sh makes
+  # them: node A in one, node B in the other, etcd and the engines in the
+  # root namespace on the bridge. NETNS=0, or no root: loopback.
+  if [ "${NETNS:-1}" = 1 ] && [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
+    tag=$(printf %04x $((RANDOM % 65536)))
+    used=$(ip -4 addr)
+    for _ in $(seq 100); do
+      net=10.$((200 + RANDOM % 50)).$((1 + RANDOM % 254))
+      grep -q "inet $net\." <<<"$used" || break
+    done
+    br=oltb$tag
+    ip link add "$br" type bridge
+    ip addr add "$net.1/24" dev "$br"
+    ip link set "$br" up
+    i=0
+    for ns in olt${tag}a olt${tag}b; do
+      i=$((i + 1))
+      ip netns add "$ns"
+      if [ $i = 1 ]; then nsa=$ns; else nsb=$ns; fi
+      ip link add "vht$tag$i" type veth peer name "vnt$tag$i"
+      ip link set "vnt$tag$i" netns "$ns"
+      ip link set "vht$tag$i" master "$br" up
+      ip -n "$ns" addr add "$net.$((10 + i))/24" dev "vnt$tag$i"
+      ip -n "$ns" link set "vnt$tag$i" up
+      ip -n "$ns" link set lo up
+    done
+    args+=(--remote-ns-a "$nsa" --remote-ns-b "$nsb" --remote-ip-a "$net.11"
+           --remote-ip-b "$net.12" --remote-etcd-ip "$net.1")
+  else
+    echo "run_ttft.sh: openlake-remote over loopback (NETNS=0 or not root)" >&2
+  fi
+  command -v etcd >/dev/null || { echo "run_ttft.sh: etcd missing (scripts/deps.sh test installs it)" >&2; exit 1; }
+fi
+
 versions=$(.venv/bin/python - "$LMCACHE_VENV" <<'PY'
 import json, subprocess, sys
 from importlib.metadata import version
@@ -136,7 +195,7 @@ mkdir -p bench/results
 out=bench/results/vllm-ttft-$(date -u +%Y%m%dT%H%M%SZ).json
 .venv/bin/python bench/vllm/ttft.py run --lens "$LENS" --rounds "$ROUNDS" --systems "$SYSTEMS" \
     --store-gib "$STORE_GIB" --kv-space-gib "$KV_SPACE_GIB" --preload "$preload" \
-    --example-dir "$example_dir" --versions "$versions" --work "$work/engines" --out "$out" \
+    --example-dir "$example_dir" --remote-kv-timeout-ms "${REMOTE_KV_TIMEOUT_MS:-700}" --versions "$versions" --work "$work/engines" --out "$out" \
     $( [ "${DUMMY_WEIGHTS:-0}" = 1 ] && echo --dummy-weights ) "${args[@]}"
 echo "raw results: $out"
 if [ "$DOC" = 1 ]; then

@@ -18,6 +18,14 @@ halves run in the process that times them):
   cold          no connector: every prompt prefilled (recompute)
   openlake      OpenLakeConnector, device "local" (Unix socket + shared slab)
                 against the openlaked that run_ttft.sh started
+  openlake-remote  the same connector and device against node A of a
+                two-node cluster (bench/vllm/remote.py) while the prefix
+                lives on node B only: populated through B, then each round a
+                fresh node A (empty) fetches every block from B over the node
+                RPC (TCP, between two network namespaces when run_ttft.sh
+                made them) while the connector's lookup waits. Node A's
+                openlake_kvpool_fetched_keys_total is read around each prompt
+                (the keys that crossed), B's served_gets_total per engine.
   lmcache       LMCache's multi-process server (python -m
                 lmcache.v1.multiprocess.server, started by run_ttft.sh) and
                 vLLM's LMCacheMPConnector; the in-process LMCacheConnectorV1
@@ -65,6 +73,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+import remote  # bench/vllm/remote.py: the openlake-remote cluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -252,8 +262,14 @@ _KEEP = ("vllm:prefix_cache_hits", "vllm:external_prefix_cache_hits", "vllm:prom
          "vllm:openlake_load_ms_sum", "vllm:openlake_load_ms_count")
 
 
+# Node A's KV pool counters read around each prompt (openlake-remote).
+_NODE_KEEP = ("fetched_keys_total", "fetch_misses_total", "fetch_failures_total")
+NODE_URL = None
+
+
 def _one(llm, sp, ids, label):
     before = _metrics(llm)
+    node0 = remote.metrics(NODE_URL) if NODE_URL else None
     TIMER.reset()
     t = TIMER.start_t = time.perf_counter()
     outs = llm.generate([{"prompt_token_ids": ids}], sp, use_tqdm=False)
@@ -265,6 +281,9 @@ def _one(llm, sp, ids, label):
     tok = c.token_ids[0]
     lp = c.logprobs[0][tok].logprob if c.logprobs else None
     d = {k: after.get(k, 0) - before.get(k, 0) for k in _KEEP if k in after}
+    if node0 is not None:
+        node1 = remote.metrics(NODE_URL)
+        d.update({"node_" + k: remote.kvpool(node1, k) - remote.kvpool(node0, k) for k in _NODE_KEEP})
     r = {"label": label, "len": len(ids), "ttft_s": round(ttft, 6),
          "num_cached_tokens": int(o.num_cached_tokens or 0), "token": int(tok),
          "logprob": None if lp is None else float(lp), "conn": TIMER.result(), "counters": d}
@@ -272,14 +291,18 @@ def _one(llm, sp, ids, label):
         r["openlake_load_s"] = round(d["vllm:openlake_load_ms_sum"] / 1e3, 6)
         r["openlake_loaded_bytes"] = int(d.get("vllm:openlake_loaded_bytes", 0))
     print(f"[{label}] len {len(ids)} ttft {ttft:.3f}s cached {r['num_cached_tokens']} "
-          f"copy {r['conn']['copy_s']:.4f}s", file=sys.stderr, flush=True)
+          f"copy {r['conn']['copy_s']:.4f}s lookup {r['conn']['lookup_s']:.4f}s"
+          + (f" fetched keys {d['node_fetched_keys_total']}" if node0 is not None else ""),
+          file=sys.stderr, flush=True)
     return r
 
 
 def engine(spec_path, out_path):
+    global NODE_URL
     t0 = time.perf_counter()
     with open(spec_path) as f:
         spec = json.load(f)
+    NODE_URL = spec.get("node_url")
     os.environ.update({k: str(v) for k, v in spec.get("env", {}).items()})
     import vllm
     from vllm import LLM, SamplingParams
@@ -338,7 +361,7 @@ def engine(spec_path, out_path):
 # run: the orchestrator
 # ---------------------------------------------------------------------------
 
-WARM = ("openlake", "lmcache", "vllm-example")
+WARM = ("openlake", "openlake-remote", "lmcache", "vllm-example")
 PROBE = ("vllm-native", "vllm-simple", "lmcache-inproc")
 
 
@@ -400,6 +423,7 @@ class Runner:
         }
         self.preload = ":".join(preload)
         self.weights_dir = None
+        self.remote = None          # remote.RemoteCluster (openlake-remote)
 
     def prepare_model(self):
         """Seeded weights for the config (tests/vllm/make_model.py), written
@@ -432,7 +456,7 @@ class Runner:
                   file=sys.stderr, flush=True)
         self.weights_dir = out
 
-    def system_cfg(self, system):
+    def system_cfg(self, system, phase):
         """(python, kv_transfer_config, extra env, llm_kwargs) or raises KeyError."""
         a = self.a
         py = a.python
@@ -447,6 +471,15 @@ class Runner:
                        "openlake_nodes": [a.openlake_addr], "openlake_device": "local",
                        "openlake_socket": a.openlake_socket,
                        "openlake_token_file": a.openlake_token_file}}
+        elif system == "openlake-remote":
+            # Populate through node B (A is down); measure through node A.
+            n = self.remote.nodes[2 if phase == "populate" else 1]
+            ktc = {"kv_connector": "OpenLakeConnector",
+                   "kv_connector_module_path": "openlake_client.openlake_connector",
+                   "kv_role": "kv_both",
+                   "kv_connector_extra_config": {
+                       "openlake_nodes": [n["kv_addr"]], "openlake_device": "local",
+                       "openlake_socket": n["sock"], "openlake_token_file": self.remote.token}}
         elif system == "lmcache":
             py = a.lmcache_python
             ktc = {"kv_connector": "LMCacheMPConnector", "kv_role": "kv_both",
@@ -475,7 +508,37 @@ class Runner:
         return py, ktc, env, kw
 
     def engine(self, system, phase, lens):
-        py, ktc, env, kw = self.system_cfg(system)
+        if system != "openlake-remote" or phase == "populate":
+            return self.engine1(system, phase, lens)
+        # A fresh node A for every measured engine: it holds nothing, so
+        # every block the engine loads is fetched from node B.
+        try:
+            a = self.remote.start_a()
+        except Exception as e:  # noqa: BLE001  (recorded: the engine did not run)
+            self.remote.stop_a()
+            print(f"ttft: {system} {phase}: FAILED (node A did not start: {e})", file=sys.stderr, flush=True)
+            return {"ok": False, "error": f"node A did not start: {e}"}
+        try:
+            m_a0, m_b0 = remote.metrics(a["url"]), remote.metrics(self.remote.nodes[2]["url"])
+            held = remote.kv_held(a["url"])
+            out = self.engine1(system, phase, lens, node_url=a["url"])
+            m_a1, m_b1 = remote.metrics(a["url"]), remote.metrics(self.remote.nodes[2]["url"])
+        finally:
+            self.remote.stop_a()
+        if out["ok"]:
+            out["node_a"] = {k: remote.kvpool(m_a1, k) - remote.kvpool(m_a0, k)
+                             for k in ("fetched_keys_total", "fetch_misses_total",
+                                       "fetch_failures_total", "fetched_later_home_total",
+                                       "pushes_total")}
+            out["node_a"]["held_bytes_before"] = held   # 0: A held nothing
+            out["node_b"] = {k: remote.kvpool(m_b1, k) - remote.kvpool(m_b0, k)
+                             for k in ("served_gets_total", "served_puts_total")}
+            print(f"ttft: {system} {phase}: node A {out['node_a']}, node B {out['node_b']}",
+                  file=sys.stderr, flush=True)
+        return out
+
+    def engine1(self, system, phase, lens, node_url=None):
+        py, ktc, env, kw = self.system_cfg(system, phase)
         if not py or not os.path.exists(py):
             return {"ok": False, "error": f"no python for {system} ({py})"}
         self.seq += 1
@@ -484,7 +547,8 @@ class Runner:
                 "load_format": "dummy" if self.a.dummy_weights else "safetensors",
                 "dtype": self.a.dtype, "max_model_len": self.max_model_len,
                 "vocab": self.cfg["vocab_size"], "lens": lens, "seed": self.a.seed,
-                "kv_transfer_config": ktc, "llm_kwargs": kw, "env": {**self.env, **env}}
+                "kv_transfer_config": ktc, "llm_kwargs": kw, "env": {**self.env, **env},
+                "node_url": node_url}
         with open(base + ".spec.json", "w") as f:
             json.dump(spec, f)
         penv = dict(os.environ)
@@ -541,11 +605,12 @@ class Runner:
 
     # The server each system talks to; the others are paused (SIGSTOP) while
     # its engine runs, so an idle peer server takes no CPU from the one measured.
-    SERVER_OF = {"openlake": "openlaked", "lmcache": "lmcache_server"}
+    SERVER_OF = {"openlake": ("openlaked",), "lmcache": ("lmcache_server",),
+                 "openlake-remote": ("etcd", "openlaked-a", "openlaked-b")}
 
     def signal_others(self, system, sig):
         for name, pid in self.servers().items():
-            if name != self.SERVER_OF.get(system):
+            if name not in self.SERVER_OF.get(system, ()):
                 try:
                     os.kill(pid, sig)
                 except OSError:
@@ -557,9 +622,27 @@ class Runner:
             s["openlaked"] = self.a.openlake_pid
         if self.a.lmcache_pid:
             s["lmcache_server"] = self.a.lmcache_pid
+        if self.remote:
+            s.update(self.remote.pids())
         return s
 
     def run(self):
+        a = self.a
+        # Killed (run_ttft.sh's cleanup, Ctrl-C): stop the cluster's
+        # processes too (etcd is in no namespace the script cleans).
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        if "openlake-remote" in a.systems.split(","):
+            self.remote = remote.RemoteCluster(a.work, a.store_gib, a.remote_kv_timeout_ms,
+                                               a.remote_ns_a, a.remote_ns_b, a.remote_ip_a,
+                                               a.remote_ip_b, a.remote_etcd_ip)
+            self.remote.start()
+        try:
+            return self.run1()
+        finally:
+            if self.remote:
+                self.remote.stop()
+
+    def run1(self):
         a = self.a
         systems = [s for s in a.systems.split(",") if s]
         warm = [s for s in systems if s in WARM]
@@ -574,7 +657,9 @@ class Runner:
                "kmp_blocktime": os.environ.get("KMP_BLOCKTIME"),
                "systems": systems, "versions": a.versions and json.loads(a.versions) or {},
                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "status": {}, "populate": {}, "inproc": {}, "rounds": []}
+               "loadavg_start": os.getloadavg(),
+               "status": {}, "populate": {}, "inproc": {}, "rounds": [],
+               "remote": self.remote.describe() if self.remote else None}
         # Probes: does it run at all on this platform?
         for s in probes:
             o = self.engine(s, "inproc", [min(self.lens)])
@@ -629,6 +714,7 @@ class Runner:
                 res["status"].setdefault(s, {"state": "runs", "detail": f"cached tokens {hits}"})
         res["status"]["cold"] = {"state": "runs", "detail": "no connector"}
         res["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        res["loadavg_finish"] = os.getloadavg()
         self.save(res)
         return res
 
@@ -646,6 +732,7 @@ class Runner:
 LABEL = {
     "cold": "recompute (no connector)",
     "openlake": "OpenLake (`OpenLakeConnector`, local)",
+    "openlake-remote": "OpenLake, prefix on another node (fetched over the node RPC)",
     "lmcache": "LMCache 0.5.6 MP server (`LMCacheMPConnector`)",
     "lmcache-inproc": "LMCache 0.5.6 in-process (`LMCacheConnectorV1`)",
     "vllm-example": "vLLM `ExampleConnector` (files on tmpfs; prefill unchunked)",
@@ -661,6 +748,100 @@ def _mmm(xs, fmt="{:.2f}"):
     if len(xs) == 1:
         return fmt.format(xs[0])
     return f"{fmt.format(statistics.median(xs))} ({fmt.format(min(xs))}–{fmt.format(max(xs))})"
+
+
+def remote_table(res, rounds):
+    """openlake-remote against recompute and against the local hit
+    (openlake), per round, with node A's fetched-key counts (issue 38)."""
+    med = statistics.median
+    kvpt = res["kv_bytes_per_token"]
+    rc = res.get("remote") or {}
+    net = ("two network namespaces on a bridge (veth), TCP" if rc.get("network") == "namespaces"
+           else "loopback TCP")
+    L = [f"Prefix on another node (issue 38): node A (the engine's, shared memory) and node B in "
+         f"one cluster (etcd, cluster secret, `cluster.kv_replicas` {rc.get('kv_replicas')}, "
+         f"`cluster.kv_timeout_ms` {rc.get('kv_timeout_ms')}: how long A's fetch may take before "
+         "what did not come is a miss; the connector's scheduler waits 1 s for a lookup, then "
+         f"asks once more on a new connection), {net}, each `--threads 1` on CPU 0. "
+         "The prompts were saved through node B while A was down (B alone in the cluster holds "
+         "them); before each round's engine a fresh node A (empty data dir) joins, and after it "
+         "stops: every block the engine loads is fetched by A from B (KV_GET) while the "
+         "connector's lookup waits. Keys fetched: node A's `openlake_kvpool_fetched_keys_total` "
+         "around the prompt's `generate()` (one key per block and layer); misses and failures: "
+         "its `_fetch_misses_total`, `_fetch_failures_total` (per round). Cached tokens short of "
+         "the prompt: a miss cut the prefix there, the rest was recomputed. Fetch wait: the "
+         "connector's lookup "
+         "(`get_num_new_matched_tokens`, scheduler side), which waits while A fetches; load wait "
+         "as above (the copy out of A's slab). Fetched GB/s: the keys' bytes over the fetch wait. ÷ local hit: this TTFT over the same round's "
+         "OpenLake local hit. Goals (issue 38): ≥ 10× faster than recompute; ≤ 1.5× the local "
+         "hit's TTFT.", "",
+         "| prompt | TTFT (s) | speed-up vs recompute | ÷ local hit | cached tokens | "
+         "keys fetched from B | KV fetched (MiB) | misses / failures | fetch wait (ms) | "
+         "fetched GB/s | fetch share of TTFT | load wait (ms) | first token = recompute |",
+         "|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+    goal = []
+    ok = [rd for rd in rounds if rd.get("openlake-remote", {}).get("ok")]
+    held = [rd["openlake-remote"].get("node_a", {}).get("held_bytes_before") for rd in ok]
+    served = [rd["openlake-remote"].get("node_b", {}).get("served_gets_total") for rd in ok]
+    L[0] += (f" Node A held {max(h for h in held if h is not None) if any(h is not None for h in held) else '?'} "
+             "bytes of values before each engine (`openlake_kv_tenant_used_bytes`, RAM and disk); "
+             f"node B served {_mmm(served, '{:.0f}')} KV_GET calls per engine (warm-up prompt included).")
+    for i, n in enumerate(res["lens"]):
+        if not ok:
+            break
+        ps = [rd["openlake-remote"]["prompts"][i] for rd in ok]
+        ttft = [p["ttft_s"] for p in ps]
+        spd = [rd["cold"]["prompts"][i]["ttft_s"] / p["ttft_s"] for rd, p in zip(ok, ps)]
+        loc = [p["ttft_s"] / rd["openlake"]["prompts"][i]["ttft_s"] for rd, p in zip(ok, ps)
+               if rd.get("openlake", {}).get("ok")]
+        keys = [p["counters"].get("node_fetched_keys_total", 0) for p in ps]
+        miss = [p["counters"].get("node_fetch_misses_total", 0) for p in ps]
+        fail = [p["counters"].get("node_fetch_failures_total", 0) for p in ps]
+        fetch = [p["conn"]["lookup_s"] for p in ps]
+        same = sum(1 for rd, p in zip(ok, ps) if p["token"] == rd["cold"]["prompts"][i]["token"])
+        nl = res["model"]["num_hidden_layers"]
+        bs = ok[0]["openlake-remote"]["block_size"]   # a key: one block of one layer
+        L.append(f"| {n // 1024}K | {_mmm(ttft, '{:.3f}')} | **{_mmm(spd, '{:.1f}')}×** | "
+                 f"**{_mmm(loc, '{:.2f}')}×** | {_mmm([p['num_cached_tokens'] for p in ps], '{:.0f}')} | "
+                 f"{_mmm(keys, '{:.0f}')} | "
+                 f"{med(keys) * bs * kvpt / nl / 2**20:.0f} | "
+                 f"{_mmm(miss, '{:.0f}')} / {_mmm(fail, '{:.0f}')} | {_mmm([f * 1e3 for f in fetch], '{:.1f}')} | "
+                 f"{_mmm([k * bs * kvpt / nl / f / 1e9 for k, f in zip(keys, fetch) if f], '{:.2f}')} | "
+                 f"{_mmm([f / t * 100 for f, t in zip(fetch, ttft)], '{:.1f}')}% | "
+                 f"{_mmm([p['conn']['copy_s'] * 1e3 for p in ps], '{:.1f}')} | {same}/{len(ok)} |")
+        if n >= 8192:
+            g1 = med(spd) >= 10
+            g2 = bool(loc) and med(loc) <= 1.5
+            goal.append(f"{n // 1024}K: {med(spd):.1f}× faster than recompute ({'met' if g1 else 'NOT met'}: "
+                        f"≥ 10), {med(loc) if loc else float('nan'):.2f}× the local hit "
+                        f"({'met' if g2 else 'NOT met'}: ≤ 1.5)")
+    if goal:
+        L += ["", "Goal check, prefix on another node (medians): " + "; ".join(goal) + "."]
+    return L
+
+
+def report_remote(path):
+    """The vllm-ttft-remote section: openlake-remote's figures with the run
+    they come from (machine, date, command, load), or None."""
+    res = json.load(open(path))
+    rounds = [rd for rd in res["rounds"] if rd.get("cold", {}).get("ok")]
+    if not any(rd.get("openlake-remote", {}).get("ok") for rd in rounds):
+        return None
+    m = res.get("machine", {})
+    la = lambda k: "/".join(f"{x:.1f}" for x in res.get(k) or []) or "?"
+    cmd = (f"LENS={','.join(map(str, res['lens']))} ROUNDS={res['rounds_requested']} "
+           f"SYSTEMS={','.join(res['systems'])} bash bench/vllm/run_ttft.sh")
+    L = [f"Run {res['started']} to {res.get('finished', '?')}, `{cmd}`; machine {m.get('cpu', '?')}, "
+         f"{m.get('cores', '?')} cores (shared: load average 1/5/15 min {la('loadavg_start')} at the "
+         f"start, {la('loadavg_finish')} at the end), vLLM {res.get('versions', {}).get('vllm', '?')} "
+         f"(CPU), the model and method above; {len(rounds)} rounds, median (min–max) of "
+         f"per-round values. Raw results: `bench/results/{os.path.basename(path)}` (not committed).",
+         "", "| prompt | recompute TTFT (s) | local hit TTFT (s) |", "|---:|---:|---:|"]
+    for i, n in enumerate(res["lens"]):
+        loc = [rd["openlake"]["prompts"][i]["ttft_s"] for rd in rounds if rd.get("openlake", {}).get("ok")]
+        L.append(f"| {n // 1024}K | {_mmm([rd['cold']['prompts'][i]['ttft_s'] for rd in rounds], '{:.3f}')} | "
+                 f"{_mmm(loc, '{:.3f}')} |")
+    return "\n".join(L + [""] + remote_table(res, rounds)) + "\n"
 
 
 def report(path):
@@ -785,7 +966,8 @@ def main(argv):
     r = sub.add_parser("run")
     r.add_argument("--lens", default="2048,8192,32768")
     r.add_argument("--rounds", type=int, default=5)
-    r.add_argument("--systems", default="cold,openlake,lmcache,vllm-example,vllm-native,vllm-simple,lmcache-inproc")
+    r.add_argument("--systems", default="cold,openlake,openlake-remote,lmcache,vllm-example,vllm-native,"
+                                        "vllm-simple,lmcache-inproc")
     r.add_argument("--model", default=MODEL)
     r.add_argument("--dummy-weights", action="store_true", help="vLLM dummy weights (no correctness check)")
     r.add_argument("--dtype", default="bfloat16")
@@ -800,6 +982,14 @@ def main(argv):
     r.add_argument("--openlake-socket", default="")
     r.add_argument("--openlake-token-file", default="")
     r.add_argument("--openlake-pid", type=int, default=0)
+    r.add_argument("--remote-ns-a", default="", help="openlake-remote: node A's network namespace")
+    r.add_argument("--remote-ns-b", default="", help="openlake-remote: node B's network namespace")
+    r.add_argument("--remote-ip-a", default="127.0.0.1")
+    r.add_argument("--remote-ip-b", default="127.0.0.1")
+    r.add_argument("--remote-etcd-ip", default="127.0.0.1", help="etcd's address (root namespace)")
+    r.add_argument("--remote-kv-timeout-ms", type=int, default=700,
+                   help="the nodes' cluster.kv_timeout_ms: how long a lookup waits for node "
+                        "A's fetch; under the 1 s the connector's scheduler waits for a lookup")
     r.add_argument("--example-dir", default="/dev/shm/openlake-ttft-example")
     r.add_argument("--preload", default="", help="LD_PRELOAD for engines (colon-separated)")
     r.add_argument("--versions", default="", help="JSON object of package versions to record")
@@ -809,6 +999,8 @@ def main(argv):
     q = sub.add_parser("report")
     q.add_argument("result")
     q.add_argument("--doc", default="")
+    q.add_argument("--remote-only", action="store_true",
+                   help="with --doc: rewrite the vllm-ttft-remote section only")
     a = p.parse_args(argv[1:])
     if a.cmd == "engine":
         return engine(a.spec, a.out)
@@ -816,14 +1008,20 @@ def main(argv):
         Runner(a).run()
         print(f"raw results: {a.out}", file=sys.stderr)
         return 0
-    text = report(a.result)
+    text, rtext = report(a.result), report_remote(a.result)
     print(text)
+    if rtext:
+        print(rtext)
     if a.doc:
         sys.path.insert(0, os.path.join(ROOT, "bench"))
         from docsection import replace_section
 
-        replace_section(a.doc, "vllm-ttft", text,
-                        heading="## vLLM time to first token: recompute vs KV from OpenLake (CPU)")
+        if not a.remote_only:
+            replace_section(a.doc, "vllm-ttft", text,
+                            heading="## vLLM time to first token: recompute vs KV from OpenLake (CPU)")
+        if rtext:
+            replace_section(a.doc, "vllm-ttft-remote", rtext,
+                            heading="### The prefix on another node (issue 38)")
     return 0
 
 
