@@ -171,10 +171,12 @@ int ol_member_decode(const char *json, size_t len, struct ol_member *m, char *wh
     else if (take_int(j, "kv_slab_bytes", &slab) || take_int(j, "kv_disk_bytes", &disk) ||
              take_int(j, "drives", &m->drives) || slab < 0 || disk < 0)
         bad = "a capacity";
-    else if (take_int(j, "kv_replicas", &m->kv_replicas) || m->kv_replicas < 0 ||
-             m->kv_replicas > OL_MEMBER_MAX_REPLICAS ||
-             (json_object_get(j, "kv_replicas") && m->kv_replicas == 0))
-        bad = "kv_replicas";
+    /* kv_replicas only names a node that disagrees (no placement reads
+     * it): one this version cannot take (a type, 0, past 16) is "not
+     * said", never a reason to leave the node out of the view. */
+    if (!bad && (take_int(j, "kv_replicas", &m->kv_replicas) || m->kv_replicas < 1 ||
+                 m->kv_replicas > OL_MEMBER_MAX_REPLICAS))
+        m->kv_replicas = 0;
     m->s3_tls = json_is_true(json_object_get(j, "s3_tls"));
     json_decref(j);
     if (bad) {

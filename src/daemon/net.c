@@ -85,27 +85,61 @@ struct ol_daemon_net {
     uint64_t stop_since;
     struct ol_probe probe;
     char err[256];
-    char replicas_said[512];    /* who differs on kv_replicas, as last logged ("": none) */
+    uint64_t replicas_key;      /* who differs on kv_replicas, as last logged (0: none) */
 };
 
+/* Who differs on kv_replicas, as a key that a member joining or leaving
+ * with the most common value does not change: the values present and
+ * each (id, value) of a member with another value. 0: they agree. */
+static uint64_t replicas_key(const struct ol_member *m, int cnt)
+{
+    int per[OL_MEMBER_MAX_REPLICAS + 1] = {0}, most = 0, values = 0;
+    for (int i = 0; i < cnt; i++)
+        if (m[i].kv_replicas > 0 && m[i].kv_replicas <= OL_MEMBER_MAX_REPLICAS &&
+            per[m[i].kv_replicas]++ == 0)
+            values++;
+    if (values < 2)
+        return 0;
+    for (int r = 1; r <= OL_MEMBER_MAX_REPLICAS; r++)
+        if (per[r] > per[most])
+            most = r;
+    uint64_t h = 1469598103934665603ull;            /* FNV-1a over what differs */
+#define MIX(x) (h = (h ^ (uint64_t)(x)) * 1099511628211ull)
+    for (int r = 1; r <= OL_MEMBER_MAX_REPLICAS; r++)
+        MIX(per[r] ? r : 0);
+    for (int i = 0; i < cnt; i++)
+        if (m[i].kv_replicas > 0 && m[i].kv_replicas != most) {
+            MIX(m[i].id);
+            MIX(m[i].kv_replicas);
+        }
+#undef MIX
+    return h ? h : 1;
+}
+
 /* The members place keys with their own cluster.kv_replicas: a warning
- * when they differ, again only when who differs changes, and a line when
- * they agree again. */
+ * when they differ, again only when who differs changes (not when a
+ * member with the most common value comes or goes), and a line when they
+ * agree again. */
 static void check_replicas(struct ol_daemon_net *n, int cnt)
 {
-    char now[sizeof n->replicas_said];
-    ol_member_replicas_differ(n->view, cnt, now, sizeof now);
-    if (!strcmp(now, n->replicas_said))
+    uint64_t key = replicas_key(n->view, cnt);
+    if (key == n->replicas_key)
         return;
-    if (now[0])
+    n->replicas_key = key;
+    char now[512];
+    ol_member_replicas_differ(n->view, cnt, now, sizeof now);
+    if (key && n->d->kv)
         ol_warn("cluster %s: cluster.kv_replicas differs between members: %s; each node "
                 "places keys with its own (this one with %lld), so a value saved through a "
                 "node with fewer has fewer copies: set it the same on every node",
                 n->d->cfg.cluster.name, now, (long long)n->d->cfg.cluster.kv_replicas);
+    else if (key)
+        ol_warn("cluster %s: cluster.kv_replicas differs between members: %s; each node "
+                "places keys with its own, so a value saved through a node with fewer has "
+                "fewer copies: set it the same on every node", n->d->cfg.cluster.name, now);
     else
         ol_info("cluster %s: the members agree on cluster.kv_replicas again",
                 n->d->cfg.cluster.name);
-    memcpy(n->replicas_said, now, sizeof now);
 }
 
 static void net_sync(ol_loop *loop, struct ol_timer *t)

@@ -149,6 +149,11 @@ struct ol_rpc_conn {
     struct iovec iov[OL_RPC_IOV];
 };
 
+/* The counters of one peer, or of all peers summed (ol_rpc_metrics). */
+struct peer_sums {
+    uint64_t connects, auth, calls, timeouts, resets, stalls, pings, sent, recv, inflight, credit;
+};
+
 struct ol_rpc {
     ol_loop *loop;
     int64_t self_id;
@@ -169,6 +174,8 @@ struct ol_rpc {
     struct ol_rpc_peer *dead_peers;      /* removed, not yet freed */
     struct ol_timer deliver;             /* deferred: runs those callbacks, frees the dead */
     pthread_mutex_t mu;                  /* the peer table, against ol_rpc_metrics */
+    struct peer_sums gone;               /* counters of the peers removed (under mu), so
+                                            that the summed series never go back */
     struct ol_rpc_peer *buckets[OL_RPC_BUCKETS];
     uint32_t npeers;
     _Atomic int64_t revision, peer_revision;
@@ -1321,6 +1328,27 @@ int ol_rpc_peer_set(struct ol_rpc *r, int64_t id, const char *addr)
     return 0;
 }
 
+static struct peer_sums peer_sums_of(struct ol_rpc_peer *p)
+{
+    uint32_t credit = atomic_load(&p->credit), window = atomic_load(&p->window);
+    bool ready = atomic_load(&p->ready);
+    return (struct peer_sums){
+        atomic_load(&p->connects), atomic_load(&p->auth_failures), atomic_load(&p->calls),
+        atomic_load(&p->timeouts), atomic_load(&p->resets), atomic_load(&p->stalls),
+        atomic_load(&p->pings), atomic_load(&p->sent_bytes), atomic_load(&p->recv_bytes),
+        ready ? window - credit : 0, ready ? credit : 0};
+}
+
+/* a += b - c, for the counters (not the gauges). */
+static void peer_sums_add(struct peer_sums *a, const struct peer_sums *b,
+                          const struct peer_sums *c)
+{
+    a->connects += b->connects - c->connects, a->auth += b->auth - c->auth;
+    a->calls += b->calls - c->calls, a->timeouts += b->timeouts - c->timeouts;
+    a->resets += b->resets - c->resets, a->stalls += b->stalls - c->stalls;
+    a->pings += b->pings - c->pings, a->sent += b->sent - c->sent, a->recv += b->recv - c->recv;
+}
+
 void ol_rpc_peer_remove(struct ol_rpc *r, int64_t id)
 {
     struct ol_rpc_peer *p = peer_find(r, id);
@@ -1332,11 +1360,17 @@ void ol_rpc_peer_remove(struct ol_rpc *r, int64_t id)
         pp = &(*pp)->hnext;
     *pp = p->hnext;
     r->npeers--;
+    struct peer_sums zero = {0}, at = peer_sums_of(p);
+    peer_sums_add(&r->gone, &at, &zero);
     pthread_mutex_unlock(&r->mu);
     if (p->conn)
         conn_close(p->conn); /* detaches: its calls fail */
     peer_fail_calls(p, -ECONNRESET);
     p->state = P_DOWN;
+    struct peer_sums end = peer_sums_of(p);    /* what its calls' failure counted */
+    pthread_mutex_lock(&r->mu);
+    peer_sums_add(&r->gone, &end, &at);
+    pthread_mutex_unlock(&r->mu);
     /* freed by the deferred delivery, after its calls' callbacks ran (a
      * walk of the buckets in progress may still hold it: its hnext stays) */
     p->dnext = r->dead_peers;
@@ -1485,11 +1519,6 @@ int64_t ol_rpc_peer_revision(const struct ol_rpc *r)
     return atomic_load_explicit(&r->peer_revision, memory_order_relaxed);
 }
 
-/* The counters of one peer, or of all peers summed. */
-struct peer_sums {
-    uint64_t connects, auth, calls, timeouts, resets, stalls, pings, sent, recv, inflight, credit;
-};
-
 /* Their lines under peer="<peer>". Returns the length the lines need, as
  * snprintf does. */
 static size_t peer_series(char *buf, size_t cap, const char *labels, const char *sep,
@@ -1544,31 +1573,19 @@ size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t ca
      * the admin endpoint's 1 MiB however many members), and only peers
      * that are down keep a line of their own, at most that many. */
     pthread_mutex_lock(&r->mu);
-    uint32_t npeers = 0, nup = 0;
-    for (int b = 0; b < OL_RPC_BUCKETS; b++)
-        for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext) {
-            npeers++;
-            nup += atomic_load(&p->ready) ? 1 : 0;
-        }
-    OUT("openlake_rpc_peers{%s%sstate=\"up\"} %u\n", labels, sep, nup);
-    OUT("openlake_rpc_peers{%s%sstate=\"down\"} %u\n", labels, sep, npeers - nup);
+    uint32_t npeers = r->npeers, nup = 0;
     bool each = npeers <= OL_RPC_METRIC_PEERS;
-    struct peer_sums t = {0};
+    struct peer_sums t = each ? (struct peer_sums){0} : r->gone;
     uint32_t down_lines = 0;
     for (int b = 0; b < OL_RPC_BUCKETS; b++)
         for (struct ol_rpc_peer *p = r->buckets[b]; p; p = p->hnext) {
             long long id = (long long)p->id;
-            uint32_t credit = atomic_load(&p->credit), window = atomic_load(&p->window);
             bool ready = atomic_load(&p->ready);
-            struct peer_sums v = {
-                atomic_load(&p->connects), atomic_load(&p->auth_failures),
-                atomic_load(&p->calls), atomic_load(&p->timeouts), atomic_load(&p->resets),
-                atomic_load(&p->stalls), atomic_load(&p->pings), atomic_load(&p->sent_bytes),
-                atomic_load(&p->recv_bytes), ready ? window - credit : 0, ready ? credit : 0};
+            struct peer_sums v = peer_sums_of(p);
+            nup += ready ? 1 : 0;
             if (!each) {
-                t.connects += v.connects, t.auth += v.auth, t.calls += v.calls;
-                t.timeouts += v.timeouts, t.resets += v.resets, t.stalls += v.stalls;
-                t.pings += v.pings, t.sent += v.sent, t.recv += v.recv;
+                struct peer_sums zero = {0};
+                peer_sums_add(&t, &v, &zero);
                 t.inflight += v.inflight, t.credit += v.credit;
                 if (!ready && down_lines < OL_RPC_METRIC_PEERS) {
                     down_lines++;
@@ -1587,6 +1604,8 @@ size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t ca
         n += peer_series(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, labels, sep, "all",
                          &t);
     }
+    OUT("openlake_rpc_peers{%s%sstate=\"up\"} %u\n", labels, sep, nup);
+    OUT("openlake_rpc_peers{%s%sstate=\"down\"} %u\n", labels, sep, npeers - nup);
     pthread_mutex_unlock(&r->mu);
 #undef OUT
     return n;

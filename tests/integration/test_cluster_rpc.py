@@ -272,6 +272,15 @@ def test_the_metrics_page_stays_bounded_with_many_peers(etcd, make_daemon, tmp_p
     big = metrics(a)
     assert abs(len(big) - len(small)) < 2048, (len(small), len(big))
     assert b.is_ready()
+    # a peer that leaves takes nothing out of the sums: they never go back
+    wait_for(lambda: metric(a, "openlake_rpc_peer_pings_total", peer="all") > 0, "a ping to 2")
+    before = metric(a, "openlake_rpc_peer_pings_total", peer="all")
+    b.proc.kill()
+    b.proc.wait()
+    wait_for(lambda: metric(a, "openlake_rpc_peers", state="down") == 700 and
+             metric(a, "openlake_rpc_peers", state="up") == 0, "2 gone (its lease)")
+    assert metric(a, "openlake_rpc_peer_pings_total", peer="all") >= before
+    b.stop(expect_rc=None)
 
 
 AK, SK = "cluster-admin", "cluster-admin-secret-0123"

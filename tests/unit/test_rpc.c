@@ -324,9 +324,12 @@ static void rpc_handshake_and_calls_on(const char *tr)
     size_t n = ol_rpc_metrics(d.b, "node=\"2\"", m, sizeof m);
     OLT_CHECK(n < sizeof m);
     OLT_CHECK(strstr(m, "openlake_rpc_peer_up{node=\"2\",peer=\"1\"} 1\n"));
-    OLT_CHECK(strstr(m, "openlake_rpc_peer_calls_total{node=\"2\",peer=\"1\"} 4\n"));
-    n = ol_rpc_metrics(d.a, "", m, sizeof m);
-    OLT_CHECK(strstr(m, "openlake_rpc_requests_total{} 4\n"));
+    /* the four calls, and the idle pings a slow run let pass (1 s idle) */
+    long long pings = metric(d.b, "openlake_rpc_peer_pings_total{peer=\"1\"} ");
+    OLT_CHECK(pings >= 0);
+    OLT_CHECK_EQ(metric(d.b, "openlake_rpc_peer_calls_total{peer=\"1\"} ") - pings, 4);
+    long long served = metric(d.a, "openlake_rpc_requests_total{} ");
+    OLT_CHECK(served <= 4 + pings && served >= 4 + pings - 1);  /* one may be on its way */
     teardown(&d);
     transport = NULL;
 }
