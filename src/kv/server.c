@@ -1127,6 +1127,25 @@ int ol_kv_server_load(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol
     return st;
 }
 
+int ol_kv_server_grant(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                       struct ol_kv_grant *g)
+{
+    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants);
+    struct ol_kv_shard *sh = s->units[tenant].shard;
+    struct ol_kv_loc loc;
+    int st = ol_kv_shard_acquire(sh, s->rsid[tenant], ns, h, &loc);
+    s->units[tenant].peer_hits += st == OL_KV_OK;
+    s->units[tenant].peer_misses += st == OL_KV_NOT_FOUND;
+    if (st != OL_KV_OK)
+        return st;
+    const struct ol_kv_slab *sl = &s->svc->tenants[tenant].slab;
+    *g = (struct ol_kv_grant){.len = loc.value_len, .sum = loc.value_sum, .off = loc.offset,
+                              .gen = loc.gen,
+                              .hdr_off = sl->sb->hdr_off + (uint64_t)loc.slot * OL_KV_HDR_SIZE};
+    ol_kv_shard_release(sh, s->rsid[tenant], loc.slot, loc.gen);
+    return OL_KV_OK;
+}
+
 int ol_kv_server_where(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
                        uint64_t *len)
 {

@@ -653,10 +653,15 @@ static int ucx_mem_map(struct ol_xport *t, void *base, size_t len, const void **
     struct ucx_port *up = (struct ucx_port *)t;
     if (up->memh)
         return -EEXIST;
+    /* for remote reads only: on RDMA hardware the NIC refuses a remote
+     * write to it (UCX's emulation over tcp checks no rights) */
     ucp_mem_map_params_t mp = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_PROT,
         .address = base,
         .length = len,
+        .prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE |
+                UCP_MEM_MAP_PROT_REMOTE_READ,
     };
     ucs_status_t st = ucp_mem_map(up->ctx, &mp, &up->memh);
     if (st != UCS_OK) {
