@@ -375,3 +375,28 @@ def test_a_peer_killed_while_its_values_are_read_costs_misses_not_a_crash(etcd, 
     assert b.is_ready()
     a.stop(expect_rc=None)
     b.stop()
+
+
+@needs_ucx
+def test_rdma_devices_pick_the_ucx_context_s_devices(etcd, make_daemon, tmp_path, monkeypatch):
+    """rdma.devices is UCX_NET_DEVICES of the node RPC's context: a device
+    that does not exist leaves UCX nothing to use (the node does not start,
+    and says why); one that does (lo, under UCX_TLS=tcp) works; the
+    environment's UCX_NET_DEVICES wins over it."""
+    s = secret(tmp_path)
+    bad = node(make_daemon, etcd, 1, s, start=False)
+    bad.args += ["--transport", "ucx", "--rdma.devices", "nosuchdev0"]
+    bad.start(wait=False)
+    rc = bad.proc.wait(60)
+    bad.stop(expect_rc=rc)
+    assert rc != 0 and "ucp_init" in bad.stderr(), bad.stderr()[-2000:]
+    a = node(make_daemon, etcd, 1, s, start=False)
+    a.args += ["--transport", "ucx", "--rdma.devices", "lo"]
+    a.start()
+    monkeypatch.setenv("UCX_NET_DEVICES", "lo")
+    b = node(make_daemon, etcd, 2, s, start=False)
+    b.args += ["--transport", "ucx", "--rdma.devices", "nosuchdev0"]
+    b.start()
+    wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "connected over lo")
+    for d in (a, b):
+        d.stop()
