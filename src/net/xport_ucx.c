@@ -597,6 +597,8 @@ static void ucx_free(struct ol_xconn *x)
     conn_release(c);
 }
 
+static void get_complete(struct ucx_port *up, struct ucx_get *g, int res);
+
 static void ucx_destroy(struct ol_xport *t)
 {
     struct ucx_port *up = (struct ucx_port *)t;
@@ -617,19 +619,9 @@ static void ucx_destroy(struct ol_xport *t)
      * the worker is gone; every callback runs, in order */
     while (up->gets) {
         struct ucx_get *g = up->gets;
-        up->gets = g->next;
-        g->res = -ECANCELED;
-        g->ended = true;
-        g->c = NULL;
-        g->next = NULL;
-        if (up->gtail)
-            up->gtail->next = g;
-        else
-            up->ghead = g;
-        up->gtail = g;
+        g->ended = true; /* a callback of UCX's for it from now on is ignored */
+        get_complete(up, g, -ECANCELED);
     }
-    for (struct ucx_conn *c = up->zombies; c; c = c->next)
-        c->ngets = 0;
     while (up->zombies) {
         struct ucx_conn *c = up->zombies;
         list_unlink(&up->zombies, c);
