@@ -379,7 +379,9 @@ def test_a_peer_killed_while_its_values_are_read_costs_misses_not_a_crash(etcd, 
     assert not t.is_alive()
     for k, rc, out in got:
         assert rc != 0 or out == vals[k], k          # a miss, or the right bytes
-    assert sum(rc == 0 for _, rc, _ in got) >= 8
+    # the reads before the stop were whole (after it, a may have lost its
+    # 2 s lease meanwhile: its keys are then misses until it is back)
+    assert all(rc == 0 for _, rc, _ in got[:4])
     assert b.is_ready()
     a.stop(expect_rc=None)
     b.stop()
