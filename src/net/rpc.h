@@ -8,7 +8,9 @@
  * connections other nodes dialled here, the handshake (frame.h: an
  * HMAC-SHA256 challenge each way over the cluster secret), the calls in
  * flight with their deadlines, the credits, reconnects with backoff, and
- * the per-peer counters (ol_rpc_metrics).
+ * the per-peer counters (ol_rpc_metrics); over a transport with RMA (ucx),
+ * the one region this node maps for its peers' reads, handed out in READY,
+ * and each connection's region of its peer (ol_rpc_get).
  *
  * Flow control, and why memory is bounded everywhere:
  *   - Requests spend credit: a dialer never has more request bytes (header
