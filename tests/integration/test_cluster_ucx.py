@@ -274,8 +274,10 @@ def test_a_grant_whose_read_fails_is_asked_again_as_a_copy(etcd, make_daemon, tm
     the generation check) costs nothing but a copy: the key is asked again
     with a plain KV_GET, counted as a retry; with every read failing, every
     key comes as a copy; the bytes are always the stored ones."""
+    # 5 s: a read, a failed one and a copy each within the fetch's deadline,
+    # on a loaded machine under ASan too
     (a, b), tok = rma_pool(make_daemon, etcd, tmp_path,
-                           [[], ["--http.debug-endpoints", "true"]])
+                           [[], ["--http.debug-endpoints", "true"]], timeout_ms="5000")
     keys = homed_on(1, 2, 8, "ft")
     vals = {k: os.urandom(SIZES[i % len(SIZES)]) for i, k in enumerate(keys)}
     for k, v in vals.items():
