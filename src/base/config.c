@@ -89,7 +89,7 @@ struct ckey {
 
 static const char *const modes[] = {"all", "s3", "kv", NULL};
 static const char *const transports[] = {"tcp", "ucx", NULL};
-static const char *const backends[] = {"none", "ucx", NULL};
+static const char *const backends[] = {"auto", "none", "ucx", NULL};
 static const char *const syncs[] = {"syncfs", "fsync", NULL};
 static const char *const kv_populates[] = {"background", "off", NULL};
 static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
@@ -386,19 +386,19 @@ static const struct ckey ol_config_keys[] = {
      .off = TO(disk_capacity_gb), .flo = 0, .fhi = INFINITY, .def = "0",
      .doc = "The tenant's disk tier in GiB, in kv_disk's dirs (kv-disk/tenant-<name>/); 0 = none."},
     {.name = "rdma", .kind = K_TABLE,
-     .doc = "RDMA for the node RPC over UCX (transport = \"ucx\"), not built yet: these keys are read and checked, nothing uses them."},
+     .doc = "Remote reads (RMA) in the KV pool over the node RPC's UCX (transport = \"ucx\"): a node maps its KV slab and reads other nodes' values straight out of theirs (docs/cluster.md)."},
     {.name = "rdma.backend", .kind = K_ENUM, .off = CO(rdma.backend),
-     .choices = backends, .def = "none",
-     .doc = "RDMA library: none or ucx."},
+     .choices = backends, .def = "auto",
+     .doc = "auto (ucx when transport = \"ucx\", else none), ucx (needs transport = \"ucx\"), or none: values move as copies over the stream."},
     {.name = "rdma.devices", .kind = K_LIST, .off = CO(rdma.devices),
      .size = CS(rdma.devices[0]), .count_off = CO(rdma.n_devices), .lo = 0,
      .hi = OL_CONFIG_MAX_RDMA_DEVICES, .check = check_device,
      .expect = "a device name like \"mlx5_0:1\" (letters, digits, '-', '_', "
                "'.', ':'; at most 63)",
-     .doc = "RDMA devices to use, e.g. [\"mlx5_0:1\"]; empty = backend default."},
+     .doc = "UCX_NET_DEVICES of the node RPC's UCX context, e.g. [\"mlx5_0:1\"] (the environment's UCX_NET_DEVICES wins); empty = UCX's choice."},
     {.name = "rdma.gid_index", .kind = K_INT, .off = CO(rdma.gid_index),
      .lo = -1, .hi = 255, .def = "-1",
-     .doc = "RoCE GID index; -1 = auto."},
+     .doc = "UCX_IB_GID_INDEX (RoCE) of the node RPC's UCX context (the environment's wins); -1 = UCX's choice."},
     {.name = "cluster", .kind = K_TABLE,
      .doc = "Membership of a cluster of openlaked nodes, kept in etcd (docs/cluster.md). No name: a single host, no etcd."},
     {.name = "cluster.name", .kind = K_STR, .off = CO(cluster.name), .size = CS(cluster.name),
@@ -1759,6 +1759,10 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
                     "found when it was built); use \"tcp\"",
                     key_where(c, find_key("transport"), w, sizeof w));
 #endif
+    if (c->rdma.backend == OL_RDMA_UCX && c->transport != OL_TRANSPORT_UCX)
+        return errf(err, errlen, "%s: \"ucx\" reads over the node RPC's UCX: it needs "
+                    "transport = \"ucx\" (or rdma.backend = \"auto\")",
+                    key_where(c, find_key("rdma.backend"), w, sizeof w));
     if (c->cluster.name[0] && (strcmp(c->rpc_addr, c->s3_addr) == 0 ||
                                (c->mode != OL_MODE_S3 && strcmp(c->rpc_addr, c->kv_addr) == 0)))
         return errf(err, errlen, "%s: %s is also %s; a cluster node's RPC listener needs an "

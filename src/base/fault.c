@@ -44,7 +44,7 @@ static _Atomic unsigned nrules;
 static _Atomic uint64_t injected[OL_FAULT_NMOD];
 static unsigned logged;
 
-static const char *const mod_names[OL_FAULT_NMOD] = {"store", "kvdisk"};
+static const char *const mod_names[OL_FAULT_NMOD] = {"store", "kvdisk", "rma"};
 static const char *const op_names[OL_FAULT_NOPS] = {
     "any", "read", "write", "fsync", "open", "close", "rename", "unlink", "mkdir", "statx",
     "fallocate",
@@ -228,7 +228,7 @@ static int parse_rule(struct rule *r, const char *s, const char *e, char *err, s
     while (m < OL_FAULT_NMOD && !tok_is(ms, (size_t)(me - ms), mod_names[m]))
         m++;
     if (m == OL_FAULT_NMOD || !colon) {
-        snprintf(err, errlen, "faults: rule \"%.*s\" must start with store: or kvdisk:", (int)(e - s),
+        snprintf(err, errlen, "faults: rule \"%.*s\" must start with store:, kvdisk: or rma:", (int)(e - s),
             s);
         return -EINVAL;
     }
@@ -305,9 +305,11 @@ size_t ol_fault_report(char *buf, size_t cap)
 {
     char piece[320];
     int n = snprintf(piece, sizeof piece,
-                     "{\"injected\":{\"store\":%llu,\"kvdisk\":%llu},\"rules\":[",
+                     "{\"injected\":{\"store\":%llu,\"kvdisk\":%llu,\"rma\":%llu},"
+                     "\"rules\":[",
                      (unsigned long long)ol_fault_injected(OL_FAULT_STORE),
-                     (unsigned long long)ol_fault_injected(OL_FAULT_KVDISK));
+                     (unsigned long long)ol_fault_injected(OL_FAULT_KVDISK),
+                     (unsigned long long)ol_fault_injected(OL_FAULT_RMA));
     size_t len = append(buf, cap, 0, piece, n < (int)sizeof piece ? n : (int)sizeof piece - 1);
     pthread_mutex_lock(&mu);
     unsigned nr = atomic_load_explicit(&nrules, memory_order_relaxed);

@@ -8,7 +8,8 @@
  * Each module applies it at the one place where a completion's result
  * reaches its state machine (store: engine.c ol_se_on_op, so every drive
  * op of every request kind, barriers included; KV disk tier: disk.c
- * ol_on_io), so a test can fail one fsync on one drive after a rename on
+ * ol_on_io; the KV pool's remote reads: kvpool.c, each get of a granted
+ * value or of its slot header, op read, drive 0), so a test can fail one fsync on one drive after a rename on
  * another, and no power cut is needed to reach that code. SQLite's
  * FAULTSIM and MinIO's wrapped test disks are the models.
  *
@@ -27,7 +28,7 @@
  *
  *   spec   = rule *( ";" rule )                 at most OL_FAULT_MAX_RULES
  *   rule   = module ":" field *( "," field )    (an empty spec: no rules)
- *   module = "store" | "kvdisk"
+ *   module = "store" | "kvdisk" | "rma"
  *   field  = "drive=" ( N | "any" )   store: configured drive 0..n-1 (the
  *                                     order of data_dirs); kvdisk: the shard
  *                                     (core) index. Default any
@@ -66,7 +67,7 @@
 #define OL_FAULT_ENV "OPENLAKE_FAULTS"
 #define OL_FAULT_MAX_RULES 16u
 
-enum ol_fault_mod { OL_FAULT_STORE = 0, OL_FAULT_KVDISK, OL_FAULT_NMOD };
+enum ol_fault_mod { OL_FAULT_STORE = 0, OL_FAULT_KVDISK, OL_FAULT_RMA, OL_FAULT_NMOD };
 
 enum ol_fault_op {
     OL_FAULT_OP_NONE = 0,  /* not an I/O kind the rules know: never rewritten */
@@ -111,7 +112,7 @@ uint64_t ol_fault_injected(enum ol_fault_mod mod);
 
 /*
  * The rules in force and their counts as one JSON object into buf:
- *   {"injected":{"store":N,"kvdisk":N},"rules":[{"rule":"<canonical form>",
+ *   {"injected":{"store":N,"kvdisk":N,"rma":N},"rules":[{"rule":"<canonical form>",
  *    "seen":N,"fired":N},...]}
  * followed by a newline. Returns its length (>= cap: cut short).
  */

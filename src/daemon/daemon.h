@@ -115,6 +115,10 @@ struct ol_rpc *ol_daemon_net_rpc(struct ol_daemon *d);
 int ol_daemon_kvpool_create(struct ol_daemon *d, char *err, size_t errlen);
 int ol_daemon_kvpool_core(struct ol_daemon *d, int core);
 void ol_daemon_kvpool_attach(struct ol_daemon *d, struct ol_rpc *rpc);
+/* Whether the pool reads other nodes' values remotely (and maps this
+ * node's slab for theirs): a KV pool on transport "ucx" with rdma.backend
+ * not "none". The node RPC is made to ask for regions when it is. */
+bool ol_daemon_kvpool_rma(const struct ol_daemon *d);
 void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n,
                            int64_t revision, uint64_t now_ms);
 size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap);

@@ -49,16 +49,32 @@
  * down, slow or partitioned: its calls fail or time out within
  * cluster.kv_timeout_ms, its keys are asked of their next home (a home
  * whose connection is down is asked last), or misses, its pushes dropped.
+ *
+ * Remote reads (RMA, over UCX unless rdma.backend = "none";
+ * docs/node-protocol.md "Remote reads"): attach maps the default tenant's
+ * slab for other nodes' reads (ol_rpc_map); a KV_GET to a home whose
+ * region this node has asks for grants (flag GRANT), and the home answers
+ * each key of its default tenant in RAM with where it is (kv/server.h
+ * ol_kv_server_grant: touched as a read, nothing pinned). The fetcher
+ * reads each granted value into a buffer of its own (struct kp_rma), then
+ * the slot header's first 16 bytes: magic and generation unchanged and
+ * even, else (or a read that failed) the key is asked again once as a
+ * plain KV_GET, then a miss; the core's store checks the XXH3-64. Bounds:
+ * OL_KP_RMA_BYTES of buffers at once on the net loop (past it: copies); a
+ * fetch's reads end by its deadline (kp_rma_timeout: the rest are misses,
+ * each kp_rma and its buffer kept until its get's event).
  */
 #include "daemon/daemon.h"
 
 #include "base/assert.h"
+#include "base/fault.h"
 #include "base/le.h"
 #include "base/log.h"
 #include "cluster/place.h"
 #include "kv/proto.h"
 #include "kv/server.h"
 #include "kv/service.h"
+#include "kv/slab.h"
 #include "net/rpc.h"
 
 #include <errno.h>
@@ -74,6 +90,10 @@
 #define OL_KP_GET_KEYS   16
 #define OL_KP_SERVE_BYTES (256ull << 20)
 #define OL_KP_DISK_READS 16
+#define OL_KP_RMA_BYTES  (256ull << 20)
+#define OL_KP_GRANT      1u      /* KV_GET flags: grants where the home can */
+#define OL_KP_ST_GRANT   256u    /* a KV_GET reply entry: granted (40 bytes) */
+#define OL_KP_GRANT_LEN  40u
 
 enum { OP_KV_GET = 1, OP_KV_PUT = 2 };
 
@@ -117,6 +137,9 @@ struct ol_kvpool {
     _Atomic int64_t inflight;           /* messages between the loops */
     _Atomic uint64_t serve_bytes;       /* values read for replies to other nodes */
     struct kp_fetch *waiting;           /* net loop: fetches with calls waiting for room */
+    bool rma;                           /* net loop: this node asks homes for grants */
+    bool granting;                      /* net loop: tenant 0's slab is mapped: grants */
+    uint64_t rma_held;                  /* net loop: value bytes of gets not yet ended */
     struct kp_push *push_head, *push_tail; /* net loop: pushes waiting for room */
     struct ol_timer retry;              /* net loop: sends them */
     _Atomic(struct ol_place *) place;
@@ -126,7 +149,7 @@ struct ol_kvpool {
     struct ol_place_member *kbuf;
     _Atomic uint64_t fetched_keys, fetch_misses, fetch_failures, pushes, push_drops,
         push_failures, served_gets, served_puts, served_disk_keys,
-        fetched_later;
+        fetched_later, rma_keys, rma_bytes, rma_retries, served_grants;
 };
 
 _Static_assert(OL_PLACE_MAX_REPLICAS >= 16, "cluster.kv_replicas goes up to 16");
@@ -257,6 +280,7 @@ static int kp_push_try(struct ol_kvpool *kp, struct kp_push *u, uint64_t now);
 struct kp_later {
     struct kp_later *next;
     int64_t home;
+    bool plain;                     /* no grants: the values themselves */
     uint32_t reply_max, n;
     uint32_t idx[OL_KP_GET_KEYS];
 };
@@ -280,12 +304,32 @@ struct kp_fetch {
     uint32_t *idx;                  /* [n]: scratch of kp_fetch_go */
     uint8_t *nh;                    /* [n]: how many homes key i has */
     uint8_t *bytes;                 /* namespace and keys */
+    struct kp_rma *rmas;            /* net loop: its remote reads not ended */
+    struct ol_timer rma_timer;      /* net loop: at the deadline, they are misses */
+};
+
+/* A remote read of a granted value (net loop): the value's bytes into
+ * buf, then its slot header's first 16 bytes. Counted in its fetch's
+ * pending until it ends, or until the fetch's deadline, when the fetch
+ * lets go of it (f = NULL): it stays, and its buffer, until its get's
+ * event, which frees it. */
+struct kp_rma {
+    struct ol_kvpool *kp;
+    struct kp_fetch *f;
+    struct kp_rma *next, *prev;     /* f->rmas */
+    uint32_t i;                     /* the key's index in f */
+    int64_t home;
+    uint64_t len, sum, off, gen, hdr_off;
+    bool hdr_step;                  /* the header's get is the one outstanding */
+    uint8_t hdr[16];
+    uint8_t *buf;
 };
 
 /* One KV_GET call: which of the fetch's keys it asked. */
 struct kp_get {
     struct kp_fetch *f;
     int64_t home;
+    bool grant;                     /* it asked for grants */
     uint32_t reply_max;
     uint32_t n;
     uint32_t idx[OL_KP_GET_KEYS];
@@ -295,17 +339,149 @@ static void kp_fetch_back(ol_loop *loop, struct ol_msg *m);
 
 static void kp_fetch_end(struct ol_kvpool *kp, struct kp_fetch *f)
 {
+    OL_ASSERT(!f->rmas);
+    ol_timer_cancel(ol_daemon_net_loop(kp->d), &f->rma_timer);
     f->msg.fn = kp_fetch_back;   /* the fetch's count in inflight goes with it */
     ol_loop_post(kp->d->cores[f->kc->core].loop, &f->msg);
 }
 
 static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
-                       const uint32_t *idx, uint32_t n, uint32_t reply_max);
+                       const uint32_t *idx, uint32_t n, uint32_t reply_max, bool plain);
 static int kp_get_or_later(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
-                           const uint32_t *idx, uint32_t n, uint32_t reply_max);
+                           const uint32_t *idx, uint32_t n, uint32_t reply_max, bool plain);
 static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint32_t m);
 
-/* KV_GET reply: u32 n, then per key: u16 status, u16 0, u32 len, u64 sum, value. */
+static void kp_rma_free(struct kp_rma *r)
+{
+    r->kp->rma_held -= r->len;
+    free(r->buf);
+    free(r);
+}
+
+/* r is over: its value handed to its key (ok), or asked of its home once
+ * more as a plain KV_GET (then a miss); its count in f's pending goes. */
+static void kp_rma_end(struct kp_rma *r, bool ok)
+{
+    struct ol_kvpool *kp = r->kp;
+    struct kp_fetch *f = r->f;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        f->rmas = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    struct kp_key *k = &f->k[r->i];
+    if (ok) {
+        k->value = r->buf;
+        k->len = r->len;
+        k->sum = r->sum;
+        r->buf = NULL;
+        atomic_fetch_add(&kp->rma_keys, 1);
+        atomic_fetch_add(&kp->rma_bytes, r->len);
+        if (k->home != f->homes[(size_t)r->i * f->r])
+            atomic_fetch_add(&kp->fetched_later, 1);
+    } else {
+        atomic_fetch_add(&kp->rma_retries, 1);
+        uint64_t alone = r->len + 20;
+        if (alone > kp->reply_window || atomic_load(&kp->closing) ||
+            kp_get_or_later(kp, f, r->home, &r->i, 1, (uint32_t)alone, true) != 0)
+            atomic_fetch_add(&kp->fetch_misses, 1);
+    }
+    kp_rma_free(r);
+    if (--f->pending == 0)
+        kp_fetch_end(kp, f);
+}
+
+/* A get of r ended (res 0 or -errno): the header's after the value's;
+ * then the seqlock's check (docs/kv-slab.md): the slot's magic, and its
+ * generation even and the one granted, so the value read was the key's
+ * whole. Its XXH3-64 is checked as the core stores it. */
+static void kp_rma_step(void *arg, int res)
+{
+    struct kp_rma *r = arg;
+    if (!r->f) { /* its fetch gave up on it at its deadline */
+        kp_rma_free(r);
+        return;
+    }
+    res = OL_FAULT(OL_FAULT_RMA, OL_FAULT_OP_READ, 0, res);
+    if (res == 0 && !r->hdr_step) {
+        r->hdr_step = true;
+        struct ol_rpc *rpc = ol_daemon_net_rpc(r->kp->d);
+        res = rpc ? ol_rpc_get(rpc, r->home, r->hdr, sizeof r->hdr, r->hdr_off, kp_rma_step, r)
+                  : -ECANCELED;
+        if (res == 0)
+            return;
+    }
+    uint64_t gen = ol_le_ld64(r->hdr + 8);
+    kp_rma_end(r, res == 0 && ol_le_ld32(r->hdr) == OL_KV_SLOT_MAGIC && gen == r->gen &&
+                      !(gen & 1));
+}
+
+/* Net loop: f's deadline with remote reads not ended: each a miss; each
+ * stays until its get's event (its buffer may still be written). */
+static void kp_rma_timeout(ol_loop *loop, struct ol_timer *t)
+{
+    (void)loop;
+    struct kp_fetch *f = (struct kp_fetch *)((char *)t - offsetof(struct kp_fetch, rma_timer));
+    struct ol_kvpool *kp = f->kc->kp;
+    uint32_t n = 0;
+    while (f->rmas) {
+        struct kp_rma *r = f->rmas;
+        f->rmas = r->next;
+        r->f = NULL;
+        n++;
+    }
+    atomic_fetch_add(&kp->fetch_misses, n);
+    f->pending -= n;
+    if (n && f->pending == 0)
+        kp_fetch_end(kp, f);
+}
+
+/* Net loop: key i of f, granted by home (entry e, 40 bytes): read from
+ * home's region into a buffer of its own. 0, or -errno (not started: asked
+ * again as a plain KV_GET by the caller). */
+static int kp_rma_start(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home, uint32_t i,
+                        const uint8_t *e)
+{
+    struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
+    uint64_t len = ol_le_ld32(e + 4);
+    if (!rpc || kp->rma_held + len > OL_KP_RMA_BYTES)
+        return -EAGAIN;
+    struct kp_rma *r = calloc(1, sizeof *r);
+    uint8_t *buf = r ? malloc(len ? len : 1) : NULL;
+    if (!buf) {
+        free(r);
+        return -ENOMEM;
+    }
+    *r = (struct kp_rma){.kp = kp, .f = f, .i = i, .home = home, .len = len,
+                         .sum = ol_le_ld64(e + 8), .off = ol_le_ld64(e + 16),
+                         .gen = ol_le_ld64(e + 24), .hdr_off = ol_le_ld64(e + 32), .buf = buf};
+    kp->rma_held += len;
+    int rc = len ? ol_rpc_get(rpc, home, buf, len, r->off, kp_rma_step, r)
+                 : ol_rpc_get(rpc, home, r->hdr, sizeof r->hdr, r->hdr_off, kp_rma_step, r);
+    r->hdr_step = len == 0;
+    if (rc != 0) {
+        kp_rma_free(r);
+        return rc;
+    }
+    r->next = f->rmas;
+    if (f->rmas)
+        f->rmas->prev = r;
+    f->rmas = r;
+    f->pending++;
+    if (!ol_timer_armed(&f->rma_timer)) {
+        uint64_t now = ol_loop_now_ms(ol_daemon_net_loop(kp->d));
+        f->rma_timer.fn = kp_rma_timeout;
+        ol_timer_arm(ol_daemon_net_loop(kp->d), &f->rma_timer,
+                     f->deadline_ms > now ? f->deadline_ms - now : 0);
+    }
+    return 0;
+}
+
+/* KV_GET reply: u32 n, then per key: u16 status, u16 0, u32 len, u64 sum,
+ * and the value; or (a grant) u16 OL_KP_ST_GRANT, u16 0, u32 len, u64
+ * sum, u64 the value's offset, u64 its slot's generation, u64 its slot
+ * header's offset, all in the home's region. */
 static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
 {
     struct kp_get *g = arg;
@@ -322,6 +498,16 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
             uint16_t st = ol_le_ld16(p + off);
             uint32_t vlen = ol_le_ld32(p + off + 4);
             uint64_t sum = ol_le_ld64(p + off + 8);
+            if (st == OL_KP_ST_GRANT) {
+                if (!g->grant || len - off < OL_KP_GRANT_LEN)
+                    break; /* not asked for, or short: the rest as a failed call */
+                uint32_t one = g->idx[i];
+                if (kp_rma_start(kp, f, g->home, one, p + off) != 0 &&
+                    kp_get_or_later(kp, f, g->home, &one, 1, kp->reply_max, true) != 0)
+                    again[na++] = one;
+                off += OL_KP_GRANT_LEN;
+                continue;
+            }
             off += 16;
             uint64_t alone = (uint64_t)vlen + 20;   /* a reply of this value alone */
             if (st == OL_KV_TOO_LARGE_ST && (g->n > 1 || alone > g->reply_max) &&
@@ -329,7 +515,7 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
                 !atomic_load(&kp->closing)) {
                 /* did not fit with the others: alone, with room for it */
                 uint32_t one = g->idx[i];
-                if (kp_get_or_later(kp, f, g->home, &one, 1, (uint32_t)alone) == 0)
+                if (kp_get_or_later(kp, f, g->home, &one, 1, (uint32_t)alone, true) == 0)
                     continue;
             }
             if (st != OL_KV_OK) {
@@ -366,7 +552,7 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
  * is left until the fetch's deadline. 0 or -errno (not sent; -ETIMEDOUT:
  * the deadline passed). */
 static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
-                       const uint32_t *idx, uint32_t n, uint32_t reply_max)
+                       const uint32_t *idx, uint32_t n, uint32_t reply_max, bool plain)
 {
     struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
     uint64_t now = ol_loop_now_ms(ol_daemon_net_loop(kp->d));
@@ -389,10 +575,16 @@ static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
     }
     g->f = f;
     g->home = home;
+    /* grants from a home whose region this node can read; their entries
+     * are 40 bytes, and a value it answers itself (not granted) comes
+     * back too large for this call, and is asked again alone */
+    g->grant = !plain && kp->rma && ol_rpc_peer_region(rpc, home) > 0;
+    if (g->grant)
+        reply_max = 4 + OL_KP_GRANT_LEN * n;
     g->reply_max = reply_max;
     uint8_t hdr[8];
     ol_le_st16(hdr, f->nslen);
-    ol_le_st16(hdr + 2, 0);
+    ol_le_st16(hdr + 2, g->grant ? OL_KP_GRANT : 0);
     ol_le_st32(hdr + 4, n);
     struct iovec iov[2 + 2 * OL_KP_GET_KEYS];
     uint8_t klens[OL_KP_GET_KEYS][2];
@@ -418,9 +610,9 @@ static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
 /* kp_get_call, or, when the home's window is full (-EAGAIN), the call kept
  * for later (the fetch holds itself open meanwhile). 0 or -errno. */
 static int kp_get_or_later(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
-                           const uint32_t *idx, uint32_t n, uint32_t reply_max)
+                           const uint32_t *idx, uint32_t n, uint32_t reply_max, bool plain)
 {
-    int rc = kp_get_call(kp, f, home, idx, n, reply_max);
+    int rc = kp_get_call(kp, f, home, idx, n, reply_max, plain);
     if (rc != -EAGAIN)
         return rc;
     struct kp_later *l = malloc(sizeof *l);
@@ -428,6 +620,7 @@ static int kp_get_or_later(struct ol_kvpool *kp, struct kp_fetch *f, int64_t hom
         return -ENOMEM;
     l->next = NULL;
     l->home = home;
+    l->plain = plain;
     l->reply_max = reply_max;
     l->n = n;
     memcpy(l->idx, idx, n * sizeof *idx);
@@ -462,7 +655,7 @@ static void kp_on_retry(ol_loop *loop, struct ol_timer *t)
         while (f->later) {
             struct kp_later *l = f->later;
             int rc = give_up ? -ETIMEDOUT : kp_get_call(kp, f, l->home, l->idx, l->n,
-                                                         l->reply_max);
+                                                         l->reply_max, l->plain);
             if (rc == -EAGAIN)
                 break;
             f->later = l->next;
@@ -569,7 +762,7 @@ static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint
                 idx[w++] = idx[i];
         }
         m = w;
-        int rc = kp_get_or_later(kp, f, home, call, n, kp->reply_max);
+        int rc = kp_get_or_later(kp, f, home, call, n, kp->reply_max, false);
         if (rc == 0)
             continue;
         atomic_fetch_add(&kp->fetch_failures, 1);
@@ -645,6 +838,8 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
     f->kc = kc;
     f->later = f->later_tail = NULL;
     f->wnext = NULL;
+    f->rmas = NULL;
+    f->rma_timer = (struct ol_timer){.fn = kp_rma_timeout};
     f->waiting = false;
     f->tenant = r->tenant;
     f->token = r->token;
@@ -826,6 +1021,8 @@ struct kp_serve {
     uint16_t *status;               /* [n] */
     struct kp_part *parts;          /* one per core with keys */
     uint64_t reserved;              /* of kp->serve_bytes, given back at the reply */
+    bool grant;                     /* KV_GET: keys in RAM answered with grants */
+    struct ol_kv_grant *gr;         /* [n] when grant: status OL_KP_ST_GRANT */
 };
 
 static void kp_serve_reply(struct kp_serve *sv)
@@ -838,8 +1035,10 @@ static void kp_serve_reply(struct kp_serve *sv)
         ol_rpc_reply(sv->req, OL_RPC_OK, &iov, 1);
         atomic_fetch_add(&kp->served_puts, 1);
     } else {
-        /* u32 n, per key: u16 status, u16 0, u32 len, u64 sum, value */
-        uint8_t *hdrs = malloc(4 + 16 * (size_t)sv->n);
+        /* u32 n, per key: u16 status, u16 0, u32 len, u64 sum, value; or
+         * a grant: u16 OL_KP_ST_GRANT, u16 0, u32 len, u64 sum, u64 off,
+         * u64 gen, u64 hdr_off */
+        uint8_t *hdrs = malloc(4 + OL_KP_GRANT_LEN * (size_t)sv->n);
         struct iovec *iov = malloc(sizeof *iov * (1 + 2 * (size_t)sv->n));
         if (!hdrs || !iov) {
             ol_rpc_reply(sv->req, OL_RPC_BUSY, NULL, 0);
@@ -847,9 +1046,23 @@ static void kp_serve_reply(struct kp_serve *sv)
             int ni = 0;
             ol_le_st32(hdrs, sv->n);
             iov[ni++] = (struct iovec){hdrs, 4};
-            for (uint32_t i = 0; i < sv->n; i++) {
+            uint8_t *h = hdrs + 4;
+            for (uint32_t i = 0; i < sv->n; i++, h += 16) {
                 OL_ASSERT(sv->status[i] < KP_ST_WAIT);
-                uint8_t *h = hdrs + 4 + 16 * i;
+                if (sv->status[i] == OL_KP_ST_GRANT) {
+                    const struct ol_kv_grant *gr = &sv->gr[i];
+                    ol_le_st16(h, OL_KP_ST_GRANT);
+                    ol_le_st16(h + 2, 0);
+                    ol_le_st32(h + 4, (uint32_t)gr->len);
+                    ol_le_st64(h + 8, gr->sum);
+                    ol_le_st64(h + 16, gr->off);
+                    ol_le_st64(h + 24, gr->gen);
+                    ol_le_st64(h + 32, gr->hdr_off);
+                    iov[ni++] = (struct iovec){h, OL_KP_GRANT_LEN};
+                    h += OL_KP_GRANT_LEN - 16;
+                    atomic_fetch_add(&kp->served_grants, 1);
+                    continue;
+                }
                 bool ok = sv->status[i] == OL_KV_OK && sv->k[i].value;
                 bool big = sv->status[i] == OL_KV_TOO_LARGE_ST;
                 ol_le_st16(h, ok ? OL_KV_OK : (sv->status[i] ? sv->status[i] : OL_KV_NOT_FOUND));
@@ -900,6 +1113,17 @@ static void kp_get_key(struct kp_serve *sv, struct ol_kv_server *srv, uint32_t i
 {
     struct kp_key *k = &sv->k[i];
     uint64_t len = 0, sum = 0;
+    if (sv->grant) { /* where it is, not its bytes (a value over 4 GiB: copied) */
+        int st = ol_kv_server_grant(srv, sv->tenant, sv->ns, k->h, &sv->gr[i]);
+        if (st == OL_KV_OK && sv->gr[i].len <= UINT32_MAX) {
+            sv->status[i] = OL_KP_ST_GRANT;
+            return;
+        }
+        if (st != OL_KV_OK) {
+            sv->status[i] = (uint16_t)st;
+            return;
+        }
+    }
     int st = ol_kv_server_load(srv, sv->tenant, sv->ns, k->h, NULL, 0, &len, &sum);
     if (st == OL_KV_TOO_LARGE_ST || (st == OL_KV_OK && len == 0)) {
         if (!kp_budget_take(sv, len)) {
@@ -953,14 +1177,16 @@ static bool kp_part_step(struct kp_part *pt, uint64_t now)
             continue;
         }
         if (st == KP_ST_READ) {
-            atomic_fetch_add(&sv->budget, k->len);
+            if (!sv->grant) /* a grant's read took none: no bytes go in the reply */
+                atomic_fetch_add(&sv->budget, k->len);
             k->len = 0;
             sv->status[i] = KP_ST_WAIT;
         }
         if (!give_up && where == OL_KV_WHERE_DISK)
             continue; /* (evicted again since it landed) read below */
         kp_get_key(sv, srv, i);
-        if (st == KP_ST_READ && sv->status[i] == OL_KV_OK)
+        if (st == KP_ST_READ &&
+            (sv->status[i] == OL_KV_OK || sv->status[i] == OL_KP_ST_GRANT))
             atomic_fetch_add(&kp->served_disk_keys, 1);
     }
     /* the reads to start */
@@ -972,7 +1198,7 @@ static bool kp_part_step(struct kp_part *pt, uint64_t now)
         if (ol_kv_server_where(srv, sv->tenant, sv->ns, k->h, &len) != OL_KV_WHERE_DISK ||
             reading >= OL_KP_DISK_READS)
             continue; /* being read by another (counted above), or later */
-        if (!kp_budget_take(sv, len)) {
+        if (!sv->grant && !kp_budget_take(sv, len)) {
             k->len = len; /* asked again alone */
             sv->status[i] = OL_KV_TOO_LARGE_ST;
             continue;
@@ -985,7 +1211,8 @@ static bool kp_part_step(struct kp_part *pt, uint64_t now)
             left = true;
             continue;
         }
-        atomic_fetch_add(&sv->budget, len);
+        if (!sv->grant)
+            atomic_fetch_add(&sv->budget, len);
         /* -ENOSPC: no RAM slot for it now; while reads of this part are in
          * flight their slots come free when they land: wait as for -EBUSY */
         if (rc != -EBUSY && !(rc == -ENOSPC && reading > 0))
@@ -1121,12 +1348,14 @@ static void kp_serve_parts(struct ol_rpc_req *req, struct ol_kvpool *kp, int op)
         n = ol_le_ld32(pl + 4);
         off = 8 + nsl;
         if (nsl == 0 || nsl > OL_KV_MAX_NAMESPACE || n == 0 || n > 4096 || off > len ||
-            ol_le_ld16(pl + 2) != 0)
+            (ol_le_ld16(pl + 2) & ~OL_KP_GRANT))
             goto bad;
     }
     if (off > len)
         goto bad;
-    struct kp_serve *sv = calloc(1, sizeof *sv + n * (sizeof(struct kp_key) + 1 + 2));
+    size_t grsz = op == OP_KV_GET && (ol_le_ld16(pl + 2) & OL_KP_GRANT)
+                      ? n * sizeof(struct ol_kv_grant) : 0;
+    struct kp_serve *sv = calloc(1, sizeof *sv + grsz + n * (sizeof(struct kp_key) + 1 + 2));
     if (!sv) {
         ol_rpc_reply(req, OL_RPC_BUSY, NULL, 0);
         return;
@@ -1135,13 +1364,16 @@ static void kp_serve_parts(struct ol_rpc_req *req, struct ol_kvpool *kp, int op)
     sv->req = req;
     sv->op = op;
     sv->n = n;
-    sv->k = (struct kp_key *)(sv + 1);
+    sv->gr = grsz ? (struct ol_kv_grant *)(sv + 1) : NULL;
+    sv->k = (struct kp_key *)((char *)(sv + 1) + grsz);
     sv->status = (uint16_t *)(sv->k + n);
     sv->core_of = (uint8_t *)(sv->status + n);
-    /* the values may take what the reply has left after its headers, and
-     * no more than this node lends all its peers' requests at once */
-    uint64_t budget = op == OP_KV_GET && req->reply_max > 4 + 16ull * n
-                          ? req->reply_max - 4 - 16ull * n : 0;
+    /* the values may take what the reply has left after its headers (a
+     * grant's: 40 bytes), and no more than this node lends all its peers'
+     * requests at once */
+    uint64_t ent = grsz ? OL_KP_GRANT_LEN : 16;
+    uint64_t budget = op == OP_KV_GET && req->reply_max > 4 + ent * n
+                          ? req->reply_max - 4 - ent * n : 0;
     if (budget > OL_KP_REPLY_MAX * 2)
         budget = OL_KP_REPLY_MAX * 2;
     if (atomic_fetch_add(&kp->serve_bytes, budget) + budget > OL_KP_SERVE_BYTES) {
@@ -1157,6 +1389,9 @@ static void kp_serve_parts(struct ol_rpc_req *req, struct ol_kvpool *kp, int op)
     const void *ns = op == OP_KV_PUT ? pl + 24 : pl + 8;
     struct ol_kv_tenant *t = ol_kv_service_tenant_of(svc, ns, nsl);
     sv->tenant = (int)(t - svc->tenants);
+    /* the region mapped is the default tenant's slab: another tenant's
+     * keys are answered with their bytes (each entry says which) */
+    sv->grant = grsz && kp->granting && sv->tenant == 0;
     uint64_t seed = ol_kv_ns_seed(ns, nsl);
     sv->ns = (uint32_t)seed;
     for (uint32_t i = 0; i < n; i++) {
@@ -1260,12 +1495,32 @@ int ol_daemon_kvpool_core(struct ol_daemon *d, int core)
     return ol_kv_server_set_remote(d->kv_servers[core], &r);
 }
 
+bool ol_daemon_kvpool_rma(const struct ol_daemon *d)
+{
+    return d->kvpool && d->cfg.transport == OL_TRANSPORT_UCX &&
+           d->cfg.rdma.backend != OL_RDMA_NONE;
+}
+
 void ol_daemon_kvpool_attach(struct ol_daemon *d, struct ol_rpc *rpc)
 {
-    if (!d->kvpool)
+    struct ol_kvpool *kp = d->kvpool;
+    if (!kp)
         return;
-    ol_rpc_handle(rpc, OP_KV_GET, kp_on_get, d->kvpool);
-    ol_rpc_handle(rpc, OP_KV_PUT, kp_on_put, d->kvpool);
+    ol_rpc_handle(rpc, OP_KV_GET, kp_on_get, kp);
+    ol_rpc_handle(rpc, OP_KV_PUT, kp_on_put, kp);
+    if (!ol_daemon_kvpool_rma(d))
+        return;
+    /* the default tenant's slab, the whole memfd mapping (its headers and
+     * values): grants point into it; before any peer connects, so every
+     * READY carries it */
+    kp->rma = true;
+    const struct ol_kv_slab *s = &d->kv->tenants[0].slab;
+    int rc = ol_rpc_map(rpc, s->base, s->size);
+    if (rc == 0)
+        kp->granting = true;
+    else
+        ol_warn("kv pool: the slab cannot be mapped for remote reads (%s): other nodes get "
+                "this node's values as copies", strerror(-rc));
 }
 
 void ol_daemon_kvpool_ready(struct ol_daemon *d)
@@ -1301,7 +1556,11 @@ size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      "openlake_kvpool_served_gets_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_served_puts_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_served_disk_keys_total{cluster=\"%s\"} %llu\n"
-                     "openlake_kvpool_fetched_later_home_total{cluster=\"%s\"} %llu\n",
+                     "openlake_kvpool_fetched_later_home_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_rma_keys_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_rma_bytes_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_rma_retries_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_served_grants_total{cluster=\"%s\"} %llu\n",
                      c, (unsigned long long)atomic_load(&kp->fetched_keys), c,
                      (unsigned long long)atomic_load(&kp->fetch_misses), c,
                      (unsigned long long)atomic_load(&kp->fetch_failures), c,
@@ -1311,7 +1570,11 @@ size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      (unsigned long long)atomic_load(&kp->served_gets), c,
                      (unsigned long long)atomic_load(&kp->served_puts), c,
                      (unsigned long long)atomic_load(&kp->served_disk_keys), c,
-                     (unsigned long long)atomic_load(&kp->fetched_later));
+                     (unsigned long long)atomic_load(&kp->fetched_later), c,
+                     (unsigned long long)atomic_load(&kp->rma_keys), c,
+                     (unsigned long long)atomic_load(&kp->rma_bytes), c,
+                     (unsigned long long)atomic_load(&kp->rma_retries), c,
+                     (unsigned long long)atomic_load(&kp->served_grants));
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -419,8 +419,20 @@ static int net_init(ol_loop *loop, void *arg)
 {
     struct ol_daemon_net *n = arg;
     const struct ol_config *c = &n->d->cfg;
+    /* [rdma]: the UCX context's devices and GID index, and remote reads */
+    char devs[OL_CONFIG_MAX_RDMA_DEVICES * OL_CONFIG_DEVICE_LEN], gid[16] = "";
+    size_t dl = 0;
+    devs[0] = 0;
+    for (int i = 0; i < c->rdma.n_devices; i++)
+        dl += (size_t)snprintf(devs + dl, sizeof devs - dl, "%s%s", i ? "," : "",
+                               c->rdma.devices[i]);
+    if (c->rdma.gid_index >= 0)
+        snprintf(gid, sizeof gid, "%d", (int)c->rdma.gid_index);
     struct ol_rpc_params p = {
         .self_id = c->self_id,
+        .rma = ol_daemon_kvpool_rma(n->d),
+        .ucx_net_devices = devs,
+        .ucx_gid_index = gid,
         .cluster = c->cluster.name,
         .secret = c->cluster.secret,
         .secret_len = strlen(c->cluster.secret),

@@ -1104,16 +1104,24 @@ int ol_kv_server_store(struct ol_kv_server *s, int tenant, uint32_t ns, struct o
     return st;
 }
 
+/* A pool read of (ns, h) in tenant's shard, counted (the shard counts it;
+ * the published figures are this node's clients'): pinned into *loc, with
+ * OL_KV_OK; the caller releases it. */
+static int pool_acquire(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                        struct ol_kv_loc *loc)
+{
+    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants);
+    int st = ol_kv_shard_acquire(s->units[tenant].shard, s->rsid[tenant], ns, h, loc);
+    s->units[tenant].peer_hits += st == OL_KV_OK;
+    s->units[tenant].peer_misses += st == OL_KV_NOT_FOUND;
+    return st;
+}
+
 int ol_kv_server_load(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
                       void *buf, uint64_t cap, uint64_t *len, uint64_t *sum)
 {
-    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants);
-    struct ol_kv_shard *sh = s->units[tenant].shard;
     struct ol_kv_loc loc;
-    int st = ol_kv_shard_acquire(sh, s->rsid[tenant], ns, h, &loc);
-    /* the shard counts it; the published figures are this node's clients' */
-    s->units[tenant].peer_hits += st == OL_KV_OK;
-    s->units[tenant].peer_misses += st == OL_KV_NOT_FOUND;
+    int st = pool_acquire(s, tenant, ns, h, &loc);
     if (st != OL_KV_OK)
         return st;
     *len = loc.value_len;
@@ -1123,8 +1131,23 @@ int ol_kv_server_load(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol
     } else {
         memcpy(buf, s->svc->tenants[tenant].slab.base + loc.offset, loc.value_len);
     }
-    ol_kv_shard_release(sh, s->rsid[tenant], loc.slot, loc.gen);
+    ol_kv_shard_release(s->units[tenant].shard, s->rsid[tenant], loc.slot, loc.gen);
     return st;
+}
+
+int ol_kv_server_grant(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                       struct ol_kv_grant *g)
+{
+    struct ol_kv_loc loc;
+    int st = pool_acquire(s, tenant, ns, h, &loc);
+    if (st != OL_KV_OK)
+        return st;
+    const struct ol_kv_slab *sl = &s->svc->tenants[tenant].slab;
+    *g = (struct ol_kv_grant){.len = loc.value_len, .sum = loc.value_sum, .off = loc.offset,
+                              .gen = loc.gen,
+                              .hdr_off = sl->sb->hdr_off + (uint64_t)loc.slot * OL_KV_HDR_SIZE};
+    ol_kv_shard_release(s->units[tenant].shard, s->rsid[tenant], loc.slot, loc.gen);
+    return OL_KV_OK;
 }
 
 int ol_kv_server_where(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,

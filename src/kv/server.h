@@ -120,6 +120,20 @@ int ol_kv_server_store(struct ol_kv_server *s, int tenant, uint32_t ns, struct o
  * says how large). */
 int ol_kv_server_load(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
                       void *buf, uint64_t cap, uint64_t *len, uint64_t *sum);
+/* Where the value of (ns, h) is in tenant's slab, for a remote read of
+ * it (the pool's grants): offsets in the slab region. */
+struct ol_kv_grant {
+    uint64_t len, sum;            /* the value's length and XXH3-64 */
+    uint64_t off;                 /* of the value */
+    uint64_t gen;                 /* of its slot (even) */
+    uint64_t hdr_off;             /* of its slot header */
+};
+/* Like ol_kv_server_load, touched and counted as a read, without the
+ * copy: OL_KV_OK with *g, OL_KV_NOT_FOUND (not in RAM here). Nothing stays
+ * pinned: the slot may be given to another key at any time after, which
+ * its header's generation shows (docs/kv-slab.md). */
+int ol_kv_server_grant(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                       struct ol_kv_grant *g);
 /*
  * For the pool, on the core's thread: where the value of (ns, h) is in
  * tenant `tenant`'s shard of this core (OL_KV_WHERE_*, shard.h), with, for

@@ -104,6 +104,35 @@ int ol_rpc_proof_equal(const uint8_t a[OL_RPC_PROOF_LEN], const uint8_t b[OL_RPC
     return CRYPTO_memcmp(a, b, OL_RPC_PROOF_LEN) == 0;
 }
 
+int ol_rpc_ready_parse(const void *buf, size_t len, struct ol_rpc_region *out)
+{
+    const uint8_t *b = buf;
+    *out = (struct ol_rpc_region){0};
+    if (len == 0)
+        return 0;
+    if (len < OL_RPC_READY_HDR)
+        return -1;
+    uint64_t base = ol_le_ld64(b), rlen = ol_le_ld64(b + 8);
+    uint32_t k = ol_le_ld32(b + 16);
+    if (ol_le_ld32(b + 20) != 0 || k == 0 || k > OL_RPC_RKEY_MAX ||
+        len - OL_RPC_READY_HDR != k || rlen == 0 || base + rlen < base)
+        return -1;
+    *out = (struct ol_rpc_region){.base = base, .len = rlen, .rkey_len = k,
+                                  .rkey = b + OL_RPC_READY_HDR};
+    return 0;
+}
+
+size_t ol_rpc_ready_encode(const struct ol_rpc_region *r, void *out)
+{
+    uint8_t *b = out;
+    ol_le_st64(b, r->base);
+    ol_le_st64(b + 8, r->len);
+    ol_le_st32(b + 16, r->rkey_len);
+    ol_le_st32(b + 20, 0);
+    memcpy(b + OL_RPC_READY_HDR, r->rkey, r->rkey_len);
+    return OL_RPC_READY_HDR + r->rkey_len;
+}
+
 const char *ol_rpc_status_name(int status)
 {
     static const char *const names[] = {

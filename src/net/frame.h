@@ -30,11 +30,19 @@
  * Handshake (dialer D, acceptor A; nonces from getrandom, 32 bytes each):
  *   D→A HELLO     payload 112: u64 D's node id, u8[32] nonce_d,
  *                              u8[64] cluster name, NUL-padded,
- *                              u32 D's reply window, u32 0
+ *                              u32 D's reply window, u32 flags (bit 0,
+ *                              OL_RPC_HELLO_RMA: D reads remotely; other
+ *                              bits 0)
  *   A→D CHALLENGE payload  80: u64 A's node id, u8[32] nonce_a,
  *                              u8[32] proof_a, u32 max payload, u32 0
  *   D→A AUTH      payload  32: u8[32] proof_d
- *   A→D READY     payload   0: aux = the first credit
+ *   A→D READY     aux = the first credit; payload 0 bytes, or (only to a
+ *                 HELLO with OL_RPC_HELLO_RMA, from an A with a region
+ *                 mapped for remote reads) 24 + k: u64 the region's base
+ *                 address (as A's process sees it), u64 its length (> 0,
+ *                 base + length does not wrap), u32 k (1 ..
+ *                 OL_RPC_RKEY_MAX), u32 0, u8[k] the transport's packed
+ *                 remote key (ol_rpc_ready_parse)
  *   proof_x = HMAC-SHA256(cluster secret, label_x || cluster name (64,
  *             NUL-padded) || u64 D id || u64 A id || nonce_d || nonce_a)
  *   with label_a = "OLRP1 acceptor" and label_d = "OLRP1 dialer" (14 and 12
@@ -59,6 +67,9 @@
 #define OL_RPC_CLOSE_MAX   256       /* a CLOSE's message, bytes */
 /* The largest payload any version-1 peer may announce or send. */
 #define OL_RPC_PAYLOAD_LIMIT (64u << 20)
+#define OL_RPC_HELLO_RMA   1u        /* HELLO flags: the dialer reads remotely */
+#define OL_RPC_READY_HDR   24        /* a READY payload's fixed part */
+#define OL_RPC_RKEY_MAX    4096u     /* a packed remote key's bytes, at most */
 
 enum ol_rpc_type {
     OL_RPC_HELLO = 1,
@@ -123,6 +134,22 @@ void ol_rpc_proof(const void *secret, size_t secret_len, int acceptor, const cha
 
 /* Constant-time equality of two proofs: 1 equal, 0 not. */
 int ol_rpc_proof_equal(const uint8_t a[OL_RPC_PROOF_LEN], const uint8_t b[OL_RPC_PROOF_LEN]);
+
+/* A READY payload's region (rkey points into the parsed bytes). */
+struct ol_rpc_region {
+    uint64_t base, len;
+    uint32_t rkey_len;            /* 0: no region */
+    const uint8_t *rkey;
+};
+
+/* Parses a READY payload buf[0, len): 0 and *out (rkey_len 0 for an
+ * empty payload), or -1 (not the layout above: short, a key length of 0
+ * or over OL_RPC_RKEY_MAX or other than the bytes left, a reserved field
+ * not 0, a length of 0, a region that wraps). */
+int ol_rpc_ready_parse(const void *buf, size_t len, struct ol_rpc_region *out);
+/* Writes r as a READY payload at out (room for OL_RPC_READY_HDR +
+ * r->rkey_len). Returns its length. */
+size_t ol_rpc_ready_encode(const struct ol_rpc_region *r, void *out);
 
 /* A status's name ("ok", "busy", ...; "unknown" out of range). */
 const char *ol_rpc_status_name(int status);

@@ -23,6 +23,12 @@
  * A 50 ms tick closes handshakes past their deadline, dials peers whose
  * backoff ended, re-arms receives that found no buffer, and pings peers
  * this node has sent nothing for OL_RPC_IDLE_PING_MS (peer_idle_ping).
+ *
+ * Remote reads (RMA): with a transport that has them (xport.h), an
+ * endpoint may map one region (ol_rpc_map) whose packed key its READY
+ * gives each dialer that said in HELLO it reads remotely; the dialer
+ * unpacks it on that connection (a reconnect gets a fresh one) and
+ * ol_rpc_get reads from it. Nothing here knows what the region holds.
  */
 #include "net/rpc.h"
 
@@ -128,6 +134,8 @@ struct ol_rpc_conn {
     struct ol_rpc_peer *peer;            /* dialer: its peer while attached */
     bool dialer, recv_armed, send_inflight, connecting, closing, close_after, rearm, unauth;
     bool dead;                           /* closed and done with: freed by the reap */
+    bool want_rma;                       /* acceptor: the dialer's HELLO asked for a region */
+    uint64_t rma_base, rma_len;          /* dialer: the acceptor's region (rma_len 0: none) */
     int state;
     uint64_t deadline_ms;
     int64_t peer_id;
@@ -161,6 +169,8 @@ struct ol_rpc {
     uint8_t secret[256];
     size_t secret_len;
     uint32_t window, reply_window, max_calls, handshake_ms, max_unauth, max_payload;
+    bool rma;                            /* dialer: asks for regions (HELLO) */
+    struct ol_rpc_region region;         /* this node's, mapped (rkey_len 0: none) */
     struct ol_xport *xp;                 /* the transport: its listener, connections */
     int port;
     bool closing;
@@ -765,6 +775,7 @@ static void dialer_hello(struct ol_rpc_conn *c)
     memcpy(b + 8, c->nonce_d, OL_RPC_NONCE_LEN);
     memcpy(b + 8 + OL_RPC_NONCE_LEN, r->cluster, OL_RPC_NAME_LEN);
     ol_le_st32(b + 104, r->reply_window);
+    ol_le_st32(b + 108, r->rma ? OL_RPC_HELLO_RMA : 0);
     c->state = C_CHAL;
     if (conn_send(c, OL_RPC_HELLO, 0, 0, b, sizeof b) == 0)
         conn_arm(c);
@@ -777,10 +788,12 @@ static void acceptor_hello(struct ol_rpc_conn *c, const uint8_t *b)
     c->peer_id = (int64_t)ol_le_ld64(b);
     memcpy(c->nonce_d, b + 8, OL_RPC_NONCE_LEN);
     c->reply_budget = ol_le_ld32(b + 104);
-    if (ol_le_ld32(b + 108) != 0) {
-        conn_refuse(c, OL_RPC_PROTOCOL, "reserved field not zero");
+    uint32_t flags = ol_le_ld32(b + 108);
+    if (flags & ~OL_RPC_HELLO_RMA) {
+        conn_refuse(c, OL_RPC_PROTOCOL, "unknown HELLO flags");
         return;
     }
+    c->want_rma = flags & OL_RPC_HELLO_RMA;
     if (memcmp(b + 8 + OL_RPC_NONCE_LEN, r->cluster, OL_RPC_NAME_LEN) != 0) {
         atomic_fetch_add(&r->auth_failures, 1);
         log_limited(r, "node rpc: a dialer (claims node %lld) names another cluster: refused",
@@ -848,6 +861,17 @@ static void acceptor_auth(struct ol_rpc_conn *c, const uint8_t *b)
     c->state = C_OPEN;
     c->credit_left = r->window;
     note_revision(r, c->h.revision);
+    if (c->want_rma && r->region.rkey_len) {
+        uint8_t *out = malloc(OL_RPC_READY_HDR + r->region.rkey_len);
+        if (!out) {
+            conn_close(c);
+            return;
+        }
+        size_t n = ol_rpc_ready_encode(&r->region, out);
+        conn_send(c, OL_RPC_READY, r->window, 0, out, (uint32_t)n);
+        free(out);
+        return;
+    }
     conn_send(c, OL_RPC_READY, r->window, 0, NULL, 0);
 }
 
@@ -887,9 +911,25 @@ static void dialer_challenge(struct ol_rpc_conn *c, const uint8_t *b)
     conn_send(c, OL_RPC_AUTH, 0, 0, proof, sizeof proof);
 }
 
-static void dialer_ready(struct ol_rpc_conn *c, uint32_t credit)
+static void dialer_ready(struct ol_rpc_conn *c, uint32_t credit, const uint8_t *b, uint32_t len)
 {
     struct ol_rpc_peer *p = c->peer;
+    struct ol_rpc_region rg;
+    if (ol_rpc_ready_parse(b, len, &rg) != 0) {
+        conn_refuse(c, OL_RPC_PROTOCOL, "bad READY payload");
+        return;
+    }
+    if (rg.rkey_len) {
+        int rc = c->x->t->ops->rkey_unpack(c->x, rg.rkey, rg.rkey_len);
+        if (rc != 0) {
+            log_limited(c->r, "node rpc: %s (node %lld) sent a remote key this node cannot "
+                        "use (%s): closed", p->addr, (long long)p->id, strerror(-rc));
+            conn_refuse(c, OL_RPC_PROTOCOL, "unusable remote key");
+            return;
+        }
+        c->rma_base = rg.base;
+        c->rma_len = rg.len;
+    }
     c->state = C_OPEN;
     note_revision(c->r, c->h.revision);
     p->state = P_READY;
@@ -914,7 +954,10 @@ static int64_t frame_allowed(const struct ol_rpc_conn *c, const struct ol_rpc_hd
     case C_HELLO: return h->type == OL_RPC_HELLO ? OL_RPC_HELLO_LEN : -1;
     case C_AUTH:  return h->type == OL_RPC_AUTH ? OL_RPC_AUTH_LEN : -1;
     case C_CHAL:  return h->type == OL_RPC_CHALLENGE ? OL_RPC_CHAL_LEN : -1;
-    case C_READY: return h->type == OL_RPC_READY ? 0 : -1;
+    case C_READY: /* a payload only when HELLO asked for one */
+        if (h->type != OL_RPC_READY)
+            return -1;
+        return c->r->rma ? OL_RPC_READY_HDR + OL_RPC_RKEY_MAX : 0;
     default:
         if (c->dialer)
             return h->type == OL_RPC_REPLY ? (int64_t)OL_RPC_PAYLOAD_LIMIT : -1;
@@ -984,6 +1027,12 @@ static int frame_begin(struct ol_rpc_conn *c)
             conn_close(c);
             return -1;
         }
+    } else if (h->type == OL_RPC_READY && h->len) {
+        c->body = malloc(h->len); /* bounded above; freed at the frame's end */
+        if (!c->body) {
+            conn_close(c);
+            return -1;
+        }
     } else {
         c->body = c->small;
     }
@@ -1026,7 +1075,9 @@ static void frame_end(struct ol_rpc_conn *c)
         dialer_challenge(c, body);
         return;
     case OL_RPC_READY:
-        dialer_ready(c, h->aux);
+        dialer_ready(c, h->aux, body, h->len);
+        if (body != c->small)
+            free(body);
         return;
     case OL_RPC_REQUEST: {
         struct ol_rpc_reqi *ri = c->req;
@@ -1384,6 +1435,49 @@ int ol_rpc_peer_ready(const struct ol_rpc *r, int64_t id)
     return p && p->state == P_READY;
 }
 
+/* ---- remote reads ------------------------------------------------------------------ */
+
+int ol_rpc_map(struct ol_rpc *r, void *base, size_t len)
+{
+    const struct ol_xport_ops *ops = r->xp->ops;
+    if (!ops->mem_map || !ops->get)
+        return -ENOTSUP;
+    if (r->region.rkey_len)
+        return -EEXIST;
+    const void *rkey;
+    size_t klen;
+    int rc = ops->mem_map(r->xp, base, len, &rkey, &klen);
+    if (rc != 0)
+        return rc;
+    if (klen == 0 || klen > OL_RPC_RKEY_MAX)
+        return -E2BIG; /* mapped, never handed out (the transport unmaps at destroy) */
+    r->region = (struct ol_rpc_region){.base = (uint64_t)(uintptr_t)base, .len = len,
+                                       .rkey_len = (uint32_t)klen, .rkey = rkey};
+    return 0;
+}
+
+uint64_t ol_rpc_peer_region(const struct ol_rpc *r, int64_t id)
+{
+    const struct ol_rpc_peer *p = peer_find(r, id);
+    return p && p->state == P_READY && p->conn ? p->conn->rma_len : 0;
+}
+
+int ol_rpc_get(struct ol_rpc *r, int64_t peer, void *buf, size_t len, uint64_t off,
+               void (*done)(void *arg, int res), void *arg)
+{
+    struct ol_rpc_peer *p = peer_find(r, peer);
+    if (!p)
+        return -ENOENT;
+    if (p->state != P_READY || !p->conn || r->closing)
+        return -ENOTCONN;
+    struct ol_rpc_conn *c = p->conn;
+    if (!c->rma_len)
+        return -ENOKEY;
+    if (off > c->rma_len || len > c->rma_len - off)
+        return -ERANGE;
+    return c->x->t->ops->get(c->x, buf, len, c->rma_base + off, done, arg);
+}
+
 /* ---- the endpoint -------------------------------------------------------------------- */
 
 int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **out, char *err,
@@ -1423,16 +1517,21 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
     r->max_calls = calls;
     r->handshake_ms = p->handshake_ms ? p->handshake_ms : OL_RPC_DEF_HANDSHAKE;
     r->max_unauth = p->max_unauth ? p->max_unauth : OL_RPC_DEF_UNAUTH;
+    r->rma = p->rma != 0;
     pthread_mutex_init(&r->mu, NULL);
     r->handlers[OL_RPC_OP_PING].fn = on_ping;
     int rc;
     if (p->transport && strcmp(p->transport, "ucx") == 0) {
-        rc = ol_xport_ucx_create(loop, &xport_events, r, &r->xp, err, errlen);
+        struct ol_xport_ucx_opts uo = {.net_devices = p->ucx_net_devices,
+                                       .gid_index = p->ucx_gid_index};
+        rc = ol_xport_ucx_create(loop, &xport_events, r, &uo, &r->xp, err, errlen);
     } else {
         rc = ol_xport_tcp_create(loop, &xport_events, r, &r->xp);
         if (rc != 0)
             snprintf(err, errlen, "node rpc: no transport: %s", strerror(-rc));
     }
+    if (rc == 0 && r->rma && !r->xp->ops->get)
+        r->rma = false; /* nothing to read with: HELLO does not ask */
     if (rc == 0 && p->listen_addr && p->listen_addr[0])
         rc = r->xp->ops->listen(r->xp, p->listen_addr, &r->port, err, errlen);
     if (rc != 0) {

@@ -8,7 +8,9 @@
  * connections other nodes dialled here, the handshake (frame.h: an
  * HMAC-SHA256 challenge each way over the cluster secret), the calls in
  * flight with their deadlines, the credits, reconnects with backoff, and
- * the per-peer counters (ol_rpc_metrics).
+ * the per-peer counters (ol_rpc_metrics); over a transport with RMA (ucx),
+ * the one region this node maps for its peers' reads, handed out in READY,
+ * and each connection's region of its peer (ol_rpc_get).
  *
  * Flow control, and why memory is bounded everywhere:
  *   - Requests spend credit: a dialer never has more request bytes (header
@@ -87,6 +89,10 @@ struct ol_rpc_params {
                                      of two, <= 65536); 0 = default */
     uint32_t handshake_ms;        /* 0 = default */
     uint32_t max_unauth;          /* 0 = default */
+    int rma;                      /* 1: ask each peer for its region (HELLO flag), read
+                                     with ol_rpc_get (a transport with RMA only) */
+    const char *ucx_net_devices;  /* ucx: UCX_NET_DEVICES unless set; NULL: UCX's */
+    const char *ucx_gid_index;    /* ucx: UCX_IB_GID_INDEX unless set; NULL: UCX's */
 };
 
 /* A request, as its handler sees it. Valid until ol_rpc_reply(). */
@@ -161,6 +167,32 @@ int ol_rpc_peer_ready(const struct ol_rpc *r, int64_t id);
  */
 int ol_rpc_call(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec *iov, int n,
                 uint32_t reply_max, uint32_t timeout_ms, ol_rpc_done done, void *arg);
+
+/*
+ * Remote reads (transports with RMA: ucx). ol_rpc_map maps base[0, len)
+ * of this process for peers' reads: each dialer whose HELLO asks (its
+ * rma parameter) gets the region's address, length and key in READY. One
+ * region per endpoint, mapped before peers connect (a connection made
+ * earlier has none). 0, -ENOTSUP (the transport has no RMA), -EEXIST,
+ * -E2BIG (the transport's key is over OL_RPC_RKEY_MAX), or the
+ * transport's -errno.
+ */
+int ol_rpc_map(struct ol_rpc *r, void *base, size_t len);
+/* The length of peer id's region on its current connection (ready, this
+ * endpoint made with rma), or 0: none. */
+uint64_t ol_rpc_peer_region(const struct ol_rpc *r, int64_t id);
+/*
+ * Reads len bytes at offset off of peer's region into buf (valid until
+ * done). done(arg, res) runs exactly once, never inside this call (from
+ * the loop, like a call's done), res 0 or -errno (-ECANCELED, -ECONNRESET:
+ * the connection went; the transport keeps what it needs until done runs,
+ * so buf must stay until then, even after this endpoint's close_all).
+ * Returns 0, or -errno and done never runs: -ENOENT (no such peer),
+ * -ENOTCONN (not ready), -ENOKEY (no region from it), -ERANGE ([off, off +
+ * len) not inside it).
+ */
+int ol_rpc_get(struct ol_rpc *r, int64_t peer, void *buf, size_t len, uint64_t off,
+               void (*done)(void *arg, int res), void *arg);
 
 /* The membership revision this node puts in its frames (any thread). */
 void ol_rpc_set_revision(struct ol_rpc *r, int64_t revision);

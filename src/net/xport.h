@@ -9,6 +9,14 @@
  * nothing of frames, the handshake or credits: rpc.c keeps the one codec
  * and the one state machine over whichever transport moves the bytes.
  *
+ * RMA (optional: NULL ops on TCP; UCX has them): a transport may map one
+ * memory region of this process for its peers' one-sided reads, handing
+ * out its packed remote key, which rpc.c carries in the handshake; the
+ * other end unpacks it on its connection and reads [addr, addr + len) of
+ * the region with `get`, no code of the owner's running for it (on RDMA
+ * hardware; UCX emulates it over its active messages where the wire has
+ * no RMA, e.g. UCX_TLS=tcp, answered by the owner's worker progress).
+ *
  * Events: each runs on the loop's thread from a completion, never inside
  * a call of ops below (so rpc.c may close or free from any event). Every
  * operation started (dial, recv, send) ends with exactly one event, or
@@ -73,8 +81,26 @@ struct ol_xport_ops {
     /* Frees x: nothing outstanding, or the loop no longer runs. */
     void (*free)(struct ol_xconn *x);
     /* Frees the transport: its connections are freed, its loop stopped
-     * or idle. */
+     * or idle; a get still outstanding ends here with -ECANCELED. */
     void (*destroy)(struct ol_xport *t);
+
+    /* ---- RMA: all NULL on a transport without it ---- */
+    /* Maps base[0, len) for peers' reads (one region per transport; a
+     * second call fails with -EEXIST). *rkey and *rkey_len: the packed
+     * remote key, owned by the transport until destroy. 0 or -errno. */
+    int (*mem_map)(struct ol_xport *t, void *base, size_t len, const void **rkey,
+                   size_t *rkey_len);
+    /* Unpacks a peer's packed key for x's gets (replacing x's previous
+     * one). 0 or -errno (-EINVAL: not a key this transport can use). */
+    int (*rkey_unpack)(struct ol_xconn *x, const void *rkey, size_t len);
+    /* Reads len bytes at the peer's address raddr (in the region whose
+     * key x unpacked) into buf, which stays valid until done(arg, res):
+     * exactly once, from the loop (never inside this call), res 0 or
+     * -errno (-ECANCELED: x shut down or freed meanwhile; the transport
+     * keeps what it needs until then, so x may be freed with gets
+     * outstanding). 0, or -errno and done never runs (-ENOKEY: no key). */
+    int (*get)(struct ol_xconn *x, void *buf, size_t len, uint64_t raddr,
+               void (*done)(void *arg, int res), void *arg);
 };
 
 struct ol_xport {
@@ -87,10 +113,17 @@ struct ol_xport {
 /* The TCP transport on loop. 0 and *out, or -errno. */
 int ol_xport_tcp_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,
                         struct ol_xport **out);
+/* Settings of the UCX context ([rdma]); the environment's UCX_* win. */
+struct ol_xport_ucx_opts {
+    const char *net_devices;      /* UCX_NET_DEVICES ("mlx5_0:1,..."); NULL or "": UCX's */
+    const char *gid_index;        /* UCX_IB_GID_INDEX ("3"); NULL or "": UCX's */
+};
 /* The UCX transport on loop (xport_ucx.c; UCX's own settings from its
- * UCX_* environment, UCX_TLS among them). 0 and *out, or -errno with a
- * message in err (-ENOTSUP: built without UCX). */
+ * UCX_* environment, UCX_TLS among them, then o, which may be NULL). 0
+ * and *out, or -errno with a message in err (-ENOTSUP: built without
+ * UCX). */
 int ol_xport_ucx_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,
-                        struct ol_xport **out, char *err, size_t errlen);
+                        const struct ol_xport_ucx_opts *o, struct ol_xport **out, char *err,
+                        size_t errlen);
 
 #endif

@@ -27,8 +27,18 @@
  *
  * Closing: ucp_ep_close_nbx with FORCE (every endpoint here has peer
  * error handling: the other side sees an error, as with a reset); its
- * outstanding send ends with -ECANCELED. A connection freed while its
- * send or close is still with UCX waits on the port's zombie list.
+ * outstanding send and gets end with -ECANCELED. A connection freed while
+ * its send, close or gets are still with UCX waits on the port's zombie
+ * list (with its unpacked remote key, destroyed when it is released).
+ *
+ * RMA: the context has UCP_FEATURE_RMA; mem_map is ucp_mem_map of the
+ * region plus ucp_rkey_pack, rkey_unpack is ucp_ep_rkey_unpack, get is
+ * ucp_get_nbx. UCX checks no length in a packed key: one comes only from
+ * an authenticated peer (rpc.c's handshake), trusted as far as that peer.
+ * Over a wire without RMA (UCX_TLS=tcp) UCP emulates gets with active
+ * messages, answered inside the owner's ucp_worker_progress: the owner's
+ * kick runs when its event fd fires, idle or not. A get's completion is
+ * noted (the port's done list) and its done runs from kick, in order.
  */
 #include "net/xport.h"
 
@@ -62,11 +72,26 @@ struct ucx_conn {
     size_t send_len;
     bool dialer, recv_armed, has_data, shut, freed, pending, accepted_ev;
     bool delivering;                     /* its events run: a free waits */
+    ucp_rkey_h rkey;                     /* the peer's, for gets; NULL: none */
+    uint32_t ngets;                      /* gets of its with UCX: a release waits */
     bool in_data;                        /* rpc.c reads UCX's buffer: a close waits */
     /* events noted, delivered by kick */
     bool ev_connected, ev_sent, ev_recv_end;
     int sent_res, recv_res;
     ucs_status_t failed;                 /* the endpoint's error, once */
+};
+
+/* A get: with UCX (on the port's outstanding list), then done (on its
+ * done list) until kick runs its callback. */
+struct ucx_get {
+    struct ucx_get *next, *prev;
+    struct ucx_port *up;
+    struct ucx_conn *c;                  /* NULL once completed */
+    bool ended;                          /* given up by destroy: on the done list */
+    void *req;
+    void (*done)(void *arg, int res);
+    void *arg;
+    int res;
 };
 
 struct ucx_port {
@@ -80,6 +105,12 @@ struct ucx_port {
     bool closed;                         /* an endpoint closed since kick's last progress */
     struct ol_timer kick;
     struct ucx_conn *live, *zombies, *phead, *ptail;
+    ucp_mem_h memh;                      /* the mapped region, or NULL */
+    void *rkey_buf;                      /* its packed key */
+    size_t rkey_len;
+    struct ucx_get *gets;                /* with UCX */
+    struct ucx_get *ghead, *gtail;       /* completed, their callbacks due */
+    uint32_t ngets;                      /* on either list */
 };
 
 static void port_kick(struct ucx_port *up)
@@ -201,6 +232,9 @@ static void on_conn_request(ucp_conn_request_h req, void *arg)
     ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST, .conn_request = req};
     ep_params_common(&ep, c);
     if (ucp_ep_create(up->w, &ep, &c->ep) != UCS_OK) {
+        /* UCX rejects and frees the request itself when the endpoint
+         * fails (UCX 1.13: a ucp_listener_reject here is a use after
+         * free, seen under ASan with strangers on the listener) */
         free(c);
         return;
     }
@@ -211,6 +245,8 @@ static void on_conn_request(ucp_conn_request_h req, void *arg)
 
 static void conn_release(struct ucx_conn *c)
 {
+    if (c->rkey)
+        ucp_rkey_destroy(c->rkey);
     free(c->siov);
     free(c);
 }
@@ -224,7 +260,7 @@ static void reap_zombies(struct ucx_port *up)
             ucp_request_free(c->close_req);
             c->close_req = NULL;
         }
-        if (c->send_req || c->close_req || c->pending || c->delivering)
+        if (c->send_req || c->close_req || c->pending || c->delivering || c->ngets)
             continue;
         list_unlink(&up->zombies, c);
         conn_release(c);
@@ -317,6 +353,23 @@ static void deliver(struct ucx_port *up)
     }
 }
 
+/* The completed gets' callbacks, in order (each may start more). */
+static void deliver_gets(struct ucx_port *up)
+{
+    struct ucx_get *g;
+    while ((g = up->ghead)) {
+        up->ghead = g->next;
+        if (!up->ghead)
+            up->gtail = NULL;
+        up->ngets--;
+        void (*done)(void *, int) = g->done;
+        void *arg = g->arg;
+        int res = g->res;
+        free(g);
+        done(arg, res);
+    }
+}
+
 static void on_kick(ol_loop *loop, struct ol_timer *t)
 {
     struct ucx_port *up = OL_CONTAINER(t, struct ucx_port, kick);
@@ -337,13 +390,14 @@ static void on_kick(ol_loop *loop, struct ol_timer *t)
                 }
             }
         deliver(up);
+        deliver_gets(up);
         reap_zombies(up);
         /* an endpoint closed above: progress again before arming (a force
          * close only schedules its transport endpoints' destruction on the
          * worker's progress queue, which no fd event wakes: armed now, the
          * sockets would stay open until some other event, and a silent
          * stranger would never see its endpoint closed) */
-        if (up->phead || up->closed)
+        if (up->phead || up->ghead || up->closed)
             continue;
         /* UCS_ERR_BUSY: more events came, progress again; UCS_OK: the fd
          * is polled (another error is not expected of a worker made with
@@ -351,12 +405,18 @@ static void on_kick(ol_loop *loop, struct ol_timer *t)
         armed = ucp_worker_arm(up->w) != UCS_ERR_BUSY;
     }
     ol_timer_cancel(loop, &up->kick); /* deliveries above may have deferred it */
-    if (up->phead || !armed) {
-        port_kick(up); /* more than 64 rounds' worth: the next iteration */
+    if (up->phead || up->ghead || !armed || (up->stopped && up->ngets)) {
+        /* more than 64 rounds' worth, or stopped (the fd is no longer
+         * polled) with gets that end in a progress: the next iteration */
+        port_kick(up);
         return;
     }
-    if (!up->polling && !up->stopped && ol_loop_poll(loop, &up->poll_op, up->efd, POLLIN) == 0)
+    if (up->polling || up->stopped)
+        return;
+    if (ol_loop_poll(loop, &up->poll_op, up->efd, POLLIN) == 0)
         up->polling = true;
+    else if (!up->destroying)
+        ol_timer_arm(loop, &up->kick, 1); /* no submission entry now: armed again soon */
 }
 
 static void on_poll(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
@@ -417,7 +477,8 @@ static void ucx_unlisten(struct ol_xport *t)
 
 static bool ucx_busy(const struct ol_xport *t)
 {
-    return ((const struct ucx_port *)t)->polling;
+    const struct ucx_port *up = (const struct ucx_port *)t;
+    return up->polling || up->ngets; /* a get's callback is still due */
 }
 
 static struct ol_xconn *ucx_dial(struct ol_xport *t, const struct sockaddr *sa, socklen_t salen,
@@ -527,15 +588,18 @@ static void ucx_free(struct ol_xconn *x)
         ucx_shutdown(x);
     c->freed = true;
     list_unlink(&up->live, c);
-    if (c->send_req || c->close_req || c->pending || c->delivering) {
+    if (c->send_req || c->close_req || c->pending || c->delivering || c->ngets) {
         /* pending: still on the event list; delivering: its events are
-         * running (rpc.c frees it from one); reaped once done */
+         * running (rpc.c frees it from one); ngets: its gets are with UCX
+         * (they use its endpoint and key); reaped once done */
         list_push(&up->zombies, c);
         port_kick(up);
         return;
     }
     conn_release(c);
 }
+
+static void get_complete(struct ucx_port *up, struct ucx_get *g, int res);
 
 static void ucx_destroy(struct ol_xport *t)
 {
@@ -553,14 +617,163 @@ static void ucx_destroy(struct ol_xport *t)
         ucp_worker_progress(up->w);
         reap_zombies(up);
     }
+    /* gets UCX never finished: nothing writes into their buffers once
+     * the worker is gone; every callback runs, in order */
+    while (up->gets) {
+        struct ucx_get *g = up->gets;
+        g->ended = true; /* a callback of UCX's for it from now on is ignored */
+        get_complete(up, g, -ECANCELED);
+    }
     while (up->zombies) {
         struct ucx_conn *c = up->zombies;
         list_unlink(&up->zombies, c);
         conn_release(c);
     }
     ucp_worker_destroy(up->w);
+    deliver_gets(up);
+    if (up->rkey_buf)
+        ucp_rkey_buffer_release(up->rkey_buf);
+    if (up->memh)
+        ucp_mem_unmap(up->ctx, up->memh);
     ucp_cleanup(up->ctx);
     free(up);
+}
+
+/* ---- RMA ------------------------------------------------------------------------ */
+
+static int ucx_mem_map(struct ol_xport *t, void *base, size_t len, const void **rkey,
+                       size_t *rkey_len)
+{
+    struct ucx_port *up = (struct ucx_port *)t;
+    if (up->memh)
+        return -EEXIST;
+    /* for remote reads only: on RDMA hardware the NIC refuses a remote
+     * write to it (UCX's emulation over tcp checks no rights) */
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_PROT,
+        .address = base,
+        .length = len,
+        .prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE |
+                UCP_MEM_MAP_PROT_REMOTE_READ,
+    };
+    ucs_status_t st = ucp_mem_map(up->ctx, &mp, &up->memh);
+    if (st != UCS_OK) {
+        up->memh = NULL;
+        return st == UCS_ERR_NO_MEMORY ? -ENOMEM : -EIO;
+    }
+    st = ucp_rkey_pack(up->ctx, up->memh, &up->rkey_buf, &up->rkey_len);
+    if (st != UCS_OK) {
+        ucp_mem_unmap(up->ctx, up->memh);
+        up->memh = NULL;
+        up->rkey_buf = NULL;
+        return -EIO;
+    }
+    *rkey = up->rkey_buf;
+    *rkey_len = up->rkey_len;
+    return 0;
+}
+
+static int ucx_rkey_unpack(struct ol_xconn *x, const void *rkey, size_t len)
+{
+    struct ucx_conn *c = (struct ucx_conn *)x;
+    if (!c->ep || c->shut)
+        return -ECANCELED;
+    if (len == 0)
+        return -EINVAL;
+    ucp_rkey_h rk;
+    if (ucp_ep_rkey_unpack(c->ep, rkey, &rk) != UCS_OK)
+        return -EINVAL;
+    if (c->rkey) {
+        if (c->ngets) { /* its gets still use the old one */
+            ucp_rkey_destroy(rk);
+            return -EBUSY;
+        }
+        ucp_rkey_destroy(c->rkey);
+    }
+    c->rkey = rk;
+    return 0;
+}
+
+/* g off the outstanding list and its connection's count. */
+static void get_unlink(struct ucx_port *up, struct ucx_get *g)
+{
+    if (g->c) {
+        g->c->ngets--;
+        g->c = NULL;
+    }
+    if (g->prev)
+        g->prev->next = g->next;
+    else if (up->gets == g)
+        up->gets = g->next;
+    if (g->next)
+        g->next->prev = g->prev;
+}
+
+/* A get is over (from progress, or at once): its callback is due. */
+static void get_complete(struct ucx_port *up, struct ucx_get *g, int res)
+{
+    get_unlink(up, g);
+    g->res = res;
+    g->next = g->prev = NULL;
+    if (up->gtail)
+        up->gtail->next = g;
+    else
+        up->ghead = g;
+    up->gtail = g;
+    port_kick(up);
+}
+
+static void on_get_done(void *req, ucs_status_t st, void *user)
+{
+    struct ucx_get *g = user;
+    g->req = NULL;
+    ucp_request_free(req);
+    if (!g->ended)
+        get_complete(g->up, g, status_errno(st));
+}
+
+static int ucx_get(struct ol_xconn *x, void *buf, size_t len, uint64_t raddr,
+                   void (*done)(void *arg, int res), void *arg)
+{
+    struct ucx_conn *c = (struct ucx_conn *)x;
+    struct ucx_port *up = c->port;
+    if (c->shut || !c->ep)
+        return -ECANCELED;
+    if (c->failed != UCS_OK)
+        return status_errno(c->failed);
+    if (!c->rkey)
+        return -ENOKEY;
+    struct ucx_get *g = calloc(1, sizeof *g);
+    if (!g)
+        return -ENOMEM;
+    g->up = up;
+    g->c = c;
+    g->done = done;
+    g->arg = arg;
+    g->next = up->gets;
+    if (up->gets)
+        up->gets->prev = g;
+    up->gets = g;
+    c->ngets++;
+    up->ngets++;
+    ucp_request_param_t prm = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb = {.send = on_get_done},
+        .user_data = g,
+    };
+    ucs_status_ptr_t r = ucp_get_nbx(c->ep, buf, len, raddr, c->rkey, &prm);
+    if (UCS_PTR_IS_ERR(r)) { /* the caller hears of it now: no callback */
+        get_unlink(up, g);
+        up->ngets--;
+        free(g);
+        return status_errno(UCS_PTR_STATUS(r));
+    }
+    if (r)
+        g->req = r;
+    else
+        get_complete(up, g, 0);
+    return 0;
 }
 
 static const struct ol_xport_ops ucx_ops = {
@@ -574,10 +787,14 @@ static const struct ol_xport_ops ucx_ops = {
     .shutdown = ucx_shutdown,
     .free = ucx_free,
     .destroy = ucx_destroy,
+    .mem_map = ucx_mem_map,
+    .rkey_unpack = ucx_rkey_unpack,
+    .get = ucx_get,
 };
 
 int ol_xport_ucx_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,
-                        struct ol_xport **out, char *err, size_t errlen)
+                        const struct ol_xport_ucx_opts *o, struct ol_xport **out, char *err,
+                        size_t errlen)
 {
     struct ucx_port *up = calloc(1, sizeof *up);
     if (!up) {
@@ -600,8 +817,13 @@ int ol_xport_ucx_create(ol_loop *loop, const struct ol_xport_events *ev, void *a
      * wins. */
     if (!getenv("UCX_CM_REUSEADDR"))
         ucp_config_modify(cfg, "CM_REUSEADDR", "y");
+    /* [rdma] devices and gid_index, where the environment does not say */
+    if (o && o->net_devices && o->net_devices[0] && !getenv("UCX_NET_DEVICES"))
+        ucp_config_modify(cfg, "NET_DEVICES", o->net_devices);
+    if (o && o->gid_index && o->gid_index[0] && !getenv("UCX_IB_GID_INDEX"))
+        ucp_config_modify(cfg, "IB_GID_INDEX", o->gid_index);
     ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
-                       .features = UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP};
+                       .features = UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA};
     st = ucp_init(&pp, cfg, &up->ctx);
     ucp_config_release(cfg);
     if (st != UCS_OK) {
@@ -631,11 +853,13 @@ int ol_xport_ucx_create(ol_loop *loop, const struct ol_xport_events *ev, void *a
 #include <stdio.h>
 
 int ol_xport_ucx_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,
-                        struct ol_xport **out, char *err, size_t errlen)
+                        const struct ol_xport_ucx_opts *o, struct ol_xport **out, char *err,
+                        size_t errlen)
 {
     (void)loop;
     (void)ev;
     (void)arg;
+    (void)o;
     (void)out;
     snprintf(err, errlen, "node rpc: transport \"ucx\": this build has no UCX (libucx-dev "
                           "was not found when it was built)");

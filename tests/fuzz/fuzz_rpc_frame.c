@@ -15,6 +15,12 @@
  * a type, status or reserved field outside the documented set in a header
  * that parsed. Reads outside the buffer are left to ASan: each header is
  * parsed from an allocation of exactly the bytes left.
+ *
+ * Each READY's payload (the bytes its header claims, as many as are left)
+ * goes through ol_rpc_ready_parse, from an allocation of exactly those
+ * bytes: it must accept only the documented layout (frame.h: a key of 1 ..
+ * OL_RPC_RKEY_MAX bytes filling the rest, a region that does not wrap),
+ * point its key inside the payload, and re-encode to the same bytes.
  */
 #include "base/crc32c.h"
 #include "base/le.h"
@@ -66,6 +72,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         REQUIRE(memcmp(again, p, OL_RPC_HDR_LEN) == 0);
         free(p);
         off += OL_RPC_HDR_LEN;
+        if (h.type == OL_RPC_READY) {
+            size_t plen = h.len < len - off ? h.len : len - off;
+            uint8_t *q = malloc(plen ? plen : 1);
+            if (q) {
+                memcpy(q, buf + off, plen);
+                struct ol_rpc_region rg;
+                if (ol_rpc_ready_parse(q, plen, &rg) == 0 && plen) {
+                    REQUIRE(rg.rkey_len >= 1 && rg.rkey_len <= OL_RPC_RKEY_MAX);
+                    REQUIRE(plen == OL_RPC_READY_HDR + rg.rkey_len);
+                    REQUIRE(rg.rkey == q + OL_RPC_READY_HDR);
+                    REQUIRE(rg.len > 0 && rg.base + rg.len > rg.base);
+                    uint8_t *e = malloc(plen);
+                    if (e) {
+                        REQUIRE(ol_rpc_ready_encode(&rg, e) == plen);
+                        REQUIRE(memcmp(e, q, plen) == 0);
+                        free(e);
+                    }
+                } else if (plen == 0) {
+                    REQUIRE(rg.rkey_len == 0);
+                }
+                free(q);
+            }
+        }
         if (h.len > len - off)
             break;
         off += h.len;

@@ -98,6 +98,8 @@ def test_a_value_put_on_one_node_is_read_on_another(etcd, make_daemon, tmp_path)
         assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
     assert kpm(b, "fetched_keys_total") == 40 - pushed
     assert kpm(a, "served_gets_total") >= 1
+    # over TCP values move as copies: no grant, no remote read
+    assert kpm(a, "served_grants_total") == 0 and kpm(b, "rma_keys_total") == 0
     # and over b's Unix socket (the shared slab), now all local to b
     for k in list(vals)[:5]:
         r = kv(b, tok, "get", k, tcp=False)

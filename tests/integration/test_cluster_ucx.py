@@ -1,19 +1,26 @@
 """The node RPC over UCX (transport = "ucx"; docs/node-protocol.md
 "Transports"): the same frames, handshake and credits over UCP stream
-endpoints. Here UCX runs over its tcp transport (UCX_TLS=tcp: the real
-library on loopback, no RDMA hardware). Real etcd, real daemons, the real
-CLI; the KV pool on top needs no change.
+endpoints, and the KV pool's remote reads (RMA: a home grants where a
+value is in its slab, the fetcher reads it straight out; docs/cluster.md
+"The KV pool"). Here UCX runs over its tcp transport (UCX_TLS=tcp: the
+real library on loopback, no RDMA hardware; UCX emulates the reads with
+its active messages). Real etcd, real daemons, the real CLI.
 """
 import json
 import os
+import signal
 import socket
+import threading
 import time
 
 import pytest
 
+import conftest
+import faults
+import placement
 from test_cli_kv import cli
 from test_cluster import ETCD, etcd, wait_for
-from test_cluster_kv import kpm, kv, pool, settled_pushes
+from test_cluster_kv import joined, kpm, kv, pool, settled_pushes
 from test_cluster_rpc import (AK, SK, metric, node, secret, served_only_pings, up,
                               wait_proofs_refused)
 from test_http import hermetic_openlake_env
@@ -167,3 +174,242 @@ def test_a_build_without_ucx_refuses_the_transport(make_daemon, tmp_path):
     d.stop(expect_rc=2)
     assert '"ucx": this build has no UCX' in d.stderr()
 
+
+
+# ---- remote reads (RMA) ------------------------------------------------------------
+
+def rma_pool(make_daemon, etcd, tmp_path, per_node, timeout_ms="2000"):
+    """A pool of len(per_node) nodes on transport "ucx", node i+1 with the
+    extra arguments per_node[i]."""
+    s = secret(tmp_path)
+    tok = tmp_path / "kv.token"
+    tok.write_text(os.urandom(32).hex() + "\n")
+    tok.chmod(0o600)
+    nodes = [make_daemon(args=[
+        "--cluster.name", "c1", "--cluster.etcd", etcd.url, "--self-id", str(i + 1),
+        "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
+        "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s,
+        "--kv-token-file", str(tok), "--cluster.kv-timeout-ms", timeout_ms,
+        "--transport", "ucx", *extra]) for i, extra in enumerate(per_node)]
+    joined(nodes)
+    return nodes, str(tok)
+
+
+def homed_on(node_id, n, count, prefix, start=0):
+    """count keys (prefix-i) whose home among nodes 1..n is node_id."""
+    out, i = [], start
+    while len(out) < count:
+        k = f"{prefix}-{i}"
+        if placement.homes([(j, 1) for j in range(1, n + 1)], b"pool", k.encode())[0] == node_id:
+            out.append(k)
+        i += 1
+    return out
+
+
+SIZES = [4096, 4097, 65536, 300000, 1 << 20, 2 << 20]
+
+
+@needs_ucx
+def test_values_fetched_across_nodes_move_by_rma(etcd, make_daemon, tmp_path):
+    """b misses keys homed on a: a answers where each is in its slab, b
+    reads the bytes out of it (the rma metrics move by the keys and their
+    bytes; the stream carries the grants, not the values), and what b gets
+    is byte for byte what was stored, 4 KiB .. 2 MiB."""
+    (a, b), tok = rma_pool(make_daemon, etcd, tmp_path, [[], []])
+    keys = homed_on(1, 2, 2 * len(SIZES), "rma")
+    vals = {k: os.urandom(SIZES[i % len(SIZES)]) for i, k in enumerate(keys)}
+    for k, v in vals.items():
+        r = kv(a, tok, "put", k, stdin=v)
+        assert r.returncode == 0, r.stderr
+    recv0 = metric(b, "openlake_rpc_peer_received_bytes_total", peer=1)
+    for k, v in vals.items():
+        r = kv(b, tok, "get", k)
+        assert r.returncode == 0 and r.stdout == v, (k, len(r.stdout), r.stderr)
+    total = sum(len(v) for v in vals.values())
+    assert kpm(b, "fetched_keys_total") == len(vals)
+    assert kpm(b, "rma_keys_total") == len(vals)
+    assert kpm(b, "rma_bytes_total") == total
+    assert kpm(b, "rma_retries_total") == 0
+    assert kpm(a, "served_grants_total") == len(vals)
+    # the replies on the stream: headers and grants, no value bytes
+    streamed = metric(b, "openlake_rpc_peer_received_bytes_total", peer=1) - recv0
+    assert streamed < len(vals) * 200, (streamed, total)
+    # local now (stored as fetched): read again with no fetch
+    for k, v in list(vals.items())[:3]:
+        r = kv(b, tok, "get", k, tcp=False)
+        assert r.returncode == 0 and r.stdout == v
+    assert kpm(b, "fetched_keys_total") == len(vals)
+    for d in (a, b):
+        assert metric(d, "openlake_rpc_refused_total", cause="protocol") == 0
+        d.stop()
+
+
+@needs_ucx
+def test_a_node_with_rdma_none_moves_values_as_copies(etcd, make_daemon, tmp_path):
+    """rdma.backend = "none" on b: b neither maps its slab nor asks for
+    grants, so values move both ways as copies over the stream, and a node
+    that would read remotely (a) works with it all the same."""
+    (a, b), tok = rma_pool(make_daemon, etcd, tmp_path, [[], ["--rdma.backend", "none"]])
+    on_a, on_b = homed_on(1, 2, 4, "cp"), homed_on(2, 2, 4, "cp")
+    vals = {k: os.urandom(SIZES[i % len(SIZES)]) for i, k in enumerate(on_a + on_b)}
+    for k in on_a:
+        assert kv(a, tok, "put", k, stdin=vals[k]).returncode == 0
+    for k in on_b:
+        assert kv(b, tok, "put", k, stdin=vals[k]).returncode == 0
+    for d, ks in ((b, on_a), (a, on_b)):
+        for k in ks:
+            r = kv(d, tok, "get", k)
+            assert r.returncode == 0 and r.stdout == vals[k], (k, r.stderr)
+        assert kpm(d, "fetched_keys_total") == len(ks)
+    for d in (a, b):
+        assert kpm(d, "rma_keys_total") == 0 and kpm(d, "served_grants_total") == 0
+        assert metric(d, "openlake_rpc_refused_total", cause="protocol") == 0
+        d.stop()
+
+
+@needs_ucx
+@pytest.mark.skipif(not faults.build_has_faults(), reason=faults.SKIP_REASON)
+def test_a_grant_whose_read_fails_is_asked_again_as_a_copy(etcd, make_daemon, tmp_path):
+    """A remote read that fails (the fault hook fails b's second get: the
+    first key's slot header, as a slot given to another key would fail
+    the generation check) costs nothing but a copy: the key is asked again
+    with a plain KV_GET, counted as a retry; with every read failing, every
+    key comes as a copy; the bytes are always the stored ones."""
+    # 5 s: a read, a failed one and a copy each within the fetch's deadline,
+    # on a loaded machine under ASan too
+    (a, b), tok = rma_pool(make_daemon, etcd, tmp_path,
+                           [[], ["--http.debug-endpoints", "true"]], timeout_ms="5000")
+    keys = homed_on(1, 2, 8, "ft")
+    vals = {k: os.urandom(SIZES[i % len(SIZES)]) for i, k in enumerate(keys)}
+    for k, v in vals.items():
+        assert kv(a, tok, "put", k, stdin=v).returncode == 0
+    assert faults.post(b, "rma:op=read,nth=2,err=EIO")[0] == 200
+    for k in keys[:4]:
+        r = kv(b, tok, "get", k)
+        assert r.returncode == 0 and r.stdout == vals[k], (k, r.stderr)
+    assert faults.injected(b, "rma") == 1
+    assert kpm(b, "rma_retries_total") == 1
+    assert kpm(b, "rma_keys_total") == 3
+    assert kpm(b, "fetched_keys_total") == 4
+    assert faults.post(b, "rma:op=read,persist,err=EIO")[0] == 200
+    for k in keys[4:]:
+        r = kv(b, tok, "get", k)
+        assert r.returncode == 0 and r.stdout == vals[k], (k, r.stderr)
+    assert kpm(b, "rma_retries_total") == 5
+    assert kpm(b, "rma_keys_total") == 3
+    assert kpm(b, "fetched_keys_total") == 8
+    for d in (a, b):
+        d.stop()
+
+
+@needs_ucx
+def test_slots_reused_while_they_are_read_never_give_a_wrong_byte(etcd, make_daemon, tmp_path):
+    """a's slab holds 32 1 MiB values: while b fetches keys homed on a,
+    another client keeps storing new ones on a, so a evicts and gives the
+    slots granted to b to other keys between the grant and b's read. Every
+    value b returns is the stored one (a read that saw a reused slot failed
+    its generation check and was asked again as a copy, or the key was a
+    miss); bounded: 6 rounds of 8 keys."""
+    # 32 MiB each (equal: placement weighs members by their slabs)
+    slab = ["--kv-slab.capacity-gb", "0.03125"]
+    (a, b), tok = rma_pool(make_daemon, etcd, tmp_path, [slab, slab])
+    stop = threading.Event()
+
+    def churn():
+        i = 0
+        while not stop.is_set() and i < 400:
+            kv(a, tok, "put", f"churn-{i}", stdin=os.urandom(1 << 20))
+            i += 1
+
+    t = threading.Thread(target=churn)
+    t.start()
+    wrong = hits = 0
+    try:
+        for rnd in range(6):
+            keys = homed_on(1, 2, 8, f"reuse{rnd}")
+            vals = {k: os.urandom(1 << 20) for k in keys}
+            for k, v in vals.items():
+                kv(a, tok, "put", k, stdin=v)
+            for k, v in vals.items():
+                r = kv(b, tok, "get", k)
+                if r.returncode == 0:
+                    hits += 1
+                    wrong += r.stdout != v
+    finally:
+        stop.set()
+        t.join()
+    assert wrong == 0
+    assert hits >= 1 and kpm(b, "rma_keys_total") >= 1
+    print(f"reuse: {hits} of 48 read, rma keys {kpm(b, 'rma_keys_total')}, "
+          f"retries {kpm(b, 'rma_retries_total')}, misses {kpm(b, 'fetch_misses_total')}, "
+          f"fetched {kpm(b, 'fetched_keys_total')} grants {kpm(a, 'served_grants_total')} gets {kpm(a, 'served_gets_total')} connects {metric(b, 'openlake_rpc_peer_connects_total', peer=1)}")
+    for d in (a, b):
+        d.stop()
+
+
+@needs_ucx
+def test_a_peer_killed_while_its_values_are_read_costs_misses_not_a_crash(etcd, make_daemon,
+                                                                        tmp_path):
+    """a stops (SIGSTOP) for longer than the pool's deadline while b reads
+    2 MiB values out of its slab, then goes on (SIGCONT): reads it had not
+    answered are misses at b's deadline and complete late, into buffers b
+    kept for them; then a dies (SIGKILL): b's reads in flight end with the
+    endpoint's error. The keys are misses or their whole bytes, b stays
+    up and exits cleanly (no sanitizer report in the ASan build)."""
+    (a, b), tok = rma_pool(make_daemon, etcd, tmp_path, [[], []])
+    keys = homed_on(1, 2, 40, "kill")
+    vals = {k: os.urandom(2 << 20) for k in keys}
+    for k, v in vals.items():
+        assert kv(a, tok, "put", k, stdin=v).returncode == 0
+    got = []
+
+    def reader():
+        for k in keys:
+            r = kv(b, tok, "get", k)
+            got.append((k, r.returncode, r.stdout))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    wait_for(lambda: len(got) >= 4, "some read", timeout=30)
+    a.proc.send_signal(signal.SIGSTOP)
+    time.sleep(3)                                   # > cluster.kv_timeout_ms (2 s)
+    a.proc.send_signal(signal.SIGCONT)
+    n = len(got)
+    wait_for(lambda: len(got) >= min(n + 4, len(keys)), "reads again", timeout=60)
+    a.proc.kill()
+    a.proc.wait()
+    t.join(120)
+    assert not t.is_alive()
+    for k, rc, out in got:
+        assert rc != 0 or out == vals[k], k          # a miss, or the right bytes
+    # the reads before the stop were whole (after it, a may have lost its
+    # 2 s lease meanwhile: its keys are then misses until it is back)
+    assert all(rc == 0 for _, rc, _ in got[:4])
+    assert b.is_ready()
+    a.stop(expect_rc=None)
+    b.stop()
+
+
+@needs_ucx
+def test_rdma_devices_pick_the_ucx_context_s_devices(etcd, make_daemon, tmp_path, monkeypatch):
+    """rdma.devices is UCX_NET_DEVICES of the node RPC's context: a device
+    that does not exist leaves UCX nothing to use (the node does not start,
+    and says why); one that does (lo, under UCX_TLS=tcp) works; the
+    environment's UCX_NET_DEVICES wins over it."""
+    s = secret(tmp_path)
+    bad = node(make_daemon, etcd, 1, s, start=False)
+    bad.args += ["--transport", "ucx", "--rdma.devices", "nosuchdev0"]
+    bad.start(wait=False)
+    rc = bad.proc.wait(60)
+    bad.stop(expect_rc=rc)
+    assert rc != 0 and "ucp_init" in bad.stderr(), bad.stderr()[-2000:]
+    a = node(make_daemon, etcd, 1, s, start=False)
+    a.args += ["--transport", "ucx", "--rdma.devices", "lo"]
+    a.start()
+    monkeypatch.setenv("UCX_NET_DEVICES", "lo")
+    b = node(make_daemon, etcd, 2, s, start=False)
+    b.args += ["--transport", "ucx", "--rdma.devices", "nosuchdev0"]
+    b.start()
+    wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "connected over lo")
+    for d in (a, b):
+        d.stop()

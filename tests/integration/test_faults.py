@@ -111,7 +111,7 @@ def test_the_endpoint_and_the_variable(make_daemon, tmp_path):
     d.start(wait=False)
     assert d.proc.wait(timeout=30) == 2
     d.stop(expect_rc=2)
-    assert "OPENLAKE_FAULTS" in d.stderr() and "store: or kvdisk:" in d.stderr()
+    assert "OPENLAKE_FAULTS" in d.stderr() and "store:, kvdisk: or rma:" in d.stderr()
     # without debug endpoints there is no endpoint
     sub = tmp_path / "nodebug"
     sub.mkdir()

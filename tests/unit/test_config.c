@@ -137,7 +137,7 @@ static const char deployment[] =
     "reserve_ttl_secs = 30\n"
     "\n"
     "[rdma]\n"
-    "backend = \"ucx\"\n"
+    "backend = \"none\"\n"
     "devices = [\"mlx5_0:1\", \"mlx5_1:1\"]\n"
     "gid_index = 3\n";
 
@@ -159,7 +159,7 @@ OLT_TEST(config_defaults)
     OLT_CHECK(c->kv_slab.cpu_ram_frac == 0.0);
     OLT_CHECK(c->kv_slab.capacity_gb == 0.0);
     OLT_CHECK_EQ(c->kv_slab.reserve_ttl_secs, 30);
-    OLT_CHECK_EQ(c->rdma.backend, OL_RDMA_NONE);
+    OLT_CHECK_EQ(c->rdma.backend, OL_RDMA_AUTO);
     OLT_CHECK_EQ(c->rdma.n_devices, 0);
     OLT_CHECK_EQ(c->rdma.gid_index, -1);
     OLT_CHECK_EQ(c->threads, 0);
@@ -211,7 +211,7 @@ OLT_TEST(config_deployment_file_accepted_as_written)
     OLT_CHECK(c->kv_slab.cpu_ram_frac == 0.5);
     OLT_CHECK(c->kv_slab.capacity_gb == 64.0);
     OLT_CHECK_EQ(c->kv_slab.reserve_ttl_secs, 30);
-    OLT_CHECK_EQ(c->rdma.backend, OL_RDMA_UCX);
+    OLT_CHECK_EQ(c->rdma.backend, OL_RDMA_NONE);
     OLT_CHECK_EQ(c->rdma.n_devices, 2);
     OLT_CHECK_STR(c->rdma.devices[0], "mlx5_0:1");
     OLT_CHECK_EQ(c->rdma.gid_index, 3);
@@ -884,6 +884,9 @@ OLT_TEST(config_cross_key_checks)
              "openlake.toml:1: rpc_addr: \"127.0.0.1:9000\" is also s3_addr; a cluster node's RPC listener needs an address of its own");
     FILE_ERR("[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\nsecret = \"0123456789\"\n",
              "openlake.toml:4: cluster.secret: the cluster secret has 10 characters; it needs at least 32 (e.g. openssl rand -hex 32)");
+    /* remote reads ride the node RPC's UCX */
+    FILE_ERR("[rdma]\nbackend = \"ucx\"\n",
+             "openlake.toml:2: rdma.backend: \"ucx\" reads over the node RPC's UCX: it needs transport = \"ucx\" (or rdma.backend = \"auto\")");
 #ifndef OL_HAVE_UCX
     FILE_ERR("transport = \"ucx\"\n[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\n",
              "openlake.toml:1: transport: \"ucx\": this build has no UCX (libucx-dev was not found when it was built); use \"tcp\"");
