@@ -89,7 +89,7 @@ struct ckey {
 
 static const char *const modes[] = {"all", "s3", "kv", NULL};
 static const char *const transports[] = {"tcp", "ucx", NULL};
-static const char *const backends[] = {"auto", "none", "ucx", NULL};
+static const char *const backends[] = {"none", "ucx", NULL};
 static const char *const syncs[] = {"syncfs", "fsync", NULL};
 static const char *const kv_populates[] = {"background", "off", NULL};
 static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
@@ -388,8 +388,8 @@ static const struct ckey ol_config_keys[] = {
     {.name = "rdma", .kind = K_TABLE,
      .doc = "Remote reads (RMA) in the KV pool over the node RPC's UCX (transport = \"ucx\"): a node maps its KV slab and reads other nodes' values straight out of theirs (docs/cluster.md)."},
     {.name = "rdma.backend", .kind = K_ENUM, .off = CO(rdma.backend),
-     .choices = backends, .def = "auto",
-     .doc = "auto (ucx when transport = \"ucx\", else none), ucx (needs transport = \"ucx\"), or none: values move as copies over the stream."},
+     .choices = backends, .def = "none",
+     .doc = "none: values move as copies over the node RPC's stream; ucx (needs transport = \"ucx\"): read out of the other nodes' slabs. Only on a network nothing but the nodes reaches: UCX's RMA lets any process that connects to rpc_addr read and write the daemon's memory (its software RMA checks no key; docs/security.md)."},
     {.name = "rdma.devices", .kind = K_LIST, .off = CO(rdma.devices),
      .size = CS(rdma.devices[0]), .count_off = CO(rdma.n_devices), .lo = 0,
      .hi = OL_CONFIG_MAX_RDMA_DEVICES, .check = check_device,
@@ -1761,7 +1761,7 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
 #endif
     if (c->rdma.backend == OL_RDMA_UCX && c->transport != OL_TRANSPORT_UCX)
         return errf(err, errlen, "%s: \"ucx\" reads over the node RPC's UCX: it needs "
-                    "transport = \"ucx\" (or rdma.backend = \"auto\")",
+                    "transport = \"ucx\"",
                     key_where(c, find_key("rdma.backend"), w, sizeof w));
     if (c->cluster.name[0] && (strcmp(c->rpc_addr, c->s3_addr) == 0 ||
                                (c->mode != OL_MODE_S3 && strcmp(c->rpc_addr, c->kv_addr) == 0)))

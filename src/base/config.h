@@ -74,7 +74,7 @@
 
 enum ol_config_mode { OL_MODE_ALL, OL_MODE_S3, OL_MODE_KV };
 enum ol_config_transport { OL_TRANSPORT_TCP, OL_TRANSPORT_UCX };
-enum ol_config_rdma_backend { OL_RDMA_AUTO, OL_RDMA_NONE, OL_RDMA_UCX };
+enum ol_config_rdma_backend { OL_RDMA_NONE, OL_RDMA_UCX };
 enum ol_config_store_sync { OL_SYNC_SYNCFS, OL_SYNC_FSYNC };
 enum ol_config_kv_populate { OL_KV_POPULATE_BACKGROUND, OL_KV_POPULATE_OFF };
 /* log_level holds the values of enum ol_log_level (base/log.h):

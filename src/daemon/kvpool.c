@@ -31,13 +31,15 @@
  * home's window full waits for room, in order, until its deadline); a
  * fetch's calls all end by its deadline (each gets an equal share, with
  * its keys' homes not yet asked, of what is left), each key asked of each
- * home at most once, and once more alone (below); a KV_GET
- * call asks OL_KP_GET_KEYS keys and takes a reply of a quarter of the node
- * RPC's reply window (OL_KP_REPLY_MAX at most); a call that finds the
- * home's window full waits (kp_later) until there is room or the fetch's
- * deadline; a value that did not fit is asked again alone, with room for
- * it, when the window has room and it is at most what a home reads for
- * one reply (2 x OL_KP_REPLY_MAX).
+ * home at most once, and once more when its value did not fit (below); a
+ * KV_GET call asks at most OL_KP_GET_KEYS keys, as many values as fit its
+ * reply going by the last value length a home said, and takes a reply of
+ * a quarter of the node RPC's reply window (OL_KP_REPLY_MAX at most); a
+ * call that finds the home's window full waits (kp_later) until there is
+ * room or the fetch's deadline; the values that did not fit a reply are
+ * asked again, as many a call as fit (one larger alone, with room for it,
+ * when the window has room and it is at most what a home reads for one
+ * reply, 2 x OL_KP_REPLY_MAX), ahead of the fetch's calls not yet sent.
  * Serving other nodes: at most OL_KP_SERVE_BYTES of values read for
  * replies at once, disk reads in flight for them included (more: BUSY);
  * a key on the disk tier only is read into RAM on the core that owns it
@@ -133,6 +135,7 @@ struct ol_kvpool {
     uint32_t timeout_ms;
     int replicas;                       /* cluster.kv_replicas: homes per key */
     uint32_t reply_max, reply_window;   /* of a KV_GET call; the RPC's reply window */
+    uint32_t value_hint;                /* net loop: the last value length a home said */
     _Atomic int closing, ready;
     _Atomic int64_t inflight;           /* messages between the loops */
     _Atomic uint64_t serve_bytes;       /* values read for replies to other nodes */
@@ -289,6 +292,8 @@ struct kp_fetch {
     struct ol_msg msg;
     struct kp_core *kc;
     struct kp_later *later, *later_tail;  /* net loop: calls waiting for room */
+    struct kp_later *later_first;         /* the last of the asks again at the front of
+                                             later (values that did not fit), or NULL */
     struct kp_fetch *wnext;               /* on kp->waiting while it has some */
     bool waiting;
     uint64_t deadline_ms;
@@ -321,7 +326,7 @@ struct kp_rma {
     int64_t home;
     uint64_t len, sum, off, gen, hdr_off;
     bool hdr_step;                  /* the header's get is the one outstanding */
-    uint8_t hdr[16];
+    uint8_t hdr[56];                /* the slot header's bytes 0..55 (docs/kv-slab.md) */
     uint8_t *buf;
 };
 
@@ -393,9 +398,21 @@ static void kp_rma_end(struct kp_rma *r, bool ok)
 }
 
 /* A get of r ended (res 0 or -errno): the header's after the value's;
- * then the seqlock's check (docs/kv-slab.md): the slot's magic, and its
- * generation even and the one granted, so the value read was the key's
- * whole. Its XXH3-64 is checked as the core stores it. */
+ * then the seqlock's check (docs/kv-slab.md): the slot's magic, its
+ * generation even and the one granted (a freed slot's is odd: retired),
+ * committed, and the value's length, XXH3-64 and key hash those granted,
+ * so the value read was the key's whole. Its XXH3-64 is checked again as
+ * the core stores it. */
+static bool kp_rma_hdr_ok(const struct kp_rma *r, struct ol_kv_hash h)
+{
+    const uint8_t *b = r->hdr;
+    uint64_t gen = ol_le_ld64(b + 8);
+    return ol_le_ld32(b) == OL_KV_SLOT_MAGIC && gen == r->gen && !(gen & 1) &&
+           ol_le_ld64(b + 16) == r->len && ol_le_ld64(b + 24) == r->sum &&
+           (ol_le_ld32(b + 36) & OL_KV_SLOT_COMMITTED) && ol_le_ld64(b + 40) == h.lo &&
+           ol_le_ld64(b + 48) == h.hi;
+}
+
 static void kp_rma_step(void *arg, int res)
 {
     struct kp_rma *r = arg;
@@ -412,9 +429,7 @@ static void kp_rma_step(void *arg, int res)
         if (res == 0)
             return;
     }
-    uint64_t gen = ol_le_ld64(r->hdr + 8);
-    kp_rma_end(r, res == 0 && ol_le_ld32(r->hdr) == OL_KV_SLOT_MAGIC && gen == r->gen &&
-                      !(gen & 1));
+    kp_rma_end(r, res == 0 && kp_rma_hdr_ok(r, r->f->k[r->i].h));
 }
 
 /* Net loop: f's deadline with remote reads not ended: each a miss; each
@@ -447,6 +462,8 @@ static int kp_rma_start(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home, 
     uint64_t len = ol_le_ld32(e + 4);
     if (!rpc || kp->rma_held + len > OL_KP_RMA_BYTES)
         return -EAGAIN;
+    if (ol_le_ld64(e + 8) == 0)
+        return -EINVAL;   /* no checksum to check the read with: as a copy */
     struct kp_rma *r = calloc(1, sizeof *r);
     uint8_t *buf = r ? malloc(len ? len : 1) : NULL;
     if (!buf) {
@@ -488,6 +505,7 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
     struct kp_fetch *f = g->f;
     struct ol_kvpool *kp = f->kc->kp;
     uint32_t again[OL_KP_GET_KEYS], na = 0, i = 0;  /* keys for their next home */
+    uint32_t big[OL_KP_GET_KEYS], blen[OL_KP_GET_KEYS], nb = 0;  /* to ask again */
     if (rc != OL_RPC_OK || len < 4 || ol_le_ld32(p) != g->n) {
         atomic_fetch_add(&kp->fetch_failures, 1);
     } else {
@@ -502,21 +520,25 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
                 if (!g->grant || len - off < OL_KP_GRANT_LEN)
                     break; /* not asked for, or short: the rest as a failed call */
                 uint32_t one = g->idx[i];
+                uint64_t alone = (uint64_t)vlen + 20;   /* as a copy, with room for it */
                 if (kp_rma_start(kp, f, g->home, one, p + off) != 0 &&
-                    kp_get_or_later(kp, f, g->home, &one, 1, kp->reply_max, true) != 0)
+                    (alone > kp->reply_window ||
+                     kp_get_or_later(kp, f, g->home, &one, 1, (uint32_t)alone, true) != 0))
                     again[na++] = one;
                 off += OL_KP_GRANT_LEN;
                 continue;
             }
             off += 16;
+            if (st == OL_KV_OK || st == OL_KV_TOO_LARGE_ST)
+                kp->value_hint = vlen;
             uint64_t alone = (uint64_t)vlen + 20;   /* a reply of this value alone */
             if (st == OL_KV_TOO_LARGE_ST && (g->n > 1 || alone > g->reply_max) &&
                 alone <= kp->reply_window &&
                 !atomic_load(&kp->closing)) {
-                /* did not fit with the others: alone, with room for it */
-                uint32_t one = g->idx[i];
-                if (kp_get_or_later(kp, f, g->home, &one, 1, (uint32_t)alone, true) == 0)
-                    continue;
+                /* did not fit with the others: asked again (below) */
+                big[nb] = g->idx[i];
+                blen[nb++] = vlen;
+                continue;
             }
             if (st != OL_KV_OK) {
                 again[na++] = g->idx[i];
@@ -538,6 +560,19 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
     }
     while (i < g->n)                    /* not answered: a failed call, a short reply */
         again[na++] = g->idx[i++];
+    /* The values that did not fit, asked again in order, as many a call as
+     * fit in a KV_GET's reply (one larger than that alone, with room for
+     * it), ahead of the calls not yet sent (kp_get_or_later). */
+    for (uint32_t b = 0; b < nb;) {
+        uint64_t room = 4 + 16 + (uint64_t)blen[b];
+        uint32_t e = b + 1;
+        while (e < nb && room + 16 + blen[e] <= kp->reply_max)
+            room += 16 + (uint64_t)blen[e++];
+        if (kp_get_or_later(kp, f, g->home, big + b, e - b, (uint32_t)room, true) != 0)
+            for (uint32_t j = b; j < e; j++)
+                again[na++] = big[j];
+        b = e;
+    }
     free(g);
     if (na)
         kp_ask(kp, f, again, na);
@@ -545,6 +580,15 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
         ol_loop_defer(ol_daemon_net_loop(kp->d), &kp->retry);
     if (--f->pending == 0)
         kp_fetch_end(kp, f);
+}
+
+/* Whether f's keys are asked of home as grants: this node reads remotely,
+ * home gave it its region, and the keys are the default tenant's (the one
+ * slab a node maps; other tenants' values move as copies). */
+static bool kp_grants(struct ol_kvpool *kp, struct ol_rpc *rpc, const struct kp_fetch *f,
+                      int64_t home)
+{
+    return kp->rma && f->tenant == 0 && ol_rpc_peer_region(rpc, home) > 0;
 }
 
 /* One KV_GET to home for keys idx[0, n) of f (f->pending counts it),
@@ -578,7 +622,7 @@ static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
     /* grants from a home whose region this node can read; their entries
      * are 40 bytes, and a value it answers itself (not granted) comes
      * back too large for this call, and is asked again alone */
-    g->grant = !plain && kp->rma && ol_rpc_peer_region(rpc, home) > 0;
+    g->grant = !plain && kp_grants(kp, rpc, f, home);
     if (g->grant)
         reply_max = 4 + OL_KP_GRANT_LEN * n;
     g->reply_max = reply_max;
@@ -618,17 +662,23 @@ static int kp_get_or_later(struct ol_kvpool *kp, struct kp_fetch *f, int64_t hom
     struct kp_later *l = malloc(sizeof *l);
     if (!l)
         return -ENOMEM;
-    l->next = NULL;
     l->home = home;
     l->plain = plain;
     l->reply_max = reply_max;
     l->n = n;
     memcpy(l->idx, idx, n * sizeof *idx);
-    if (f->later_tail)
-        f->later_tail->next = l;
-    else
-        f->later = l;
-    f->later_tail = l;
+    /* An ask again (plain: a value that did not fit, a grant whose read
+     * failed) goes ahead of the fetch's calls not yet sent, after the
+     * other asks again, so a fetch cut short by its deadline keeps the
+     * front of the prefix rather than holes all along it. */
+    struct kp_later **at = plain ? (f->later_first ? &f->later_first->next : &f->later)
+                                 : (f->later_tail ? &f->later_tail->next : &f->later);
+    l->next = *at;
+    *at = l;
+    if (!l->next)
+        f->later_tail = l;
+    if (plain)
+        f->later_first = l;
     if (!f->waiting) {
         f->waiting = true;
         f->pending++;          /* held open until its waiting calls went */
@@ -661,6 +711,8 @@ static void kp_on_retry(ol_loop *loop, struct ol_timer *t)
             f->later = l->next;
             if (!f->later)
                 f->later_tail = NULL;
+            if (f->later_first == l)
+                f->later_first = NULL;
             if (rc < 0)
                 atomic_fetch_add(&kp->fetch_failures, 1);
             if (rc == -ETIMEDOUT)
@@ -673,7 +725,7 @@ static void kp_on_retry(ol_loop *loop, struct ol_timer *t)
             f->wnext = kp->waiting;
             kp->waiting = f;
         } else {
-            f->later_tail = NULL;
+            f->later_tail = f->later_first = NULL;
             f->waiting = false;
             f->wnext = ended;
             ended = f;
@@ -735,7 +787,7 @@ static int64_t kp_next_home(struct ol_rpc *rpc, struct kp_fetch *f, uint32_t i)
  * call. A call that cannot be sent sends its keys on to their next homes;
  * a key with no home left, or past the fetch's deadline, or at shutdown,
  * is a miss. Each key is asked of each of its homes at most once (a value
- * too large for its call again alone, kp_get_done), so a fetch of n keys
+ * too large for its call again, kp_get_done), so a fetch of n keys
  * makes at most 2 x n x cluster.kv_replicas calls. */
 static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint32_t m)
 {
@@ -751,12 +803,18 @@ static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint
     }
     m = w;
     while (m > 0) {
-        /* a call for up to OL_KP_GET_KEYS keys of idx[0]'s home */
+        /* a call for up to OL_KP_GET_KEYS keys of idx[0]'s home: as many
+         * values as fit its reply, going by the last length a home said
+         * (a grant's entry is small: OL_KP_GET_KEYS) */
         int64_t home = f->k[idx[0]].home;
-        uint32_t call[OL_KP_GET_KEYS], n = 0;
+        uint32_t call[OL_KP_GET_KEYS], n = 0, most = OL_KP_GET_KEYS;
+        if (!kp_grants(kp, rpc, f, home)) {
+            uint64_t fit = (kp->reply_max - 4) / (16 + (uint64_t)kp->value_hint);
+            most = fit < 1 ? 1 : fit < OL_KP_GET_KEYS ? (uint32_t)fit : OL_KP_GET_KEYS;
+        }
         w = 0;
         for (uint32_t i = 0; i < m; i++) {
-            if (n < OL_KP_GET_KEYS && f->k[idx[i]].home == home)
+            if (n < most && f->k[idx[i]].home == home)
                 call[n++] = idx[i];
             else
                 idx[w++] = idx[i];
@@ -836,7 +894,7 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
         return -ENOMEM;
     }
     f->kc = kc;
-    f->later = f->later_tail = NULL;
+    f->later = f->later_tail = f->later_first = NULL;
     f->wnext = NULL;
     f->rmas = NULL;
     f->rma_timer = (struct ol_timer){.fn = kp_rma_timeout};
@@ -1498,7 +1556,7 @@ int ol_daemon_kvpool_core(struct ol_daemon *d, int core)
 bool ol_daemon_kvpool_rma(const struct ol_daemon *d)
 {
     return d->kvpool && d->cfg.transport == OL_TRANSPORT_UCX &&
-           d->cfg.rdma.backend != OL_RDMA_NONE;
+           d->cfg.rdma.backend == OL_RDMA_UCX;
 }
 
 void ol_daemon_kvpool_attach(struct ol_daemon *d, struct ol_rpc *rpc)

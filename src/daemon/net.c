@@ -442,6 +442,11 @@ static int net_init(ol_loop *loop, void *arg)
     };
     if (ol_rpc_create(loop, &p, &n->rpc, n->err, sizeof n->err) < 0)
         return -1;
+    if (p.rma)
+        ol_warn("cluster %s: rdma.backend = \"ucx\": any process that opens a UCX connection "
+                "to %s can read and write this daemon's memory (UCX's RMA checks no key "
+                "over transports without hardware RMA); keep it on a network only the "
+                "nodes reach", c->cluster.name, c->rpc_addr);
     ol_daemon_kvpool_attach(n->d, n->rpc);
     n->sync.fn = net_sync;
     ol_timer_arm(loop, &n->sync, 1);

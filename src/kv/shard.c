@@ -217,6 +217,7 @@ static void ol_ent_free(struct ol_kv_shard *sh, uint32_t lid)
     /* a pinned slot is never reused (shard.h); the doomed ones come here at 0 */
     OL_ASSERT(e->state != OL_ENT_FREE && e->state <= OL_ENT_LOADING && e->pins == 0);
     OL_ASSERT(sh->st.bytes_used >= k->slot_size && sh->nsu[e->nsi].bytes >= k->slot_size);
+    ol_kv_slab_hdr_retire(sh->slab, ol_slot(sh, lid));
     ol_kv_alloc_free(&sh->alloc, e->cls, ol_slot(sh, lid));
     sh->st.bytes_used -= k->slot_size;
     sh->nsu[e->nsi].bytes -= k->slot_size;

@@ -304,6 +304,13 @@ void ol_kv_slab_hdr_begin(const struct ol_kv_slab *s, uint32_t id, uint64_t gen,
     memcpy(h->key, key, key_len);
 }
 
+void ol_kv_slab_hdr_retire(const struct ol_kv_slab *s, uint32_t id)
+{
+    struct ol_kv_slot_hdr *h = ol_kv_slab_hdr(s, id);
+    *(volatile uint64_t *)&h->gen = h->gen | 1;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
 void ol_kv_slab_hdr_publish(const struct ol_kv_slab *s, uint32_t id, uint64_t value_len,
                             uint64_t value_sum, uint32_t flags)
 {

@@ -225,6 +225,11 @@ void ol_kv_slab_hdr_begin(const struct ol_kv_slab *s, uint32_t id, uint64_t gen,
                           struct ol_kv_hash h, const void *key, uint16_t key_len);
 void ol_kv_slab_hdr_publish(const struct ol_kv_slab *s, uint32_t id, uint64_t value_len,
                             uint64_t value_sum, uint32_t flags);
+/* At free: the generation made odd, so a reader that checks the header
+ * after reading the bytes (a remote read granted earlier) never takes a
+ * slot whose page was given to another size class, whose bytes other
+ * slots now hold while this header is never written again. */
+void ol_kv_slab_hdr_retire(const struct ol_kv_slab *s, uint32_t id);
 /* Verifies a header copy: magic, version, key length and checksum. Returns 0 or -1. */
 int ol_kv_slab_hdr_check(const struct ol_kv_slot_hdr *h);
 /* The header checksum (bytes 0..55 and the key bytes, CRC-32C). The disk

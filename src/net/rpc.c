@@ -1523,7 +1523,7 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
     int rc;
     if (p->transport && strcmp(p->transport, "ucx") == 0) {
         struct ol_xport_ucx_opts uo = {.net_devices = p->ucx_net_devices,
-                                       .gid_index = p->ucx_gid_index};
+                                       .gid_index = p->ucx_gid_index, .rma = r->rma};
         rc = ol_xport_ucx_create(loop, &xport_events, r, &uo, &r->xp, err, errlen);
     } else {
         rc = ol_xport_tcp_create(loop, &xport_events, r, &r->xp);

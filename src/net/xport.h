@@ -117,6 +117,13 @@ int ol_xport_tcp_create(ol_loop *loop, const struct ol_xport_events *ev, void *a
 struct ol_xport_ucx_opts {
     const char *net_devices;      /* UCX_NET_DEVICES ("mlx5_0:1,..."); NULL or "": UCX's */
     const char *gid_index;        /* UCX_IB_GID_INDEX ("3"); NULL or "": UCX's */
+    /* UCP_FEATURE_RMA (mem_map, rkey_unpack, get): off by default, since
+     * it lets ANY process that opens a UCX connection to the listener,
+     * before any handshake, read and write this process's memory: UCX's
+     * software RMA (its emulation over active messages, registered on
+     * every transport) checks no key and no rights. Only on a network
+     * that nothing but the nodes reaches. */
+    bool rma;
 };
 /* The UCX transport on loop (xport_ucx.c; UCX's own settings from its
  * UCX_* environment, UCX_TLS among them, then o, which may be NULL). 0

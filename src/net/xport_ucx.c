@@ -405,10 +405,17 @@ static void on_kick(ol_loop *loop, struct ol_timer *t)
         armed = ucp_worker_arm(up->w) != UCS_ERR_BUSY;
     }
     ol_timer_cancel(loop, &up->kick); /* deliveries above may have deferred it */
-    if (up->phead || up->ghead || !armed || (up->stopped && up->ngets)) {
-        /* more than 64 rounds' worth, or stopped (the fd is no longer
-         * polled) with gets that end in a progress: the next iteration */
+    if (up->phead || up->ghead || !armed) {
+        /* more than 64 rounds' worth: the next iteration */
         port_kick(up);
+        return;
+    }
+    if (up->stopped && up->ngets) {
+        /* stopped (the fd is no longer polled) with gets that end in a
+         * progress: again in a millisecond, not at every turn of the loop
+         * (a hung peer's gets would spin it until the stop's end) */
+        if (!up->destroying)
+            ol_timer_arm(loop, &up->kick, 1);
         return;
     }
     if (up->polling || up->stopped)
@@ -651,7 +658,11 @@ static int ucx_mem_map(struct ol_xport *t, void *base, size_t len, const void **
      * write to it (UCX's emulation over tcp checks no rights) */
     ucp_mem_map_params_t mp = {
         .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                      UCP_MEM_MAP_PARAM_FIELD_PROT,
+                      UCP_MEM_MAP_PARAM_FIELD_PROT | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+        /* no pinning of the whole slab at start on RDMA hardware: pages
+         * are registered as they come (on-demand paging where the NIC
+         * has it) */
+        .flags = UCP_MEM_MAP_NONBLOCK,
         .address = base,
         .length = len,
         .prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE |
@@ -823,7 +834,8 @@ int ol_xport_ucx_create(ol_loop *loop, const struct ol_xport_events *ev, void *a
     if (o && o->gid_index && o->gid_index[0] && !getenv("UCX_IB_GID_INDEX"))
         ucp_config_modify(cfg, "IB_GID_INDEX", o->gid_index);
     ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
-                       .features = UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA};
+                       .features = UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP |
+                                   (o && o->rma ? UCP_FEATURE_RMA : 0)};
     st = ucp_init(&pp, cfg, &up->ctx);
     ucp_config_release(cfg);
     if (st != UCS_OK) {

@@ -190,7 +190,8 @@ def rma_pool(make_daemon, etcd, tmp_path, per_node, timeout_ms="2000"):
         "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
         "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s,
         "--kv-token-file", str(tok), "--cluster.kv-timeout-ms", timeout_ms,
-        "--transport", "ucx", *extra]) for i, extra in enumerate(per_node)]
+        "--transport", "ucx", "--rdma.backend", "ucx", *extra])
+        for i, extra in enumerate(per_node)]
     joined(nodes)
     return nodes, str(tok)
 

@@ -159,7 +159,7 @@ OLT_TEST(config_defaults)
     OLT_CHECK(c->kv_slab.cpu_ram_frac == 0.0);
     OLT_CHECK(c->kv_slab.capacity_gb == 0.0);
     OLT_CHECK_EQ(c->kv_slab.reserve_ttl_secs, 30);
-    OLT_CHECK_EQ(c->rdma.backend, OL_RDMA_AUTO);
+    OLT_CHECK_EQ(c->rdma.backend, OL_RDMA_NONE);
     OLT_CHECK_EQ(c->rdma.n_devices, 0);
     OLT_CHECK_EQ(c->rdma.gid_index, -1);
     OLT_CHECK_EQ(c->threads, 0);
@@ -886,7 +886,7 @@ OLT_TEST(config_cross_key_checks)
              "openlake.toml:4: cluster.secret: the cluster secret has 10 characters; it needs at least 32 (e.g. openssl rand -hex 32)");
     /* remote reads ride the node RPC's UCX */
     FILE_ERR("[rdma]\nbackend = \"ucx\"\n",
-             "openlake.toml:2: rdma.backend: \"ucx\" reads over the node RPC's UCX: it needs transport = \"ucx\" (or rdma.backend = \"auto\")");
+             "openlake.toml:2: rdma.backend: \"ucx\" reads over the node RPC's UCX: it needs transport = \"ucx\"");
 #ifndef OL_HAVE_UCX
     FILE_ERR("transport = \"ucx\"\n[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\n",
              "openlake.toml:1: transport: \"ucx\": this build has no UCX (libucx-dev was not found when it was built); use \"tcp\"");

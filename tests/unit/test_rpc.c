@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -721,7 +722,7 @@ static int bg_init(ol_loop *loop, void *arg)
     struct ol_rpc_params p = {.self_id = 1, .cluster = "test", .secret = SECRET,
                               .secret_len = 32, .listen_addr = "127.0.0.1:0",
                               .window = 65536, .handshake_ms = 1000, .max_unauth = 4,
-                              .transport = transport};
+                              .transport = transport, .rma = rma_on};
     char err[256];
     if (ol_rpc_create(loop, &p, &g->a, err, sizeof err))
         return -1;
@@ -1037,16 +1038,37 @@ static void ucli_err(void *arg, ucp_ep_h ep, ucs_status_t st)
     *(int *)arg = 1;
 }
 
-static void ucli_init(struct ucli *u)
+static void ucli_init_with(struct ucli *u, uint64_t features)
 {
     ucp_config_t *cfg;
     OLT_CHECK_EQ(ucp_config_read(NULL, NULL, &cfg), UCS_OK);
-    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_STREAM};
+    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = features};
     OLT_CHECK_EQ(ucp_init(&pp, cfg, &u->ctx), UCS_OK);
     ucp_config_release(cfg);
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = UCS_THREAD_MODE_SINGLE};
     OLT_CHECK_EQ(ucp_worker_create(u->ctx, &wp, &u->w), UCS_OK);
+}
+
+static void ucli_init(struct ucli *u) { ucli_init_with(u, UCP_FEATURE_STREAM); }
+
+/* Starts g's loop with its endpoint (bg_init). */
+static void bg_start(struct bg *g)
+{
+    struct ol_loop_params lp = {.index = 0, .cpu = -1};
+    char err[256];
+    OLT_CHECK_EQ(ol_loop_create(&lp, &g->loop, err, sizeof err), 0);
+    OLT_CHECK_EQ(ol_loop_start(g->loop, bg_init, g), 0);
+}
+
+/* Stops g's loop and frees its endpoint and loop. */
+static void bg_stop(struct bg *g)
+{
+    ol_loop_stop(g->loop);
+    ol_loop_join(g->loop);
+    ol_rpc_destroy(g->a);
+    ol_loop_destroy(g->loop);
+    transport = NULL;
 }
 
 static ucp_ep_h ucli_dial(struct ucli *u, int port, int *failed)
@@ -1106,14 +1128,77 @@ static void ucli_close(struct ucli *u, ucp_ep_h ep)
 
 /* Garbage, another cluster, a wrong proof, silence and a flood, from UCX
  * endpoints: the same refusals and bounds as over TCP. */
+/* A stranger that speaks UCX, not the protocol: it connects and, before
+ * any handshake, writes 8 bytes at an address of this process (the
+ * acceptor runs in it) with UCX's RMA. Returns whether they landed. */
+static volatile uint64_t rma_canary = 0x1111;
+
+static bool stranger_writes(int with_rma)
+{
+    rma_on = with_rma;
+    transport = ucx_transport();
+    rma_canary = 0x1111;
+    struct bg g = {0};
+    bg_start(&g);
+    struct ucli u;
+    ucli_init_with(&u, UCP_FEATURE_STREAM | UCP_FEATURE_RMA);
+    /* any packed key will do: UCX's software RMA does not check it */
+    static uint8_t mine[4096];
+    ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                                             UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = mine, .length = sizeof mine};
+    ucp_mem_h memh;
+    OLT_CHECK_EQ(ucp_mem_map(u.ctx, &mp, &memh), UCS_OK);
+    void *kb;
+    size_t kl;
+    OLT_CHECK_EQ(ucp_rkey_pack(u.ctx, memh, &kb, &kl), UCS_OK);
+    int failed;
+    ucp_ep_h ep = ucli_dial(&u, g.port, &failed);
+    ucli_send(&u, ep, "O", 1); /* the connection made */
+    ucp_rkey_h rk;
+    bool landed = false;
+    if (ucp_ep_rkey_unpack(ep, kb, &rk) == UCS_OK) {
+        static uint64_t val = 0xdeadbeefull;
+        ucp_request_param_t prm = {.op_attr_mask = 0};
+        ucs_status_ptr_t r = ucp_put_nbx(ep, &val, sizeof val, (uint64_t)(uintptr_t)&rma_canary,
+                                         rk, &prm);
+        uint64_t t0 = mono_ms();
+        while (!UCS_PTR_IS_ERR(r) && r && ucp_request_check_status(r) == UCS_INPROGRESS &&
+               mono_ms() - t0 < 2000)
+            ucp_worker_progress(u.w);
+        if (r && !UCS_PTR_IS_ERR(r))
+            ucp_request_free(r);
+        t0 = mono_ms();
+        while (rma_canary == 0x1111 && mono_ms() - t0 < 500) {
+            ucp_worker_progress(u.w);
+            usleep(1000);
+        }
+        landed = rma_canary == 0xdeadbeefull;
+        ucp_rkey_destroy(rk);
+    }
+    ucli_close(&u, ep);
+    ucp_rkey_buffer_release(kb);
+    ucp_mem_unmap(u.ctx, memh);
+    ucp_worker_destroy(u.w);
+    ucp_cleanup(u.ctx);
+    bg_stop(&g);
+    rma_on = 0;
+    return landed;
+}
+
+/* Why remote reads are off by default (docs/security.md): with them on,
+ * UCX's software RMA lets a stranger write anywhere in the process. */
+OLT_TEST(rpc_rma_strangers_write_only_with_rma_on)
+{
+    OLT_CHECK(!stranger_writes(0));
+    OLT_CHECK(stranger_writes(1));
+}
+
 OLT_TEST(rpc_strangers_get_nothing_ucx)
 {
     transport = ucx_transport();
     struct bg g = {0};
-    struct ol_loop_params lp = {.index = 0, .cpu = -1};
-    char err[256];
-    OLT_CHECK_EQ(ol_loop_create(&lp, &g.loop, err, sizeof err), 0);
-    OLT_CHECK_EQ(ol_loop_start(g.loop, bg_init, &g), 0);
+    bg_start(&g);
     struct ucli u;
     ucli_init(&u);
     int failed;
@@ -1193,11 +1278,7 @@ OLT_TEST(rpc_strangers_get_nothing_ucx)
 
     ucp_worker_destroy(u.w);
     ucp_cleanup(u.ctx);
-    ol_loop_stop(g.loop);
-    ol_loop_join(g.loop);
-    ol_rpc_destroy(g.a);
-    ol_loop_destroy(g.loop);
-    transport = NULL;
+    bg_stop(&g);
 }
 #endif
 
