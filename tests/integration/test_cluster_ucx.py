@@ -20,7 +20,7 @@ import faults
 import placement
 from test_cli_kv import cli
 from test_cluster import ETCD, etcd, wait_for
-from test_cluster_kv import joined, kpm, kv, pool, settled_pushes
+from test_cluster_kv import homed_on, joined, kpm, kv, pool, settled_pushes
 from test_cluster_rpc import (AK, SK, metric, node, secret, served_only_pings, up,
                               wait_proofs_refused)
 from test_http import hermetic_openlake_env
@@ -194,17 +194,6 @@ def rma_pool(make_daemon, etcd, tmp_path, per_node, timeout_ms="2000"):
         for i, extra in enumerate(per_node)]
     joined(nodes)
     return nodes, str(tok)
-
-
-def homed_on(node_id, n, count, prefix, start=0):
-    """count keys (prefix-i) whose home among nodes 1..n is node_id."""
-    out, i = [], start
-    while len(out) < count:
-        k = f"{prefix}-{i}"
-        if placement.homes([(j, 1) for j in range(1, n + 1)], b"pool", k.encode())[0] == node_id:
-            out.append(k)
-        i += 1
-    return out
 
 
 SIZES = [4096, 4097, 65536, 300000, 1 << 20, 2 << 20]
