@@ -733,9 +733,13 @@ def test_a_killed_home_costs_recomputation_not_errors(kvd, engine, baseline, tmp
         same_as(baseline, second, names)
         assert all(c % BS == 0 and c <= 2 * BS for c in cached(second))
         assert "OpenLakeConnector is off" not in second["log"]
-        # node 2 loaded what node 1 had sent it, or asked node 1 and got
-        # nothing back (a fetch that failed): the pool was at work either way
-        assert sum(cached(second)) > 0 or kvpool_metric(b, "fetch_failures_total") > 0
+        # What node 2 loaded depends on where the keys are homed: node 1's
+        # lease (2 s) runs out while the engine starts, node 2 is then every
+        # key's home and has what node 1 sent it, so a prompt hits only when
+        # both layers' keys of its first block were homed on node 2 (one
+        # prompt in 4; none of three in 42% of runs, the keys change with
+        # the model's path). That the pool was at work is the pushes
+        # asserted above.
         assert time.time() - t0 < 600
         a.stop(expect_rc=None)
     finally:
