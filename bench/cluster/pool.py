@@ -130,6 +130,15 @@ def ucx_env():
     return " ".join(f"{k}={x}" for k, x in sorted(os.environ.items()) if k.startswith("UCX_"))
 
 
+def slab_populated(url):
+    """The node's KV slab is populated (its pages touched at start, in the
+    background, MADV_POPULATE_WRITE): seconds of the node's CPU that no
+    measurement should count."""
+    text = urllib.request.urlopen(url + "/_openlake/metrics", timeout=5).read().decode()
+    got = dict(re.findall(r'^openlake_kv_tenant_slab_(bytes|populated_bytes)\{tenant="default"\} (\d+)$', text, re.M))
+    return len(got) == 2 and got["bytes"] == got["populated_bytes"]
+
+
 def listens_on(log, transport):
     """The node's log says its node RPC listens on transport (a node asked
     for UCX did not end up on TCP)."""
@@ -166,6 +175,9 @@ class Cluster:
                            log=n["log"])
             if not listens_on(n["log"], transport):
                 raise RuntimeError(f"node {n['id']} does not listen on {transport}: see {n['log']}")
+        for n in self.nodes:
+            peers.wait_for(lambda: slab_populated(n["url"]), f"node {n['id']}'s slab populated", timeout=300,
+                           proc=n["proc"], log=n["log"])
 
     def ready(self, n):
         try:
@@ -425,7 +437,7 @@ network namespaces, A and B, on a bridge (veth pairs, removed at exit) and runs 
 
 - etcd; per node RPC transport a cluster of two: node 1 (A) and node 2 (B), `openlaked --threads 1
   --kv-slab.capacity-gb 2 --cluster.kv-timeout-ms 5000 --transport tcp|ucx`, one cluster secret and one KV
-  token file. UCX runs over its tcp transport (`UCX_TLS=tcp`: the same veth link as TCP and iperf3; no RDMA
+  token file, measured once their slabs are populated. UCX runs over its tcp transport (`UCX_TLS=tcp`: the same veth link as TCP and iperf3; no RDMA
   here); each UCX node's log must say its node RPC listens on ucx, and the checks below (A's fetched keys, B's
   served puts) make sure the values crossed it. **get**: keys homed on B (chosen by the placement rule,
   `tests/integration/placement.py`) are stored on B (untimed), then read through A's Unix socket (the shared slab)

@@ -107,10 +107,14 @@ def one_round(cl, clients, bufs, v, batch, nbatch, tag):
             # bytes still in the load's GB as asked for)
             if any(x >= 0 and x != v for st in sts for x in st):
                 raise RuntimeError(f"{n} nodes: get statuses {sorted({x for st in sts for x in st})}")
-            gave_up = sum(x != v for st in sts for x in st)
+            # a miss of a key homed on its reader is a push the put gave up
+            miss_far = sum(st[i] != v for b, st in enumerate(sts) for i in range(batch) if home[b][i] != who[b])
+            miss_home = sum(st[i] != v for b, st in enumerate(sts) for i in range(batch) if home[b][i] == who[b])
+            gave_up = miss_far + miss_home
             got = sum(kpm(m, "fetched_keys_total") - kpm(b, "fetched_keys_total") for m, b in zip(ms, m0))
-            if got + gave_up != want:
-                raise RuntimeError(f"{n} nodes: {got} keys fetched and {gave_up} missed, placement says {want}")
+            if got + miss_far != want or miss_home > rows[0]["gave_up"]:
+                raise RuntimeError(f"{n} nodes: {got} keys fetched and {miss_far} missed, placement says {want}; "
+                                   f"{miss_home} missed at their home, {rows[0]['gave_up']} pushes given up")
             last, exp = sts[-1], bufs.expected(v, ids[nbatch - 1])
             if any(last[i] == v and not np.array_equal(bufs.dst[i * v:(i + 1) * v], exp[i * v:(i + 1) * v])
                    for i in range(batch)):
@@ -149,14 +153,15 @@ def report(run, out_json):
                 sel = [r for r in rows if r["transport"] == t and r["op"] == op and r["nodes"] == n]
                 s = med([r["cpu_s_per_gb_sum"] for r in sel])
                 each = [med([r["cpu_s_per_gb_node"][i] for r in sel]) for i in range(n)]
-                if n == 1:      # under 2 clock ticks in all: /proc cannot tell it from nothing
-                    base = s if med([sum(r["cpu_s"]) for r in sel]) >= 2 / peers.CLK else None
-                ratio = s / base if base else None
+                if n == 1:      # under 2 clock ticks in all: /proc cannot tell it from nothing,
+                    floor = med([sum(r["cpu_s"]) for r in sel]) < 2 / peers.CLK   # so 2 ticks bound it
+                    base = max(s, 2 / peers.CLK / (sel[0]["bytes"] / 1e9)) if floor else s
+                ratio = s / base
                 crossed = sel[0]["crossed_keys"] / sel[0]["keys"]
-                if ratio is None:
-                    cell = "n/a (1 node: under 2 clock ticks)"
+                if n == 1:
+                    cell = f"1.00× (under 2 clock ticks: < {base:.2f} s/GB)" if floor else "1.00×"
                 else:
-                    cell = f"{ratio:.2f}×" + ("" if n == 1 else f", {'met' if ratio <= GOAL else 'NOT met'}")
+                    cell = (f"{'>' if floor else ''}{ratio:.2f}×, {'met' if ratio <= GOAL else 'NOT met'}")
                 L.append(f"| {t.upper()} | {n} | {op} | {crossed:.0%} | {sum(r['gave_up'] for r in sel)} | "
                          f"{med([r['gbs'] for r in sel]):.2f} | "
                          f"{' / '.join(f'{x:.2f}' for x in each)} | {s:.2f} | {cell} |")
@@ -169,7 +174,8 @@ EXPLAIN = """\
 Command: `make bench-cluster` (after the two-namespace run above), or `bash bench/cluster/run_scale.sh`
 (knobs: `ROUNDS=3 MIB=256 VALUE=1048576 BATCH=32 TRANSPORTS=tcp,ucx`; root and etcd needed). It makes four
 network namespaces on a bridge and runs `bench/cluster/scale.py` in the first: per node RPC transport and
-node count (1, 2, 4) a fresh cluster, node i in namespace i (`openlaked --threads 1`); **put**: batch b
+node count (1, 2, 4) a fresh cluster, node i in namespace i (`openlaked --threads 1`, measured once its
+slab is populated and a second more); **put**: batch b
 through node b mod n's Unix socket, keys homed elsewhere sent home over the node RPC, timed until every push
 was served; **get**: batch b through node (b + 1) mod n, so with 2 and 4 nodes a value is local only on its
 home and fetched from there otherwise (with 1 node everything is local: no node RPC at all). The crossed
@@ -221,6 +227,11 @@ def main():
             for n in NODES:
                 port += 1                      # a fresh rpc_addr for each cluster
                 cl = pool.Cluster(srv, list(zip(nss, ips))[:n], url, cap_gib, [], t, tag=str(n), rpc_port=port)
+                # every node's members and peers are up and its slab populated;
+                # the cores' placement snapshot follows the view a moment
+                # later (a put before it was kept home, not pushed: the count
+                # placement predicts was never reached), as the cluster tests wait
+                time.sleep(1)
                 try:
                     clients = [peers.OpenLake(types.SimpleNamespace(ol={"unix": x["sock"], "token_file": cl.token}),
                                               "unix", v, bufs, batch) for x in cl.nodes]
