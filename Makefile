@@ -172,6 +172,7 @@ bench-store: deps
 bench-cluster: deps
 	bash scripts/deps.sh bench
 	bash bench/cluster/run_pool.sh
+	bash bench/cluster/run_scale.sh
 	$(MAKE) bench-cluster-incast
 
 clean:

@@ -1,4 +1,4 @@
-# Sourced by bench/kv/run_peers.sh and bench/cluster/run_pool.sh (from the
+# Sourced by bench/kv/run_peers.sh and bench/cluster/netns.sh (from the
 # repository root): fills the bench-only venv $VENV (default
 # build/venv-bench, under the ignored build/) with Mooncake Store from PyPI,
 # redis-py with hiredis, numpy, xxhash and this tree's openlake_client.

@@ -481,7 +481,8 @@ int ol_daemon_net_start(struct ol_daemon *d, char *err, size_t errlen)
         return -1;
     }
     d->net = n;
-    ol_info("node rpc: listening on %s (tcp), cluster %s", d->cfg.rpc_addr, d->cfg.cluster.name);
+    ol_info("node rpc: listening on %s (%s), cluster %s", d->cfg.rpc_addr,
+            d->cfg.transport == OL_TRANSPORT_UCX ? "ucx" : "tcp", d->cfg.cluster.name);
     return 0;
 }
 
