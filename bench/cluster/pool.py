@@ -165,7 +165,10 @@ class Cluster:
                     "--cluster.name", f"{CLUSTER}-{transport}{tag}", "--cluster.etcd", url, "--self-id", str(nid),
                     "--rpc-addr", f"{ip}:{rpc_port or RPC_PORT[transport]}", "--transport", transport,
                     "--cluster.secret-file", self.secret,
-                    "--kv-token-file", self.token, "--cluster.kv-timeout-ms", "5000", *extra]
+                    "--kv-token-file", self.token, "--cluster.kv-timeout-ms", "5000",
+                    # remote reads over UCX: the namespaces' bridge is private
+                    # (docs/security.md: only where nothing but the nodes reach)
+                    *(["--rdma.backend", "ucx"] if transport == "ucx" else []), *extra]
             log = os.path.join(d, f"openlaked-{name}.log")
             p = srv.spawn(f"openlaked-{name}", argv, log, wrap=["ip", "netns", "exec", ns])
             self.nodes.append({"id": nid, "url": f"http://{ip}:{s3}", "sock": os.path.join(data, "kv.sock"),
@@ -436,7 +439,8 @@ BATCH=32 CAPACITY_GIB=2 IPERF_SECS=5 TRANSPORTS=tcp,ucx`; root, etcd and iperf3 
 network namespaces, A and B, on a bridge (veth pairs, removed at exit) and runs `bench/cluster/pool.py` in A:
 
 - etcd; per node RPC transport a cluster of two: node 1 (A) and node 2 (B), `openlaked --threads 1
-  --kv-slab.capacity-gb 2 --cluster.kv-timeout-ms 5000 --transport tcp|ucx`, one cluster secret and one KV
+  --kv-slab.capacity-gb 2 --cluster.kv-timeout-ms 5000 --transport tcp|ucx` (ucx with
+  `--rdma.backend ucx`: values fetched by remote reads), one cluster secret and one KV
   token file, measured once their slabs are populated. UCX runs over its tcp transport (`UCX_TLS=tcp`: the same veth link as TCP and iperf3; no RDMA
   here); each UCX node's log must say its node RPC listens on ucx, and the checks below (A's fetched keys, B's
   served puts) make sure the values crossed it. **get**: keys homed on B (chosen by the placement rule,

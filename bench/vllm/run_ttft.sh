@@ -87,7 +87,7 @@ fi
 work=$(mktemp -d /tmp/olttft.XXXXXX)
 example_dir=$(mktemp -d /dev/shm/olttft-example.XXXXXX)
 pids=""
-nsa="" nsb="" br=""
+nsa="" nsb=""
 cleanup() {
   # (CONT first: a server may still be paused if ttft.py was killed.)
   for p in $pids; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
@@ -98,9 +98,8 @@ cleanup() {
     for p in $(ip netns pids "$ns" 2>/dev/null); do
       kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true
     done
-    ip netns del "$ns" 2>/dev/null || true    # their veth pairs go with them
   done
-  [ -z "$br" ] || ip link del "$br" 2>/dev/null || true
+  [ -z "$nsa" ] || cleanup_namespaces   # bench/cluster/netns.sh: namespaces and bridge
   rm -rf "$work" "$example_dir"
 }
 trap cleanup EXIT
@@ -142,28 +141,10 @@ if has openlake-remote; then
   # them: node A in one, node B in the other, etcd and the engines in the
   # root namespace on the bridge. NETNS=0, or no root: loopback.
   if [ "${NETNS:-1}" = 1 ] && [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
-    tag=$(printf %04x $((RANDOM % 65536)))
-    used=$(ip -4 addr)
-    for _ in $(seq 100); do
-      net=10.$((200 + RANDOM % 50)).$((1 + RANDOM % 254))
-      grep -q "inet $net\." <<<"$used" || break
-    done
-    br=oltb$tag
-    ip link add "$br" type bridge
-    ip addr add "$net.1/24" dev "$br"
-    ip link set "$br" up
-    i=0
-    for ns in olt${tag}a olt${tag}b; do
-      i=$((i + 1))
-      ip netns add "$ns"
-      if [ $i = 1 ]; then nsa=$ns; else nsb=$ns; fi
-      ip link add "vht$tag$i" type veth peer name "vnt$tag$i"
-      ip link set "vnt$tag$i" netns "$ns"
-      ip link set "vht$tag$i" master "$br" up
-      ip -n "$ns" addr add "$net.$((10 + i))/24" dev "vnt$tag$i"
-      ip -n "$ns" link set "vnt$tag$i" up
-      ip -n "$ns" link set lo up
-    done
+    . bench/cluster/netns.sh
+    make_namespaces 2           # NS, IPS; its EXIT trap replaced by ours below
+    trap cleanup EXIT
+    nsa=${NS[1]} nsb=${NS[2]} net=${IPS[1]%.*}
     args+=(--remote-ns-a "$nsa" --remote-ns-b "$nsb" --remote-ip-a "$net.11"
            --remote-ip-b "$net.12" --remote-etcd-ip "$net.1")
   else
