@@ -34,7 +34,8 @@
  * home at most once, and once more when its value did not fit (below); a
  * KV_GET call asks at most OL_KP_GET_KEYS keys, as many values as fit its
  * reply going by the last value length a home said, and takes a reply of
- * a quarter of the node RPC's reply window (OL_KP_REPLY_MAX at most); a
+ * a quarter of the node RPC's reply window (OL_KP_REPLY_MAX at most; one
+ * value larger than that by the same length, one key with room for it); a
  * call that finds the home's window full waits (kp_later) until there is
  * room or the fetch's deadline; the values that did not fit a reply are
  * asked again, as many a call as fit (one larger alone, with room for it,
@@ -807,10 +808,13 @@ static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint
          * values as fit its reply, going by the last length a home said
          * (a grant's entry is small: OL_KP_GET_KEYS) */
         int64_t home = f->k[idx[0]].home;
-        uint32_t call[OL_KP_GET_KEYS], n = 0, most = OL_KP_GET_KEYS;
+        uint32_t call[OL_KP_GET_KEYS], n = 0, most = OL_KP_GET_KEYS, rm = kp->reply_max;
         if (!kp_grants(kp, rpc, f, home)) {
-            uint64_t fit = (kp->reply_max - 4) / (16 + (uint64_t)kp->value_hint);
+            uint64_t one = 20 + (uint64_t)kp->value_hint;   /* a reply of one such value */
+            uint64_t fit = (kp->reply_max - 4) / (one - 4);
             most = fit < 1 ? 1 : fit < OL_KP_GET_KEYS ? (uint32_t)fit : OL_KP_GET_KEYS;
+            if (fit < 1 && one <= kp->reply_window)
+                rm = (uint32_t)one;   /* larger than a call's share: alone, with room */
         }
         w = 0;
         for (uint32_t i = 0; i < m; i++) {
@@ -820,7 +824,7 @@ static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint
                 idx[w++] = idx[i];
         }
         m = w;
-        int rc = kp_get_or_later(kp, f, home, call, n, kp->reply_max, false);
+        int rc = kp_get_or_later(kp, f, home, call, n, rm, false);
         if (rc == 0)
             continue;
         atomic_fetch_add(&kp->fetch_failures, 1);

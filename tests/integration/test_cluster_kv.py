@@ -202,18 +202,26 @@ def test_a_hung_home_costs_its_deadline_then_misses(etcd, make_daemon, tmp_path)
 
 def test_values_larger_than_a_calls_share(etcd, make_daemon, tmp_path):
     """Values over a quarter of the node RPC's reply window are asked again
-    alone, with room for them; a small window still works."""
+    alone, with room for them; once a home said how large they are, each is
+    asked alone with room for it at once (one call, not two); a small
+    window still works."""
     (a, b), tok = pool(make_daemon, etcd, tmp_path,
                        extra=["--cluster.rpc-window-bytes", "4194304"])
-    vals = {f"big{i}": os.urandom(1536 * 1024) for i in range(4)}
+    vals = {f"big{i}": os.urandom(1536 * 1024) for i in range(6)}
     for k, v in vals.items():
         r = kv(a, tok, "put", k, stdin=v)
         assert r.returncode == 0, r.stderr
     pushed = settled_pushes(a)
+    calls0 = (metric(b, "openlake_rpc_peer_calls_total", peer=1) -
+              metric(b, "openlake_rpc_peer_pings_total", peer=1))
     for k, v in vals.items():
         r = kv(b, tok, "get", k)
         assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
-    assert kpm(b, "fetched_keys_total") == len(vals) - pushed >= 1
+    fetched = kpm(b, "fetched_keys_total")
+    assert fetched == len(vals) - pushed >= 2
+    calls = (metric(b, "openlake_rpc_peer_calls_total", peer=1) -
+             metric(b, "openlake_rpc_peer_pings_total", peer=1)) - calls0
+    assert calls == fetched + 1, (calls, fetched)    # the first: too large, then alone
 
 
 def homed_on(node_id, n, count, prefix, start=0):
