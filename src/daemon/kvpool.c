@@ -33,7 +33,7 @@
  * its keys' homes not yet asked, of what is left), each key asked of each
  * home at most once, and once more when its value did not fit (below); a
  * KV_GET call asks at most OL_KP_GET_KEYS keys, as many values as fit its
- * reply going by the last value length a home said, and takes a reply of
+ * reply going by the last value length a home said to the fetch, and takes a reply of
  * a quarter of the node RPC's reply window (OL_KP_REPLY_MAX at most; one
  * value larger than that by the same length, one key with room for it); a
  * call that finds the home's window full waits (kp_later) until there is
@@ -136,7 +136,6 @@ struct ol_kvpool {
     uint32_t timeout_ms;
     int replicas;                       /* cluster.kv_replicas: homes per key */
     uint32_t reply_max, reply_window;   /* of a KV_GET call; the RPC's reply window */
-    uint32_t value_hint;                /* net loop: the last value length a home said */
     _Atomic int closing, ready;
     _Atomic int64_t inflight;           /* messages between the loops */
     _Atomic uint64_t serve_bytes;       /* values read for replies to other nodes */
@@ -295,6 +294,8 @@ struct kp_fetch {
     struct kp_later *later, *later_tail;  /* net loop: calls waiting for room */
     struct kp_later *later_first;         /* the last of the asks again at the front of
                                              later (values that did not fit), or NULL */
+    uint32_t hint;                        /* the last value length a home said to this
+                                             fetch (0: none yet) */
     struct kp_fetch *wnext;               /* on kp->waiting while it has some */
     bool waiting;
     uint64_t deadline_ms;
@@ -336,12 +337,22 @@ struct kp_get {
     struct kp_fetch *f;
     int64_t home;
     bool grant;                     /* it asked for grants */
+    bool again;                     /* an ask again (plain): a value that did not fit
+                                       it goes on to its next home */
     uint32_t reply_max;
     uint32_t n;
     uint32_t idx[OL_KP_GET_KEYS];
 };
 
 static void kp_fetch_back(ol_loop *loop, struct ol_msg *m);
+
+/* The largest reply of one value alone a fetch asks for: the RPC's reply
+ * window, and what a home reads for one reply (2 x OL_KP_REPLY_MAX). */
+static uint64_t kp_alone_max(const struct ol_kvpool *kp)
+{
+    uint64_t home = 20 + 2 * (uint64_t)OL_KP_REPLY_MAX;
+    return kp->reply_window < home ? kp->reply_window : home;
+}
 
 static void kp_fetch_end(struct ol_kvpool *kp, struct kp_fetch *f)
 {
@@ -389,7 +400,7 @@ static void kp_rma_end(struct kp_rma *r, bool ok)
     } else {
         atomic_fetch_add(&kp->rma_retries, 1);
         uint64_t alone = r->len + 20;
-        if (alone > kp->reply_window || atomic_load(&kp->closing) ||
+        if (alone > kp_alone_max(kp) || atomic_load(&kp->closing) ||
             kp_get_or_later(kp, f, r->home, &r->i, 1, (uint32_t)alone, true) != 0)
             atomic_fetch_add(&kp->fetch_misses, 1);
     }
@@ -523,7 +534,7 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
                 uint32_t one = g->idx[i];
                 uint64_t alone = (uint64_t)vlen + 20;   /* as a copy, with room for it */
                 if (kp_rma_start(kp, f, g->home, one, p + off) != 0 &&
-                    (alone > kp->reply_window ||
+                    (alone > kp_alone_max(kp) ||
                      kp_get_or_later(kp, f, g->home, &one, 1, (uint32_t)alone, true) != 0))
                     again[na++] = one;
                 off += OL_KP_GRANT_LEN;
@@ -531,12 +542,18 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
             }
             off += 16;
             if (st == OL_KV_OK || st == OL_KV_TOO_LARGE_ST)
-                kp->value_hint = vlen;
+                f->hint = vlen;
             uint64_t alone = (uint64_t)vlen + 20;   /* a reply of this value alone */
-            if (st == OL_KV_TOO_LARGE_ST && (g->n > 1 || alone > g->reply_max) &&
-                alone <= kp->reply_window &&
+            if (st == OL_KV_TOO_LARGE_ST && alone > kp_alone_max(kp)) {
+                /* more than any home reads for one reply: a miss, at every home */
+                atomic_fetch_add(&kp->fetch_misses, 1);
+                continue;
+            }
+            if (st == OL_KV_TOO_LARGE_ST && !g->again && (g->n > 1 || alone > g->reply_max) &&
                 !atomic_load(&kp->closing)) {
-                /* did not fit with the others: asked again (below) */
+                /* did not fit with the others: asked again (below); a value
+                 * that did not fit its ask again (it grew) goes to its next
+                 * home, so each key is asked again once a home */
                 big[nb] = g->idx[i];
                 blen[nb++] = vlen;
                 continue;
@@ -624,6 +641,7 @@ static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
      * are 40 bytes, and a value it answers itself (not granted) comes
      * back too large for this call, and is asked again alone */
     g->grant = !plain && kp_grants(kp, rpc, f, home);
+    g->again = plain;
     if (g->grant)
         reply_max = 4 + OL_KP_GRANT_LEN * n;
     g->reply_max = reply_max;
@@ -703,17 +721,36 @@ static void kp_on_retry(ol_loop *loop, struct ol_timer *t)
         struct kp_fetch *f = list;
         list = f->wnext;
         bool give_up = atomic_load(&kp->closing) || now >= f->deadline_ms;
-        while (f->later) {
-            struct kp_later *l = f->later;
+        /* In order for each home; a home whose window is full holds back
+         * its own calls, not the fetch's calls to other homes. */
+        int64_t full[OL_KP_GET_KEYS];
+        int nfull = 0;
+        struct kp_later **pp = &f->later, *prev = NULL;
+        while (*pp) {
+            struct kp_later *l = *pp;
+            bool held = false;
+            for (int j = 0; j < nfull && !held; j++)
+                held = full[j] == l->home;
+            if (held) {
+                prev = l;
+                pp = &l->next;
+                continue;
+            }
             int rc = give_up ? -ETIMEDOUT : kp_get_call(kp, f, l->home, l->idx, l->n,
                                                          l->reply_max, l->plain);
-            if (rc == -EAGAIN)
-                break;
-            f->later = l->next;
-            if (!f->later)
-                f->later_tail = NULL;
-            if (f->later_first == l)
-                f->later_first = NULL;
+            if (rc == -EAGAIN) {
+                if (nfull == OL_KP_GET_KEYS)
+                    break;
+                full[nfull++] = l->home;
+                prev = l;
+                pp = &l->next;
+                continue;
+            }
+            *pp = l->next;
+            if (f->later_tail == l)
+                f->later_tail = prev;
+            if (f->later_first == l)   /* the asks again are the front: prev is one or NULL */
+                f->later_first = prev;
             if (rc < 0)
                 atomic_fetch_add(&kp->fetch_failures, 1);
             if (rc == -ETIMEDOUT)
@@ -810,10 +847,10 @@ static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint
         int64_t home = f->k[idx[0]].home;
         uint32_t call[OL_KP_GET_KEYS], n = 0, most = OL_KP_GET_KEYS, rm = kp->reply_max;
         if (!kp_grants(kp, rpc, f, home)) {
-            uint64_t one = 20 + (uint64_t)kp->value_hint;   /* a reply of one such value */
+            uint64_t one = 20 + (uint64_t)f->hint;   /* a reply of one such value */
             uint64_t fit = (kp->reply_max - 4) / (one - 4);
             most = fit < 1 ? 1 : fit < OL_KP_GET_KEYS ? (uint32_t)fit : OL_KP_GET_KEYS;
-            if (fit < 1 && one <= kp->reply_window)
+            if (fit < 1 && one <= kp_alone_max(kp))
                 rm = (uint32_t)one;   /* larger than a call's share: alone, with room */
         }
         w = 0;
@@ -899,6 +936,7 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
     }
     f->kc = kc;
     f->later = f->later_tail = f->later_first = NULL;
+    f->hint = 0;
     f->wnext = NULL;
     f->rmas = NULL;
     f->rma_timer = (struct ol_timer){.fn = kp_rma_timeout};
@@ -1177,7 +1215,7 @@ static void kp_get_key(struct kp_serve *sv, struct ol_kv_server *srv, uint32_t i
     uint64_t len = 0, sum = 0;
     if (sv->grant) { /* where it is, not its bytes (a value over 4 GiB: copied) */
         int st = ol_kv_server_grant(srv, sv->tenant, sv->ns, k->h, &sv->gr[i]);
-        if (st == OL_KV_OK && sv->gr[i].len <= UINT32_MAX) {
+        if (st == OL_KV_OK && sv->gr[i].len <= UINT32_MAX && sv->gr[i].sum != 0) {
             sv->status[i] = OL_KP_ST_GRANT;
             return;
         }
