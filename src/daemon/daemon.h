@@ -117,7 +117,7 @@ int ol_daemon_kvpool_core(struct ol_daemon *d, int core);
 void ol_daemon_kvpool_attach(struct ol_daemon *d, struct ol_rpc *rpc);
 /* Whether the pool reads other nodes' values remotely (and maps this
  * node's slab for theirs): a KV pool on transport "ucx" with rdma.backend
- * not "none". The node RPC is made to ask for regions when it is. */
+ * "ucx" (off by default). The node RPC is made to ask for regions when it is. */
 bool ol_daemon_kvpool_rma(const struct ol_daemon *d);
 void ol_daemon_kvpool_view(struct ol_daemon *d, const struct ol_member *m, int n,
                            int64_t revision, uint64_t now_ms);

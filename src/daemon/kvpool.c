@@ -53,7 +53,7 @@
  * cluster.kv_timeout_ms, its keys are asked of their next home (a home
  * whose connection is down is asked last), or misses, its pushes dropped.
  *
- * Remote reads (RMA, over UCX unless rdma.backend = "none";
+ * Remote reads (RMA, over UCX with rdma.backend = "ucx", off by default;
  * docs/node-protocol.md "Remote reads"): attach maps the default tenant's
  * slab for other nodes' reads (ol_rpc_map); a KV_GET to a home whose
  * region this node has asks for grants (flag GRANT), and the home answers
