@@ -113,25 +113,35 @@ def _sample(pid, urls, target_id, stop, out):
         out.send((peak, inflight, n))
 
 
-class Sampler:
+class _Child:
+    """fn(*args, stop_event, pipe) in a process of its own while the flood
+    runs; stop() sets the event and returns what it sent."""
+
+    def __init__(self, fn, *args):
+        self.stop_ev = CTX.Event()
+        self.rx, tx = CTX.Pipe(False)
+        self.proc = CTX.Process(target=fn, args=(*args, self.stop_ev, tx), daemon=True)
+        self.proc.start()
+
+    def stop(self):
+        self.stop_ev.set()
+        got = self.rx.recv()
+        self.proc.join()
+        return got
+
+
+class Sampler(_Child):
     """A process that, while the flood runs, reads the target's memory
     every 5 ms (the peak of each field) and every 100 ms each sender's
     request bytes in flight to the target (the most seen). A process, not a
     thread, so that the writers do not delay its samples."""
 
     def __init__(self, target, target_id, senders):
-        self.stop_ev = CTX.Event()
-        self.rx, tx = CTX.Pipe(False)
-        self.proc = CTX.Process(target=_sample, args=(target.proc.pid, [s.url for s in senders],
-                                                      target_id, self.stop_ev, tx), daemon=True)
-        self.proc.start()
+        super().__init__(_sample, target.proc.pid, [s.url for s in senders], target_id)
 
     def stop(self):
         """(peak {field: KiB}, most bytes in flight, samples taken)."""
-        self.stop_ev.set()
-        got = self.rx.recv()
-        self.proc.join()
-        return got
+        return super().stop()
 
 
 def _probe(sock, token, stop, out):
@@ -150,7 +160,7 @@ def _probe(sock, token, stop, out):
         out.send(lat)
 
 
-class Prober:
+class Prober(_Child):
     """A process that reads one 4 KiB key of the target's own (stored
     there, through its Unix socket) about every millisecond while the flood
     runs, at most PROBE_MAX times: how long the target takes to answer
@@ -158,17 +168,7 @@ class Prober:
     [(time sent, seconds taken or -1 for a miss)]."""
 
     def __init__(self, target, token):
-        self.stop_ev = CTX.Event()
-        self.rx, tx = CTX.Pipe(False)
-        self.proc = CTX.Process(target=_probe, args=(str(target.data / "kv.sock"), token,
-                                                      self.stop_ev, tx), daemon=True)
-        self.proc.start()
-
-    def stop(self):
-        self.stop_ev.set()
-        got = self.rx.recv()
-        self.proc.join()
-        return got
+        super().__init__(_probe, str(target.data / "kv.sock"), token)
 
 
 def flood(senders, conns, token, keys, values, batch=8, pause=None):
