@@ -603,7 +603,6 @@ def test_sliding_window_blocks_reused_mid_request(kvd, swa_model, swa_baseline, 
 # its tcp transport (UCX_TLS=tcp: no RDMA hardware here), as
 # test_cluster_ucx.py runs it.
 needs_ucx = pytest.mark.skipif(not HAVE_UCX, reason="built without UCX (libucx-dev)")
-TRANSPORTS = ["tcp", pytest.param("ucx", marks=needs_ucx)]
 
 
 def transport_opts(transport):
@@ -661,15 +660,15 @@ def pool_state(nodes):
     return "\n".join(out)
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
-def test_engines_on_two_nodes_share_blocks(kvd, engine, baseline, tmp_path, transport):
+def test_engines_on_two_nodes_share_blocks(kvd, engine, baseline, tmp_path):
     """An engine saves through node 1's daemon; a second engine, talking
     only to node 2's daemon (its own socket), loads the prefix: every full
-    block but the last, tokens and logprobs as without any connector. The
-    node RPC over TCP and over UCX."""
-    e, (a, b) = cluster_pair(kvd, tmp_path, transport)
+    block but the last, tokens and logprobs as without any connector. Over
+    UCX: test_netns_over_ucx_a_killed_home_then_a_partition (one engine
+    sequence for this and the killed home: each vLLM engine costs ~10 s)."""
+    e, (a, b) = cluster_pair(kvd, tmp_path)
     try:
-        on_transport((a, b), transport)
+        on_transport((a, b), "tcp")
         names = ["p384", "p434"]
         first = engine.run(names, conn=conn_cfg(a))
         same_as(baseline, first, names)
@@ -702,16 +701,14 @@ def test_tcp_engines_on_two_nodes_reach_the_homes_directly(kvd, engine, baseline
         e.kill()
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_killed_home_costs_recomputation_not_errors(kvd, engine, baseline, tmp_path,
-                                                      transport):
+def test_a_killed_home_costs_recomputation_not_errors(kvd, engine, baseline, tmp_path):
     """Node 1 is killed between the engines: the second engine, on node 2,
     loads what node 2 has (what node 1 sent home to it) and recomputes the
-    rest; its output is still exactly the baseline's. The node RPC over TCP
-    and over UCX."""
-    e, (a, b) = cluster_pair(kvd, tmp_path, transport)
+    rest; its output is still exactly the baseline's. Over UCX: in
+    test_netns_over_ucx_a_killed_home_then_a_partition."""
+    e, (a, b) = cluster_pair(kvd, tmp_path)
     try:
-        on_transport((a, b), transport)
+        on_transport((a, b), "tcp")
         names = ["q1", "q2", "q3"]
         first = engine.run(names, conn=conn_cfg(a))
         same_as(baseline, first, names)
