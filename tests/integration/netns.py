@@ -56,6 +56,16 @@ class Net:
                 sh("-n", ns, "addr", "add", f"{ip}/24", "dev", inner)
                 sh("-n", ns, "link", "set", inner, "up")
                 sh("-n", ns, "link", "set", "lo", "up")
+                # Outgoing connections' ports above every port a node here
+                # listens on (9100, and conftest's free ports: the host's
+                # range, 32768-60999): a node killed with connections open
+                # leaves their ends in FIN_WAIT for up to a minute, and one
+                # on the port the node listens on kept it from restarting.
+                r = subprocess.run([IP, "netns", "exec", ns, "sh", "-c",
+                                    "echo 61000 65000 > /proc/sys/net/ipv4/ip_local_port_range"],
+                                   capture_output=True, text=True, timeout=30)
+                if r.returncode != 0:
+                    raise AssertionError(f"ip_local_port_range in {ns}: {r.stderr}")
                 self.ips.append(ip)
         except BaseException:
             self.close()
