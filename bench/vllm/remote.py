@@ -6,8 +6,9 @@ Node B (id 2) starts once and holds the prefix: the populating engine saves
 through B's Unix socket while A is down, so B is the only KV member and keeps
 every block. Node A (id 1) is started afresh (an empty data dir) before each
 measured engine and stopped after it: the engine, connected to A through
-shared memory (`openlake_device: "local"`), finds nothing on A and A fetches
-every block from B (KV_GET) while the connector's lookup waits. That needs
+shared memory (`openlake_device: "local"`), finds nothing on A: A asks B
+whether it has the lookup's keys (KV_GET with EXISTS), and fetches every
+block from B (KV_GET) while the worker's load waits. That needs
 B to be one of each key's homes with A back in the cluster, so both nodes run
 with `cluster.kv_replicas` 2 (with 2 members: every key is homed on both);
 with 1, the keys placed on A would be misses on a fresh A, not fetches.

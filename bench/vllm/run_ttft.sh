@@ -39,9 +39,9 @@
 # Knobs (environment): LENS=2048,8192,32768 ROUNDS=5 STORE_GIB=2 KV_SPACE_GIB=2
 #   SYSTEMS=cold,openlake,openlake-remote,lmcache,vllm-example,vllm-native,vllm-simple,lmcache-inproc
 #   DOC=1 (0: no docs/benchmarks.md update)  PRELOAD=1 (0: no LD_PRELOAD)
-#   NETNS=1 (0: openlake-remote on loopback)  REMOTE_KV_TIMEOUT_MS=700 (the
-#   nodes' cluster.kv_timeout_ms: under the 1 s the connector's scheduler
-#   waits for a lookup)  DEPS=1 (0: no scripts/deps.sh)
+#   NETNS=1 (0: openlake-remote on loopback)  REMOTE_KV_TIMEOUT_MS=300 (the
+#   nodes' cluster.kv_timeout_ms, its default: each lookup's ask and each
+#   32 MiB load part's fetch must fit in it)  DEPS=1 (0: no scripts/deps.sh)
 #   INSTALL=1 (0: keep .venv's openlake_client)  LMCACHE_VENV=build/venv-lmcache  DUMMY_WEIGHTS=0 (1: vLLM dummy weights,
 #   no seeded checkpoint, no correctness check)
 # About 20 minutes with the defaults on 2 cores (a 32K prefill takes ~45 s;
@@ -176,7 +176,7 @@ mkdir -p bench/results
 out=bench/results/vllm-ttft-$(date -u +%Y%m%dT%H%M%SZ).json
 .venv/bin/python bench/vllm/ttft.py run --lens "$LENS" --rounds "$ROUNDS" --systems "$SYSTEMS" \
     --store-gib "$STORE_GIB" --kv-space-gib "$KV_SPACE_GIB" --preload "$preload" \
-    --example-dir "$example_dir" --remote-kv-timeout-ms "${REMOTE_KV_TIMEOUT_MS:-700}" --versions "$versions" --work "$work/engines" --out "$out" \
+    --example-dir "$example_dir" --remote-kv-timeout-ms "${REMOTE_KV_TIMEOUT_MS:-300}" --versions "$versions" --work "$work/engines" --out "$out" \
     $( [ "${DUMMY_WEIGHTS:-0}" = 1 ] && echo --dummy-weights ) "${args[@]}"
 echo "raw results: $out"
 if [ "$DOC" = 1 ]; then

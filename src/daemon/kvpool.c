@@ -2,7 +2,9 @@
  * kvpool.c - openlaked's side of the cluster's KV pool: every KV block key
  * has cluster.kv_replicas home nodes (cluster/place.h over the KV members
  * of the view), and this node fetches the keys its clients miss from their
- * homes, one home after another, and sends a copy of each value its
+ * homes, one home after another (for a LOOKUP it only asks whether they
+ * have them: KV_GET with EXISTS, OL_KP_EXISTS_KEYS keys a call, no value
+ * read or moved), and sends a copy of each value its
  * clients store to each of its homes that is another node (docs/cluster.md
  * "The KV pool", wire formats in docs/node-protocol.md).
  *
@@ -94,7 +96,10 @@
 #define OL_KP_SERVE_BYTES (256ull << 20)
 #define OL_KP_DISK_READS 16
 #define OL_KP_RMA_BYTES  (256ull << 20)
+#define OL_KP_EXISTS_KEYS 512    /* keys a call when asking only whether homes have them */
+#define OL_KP_CALL_KEYS  OL_KP_EXISTS_KEYS /* the most keys of any KV_GET call */
 #define OL_KP_GRANT      1u      /* KV_GET flags: grants where the home can */
+#define OL_KP_EXISTS     2u      /* KV_GET flags: whether the home has each key, no values */
 #define OL_KP_ST_GRANT   256u    /* a KV_GET reply entry: granted (40 bytes) */
 #define OL_KP_GRANT_LEN  40u
 
@@ -152,7 +157,8 @@ struct ol_kvpool {
     struct ol_place_member *kbuf;
     _Atomic uint64_t fetched_keys, fetch_misses, fetch_failures, pushes, push_drops,
         push_failures, served_gets, served_puts, served_disk_keys,
-        fetched_later, rma_keys, rma_bytes, rma_retries, served_grants;
+        fetched_later, rma_keys, rma_bytes, rma_retries, served_grants, lookup_hits,
+        served_exists;
 };
 
 _Static_assert(OL_PLACE_MAX_REPLICAS >= 16, "cluster.kv_replicas goes up to 16");
@@ -263,6 +269,7 @@ struct kp_key {
     uint32_t koff;                  /* in the request's bytes */
     uint8_t *value;                 /* fetched (malloc), or NULL */
     uint64_t len, sum;
+    bool there;                     /* an exists fetch: a home has it */
 };
 
 /* A value to send home (KV_PUT), from a core to the net loop. */
@@ -285,7 +292,7 @@ struct kp_later {
     int64_t home;
     bool plain;                     /* no grants: the values themselves */
     uint32_t reply_max, n;
-    uint32_t idx[OL_KP_GET_KEYS];
+    uint32_t idx[];                 /* [n] */
 };
 
 struct kp_fetch {
@@ -296,6 +303,7 @@ struct kp_fetch {
                                              later (values that did not fit), or NULL */
     uint32_t hint;                        /* the last value length a home said to this
                                              fetch (0: none yet) */
+    bool exists;                          /* whether the homes have the keys, no values */
     struct kp_fetch *wnext;               /* on kp->waiting while it has some */
     bool waiting;
     uint64_t deadline_ms;
@@ -341,7 +349,7 @@ struct kp_get {
                                        it goes on to its next home */
     uint32_t reply_max;
     uint32_t n;
-    uint32_t idx[OL_KP_GET_KEYS];
+    uint32_t idx[];                 /* [n] */
 };
 
 static void kp_fetch_back(ol_loop *loop, struct ol_msg *m);
@@ -516,10 +524,19 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
     struct kp_get *g = arg;
     struct kp_fetch *f = g->f;
     struct ol_kvpool *kp = f->kc->kp;
-    uint32_t again[OL_KP_GET_KEYS], na = 0, i = 0;  /* keys for their next home */
+    uint32_t again[OL_KP_CALL_KEYS], na = 0, i = 0;  /* keys for their next home */
     uint32_t big[OL_KP_GET_KEYS], blen[OL_KP_GET_KEYS], nb = 0;  /* to ask again */
     if (rc != OL_RPC_OK || len < 4 || ol_le_ld32(p) != g->n) {
         atomic_fetch_add(&kp->fetch_failures, 1);
+    } else if (f->exists) {
+        /* per key 16 bytes: OK (the home has it) or NOT_FOUND (its next home) */
+        for (uint32_t off = 4; i < g->n && len - off >= 16; i++, off += 16) {
+            uint16_t st = ol_le_ld16(p + off);
+            if (st == OL_KV_OK)
+                f->k[g->idx[i]].there = true;
+            else
+                again[na++] = g->idx[i];
+        }
     } else {
         uint32_t off = 4;
         for (; i < g->n; i++) {
@@ -630,7 +647,7 @@ static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
     }
     uint64_t share = (f->deadline_ms - now) / (1 + unasked);
     uint32_t timeout = share ? (uint32_t)share : 1;
-    struct kp_get *g = calloc(1, sizeof *g);
+    struct kp_get *g = calloc(1, sizeof *g + n * sizeof *idx);
     if (!g || !rpc) {
         free(g);
         return -ENOMEM;
@@ -640,17 +657,19 @@ static int kp_get_call(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home,
     /* grants from a home whose region this node can read; their entries
      * are 40 bytes, and a value it answers itself (not granted) comes
      * back too large for this call, and is asked again alone */
-    g->grant = !plain && kp_grants(kp, rpc, f, home);
+    g->grant = !plain && !f->exists && kp_grants(kp, rpc, f, home);
     g->again = plain;
     if (g->grant)
         reply_max = 4 + OL_KP_GRANT_LEN * n;
+    if (f->exists)
+        reply_max = 4 + 16 * n;
     g->reply_max = reply_max;
     uint8_t hdr[8];
     ol_le_st16(hdr, f->nslen);
-    ol_le_st16(hdr + 2, g->grant ? OL_KP_GRANT : 0);
+    ol_le_st16(hdr + 2, f->exists ? OL_KP_EXISTS : g->grant ? OL_KP_GRANT : 0);
     ol_le_st32(hdr + 4, n);
-    struct iovec iov[2 + 2 * OL_KP_GET_KEYS];
-    uint8_t klens[OL_KP_GET_KEYS][2];
+    struct iovec iov[2 + 2 * OL_KP_CALL_KEYS];
+    uint8_t klens[OL_KP_CALL_KEYS][2];
     int ni = 0;
     iov[ni++] = (struct iovec){hdr, 8};
     iov[ni++] = (struct iovec){f->bytes + f->nsoff, f->nslen};
@@ -678,7 +697,7 @@ static int kp_get_or_later(struct ol_kvpool *kp, struct kp_fetch *f, int64_t hom
     int rc = kp_get_call(kp, f, home, idx, n, reply_max, plain);
     if (rc != -EAGAIN)
         return rc;
-    struct kp_later *l = malloc(sizeof *l);
+    struct kp_later *l = malloc(sizeof *l + n * sizeof *idx);
     if (!l)
         return -ENOMEM;
     l->home = home;
@@ -845,8 +864,10 @@ static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint
          * values as fit its reply, going by the last length a home said
          * (a grant's entry is small: OL_KP_GET_KEYS) */
         int64_t home = f->k[idx[0]].home;
-        uint32_t call[OL_KP_GET_KEYS], n = 0, most = OL_KP_GET_KEYS, rm = kp->reply_max;
-        if (!kp_grants(kp, rpc, f, home)) {
+        uint32_t call[OL_KP_CALL_KEYS], n = 0, most = OL_KP_GET_KEYS, rm = kp->reply_max;
+        if (f->exists) {
+            most = OL_KP_EXISTS_KEYS;   /* 16 bytes a key in the reply */
+        } else if (!kp_grants(kp, rpc, f, home)) {
             uint64_t one = 20 + (uint64_t)f->hint;   /* a reply of one such value */
             uint64_t fit = (kp->reply_max - 4) / (one - 4);
             most = fit < 1 ? 1 : fit < OL_KP_GET_KEYS ? (uint32_t)fit : OL_KP_GET_KEYS;
@@ -897,6 +918,19 @@ static void kp_fetch_back(ol_loop *loop, struct ol_msg *m)
     struct ol_kvpool *kp = kc->kp;
     struct ol_kv_server *srv = kp->d->kv_servers[kc->core];
     uint32_t ns = (uint32_t)ol_kv_ns_seed(f->bytes + f->nsoff, f->nslen);
+    if (f->exists) {
+        /* the hashes of the keys a home has, written over the keys read
+         * before them (there[j] never reaches past k[j]) */
+        struct ol_kv_hash *there = (struct ol_kv_hash *)f->k;
+        uint32_t nt = 0;
+        _Static_assert(sizeof(struct kp_key) >= sizeof(struct ol_kv_hash), "in place");
+        for (uint32_t i = 0; i < f->n; i++)
+            if (f->k[i].there)
+                memmove(&there[nt++], &f->k[i].h, sizeof *there);
+        atomic_fetch_add(&kp->lookup_hits, nt);
+        ol_kv_server_fetched(srv, f->token, there, nt);
+        goto done;
+    }
     for (uint32_t i = 0; i < f->n; i++) {
         struct kp_key *k = &f->k[i];
         if (!k->value)
@@ -907,7 +941,8 @@ static void kp_fetch_back(ol_loop *loop, struct ol_msg *m)
             atomic_fetch_add(&kp->fetched_keys, 1);
         free(k->value);
     }
-    ol_kv_server_fetched(srv, f->token);
+    ol_kv_server_fetched(srv, f->token, NULL, 0);
+done:
     atomic_fetch_sub(&kc->fetches, 1);
     free(f);
     atomic_fetch_sub(&kp->inflight, 1);
@@ -937,6 +972,7 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
     f->kc = kc;
     f->later = f->later_tail = f->later_first = NULL;
     f->hint = 0;
+    f->exists = r->exists;
     f->wnext = NULL;
     f->rmas = NULL;
     f->rma_timer = (struct ol_timer){.fn = kp_rma_timeout};
@@ -1122,6 +1158,7 @@ struct kp_serve {
     struct kp_part *parts;          /* one per core with keys */
     uint64_t reserved;              /* of kp->serve_bytes, given back at the reply */
     bool grant;                     /* KV_GET: keys in RAM answered with grants */
+    bool exists;                    /* KV_GET: whether each key is here, no values */
     struct ol_kv_grant *gr;         /* [n] when grant: status OL_KP_ST_GRANT */
 };
 
@@ -1163,6 +1200,12 @@ static void kp_serve_reply(struct kp_serve *sv)
                     atomic_fetch_add(&kp->served_grants, 1);
                     continue;
                 }
+                if (sv->exists) {   /* OK or NOT_FOUND, no value */
+                    memset(h, 0, 16);
+                    ol_le_st16(h, sv->status[i] == OL_KV_OK ? OL_KV_OK : OL_KV_NOT_FOUND);
+                    iov[ni++] = (struct iovec){h, 16};
+                    continue;
+                }
                 bool ok = sv->status[i] == OL_KV_OK && sv->k[i].value;
                 bool big = sv->status[i] == OL_KV_TOO_LARGE_ST;
                 ol_le_st16(h, ok ? OL_KV_OK : (sv->status[i] ? sv->status[i] : OL_KV_NOT_FOUND));
@@ -1175,7 +1218,7 @@ static void kp_serve_reply(struct kp_serve *sv)
                     iov[ni++] = (struct iovec){sv->k[i].value, sv->k[i].len};
             }
             ol_rpc_reply(sv->req, OL_RPC_OK, iov, ni);
-            atomic_fetch_add(&kp->served_gets, 1);
+            atomic_fetch_add(sv->exists ? &kp->served_exists : &kp->served_gets, 1);
         }
         free(hdrs);
         free(iov);
@@ -1390,7 +1433,13 @@ static void kp_part_run(ol_loop *loop, struct ol_msg *m)
         if (sv->core_of[i] != pt->core)
             continue;
         struct kp_key *k = &sv->k[i];
-        if (sv->op == OP_KV_PUT) {
+        if (sv->exists) {
+            /* here in RAM, being read in, or on the disk tier: nothing read */
+            uint64_t len = 0;
+            sv->status[i] = ol_kv_server_where(srv, sv->tenant, sv->ns, k->h, &len) !=
+                                    OL_KV_WHERE_MISS
+                                ? OL_KV_OK : OL_KV_NOT_FOUND;
+        } else if (sv->op == OP_KV_PUT) {
             uint32_t nsl = ol_le_ld16(pl), kl = ol_le_ld16(pl + 2);
             sv->status[i] = (uint16_t)ol_kv_server_store(srv, sv->tenant, sv->ns, k->h,
                                                          pl + k->koff, k->klen,
@@ -1400,7 +1449,7 @@ static void kp_part_run(ol_loop *loop, struct ol_msg *m)
         }
     }
     uint64_t now = ol_loop_now_ms(loop);
-    if (sv->op == OP_KV_PUT || kp_part_step(pt, now)) {
+    if (sv->op == OP_KV_PUT || sv->exists || kp_part_step(pt, now)) {
         kp_part_end(pt);
         return;
     }
@@ -1447,8 +1496,9 @@ static void kp_serve_parts(struct ol_rpc_req *req, struct ol_kvpool *kp, int op)
     } else {
         n = ol_le_ld32(pl + 4);
         off = 8 + nsl;
+        uint16_t fl = ol_le_ld16(pl + 2);
         if (nsl == 0 || nsl > OL_KV_MAX_NAMESPACE || n == 0 || n > 4096 || off > len ||
-            (ol_le_ld16(pl + 2) & ~OL_KP_GRANT))
+            (fl & ~(OL_KP_GRANT | OL_KP_EXISTS)) || fl == (OL_KP_GRANT | OL_KP_EXISTS))
             goto bad;
     }
     if (off > len)
@@ -1472,7 +1522,8 @@ static void kp_serve_parts(struct ol_rpc_req *req, struct ol_kvpool *kp, int op)
      * grant's: 40 bytes), and no more than this node lends all its peers'
      * requests at once */
     uint64_t ent = grsz ? OL_KP_GRANT_LEN : 16;
-    uint64_t budget = op == OP_KV_GET && req->reply_max > 4 + ent * n
+    bool exists = op == OP_KV_GET && (ol_le_ld16(pl + 2) & OL_KP_EXISTS);
+    uint64_t budget = op == OP_KV_GET && !exists && req->reply_max > 4 + ent * n
                           ? req->reply_max - 4 - ent * n : 0;
     if (budget > OL_KP_REPLY_MAX * 2)
         budget = OL_KP_REPLY_MAX * 2;
@@ -1492,6 +1543,7 @@ static void kp_serve_parts(struct ol_rpc_req *req, struct ol_kvpool *kp, int op)
     /* the region mapped is the default tenant's slab: another tenant's
      * keys are answered with their bytes (each entry says which) */
     sv->grant = grsz && kp->granting && sv->tenant == 0;
+    sv->exists = exists;
     uint64_t seed = ol_kv_ns_seed(ns, nsl);
     sv->ns = (uint32_t)seed;
     for (uint32_t i = 0; i < n; i++) {
@@ -1660,7 +1712,9 @@ size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      "openlake_kvpool_rma_keys_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_rma_bytes_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_rma_retries_total{cluster=\"%s\"} %llu\n"
-                     "openlake_kvpool_served_grants_total{cluster=\"%s\"} %llu\n",
+                     "openlake_kvpool_served_grants_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_lookup_hits_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_served_exists_total{cluster=\"%s\"} %llu\n",
                      c, (unsigned long long)atomic_load(&kp->fetched_keys), c,
                      (unsigned long long)atomic_load(&kp->fetch_misses), c,
                      (unsigned long long)atomic_load(&kp->fetch_failures), c,
@@ -1674,7 +1728,9 @@ size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      (unsigned long long)atomic_load(&kp->rma_keys), c,
                      (unsigned long long)atomic_load(&kp->rma_bytes), c,
                      (unsigned long long)atomic_load(&kp->rma_retries), c,
-                     (unsigned long long)atomic_load(&kp->served_grants));
+                     (unsigned long long)atomic_load(&kp->served_grants), c,
+                     (unsigned long long)atomic_load(&kp->lookup_hits), c,
+                     (unsigned long long)atomic_load(&kp->served_exists));
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -142,6 +142,8 @@ struct ol_kv_conn {
      * served waits for keys fetched from their home nodes */
     uint8_t fetch_state;      /* FETCH_NONE, FETCH_PENDING (token), FETCH_DONE */
     uint64_t fetch_token;
+    struct ol_kv_hash *there; /* a LOOKUP's keys their homes have, sorted (malloc) */
+    uint32_t nthere;
     uint16_t nslen;           /* the namespace of HELLO */
     uint16_t version;         /* negotiated in HELLO: frames up to it are served */
     char nsb[OL_KV_MAX_NAMESPACE];
@@ -277,6 +279,7 @@ static void ol_kvc_maybe_free(struct ol_kv_conn *c)
     struct ol_kv_server *s = c->srv;
     ol_kvc_unpark(c);
     ol_kvc_pend_remove(c);
+    free(c->there);
     if (c->hello && !c->migrating) {
         ol_kv_shard_session_close(c->sh, c->sid);
         atomic_fetch_sub(&s->svc->sessions, 1);
@@ -327,6 +330,15 @@ static struct ol_kv_conn *ol_kvc_new(struct ol_kv_server *s, int fd, bool is_uni
     s->list = c;
     s->nconns++;
     return c;
+}
+
+/* Orders key hashes (a LOOKUP's keys their homes have, c->there). */
+static int ol_kvc_hash_cmp(const void *a, const void *b)
+{
+    const struct ol_kv_hash *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return x->hi < y->hi ? -1 : x->hi > y->hi;
 }
 
 /* ---- output -------------------------------------------------------------------- */
@@ -691,7 +703,9 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
         }
         ol_kv_shard_lookup(sh, c->ns, s->hs, n, s->present);
         for (uint32_t i = 0; i < n; i++)
-            ol_kv_enc_lookup_hit(&e, s->present[i]);
+            ol_kv_enc_lookup_hit(&e, s->present[i] ||
+                                         (c->nthere && bsearch(&s->hs[i], c->there, c->nthere,
+                                                               sizeof *c->there, ol_kvc_hash_cmp)));
         break;
     }
     case OL_KV_OP_RESERVE: {
@@ -958,10 +972,11 @@ static void ol_kvs_disk_done(void *ctx, int ev, uint64_t tag, int status,
 
 /* ---- the cluster's KV pool ------------------------------------------------------ */
 
-/* Before a LOOKUP, ACQUIRE or GET: the frame's keys that are nowhere here
- * and homed on another node are fetched first. Returns true when the frame
- * must wait (the connection is parked). */
-static bool ol_kvc_fetch(struct ol_kv_conn *c, const struct ol_kv_dec *frame)
+/* Before an ACQUIRE or GET: the frame's keys that are nowhere here and
+ * homed on another node are fetched first; before a LOOKUP (`lookup`),
+ * their homes are asked whether they have them (c->there). Returns true
+ * when the frame must wait (the connection is parked). */
+static bool ol_kvc_fetch(struct ol_kv_conn *c, const struct ol_kv_dec *frame, bool lookup)
 {
     struct ol_kv_server *s = c->srv;
     uint64_t now = ol_loop_now_ms(s->loop);
@@ -996,7 +1011,7 @@ static bool ol_kvc_fetch(struct ol_kv_conn *c, const struct ol_kv_dec *frame)
     struct ol_kv_fetch_req r = {
         .core = s->core, .tenant = (int)(c->t - s->svc->tenants), .ns = c->nsb,
         .nslen = c->nslen, .n = n, .hs = s->hs, .homes = s->homes, .keys = s->kp,
-        .klens = s->kl,
+        .klens = s->kl, .exists = lookup,
         .token = ++s->fetch_seq};
     if (s->remote.fetch(s->remote.arg, &r) < 0)
         return false;
@@ -1071,10 +1086,18 @@ int ol_kv_server_set_remote(struct ol_kv_server *s, const struct ol_kv_remote *r
     return 0;
 }
 
-void ol_kv_server_fetched(struct ol_kv_server *s, uint64_t token)
+void ol_kv_server_fetched(struct ol_kv_server *s, uint64_t token, const struct ol_kv_hash *there,
+                          uint32_t n)
 {
     for (struct ol_kv_conn *c = s->parked; c; c = c->park_next)
         if (c->fetch_state == FETCH_PENDING && c->fetch_token == token) {
+            OL_ASSERT(!c->there);
+            /* without memory for the list, they are misses */
+            if (n && (c->there = malloc(n * sizeof *there)) != NULL) {
+                memcpy(c->there, there, n * sizeof *there);
+                qsort(c->there, n, sizeof *there, ol_kvc_hash_cmp);
+                c->nthere = n;
+            }
             c->fetch_state = FETCH_DONE;
             c->park_since = 0;
             ol_kvs_rekick(s);
@@ -1233,7 +1256,7 @@ static void ol_kvc_process(struct ol_kv_conn *c)
         if (s->has_remote && c->sh &&
             (h.opcode == OL_KV_OP_LOOKUP || (h.opcode == OL_KV_OP_ACQUIRE && c->shm) ||
              h.opcode == OL_KV_OP_GET) &&
-            ol_kvc_fetch(c, &d))
+            ol_kvc_fetch(c, &d, h.opcode == OL_KV_OP_LOOKUP))
             break; /* parked until its keys came from their homes */
         if (c->sh && c->sh->disk && /* ACQUIRE and GET come after HELLO */
             ((h.opcode == OL_KV_OP_ACQUIRE && c->shm) || h.opcode == OL_KV_OP_GET) &&
@@ -1246,6 +1269,9 @@ static void ol_kvc_process(struct ol_kv_conn *c)
             ol_kvc_handle_hello(c, &h, &d);
         else
             ol_kvc_dispatch(c, &h, &d);
+        free(c->there);
+        c->there = NULL;
+        c->nthere = 0;
         if (c->closing)
             break;
         if (!c->close_after) {

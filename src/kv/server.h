@@ -26,11 +26,13 @@ struct ol_kv_server;
 
 /*
  * The cluster's KV pool as the KV server sees it (the daemon provides it:
- * daemon/kvpool.c; docs/cluster.md "The KV pool"). With it set, a LOOKUP,
- * an ACQUIRE (shared memory) or a GET whose keys are missing here and homed
+ * daemon/kvpool.c; docs/cluster.md "The KV pool"). With it set, an
+ * ACQUIRE (shared memory) or a GET whose keys are missing here and homed
  * on another node waits (the connection parked, at most wait_ms) while
  * they are fetched from their home into this shard, then is answered from
- * here; and a value stored here (COMMIT, PUT) that is homed on another
+ * here; a LOOKUP of such keys waits while their homes are asked only
+ * whether they have them (no value moves: `exists`), and counts those
+ * they have as present; and a value stored here (COMMIT, PUT) that is homed on another
  * node is handed to `saved`, which sends a copy home. Every hook runs on
  * the core's thread and must not block.
  */
@@ -43,6 +45,7 @@ struct ol_kv_fetch_req {
     const int64_t *homes;           /* each key's home (home_of) */
     const uint8_t *const *keys;
     const uint16_t *klens;
+    bool exists;                    /* whether the homes have them, not their values */
     uint64_t token;                 /* for ol_kv_server_fetched */
 };
 
@@ -103,8 +106,11 @@ int ol_kv_server_port(const struct ol_kv_server *s);
 /* Turns the pool on for this core's server (on its thread, before it
  * serves): opens a session per tenant on its shards. 0 or -errno. */
 int ol_kv_server_set_remote(struct ol_kv_server *s, const struct ol_kv_remote *r);
-/* The fetch of `token` is over (what came is stored): its frame runs again. */
-void ol_kv_server_fetched(struct ol_kv_server *s, uint64_t token);
+/* The fetch of `token` is over (what came is stored): its frame runs
+ * again. For an `exists` fetch, there[0, n) are the hashes of the keys a
+ * home has (copied): the LOOKUP counts them as present. */
+void ol_kv_server_fetched(struct ol_kv_server *s, uint64_t token, const struct ol_kv_hash *there,
+                          uint32_t n);
 /*
  * For the pool, on the core's thread: stores value[0, len) under key (hash
  * h, namespace id ns) in tenant `tenant`'s shard of this core, checking

@@ -331,6 +331,31 @@ def test_a_home_serves_keys_its_ram_evicted_to_disk(etcd, make_daemon, tmp_path)
     assert homed_a >= served >= homed_a - 32, (served, homed_a)
 
 
+def test_a_lookup_asks_the_homes_and_moves_no_value(etcd, make_daemon, tmp_path):
+    """A LOOKUP on a node that has none of the keys asks their homes only
+    whether they have them (KV_GET with EXISTS): keys in the home's RAM
+    and keys on its disk tier only are present, a key never saved is not,
+    and no value crosses (none fetched, none served, no disk read). The
+    GET after it fetches the values, byte for byte."""
+    (a, b), tok = pool(make_daemon, etcd, tmp_path, timeout_ms="2000", extra=DISK)
+    pairs = values(b"lku", 64)
+    with shm(a, tok) as c:
+        put_written(c, pairs)
+        assert c.stats()["evictions"] > 0   # some of a's keys are on its disk tier only
+    homed_a = len(pairs) - settled_pushes(a)
+    keys = [k for k, _ in pairs]
+    with shm(b, tok) as c:
+        found = c.lookup(keys + [b"lku-never-saved"])
+        assert found.present == [True] * len(keys) + [False]
+        assert found.leading == len(keys)
+    assert kpm(b, "fetched_keys_total") == 0
+    assert kpm(b, "lookup_hits_total") == homed_a
+    assert kpm(a, "served_gets_total") == 0 and kpm(a, "served_disk_keys_total") == 0
+    assert kpm(a, "served_exists_total") >= 1
+    assert get_all(b, tok, pairs) == [v for _, v in pairs]
+    assert kpm(b, "fetched_keys_total") == homed_a
+
+
 def test_a_restarted_home_serves_what_its_disk_tier_kept(etcd, make_daemon, tmp_path):
     """The home is killed (-9) once its values are on its disk tier, and
     comes back with an empty RAM: a third node, which never had the keys,

@@ -826,11 +826,16 @@ def kill_a_home_then_restart_it(engine, baseline, nodes):
     second = long_run(engine, nodes[2])
     took = time.time() - t0
     same_as(baseline, second, ["long"])
-    # every key but the dead home's, and none of its: not all, not nothing
-    assert m(3, "fetched_keys_total") == homed[1] + homed[other], homed
+    # the lookup found every key but the dead home's, and none of its:
+    # not all, not nothing (its homes asked whether they have them)
+    assert m(3, "lookup_hits_total") == homed[1] + homed[other], homed
     assert m(3, "fetch_failures_total") > 0
     hit = cached(second)[0]
     assert hit % BS == 0 and hit < LONG * BS, (hit, homed)
+    # the load fetched the keys of the blocks before the first with a key
+    # on the dead home, but node 3's own: no more, no other
+    blocks = hit // BS
+    assert 2 * blocks - homed[3] <= m(3, "fetched_keys_total") <= 2 * blocks, (hit, homed)
     assert "OpenLakeConnector is off" not in second["log"]
 
     # The home is back: on its data dir, a member and every node's peer again.
@@ -922,7 +927,8 @@ class Partition:
         assert sum(c["counters"]["vllm:openlake_load_failed_blocks"] for c in out["calls"]) == 0
         # Each call to a cut-off home waited out its deadline (at most
         # one per home and LOOKUP: the prompt's 14 keys fit one call's
-        # 16); a LOOKUP's calls run side by side, so its stall is at
+        # 512; its load fetches only the blocks before the first miss,
+        # none behind the cut); a LOOKUP's calls run side by side, so its stall is at
         # most kv_timeout_ms + 100 ms (its wait; lookup_stall measures
         # it: 0.51 s) and the run's at most that times the calls that
         # timed out (counting a LOOKUP that asked both homes twice). On

@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("vllm.openlake_connector")
 
+# A load asks for this many bytes of values at a time, whole blocks, in
+# prefix order, and stops at the first part with a key missing (vLLM
+# recomputes from there). In a cluster the local daemon fetches each part's
+# keys from their homes within cluster.kv_timeout_ms (docs/cluster.md "The
+# KV pool"): a part must fit in it, a whole 32K prefix need not.
+_LOAD_PART_BYTES = 32 << 20
+
 
 def _block_parts(t, nb: int, name: str) -> list[torch.Tensor]:
     """A layer's KV as tensors indexed by block id on dim 0: vLLM's CPU and
@@ -428,7 +435,18 @@ class _Worker:
         staged = self._stage(t, load=True)
         good = [True] * len(t.prefixes)
         keys, bufs, blk = self._io_lists(t, staged)
-        res = self.store.get(keys, bufs)
+        res: list[int | None] = [None] * len(keys)
+        s = 0
+        while s < len(keys):
+            e, nb = s + 1, bufs[s].nbytes
+            while e < len(keys) and (blk[e] == blk[e - 1] or
+                                     nb + bufs[e].nbytes <= _LOAD_PART_BYTES):
+                nb += bufs[e].nbytes
+                e += 1
+            res[s:e] = self.store.get(keys[s:e], bufs[s:e])
+            if any(res[j] != bufs[j].nbytes for j in range(s, e)):
+                break      # the blocks from here on are recomputed: not loaded
+            s = e
         for j, i in enumerate(blk):
             if res[j] != bufs[j].nbytes:
                 good[i] = False
