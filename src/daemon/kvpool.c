@@ -34,7 +34,8 @@
  * fetch's calls all end by its deadline (each gets an equal share, with
  * its keys' homes not yet asked, of what is left), each key asked of each
  * home at most once, and once more when its value did not fit (below); a
- * KV_GET call asks at most OL_KP_GET_KEYS keys, as many values as fit its
+ * KV_GET call asks at most OL_KP_GET_KEYS keys (a LOOKUP's EXISTS call
+ * OL_KP_EXISTS_KEYS, of OL_KP_EXISTS_BYTES at most), as many values as fit its
  * reply going by the last value length a home said to the fetch, and takes a reply of
  * a quarter of the node RPC's reply window (OL_KP_REPLY_MAX at most; one
  * value larger than that by the same length, one key with room for it); a
@@ -97,6 +98,8 @@
 #define OL_KP_DISK_READS 16
 #define OL_KP_RMA_BYTES  (256ull << 20)
 #define OL_KP_EXISTS_KEYS 512    /* keys a call when asking only whether homes have them */
+#define OL_KP_EXISTS_BYTES (32u << 10) /* and their bytes (2 + key_len each), under the
+                                          smallest window (cluster.rpc_window_bytes) */
 #define OL_KP_CALL_KEYS  OL_KP_EXISTS_KEYS /* the most keys of any KV_GET call */
 #define OL_KP_GRANT      1u      /* KV_GET flags: grants where the home can */
 #define OL_KP_EXISTS     2u      /* KV_GET flags: whether the home has each key, no values */
@@ -532,11 +535,15 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
         /* per key 16 bytes: OK (the home has it) or NOT_FOUND (its next home) */
         for (uint32_t off = 4; i < g->n && len - off >= 16; i++, off += 16) {
             uint16_t st = ol_le_ld16(p + off);
+            if (st != OL_KV_OK && st != OL_KV_NOT_FOUND)
+                break;  /* not an EXISTS answer: the rest as a failed call */
             if (st == OL_KV_OK)
                 f->k[g->idx[i]].there = true;
             else
                 again[na++] = g->idx[i];
         }
+        if (i < g->n)
+            atomic_fetch_add(&kp->fetch_failures, 1);
     } else {
         uint32_t off = 4;
         for (; i < g->n; i++) {
@@ -875,11 +882,15 @@ static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint
                 rm = (uint32_t)one;   /* larger than a call's share: alone, with room */
         }
         w = 0;
+        uint32_t kbytes = 0;   /* an EXISTS call's keys: OL_KP_EXISTS_BYTES at most */
         for (uint32_t i = 0; i < m; i++) {
-            if (n < most && f->k[idx[i]].home == home)
+            if (n < most && f->k[idx[i]].home == home &&
+                (!f->exists || n == 0 || kbytes + 2u + f->k[idx[i]].klen <= OL_KP_EXISTS_BYTES)) {
+                kbytes += 2u + f->k[idx[i]].klen;
                 call[n++] = idx[i];
-            else
+            } else {
                 idx[w++] = idx[i];
+            }
         }
         m = w;
         int rc = kp_get_or_later(kp, f, home, call, n, rm, false);

@@ -702,10 +702,17 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
             return;
         }
         ol_kv_shard_lookup(sh, c->ns, s->hs, n, s->present);
-        for (uint32_t i = 0; i < n; i++)
-            ol_kv_enc_lookup_hit(&e, s->present[i] ||
-                                         (c->nthere && bsearch(&s->hs[i], c->there, c->nthere,
-                                                               sizeof *c->there, ol_kvc_hash_cmp)));
+        uint32_t homed = 0; /* keys their homes have: hits, not misses */
+        for (uint32_t i = 0; i < n; i++) {
+            if (!s->present[i] && c->nthere &&
+                bsearch(&s->hs[i], c->there, c->nthere, sizeof *c->there, ol_kvc_hash_cmp)) {
+                s->present[i] = 1;
+                homed++;
+            }
+            ol_kv_enc_lookup_hit(&e, s->present[i]);
+        }
+        sh->st.hits += homed;
+        sh->st.misses -= homed;
         break;
     }
     case OL_KV_OP_RESERVE: {
@@ -996,6 +1003,10 @@ static bool ol_kvc_fetch(struct ol_kv_conn *c, const struct ol_kv_dec *frame, bo
     uint32_t n = 0;
     while (ol_kv_dec_key(&d, &k) == 1 && n < OL_KVS_MAX_ITEMS) {
         struct ol_kv_hash kh = ol_kv_key_hash(c->ns_seed, k.p, k.len);
+        if (lookup && ol_kv_shard_of(s->svc, kh) != s->core) {
+            n = 0;  /* a LOOKUP with another shard's key is answered WRONG_SHARD: ask nothing */
+            break;
+        }
         if (ol_kv_shard_of(s->svc, kh) != s->core ||
             ol_kv_shard_where(c->sh, c->ns, kh) != OL_KV_WHERE_MISS ||
             (s->homes[n] = s->remote.home_of(s->remote.arg, kh)) < 0)

@@ -345,9 +345,12 @@ def test_a_lookup_asks_the_homes_and_moves_no_value(etcd, make_daemon, tmp_path)
     homed_a = len(pairs) - settled_pushes(a)
     keys = [k for k, _ in pairs]
     with shm(b, tok) as c:
+        st0 = c.stats()
         found = c.lookup(keys + [b"lku-never-saved"])
         assert found.present == [True] * len(keys) + [False]
         assert found.leading == len(keys)
+        st1 = c.stats()      # the keys their homes have count as hits
+        assert (st1["hits"] - st0["hits"], st1["misses"] - st0["misses"]) == (len(keys), 1)
     assert kpm(b, "fetched_keys_total") == 0
     assert kpm(b, "lookup_hits_total") == homed_a
     assert kpm(a, "served_gets_total") == 0 and kpm(a, "served_disk_keys_total") == 0
@@ -450,6 +453,15 @@ def test_with_two_homes_a_dead_node_loses_no_block(etcd, make_daemon, tmp_path):
     dead.proc.kill()
     dead.proc.wait()
     reader = nodes[3]
+    # a LOOKUP finds every key: those first homed on the dead node at their
+    # second home (EXISTS asks the next home), and moves no value
+    from openlake_client import Client
+    with Client(str(reader.data / "kv.sock"), token=open(tok).read().strip(),
+                namespace="pool") as c:
+        present, _ = c.exists([k.encode() for k in vals])
+    assert present == [True] * len(vals)
+    assert kpm(reader, "lookup_hits_total") == sum(4 not in hs for hs in where.values())
+    assert kpm(reader, "fetched_keys_total") == 0
     for k in sorted(vals, key=lambda k: where[k][0] != 2):    # those homed first on 2 first
         t0 = time.time()
         res = kv(reader, tok, "get", k)
