@@ -183,7 +183,9 @@ def test_a_home_that_is_down_costs_misses_and_dropped_saves(etcd, make_daemon, t
 def test_with_two_homes_a_load_goes_to_the_next_home(etcd, make_daemon, tmp_path):
     """cluster.kv_replicas = 2: the save goes to the first home, which sends
     the second its copy; with the first home dead, lookups and loads find
-    every key at its second home, straight from the client."""
+    every key at its second home, straight from the client, and a save
+    whose first home is the dead one goes to its second home instead of
+    being dropped."""
     nodes, tok = pool(make_daemon, etcd, tmp_path, n=3, timeout_ms="2000",
                       extra=["--cluster.kv-replicas", "2", "--cluster.lease-ttl-secs", "10"])
     settled(nodes, tok)
@@ -208,6 +210,14 @@ def test_with_two_homes_a_load_goes_to_the_next_home(etcd, make_daemon, tmp_path
     out = [bytearray(VAL) for _ in keys]
     assert store.get(keys, out) == [VAL] * len(keys)
     assert all(bytes(o) == v for o, v in zip(out, vals))
+    new = [os.urandom(32) + bytes(6) for _ in range(60)]
+    nvals = [os.urandom(VAL) for _ in new]
+    nwhere = [placement.homes([(1, 1), (2, 1), (3, 1)], NS.encode(), k, 2) for k in new]
+    assert sum(hs[0] == 2 for hs in nwhere) >= 5
+    assert store.put(new, nvals) == [0] * len(new)         # none dropped
+    out = [bytearray(VAL) for _ in new]
+    assert store.get(new, out) == [VAL] * len(new)
+    assert all(bytes(o) == v for o, v in zip(out, nvals))
     dead.stop(expect_rc=None)
     store.close()
 

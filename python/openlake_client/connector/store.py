@@ -9,7 +9,8 @@ call, every _MEMBERS_EVERY_S after, and again soon after a call fails (at
 most once per openlake_reconnect_secs). In a cluster each key goes straight
 to its homes, placed by the nodes' own rule (openlake_client.Placement,
 docs/cluster.md "Placement"): a save to its first home (which sends the
-other homes their copies), a lookup and a load to its first home, then to
+other homes their copies; a save its first home did not answer goes to
+the next), a lookup and a load to its first home, then to
 the next home for the keys a home did not have (cluster.kv_replicas > 1);
 each member reached at its kv_addr with the same token, connected lazily.
 A home that is down costs its keys' misses and dropped saves. Without a
@@ -265,8 +266,10 @@ class _Store:
 
     def put(self, keys: list[bytes], bufs: list[Any]) -> list[int | None]:
         """Per key a status (OK, EXISTS, NOSPACE...), None when its node was
-        not reached. In a cluster, saved at its first home only."""
-        return self._routed("save", "put", keys, bufs, lambda r: True)
+        not reached. In a cluster, saved at its first home (which sends the
+        other homes their copies), or at its next home when the first was
+        not reached (kv_replicas > 1: the save is not lost with one home)."""
+        return self._routed("save", "put", keys, bufs, lambda r: r is not None)
 
     def get(self, keys: list[bytes], bufs: list[Any]) -> list[int | None]:
         """Per key the length read or -status, None when no node was reached;
