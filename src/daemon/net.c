@@ -438,6 +438,9 @@ static int net_init(ol_loop *loop, void *arg)
         .secret_len = strlen(c->cluster.secret),
         .listen_addr = c->rpc_addr,
         .transport = c->transport == OL_TRANSPORT_UCX ? "ucx" : "tcp",
+        .tls_cert = c->rpc_tls_cert,
+        .tls_key = c->rpc_tls_key,
+        .tls_ca = c->rpc_tls_ca,
         .window = (uint32_t)c->cluster.rpc_window_bytes,
     };
     if (ol_rpc_create(loop, &p, &n->rpc, n->err, sizeof n->err) < 0)
@@ -482,7 +485,10 @@ int ol_daemon_net_start(struct ol_daemon *d, char *err, size_t errlen)
     }
     d->net = n;
     ol_info("node rpc: listening on %s (%s), cluster %s", d->cfg.rpc_addr,
-            d->cfg.transport == OL_TRANSPORT_UCX ? "ucx" : "tcp", d->cfg.cluster.name);
+            d->cfg.transport == OL_TRANSPORT_UCX ? "ucx"
+            : d->cfg.rpc_tls_cert[0]             ? "tcp+tls"
+                                                 : "tcp",
+            d->cfg.cluster.name);
     return 0;
 }
 
