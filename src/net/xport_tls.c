@@ -13,7 +13,9 @@
  * `received` with plaintext only; `sent` with the plaintext bytes taken
  * from an iov, once all of their ciphertext went out. A failed handshake,
  * a peer that speaks no TLS, a bad record: the connection ends with an
- * error event (-EPROTO), and a warning at most once per XTLS_LOG_MS.
+ * error event (-EPROTO), and a warning at most once per XTLS_LOG_MS; a
+ * handshake refused sends its TLS alert before TCP stops, so that the
+ * peer learns why.
  *
  * Bounds, per connection: a send takes at most XTLS_SEND_MAX plaintext
  * bytes of its iov (rpc.c sends the rest next time); ciphertext goes out
@@ -73,6 +75,7 @@ struct tls_conn {
     bool ready;                    /* the handshake completed */
     bool got_data;                 /* plaintext came: the peer passed the handshake */
     bool shut, failed, freed;
+    bool linger;                   /* failed: TCP stops once its alert went */
     int err;                       /* failed: what rpc.c's operations end with */
     int depth;                     /* inside this connection's events */
     uint32_t pend;                 /* plain[0, pend) not yet handed up */
@@ -104,6 +107,14 @@ static void log_limited(struct tls_port *tp, const char *fmt, ...)
     ol_warn("%s", msg);
 }
 
+/* Stops c's TCP, unless its last send (a TLS alert) is still going:
+ * then at that send's end. */
+static void conn_stop_tcp(struct tls_conn *c)
+{
+    if (c->tcp && !c->linger)
+        c->tcp->t->ops->shutdown(c->tcp);
+}
+
 /* The connection ends: its TCP stops, rpc.c's operations end with err
  * (0: the peer closed) from the end of the current event, or from the
  * kick when called inside an op. */
@@ -113,8 +124,7 @@ static void conn_fail(struct tls_conn *c, int err)
         return;
     c->failed = true;
     c->err = err;
-    if (c->tcp)
-        c->tcp->t->ops->shutdown(c->tcp);
+    conn_stop_tcp(c);
     if (!c->depth)
         ol_loop_defer(c->x.t->loop, &c->kick);
 }
@@ -202,6 +212,10 @@ static void conn_tls_error(struct tls_conn *c, long rc)
     char why[256];
     ol_tls_why(c->s, why, sizeof why);
     if (!c->got_data) {
+        /* the alert that tells the peer why (its log then says so too):
+         * a few bytes into a socket that has carried no data */
+        conn_flush(c);
+        c->linger = c->t_send;
         atomic_fetch_add_explicit(&tp->failures, 1, memory_order_relaxed);
         log_limited(tp, "node rpc: TLS handshake %s a peer failed: %s",
                     c->dialer ? "dialing" : "accepting", why);
@@ -350,6 +364,10 @@ static void on_tcp_sent(struct ol_xconn *tx, int res)
     struct tls_conn *c = tx->user;
     c->depth++;
     c->t_send = false;
+    if (c->linger) {
+        c->linger = false;
+        c->tcp->t->ops->shutdown(c->tcp);
+    }
     if (c->freed || c->failed || c->shut) {
         /* ended */
     } else if (res < 0) {
@@ -462,8 +480,7 @@ static void tls_shutdown(struct ol_xconn *x)
     if (c->shut || c->freed)
         return;
     c->shut = true;
-    if (c->tcp)
-        c->tcp->t->ops->shutdown(c->tcp);
+    conn_stop_tcp(c);
     if (!c->depth)
         ol_loop_defer(x->t->loop, &c->kick);   /* ends rpc.c's operations */
 }
@@ -476,8 +493,8 @@ static void tls_free(struct ol_xconn *x)
     c->x_dial = c->x_recv = c->x_send = false;
     if (ol_timer_armed(&c->kick))
         ol_timer_cancel(x->t->loop, &c->kick);
-    if (c->tcp && (c->t_dial || c->t_recv || c->t_send))
-        c->tcp->t->ops->shutdown(c->tcp);
+    if (c->t_dial || c->t_recv || c->t_send)
+        conn_stop_tcp(c);
     c->fnext = tp->freed;
     c->fprev = NULL;
     if (tp->freed)

@@ -1765,14 +1765,17 @@ OLT_TEST(rpc_tls_certificate_of_another_ca_refused)
     tls_certs(&ts);
     struct drv d;
     uint64_t ms;
-    /* the dialer's certificate is another CA's: the acceptor refuses it */
+    /* the dialer's certificate is another CA's: the acceptor refuses it,
+     * and its alert tells the dialer */
     tls_refused(&ts.n1, &ts.x, &d, &ms);
     OLT_CHECK(metric(d.a, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
+    OLT_CHECK(metric(d.b, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
     OLT_CHECK(ms < 1000);
     teardown(&d);
     /* the acceptor's is: the dialer refuses it */
     tls_refused(&ts.x, &ts.n2, &d, &ms);
     OLT_CHECK(metric(d.b, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
+    OLT_CHECK(metric(d.a, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
     OLT_CHECK(ms < 1000);
     teardown(&d);
 }
