@@ -4,8 +4,9 @@
  *
  * Owns: the "net" loop and its thread (not a data core: it runs no S3 or
  * KV connection), the ol_rpc endpoint listening on rpc_addr with the
- * cluster secret, and the sync that makes every other member a peer (at
- * the numeric rpc_addr of its record) and forgets members that left. The
+ * cluster secret (over TLS with rpc_tls_cert, rpc_tls_key and rpc_tls_ca),
+ * and the sync that makes every other member a peer (at the numeric
+ * rpc_addr of its record) and forgets members that left. The
  * sync checks the membership view's revision (cluster/member.h) every
  * OL_NET_SYNC_MS and copies the view only when it moved; the endpoint
  * carries that revision in its frames, and a peer's newer one (held for

@@ -716,16 +716,10 @@ static void conn_close(struct ol_rpc_conn *c)
 __attribute__((format(printf, 2, 3)))
 static void log_limited(struct ol_rpc *r, const char *fmt, ...)
 {
-    uint64_t now = now_ms(r);
-    if (r->log_ms && now - r->log_ms < OL_RPC_LOG_MS)
-        return;
-    r->log_ms = now;
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    ol_vwarn_limited(&r->log_ms, now_ms(r), OL_RPC_LOG_MS, fmt, ap);
     va_end(ap);
-    ol_warn("%s", msg);
 }
 
 /* A connection over x (a dialer's: NULL until its dial started). */

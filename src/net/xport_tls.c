@@ -35,7 +35,6 @@
 #include "net/xport.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,21 +90,6 @@ struct tls_conn {
 static const struct ol_xport_ops tls_ops;
 
 static struct tls_port *port_of(struct tls_conn *c) { return (struct tls_port *)c->x.t; }
-
-__attribute__((format(printf, 2, 3)))
-static void log_limited(struct tls_port *tp, const char *fmt, ...)
-{
-    uint64_t now = ol_loop_now_ms(tp->t.loop);
-    if (tp->log_ms && now - tp->log_ms < XTLS_LOG_MS)
-        return;
-    tp->log_ms = now;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    ol_warn("%s", msg);
-}
 
 /* Stops c's TCP, unless its last send (a TLS alert) is still going:
  * then at that send's end. */
@@ -217,10 +201,12 @@ static void conn_tls_error(struct tls_conn *c, long rc)
         conn_flush(c);
         c->linger = c->t_send;
         atomic_fetch_add_explicit(&tp->failures, 1, memory_order_relaxed);
-        log_limited(tp, "node rpc: TLS handshake %s a peer failed: %s",
-                    c->dialer ? "dialing" : "accepting", why);
+        ol_warn_limited(&tp->log_ms, ol_loop_now_ms(tp->t.loop), XTLS_LOG_MS,
+                        "node rpc: TLS handshake %s a peer failed: %s",
+                        c->dialer ? "dialing" : "accepting", why);
     } else {
-        log_limited(tp, "node rpc: a TLS session with a peer failed: %s", why);
+        ol_warn_limited(&tp->log_ms, ol_loop_now_ms(tp->t.loop), XTLS_LOG_MS,
+                        "node rpc: a TLS session with a peer failed: %s", why);
     }
     conn_fail(c, -EPROTO);
 }

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -749,6 +750,25 @@ static int bg_init(ol_loop *loop, void *arg)
     return 0;
 }
 
+/* Starts g's loop with its endpoint (bg_init). */
+static void bg_start(struct bg *g)
+{
+    struct ol_loop_params lp = {.index = 0, .cpu = -1};
+    char err[256];
+    OLT_CHECK_EQ(ol_loop_create(&lp, &g->loop, err, sizeof err), 0);
+    OLT_CHECK_EQ(ol_loop_start(g->loop, bg_init, g), 0);
+}
+
+/* Stops g's loop and frees its endpoint and loop. */
+static void bg_stop(struct bg *g)
+{
+    ol_loop_stop(g->loop);
+    ol_loop_join(g->loop);
+    ol_rpc_destroy(g->a);
+    ol_loop_destroy(g->loop);
+    transport = NULL;
+}
+
 static int dial(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -889,6 +909,27 @@ static long long metric(struct ol_rpc *r, const char *name)
     return s ? atoll(s + strlen(name)) : -1;
 }
 
+/* Six silent connections, four allowed: the two oldest go at once. */
+static void silent_six(struct bg *g)
+{
+    int fds[6];
+    uint64_t t0 = mono_ms();
+    for (int i = 0; i < 6; i++)
+        fds[i] = dial(g->port);
+    for (int i = 0; i < 2; i++) {
+        struct pollfd p = {fds[i], POLLIN, 0};
+        OLT_CHECK_EQ(poll(&p, 1, 700), 1);
+        char c;
+        OLT_CHECK_EQ(read(fds[i], &c, 1), 0);
+    }
+    struct pollfd p = {fds[5], POLLIN, 0};
+    if (mono_ms() - t0 < 800)     /* before its handshake deadline: still open */
+        OLT_CHECK_EQ(poll(&p, 1, 0), 0);
+    for (int i = 0; i < 6; i++)
+        close(fds[i]);
+    OLT_CHECK_EQ(metric(g->a, "openlake_rpc_refused_total{cause=\"unauthenticated_evicted\"} "), 2);
+}
+
 OLT_TEST(rpc_strangers_get_nothing)
 {
     struct bg g = {0};
@@ -965,23 +1006,7 @@ OLT_TEST(rpc_strangers_get_nothing)
     close(fd);
     OLT_CHECK(metric(g.a, "openlake_rpc_refused_total{cause=\"handshake_timeout\"} ") >= 1);
 
-    /* Six silent connections, four allowed: the two oldest go at once. */
-    int fds[6];
-    uint64_t t0 = mono_ms();
-    for (int i = 0; i < 6; i++)
-        fds[i] = dial(g.port);
-    for (int i = 0; i < 2; i++) {
-        struct pollfd p = {fds[i], POLLIN, 0};
-        OLT_CHECK_EQ(poll(&p, 1, 700), 1);
-        char c;
-        OLT_CHECK_EQ(read(fds[i], &c, 1), 0);
-    }
-    struct pollfd p = {fds[5], POLLIN, 0};
-    if (mono_ms() - t0 < 800)     /* before its handshake deadline: still open */
-        OLT_CHECK_EQ(poll(&p, 1, 0), 0);
-    for (int i = 0; i < 6; i++)
-        close(fds[i]);
-    OLT_CHECK_EQ(metric(g.a, "openlake_rpc_refused_total{cause=\"unauthenticated_evicted\"} "), 2);
+    silent_six(&g);
     OLT_CHECK_EQ(metric(g.a, "openlake_rpc_requests_total{} "), 0);
 
     /* A member (it knows the secret) that breaks the rules. */
@@ -1068,25 +1093,6 @@ static void ucli_init_with(struct ucli *u, uint64_t features)
 }
 
 static void ucli_init(struct ucli *u) { ucli_init_with(u, UCP_FEATURE_STREAM); }
-
-/* Starts g's loop with its endpoint (bg_init). */
-static void bg_start(struct bg *g)
-{
-    struct ol_loop_params lp = {.index = 0, .cpu = -1};
-    char err[256];
-    OLT_CHECK_EQ(ol_loop_create(&lp, &g->loop, err, sizeof err), 0);
-    OLT_CHECK_EQ(ol_loop_start(g->loop, bg_init, g), 0);
-}
-
-/* Stops g's loop and frees its endpoint and loop. */
-static void bg_stop(struct bg *g)
-{
-    ol_loop_stop(g->loop);
-    ol_loop_join(g->loop);
-    ol_rpc_destroy(g->a);
-    ol_loop_destroy(g->loop);
-    transport = NULL;
-}
 
 static ucp_ep_h ucli_dial(struct ucli *u, int port, int *failed)
 {
@@ -1588,45 +1594,36 @@ static void tls_certs(struct tls_set *ts)
     tls_files_of(&ts->x, dir, "x");
 }
 
-OLT_TEST(rpc_tls_handshake_and_calls)
+/* Runs a scenario of two endpoints with TLS on both (n1, n2). */
+static void over_tls(void (*scenario)(const char *tr))
 {
     struct tls_set ts;
     tls_certs(&ts);
     tls_a = &ts.n1;
     tls_b = &ts.n2;
-    rpc_handshake_and_calls_on(NULL);
+    scenario(NULL);
     tls_a = tls_b = NULL;
+}
+
+OLT_TEST(rpc_tls_handshake_and_calls)
+{
+    over_tls(rpc_handshake_and_calls_on);
 }
 
 /* The cluster secret's proof still runs inside TLS. */
 OLT_TEST(rpc_tls_wrong_secret_never_connects)
 {
-    struct tls_set ts;
-    tls_certs(&ts);
-    tls_a = &ts.n1;
-    tls_b = &ts.n2;
-    rpc_wrong_secret_never_connects_on(NULL);
-    tls_a = tls_b = NULL;
+    over_tls(rpc_wrong_secret_never_connects_on);
 }
 
 OLT_TEST(rpc_tls_peer_gone_fails_fast_then_reconnects)
 {
-    struct tls_set ts;
-    tls_certs(&ts);
-    tls_a = &ts.n1;
-    tls_b = &ts.n2;
-    rpc_peer_gone_fails_fast_then_reconnects_on(NULL);
-    tls_a = tls_b = NULL;
+    over_tls(rpc_peer_gone_fails_fast_then_reconnects_on);
 }
 
 OLT_TEST(rpc_tls_credits_bound_what_the_acceptor_holds)
 {
-    struct tls_set ts;
-    tls_certs(&ts);
-    tls_a = &ts.n1;
-    tls_b = &ts.n2;
-    rpc_credits_bound_what_the_acceptor_holds_on(NULL);
-    tls_a = tls_b = NULL;
+    over_tls(rpc_credits_bound_what_the_acceptor_holds_on);
 }
 
 /* Echo calls whose payloads cross TLS records (16 KiB) many times over,
@@ -1727,21 +1724,9 @@ OLT_TEST(rpc_tls_calls_across_records_byte_exact)
     tls_a = tls_b = NULL;
 }
 
-/* A call that waits for a connection that never comes: its peer's
- * connection fails (-ECONNRESET) and it keeps failing for 500 ms more. */
-static int step_refused(struct drv *d)
-{
-    if (d->phase == 0) {
-        if (d->done < 1)
-            return 0;
-        OLT_CHECK_EQ(d->rc_last, -ECONNRESET);
-        next_phase(d);
-    }
-    return mono_ms() - d->phase_ms > 500;
-}
-
-/* Runs a ping from node 2 to node 1 with files a and b; returns when it
- * failed (ms after the start in *ms), checks the peer never came up. */
+/* Runs a ping from node 2 to node 1 with files a and b: it fails
+ * (-ECONNRESET; *ms after the start) and node 2 keeps being refused (as
+ * with another secret); the peer never came up. */
 static void tls_refused(const struct tls_files *a, const struct tls_files *b, struct drv *d,
                         uint64_t *ms)
 {
@@ -1750,7 +1735,7 @@ static void tls_refused(const struct tls_files *a, const struct tls_files *b, st
     setup(d, SECRET, 0);
     uint64_t t0 = mono_ms();
     OLT_CHECK_EQ(ping(d, 8, 8), 0);
-    run(d, step_refused);
+    run(d, step_wrong_secret);
     *ms = d->done_ms - t0;
     OLT_CHECK(!ol_rpc_peer_ready(d->b, 1));
     OLT_CHECK_EQ(metric(d->b, "openlake_rpc_peer_up{peer=\"1\"} "), 0);
@@ -1808,10 +1793,7 @@ OLT_TEST(rpc_tls_strangers_get_nothing)
     tls_certs(&ts);
     tls_a = &ts.n1;
     struct bg g = {0};
-    struct ol_loop_params lp = {.index = 0, .cpu = -1};
-    char err[256];
-    OLT_CHECK_EQ(ol_loop_create(&lp, &g.loop, err, sizeof err), 0);
-    OLT_CHECK_EQ(ol_loop_start(g.loop, bg_init, &g), 0);
+    bg_start(&g);
     int st;
     uint64_t el;
     int fd = dial(g.port);
@@ -1825,24 +1807,153 @@ OLT_TEST(rpc_tls_strangers_get_nothing)
     OLT_CHECK(el >= 800 && el < 2900);
     close(fd);
     OLT_CHECK(metric(g.a, "openlake_rpc_refused_total{cause=\"handshake_timeout\"} ") >= 1);
-    /* six silent connections, four allowed: the two oldest go at once */
-    int fds[6];
-    for (int i = 0; i < 6; i++)
-        fds[i] = dial(g.port);
-    for (int i = 0; i < 2; i++) {
-        struct pollfd p = {fds[i], POLLIN, 0};
-        OLT_CHECK_EQ(poll(&p, 1, 700), 1);
-        char c;
-        OLT_CHECK_EQ(read(fds[i], &c, 1), 0);
-    }
-    for (int i = 0; i < 6; i++)
-        close(fds[i]);
-    OLT_CHECK_EQ(metric(g.a, "openlake_rpc_refused_total{cause=\"unauthenticated_evicted\"} "), 2);
+    silent_six(&g);
     OLT_CHECK(metric(g.a, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
     OLT_CHECK_EQ(metric(g.a, "openlake_rpc_requests_total{} "), 0);
-    ol_loop_stop(g.loop);
-    ol_loop_join(g.loop);
-    ol_rpc_destroy(g.a);
-    ol_loop_destroy(g.loop);
+    bg_stop(&g);
     tls_a = NULL;
+}
+
+/* ---- what crosses the wire ------------------------------------------------------- */
+
+/* A TCP relay on loopback in front of node 1's port: one connection at a
+ * time relayed both ways, the first RELAY_KEEP bytes of all that passed
+ * kept. */
+#define RELAY_KEEP (4u << 20)
+
+struct relay {
+    int lfd, port, target;
+    uint8_t *seen;
+    size_t nseen;
+    volatile int stop;
+    pthread_t th;
+};
+
+static void relay_pipe(struct relay *rl, int from, int to, int *open)
+{
+    uint8_t buf[65536];
+    ssize_t n = read(from, buf, sizeof buf);
+    if (n <= 0) {
+        *open = 0;
+        return;
+    }
+    size_t keep = rl->nseen + (size_t)n <= RELAY_KEEP ? (size_t)n : RELAY_KEEP - rl->nseen;
+    memcpy(rl->seen + rl->nseen, buf, keep);
+    rl->nseen += keep;
+    for (ssize_t w = 0; w < n;) {
+        ssize_t r = write(to, buf + w, (size_t)(n - w));
+        if (r <= 0) {
+            *open = 0;
+            return;
+        }
+        w += r;
+    }
+}
+
+static void *relay_run(void *arg)
+{
+    struct relay *rl = arg;
+    while (!rl->stop) {
+        struct pollfd lp = {rl->lfd, POLLIN, 0};
+        if (poll(&lp, 1, 50) <= 0)
+            continue;
+        int c = accept(rl->lfd, NULL, NULL);
+        if (c < 0)
+            continue;
+        int s = dial(rl->target);
+        int open = 1;
+        while (open && !rl->stop) {
+            struct pollfd p[2] = {{c, POLLIN, 0}, {s, POLLIN, 0}};
+            if (poll(p, 2, 50) <= 0)
+                continue;
+            if (p[0].revents)
+                relay_pipe(rl, c, s, &open);
+            if (open && p[1].revents)
+                relay_pipe(rl, s, c, &open);
+        }
+        close(c);
+        close(s);
+    }
+    return NULL;
+}
+
+static void relay_start(struct relay *rl, int target)
+{
+    memset(rl, 0, sizeof *rl);
+    rl->target = target;
+    rl->seen = malloc(RELAY_KEEP);
+    rl->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    OLT_CHECK_EQ(bind(rl->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    OLT_CHECK_EQ(listen(rl->lfd, 4), 0);
+    socklen_t al = sizeof a;
+    getsockname(rl->lfd, (struct sockaddr *)&a, &al);
+    rl->port = ntohs(a.sin_port);
+    OLT_CHECK_EQ(pthread_create(&rl->th, NULL, relay_run, rl), 0);
+}
+
+static void relay_stop(struct relay *rl)
+{
+    rl->stop = 1;
+    pthread_join(rl->th, NULL);
+    close(rl->lfd);
+}
+
+static const char MARKER[] = "OPENLAKE-WIRE-MARKER";
+
+static void on_marker_done(void *arg, int rc, const uint8_t *payload, uint32_t len)
+{
+    struct drv *d = arg;
+    d->done++;
+    if (rc == OL_RPC_OK && len == 64 * (sizeof MARKER - 1) &&
+        memmem(payload, len, MARKER, sizeof MARKER - 1) == payload)
+        d->ok++;
+}
+
+static int step_marker(struct drv *d)
+{
+    if (d->phase == 0) {
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        static uint8_t m[64 * (sizeof MARKER - 1)];
+        for (size_t i = 0; i < 64; i++)
+            memcpy(m + i * (sizeof MARKER - 1), MARKER, sizeof MARKER - 1);
+        struct iovec iov = {m, sizeof m};
+        OLT_CHECK_EQ(ol_rpc_call(d->b, 1, OP_ECHO, &iov, 1, sizeof m, 5000, on_marker_done, d),
+                     0);
+        next_phase(d);
+    }
+    return d->done == 1;
+}
+
+/* A call's payload, and the frames around it, cross the wire in the clear
+ * without TLS, and neither shows with it. */
+OLT_TEST(rpc_tls_wire_shows_no_plaintext)
+{
+    struct tls_set ts;
+    tls_certs(&ts);
+    for (int with = 0; with < 2; with++) {
+        tls_a = with ? &ts.n1 : NULL;
+        tls_b = with ? &ts.n2 : NULL;
+        struct drv d;
+        setup(&d, SECRET, 0);
+        ol_rpc_handle(d.a, OP_ECHO, on_echo, NULL);
+        struct relay rl;
+        relay_start(&rl, d.port);
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", rl.port);
+        OLT_CHECK_EQ(ol_rpc_peer_set(d.b, 1, addr), 0);
+        run(&d, step_marker);
+        OLT_CHECK_EQ(d.ok, 1);
+        teardown(&d);
+        relay_stop(&rl);
+        OLT_CHECK(rl.nseen > 64 * (sizeof MARKER - 1));
+        bool marker = memmem(rl.seen, rl.nseen, MARKER, sizeof MARKER - 1) != NULL;
+        bool magic = memmem(rl.seen, rl.nseen, "OLRP", 4) != NULL;
+        OLT_CHECK_EQ(marker, !with);
+        OLT_CHECK_EQ(magic, !with);
+        free(rl.seen);
+    }
+    tls_a = tls_b = NULL;
 }
