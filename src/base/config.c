@@ -1654,7 +1654,8 @@ static int read_secret_files(struct ol_config *c, char *err, size_t errlen)
     return 0;
 }
 
-/* rpc_tls_cert, rpc_tls_key and rpc_tls_ca: all or none, over TCP only;
+/* rpc_tls_cert, rpc_tls_key and rpc_tls_ca: all or none, in a cluster,
+ * over TCP only;
  * the key a regular file, its mode kept for ol_config_secret_warning. */
 static int check_rpc_tls(struct ol_config *c, char *err, size_t errlen)
 {
@@ -1674,6 +1675,9 @@ static int check_rpc_tls(struct ol_config *c, char *err, size_t errlen)
         return errf(err, errlen, "%s: given without %s (TLS on the node RPC needs this "
                     "node's certificate, its key and the CA bundle)",
                     key_where(c, find_key(names[given]), w, sizeof w), missing);
+    if (!c->cluster.name[0])
+        return errf(err, errlen, "%s: the node RPC runs in a cluster only: set cluster.name "
+                    "too", key_where(c, find_key(names[given]), w, sizeof w));
     if (c->transport != OL_TRANSPORT_TCP)
         return errf(err, errlen, "%s: TLS is for the TCP transport; UCX encrypts nothing "
                     "(transport = \"ucx\")",

@@ -280,8 +280,8 @@ int ol_config_apply_env(struct ol_config *c, char **envp, char *err,
  *   - default_parity_count <= set_drive_count / 2 when both are set;
  *   - s3_addr must differ from rpc_addr (modes all, s3) and from kv_addr
  *     (mode all);
- *   - rpc_tls_cert, rpc_tls_key and rpc_tls_ca come together, with
- *     transport "tcp"; rpc_tls_key must name a regular file (its mode is
+ *   - rpc_tls_cert, rpc_tls_key and rpc_tls_ca come together, in a
+ *     cluster, with transport "tcp"; rpc_tls_key must name a regular file (its mode is
  *     kept for ol_config_secret_warning);
  *   - mode "kv": when kv_addr was not set by any source but rpc_addr was,
  *     kv_addr = rpc_addr;
