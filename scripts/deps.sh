@@ -21,7 +21,8 @@ case "$mode" in
   run) ;;
   dist) pkgs+=(python3 python3-venv python3-dev) ;;
   test) pkgs+=(clang libclang-rt-14-dev curl python3 python3-venv python3-dev
-               default-jre-headless maven xfsprogs iproute2 etcd-server etcd-client) ;;
+               default-jre-headless maven xfsprogs iproute2 etcd-server etcd-client
+               openssl) ;;
   bench) pkgs+=(wrk nginx-light curl python3 python3-venv python3-dev fio redis-server
                 libtcmalloc-minimal4 xfsprogs iperf3 iproute2 etcd-server) ;;
   *) echo "usage: $0 run|test|dist|bench" >&2; exit 2 ;;

@@ -63,6 +63,8 @@ enum {
     KF_NO_FILE = 2,    /* flag and environment only */
     KF_REQUIRED = 4,   /* must appear in each [[table]] element */
     KF_SECRET = 8,     /* redacted by ol_config_dump */
+    KF_KEY_FILE = 16,  /* a private key's path: a regular file, warned about
+                          when group or others may read it */
 };
 
 struct ckey {
@@ -219,6 +221,18 @@ static const struct ckey ol_config_keys[] = {
      .size = CS(rpc_addr), .def = "127.0.0.1:9100",
      .doc = "A cluster node's node RPC listener (docs/node-protocol.md); "
             "mode kv without a cluster: the KV address unless kv_addr is set."},
+    {.name = "rpc_tls_cert", .kind = K_STR, .off = CO(rpc_tls_cert), .size = CS(rpc_tls_cert),
+     .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1, .check = check_path,
+     .expect = "a path of at most 4095 bytes", .def = "",
+     .doc = "PEM certificate chain of this node for TLS on the node RPC (transport tcp; with rpc_tls_key and rpc_tls_ca); \"\" = no TLS (docs/node-protocol.md)."},
+    {.name = "rpc_tls_key", .kind = K_STR, .flags = KF_KEY_FILE, .off = CO(rpc_tls_key),
+     .size = CS(rpc_tls_key), .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1, .check = check_path,
+     .expect = "a path of at most 4095 bytes", .def = "",
+     .doc = "PEM private key of rpc_tls_cert (a regular file; a warning when group or others may read it)."},
+    {.name = "rpc_tls_ca", .kind = K_STR, .off = CO(rpc_tls_ca), .size = CS(rpc_tls_ca),
+     .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1, .check = check_path,
+     .expect = "a path of at most 4095 bytes", .def = "",
+     .doc = "PEM CA bundle that every node's rpc_tls_cert must chain to; a peer presenting another is refused."},
     {.name = "s3_addr", .kind = K_ADDR, .off = CO(s3_addr),
      .size = CS(s3_addr), .def = "127.0.0.1:9000",
      .doc = "S3 HTTP listen address (also serves /_openlake/ admin paths)."},
@@ -1640,6 +1654,46 @@ static int read_secret_files(struct ol_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* rpc_tls_cert, rpc_tls_key and rpc_tls_ca: all or none, in a cluster,
+ * over TCP only;
+ * the key a regular file, its mode kept for ol_config_secret_warning. */
+static int check_rpc_tls(struct ol_config *c, char *err, size_t errlen)
+{
+    static const char *const names[] = {"rpc_tls_cert", "rpc_tls_key", "rpc_tls_ca"};
+    const char *vals[] = {c->rpc_tls_cert, c->rpc_tls_key, c->rpc_tls_ca};
+    char w[512], missing[64] = "";
+    int given = -1;
+    for (int i = 0; i < 3; i++)
+        if (vals[i][0])
+            given = given < 0 ? i : given;
+        else
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
+                     missing[0] ? " and " : "", names[i]);
+    if (given < 0)
+        return 0;
+    if (missing[0])
+        return errf(err, errlen, "%s: given without %s (TLS on the node RPC needs this "
+                    "node's certificate, its key and the CA bundle)",
+                    key_where(c, find_key(names[given]), w, sizeof w), missing);
+    if (!c->cluster.name[0])
+        return errf(err, errlen, "%s: the node RPC runs in a cluster only: set cluster.name "
+                    "too", key_where(c, find_key(names[given]), w, sizeof w));
+    if (c->transport != OL_TRANSPORT_TCP)
+        return errf(err, errlen, "%s: TLS is for the TCP transport; UCX encrypts nothing "
+                    "(transport = \"ucx\")",
+                    key_where(c, find_key(names[given]), w, sizeof w));
+    int ki = find_key("rpc_tls_key");
+    struct stat st;
+    if (stat(c->rpc_tls_key, &st) != 0)
+        return errf(err, errlen, "%s: %s: cannot open: %s", key_where(c, ki, w, sizeof w),
+                    c->rpc_tls_key, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return errf(err, errlen, "%s: %s: not a regular file", key_where(c, ki, w, sizeof w),
+                    c->rpc_tls_key);
+    c->secret_file_mode[ki] = (uint16_t)(st.st_mode & 07777);
+    return 0;
+}
+
 static int merge_flag_credential(struct ol_config *c, char *err, size_t errlen)
 {
     struct ol_config_credential *fc = &c->flag_credential;
@@ -1822,6 +1876,8 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
                     "certificate and its key)", key_where(c, given, w, sizeof w),
                     c->s3_tls_cert[0] ? "s3_tls_key" : "s3_tls_cert");
     }
+    if (check_rpc_tls(c, err, errlen))
+        return -1;
     if (c->threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         c->threads = n < 1 ? 1 : n > 256 ? 256 : n;
@@ -2068,7 +2124,8 @@ const char *ol_config_secret_warning(const struct ol_config *c, int i, char *buf
                           env_name(ol_config_keys[fi].name, fen, sizeof fen), en);
             return buf;
         }
-        if (k->secret_of && ol_secret_file_loose(c->secret_file_mode[ki]) && i-- == 0) {
+        if ((k->secret_of || ((k->flags & KF_KEY_FILE) && ((const char *)c)[k->off])) &&
+            ol_secret_file_loose(c->secret_file_mode[ki]) && i-- == 0) {
             bufprintf(buf, len, "%s: %s is mode %04o: group or others may read it; "
                       "chmod 600 it", key_where(c, ki, w, sizeof w),
                       (const char *)c + k->off, c->secret_file_mode[ki]);

@@ -119,6 +119,9 @@ struct ol_config {
     int mode;                           /* enum ol_config_mode */
     int transport;                      /* enum ol_config_transport */
     char rpc_addr[OL_CONFIG_ADDR_LEN];
+    char rpc_tls_cert[OL_CONFIG_PATH_LEN]; /* "" = the node RPC without TLS */
+    char rpc_tls_key[OL_CONFIG_PATH_LEN];
+    char rpc_tls_ca[OL_CONFIG_PATH_LEN];
     char s3_addr[OL_CONFIG_ADDR_LEN];
     char kv_addr[OL_CONFIG_ADDR_LEN];
     char kv_socket[OL_CONFIG_PATH_LEN];  /* "" = <data_dirs[0]>/kv.sock */
@@ -277,6 +280,9 @@ int ol_config_apply_env(struct ol_config *c, char **envp, char *err,
  *   - default_parity_count <= set_drive_count / 2 when both are set;
  *   - s3_addr must differ from rpc_addr (modes all, s3) and from kv_addr
  *     (mode all);
+ *   - rpc_tls_cert, rpc_tls_key and rpc_tls_ca come together, in a
+ *     cluster, with transport "tcp"; rpc_tls_key must name a regular file (its mode is
+ *     kept for ol_config_secret_warning);
  *   - mode "kv": when kv_addr was not set by any source but rpc_addr was,
  *     kv_addr = rpc_addr;
  *   - threads 0 becomes the number of online cores (at most 256).

@@ -56,3 +56,22 @@ void ol_log(enum ol_log_level lvl, const char *fmt, ...)
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);
     (void)w;
 }
+
+void ol_vwarn_limited(uint64_t *last_ms, uint64_t now_ms, uint64_t every_ms, const char *fmt,
+                      va_list ap)
+{
+    if (*last_ms && now_ms - *last_ms < every_ms)
+        return;
+    *last_ms = now_ms;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    ol_log(OL_LOG_WARN, "%s", msg);
+}
+
+void ol_warn_limited(uint64_t *last_ms, uint64_t now_ms, uint64_t every_ms, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ol_vwarn_limited(last_ms, now_ms, every_ms, fmt, ap);
+    va_end(ap);
+}

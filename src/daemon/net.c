@@ -4,8 +4,9 @@
  *
  * Owns: the "net" loop and its thread (not a data core: it runs no S3 or
  * KV connection), the ol_rpc endpoint listening on rpc_addr with the
- * cluster secret, and the sync that makes every other member a peer (at
- * the numeric rpc_addr of its record) and forgets members that left. The
+ * cluster secret (over TLS with rpc_tls_cert, rpc_tls_key and rpc_tls_ca),
+ * and the sync that makes every other member a peer (at the numeric
+ * rpc_addr of its record) and forgets members that left. The
  * sync checks the membership view's revision (cluster/member.h) every
  * OL_NET_SYNC_MS and copies the view only when it moved; the endpoint
  * carries that revision in its frames, and a peer's newer one (held for
@@ -438,6 +439,9 @@ static int net_init(ol_loop *loop, void *arg)
         .secret_len = strlen(c->cluster.secret),
         .listen_addr = c->rpc_addr,
         .transport = c->transport == OL_TRANSPORT_UCX ? "ucx" : "tcp",
+        .tls_cert = c->rpc_tls_cert,
+        .tls_key = c->rpc_tls_key,
+        .tls_ca = c->rpc_tls_ca,
         .window = (uint32_t)c->cluster.rpc_window_bytes,
     };
     if (ol_rpc_create(loop, &p, &n->rpc, n->err, sizeof n->err) < 0)
@@ -482,7 +486,10 @@ int ol_daemon_net_start(struct ol_daemon *d, char *err, size_t errlen)
     }
     d->net = n;
     ol_info("node rpc: listening on %s (%s), cluster %s", d->cfg.rpc_addr,
-            d->cfg.transport == OL_TRANSPORT_UCX ? "ucx" : "tcp", d->cfg.cluster.name);
+            d->cfg.transport == OL_TRANSPORT_UCX ? "ucx"
+            : d->cfg.rpc_tls_cert[0]             ? "tcp+tls"
+                                                 : "tcp",
+            d->cfg.cluster.name);
     return 0;
 }
 

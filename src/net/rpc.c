@@ -4,7 +4,8 @@
  *
  * A connection has one role. The dialer (struct ol_rpc_peer owns it) sends
  * HELLO, AUTH and REQUESTs; the acceptor sends CHALLENGE, READY and
- * REPLYs. The bytes move over a transport (xport.h: TCP or UCX);
+ * REPLYs. The bytes move over a transport (xport.h: TCP, TLS over TCP,
+ * or UCX);
  * everything else is here, the same for every transport. Input arrives
  * in the transport's buffers and is copied into the frame being
  * assembled: a handshake or CLOSE frame into the connection's small
@@ -715,16 +716,10 @@ static void conn_close(struct ol_rpc_conn *c)
 __attribute__((format(printf, 2, 3)))
 static void log_limited(struct ol_rpc *r, const char *fmt, ...)
 {
-    uint64_t now = now_ms(r);
-    if (r->log_ms && now - r->log_ms < OL_RPC_LOG_MS)
-        return;
-    r->log_ms = now;
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    ol_vwarn_limited(&r->log_ms, now_ms(r), OL_RPC_LOG_MS, fmt, ap);
     va_end(ap);
-    ol_warn("%s", msg);
 }
 
 /* A connection over x (a dialer's: NULL until its dial started). */
@@ -1494,6 +1489,17 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
         snprintf(err, errlen, "node rpc: unknown transport \"%s\" (tcp or ucx)", p->transport);
         return -EINVAL;
     }
+    bool tls = (p->tls_cert && p->tls_cert[0]) || (p->tls_key && p->tls_key[0]) ||
+               (p->tls_ca && p->tls_ca[0]);
+    if (tls && (!p->tls_cert || !p->tls_cert[0] || !p->tls_key || !p->tls_key[0] ||
+                !p->tls_ca || !p->tls_ca[0])) {
+        snprintf(err, errlen, "node rpc: TLS needs its certificate, key and CA bundle");
+        return -EINVAL;
+    }
+    if (tls && p->transport && strcmp(p->transport, "ucx") == 0) {
+        snprintf(err, errlen, "node rpc: TLS is for the TCP transport; UCX encrypts nothing");
+        return -EINVAL;
+    }
     if (strlen(p->cluster) >= OL_RPC_NAME_LEN || window < (64u << 10) ||
         p->reply_window > OL_RPC_PAYLOAD_LIMIT ||
         window > OL_RPC_PAYLOAD_LIMIT + OL_RPC_HDR_LEN || (calls & (calls - 1)) ||
@@ -1525,6 +1531,9 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
         struct ol_xport_ucx_opts uo = {.net_devices = p->ucx_net_devices,
                                        .gid_index = p->ucx_gid_index, .rma = r->rma};
         rc = ol_xport_ucx_create(loop, &xport_events, r, &uo, &r->xp, err, errlen);
+    } else if (tls) {
+        struct ol_xport_tls_opts to = {.cert = p->tls_cert, .key = p->tls_key, .ca = p->tls_ca};
+        rc = ol_xport_tls_create(loop, &xport_events, r, &to, &r->xp, err, errlen);
     } else {
         rc = ol_xport_tcp_create(loop, &xport_events, r, &r->xp);
         if (rc != 0)
@@ -1667,6 +1676,8 @@ size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t ca
         (unsigned long long)atomic_load(&r->refused));
     OUT("openlake_rpc_refused_total{%s%scause=\"protocol\"} %llu\n", labels, sep,
         (unsigned long long)atomic_load(&r->protocol_errors));
+    OUT("openlake_rpc_tls_handshake_failures_total{%s} %llu\n", labels,
+        (unsigned long long)ol_xport_tls_failures(r->xp));
     /* Up to OL_RPC_METRIC_PEERS peers each have their own series; past
      * that the series are summed under peer="all" (the page stays within
      * the admin endpoint's 1 MiB however many members), and only peers

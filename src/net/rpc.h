@@ -82,6 +82,9 @@ struct ol_rpc_params {
     size_t secret_len;            /* >= OL_RPC_MIN_SECRET */
     const char *listen_addr;      /* "host:port"; NULL or "": dial only */
     const char *transport;        /* "tcp" (NULL or "" too) or "ucx" (xport.h) */
+    /* TLS over tcp (xport_tls.c): all three PEM files, or none (NULL or
+     * ""); with "ucx" an error */
+    const char *tls_cert, *tls_key, *tls_ca;
     uint32_t window;              /* request bytes granted to each dialer; 0 = default */
     uint32_t reply_window;        /* reply bytes of this node's calls in flight per
                                      peer; 0 = window */

@@ -5,7 +5,8 @@
  * Owns: the interface rpc.c drives (struct ol_xport_ops); its
  * implementations are the TCP transport (xport_tcp.c: the loop's accept,
  * connect, multishot receive and sendmsg, and the sockets' keepalive
- * options) and the UCX one (xport_ucx.c: UCP stream endpoints). A transport knows
+ * options), the TLS one (xport_tls.c: mutual TLS 1.3 over the TCP one)
+ * and the UCX one (xport_ucx.c: UCP stream endpoints). A transport knows
  * nothing of frames, the handshake or credits: rpc.c keeps the one codec
  * and the one state machine over whichever transport moves the bytes.
  *
@@ -113,6 +114,21 @@ struct ol_xport {
 /* The TCP transport on loop. 0 and *out, or -errno. */
 int ol_xport_tcp_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,
                         struct ol_xport **out);
+/* The files of the TLS transport (rpc_tls_*): each PEM. */
+struct ol_xport_tls_opts {
+    const char *cert;             /* this node's certificate chain */
+    const char *key;              /* its private key */
+    const char *ca;               /* the CA bundle every node's certificate chains to */
+};
+/* The TLS transport on loop (xport_tls.c): TCP under mutual TLS 1.3; each
+ * end presents o->cert and verifies the other's against o->ca. 0 and
+ * *out, or -errno with a message naming the file in err. */
+int ol_xport_tls_create(ol_loop *loop, const struct ol_xport_events *ev, void *arg,
+                        const struct ol_xport_tls_opts *o, struct ol_xport **out, char *err,
+                        size_t errlen);
+/* Handshakes that failed on t since it was made (any thread); 0 on a
+ * transport other than TLS. */
+uint64_t ol_xport_tls_failures(const struct ol_xport *t);
 /* Settings of the UCX context ([rdma]); the environment's UCX_* win. */
 struct ol_xport_ucx_opts {
     const char *net_devices;      /* UCX_NET_DEVICES ("mlx5_0:1,..."); NULL or "": UCX's */

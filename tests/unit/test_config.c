@@ -1314,3 +1314,43 @@ OLT_TEST(config_kv_socket_mode)
         ARGS_ERR(e, "--kv-socket-mode", bad[i]);
     }
 }
+
+/* TLS on the node RPC: all three files or none, over TCP only; the key a
+ * regular file, warned about when group or others may read it. */
+OLT_TEST(config_rpc_tls)
+{
+    const char *dir = olt_tmpdir();
+    char kp[512], a[1600], want[1200], w[600];
+    FILE_ERR("rpc_tls_cert = \"/etc/ol/node.pem\"\n",
+             "openlake.toml:1: rpc_tls_cert: given without rpc_tls_key and rpc_tls_ca (TLS on the node RPC needs this node's certificate, its key and the CA bundle)");
+    FILE_ERR("rpc_tls_key = \"/etc/ol/node.key\"\nrpc_tls_ca = \"/etc/ol/ca.pem\"\n",
+             "openlake.toml:1: rpc_tls_key: given without rpc_tls_cert (TLS on the node RPC needs this node's certificate, its key and the CA bundle)");
+    FILE_ERR("rpc_tls_ca = \"/etc/ol/ca.pem\"\n",
+             "openlake.toml:1: rpc_tls_ca: given without rpc_tls_cert and rpc_tls_key (TLS on the node RPC needs this node's certificate, its key and the CA bundle)");
+    FILE_ERR("rpc_tls_cert = \"/c\"\nrpc_tls_key = \"/k\"\nrpc_tls_ca = \"/a\"\n",
+             "openlake.toml:1: rpc_tls_cert: the node RPC runs in a cluster only: set cluster.name too");
+    FILE_ERR("transport = \"ucx\"\nrpc_tls_cert = \"/c\"\nrpc_tls_key = \"/k\"\nrpc_tls_ca = \"/a\"\n[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\n",
+             "openlake.toml:2: rpc_tls_cert: TLS is for the TCP transport; UCX encrypts nothing (transport = \"ucx\")");
+    FILE_ERR("rpc_tls_cert = \"/c\"\nrpc_tls_key = \"/nonexistent/node.key\"\nrpc_tls_ca = \"/a\"\n[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\n",
+             "openlake.toml:2: rpc_tls_key: /nonexistent/node.key: cannot open: No such file or directory");
+    snprintf(a, sizeof a, "rpc_tls_cert = \"/c\"\nrpc_tls_key = \"%s\"\nrpc_tls_ca = \"/a\"\n[cluster]\nname = \"c\"\netcd = [\"http://e:1\"]\n", dir);
+    snprintf(want, sizeof want, "openlake.toml:2: rpc_tls_key: %s: not a regular file", dir);
+    FILE_ERR(a, want);
+    /* flags and variables as for every key; a key group or others may
+     * read is a warning, not an error */
+    struct ol_config *c = cfg();
+    const char *key = secret_file(kp, dir, "node.key", "not read here\n", 0640);
+    OLT_CHECK_EQ(args(c, "--rpc-tls-cert", "/c", "--rpc-tls-key", key, "--cluster.name", "c",
+                      "--cluster.etcd", "http://e:1", (char *)NULL), 0);
+    snprintf(a, sizeof a, "OPENLAKE_RPC_TLS_CA=/etc/ol/ca.pem");
+    OLT_CHECK_EQ(env(c, a, (char *)NULL), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK_STR(c->rpc_tls_ca, "/etc/ol/ca.pem");
+    snprintf(want, sizeof want, "command line: --rpc-tls-key: %s is mode 0640: group or others may read it; chmod 600 it", key);
+    OLT_CHECK_STR(ol_config_secret_warning(c, 0, w, sizeof w), want);
+    OLT_CHECK(ol_config_secret_warning(c, 1, w, sizeof w) == NULL);
+    OLT_CHECK_EQ(chmod(key, 0600), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK(ol_config_secret_warning(c, 0, w, sizeof w) == NULL);
+    free(c);
+}

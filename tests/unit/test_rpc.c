@@ -4,7 +4,8 @@
  * credits (a dialer never has more request bytes at its acceptor than
  * granted), deadlines, a peer that goes and comes back, and what a stranger
  * gets on the port (garbage, a wrong proof, another cluster, silence, a
- * flood of unauthenticated connections).
+ * flood of unauthenticated connections); the same over TLS (xport_tls.c,
+ * certificates made by the openssl command), and what TLS refuses.
  *
  * Scenario tests run both endpoints on one loop on the test thread, driven
  * by a 5 ms timer (struct drv) that advances a phase and stops the loop at
@@ -25,6 +26,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +175,20 @@ OLT_TEST(rpc_ready_payload_limits)
  * otherwise. */
 static const char *transport;
 static int rma_on;          /* the endpoints made below ask for regions (rma) */
+/* TLS over TCP (xport_tls.c): node 1's files and node 2's; NULL: none */
+struct tls_files {
+    char cert[128], key[128], ca[128];
+};
+static const struct tls_files *tls_a, *tls_b;
+
+static void tls_params(struct ol_rpc_params *p, const struct tls_files *f)
+{
+    if (f) {
+        p->tls_cert = f->cert;
+        p->tls_key = f->key;
+        p->tls_ca = f->ca;
+    }
+}
 
 #ifdef OL_HAVE_UCX
 static const char *ucx_transport(void)
@@ -281,6 +297,7 @@ static struct ol_rpc *endpoint(struct drv *d, int64_t id, const char *listen, co
                               .secret_len = strlen(secret), .listen_addr = listen,
                               .window = window, .handshake_ms = 300, .max_unauth = 4,
                               .transport = transport, .rma = rma_on};
+    tls_params(&p, id == 1 ? tls_a : tls_b);
     char err[256];
     struct ol_rpc *r = NULL;
     int rc = ol_rpc_create(d->loop, &p, &r, err, sizeof err);
@@ -723,6 +740,7 @@ static int bg_init(ol_loop *loop, void *arg)
                               .secret_len = 32, .listen_addr = "127.0.0.1:0",
                               .window = 65536, .handshake_ms = 1000, .max_unauth = 4,
                               .transport = transport, .rma = rma_on};
+    tls_params(&p, tls_a);
     char err[256];
     if (ol_rpc_create(loop, &p, &g->a, err, sizeof err))
         return -1;
@@ -730,6 +748,25 @@ static int bg_init(ol_loop *loop, void *arg)
     g->t.fn = bg_answer;
     ol_rpc_handle(g->a, OP_HOLD, bg_hold, g);
     return 0;
+}
+
+/* Starts g's loop with its endpoint (bg_init). */
+static void bg_start(struct bg *g)
+{
+    struct ol_loop_params lp = {.index = 0, .cpu = -1};
+    char err[256];
+    OLT_CHECK_EQ(ol_loop_create(&lp, &g->loop, err, sizeof err), 0);
+    OLT_CHECK_EQ(ol_loop_start(g->loop, bg_init, g), 0);
+}
+
+/* Stops g's loop and frees its endpoint and loop. */
+static void bg_stop(struct bg *g)
+{
+    ol_loop_stop(g->loop);
+    ol_loop_join(g->loop);
+    ol_rpc_destroy(g->a);
+    ol_loop_destroy(g->loop);
+    transport = NULL;
 }
 
 static int dial(int port)
@@ -872,6 +909,27 @@ static long long metric(struct ol_rpc *r, const char *name)
     return s ? atoll(s + strlen(name)) : -1;
 }
 
+/* Six silent connections, four allowed: the two oldest go at once. */
+static void silent_six(struct bg *g)
+{
+    int fds[6];
+    uint64_t t0 = mono_ms();
+    for (int i = 0; i < 6; i++)
+        fds[i] = dial(g->port);
+    for (int i = 0; i < 2; i++) {
+        struct pollfd p = {fds[i], POLLIN, 0};
+        OLT_CHECK_EQ(poll(&p, 1, 700), 1);
+        char c;
+        OLT_CHECK_EQ(read(fds[i], &c, 1), 0);
+    }
+    struct pollfd p = {fds[5], POLLIN, 0};
+    if (mono_ms() - t0 < 800)     /* before its handshake deadline: still open */
+        OLT_CHECK_EQ(poll(&p, 1, 0), 0);
+    for (int i = 0; i < 6; i++)
+        close(fds[i]);
+    OLT_CHECK_EQ(metric(g->a, "openlake_rpc_refused_total{cause=\"unauthenticated_evicted\"} "), 2);
+}
+
 OLT_TEST(rpc_strangers_get_nothing)
 {
     struct bg g = {0};
@@ -948,23 +1006,7 @@ OLT_TEST(rpc_strangers_get_nothing)
     close(fd);
     OLT_CHECK(metric(g.a, "openlake_rpc_refused_total{cause=\"handshake_timeout\"} ") >= 1);
 
-    /* Six silent connections, four allowed: the two oldest go at once. */
-    int fds[6];
-    uint64_t t0 = mono_ms();
-    for (int i = 0; i < 6; i++)
-        fds[i] = dial(g.port);
-    for (int i = 0; i < 2; i++) {
-        struct pollfd p = {fds[i], POLLIN, 0};
-        OLT_CHECK_EQ(poll(&p, 1, 700), 1);
-        char c;
-        OLT_CHECK_EQ(read(fds[i], &c, 1), 0);
-    }
-    struct pollfd p = {fds[5], POLLIN, 0};
-    if (mono_ms() - t0 < 800)     /* before its handshake deadline: still open */
-        OLT_CHECK_EQ(poll(&p, 1, 0), 0);
-    for (int i = 0; i < 6; i++)
-        close(fds[i]);
-    OLT_CHECK_EQ(metric(g.a, "openlake_rpc_refused_total{cause=\"unauthenticated_evicted\"} "), 2);
+    silent_six(&g);
     OLT_CHECK_EQ(metric(g.a, "openlake_rpc_requests_total{} "), 0);
 
     /* A member (it knows the secret) that breaks the rules. */
@@ -1051,25 +1093,6 @@ static void ucli_init_with(struct ucli *u, uint64_t features)
 }
 
 static void ucli_init(struct ucli *u) { ucli_init_with(u, UCP_FEATURE_STREAM); }
-
-/* Starts g's loop with its endpoint (bg_init). */
-static void bg_start(struct bg *g)
-{
-    struct ol_loop_params lp = {.index = 0, .cpu = -1};
-    char err[256];
-    OLT_CHECK_EQ(ol_loop_create(&lp, &g->loop, err, sizeof err), 0);
-    OLT_CHECK_EQ(ol_loop_start(g->loop, bg_init, g), 0);
-}
-
-/* Stops g's loop and frees its endpoint and loop. */
-static void bg_stop(struct bg *g)
-{
-    ol_loop_stop(g->loop);
-    ol_loop_join(g->loop);
-    ol_rpc_destroy(g->a);
-    ol_loop_destroy(g->loop);
-    transport = NULL;
-}
 
 static ucp_ep_h ucli_dial(struct ucli *u, int port, int *failed)
 {
@@ -1535,3 +1558,402 @@ OLT_TEST(rpc_rma_not_asked_ucx)
     rpc_rma_none_on(ucx_transport(), 0);
 }
 #endif
+
+/* ---- TLS over TCP ------------------------------------------------------------------- */
+
+/* Certificates made by the openssl command in this test's directory: n1
+ * and n2 from CA 1, x from CA 2; every node trusts CA 1 only. */
+struct tls_set {
+    struct tls_files n1, n2, x;
+};
+
+static void tls_files_of(struct tls_files *f, const char *dir, const char *name)
+{
+    snprintf(f->cert, sizeof f->cert, "%s/%s.pem", dir, name);
+    snprintf(f->key, sizeof f->key, "%s/%s.key", dir, name);
+    snprintf(f->ca, sizeof f->ca, "%s/ca1.pem", dir);
+}
+
+static void tls_certs(struct tls_set *ts)
+{
+    const char *dir = olt_tmpdir();
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && exec >/dev/null 2>&1 && "
+             "EC='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes' && "
+             "for ca in ca1 ca2; do openssl req -x509 $EC -keyout $ca.key -out $ca.pem "
+             "-days 2 -subj /CN=$ca || exit 1; done && "
+             "for nc in n1:ca1 n2:ca1 x:ca2; do n=${nc%%:*} ca=${nc#*:}; "
+             "openssl req $EC -keyout $n.key -out $n.csr -subj /CN=$n && "
+             "openssl x509 -req -in $n.csr -CA $ca.pem -CAkey $ca.key -set_serial 1 "
+             "-days 2 -out $n.pem || exit 1; done",
+             dir);
+    OLT_CHECK_EQ(system(cmd), 0);
+    tls_files_of(&ts->n1, dir, "n1");
+    tls_files_of(&ts->n2, dir, "n2");
+    tls_files_of(&ts->x, dir, "x");
+}
+
+/* Runs a scenario of two endpoints with TLS on both (n1, n2). */
+static void over_tls(void (*scenario)(const char *tr))
+{
+    struct tls_set ts;
+    tls_certs(&ts);
+    tls_a = &ts.n1;
+    tls_b = &ts.n2;
+    scenario(NULL);
+    tls_a = tls_b = NULL;
+}
+
+OLT_TEST(rpc_tls_handshake_and_calls)
+{
+    over_tls(rpc_handshake_and_calls_on);
+}
+
+/* The cluster secret's proof still runs inside TLS. */
+OLT_TEST(rpc_tls_wrong_secret_never_connects)
+{
+    over_tls(rpc_wrong_secret_never_connects_on);
+}
+
+OLT_TEST(rpc_tls_peer_gone_fails_fast_then_reconnects)
+{
+    over_tls(rpc_peer_gone_fails_fast_then_reconnects_on);
+}
+
+OLT_TEST(rpc_tls_credits_bound_what_the_acceptor_holds)
+{
+    over_tls(rpc_credits_bound_what_the_acceptor_holds_on);
+}
+
+/* Echo calls whose payloads cross TLS records (16 KiB) many times over,
+ * then many pipelined: each reply byte-exact. */
+#define OP_ECHO   6
+#define ECHO_PIPE 300
+#define ECHO_BIG  (3u << 20)
+
+static uint8_t *echo_buf;
+static int echo_bad;
+
+static void echo_fill(uint8_t *b, uint32_t len)
+{
+    for (uint32_t i = 0; i < len; i++)
+        b[i] = (uint8_t)(i * 131u + len * 7u + (i >> 12));
+}
+
+static void on_echo(struct ol_rpc_req *req, void *arg)
+{
+    (void)arg;
+    struct iovec iov = {req->payload, req->len};
+    ol_rpc_reply(req, OL_RPC_OK, &iov, 1);
+}
+
+static struct drv *echo_d;
+
+static void on_echo_done(void *arg, int rc, const uint8_t *payload, uint32_t len)
+{
+    uint32_t want = (uint32_t)(uintptr_t)arg;
+    echo_d->done++;
+    if (rc != OL_RPC_OK || len != want) {
+        echo_bad++;
+        return;
+    }
+    static uint8_t *exp;
+    if (!exp)
+        exp = malloc(ECHO_BIG);
+    echo_fill(exp, len);
+    if (memcmp(payload, exp, len) != 0)
+        echo_bad++;
+    else
+        echo_d->ok++;
+}
+
+static void echo_call(struct drv *d, uint32_t len)
+{
+    echo_fill(echo_buf, len);
+    struct iovec iov = {echo_buf, len};
+    OLT_CHECK_EQ(ol_rpc_call(d->b, 1, OP_ECHO, &iov, 1, len, 10000, on_echo_done,
+                             (void *)(uintptr_t)len), 0);
+}
+
+static int step_echo(struct drv *d)
+{
+    switch (d->phase) {
+    case 0:
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        echo_call(d, 65536 + 1);
+        echo_call(d, ECHO_BIG);
+        echo_call(d, 1);
+        next_phase(d);
+        return 0;
+    case 1:
+        if (d->done < 3)
+            return 0;
+        for (uint32_t i = 0; i < ECHO_PIPE; i++)
+            echo_call(d, 1 + (i * 7919u) % 20000u);
+        next_phase(d);
+        return 0;
+    default:
+        return d->done == 3 + ECHO_PIPE;
+    }
+}
+
+OLT_TEST(rpc_tls_calls_across_records_byte_exact)
+{
+    struct tls_set ts;
+    tls_certs(&ts);
+    tls_a = &ts.n1;
+    tls_b = &ts.n2;
+    echo_buf = malloc(ECHO_BIG);
+    echo_bad = 0;
+    struct drv d;
+    setup(&d, SECRET, 0);
+    echo_d = &d;
+    ol_rpc_handle(d.a, OP_ECHO, on_echo, NULL);
+    run(&d, step_echo);
+    OLT_CHECK_EQ(echo_bad, 0);
+    OLT_CHECK_EQ(d.ok, 3 + ECHO_PIPE);
+    OLT_CHECK_EQ(metric(d.a, "openlake_rpc_tls_handshake_failures_total{} "), 0);
+    OLT_CHECK_EQ(metric(d.b, "openlake_rpc_tls_handshake_failures_total{} "), 0);
+    /* the bytes the peer counted are the plaintext frames' */
+    OLT_CHECK(metric(d.b, "openlake_rpc_peer_sent_bytes_total{peer=\"1\"} ") >
+              (long long)ECHO_BIG + 65536);
+    teardown(&d);
+    free(echo_buf);
+    tls_a = tls_b = NULL;
+}
+
+/* Runs a ping from node 2 to node 1 with files a and b: it fails
+ * (-ECONNRESET; *ms after the start) and node 2 keeps being refused (as
+ * with another secret); the peer never came up. */
+static void tls_refused(const struct tls_files *a, const struct tls_files *b, struct drv *d,
+                        uint64_t *ms)
+{
+    tls_a = a;
+    tls_b = b;
+    setup(d, SECRET, 0);
+    uint64_t t0 = mono_ms();
+    OLT_CHECK_EQ(ping(d, 8, 8), 0);
+    run(d, step_wrong_secret);
+    *ms = d->done_ms - t0;
+    OLT_CHECK(!ol_rpc_peer_ready(d->b, 1));
+    OLT_CHECK_EQ(metric(d->b, "openlake_rpc_peer_up{peer=\"1\"} "), 0);
+    OLT_CHECK_EQ(metric(d->b, "openlake_rpc_peer_connects_total{peer=\"1\"} "), 0);
+    OLT_CHECK_EQ(metric(d->a, "openlake_rpc_requests_total{} "), 0);
+    tls_a = tls_b = NULL;
+}
+
+OLT_TEST(rpc_tls_certificate_of_another_ca_refused)
+{
+    struct tls_set ts;
+    tls_certs(&ts);
+    struct drv d;
+    uint64_t ms;
+    /* the dialer's certificate is another CA's: the acceptor refuses it,
+     * and its alert tells the dialer */
+    tls_refused(&ts.n1, &ts.x, &d, &ms);
+    OLT_CHECK(metric(d.a, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
+    OLT_CHECK(metric(d.b, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
+    OLT_CHECK(ms < 1000);
+    teardown(&d);
+    /* the acceptor's is: the dialer refuses it */
+    tls_refused(&ts.x, &ts.n2, &d, &ms);
+    OLT_CHECK(metric(d.b, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
+    OLT_CHECK(metric(d.a, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
+    OLT_CHECK(ms < 1000);
+    teardown(&d);
+}
+
+OLT_TEST(rpc_tls_and_plaintext_never_meet)
+{
+    struct tls_set ts;
+    tls_certs(&ts);
+    struct drv d;
+    uint64_t ms;
+    /* a plaintext dialer at a TLS listener: its HELLO is no TLS */
+    tls_refused(&ts.n1, NULL, &d, &ms);
+    OLT_CHECK(metric(d.a, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
+    teardown(&d);
+    /* a TLS dialer at a plaintext listener fails fast: CLOSE "protocol"
+     * is no TLS either */
+    tls_refused(NULL, &ts.n2, &d, &ms);
+    OLT_CHECK(ms < 1000);
+    OLT_CHECK(metric(d.b, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
+    OLT_CHECK(metric(d.a, "openlake_rpc_refused_total{cause=\"protocol\"} ") >= 1);
+    teardown(&d);
+}
+
+/* Strangers by hand at a TLS listener: a plaintext HELLO gets no frame,
+ * just the end; silence is closed at the handshake deadline; and they
+ * hold no more than the unauthenticated connections' slots. */
+OLT_TEST(rpc_tls_strangers_get_nothing)
+{
+    struct tls_set ts;
+    tls_certs(&ts);
+    tls_a = &ts.n1;
+    struct bg g = {0};
+    bg_start(&g);
+    int st;
+    uint64_t el;
+    int fd = dial(g.port);
+    hello(fd, "test");
+    OLT_CHECK(read_to_eof(fd, &st, &el) >= 0);   /* at most a TLS alert */
+    OLT_CHECK_EQ(st, -1);
+    OLT_CHECK(el < 1000);
+    close(fd);
+    fd = dial(g.port);
+    OLT_CHECK(read_to_eof(fd, &st, &el) == 0);
+    OLT_CHECK(el >= 800 && el < 2900);
+    close(fd);
+    OLT_CHECK(metric(g.a, "openlake_rpc_refused_total{cause=\"handshake_timeout\"} ") >= 1);
+    silent_six(&g);
+    OLT_CHECK(metric(g.a, "openlake_rpc_tls_handshake_failures_total{} ") >= 1);
+    OLT_CHECK_EQ(metric(g.a, "openlake_rpc_requests_total{} "), 0);
+    bg_stop(&g);
+    tls_a = NULL;
+}
+
+/* ---- what crosses the wire ------------------------------------------------------- */
+
+/* A TCP relay on loopback in front of node 1's port: one connection at a
+ * time relayed both ways, the first RELAY_KEEP bytes of all that passed
+ * kept. */
+#define RELAY_KEEP (4u << 20)
+
+struct relay {
+    int lfd, port, target;
+    uint8_t *seen;
+    size_t nseen;
+    volatile int stop;
+    pthread_t th;
+};
+
+static void relay_pipe(struct relay *rl, int from, int to, int *open)
+{
+    uint8_t buf[65536];
+    ssize_t n = read(from, buf, sizeof buf);
+    if (n <= 0) {
+        *open = 0;
+        return;
+    }
+    size_t keep = rl->nseen + (size_t)n <= RELAY_KEEP ? (size_t)n : RELAY_KEEP - rl->nseen;
+    memcpy(rl->seen + rl->nseen, buf, keep);
+    rl->nseen += keep;
+    for (ssize_t w = 0; w < n;) {
+        ssize_t r = write(to, buf + w, (size_t)(n - w));
+        if (r <= 0) {
+            *open = 0;
+            return;
+        }
+        w += r;
+    }
+}
+
+static void *relay_run(void *arg)
+{
+    struct relay *rl = arg;
+    while (!rl->stop) {
+        struct pollfd lp = {rl->lfd, POLLIN, 0};
+        if (poll(&lp, 1, 50) <= 0)
+            continue;
+        int c = accept(rl->lfd, NULL, NULL);
+        if (c < 0)
+            continue;
+        int s = dial(rl->target);
+        int open = 1;
+        while (open && !rl->stop) {
+            struct pollfd p[2] = {{c, POLLIN, 0}, {s, POLLIN, 0}};
+            if (poll(p, 2, 50) <= 0)
+                continue;
+            if (p[0].revents)
+                relay_pipe(rl, c, s, &open);
+            if (open && p[1].revents)
+                relay_pipe(rl, s, c, &open);
+        }
+        close(c);
+        close(s);
+    }
+    return NULL;
+}
+
+static void relay_start(struct relay *rl, int target)
+{
+    memset(rl, 0, sizeof *rl);
+    rl->target = target;
+    rl->seen = malloc(RELAY_KEEP);
+    rl->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    OLT_CHECK_EQ(bind(rl->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    OLT_CHECK_EQ(listen(rl->lfd, 4), 0);
+    socklen_t al = sizeof a;
+    getsockname(rl->lfd, (struct sockaddr *)&a, &al);
+    rl->port = ntohs(a.sin_port);
+    OLT_CHECK_EQ(pthread_create(&rl->th, NULL, relay_run, rl), 0);
+}
+
+static void relay_stop(struct relay *rl)
+{
+    rl->stop = 1;
+    pthread_join(rl->th, NULL);
+    close(rl->lfd);
+}
+
+static const char MARKER[] = "OPENLAKE-WIRE-MARKER";
+
+static void on_marker_done(void *arg, int rc, const uint8_t *payload, uint32_t len)
+{
+    struct drv *d = arg;
+    d->done++;
+    if (rc == OL_RPC_OK && len == 64 * (sizeof MARKER - 1) &&
+        memmem(payload, len, MARKER, sizeof MARKER - 1) == payload)
+        d->ok++;
+}
+
+static int step_marker(struct drv *d)
+{
+    if (d->phase == 0) {
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        static uint8_t m[64 * (sizeof MARKER - 1)];
+        for (size_t i = 0; i < 64; i++)
+            memcpy(m + i * (sizeof MARKER - 1), MARKER, sizeof MARKER - 1);
+        struct iovec iov = {m, sizeof m};
+        OLT_CHECK_EQ(ol_rpc_call(d->b, 1, OP_ECHO, &iov, 1, sizeof m, 5000, on_marker_done, d),
+                     0);
+        next_phase(d);
+    }
+    return d->done == 1;
+}
+
+/* A call's payload, and the frames around it, cross the wire in the clear
+ * without TLS, and neither shows with it. */
+OLT_TEST(rpc_tls_wire_shows_no_plaintext)
+{
+    struct tls_set ts;
+    tls_certs(&ts);
+    for (int with = 0; with < 2; with++) {
+        tls_a = with ? &ts.n1 : NULL;
+        tls_b = with ? &ts.n2 : NULL;
+        struct drv d;
+        setup(&d, SECRET, 0);
+        ol_rpc_handle(d.a, OP_ECHO, on_echo, NULL);
+        struct relay rl;
+        relay_start(&rl, d.port);
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", rl.port);
+        OLT_CHECK_EQ(ol_rpc_peer_set(d.b, 1, addr), 0);
+        run(&d, step_marker);
+        OLT_CHECK_EQ(d.ok, 1);
+        teardown(&d);
+        relay_stop(&rl);
+        OLT_CHECK(rl.nseen > 64 * (sizeof MARKER - 1));
+        bool marker = memmem(rl.seen, rl.nseen, MARKER, sizeof MARKER - 1) != NULL;
+        bool magic = memmem(rl.seen, rl.nseen, "OLRP", 4) != NULL;
+        OLT_CHECK_EQ(marker, !with);
+        OLT_CHECK_EQ(magic, !with);
+        free(rl.seen);
+    }
+    tls_a = tls_b = NULL;
+}

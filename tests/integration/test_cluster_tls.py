@@ -1,0 +1,165 @@
+"""TLS on the node RPC (rpc_tls_cert, rpc_tls_key, rpc_tls_ca;
+docs/node-protocol.md "Transports"): real etcd, real daemons on loopback,
+certificates made with the openssl command.
+
+Two nodes whose certificates the cluster's CA signed connect over TLS and
+serve the KV pool to each other (a value put on one is read byte-exact on
+the other, fetched over the node RPC); a third node whose certificate
+another CA signed, or one without TLS, never becomes a peer of theirs
+while the two keep serving; TLS settings that cannot work stop the start.
+"""
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+import conftest
+from test_cluster import ETCD, etcd, wait_for
+from test_cluster_kv import homed_on, joined, kpm, kv, settled_pushes
+from test_cluster_rpc import metric, secret, up
+from test_http import hermetic_openlake_env
+
+assert hermetic_openlake_env  # autouse fixture, imported to apply here too
+assert etcd                   # the fixture: one etcd member per test
+
+pytestmark = pytest.mark.skipif(not ETCD, reason="etcd is not installed (scripts/deps.sh test "
+                                "installs etcd-server)")
+
+
+def pki(tmp_path):
+    """CA 1 (the cluster's) signs n1, n2 and n3; CA 2 signs x."""
+    d = tmp_path / "pki"
+    d.mkdir()
+
+    def openssl(*a):
+        subprocess.run(["openssl", *a], cwd=d, check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for ca in ("ca1", "ca2"):
+        openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2",
+                "-subj", f"/CN={ca}")
+    for n, ca in (("n1", "ca1"), ("n2", "ca1"), ("n3", "ca1"), ("x", "ca2")):
+        openssl("req", *ec, "-keyout", f"{n}.key", "-out", f"{n}.csr", "-subj", f"/CN={n}")
+        openssl("x509", "-req", "-in", f"{n}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+                "-set_serial", "1", "-days", "2", "-out", f"{n}.pem")
+        (d / f"{n}.key").chmod(0o600)
+    return d
+
+
+def tls(p, name):
+    """The flags of a node presenting name's certificate, trusting CA 1."""
+    return ["--rpc-tls-cert", str(p / f"{name}.pem"), "--rpc-tls-key", str(p / f"{name}.key"),
+            "--rpc-tls-ca", str(p / "ca1.pem")]
+
+
+def kv_node(make_daemon, etcd, nid, s, tok, extra):
+    d = make_daemon(args=[
+        "--cluster.name", "c1", "--cluster.etcd", etcd.url, "--self-id", str(nid),
+        "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
+        "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s,
+        "--kv-token-file", tok, "--cluster.kv-timeout-ms", "1000", *extra])
+    return d
+
+
+def token(tmp_path):
+    tok = tmp_path / "kv.token"
+    tok.write_text(os.urandom(32).hex() + "\n")
+    tok.chmod(0o600)
+    return str(tok)
+
+
+def failures(d):
+    return metric(d, "openlake_rpc_tls_handshake_failures_total")
+
+
+def test_tls_nodes_share_the_pool_and_refuse_another_cas(etcd, make_daemon, tmp_path):
+    p, s, tok = pki(tmp_path), secret(tmp_path), token(tmp_path)
+    a = kv_node(make_daemon, etcd, 1, s, tok, tls(p, "n1"))
+    b = kv_node(make_daemon, etcd, 2, s, tok, tls(p, "n2"))
+    joined([a, b])
+    for d in (a, b):
+        assert re.search(r"node rpc: listening on \S+ \(tcp\+tls\), cluster c1", d.stderr())
+        assert failures(d) == 0
+    marker = b"OPENLAKE-TLS-MARKER-"
+    vals = {f"block-{i}": marker * 50 + os.urandom(70000 + 37 * i) for i in range(30)}
+    for k, v in vals.items():
+        r = kv(a, tok, "put", k, stdin=v)
+        assert r.returncode == 0, r.stderr
+    pushed = settled_pushes(a)
+    assert 3 <= pushed <= 27
+    for k, v in vals.items():
+        r = kv(b, tok, "get", k)
+        assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
+    assert kpm(b, "fetched_keys_total") == 30 - pushed   # over the node RPC, in TLS
+
+    # node 3's certificate is CA 2's: refused both ways, never a peer
+    x = kv_node(make_daemon, etcd, 3, s, tok, tls(p, "x"))
+    wait_for(lambda: failures(a) > 0 and failures(b) > 0 and failures(x) > 0,
+             "handshakes with node 3 refused")
+    time.sleep(0.5)
+    assert up(a, 3) == 0 and up(b, 3) == 0 and up(x, 1) == 0 and up(x, 2) == 0
+    assert metric(x, "openlake_rpc_peer_connects_total", peer=1) == 0
+    assert "certificate verify failed" in a.stderr() + b.stderr() + x.stderr()
+    # and the two keep serving each other: keys homed on node 1 among the
+    # three, put on a, read on b
+    assert up(a, 2) == 1 and up(b, 1) == 1
+    late = {k: os.urandom(5000) for k in homed_on(1, 3, 5, "late")}
+    for k, v in late.items():
+        assert kv(a, tok, "put", k, stdin=v).returncode == 0
+    before = kpm(b, "fetched_keys_total")
+    for k, v in late.items():
+        r = kv(b, tok, "get", k)
+        assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
+    assert kpm(b, "fetched_keys_total") == before + len(late)
+
+
+def test_a_node_without_tls_is_no_peer_of_tls_nodes(etcd, make_daemon, tmp_path):
+    p, s, tok = pki(tmp_path), secret(tmp_path), token(tmp_path)
+    a = kv_node(make_daemon, etcd, 1, s, tok, tls(p, "n1"))
+    b = kv_node(make_daemon, etcd, 2, s, tok, tls(p, "n2"))
+    joined([a, b])
+    c = kv_node(make_daemon, etcd, 3, s, tok, [])
+    assert re.search(r"node rpc: listening on \S+ \(tcp\), cluster c1", c.stderr())
+    # c's plaintext HELLO is no TLS; a's ClientHello is no frame to c
+    wait_for(lambda: failures(a) > 0 and failures(b) > 0 and
+             metric(c, "openlake_rpc_refused_total", cause="protocol") > 0,
+             "the plaintext node refused both ways")
+    time.sleep(0.5)
+    assert up(a, 3) == 0 and up(b, 3) == 0 and up(c, 1) == 0 and up(c, 2) == 0
+    assert metric(c, "openlake_rpc_peer_connects_total", peer=1) == 0
+    assert up(a, 2) == 1 and up(b, 1) == 1
+
+
+def test_tls_settings_that_cannot_work_stop_the_start(etcd, make_daemon, tmp_path):
+    p, s = pki(tmp_path), secret(tmp_path)
+    base = ["--cluster.name", "c1", "--cluster.etcd", etcd.url, "--self-id", "1",
+            "--rpc-addr", f"127.0.0.1:{conftest.free_port()}", "--cluster.secret-file", s]
+    cases = [
+        (["--rpc-tls-cert", str(p / "n1.pem")],
+         "--rpc-tls-cert: given without rpc_tls_key and rpc_tls_ca"),
+        (["--transport", "ucx", *tls(p, "n1")],
+         "TLS is for the TCP transport; UCX encrypts nothing"),
+        (["--rpc-tls-cert", str(p / "n1.pem"), "--rpc-tls-key", str(p / "n2.key"),
+          "--rpc-tls-ca", str(p / "ca1.pem")],
+         "rpc_tls_key: cannot use private key " + str(p / "n2.key")),   # not n1's
+        (["--rpc-tls-cert", str(p / "missing.pem"), "--rpc-tls-key", str(p / "n1.key"),
+          "--rpc-tls-ca", str(p / "ca1.pem")],
+         "rpc_tls_cert: cannot use certificate chain " + str(p / "missing.pem")),
+        (["--rpc-tls-cert", str(p / "n1.pem"), "--rpc-tls-key", str(p / "n1.key"),
+          "--rpc-tls-ca", str(p / "n1.key")],
+         "rpc_tls_ca: cannot use CA bundle " + str(p / "n1.key")),
+    ]
+    for args, msg in cases:
+        d = make_daemon(args=[*base, *args], start=False)
+        d.start(wait=False)
+        rc = d.proc.wait(timeout=20)
+        assert rc != 0 and msg in d.stderr(), d.stderr()
+        d.stop(expect_rc=rc)
+    # a key group or others may read: a warning, and it runs
+    key = p / "n3.key"
+    key.chmod(0o640)
+    d = make_daemon(args=[*base, "--rpc-tls-cert", str(p / "n3.pem"), "--rpc-tls-key", str(key),
+                          "--rpc-tls-ca", str(p / "ca1.pem")])
+    assert f"--rpc-tls-key: {key} is mode 0640: group or others may read it" in d.stderr()
