@@ -478,7 +478,9 @@ int ol_daemon_net_start(struct ol_daemon *d, char *err, size_t errlen)
         return -1;
     }
     if (ol_loop_start(n->loop, net_init, n) < 0) {
-        snprintf(err, errlen, "rpc_addr: %s", n->err[0] ? n->err : "the net loop did not start");
+        /* a message that names its setting (rpc_tls_*) keeps it alone */
+        snprintf(err, errlen, "%s%s", strncmp(n->err, "rpc_tls", 7) ? "rpc_addr: " : "",
+                 n->err[0] ? n->err : "the net loop did not start");
         ol_loop_destroy(n->loop);
         free(n->view);
         free(n);

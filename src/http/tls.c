@@ -33,18 +33,27 @@ static int tls_fail(char *err, size_t errlen, const char *what, const char *path
     return -1;
 }
 
+/* No passphrase: an encrypted key fails to load (OpenSSL's default would
+ * prompt on the terminal and block the daemon's start). */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf, (void)size, (void)rwflag, (void)u;
+    return 0;
+}
+
 /* Loads the chain and key of a context made by the caller; what names
  * the keys in errors ("s3_tls": s3_tls_cert, s3_tls_key). 0 or -1. */
 static int ctx_load(SSL_CTX *c, const char *what, const char *cert_path, const char *key_path,
                     char *err, size_t errlen)
 {
     char m[96];
+    SSL_CTX_set_default_passwd_cb(c, no_passphrase);
     if (SSL_CTX_use_certificate_chain_file(c, cert_path) != 1) {
         snprintf(m, sizeof m, "%s_cert: cannot use certificate chain", what);
         return tls_fail(err, errlen, m, cert_path);
     }
     if (SSL_CTX_use_PrivateKey_file(c, key_path, SSL_FILETYPE_PEM) != 1) {
-        snprintf(m, sizeof m, "%s_key: cannot use private key", what);
+        snprintf(m, sizeof m, "%s_key: cannot use private key (PEM, not encrypted)", what);
         return tls_fail(err, errlen, m, key_path);
     }
     if (SSL_CTX_check_private_key(c) != 1) {

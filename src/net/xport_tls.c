@@ -19,10 +19,14 @@
  *
  * Bounds, per connection: a send takes at most XTLS_SEND_MAX plaintext
  * bytes of its iov (rpc.c sends the rest next time); ciphertext goes out
- * through one buffer of XTLS_OUT bytes, and the session holds at most
- * one send's ciphertext besides (about XTLS_SEND_MAX + 22 bytes a 16 KiB
- * record); plaintext goes up XTLS_PLAIN bytes (a record) at a time;
- * received bytes not yet handed up past XTLS_IN_MAX end the connection.
+ * through one buffer of XTLS_OUT bytes, and the session holds about one
+ * send's ciphertext besides (XTLS_SEND_MAX, and 22 bytes a record: a
+ * record per iov element); ciphertext the session made past 2 x XTLS_OUT
+ * not yet sent (a peer that does not read its KeyUpdate answers) ends
+ * the connection; plaintext goes up XTLS_PLAIN bytes (a record) at a time;
+ * received bytes not yet handed up past XTLS_IN_MAX end the connection
+ * (-EMSGSIZE); a receive that ended for want of a buffer mid-handshake is
+ * armed again XTLS_NOBUF_MS later.
  *
  * A connection that rpc.c frees while TCP still has operations of its own
  * outstanding (they were cancelled) waits for their events on the
@@ -48,6 +52,7 @@
 #define XTLS_PLAIN    (16u << 10)              /* plaintext handed up at a time */
 #define XTLS_IN_MAX   (1u << 20)               /* received, not handed up */
 #define XTLS_LOG_MS   10000u
+#define XTLS_NOBUF_MS 10u                      /* mid-handshake receive armed again */
 
 #define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
@@ -258,6 +263,15 @@ static void on_kick(ol_loop *loop, struct ol_timer *t)
     c->depth++;
     if (!c->freed && !c->failed && !c->shut && !c->t_dial)
         conn_pump(c);
+    if (!c->freed && !c->failed && !c->shut && !c->t_dial && !c->ready && !c->t_recv &&
+        c->tcp) {
+        /* mid-handshake, TCP's receive ended for want of a buffer */
+        int rc = c->tcp->t->ops->recv(c->tcp);
+        if (rc != 0)
+            conn_fail(c, rc);
+        else
+            c->t_recv = true;
+    }
     conn_leave(c);
 }
 
@@ -323,9 +337,13 @@ static void on_tcp_received(struct ol_xconn *tx, int res, const uint8_t *b, bool
         if (ol_tls_feed(c->s, b, (size_t)res) != 0)
             conn_fail(c, -ENOMEM);
         else if (ol_tls_in_pending(c->s) > XTLS_IN_MAX)
-            conn_fail(c, -ENOBUFS);
+            conn_fail(c, -EMSGSIZE);
         else
             conn_pump(c);
+        /* what the session wrote back (KeyUpdate answers) to a peer that
+         * does not read: bounded too */
+        if (!c->failed && !c->freed && ol_tls_out_pending(c->s) > 2 * XTLS_OUT)
+            conn_fail(c, -EMSGSIZE);
         if (!c->t_recv && !c->failed && !c->shut && !c->freed && (c->x_recv || !c->ready)) {
             int rc = c->tcp->t->ops->recv(c->tcp);
             if (rc != 0)
@@ -339,8 +357,13 @@ static void on_tcp_received(struct ol_xconn *tx, int res, const uint8_t *b, bool
             c->x_recv = false;
             c->x.t->ev->received(&c->x, -ENOBUFS, NULL, false);
         }
-    } else if (!c->t_recv) {
-        conn_fail(c, res);   /* 0: the peer closed */
+    } else if (res == -ENOBUFS) {
+        /* no buffer now, mid-handshake: TCP's receive armed again soon
+         * (the kick), the connection kept */
+        if (!c->t_recv && !ol_timer_armed(&c->kick))
+            ol_timer_arm(c->x.t->loop, &c->kick, XTLS_NOBUF_MS);
+    } else if (res < 0 || !c->t_recv) {
+        conn_fail(c, res);   /* 0: the peer closed; an error: bytes were lost */
     }
     conn_leave(c);
 }

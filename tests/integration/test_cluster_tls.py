@@ -115,6 +115,46 @@ def test_tls_nodes_share_the_pool_and_refuse_another_cas(etcd, make_daemon, tmp_
     assert kpm(b, "fetched_keys_total") == before + len(late)
 
 
+def test_a_client_without_a_certificate_or_on_tls_1_2_is_refused(etcd, make_daemon, tmp_path):
+    """Python's own TLS client at a node's rpc_addr: without a certificate
+    (TLS 1.3: the node refuses once the client's handshake is done), and
+    with one of the cluster's CA but TLS 1.2 only: refused, counted, and
+    the node goes on."""
+    import socket
+    import ssl
+    p, s, tok = pki(tmp_path), secret(tmp_path), token(tmp_path)
+    a = kv_node(make_daemon, etcd, 1, s, tok, tls(p, "n1"))
+    port = int(a.args[a.args.index("--rpc-addr") + 1].rsplit(":", 1)[1])
+
+    def attempt(ctx):
+        """What the node answered: b"" (closed), or the TLS error."""
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            try:
+                with ctx.wrap_socket(raw) as t:
+                    t.sendall(b"\0" * 64)
+                    return t.recv(1)
+            except (ssl.SSLError, ConnectionError) as e:
+                return e
+
+    def client(cert=None):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.load_verify_locations(str(p / "ca1.pem"))
+        if cert:
+            ctx.load_cert_chain(str(p / f"{cert}.pem"), str(p / f"{cert}.key"))
+        return ctx
+
+    got = attempt(client())
+    assert got == b"" or isinstance(got, (ssl.SSLError, ConnectionError)), got
+    wait_for(lambda: failures(a) == 1, "the certificate-less client counted")
+    old = client("n2")
+    old.maximum_version = ssl.TLSVersion.TLSv1_2
+    got = attempt(old)
+    assert isinstance(got, ssl.SSLError), got
+    wait_for(lambda: failures(a) == 2, "the TLS 1.2 client counted")
+    assert "certificate" in a.stderr() and a.is_ready()
+
+
 def test_a_node_without_tls_is_no_peer_of_tls_nodes(etcd, make_daemon, tmp_path):
     p, s, tok = pki(tmp_path), secret(tmp_path), token(tmp_path)
     a = kv_node(make_daemon, etcd, 1, s, tok, tls(p, "n1"))
@@ -134,6 +174,10 @@ def test_a_node_without_tls_is_no_peer_of_tls_nodes(etcd, make_daemon, tmp_path)
 
 def test_tls_settings_that_cannot_work_stop_the_start(etcd, make_daemon, tmp_path):
     p, s = pki(tmp_path), secret(tmp_path)
+    enc = p / "n1-enc.key"
+    subprocess.run(["openssl", "pkey", "-in", str(p / "n1.key"), "-aes256", "-passout",
+                    "pass:secret", "-out", str(enc)], check=True, capture_output=True)
+    enc.chmod(0o600)
     base = ["--cluster.name", "c1", "--cluster.etcd", etcd.url, "--self-id", "1",
             "--rpc-addr", f"127.0.0.1:{conftest.free_port()}", "--cluster.secret-file", s]
     cases = [
@@ -143,7 +187,10 @@ def test_tls_settings_that_cannot_work_stop_the_start(etcd, make_daemon, tmp_pat
          "TLS is for the TCP transport; UCX encrypts nothing"),
         (["--rpc-tls-cert", str(p / "n1.pem"), "--rpc-tls-key", str(p / "n2.key"),
           "--rpc-tls-ca", str(p / "ca1.pem")],
-         "rpc_tls_key: cannot use private key " + str(p / "n2.key")),   # not n1's
+         "rpc_tls_key: cannot use private key (PEM, not encrypted) " + str(p / "n2.key")),
+        (["--rpc-tls-cert", str(p / "n1.pem"), "--rpc-tls-key", str(enc),
+          "--rpc-tls-ca", str(p / "ca1.pem")],      # a passphrase: refused, not prompted for
+         "rpc_tls_key: cannot use private key (PEM, not encrypted) " + str(enc)),
         (["--rpc-tls-cert", str(p / "missing.pem"), "--rpc-tls-key", str(p / "n1.key"),
           "--rpc-tls-ca", str(p / "ca1.pem")],
          "rpc_tls_cert: cannot use certificate chain " + str(p / "missing.pem")),

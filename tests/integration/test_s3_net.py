@@ -171,11 +171,13 @@ def test_tls_setting_errors_stop_the_start(make_daemon, tmp_path):
     cases = [
         (["--s3-tls-cert", str(cert)], "--s3-tls-cert: given without s3_tls_key"),
         (["--s3-tls-cert", str(cert), "--s3-tls-key", str(tmp_path / "missing.key")],
-         "s3_tls_key: cannot use private key " + str(tmp_path / "missing.key")),
+         "s3_tls_key: cannot use private key (PEM, not encrypted) "
+         + str(tmp_path / "missing.key")),
         (["--s3-tls-cert", str(tmp_path / "missing.pem"), "--s3-tls-key", str(key)],
          "s3_tls_cert: cannot use certificate chain " + str(tmp_path / "missing.pem")),
         (["--s3-tls-cert", str(cert), "--s3-tls-key", str(other_key)],
-         "s3_tls_key: cannot use private key " + str(other_key)),   # OpenSSL: mismatch
+         "s3_tls_key: cannot use private key (PEM, not encrypted) "
+         + str(other_key)),   # OpenSSL: mismatch
     ]
     for args, msg in cases:
         d = make_daemon(args=["--mode", "s3", *args], start=False)
