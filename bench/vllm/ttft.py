@@ -21,11 +21,13 @@ halves run in the process that times them):
   openlake-remote  the same connector and device against node A of a
                 two-node cluster (bench/vllm/remote.py) while the prefix
                 lives on node B only: populated through B, then each round a
-                fresh node A (empty) fetches every block from B over the node
-                RPC (TCP, between two network namespaces when run_ttft.sh
-                made them) while the connector's lookup waits. Node A's
+                fresh node A (empty): the connector's lookup makes A ask B
+                whether it has the keys (EXISTS), and the worker's load makes
+                A fetch every block from B over the node RPC (TCP, between
+                two network namespaces when run_ttft.sh made them). Node A's
                 openlake_kvpool_fetched_keys_total is read around each prompt
-                (the keys that crossed), B's served_gets_total per engine.
+                (the keys that crossed), B's served_gets_total (value
+                KV_GET calls) per engine.
   lmcache       LMCache's multi-process server (python -m
                 lmcache.v1.multiprocess.server, started by run_ttft.sh) and
                 vLLM's LMCacheMPConnector; the in-process LMCacheConnectorV1
@@ -787,7 +789,8 @@ def remote_table(res, rounds):
     served = [rd["openlake-remote"].get("node_b", {}).get("served_gets_total") for rd in ok]
     L[0] += (f" Node A held {max(h for h in held if h is not None) if any(h is not None for h in held) else '?'} "
              "bytes of values before each engine (`openlake_kv_tenant_used_bytes`, RAM and disk); "
-             f"node B served {_mmm(served, '{:.0f}')} KV_GET calls per engine (warm-up prompt included).")
+             f"node B served {_mmm(served, '{:.0f}')} KV_GET calls for values per engine (warm-up prompt "
+             "included; EXISTS calls not counted).")
     for i, n in enumerate(res["lens"]):
         if not ok:
             break

@@ -17,7 +17,7 @@
  * and only copy and post; the net loop's half: KV_GET and KV_PUT calls to
  * homes, and the handlers that serve them here by posting to the core
  * that owns each key's shard (which reads a key on its disk tier only back
- * into RAM first).
+ * into RAM first; an EXISTS call reads nothing).
  *
  * Threads: hooks and stores/loads on the data cores; everything with the
  * node RPC on the net loop; messages between them (ol_loop_post), each
@@ -848,7 +848,8 @@ static int64_t kp_next_home(struct ol_rpc *rpc, struct kp_fetch *f, uint32_t i)
 
 /* Net loop: keys idx[0, m) of f (idx is scratch: changed) asked of each
  * one's next home (kp_next_home), up to OL_KP_GET_KEYS keys of one home a
- * call. A call that cannot be sent sends its keys on to their next homes;
+ * call (an EXISTS fetch: OL_KP_EXISTS_KEYS, OL_KP_EXISTS_BYTES of keys).
+ * A call that cannot be sent sends its keys on to their next homes;
  * a key with no home left, or past the fetch's deadline, or at shutdown,
  * is a miss. Each key is asked of each of its homes at most once (a value
  * too large for its call again, kp_get_done), so a fetch of n keys
@@ -867,7 +868,8 @@ static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint
     }
     m = w;
     while (m > 0) {
-        /* a call for up to OL_KP_GET_KEYS keys of idx[0]'s home: as many
+        /* a call for up to OL_KP_GET_KEYS keys of idx[0]'s home (EXISTS:
+         * OL_KP_EXISTS_KEYS, OL_KP_EXISTS_BYTES of keys): as many
          * values as fit its reply, going by the last length a home said
          * (a grant's entry is small: OL_KP_GET_KEYS) */
         int64_t home = f->k[idx[0]].home;

@@ -339,7 +339,8 @@ size_t ol_kv_service_metrics(struct ol_kv_service *svc, char *buf, size_t cap)
          "HELLOs for a tenant's namespaces with a token that does not open them."},
         {"openlake_kv_tenant_hits_total", "counter",
          "LOOKUP, ACQUIRE and GET keys found (in RAM, on the disk tier, or fetched from "
-         "their home node), counted once per answer."},
+         "their home node; for LOOKUP, also those their home node says it has), counted "
+         "once per answer."},
         {"openlake_kv_tenant_misses_total", "counter",
          "LOOKUP, ACQUIRE and GET keys not found, counted once per answer."},
         {"openlake_kv_tenant_used_bytes", "gauge",

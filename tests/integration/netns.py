@@ -40,6 +40,8 @@ class Net:
             if f"inet {self.net}." not in used:
                 break
         self.ns, self.ips, self.links = [], [], []
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            self.top = int(f.read().split()[1])   # the host's: conftest's ports are under it
         try:
             sh("link", "add", self.br, "type", "bridge")
             sh("addr", "add", f"{self.net}.1/24", "dev", self.br)
@@ -57,15 +59,17 @@ class Net:
                 sh("-n", ns, "link", "set", inner, "up")
                 sh("-n", ns, "link", "set", "lo", "up")
                 # Outgoing connections' ports above every port a node here
-                # listens on (9100, and conftest's free ports: the host's
-                # range, 32768-60999): a node killed with connections open
+                # listens on (9100, and conftest's free ports: in the host's
+                # range, 32768-60999 by default): a node killed with connections open
                 # leaves their ends in FIN_WAIT for up to a minute, and one
                 # on the port the node listens on kept it from restarting.
-                r = subprocess.run([IP, "netns", "exec", ns, "sh", "-c",
-                                    "echo 61000 65000 > /proc/sys/net/ipv4/ip_local_port_range"],
-                                   capture_output=True, text=True, timeout=30)
-                if r.returncode != 0:
-                    raise AssertionError(f"ip_local_port_range in {ns}: {r.stderr}")
+                if self.top < 65000:
+                    r = subprocess.run([IP, "netns", "exec", ns, "sh", "-c",
+                                        f"echo {max(61000, self.top + 1)} 65535 > "
+                                        "/proc/sys/net/ipv4/ip_local_port_range"],
+                                       capture_output=True, text=True, timeout=30)
+                    if r.returncode != 0:
+                        raise AssertionError(f"ip_local_port_range in {ns}: {r.stderr}")
                 self.ips.append(ip)
         except BaseException:
             self.close()

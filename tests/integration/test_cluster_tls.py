@@ -19,6 +19,7 @@ import conftest
 from test_cluster import ETCD, etcd, wait_for
 from test_cluster_kv import homed_on, joined, kpm, kv, settled_pushes
 from test_cluster_rpc import metric, secret, up
+from test_cluster_ucx import HAVE_UCX
 from test_http import hermetic_openlake_env
 
 assert hermetic_openlake_env  # autouse fixture, imported to apply here too
@@ -183,8 +184,8 @@ def test_tls_settings_that_cannot_work_stop_the_start(etcd, make_daemon, tmp_pat
     cases = [
         (["--rpc-tls-cert", str(p / "n1.pem")],
          "--rpc-tls-cert: given without rpc_tls_key and rpc_tls_ca"),
-        (["--transport", "ucx", *tls(p, "n1")],
-         "TLS is for the TCP transport; UCX encrypts nothing"),
+        *([(["--transport", "ucx", *tls(p, "n1")],
+             "TLS is for the TCP transport; UCX encrypts nothing")] if HAVE_UCX else []),
         (["--rpc-tls-cert", str(p / "n1.pem"), "--rpc-tls-key", str(p / "n2.key"),
           "--rpc-tls-ca", str(p / "ca1.pem")],
          "rpc_tls_key: cannot use private key (PEM, not encrypted) " + str(p / "n2.key")),

@@ -13,7 +13,8 @@ other homes their copies; a save its first home did not answer goes to
 the next), a lookup and a load to its first home, then to
 the next home for the keys a home did not have (cluster.kv_replicas > 1);
 each member reached at its kv_addr with the same token, connected lazily.
-A home that is down costs its keys' misses and dropped saves. Without a
+A home that is down costs its keys' misses and dropped saves (with
+kv_replicas > 1 the saves go to the next home). Without a
 cluster (a node of no cluster, of protocol v1, or none answering), and
 with "local": every key of a block to one listed node picked from the
 block hash (node_of), as before."""
