@@ -1003,11 +1003,12 @@ static bool ol_kvc_fetch(struct ol_kv_conn *c, const struct ol_kv_dec *frame, bo
     uint32_t n = 0;
     while (ol_kv_dec_key(&d, &k) == 1 && n < OL_KVS_MAX_ITEMS) {
         struct ol_kv_hash kh = ol_kv_key_hash(c->ns_seed, k.p, k.len);
-        if (lookup && ol_kv_shard_of(s->svc, kh) != s->core) {
+        bool mine = ol_kv_shard_of(s->svc, kh) == s->core;
+        if (lookup && !mine) {
             n = 0;  /* a LOOKUP with another shard's key is answered WRONG_SHARD: ask nothing */
             break;
         }
-        if (ol_kv_shard_of(s->svc, kh) != s->core ||
+        if (!mine ||
             ol_kv_shard_where(c->sh, c->ns, kh) != OL_KV_WHERE_MISS ||
             (s->homes[n] = s->remote.home_of(s->remote.arg, kh)) < 0)
             continue;
