@@ -19,6 +19,11 @@
  * that owns each key's shard (which reads a key on its disk tier only back
  * into RAM first; an EXISTS call reads nothing).
  *
+ * Copies: a value a home serves is copied out of its shard once (the
+ * reply references it: ol_rpc_reply_ref); a value fetched stays in the
+ * reply it came in (ol_rpc_keep) until its core stores it; a push is
+ * copied once on its core and sent by reference (ol_rpc_call_ref).
+ *
  * Threads: hooks and stores/loads on the data cores; everything with the
  * node RPC on the net loop; messages between them (ol_loop_post), each
  * counted in `inflight` until its receiver is done with it. Shutdown:
@@ -270,9 +275,18 @@ struct kp_key {
     int64_t home;                   /* fetch: the home asked now (kp_next_home) */
     uint16_t klen;
     uint32_t koff;                  /* in the request's bytes */
-    uint8_t *value;                 /* fetched (malloc), or NULL */
+    uint8_t *value;                 /* fetched: its own (malloc), or in one of its
+                                       fetch's replies (in_reply); or NULL */
     uint64_t len, sum;
     bool there;                     /* an exists fetch: a home has it */
+    bool in_reply;
+};
+
+/* A KV_GET reply kept by a fetch (ol_rpc_keep): its keys' values point
+ * into it, so they are not copied until the core stores them. */
+struct kp_reply {
+    struct kp_reply *next;
+    uint8_t *bytes;
 };
 
 /* A value to send home (KV_PUT), from a core to the net loop. */
@@ -324,6 +338,7 @@ struct kp_fetch {
     uint8_t *bytes;                 /* namespace and keys */
     struct kp_rma *rmas;            /* net loop: its remote reads not ended */
     struct ol_timer rma_timer;      /* net loop: at the deadline, they are misses */
+    struct kp_reply *replies;       /* kept: freed once the core stored their values */
 };
 
 /* A remote read of a granted value (net loop): the value's bytes into
@@ -546,6 +561,7 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
             atomic_fetch_add(&kp->fetch_failures, 1);
     } else {
         uint32_t off = 4;
+        struct kp_reply *kept = NULL;
         for (; i < g->n; i++) {
             if (len - off < 16)
                 break;
@@ -588,15 +604,24 @@ static void kp_get_done(void *arg, int rc, const uint8_t *p, uint32_t len)
             }
             if (vlen > len - off)
                 break;
-            struct kp_key *k = &f->k[g->idx[i]];
-            k->value = malloc(vlen ? vlen : 1);
-            if (k->value) {
-                memcpy(k->value, p + off, vlen);
-                k->len = vlen;
-                k->sum = sum;
-                if (k->home != f->homes[(size_t)g->idx[i] * f->r])
-                    atomic_fetch_add(&kp->fetched_later, 1);
+            if (!kept) {   /* the values stay where they came, in the reply */
+                struct kp_reply *rp = malloc(sizeof *rp);
+                if (rp && (rp->bytes = ol_rpc_keep(p))) {
+                    rp->next = f->replies;
+                    f->replies = rp;
+                    kept = rp;
+                } else {
+                    free(rp);
+                    break;  /* no memory: the rest as a failed call */
+                }
             }
+            struct kp_key *k = &f->k[g->idx[i]];
+            k->value = kept->bytes + off;
+            k->in_reply = true;
+            k->len = vlen;
+            k->sum = sum;
+            if (k->home != f->homes[(size_t)g->idx[i] * f->r])
+                atomic_fetch_add(&kp->fetched_later, 1);
             off += vlen;
         }
     }
@@ -952,7 +977,14 @@ static void kp_fetch_back(ol_loop *loop, struct ol_msg *m)
                                     k->value, k->len, k->sum);
         if (st == OL_KV_OK || st == OL_KV_EXISTS)
             atomic_fetch_add(&kp->fetched_keys, 1);
-        free(k->value);
+        if (!k->in_reply)
+            free(k->value);
+    }
+    while (f->replies) {
+        struct kp_reply *rp = f->replies;
+        f->replies = rp->next;
+        free(rp->bytes);
+        free(rp);
     }
     ol_kv_server_fetched(srv, f->token, NULL, 0);
 done:
@@ -988,6 +1020,7 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
     f->exists = r->exists;
     f->wnext = NULL;
     f->rmas = NULL;
+    f->replies = NULL;
     f->rma_timer = (struct ol_timer){.fn = kp_rma_timeout};
     f->waiting = false;
     f->tenant = r->tenant;
@@ -1040,14 +1073,13 @@ static void kp_push_done(void *arg, int rc, const uint8_t *p, uint32_t len)
         atomic_fetch_add(&kp->push_failures, 1);
 }
 
-/* A push is over (sent, dropped, or not for another node): its bytes and
- * its count in inflight go back. */
-static void kp_push_end(struct ol_kvpool *kp, struct kp_push *u, bool dropped)
+/* A push is over (handed to the node RPC, dropped, or not for another
+ * node): its len bytes of kc and its count in inflight go back. */
+static void kp_push_end(struct ol_kvpool *kp, struct kp_core *kc, uint32_t len, bool dropped)
 {
     if (dropped)
         atomic_fetch_add(&kp->push_drops, 1);
-    atomic_fetch_sub(&u->kc->push_bytes, u->len);
-    free(u);
+    atomic_fetch_sub(&kc->push_bytes, len);
     atomic_fetch_sub(&kp->inflight, 1);
 }
 
@@ -1056,16 +1088,23 @@ static void kp_push_end(struct ol_kvpool *kp, struct kp_push *u, bool dropped)
 static int kp_push_try(struct ol_kvpool *kp, struct kp_push *u, uint64_t now)
 {
     struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
+    struct kp_core *kc = u->kc;
+    uint32_t len = u->len;
     if (!rpc || atomic_load(&kp->closing) || now >= u->deadline_ms) {
-        kp_push_end(kp, u, true);
+        free(u);
+        kp_push_end(kp, kc, len, true);
         return 0;
     }
-    struct iovec iov = {u->payload, u->len};
-    /* the payload is copied by the call */
-    int rc = ol_rpc_call(rpc, u->home, OP_KV_PUT, &iov, 1, 8, kp->timeout_ms, kp_push_done, kp);
+    /* the payload by reference: once the call is made, the node RPC frees
+     * u when it is sent (or dropped), maybe before the call returns */
+    struct iovec iov = {u->payload, len};
+    int rc = ol_rpc_call_ref(rpc, u->home, OP_KV_PUT, &iov, 1, &(struct ol_rpc_ref){free, u}, 8,
+                             kp->timeout_ms, kp_push_done, kp);
     if (rc == -EAGAIN)
         return -EAGAIN;
-    kp_push_end(kp, u, rc < 0);
+    if (rc < 0)
+        free(u);
+    kp_push_end(kp, kc, len, rc < 0);
     return 0;
 }
 
@@ -1173,11 +1212,35 @@ struct kp_serve {
     bool grant;                     /* KV_GET: keys in RAM answered with grants */
     bool exists;                    /* KV_GET: whether each key is here, no values */
     struct ol_kv_grant *gr;         /* [n] when grant: status OL_KP_ST_GRANT */
+    uint8_t *hdrs;                  /* the reply's headers, while it is sent */
 };
+
+/* What a served request holds until its reply is sent: its values
+ * (referenced by the reply, not copied), the reply's headers, itself. */
+static void kp_serve_free(void *arg)
+{
+    struct kp_serve *sv = arg;
+    for (uint32_t i = 0; i < sv->n; i++)
+        free(sv->k[i].value);
+    free(sv->hdrs);
+    free(sv->parts);
+    free(sv);
+}
+
+/* Appends base[0, len) to iov[0, *ni), merged with the last piece when
+ * they touch (a reply's headers with no value between them). */
+static void kp_iov_add(struct iovec *iov, int *ni, void *base, size_t len)
+{
+    if (*ni && (uint8_t *)iov[*ni - 1].iov_base + iov[*ni - 1].iov_len == (uint8_t *)base)
+        iov[*ni - 1].iov_len += len;
+    else
+        iov[(*ni)++] = (struct iovec){base, len};
+}
 
 static void kp_serve_reply(struct kp_serve *sv)
 {
     struct ol_kvpool *kp = sv->kp;
+    atomic_fetch_sub(&kp->serve_bytes, sv->reserved);
     if (sv->op == OP_KV_PUT) {
         uint8_t st[2];
         ol_le_st16(st, sv->status[0]);
@@ -1187,15 +1250,18 @@ static void kp_serve_reply(struct kp_serve *sv)
     } else {
         /* u32 n, per key: u16 status, u16 0, u32 len, u64 sum, value; or
          * a grant: u16 OL_KP_ST_GRANT, u16 0, u32 len, u64 sum, u64 off,
-         * u64 gen, u64 hdr_off */
+         * u64 gen, u64 hdr_off. The values by reference: sv lives until
+         * the reply is sent (kp_serve_free). */
         uint8_t *hdrs = malloc(4 + OL_KP_GRANT_LEN * (size_t)sv->n);
         struct iovec *iov = malloc(sizeof *iov * (1 + 2 * (size_t)sv->n));
+        sv->hdrs = hdrs;
         if (!hdrs || !iov) {
             ol_rpc_reply(sv->req, OL_RPC_BUSY, NULL, 0);
+            kp_serve_free(sv);
         } else {
             int ni = 0;
             ol_le_st32(hdrs, sv->n);
-            iov[ni++] = (struct iovec){hdrs, 4};
+            kp_iov_add(iov, &ni, hdrs, 4);
             uint8_t *h = hdrs + 4;
             for (uint32_t i = 0; i < sv->n; i++, h += 16) {
                 OL_ASSERT(sv->status[i] < KP_ST_WAIT);
@@ -1208,7 +1274,7 @@ static void kp_serve_reply(struct kp_serve *sv)
                     ol_le_st64(h + 16, gr->off);
                     ol_le_st64(h + 24, gr->gen);
                     ol_le_st64(h + 32, gr->hdr_off);
-                    iov[ni++] = (struct iovec){h, OL_KP_GRANT_LEN};
+                    kp_iov_add(iov, &ni, h, OL_KP_GRANT_LEN);
                     h += OL_KP_GRANT_LEN - 16;
                     atomic_fetch_add(&kp->served_grants, 1);
                     continue;
@@ -1216,7 +1282,7 @@ static void kp_serve_reply(struct kp_serve *sv)
                 if (sv->exists) {   /* OK or NOT_FOUND, no value */
                     memset(h, 0, 16);
                     ol_le_st16(h, sv->status[i] == OL_KV_OK ? OL_KV_OK : OL_KV_NOT_FOUND);
-                    iov[ni++] = (struct iovec){h, 16};
+                    kp_iov_add(iov, &ni, h, 16);
                     continue;
                 }
                 bool ok = sv->status[i] == OL_KV_OK && sv->k[i].value;
@@ -1226,21 +1292,18 @@ static void kp_serve_reply(struct kp_serve *sv)
                 /* too large: its length, so that it can be asked alone */
                 ol_le_st32(h + 4, ok || big ? (uint32_t)sv->k[i].len : 0);
                 ol_le_st64(h + 8, ok ? sv->k[i].sum : 0);
-                iov[ni++] = (struct iovec){h, 16};
+                kp_iov_add(iov, &ni, h, 16);
                 if (ok && sv->k[i].len)
-                    iov[ni++] = (struct iovec){sv->k[i].value, sv->k[i].len};
+                    kp_iov_add(iov, &ni, sv->k[i].value, sv->k[i].len);
             }
-            ol_rpc_reply(sv->req, OL_RPC_OK, iov, ni);
             atomic_fetch_add(sv->exists ? &kp->served_exists : &kp->served_gets, 1);
+            ol_rpc_reply_ref(sv->req, OL_RPC_OK, iov, ni,
+                             &(struct ol_rpc_ref){kp_serve_free, sv});
         }
-        free(hdrs);
         free(iov);
-        for (uint32_t i = 0; i < sv->n; i++)
-            free(sv->k[i].value);
+        return;
     }
-    atomic_fetch_sub(&kp->serve_bytes, sv->reserved);
-    free(sv->parts);
-    free(sv);
+    kp_serve_free(sv);
 }
 
 static void kp_part_back(ol_loop *loop, struct ol_msg *m)

@@ -11,8 +11,11 @@
  * assembled: a handshake or CLOSE frame into the connection's small
  * buffer, a REQUEST into its struct ol_rpc_reqi (handed
  * to the handler), a REPLY into a buffer of its length (bounded by the
- * call's reply_max). Output is a queue of whole frames, handed to the
- * transport up to OL_RPC_IOV of them at a time.
+ * call's reply_max; its callback may keep it: ol_rpc_keep). Output is a
+ * queue of whole frames, each its header and payload in one buffer or its
+ * header then the caller's pieces by reference (ol_rpc_call_ref,
+ * ol_rpc_reply_ref: not copied, unref run when the frame is freed), handed
+ * to the transport up to OL_RPC_IOV pieces at a time.
  *
  * Calls: a peer has max_calls slots; a call's id is (sequence << 16 |
  * slot). A slot is WAITING (its frame in the peer's queue, for the
@@ -63,11 +66,17 @@
 
 #define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
+/* A frame to send: its header in data, then its payload, copied into data
+ * after the header, or (niov > 0) the caller's pieces by reference (ref,
+ * run when the frame is freed: sent or dropped). */
 struct ol_rpc_out {
     struct ol_rpc_out *next;
-    uint32_t len, sent;
+    uint32_t len, sent;       /* the whole frame's, header included */
     uint32_t release;         /* a REPLY: its request's reply_max, given back when sent */
-    uint8_t data[];
+    int niov;
+    struct iovec *piov;       /* [niov], in the same allocation */
+    struct ol_rpc_ref ref;
+    _Alignas(struct iovec) uint8_t data[];
 };
 
 enum { S_FREE, S_WAITING, S_SENT, S_LATE, S_FAILED };
@@ -203,34 +212,94 @@ static void peer_dial(struct ol_rpc_peer *p);
 
 static uint64_t now_ms(struct ol_rpc *r) { return ol_loop_now_ms(r->loop); }
 
+/* The payload of the reply whose callback runs now on this thread, which
+ * ol_rpc_keep may take (NULL: taken, or none). */
+static _Thread_local uint8_t *keepable;
+
+uint8_t *ol_rpc_keep(const uint8_t *payload)
+{
+    if (!payload || payload != keepable)
+        return NULL;
+    keepable = NULL;
+    return (uint8_t *)(uintptr_t)payload;
+}
+
 /* ---- output ---------------------------------------------------------------- */
 
-/* A frame of type t with payload iov[0, n): allocated, header written. */
+/* A frame with payload iov[0, n): allocated, header written; the payload
+ * copied, or with ref (ref->unref set) referenced until the frame is freed.
+ * NULL: no memory (ref not run). */
 static struct ol_rpc_out *frame_new(struct ol_rpc *r, struct ol_rpc_hdr *h,
-                                    const struct iovec *iov, int n)
+                                    const struct iovec *iov, int n, const struct ol_rpc_ref *ref)
 {
     size_t len = 0;
     for (int i = 0; i < n; i++)
         len += iov[i].iov_len;
-    struct ol_rpc_out *f = malloc(sizeof *f + OL_RPC_HDR_LEN + len);
+    bool byref = ref && ref->unref && len;
+    _Static_assert(OL_RPC_HDR_LEN % _Alignof(struct iovec) == 0, "pieces after the header");
+    size_t tail = byref ? (size_t)n * sizeof(struct iovec) : len;
+    struct ol_rpc_out *f = malloc(sizeof *f + OL_RPC_HDR_LEN + tail);
     if (!f)
         return NULL;
     f->next = NULL;
     f->len = (uint32_t)(OL_RPC_HDR_LEN + len);
     f->sent = 0;
     f->release = 0;
-    uint8_t *p = f->data + OL_RPC_HDR_LEN;
-    for (int i = 0; i < n; i++) {
-        if (iov[i].iov_len)
-            memcpy(p, iov[i].iov_base, iov[i].iov_len);
-        p += iov[i].iov_len;
-    }
+    f->niov = 0;
+    f->piov = NULL;
+    f->ref = (struct ol_rpc_ref){0};
     h->len = (uint32_t)len;
     h->revision = atomic_load_explicit(&r->revision, memory_order_relaxed);
-    struct iovec whole = {f->data + OL_RPC_HDR_LEN, len};
-    h->payload_crc = len ? ol_rpc_payload_crc(&whole, 1) : 0;
+    if (byref) {
+        f->piov = (struct iovec *)(void *)(f->data + OL_RPC_HDR_LEN);
+        for (int i = 0; i < n; i++)
+            if (iov[i].iov_len)
+                f->piov[f->niov++] = iov[i];
+        f->ref = *ref;
+        h->payload_crc = ol_rpc_payload_crc(f->piov, f->niov);
+    } else {
+        uint8_t *p = f->data + OL_RPC_HDR_LEN;
+        for (int i = 0; i < n; i++) {
+            if (iov[i].iov_len)
+                memcpy(p, iov[i].iov_base, iov[i].iov_len);
+            p += iov[i].iov_len;
+        }
+        struct iovec whole = {f->data + OL_RPC_HDR_LEN, len};
+        h->payload_crc = len ? ol_rpc_payload_crc(&whole, 1) : 0;
+    }
     ol_rpc_hdr_encode(h, f->data);
     return f;
+}
+
+static void frame_free(struct ol_rpc_out *f)
+{
+    if (f && f->ref.unref)
+        f->ref.unref(f->ref.arg);
+    free(f);
+}
+
+/* The bytes of f not sent yet as at most max pieces in v (fewer than all
+ * of them when max runs out). Returns how many. */
+static int frame_pieces(const struct ol_rpc_out *f, struct iovec *v, int max)
+{
+    uint32_t skip = f->sent, head = f->niov ? OL_RPC_HDR_LEN : f->len;
+    int n = 0;
+    if (skip < head) {
+        v[n++] = (struct iovec){(uint8_t *)(uintptr_t)f->data + skip, head - skip};
+        skip = 0;
+    } else {
+        skip -= head;
+    }
+    for (int i = 0; i < f->niov && n < max; i++) {
+        size_t l = f->piov[i].iov_len;
+        if (skip >= l) {
+            skip -= (uint32_t)l;
+            continue;
+        }
+        v[n++] = (struct iovec){(uint8_t *)f->piov[i].iov_base + skip, l - skip};
+        skip = 0;
+    }
+    return n;
 }
 
 static void conn_queue(struct ol_rpc_conn *c, struct ol_rpc_out *f)
@@ -248,7 +317,7 @@ static int conn_send(struct ol_rpc_conn *c, uint8_t type, uint32_t aux, uint16_t
 {
     struct ol_rpc_hdr h = {.type = type, .aux = aux, .status = status};
     struct iovec iov = {(void *)(uintptr_t)payload, len};
-    struct ol_rpc_out *f = frame_new(c->r, &h, &iov, len ? 1 : 0);
+    struct ol_rpc_out *f = frame_new(c->r, &h, &iov, len ? 1 : 0, NULL);
     if (!f) {
         conn_close(c);
         return -ENOMEM;
@@ -292,7 +361,7 @@ static void on_sent(struct ol_xconn *x, int res)
             if (!c->ohead)
                 c->otail = NULL;
             c->reply_held -= f->release;
-            free(f);
+            frame_free(f);
         }
     }
     if (c->closing) {
@@ -311,10 +380,8 @@ static void conn_flush(struct ol_rpc_conn *c)
     if (c->send_inflight || c->closing || c->connecting || !c->ohead)
         return;
     int n = 0;
-    for (struct ol_rpc_out *f = c->ohead; f && n < OL_RPC_IOV; f = f->next, n++) {
-        c->iov[n].iov_base = f->data + f->sent;
-        c->iov[n].iov_len = f->len - f->sent;
-    }
+    for (struct ol_rpc_out *f = c->ohead; f && n < OL_RPC_IOV; f = f->next)
+        n += frame_pieces(f, c->iov + n, OL_RPC_IOV - n);
     if (c->x->t->ops->send(c->x, c->iov, n) != 0) {
         conn_close(c);
         return;
@@ -347,7 +414,7 @@ static void slot_release(struct ol_rpc_peer *p, struct ol_rpc_slot *s)
     ol_timer_cancel(p->r->loop, &s->timer);
     if (s->state == S_WAITING) {
         wait_unlink(p, s);
-        free(s->frame);
+        frame_free(s->frame);
         s->frame = NULL;
     }
     p->reply_reserved -= s->reply_max;
@@ -405,6 +472,9 @@ static void peer_fail_calls(struct ol_rpc_peer *p, int rc)
 
 static void peer_free(struct ol_rpc_peer *p)
 {
+    for (uint32_t i = 0; p->slots && i < p->r->max_calls; i++)   /* waiting at destroy */
+        if (p->slots[i].state == S_WAITING)
+            frame_free(p->slots[i].frame);
     free(p->slots);
     free(p->freelist);
     free(p);
@@ -490,6 +560,13 @@ static void peer_pump(struct ol_rpc_peer *p)
 int ol_rpc_call(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec *iov, int n,
                 uint32_t reply_max, uint32_t timeout_ms, ol_rpc_done done, void *arg)
 {
+    return ol_rpc_call_ref(r, peer, op, iov, n, NULL, reply_max, timeout_ms, done, arg);
+}
+
+int ol_rpc_call_ref(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec *iov, int n,
+                    const struct ol_rpc_ref *ref, uint32_t reply_max, uint32_t timeout_ms,
+                    ol_rpc_done done, void *arg)
+{
     OL_ASSERT(done && timeout_ms > 0);
     struct ol_rpc_peer *p = r->buckets[(uint64_t)peer % OL_RPC_BUCKETS];
     while (p && p->id != peer)
@@ -512,9 +589,11 @@ int ol_rpc_call(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec 
     struct ol_rpc_slot *s = &p->slots[p->freelist[p->nfree - 1]];
     uint64_t id = (++p->seq << 16) | (uint64_t)(s - p->slots);
     struct ol_rpc_hdr h = {.type = OL_RPC_REQUEST, .op = op, .id = id, .aux = reply_max};
-    struct ol_rpc_out *f = frame_new(r, &h, iov, n);
+    struct ol_rpc_out *f = frame_new(r, &h, iov, n, ref);
     if (!f)
         return -ENOMEM;
+    if (!f->ref.unref && ref && ref->unref)
+        ref->unref(ref->arg);   /* an empty payload: nothing referenced */
     p->nfree--;
     s->frame = f;
     s->id = id;
@@ -544,6 +623,12 @@ int ol_rpc_call(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec 
 
 void ol_rpc_reply(struct ol_rpc_req *req, int status, const struct iovec *iov, int n)
 {
+    ol_rpc_reply_ref(req, status, iov, n, NULL);
+}
+
+void ol_rpc_reply_ref(struct ol_rpc_req *req, int status, const struct iovec *iov, int n,
+                      const struct ol_rpc_ref *ref)
+{
     struct ol_rpc_reqi *ri = OL_CONTAINER(req, struct ol_rpc_reqi, pub);
     struct ol_rpc_conn *c = ri->conn;
     size_t len = 0;
@@ -560,13 +645,17 @@ void ol_rpc_reply(struct ol_rpc_req *req, int status, const struct iovec *iov, i
     c->grant += ri->frame_len;
     if (c->closing || c->close_after) {
         free(ri);
+        if (ref && ref->unref)
+            ref->unref(ref->arg);
         conn_close(c); /* frees c once nothing else holds it */
         return;
     }
     h.aux = c->grant;
-    struct ol_rpc_out *f = frame_new(c->r, &h, iov, n);
+    struct ol_rpc_out *f = frame_new(c->r, &h, iov, n, ref);
     uint32_t reply_max = req->reply_max;
     free(ri);
+    if ((!f || !f->ref.unref) && ref && ref->unref)
+        ref->unref(ref->arg);   /* not sent, or nothing referenced (TOO_LARGE, empty) */
     if (!f) {
         conn_close(c);
         return;
@@ -642,7 +731,7 @@ static void conn_maybe_free(struct ol_rpc_conn *c)
     while (c->ohead) {
         struct ol_rpc_out *f = c->ohead;
         c->ohead = f->next;
-        free(f);
+        frame_free(f);
     }
     c->otail = NULL;
     /* a request being received owns its payload (c->body points into it) */
@@ -1100,8 +1189,14 @@ static void frame_end(struct ol_rpc_conn *c)
         ol_rpc_done done = s->state == S_SENT ? s->done : NULL;
         void *arg = s->arg;
         slot_free(p, s);
-        if (done)
+        if (done) {
+            uint8_t *outer = keepable;   /* a callback inside another's (never now) */
+            keepable = body;
             done(arg, h->status, body, h->len);
+            if (!keepable)
+                body = NULL;             /* kept: ol_rpc_keep */
+            keepable = outer;
+        }
         free(body);
         if (c->peer == p && !c->closing)
             peer_pump(p);

@@ -121,6 +121,23 @@ typedef void (*ol_rpc_handler)(struct ol_rpc_req *req, void *arg);
  * (payload NULL). */
 typedef void (*ol_rpc_done)(void *arg, int rc, const uint8_t *payload, uint32_t len);
 
+/* From a done callback, with the payload it was given: the payload is the
+ * caller's from now on (free() it), valid after the callback. NULL: it
+ * cannot be kept (no payload, or not the one of the callback running). */
+uint8_t *ol_rpc_keep(const uint8_t *payload);
+
+/*
+ * A payload given by reference (ol_rpc_call_ref, ol_rpc_reply_ref): its
+ * bytes are not copied, and must stay unchanged until unref(arg) runs,
+ * once, when the endpoint is done with them (sent, or dropped: a failed
+ * call, a closed connection, the endpoint destroyed), on the loop's
+ * thread or inside ol_rpc_destroy. unref must not call this endpoint.
+ */
+struct ol_rpc_ref {
+    void (*unref)(void *arg);
+    void *arg;
+};
+
 /*
  * Creates an endpoint on loop (call on its thread), listening on
  * p->listen_addr when given. Returns 0 and *out, or -errno with a message
@@ -146,6 +163,10 @@ void ol_rpc_handle(struct ol_rpc *r, uint16_t op, ol_rpc_handler fn, void *arg);
  * request's credit goes back to the dialer with this reply. req is freed.
  */
 void ol_rpc_reply(struct ol_rpc_req *req, int status, const struct iovec *iov, int n);
+/* ol_rpc_reply with the payload by reference: ref->unref runs once, now
+ * or when the reply is sent or dropped. */
+void ol_rpc_reply_ref(struct ol_rpc_req *req, int status, const struct iovec *iov, int n,
+                      const struct ol_rpc_ref *ref);
 
 /*
  * Adds peer id at addr ("host:port", numeric host), or moves it to a new
@@ -170,6 +191,12 @@ int ol_rpc_peer_ready(const struct ol_rpc *r, int64_t id);
  */
 int ol_rpc_call(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec *iov, int n,
                 uint32_t reply_max, uint32_t timeout_ms, ol_rpc_done done, void *arg);
+/* ol_rpc_call with the payload by reference: on 0, ref->unref runs once
+ * (when the request is sent or dropped); on an error it does not run (the
+ * payload is still the caller's). */
+int ol_rpc_call_ref(struct ol_rpc *r, int64_t peer, uint16_t op, const struct iovec *iov, int n,
+                    const struct ol_rpc_ref *ref, uint32_t reply_max, uint32_t timeout_ms,
+                    ol_rpc_done done, void *arg);
 
 /*
  * Remote reads (transports with RMA: ucx). ol_rpc_map maps base[0, len)

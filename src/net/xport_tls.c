@@ -18,10 +18,12 @@
  * peer learns why.
  *
  * Bounds, per connection: a send takes at most XTLS_SEND_MAX plaintext
- * bytes of its iov (rpc.c sends the rest next time); ciphertext goes out
+ * bytes of its iov (rpc.c sends the rest next time), written at once
+ * (its pieces gathered into a buffer of XTLS_SEND_MAX first, so that small
+ * pieces share records); ciphertext goes out
  * through one buffer of XTLS_OUT bytes, and the session holds about one
- * send's ciphertext besides (XTLS_SEND_MAX, and 22 bytes a record: a
- * record per iov element); ciphertext the session made past 2 x XTLS_OUT
+ * send's ciphertext besides (XTLS_SEND_MAX, and 22 bytes a record of at
+ * most 16 KiB); ciphertext the session made past 2 x XTLS_OUT
  * not yet sent (a peer that does not read its KeyUpdate answers) ends
  * the connection; plaintext goes up XTLS_PLAIN bytes (a record) at a time;
  * received bytes not yet handed up past XTLS_IN_MAX end the connection
@@ -90,6 +92,7 @@ struct tls_conn {
     struct iovec oiov;
     uint8_t out[XTLS_OUT];
     uint8_t plain[XTLS_PLAIN];
+    uint8_t stage[XTLS_SEND_MAX];  /* a send's pieces gathered: one write, full records */
 };
 
 static const struct ol_xport_ops tls_ops;
@@ -457,6 +460,24 @@ static int tls_recv(struct ol_xconn *x)
     return 0;
 }
 
+/* What a send writes: *take bytes (at most XTLS_SEND_MAX) from the front
+ * of iov[0, n), in place or copied into c->stage. */
+static const void *stage_of(struct tls_conn *c, const struct iovec *iov, int n, size_t *take)
+{
+    if (n >= 1 && (n == 1 || iov[0].iov_len >= XTLS_SEND_MAX)) {
+        *take = iov[0].iov_len < XTLS_SEND_MAX ? iov[0].iov_len : XTLS_SEND_MAX;
+        return iov[0].iov_base;
+    }
+    size_t t = 0;
+    for (int i = 0; i < n && t < XTLS_SEND_MAX; i++) {
+        size_t len = iov[i].iov_len < XTLS_SEND_MAX - t ? iov[i].iov_len : XTLS_SEND_MAX - t;
+        memcpy(c->stage + t, iov[i].iov_base, len);
+        t += len;
+    }
+    *take = t;
+    return c->stage;
+}
+
 static int tls_send(struct ol_xconn *x, const struct iovec *iov, int n)
 {
     struct tls_conn *c = (struct tls_conn *)x;
@@ -464,18 +485,17 @@ static int tls_send(struct ol_xconn *x, const struct iovec *iov, int n)
         return -ENOTCONN;
     if (!c->ready || c->x_send)
         return -EBUSY;
+    /* one write of up to XTLS_SEND_MAX (each write makes records of its
+     * own): the first piece as it is when it fills that or is alone, the
+     * pieces gathered into stage otherwise */
     size_t take = 0;
-    for (int i = 0; i < n && take < XTLS_SEND_MAX; i++) {
-        size_t len = iov[i].iov_len < XTLS_SEND_MAX - take ? iov[i].iov_len
-                                                           : XTLS_SEND_MAX - take;
-        if (len && ol_tls_write(c->s, iov[i].iov_base, len) != 0) {
-            conn_fail(c, -EPROTO);
-            return -EPROTO;
-        }
-        take += len;
-    }
+    const void *from = stage_of(c, iov, n, &take);
     if (!take)
         return -EINVAL;
+    if (ol_tls_write(c->s, from, take) != 0) {
+        conn_fail(c, -EPROTO);
+        return -EPROTO;
+    }
     c->pt = (uint32_t)take;
     c->ct_mark = c->ct_made + ol_tls_out_pending(c->s);
     c->x_send = true;

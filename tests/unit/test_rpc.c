@@ -408,6 +408,201 @@ OLT_TEST(rpc_handshake_and_calls_ucx)
 }
 #endif
 
+/* ---- payloads by reference --------------------------------------------------- */
+
+/* Calls whose payloads go by reference (ol_rpc_call_ref) in more pieces
+ * than one send takes (OL_RPC_IOV is 64), answered by reference in as
+ * many (ol_rpc_reply_ref), the pieces laid out back to front in memory:
+ * every byte arrives in order, each unref runs exactly once, after its
+ * frame went, and a done callback keeps a reply (ol_rpc_keep). */
+#define OP_REF 6
+#define REF_CALLS 6
+#define REF_PIECES 100
+
+/* A message by reference: its 8-byte head (u32 reply length, u32 seed),
+ * then len pattern bytes in REF_PIECES pieces. */
+struct refmsg {
+    uint8_t head[8];
+    uint8_t *bytes;
+    int *unrefs;
+};
+
+static struct {
+    int unref_calls, unref_replies, bad, keep_refused;
+    uint8_t *kept;
+    uint32_t kept_len, kept_seed;
+} rs;
+
+static uint8_t ref_byte(uint32_t i, uint32_t seed) { return (uint8_t)(i * 7u + seed); }
+
+static uint32_t ld32(const uint8_t *p)
+{
+    return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* m's pattern bytes (seed) and iov[0] its head, iov[1, 1 + REF_PIECES)
+ * its bytes in order, laid out back to front. */
+static struct refmsg *ref_msg(uint32_t len, uint32_t want, uint32_t seed, int *unrefs,
+                              struct iovec *iov)
+{
+    struct refmsg *m = malloc(sizeof *m);
+    OLT_CHECK(m != NULL);
+    m->bytes = malloc(len ? len : 1);
+    OLT_CHECK(m->bytes != NULL);
+    m->unrefs = unrefs;
+    for (int i = 0; i < 4; i++) {
+        m->head[i] = (uint8_t)(want >> (8 * i));
+        m->head[4 + i] = (uint8_t)(seed >> (8 * i));
+    }
+    iov[0] = (struct iovec){m->head, 8};
+    uint32_t step = len / REF_PIECES, at = 0;
+    for (int j = 0; j < REF_PIECES; j++) {
+        uint32_t l = j == REF_PIECES - 1 ? len - at : step;
+        uint32_t where = len - at - l;
+        for (uint32_t i = 0; i < l; i++)
+            m->bytes[where + i] = ref_byte(at + i, seed);
+        iov[1 + j] = (struct iovec){m->bytes + where, l};
+        at += l;
+    }
+    return m;
+}
+
+static void ref_unref(void *arg)
+{
+    struct refmsg *m = arg;
+    (*m->unrefs)++;
+    free(m->bytes);
+    free(m);
+}
+
+/* Whether p[0, len) is a message of ref_msg: its head, then the bytes. */
+static bool ref_ok(const uint8_t *p, uint32_t len)
+{
+    if (len < 8)
+        return false;
+    uint32_t seed = ld32(p + 4);
+    for (uint32_t i = 8; i < len; i++)
+        if (p[i] != ref_byte(i - 8, seed))
+            return false;
+    return true;
+}
+
+/* A: the request checked; the reply is as many bytes as it asks (seed + 1)
+ * by reference. */
+static void on_ref(struct ol_rpc_req *req, void *arg)
+{
+    (void)arg;
+    if (!ref_ok(req->payload, req->len))
+        rs.bad++;
+    struct iovec iov[1 + REF_PIECES];
+    struct refmsg *m = ref_msg(ld32(req->payload), 0, ld32(req->payload + 4) + 1,
+                               &rs.unref_replies, iov);
+    ol_rpc_reply_ref(req, OL_RPC_OK, iov, 1 + REF_PIECES, &(struct ol_rpc_ref){ref_unref, m});
+}
+
+static void on_ref_done(void *arg, int rc, const uint8_t *payload, uint32_t len)
+{
+    struct drv *d = arg;
+    d->done++;
+    if (rc != OL_RPC_OK) {
+        d->errs[3]++;
+        return;
+    }
+    d->ok++;
+    if (!ref_ok(payload, len))
+        rs.bad++;
+    if (ol_rpc_keep(payload + 1) != NULL)   /* not the callback's payload */
+        rs.keep_refused = -1;
+    if (!rs.kept && len > 1000) {
+        rs.kept = ol_rpc_keep(payload);
+        if (rs.kept != payload || ol_rpc_keep(payload) != NULL)   /* once */
+            rs.keep_refused = -1;
+        rs.kept_len = len;
+    }
+}
+
+static uint32_t ref_len(int i) { return (uint32_t)(i * 97 * 1024 + i * 13); }
+
+static int ref_call(struct drv *d, int i)
+{
+    struct iovec iov[1 + REF_PIECES];
+    struct refmsg *m = ref_msg(ref_len(i), ref_len(REF_CALLS - i), (uint32_t)(10 * i),
+                               &rs.unref_calls, iov);
+    int rc = ol_rpc_call_ref(d->b, 1, OP_REF, iov, 1 + REF_PIECES,
+                             &(struct ol_rpc_ref){ref_unref, m}, 1u << 20, 5000, on_ref_done, d);
+    if (rc != 0) { /* not made: the payload is still ours */
+        m->unrefs = &rs.keep_refused;   /* counted apart */
+        ref_unref(m);
+    }
+    return rc;
+}
+
+static int step_ref(struct drv *d)
+{
+    switch (d->phase) {
+    case 0:
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        for (int i = 0; i < REF_CALLS; i++)
+            OLT_CHECK_EQ(ref_call(d, i), 0);
+        next_phase(d);
+        return 0;
+    default:
+        return d->done == REF_CALLS + 1;
+    }
+}
+
+static void rpc_payloads_by_reference_on(const char *tr)
+{
+    transport = tr;
+    memset(&rs, 0, sizeof rs);
+    struct drv d;
+    setup(&d, SECRET, 0);
+    ol_rpc_handle(d.a, OP_REF, on_ref, &d);
+    /* made while the connection is still being made: it waits, by reference */
+    OLT_CHECK_EQ(ref_call(&d, REF_CALLS), 0);
+    /* refused: not sent, unref not run (ref_call freed it itself) */
+    struct iovec none[1 + REF_PIECES];
+    struct refmsg *m = ref_msg(16, 16, 1, &rs.unref_calls, none);
+    OLT_CHECK_EQ(ol_rpc_call_ref(d.b, 9, OP_REF, none, 1 + REF_PIECES,
+                                 &(struct ol_rpc_ref){ref_unref, m}, 64, 5000, on_ref_done, &d),
+                 -ENOENT);
+    OLT_CHECK_EQ(rs.unref_calls, 0);
+    ref_unref(m);
+    rs.unref_calls = 0;
+    run(&d, step_ref);
+    OLT_CHECK_EQ(d.ok, REF_CALLS + 1);
+    OLT_CHECK_EQ(rs.bad, 0);
+    OLT_CHECK_EQ(rs.keep_refused, 0);
+    OLT_CHECK_EQ(rs.unref_calls, REF_CALLS + 1);
+    OLT_CHECK_EQ(rs.unref_replies, REF_CALLS + 1);
+    /* the kept reply is whole after its callback */
+    OLT_CHECK(rs.kept != NULL);
+    OLT_CHECK(ref_ok(rs.kept, rs.kept_len));
+    free(rs.kept);
+    /* a call left waiting when the endpoint goes: its unref runs at destroy */
+    ol_rpc_peer_remove(d.b, 1);
+    OLT_CHECK_EQ(ol_rpc_peer_set(d.b, 1, "127.0.0.1:1"), 0);   /* nobody there */
+    int before = rs.unref_calls;
+    int rc = ref_call(&d, 1);
+    OLT_CHECK(rc == 0 || rc == -ENOTCONN);
+    teardown(&d);
+    OLT_CHECK_EQ(rs.unref_calls, before + (rc == 0));
+    transport = NULL;
+}
+
+OLT_TEST(rpc_payloads_by_reference)
+{
+    rpc_payloads_by_reference_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_payloads_by_reference_ucx)
+{
+    rpc_payloads_by_reference_on(ucx_transport());
+}
+#endif
+
 /* ---- credits --------------------------------------------------------------- */
 
 /* Calls OP_HOLD with 8 KiB until the peer's queue says no (-EAGAIN) or
@@ -1624,6 +1819,12 @@ OLT_TEST(rpc_tls_peer_gone_fails_fast_then_reconnects)
 OLT_TEST(rpc_tls_credits_bound_what_the_acceptor_holds)
 {
     over_tls(rpc_credits_bound_what_the_acceptor_holds_on);
+}
+
+/* Payloads in many small pieces: gathered into a send's records. */
+OLT_TEST(rpc_tls_payloads_by_reference)
+{
+    over_tls(rpc_payloads_by_reference_on);
 }
 
 /* Echo calls whose payloads cross TLS records (16 KiB) many times over,
