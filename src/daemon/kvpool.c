@@ -416,6 +416,7 @@ static void kp_rma_end(struct kp_rma *r, bool ok)
     struct kp_key *k = &f->k[r->i];
     if (ok) {
         k->value = r->buf;
+        k->in_reply = false;
         k->len = r->len;
         k->sum = r->sum;
         r->buf = NULL;

@@ -24,6 +24,7 @@
 #include "rt/net.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +320,9 @@ static void ol_banner(struct ol_daemon *d)
     fflush(stdout);
 }
 
+#define OL_HEAP_MMAP (32 << 20)   /* larger allocations are mapped */
+#define OL_HEAP_KEEP (64 << 20)   /* free bytes an arena keeps at its top */
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -335,6 +339,15 @@ int main(int argc, char **argv)
             return 0;
         }
     }
+
+    /* Buffers of up to a few MiB (node RPC frames, values in flight, EC
+     * stripes) come from the heap and go back to it: glibc's defaults map
+     * such a buffer fresh and unmap it at free, or trim the heap a few MiB
+     * past its top, so each one was faulted in and zeroed page by page
+     * again (a quarter of the node RPC's CPU per GB; docs/benchmarks.md).
+     * Bound: each malloc arena keeps at most OL_HEAP_KEEP free at its top. */
+    mallopt(M_MMAP_THRESHOLD, OL_HEAP_MMAP);
+    mallopt(M_TRIM_THRESHOLD, OL_HEAP_KEEP);
 
     static struct ol_daemon d;
     char err[1024];

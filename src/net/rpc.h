@@ -164,7 +164,8 @@ void ol_rpc_handle(struct ol_rpc *r, uint16_t op, ol_rpc_handler fn, void *arg);
  */
 void ol_rpc_reply(struct ol_rpc_req *req, int status, const struct iovec *iov, int n);
 /* ol_rpc_reply with the payload by reference: ref->unref runs once, now
- * or when the reply is sent or dropped. */
+ * or when the reply is sent or dropped. No piece may point into
+ * req->payload (req is freed here). */
 void ol_rpc_reply_ref(struct ol_rpc_req *req, int status, const struct iovec *iov, int n,
                       const struct ol_rpc_ref *ref);
 

@@ -418,6 +418,7 @@ OLT_TEST(rpc_handshake_and_calls_ucx)
 #define OP_REF 6
 #define REF_CALLS 6
 #define REF_PIECES 100
+#define REF_OVER 1u     /* asks for a reply over its reply_max */
 
 /* A message by reference: its 8-byte head (u32 reply length, u32 seed),
  * then len pattern bytes in REF_PIECES pieces. */
@@ -495,8 +496,10 @@ static void on_ref(struct ol_rpc_req *req, void *arg)
     if (!ref_ok(req->payload, req->len))
         rs.bad++;
     struct iovec iov[1 + REF_PIECES];
-    struct refmsg *m = ref_msg(ld32(req->payload), 0, ld32(req->payload + 4) + 1,
-                               &rs.unref_replies, iov);
+    uint32_t want = ld32(req->payload);
+    if (want == REF_OVER)   /* more than the call takes: TOO_LARGE, unref at once */
+        want = req->reply_max + 1;
+    struct refmsg *m = ref_msg(want, 0, ld32(req->payload + 4) + 1, &rs.unref_replies, iov);
     ol_rpc_reply_ref(req, OL_RPC_OK, iov, 1 + REF_PIECES, &(struct ol_rpc_ref){ref_unref, m});
 }
 
@@ -504,6 +507,10 @@ static void on_ref_done(void *arg, int rc, const uint8_t *payload, uint32_t len)
 {
     struct drv *d = arg;
     d->done++;
+    if (rc == OL_RPC_TOO_LARGE) {
+        d->errs[4]++;
+        return;
+    }
     if (rc != OL_RPC_OK) {
         d->errs[3]++;
         return;
@@ -545,10 +552,18 @@ static int step_ref(struct drv *d)
             return 0;
         for (int i = 0; i < REF_CALLS; i++)
             OLT_CHECK_EQ(ref_call(d, i), 0);
+        {   /* a reply by reference over the call's reply_max */
+            struct iovec iov[1 + REF_PIECES];
+            struct refmsg *m = ref_msg(64, REF_OVER, 3, &rs.unref_calls, iov);
+            OLT_CHECK_EQ(ol_rpc_call_ref(d->b, 1, OP_REF, iov, 1 + REF_PIECES,
+                                         &(struct ol_rpc_ref){ref_unref, m}, 4096, 5000,
+                                         on_ref_done, d),
+                         0);
+        }
         next_phase(d);
         return 0;
     default:
-        return d->done == REF_CALLS + 1;
+        return d->done == REF_CALLS + 2;
     }
 }
 
@@ -559,8 +574,10 @@ static void rpc_payloads_by_reference_on(const char *tr)
     struct drv d;
     setup(&d, SECRET, 0);
     ol_rpc_handle(d.a, OP_REF, on_ref, &d);
-    /* made while the connection is still being made: it waits, by reference */
+    /* made while the connection is still being made: it waits, by
+     * reference (not copied: its unref has not run) */
     OLT_CHECK_EQ(ref_call(&d, REF_CALLS), 0);
+    OLT_CHECK_EQ(rs.unref_calls, 0);
     /* refused: not sent, unref not run (ref_call freed it itself) */
     struct iovec none[1 + REF_PIECES];
     struct refmsg *m = ref_msg(16, 16, 1, &rs.unref_calls, none);
@@ -572,10 +589,11 @@ static void rpc_payloads_by_reference_on(const char *tr)
     rs.unref_calls = 0;
     run(&d, step_ref);
     OLT_CHECK_EQ(d.ok, REF_CALLS + 1);
+    OLT_CHECK_EQ(d.errs[4], 1);   /* TOO_LARGE */
     OLT_CHECK_EQ(rs.bad, 0);
     OLT_CHECK_EQ(rs.keep_refused, 0);
-    OLT_CHECK_EQ(rs.unref_calls, REF_CALLS + 1);
-    OLT_CHECK_EQ(rs.unref_replies, REF_CALLS + 1);
+    OLT_CHECK_EQ(rs.unref_calls, REF_CALLS + 2);
+    OLT_CHECK_EQ(rs.unref_replies, REF_CALLS + 2);
     /* the kept reply is whole after its callback */
     OLT_CHECK(rs.kept != NULL);
     OLT_CHECK(ref_ok(rs.kept, rs.kept_len));
