@@ -37,6 +37,7 @@
 #include "net/rpc.h"
 
 #include "base/assert.h"
+#include "base/crc32c.h"
 #include "base/le.h"
 #include "base/log.h"
 
@@ -154,6 +155,7 @@ struct ol_rpc_conn {
     /* input: the frame being assembled */
     uint8_t hdr[OL_RPC_HDR_LEN];
     uint32_t hdr_have, body_have;
+    uint32_t body_crc;                   /* of body[0, body_have), as it is copied in */
     struct ol_rpc_hdr h;
     uint8_t *body;                       /* small, req->data, or a reply buffer */
     struct ol_rpc_reqi *req;
@@ -1069,6 +1071,7 @@ static int frame_begin(struct ol_rpc_conn *c)
     if (c->state == C_OPEN)
         note_revision(r, h->revision);
     c->body_have = 0;
+    c->body_crc = 0;
     if (h->type == OL_RPC_REQUEST) {
         uint32_t flen = OL_RPC_HDR_LEN + h->len;
         if (flen > c->credit_left) {
@@ -1128,8 +1131,7 @@ static void frame_end(struct ol_rpc_conn *c)
 {
     struct ol_rpc *r = c->r;
     struct ol_rpc_hdr *h = &c->h;
-    struct iovec whole = {c->body, h->len};
-    if (h->len && ol_rpc_payload_crc(&whole, 1) != h->payload_crc) {
+    if (h->len && c->body_crc != h->payload_crc) {
         conn_refuse(c, OL_RPC_PROTOCOL, "payload checksum mismatch");
         return;
     }
@@ -1230,8 +1232,10 @@ static void conn_take(struct ol_rpc_conn *c, const uint8_t *b, uint32_t n)
         uint32_t take = c->h.len - c->body_have;
         if (take > n)
             take = n;
-        if (take)
+        if (take) {   /* the checksum while the bytes are in cache */
             memcpy(c->body + c->body_have, b, take);
+            c->body_crc = ol_crc32c(c->body_crc, c->body + c->body_have, take);
+        }
         c->body_have += take;
         b += take;
         n -= take;

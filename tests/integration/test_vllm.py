@@ -474,6 +474,80 @@ def test_worker_copy_paths_round_trip(kvd, layout):
         assert not block(dst[name], 0).any()   # vLLM's null block: never a target
 
 
+def test_worker_loads_in_parts_two_at_a_time(kvd):
+    """A load in many parts (openlake_load_part_mb: one block a part here),
+    two in flight on two clients of their own: every block up to the first
+    missing one lands byte-exact, that block and all after it are load
+    errors (vLLM recomputes them), and the load ends only once no part is
+    in flight."""
+    import types
+
+    import torch
+    from openlake_client import openlake_connector as oc
+
+    d = kvd(capacity="0.25")
+    nb, bs, n = 24, 32, 10
+    g = torch.Generator().manual_seed(11)
+    src = {f"l{i}": torch.randn(nb, 2, bs, 64, generator=g) for i in range(2)}
+    page = src["l0"][0].numel() * src["l0"].element_size()
+    spec = types.SimpleNamespace(page_size_bytes=page, block_size=bs)
+    kcc = types.SimpleNamespace(num_blocks=nb, kv_cache_groups=[
+        types.SimpleNamespace(layer_names=list(src), kv_cache_spec=spec)])
+    cfg = oc.OpenLakeConfig.from_extra({"openlake_socket": d.kv_sock, "openlake_token": TOKEN,
+                                        "openlake_load_part_mb": 2 * page / (1 << 20)})
+
+    def worker(kv):
+        conn = types.SimpleNamespace(kv_cache_config=kcc, groups=(0,), rank_suffix=b"\0\0",
+                                     cfg=cfg, namespace="t/parts", value_size=page, enabled=True)
+        w = oc._Worker(conn)
+        w.register(kv)
+        return w
+
+    def wait(w, req, which):
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            sending, recving = w.get_finished({req})
+            if req in ((sending if which == "save" else recving) or ()):
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"{which} of {req} never finished")
+
+    prefixes = [bytes([i + 1]) * 32 for i in range(n)]
+    w1 = worker(src)
+    w1.queue_saves(oc.OpenLakeConnectorMetadata(
+        saves=[oc._Transfer("s", 1, prefixes, [(1 + i,) for i in range(n)])]))
+    wait(w1, "s", "save")
+    w1.shutdown()
+
+    def block(t, b):
+        return t[b]
+
+    # all there: ten parts, each block where it belongs
+    dst = {k: torch.zeros_like(v) for k, v in src.items()}
+    w2 = worker(dst)
+    w2.start_loads(oc.OpenLakeConnectorMetadata(
+        loads=[oc._Transfer("a", 2, prefixes, [(12 + i,) for i in range(n)])]))
+    wait(w2, "a", "load")
+    assert w2.take_load_errors() == set()
+    assert w2._ahead is not None and w2._ahead._clients[0] is not None  # the second client read
+    for name in src:
+        for i in range(n):
+            assert torch.equal(block(dst[name], 12 + i), block(src[name], 1 + i)), (name, i)
+    # the sixth missing: blocks 0-4 loaded; it and every block after are errors
+    holed = prefixes[:5] + [b"\xee" * 32] + prefixes[6:]
+    dst2 = {k: torch.zeros_like(v) for k, v in src.items()}
+    w2.register(dst2)
+    w2.start_loads(oc.OpenLakeConnectorMetadata(
+        loads=[oc._Transfer("b", 3, holed, [(12 + i,) for i in range(n)])]))
+    wait(w2, "b", "load")
+    assert w2.take_load_errors() == {12 + i for i in range(5, n)}
+    w2.shutdown()
+    for name in src:
+        for i in range(5):
+            assert torch.equal(block(dst2[name], 12 + i), block(src[name], 1 + i)), (name, i)
+        assert not block(dst2[name], 12 + 5).any()   # never found
+
+
 @pytest.mark.parametrize("kv_heads", [4, 1])
 def test_tensor_parallel_engines_share_blocks(kvd, tmp_path, kv_heads):
     """TP=2: each rank saves and loads its own heads (4 KV heads: two each);
