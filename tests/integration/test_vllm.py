@@ -474,12 +474,11 @@ def test_worker_copy_paths_round_trip(kvd, layout):
         assert not block(dst[name], 0).any()   # vLLM's null block: never a target
 
 
-def test_worker_loads_in_parts_two_at_a_time(kvd):
-    """A load in many parts (openlake_load_part_mb: one block a part here),
-    two in flight on two clients of their own: every block up to the first
-    missing one lands byte-exact, that block and all after it are load
-    errors (vLLM recomputes them), and the load ends only once no part is
-    in flight."""
+def test_worker_loads_in_parts(kvd):
+    """A load in many parts (openlake_load_part_mb: one block a part here):
+    every block up to the first missing one lands byte-exact, that block
+    and all after it are load errors (vLLM recomputes them), and no part
+    after it is read."""
     import types
 
     import torch
@@ -529,7 +528,6 @@ def test_worker_loads_in_parts_two_at_a_time(kvd):
         loads=[oc._Transfer("a", 2, prefixes, [(12 + i,) for i in range(n)])]))
     wait(w2, "a", "load")
     assert w2.take_load_errors() == set()
-    assert w2._ahead is not None and w2._ahead._clients[0] is not None  # the second client read
     for name in src:
         for i in range(n):
             assert torch.equal(block(dst[name], 12 + i), block(src[name], 1 + i)), (name, i)
@@ -545,7 +543,8 @@ def test_worker_loads_in_parts_two_at_a_time(kvd):
     for name in src:
         for i in range(5):
             assert torch.equal(block(dst2[name], 12 + i), block(src[name], 1 + i)), (name, i)
-        assert not block(dst2[name], 12 + 5).any()   # never found
+        for i in range(5, n):   # never found, and the parts after it never read
+            assert not block(dst2[name], 12 + i).any(), (name, i)
 
 
 @pytest.mark.parametrize("kv_heads", [4, 1])

@@ -25,7 +25,7 @@ class OpenLakeConfig:
     reconnect_secs: float = 1.0
     load_failure_policy: str = "recompute"
     populate_gb: float = 16.0
-    load_part_mb: float = 16.0
+    load_part_mb: float = 32.0
 
     _KEYS = {
         "openlake_nodes": "a non-empty list of \"host:port\" KV addresses",
@@ -111,7 +111,7 @@ class OpenLakeConfig:
             reconnect_secs=num("openlake_reconnect_secs", 1.0, 0.05, 600.0, float),
             load_failure_policy=policy,
             populate_gb=num("openlake_populate_gb", 16.0, 0, 1 << 20, float),
-            load_part_mb=num("openlake_load_part_mb", 16.0, 0.01, 1024.0, float))
+            load_part_mb=num("openlake_load_part_mb", 32.0, 0.01, 1024.0, float))
 
 
 def _per_user_data_dir() -> str | None:

@@ -7,7 +7,6 @@ transfers and stored saves reported back to vLLM."""
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import logging
 import threading
 import time
@@ -31,11 +30,7 @@ logger = logging.getLogger("vllm.openlake_connector")
 # in prefix order, and stops at the first part with a key missing (vLLM
 # recomputes from there). In a cluster the local daemon fetches each part's
 # keys from their homes within cluster.kv_timeout_ms (docs/cluster.md "The
-# KV pool"): a part must fit in it, a whole 32K prefix need not. Two parts
-# are in flight at once, each on a client of its own: while one part's
-# values are copied out, the next one's are read (or fetched from their
-# homes), so neither waits for the other.
-_LOAD_DEPTH = 2
+# KV pool"): a part must fit in it, a whole 32K prefix need not.
 
 
 def _block_parts(t, nb: int, name: str) -> list[torch.Tensor]:
@@ -154,8 +149,6 @@ class _Worker:
         self.suffix_order: list[bytes] = []
         self.ready = False
         self._store: _Store | None = None
-        self._ahead: _Store | None = None       # a load's second client (_LOAD_DEPTH)
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Condition()
         self._loads: deque[_Job] = deque()
         self._saves: deque[_Job] = deque()
@@ -220,13 +213,6 @@ class _Worker:
         if self._store is None:
             self._store = _Store(self.c.cfg, self.c.namespace, self.c.value_size, "worker")
         return self._store
-
-    @property
-    def ahead(self) -> _Store:
-        """The load's second client: the part after the one self.store reads."""
-        if self._ahead is None:
-            self._ahead = _Store(self.c.cfg, self.c.namespace, self.c.value_size, "worker")
-        return self._ahead
 
     # -- called from the model runner thread ---------------------------------
     def start_loads(self, meta: OpenLakeConnectorMetadata) -> None:
@@ -322,12 +308,8 @@ class _Worker:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        for st in (self._store, self._ahead):
-            if st is not None:
-                st.close()
+        if self._store is not None:
+            self._store.close()
 
     # -- the I/O thread ------------------------------------------------------
     def _prefault(self) -> None:
@@ -338,13 +320,12 @@ class _Worker:
         if limit <= 0:
             return
         t0 = time.perf_counter()
-        for st in (self.store, self.ahead):   # each client maps the slab itself
-            try:
-                c = st._client(0)
-                if c is not None and c.shared_memory:
-                    c.populate(limit)
-            except (OSError, ValueError):
-                pass
+        try:
+            c = self.store._client(0)
+            if c is not None and c.shared_memory:
+                c.populate(limit)
+        except (OSError, ValueError):
+            pass
         spans = {}
         for gl in self.planes:
             for ly in gl:
@@ -487,36 +468,15 @@ class _Worker:
 
     def _load_parts(self, keys: list[bytes], bufs: list[Any], parts: list[tuple[int, int]],
                     res: list[int | None]) -> None:
-        """Reads parts in order into res, _LOAD_DEPTH at a time (part k on
-        client k % 2, so a client has one part at a time); stops starting
-        parts after the first with a key missing, and returns once none is
-        in flight (nothing writes into vLLM's blocks after the load ends)."""
-        if len(parts) == 1:
-            s, e = parts[0]
+        """Reads parts in order into res; stops after the first with a key
+        missing (the blocks from there on are recomputed: not loaded). One
+        part at a time: two in flight on two clients made local loads
+        slower on the 2-core benchmark machine and remote ones no faster
+        (docs/vllm-connector.md)."""
+        for s, e in parts:
             res[s:e] = self.store.get(keys[s:e], bufs[s:e])
-            return
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(_LOAD_DEPTH,
-                                                               thread_name_prefix="openlake-load")
-        stores = (self.store, self.ahead)
-        futs: deque = deque()
-        nxt, missed = 0, False
-        while futs or (nxt < len(parts) and not missed):
-            while not missed and nxt < len(parts) and len(futs) < _LOAD_DEPTH:
-                s, e = parts[nxt]
-                futs.append((s, e, self._pool.submit(stores[nxt % 2].get, keys[s:e], bufs[s:e])))
-                nxt += 1
-            s, e, f = futs.popleft()
-            try:
-                r = f.result()
-            except Exception as ex:  # noqa: BLE001  (a store answers, never raises: defensive)
-                logger.warning("OpenLake: a load part failed: %s", ex)
-                r = [None] * (e - s)
-            if missed:
-                continue   # after a miss: waited for, not used
-            res[s:e] = r
             if any(res[j] != bufs[j].nbytes for j in range(s, e)):
-                missed = True  # the blocks from here on are recomputed: not loaded
+                break
 
     def _do_save(self, job: _Job) -> None:
         t = job.t
