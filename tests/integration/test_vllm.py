@@ -401,6 +401,27 @@ def test_config_addresses(tmp_path, monkeypatch):
         OpenLakeConfig.from_extra({"openlake_sockett": "/s"})
 
 
+def worker_of(oc, kv, cfg, kcc, namespace, page):
+    """A connector worker with no engine: kv registered as vLLM would."""
+    import types
+    conn = types.SimpleNamespace(kv_cache_config=kcc, groups=(0,), rank_suffix=b"\0\0", cfg=cfg,
+                                 namespace=namespace, value_size=page, enabled=True)
+    w = oc._Worker(conn)
+    w.register(kv)
+    return w
+
+
+def wait(w, req, which):
+    """Until the worker says req's save or load finished (20 s at most)."""
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        sending, recving = w.get_finished({req})
+        if req in ((sending if which == "save" else recving) or ()):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{which} of {req} never finished")
+
+
 @pytest.mark.parametrize("layout", ["blocks_first", "kv_first"])
 def test_worker_copy_paths_round_trip(kvd, layout):
     """The worker's two copy paths against a real daemon, no engine: vLLM's CPU
@@ -430,22 +451,9 @@ def test_worker_copy_paths_round_trip(kvd, layout):
     cfg = oc.OpenLakeConfig.from_extra({"openlake_socket": d.kv_sock, "openlake_token": TOKEN})
 
     def worker(kv):
-        conn = types.SimpleNamespace(kv_cache_config=kcc, groups=(0,), rank_suffix=b"\0\0",
-                                     cfg=cfg, namespace=f"t/{layout}", value_size=page,
-                                     enabled=True)
-        w = oc._Worker(conn)
-        w.register(kv)
+        w = worker_of(oc, kv, cfg, kcc, f"t/{layout}", page)
         assert w.ready and w.direct == (layout == "blocks_first")
         return w
-
-    def wait(w, req, which):
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            sending, recving = w.get_finished({req})
-            if req in ((sending if which == "save" else recving) or ()):
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"{which} of {req} never finished")
 
     prefixes = [bytes([i + 1]) * 32 for i in range(3)]
     w1 = worker(src)
@@ -496,20 +504,7 @@ def test_worker_loads_in_parts(kvd):
                                         "openlake_load_part_mb": 2 * page / (1 << 20)})
 
     def worker(kv):
-        conn = types.SimpleNamespace(kv_cache_config=kcc, groups=(0,), rank_suffix=b"\0\0",
-                                     cfg=cfg, namespace="t/parts", value_size=page, enabled=True)
-        w = oc._Worker(conn)
-        w.register(kv)
-        return w
-
-    def wait(w, req, which):
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            sending, recving = w.get_finished({req})
-            if req in ((sending if which == "save" else recving) or ()):
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"{which} of {req} never finished")
+        return worker_of(oc, kv, cfg, kcc, "t/parts", page)
 
     prefixes = [bytes([i + 1]) * 32 for i in range(n)]
     w1 = worker(src)
