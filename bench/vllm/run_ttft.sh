@@ -41,7 +41,7 @@
 #   DOC=1 (0: no docs/benchmarks.md update)  PRELOAD=1 (0: no LD_PRELOAD)
 #   NETNS=1 (0: openlake-remote on loopback)  REMOTE_KV_TIMEOUT_MS=300 (the
 #   nodes' cluster.kv_timeout_ms, its default: each lookup's ask and each
-#   32 MB load part's fetch must fit in it)  DEPS=1 (0: no scripts/deps.sh)
+#   32 MiB load part's fetch must fit in it)  DEPS=1 (0: no scripts/deps.sh)
 #   INSTALL=1 (0: keep .venv's openlake_client)  LMCACHE_VENV=build/venv-lmcache  DUMMY_WEIGHTS=0 (1: vLLM dummy weights,
 #   no seeded checkpoint, no correctness check)
 # About 20 minutes with the defaults on 2 cores (a 32K prefill takes ~45 s;

@@ -769,7 +769,7 @@ def remote_table(res, rounds):
          "them); before each round's engine a fresh node A (empty data dir) joins, and after it "
          "stops. The connector's lookup (scheduler) asks A, which asks B only whether it has the "
          "keys (KV_GET with EXISTS: no value moves); the worker's load then asks A in parts of "
-         "32 MB (`openlake_load_part_mb`), and A fetches each part from B (KV_GET) while the "
+         "32 MiB (`openlake_load_part_mb`), and A fetches each part from B (KV_GET) while the "
          "load waits. "
          "Keys fetched: node A's `openlake_kvpool_fetched_keys_total` "
          "around the prompt's `generate()` (one key per block and layer); misses and failures: "

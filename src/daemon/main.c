@@ -345,7 +345,8 @@ int main(int argc, char **argv)
      * such a buffer fresh and unmap it at free, or trim the heap a few MiB
      * past its top, so each one was faulted in and zeroed page by page
      * again (a quarter of the node RPC's CPU per GB; docs/benchmarks.md).
-     * Bound: each malloc arena keeps at most OL_HEAP_KEEP free at its top. */
+     * Bound: each malloc arena (about one per thread: the net loop, each
+     * data core) keeps at most OL_HEAP_KEEP free at its top after a burst. */
     mallopt(M_MMAP_THRESHOLD, OL_HEAP_MMAP);
     mallopt(M_TRIM_THRESHOLD, OL_HEAP_KEEP);
 

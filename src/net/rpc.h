@@ -108,17 +108,17 @@ struct ol_rpc_req {
     uint8_t *payload;
 };
 
-/* A handler: must call ol_rpc_reply(req, ...) exactly once, now or later
- * (on the loop's thread). The request's bytes count against the dialer's
- * credit until then. */
+/* A handler: must call ol_rpc_reply(req, ...) (or ol_rpc_reply_ref)
+ * exactly once, now or later (on the loop's thread). The request's bytes
+ * count against the dialer's credit until then. */
 typedef void (*ol_rpc_handler)(struct ol_rpc_req *req, void *arg);
 
 /* A call's end, exactly once, never inside ol_rpc_call nor inside any
  * other function of this endpoint (failures are delivered from a deferred
  * callback of the loop), so it may call anything here, ol_rpc_peer_remove
  * of its own peer included. rc >= 0: the reply's status, with its
- * payload[0, len) valid during the callback only; rc < 0: -errno as above
- * (payload NULL). */
+ * payload[0, len) valid during the callback only, unless the callback
+ * keeps it (ol_rpc_keep); rc < 0: -errno as above (payload NULL). */
 typedef void (*ol_rpc_done)(void *arg, int rc, const uint8_t *payload, uint32_t len);
 
 /* From a done callback, with the payload it was given: the payload is the

@@ -341,6 +341,11 @@ def test_random_block_hashes_are_explained(kvd, engine, baseline):
     ({"openlake_save_decode": "yes"}, "openlake_save_decode"),
     ({"openlake_reconnect_secs": 0}, "openlake_reconnect_secs"),
     ({"openlake_load_failure_policy": "ignore"}, "openlake_load_failure_policy"),
+    ({"openlake_load_part_mb": 0}, "openlake_load_part_mb"),
+    ({"openlake_load_part_mb": 0.009}, "openlake_load_part_mb"),
+    ({"openlake_load_part_mb": 1025}, "openlake_load_part_mb"),
+    ({"openlake_load_part_mb": True}, "openlake_load_part_mb"),
+    ({"openlake_load_part_mb": "32"}, "openlake_load_part_mb"),
     ({"openlake_token": "t", "openlake_token_file": "/f"}, "openlake_token"),
     ({"openlake_socket": 5}, "openlake_socket"),
 ])
