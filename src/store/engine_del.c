@@ -147,12 +147,19 @@ void ol_se_del_drive(struct ol_sdrv *d, int res)
             return drive_fail(d, res);
         d->fd = res;
         d->step = D_READ;
+        d->mlen = 0;
         ol_se_read(d, d->fd, d->mbuf, r->c->s->meta_cap, 0);
         return;
     case D_READ:
         if (res < 0)
             return drive_fail(d, res);
-        d->mlen = (uint32_t)res;
+        /* a short read is not the file's end (a version's removal rewrites
+         * these bytes): read on until 0 or full */
+        d->mlen += (uint32_t)res;
+        if (res > 0 && d->mlen < r->c->s->meta_cap) {
+            ol_se_read(d, d->fd, d->mbuf + d->mlen, r->c->s->meta_cap - d->mlen, d->mlen);
+            return;
+        }
         d->step = D_CLOSE;
         ol_se_close(d, d->fd);
         d->fd = -1;

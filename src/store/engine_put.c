@@ -1215,12 +1215,19 @@ void ol_se_put_drive(struct ol_sdrv *d, int res)
             return drive_fail(d, res);
         d->mfd = res;
         d->step = C_MREAD;
+        d->mlen = 0;
         ol_se_read(d, d->mfd, d->mbuf, r->c->s->meta_cap, 0);
         return;
     case C_MREAD:
         if (res < 0)
             return drive_fail(d, res);
-        d->mlen = (uint32_t)res;
+        /* a short read is not the file's end: read on until 0 or full
+         * (an undo writes these bytes back as the old metadata) */
+        d->mlen += (uint32_t)res;
+        if (res > 0 && d->mlen < r->c->s->meta_cap) {
+            ol_se_read(d, d->mfd, d->mbuf + d->mlen, r->c->s->meta_cap - d->mlen, d->mlen);
+            return;
+        }
         d->step = C_MCLOSE;
         ol_se_close(d, d->mfd);
         d->mfd = -1;
