@@ -431,7 +431,7 @@ struct refmsg {
 static struct {
     int unref_calls, unref_replies, bad, keep_refused;
     uint8_t *kept;
-    uint32_t kept_len, kept_seed;
+    uint32_t kept_len;
 } rs;
 
 static uint8_t ref_byte(uint32_t i, uint32_t seed) { return (uint8_t)(i * 7u + seed); }

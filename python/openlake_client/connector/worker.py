@@ -435,16 +435,17 @@ class _Worker:
         good = [True] * len(t.prefixes)
         keys, bufs, blk = self._io_lists(t, staged)
         res: list[int | None] = [None] * len(keys)
-        parts, s, part_bytes = [], 0, int(self.c.cfg.load_part_mb * (1 << 20))
+        s, part_bytes = 0, int(self.c.cfg.load_part_mb * (1 << 20))
         while s < len(keys):
             e, nb = s + 1, bufs[s].nbytes
             while e < len(keys) and (blk[e] == blk[e - 1] or
                                      nb + bufs[e].nbytes <= part_bytes):
                 nb += bufs[e].nbytes
                 e += 1
-            parts.append((s, e))
+            res[s:e] = self.store.get(keys[s:e], bufs[s:e])
+            if any(res[j] != bufs[j].nbytes for j in range(s, e)):
+                break      # the blocks from here on are recomputed: not loaded
             s = e
-        self._load_parts(keys, bufs, parts, res)
         for j, i in enumerate(blk):
             if res[j] != bufs[j].nbytes:
                 good[i] = False
@@ -465,18 +466,6 @@ class _Worker:
         if n_ok < len(good):
             logger.warning("OpenLake: request %s: %d of %d blocks could not be loaded; "
                            "vLLM recomputes them", t.req_id, len(good) - n_ok, len(good))
-
-    def _load_parts(self, keys: list[bytes], bufs: list[Any], parts: list[tuple[int, int]],
-                    res: list[int | None]) -> None:
-        """Reads parts in order into res; stops after the first with a key
-        missing (the blocks from there on are recomputed: not loaded). One
-        part at a time: two in flight on two clients made local loads
-        slower on the 2-core benchmark machine and remote ones no faster
-        (docs/vllm-connector.md)."""
-        for s, e in parts:
-            res[s:e] = self.store.get(keys[s:e], bufs[s:e])
-            if any(res[j] != bufs[j].nbytes for j in range(s, e)):
-                break
 
     def _do_save(self, job: _Job) -> None:
         t = job.t
