@@ -5,6 +5,12 @@ checkout, or the sdist, which carries them: MANIFEST.in).
 - The extension compiles the C client (src/client/client.c), the wire codec
   (src/kv/proto.c) and the slab helpers (src/kv/slab.c) with the extension's
   own glue (python/src/_native.c), and links ISA-L and xxhash.
+- UCX (ucx://host:port addresses, src/client/ucx_link.c): where pkg-config
+  finds ucx at build time, the extension is compiled with its headers
+  (OL_HAVE_UCX) but never linked to it: libucp.so.0 is dlopen'ed when a
+  ucx:// client first opens, so the wheel carries no UCX (auditwheel would
+  copy libucp in without the transport plugins it loads) and a host's own
+  UCX is used; a host without it gets a clear error for ucx:// only.
 - Built by CPython 3.11 or newer, the extension keeps to the limited API of
   3.11 (Py_LIMITED_API 0x030b0000: the stable ABI) and the wheel is tagged
   cp311-abi3, so one wheel serves every CPython from 3.11 on. 3.9 and 3.10
@@ -46,6 +52,20 @@ def makefile_version():
 VERSION = makefile_version()
 BINARIES = ("openlaked", "openlake")
 LIMITED_API = sys.version_info >= (3, 11)   # see the docstring
+
+
+def ucx_include_dirs():
+    """UCX's include dirs (pkg-config --cflags-only-I ucx), or None without
+    UCX. Only its headers: the extension loads libucp at run time."""
+    try:
+        r = subprocess.run(["pkg-config", "--cflags-only-I", "ucx"], capture_output=True,
+                           text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return [f[2:] for f in r.stdout.split() if f.startswith("-I")]
+
+
+UCX_INCLUDE = ucx_include_dirs()
 
 
 class build_py_with_binaries(build_py):
@@ -94,16 +114,18 @@ setup(
             "openlake_client._native",
             sources=["python/src/_native.c", "src/client/client.c", "src/kv/proto.c",
                      "src/kv/slab.c", "src/base/crc32c.c",
-                     "src/cluster/place.c"],
-            include_dirs=["include", "src"],
+                     "src/cluster/place.c", "src/client/ucx_link.c"],
+            include_dirs=["include", "src"] + (UCX_INCLUDE or []),
             # rebuilt when a header or the Makefile (VERSION) changes, not
             # only a .c (an in-tree pip install . after an edit)
             depends=sorted(glob.glob("src/**/*.h", recursive=True) +
                            glob.glob("include/**/*.h", recursive=True)) + ["Makefile"],
             define_macros=[("OL_VERSION", f'"{VERSION}"')] +
+                          ([("OL_HAVE_UCX", "1")] if UCX_INCLUDE is not None else []) +
                           ([("Py_LIMITED_API", "0x030b0000")] if LIMITED_API else []),
             py_limited_api=LIMITED_API,
-            libraries=["isal", "xxhash", "pthread"],
+            # dl: dlopen, in libc itself only from glibc 2.34
+            libraries=["isal", "xxhash", "pthread", "dl"],
             extra_compile_args=["-std=c17", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra",
                                 "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
         )

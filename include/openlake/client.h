@@ -5,8 +5,8 @@
  * shard (the rule in docs/kv-protocol.md), so a batch is split, sent to all
  * shards at once and merged back in key order. Over the Unix socket values
  * move through the shared slab (the client maps it; no copy through the
- * socket); over TCP they travel inline in PUT/GET frames. Over the Unix
- * socket the slot calls (reserve/commit/abort, acquire/release, below) hand
+ * socket); over TCP and UCX they travel inline in PUT/GET frames. Over the
+ * Unix socket the slot calls (reserve/commit/abort, acquire/release, below) hand
  * out the slab memory itself, for zero-copy writers and readers.
  * Reference, with the zero-copy rules: docs/kv-client.md.
  *
@@ -35,7 +35,8 @@
  * server answered BUSY until the timeout), -ETIMEDOUT, -EIO (connection
  * lost during the call), -EPROTO (the server refused the frame, or its
  * answer made no sense; the client keeps working), -EACCES (bad token, from
- * ol_client_open), -EOPNOTSUPP (a slot call over TCP), -ENOMEM.
+ * ol_client_open), -EOPNOTSUPP (a slot call over TCP or UCX; ol_client_open
+ * of a ucx:// address where UCX is missing), -ENOMEM.
  */
 #ifndef OPENLAKE_CLIENT_H
 #define OPENLAKE_CLIENT_H
@@ -51,7 +52,11 @@ extern "C" {
 typedef struct ol_client ol_client;
 
 struct ol_client_opts {
-    const char *addr;       /* Unix socket path (has a '/'), or "host:port" for TCP */
+    const char *addr;       /* Unix socket path (has a '/'), "host:port" for TCP
+                               ("[v6]:port" too), or ucx://host:port: UCX stream
+                               endpoints (the daemon's kv ucx_addr), values inline
+                               as over TCP; UCX (libucp.so.0) is loaded when first
+                               used: without it, open fails with -EOPNOTSUPP */
     const char *token;      /* NULL: read it from token_file */
     const char *token_file; /* e.g. <data dir>/kv.token */
     const char *ns;         /* namespace: model fingerprint + tenant salt */

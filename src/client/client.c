@@ -1,10 +1,13 @@
 /*
  * client.c - the C client of the KV cache (see include/openlake/client.h).
  *
- * Owns: one blocking socket per server shard with its own lock, growable
- * frame buffers per connection (reused across calls), the shared slab
- * mapping, key routing and batch split/merge, reconnection with backoff,
- * and the zero-copy slot handles (struct ol_client_slot).
+ * Owns: one blocking connection per server shard with its own lock (a
+ * Unix or TCP socket, or for a ucx://host:port address a UCX stream
+ * endpoint: ucx_link.c, which loads UCX at run time; it carries the same
+ * bytes as TCP), growable frame buffers per connection (reused across
+ * calls), the shared slab mapping, key routing and batch split/merge,
+ * reconnection with backoff, and the zero-copy slot handles (struct
+ * ol_client_slot).
  * Uses src/kv/proto.c for every byte on the wire and src/kv/slab.h for the
  * slab's superblock and slot header layout (read-only: a client never
  * writes a header); nothing else of the server.
@@ -18,7 +21,7 @@
  * copy-and-hash into the slots, COMMIT (ABORT what did not fit); get =
  * ACQUIRE, check the slot headers, copy-and-hash out, RELEASE (sent without
  * waiting: its answer is read before the next answer on that connection,
- * see ol_c_release_nowait). Over TCP
+ * see ol_c_release_nowait). Over TCP (and UCX)
  * they are PUT/GET frames cut to the server's limits and pipelined, several
  * frames in flight per connection (see "TCP: values inline" below).
  *
@@ -33,11 +36,13 @@
  */
 #include "openlake/client.h"
 
+#include "client/ucx_link.h"
 #include "kv/proto.h"
 #include "kv/slab.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -64,7 +69,9 @@
 
 struct ol_cconn {
     pthread_mutex_t mu;
-    int fd;                    /* -1: broken, reconnect after retry_at */
+    int fd;                    /* -1: broken, reconnect after retry_at; over UCX the
+                                  link's event fd (ux owns it: never closed here) */
+    struct ol_cux *ux;         /* is_ucx: the UCX link, NULL when broken */
     uint32_t shard;
     uint64_t next_req;
     uint8_t *out, *in;
@@ -94,6 +101,7 @@ struct ol_client {
     char ns[OL_KV_MAX_NAMESPACE + 1];
     size_t token_len, ns_len;
     bool is_unix;
+    bool is_ucx;             /* addr is ucx://host:port */
     uint64_t value_size, slot_size;
     int timeout_ms;
     uint64_t seed;
@@ -135,9 +143,46 @@ static int ol_c_grow(uint8_t **buf, size_t *cap, size_t need)
 
 /* ---- connections ---------------------------------------------------------- */
 
-static int ol_c_dial(const ol_client *c)
+#define OL_C_UCX_SCHEME "ucx://"
+
+/* Splits "host:port" or "[IPv6]:port" into host (NUL-terminated, in hcap
+ * bytes) and *port (OUT: a slice of addr). -EINVAL without a port. */
+static int ol_c_split_addr(const char *addr, char *host, size_t hcap, const char **port)
+{
+    const char *colon;
+    if (addr[0] == '[') {
+        const char *end = strchr(addr, ']');
+        if (!end || end[1] != ':')
+            return -EINVAL;
+        snprintf(host, hcap, "%.*s", (int)(end - addr - 1), addr + 1);
+        colon = end + 1;
+    } else if ((colon = strrchr(addr, ':'))) {
+        snprintf(host, hcap, "%.*s", (int)(colon - addr), addr);
+    } else {
+        return -EINVAL;
+    }
+    *port = colon + 1;
+    return 0;
+}
+
+/* A UCX link to c's ucx://host:port in *ux (OUT); returns its event fd. */
+static int ol_c_dial_ucx(const ol_client *c, struct ol_cux **ux)
+{
+    char host[256];
+    const char *port;
+    if (ol_c_split_addr(c->addr + strlen(OL_C_UCX_SCHEME), host, sizeof host, &port) < 0)
+        return -EINVAL;
+    int rc = ol_cux_open(host, port, c->timeout_ms, ux);
+    return rc < 0 ? rc : ol_cux_fd(*ux);
+}
+
+/* Connects to c's server: returns the socket (send and receive time out
+ * after c->timeout_ms), or over UCX the link's fd with the link in *ux. */
+static int ol_c_dial(const ol_client *c, struct ol_cux **ux)
 {
     int fd;
+    if (c->is_ucx)
+        return ol_c_dial_ucx(c, ux);
     if (c->is_unix) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (strlen(c->addr) >= sizeof sa.sun_path)
@@ -148,13 +193,12 @@ static int ol_c_dial(const ol_client *c)
             goto fail;
     } else {
         char host[256];
-        const char *colon = strrchr(c->addr, ':');
-        if (!colon)
+        const char *port;
+        if (ol_c_split_addr(c->addr, host, sizeof host, &port) < 0)
             return -EINVAL;
-        snprintf(host, sizeof host, "%.*s", (int)(colon - c->addr), c->addr);
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
         struct addrinfo *ai;
-        if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+        if (getaddrinfo(host, port, &hints, &ai) != 0)
             return -EHOSTUNREACH;
         fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         int ok = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
@@ -175,8 +219,25 @@ fail:;
     return rc;
 }
 
+/* Closes k's socket, or its UCX link (and the link's fd with it): k is
+ * broken (fd -1). */
+static void ol_c_hangup(struct ol_cconn *k)
+{
+    if (k->ux)
+        ol_cux_close(k->ux);
+    else if (k->fd >= 0)
+        close(k->fd);
+    k->ux = NULL;
+    k->fd = -1;
+}
+
+/* A UCX link's result as a socket's would be: -ETIMEDOUT, else -EIO. */
+static int ol_c_ux_rc(long rc) { return rc >= 0 ? 0 : rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO; }
+
 static int ol_c_send(struct ol_cconn *k, const void *p, size_t n)
 {
+    if (k->ux)
+        return ol_c_ux_rc(ol_cux_sendv(k->ux, &(struct iovec){(void *)p, n}, 1));
     const char *b = p;
     while (n) {
         ssize_t w = send(k->fd, b, n, MSG_NOSIGNAL);
@@ -187,6 +248,44 @@ static int ol_c_send(struct ol_cconn *k, const void *p, size_t n)
         b += w;
         n -= (size_t)w;
     }
+    return 0;
+}
+
+/*
+ * Reads what has arrived (at least a byte) onto the end of k->in, which has
+ * room. A descriptor passed with it (Unix) lands in *fd_out if that is -1
+ * (fd_out may be NULL), else is closed. 0, -ETIMEDOUT or -EIO.
+ */
+static int ol_c_read(struct ol_cconn *k, int *fd_out)
+{
+    if (k->ux) {
+        long got = ol_cux_recv(k->ux, k->in + k->in_len, k->in_cap - k->in_len);
+        if (got > 0)
+            k->in_len += (size_t)got;
+        return got > 0 ? 0 : got == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
+    }
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr a;
+    } ctl;
+    struct iovec iov = {k->in + k->in_len, k->in_cap - k->in_len};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                       .msg_controllen = sizeof ctl.b};
+    ssize_t got;
+    while ((got = recvmsg(k->fd, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+        ;
+    if (got <= 0)
+        return got < 0 && errno == EAGAIN ? -ETIMEDOUT : -EIO;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+        if (fd_out && *fd_out < 0)
+            *fd_out = fd;
+        else
+            close(fd);
+    }
+    k->in_len += (size_t)got;
     return 0;
 }
 
@@ -214,28 +313,9 @@ static int ol_c_recv(struct ol_cconn *k, struct ol_kv_hdr *h, struct ol_kv_dec *
         }
         if (ol_c_grow(&k->in, &k->in_cap, k->in_len + 65536) < 0)
             return -ENOMEM;
-        union {
-            char b[CMSG_SPACE(sizeof(int))];
-            struct cmsghdr a;
-        } ctl;
-        struct iovec iov = {k->in + k->in_len, k->in_cap - k->in_len};
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-                           .msg_controllen = sizeof ctl.b};
-        ssize_t got = recvmsg(k->fd, &m, MSG_CMSG_CLOEXEC);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return got < 0 && errno == EAGAIN ? -ETIMEDOUT : -EIO;
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-        if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-            if (fd_out && *fd_out < 0)
-                *fd_out = fd;
-            else
-                close(fd);
-        }
-        k->in_len += (size_t)got;
+        int rc = ol_c_read(k, fd_out);
+        if (rc < 0)
+            return rc;
     }
 }
 
@@ -249,9 +329,7 @@ static uint64_t ol_c_epoch(const struct ol_cconn *k) { return __atomic_load_n(&k
 
 static void ol_c_fail(struct ol_cconn *k)
 {
-    if (k->fd >= 0)
-        close(k->fd);
-    k->fd = -1;
+    ol_c_hangup(k);
     k->in_len = 0;
     k->pending = false;
     k->deferred = 0; /* the server drops the session's pins with it */
@@ -310,7 +388,7 @@ static int ol_c_check_super(const char *m, size_t size, uint64_t *hdr_off, uint3
 /* Connects k and says HELLO for its shard. Maps the slab on first success. */
 static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp *resp)
 {
-    int fd = ol_c_dial(c);
+    int fd = ol_c_dial(c, &k->ux);
     if (fd < 0)
         return fd;
     k->fd = fd;
@@ -412,8 +490,7 @@ static int ol_c_hello(ol_client *c, struct ol_cconn *k, struct ol_kv_hello_resp 
     if (slab_fd >= 0)
         close(slab_fd);
     if (rc < 0) {
-        close(k->fd);
-        k->fd = -1;
+        ol_c_hangup(k);
         return rc;
     }
     k->backoff_ms = 0;
@@ -485,7 +562,8 @@ int ol_client_open(const struct ol_client_opts *o, ol_client **out, char *err, s
     c->slab_fd = -1;
     pthread_mutex_init(&c->slab_mu, NULL);
     snprintf(c->addr, sizeof c->addr, "%s", o->addr);
-    c->is_unix = strchr(o->addr, '/') != NULL;
+    c->is_ucx = strncmp(o->addr, OL_C_UCX_SCHEME, strlen(OL_C_UCX_SCHEME)) == 0;
+    c->is_unix = !c->is_ucx && strchr(o->addr, '/') != NULL;
     c->ns_len = strlen(o->ns);
     if (c->ns_len < 1 || c->ns_len > OL_KV_MAX_NAMESPACE) {
         snprintf(err, errlen, "namespace must be 1..%u bytes", OL_KV_MAX_NAMESPACE);
@@ -526,6 +604,8 @@ int ol_client_open(const struct ol_client_opts *o, ol_client **out, char *err, s
         if (rc == -EACCES) /* a bad token, or one of a tenant that does not claim ns */
             snprintf(err, errlen, "%s: the server refused the token for namespace \"%.*s\"",
                      c->addr, (int)c->ns_len, c->ns);
+        else if (rc == -EOPNOTSUPP && c->is_ucx && ol_cux_unavailable())
+            snprintf(err, errlen, "%s: %s", c->addr, ol_cux_unavailable());
         else
             snprintf(err, errlen, "%s: %s", c->addr, ol_c_hello_error(rc));
         free(first.out);
@@ -535,7 +615,7 @@ int ol_client_open(const struct ol_client_opts *o, ol_client **out, char *err, s
     c->nshards = r.shards ? r.shards : 1;
     c->conns = calloc(c->nshards, sizeof *c->conns);
     if (!c->conns) {
-        close(first.fd);
+        ol_c_hangup(&first);
         free(first.out);
         free(first.in);
         rc = -ENOMEM;
@@ -571,8 +651,7 @@ void ol_client_close(ol_client *c)
         /* a get's RELEASE still unanswered: wait for it (within the socket
          * timeout), so its pins are gone when close returns */
         ol_c_deferred_read(&c->conns[i]);
-        if (c->conns[i].fd >= 0)
-            close(c->conns[i].fd);
+        ol_c_hangup(&c->conns[i]);
         free(c->conns[i].out);
         free(c->conns[i].in);
         free(c->conns[i].iov);
@@ -1395,9 +1474,12 @@ struct ol_c_data {
     uint8_t *flag;                  /* per item */
 };
 
-/* Sends n iovecs (advanced in place on short writes), at most 1024 per call. */
+/* Sends n iovecs (advanced in place on short writes), at most 1024 per
+ * call; over UCX all at once. */
 static int ol_c_sendv(struct ol_cconn *k, struct iovec *iov, size_t n)
 {
+    if (k->ux)
+        return n > INT_MAX ? -E2BIG : ol_c_ux_rc(ol_cux_sendv(k->ux, iov, (int)n));
     while (n) {
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = n < 1024 ? n : 1024};
         ssize_t w = sendmsg(k->fd, &m, MSG_NOSIGNAL);
