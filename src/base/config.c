@@ -65,6 +65,7 @@ enum {
     KF_SECRET = 8,     /* redacted by ol_config_dump */
     KF_KEY_FILE = 16,  /* a private key's path: a regular file, warned about
                           when group or others may read it */
+    KF_EMPTY_OK = 32,  /* K_ADDR: "" is allowed (the listener is off) */
 };
 
 struct ckey {
@@ -239,6 +240,9 @@ static const struct ckey ol_config_keys[] = {
     {.name = "kv_addr", .kind = K_ADDR, .off = CO(kv_addr),
      .size = CS(kv_addr), .def = "127.0.0.1:9400",
      .doc = "KV service TCP listen address."},
+    {.name = "kv_ucx_addr", .kind = K_ADDR, .flags = KF_EMPTY_OK, .off = CO(kv_ucx_addr),
+     .size = CS(kv_ucx_addr), .def = "",
+     .doc = "KV service over UCX stream endpoints (the vLLM connector's openlake_device \"ucx\"; UCX_TLS picks the wire); \"\" = off. A build without UCX refuses it."},
     {.name = "kv_socket", .kind = K_STR, .off = CO(kv_socket), .size = CS(kv_socket),
      .lo = 0, .hi = 107, .check = check_path,
      .expect = "a socket path of at most 107 bytes",
@@ -801,7 +805,7 @@ static const char *expect(const struct ckey *k, char *buf, size_t len)
         break;
     case K_ADDR:
         snprintf(buf, len, "an address host:port or [v6]:port "
-                 "(port 1 to 65535)");
+                 "(port 1 to 65535)%s", k->flags & KF_EMPTY_OK ? ", or \"\" (off)" : "");
         break;
     case K_ENUM: {
         size_t pos = (size_t)snprintf(buf, len, "one of");
@@ -1140,7 +1144,8 @@ static int set_key(const struct ckey *k, char *base, const struct ol_toml *node,
             break;
         }
         if (k->kind == K_STR ? str_ok(k, str, len) != 0
-                             : (len >= k->size || !addr_valid(str)))
+                             : (len >= k->size ||
+                                (!addr_valid(str) && !(len == 0 && (k->flags & KF_EMPTY_OK)))))
             break;
         memcpy(slot, str, len + 1);
         return 0;
@@ -1813,6 +1818,24 @@ int ol_config_finalize(struct ol_config *c, char *err, size_t errlen)
                     "found when it was built); use \"tcp\"",
                     key_where(c, find_key("transport"), w, sizeof w));
 #endif
+#ifndef OL_HAVE_UCX
+    if (c->kv_ucx_addr[0])
+        return errf(err, errlen, "%s: this build has no UCX (libucx-dev was not found when "
+                    "it was built); leave it \"\"",
+                    key_where(c, find_key("kv_ucx_addr"), w, sizeof w));
+#endif
+    if (c->kv_ucx_addr[0] && c->mode == OL_MODE_S3)
+        return errf(err, errlen, "%s: mode \"s3\" runs no KV service",
+                    key_where(c, find_key("kv_ucx_addr"), w, sizeof w));
+    if (c->kv_ucx_addr[0] && (strcmp(c->kv_ucx_addr, c->kv_addr) == 0 ||
+                              strcmp(c->kv_ucx_addr, c->s3_addr) == 0 ||
+                              (c->cluster.name[0] && strcmp(c->kv_ucx_addr, c->rpc_addr) == 0)))
+        return errf(err, errlen, "%s: %s is also %s; the UCX listener needs an address of "
+                    "its own", key_where(c, find_key("kv_ucx_addr"), w, sizeof w),
+                    quote(c->kv_ucx_addr, q, sizeof q),
+                    strcmp(c->kv_ucx_addr, c->kv_addr) == 0   ? "kv_addr"
+                    : strcmp(c->kv_ucx_addr, c->s3_addr) == 0 ? "s3_addr"
+                                                              : "rpc_addr");
     if (c->rdma.backend == OL_RDMA_UCX && c->transport != OL_TRANSPORT_UCX)
         return errf(err, errlen, "%s: \"ucx\" reads over the node RPC's UCX: it needs "
                     "transport = \"ucx\"",

@@ -124,6 +124,7 @@ struct ol_config {
     char rpc_tls_ca[OL_CONFIG_PATH_LEN];
     char s3_addr[OL_CONFIG_ADDR_LEN];
     char kv_addr[OL_CONFIG_ADDR_LEN];
+    char kv_ucx_addr[OL_CONFIG_ADDR_LEN]; /* "" = no UCX listener (daemon/kvucx.c) */
     char kv_socket[OL_CONFIG_PATH_LEN];  /* "" = <data_dirs[0]>/kv.sock */
     char kv_socket_mode[8];             /* octal permission bits, e.g. "0600" */
     char kv_token[OL_CONFIG_KEY_LEN];    /* "" = generated, kept in the data dir */

@@ -97,6 +97,8 @@ size_t ol_member_encode(const struct ol_member *m, char *buf, size_t len)
         "kv_disk_bytes", (json_int_t)m->kv_disk_bytes, "drives", (json_int_t)m->drives);
     if (j && m->kv_replicas > 0)      /* said only by a node with a KV pool */
         json_object_set_new(j, "kv_replicas", json_integer((json_int_t)m->kv_replicas));
+    if (j && m->kv_ucx_addr[0])       /* said only by a node with a UCX KV listener */
+        json_object_set_new(j, "kv_ucx_addr", json_string(m->kv_ucx_addr));
     /* json_pack fails on a string that is not UTF-8: 0 then */
     size_t n = j ? json_dumpb(j, buf, len ? len - 1 : 0, JSON_COMPACT | JSON_SORT_KEYS) : 0;
     json_decref(j);
@@ -164,6 +166,7 @@ int ol_member_decode(const char *json, size_t len, struct ol_member *m, char *wh
         bad = "pid or started";
     else if (take_str(j, "s3_addr", m->s3_addr, sizeof m->s3_addr) ||
              take_str(j, "kv_addr", m->kv_addr, sizeof m->kv_addr) ||
+             take_str(j, "kv_ucx_addr", m->kv_ucx_addr, sizeof m->kv_ucx_addr) ||
              take_str(j, "rpc_addr", m->rpc_addr, sizeof m->rpc_addr))
         bad = "an address";
     else if (json_object_get(j, "s3_tls") && !json_is_boolean(json_object_get(j, "s3_tls")))

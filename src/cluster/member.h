@@ -31,7 +31,8 @@
  *    "host":"name", "data_dir":"/path", "pid":N, "started":unix_seconds,
  *    "s3_addr":"h:p", "s3_tls":bool, "kv_addr":"h:p" (or ""), "rpc_addr":"h:p",
  *    "kv_slab_bytes":N, "kv_disk_bytes":N, "drives":N,
- *    "kv_replicas":N (1..16; absent: a node without a KV pool, or older)}
+ *    "kv_replicas":N (1..16; absent: a node without a KV pool, or older),
+ *    "kv_ucx_addr":"h:p" (absent: no KV listener on UCX, or older)}
  * A reader ignores fields it does not know and refuses "v" > 1.
  */
 #ifndef OL_CLUSTER_MEMBER_H
@@ -59,6 +60,7 @@ struct ol_member {
     char s3_addr[OL_CONFIG_ADDR_LEN];
     bool s3_tls;              /* s3_addr serves https */
     char kv_addr[OL_CONFIG_ADDR_LEN];
+    char kv_ucx_addr[OL_CONFIG_ADDR_LEN]; /* "": none */
     char rpc_addr[OL_CONFIG_ADDR_LEN];
     uint64_t kv_slab_bytes;
     uint64_t kv_disk_bytes;

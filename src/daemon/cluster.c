@@ -154,6 +154,8 @@ int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen)
     self.s3_tls = c->s3_tls_cert[0] != 0;
     if (c->mode != OL_MODE_S3)
         advertised(c->kv_addr, self.host, self.kv_addr, sizeof self.kv_addr);
+    if (c->mode != OL_MODE_S3 && c->kv_ucx_addr[0])
+        advertised(c->kv_ucx_addr, self.host, self.kv_ucx_addr, sizeof self.kv_ucx_addr);
     advertised(c->rpc_addr, self.host, self.rpc_addr, sizeof self.rpc_addr);
     if (numeric(self.rpc_addr, sizeof self.rpc_addr, err, errlen) < 0)
         return -1;

@@ -61,6 +61,7 @@ struct ol_daemon {
     struct ol_cluster *cluster;       /* membership in etcd ([cluster]); NULL: a single host */
     struct ol_daemon_net *net;        /* the node RPC (net.c); NULL: a single host */
     struct ol_kvpool *kvpool;         /* the cluster's KV pool (kvpool.c); NULL: none */
+    struct ol_daemon_kvucx *kvucx;    /* the KV service on kv_ucx_addr (kvucx.c); NULL: none */
     _Atomic(struct ol_disks *) disks; /* GET /_openlake/disks's thread (admin_disks.c):
                                          set once the cores serve, read by admin cores */
     int drain;                        /* main thread's (cluster.c): 0 active, 1 draining,
@@ -99,6 +100,17 @@ size_t ol_daemon_net_metrics(struct ol_daemon *d, char *buf, size_t cap);
  * length; >= cap: did not fit); d must be a cluster node. Any thread. */
 int ol_daemon_net_probe_start(struct ol_daemon *d, uint32_t mib, uint64_t *id);
 size_t ol_daemon_net_probe_json(struct ol_daemon *d, char *buf, size_t cap);
+
+/* kvucx.c: the KV service over UCX on kv_ucx_addr (nothing when it is ""
+ * or there is no KV service): its loop and thread, the listener, a bridge
+ * to a core's KV server per endpoint. start: once the cores serve; 0 or -1
+ * with err. quiesce: at the start of a shutdown, before the cores drain
+ * (no socket is handed to a core after it returns). stop: after the cores
+ * stopped. metrics: the openlake_kv_ucx_* lines. */
+int ol_daemon_kvucx_start(struct ol_daemon *d, char *err, size_t errlen);
+void ol_daemon_kvucx_quiesce(struct ol_daemon *d);
+void ol_daemon_kvucx_stop(struct ol_daemon *d);
+size_t ol_daemon_kvucx_metrics(struct ol_daemon *d, char *buf, size_t cap);
 
 /* net.c: the net loop and the node RPC endpoint (NULL outside a cluster). */
 struct ol_rpc;

@@ -131,8 +131,9 @@ struct kp_members {
     struct kp_addr {
         int64_t id;
         uint64_t weight;
-        uint16_t len;
-        char addr[OL_CONFIG_ADDR_LEN];
+        uint16_t len, ulen;
+        char addr[OL_CONFIG_ADDR_LEN];      /* its kv_addr */
+        char uaddr[OL_CONFIG_ADDR_LEN];     /* its kv_ucx_addr */
     } m[];
 };
 
@@ -194,8 +195,9 @@ static int64_t kp_home_of(void *arg, struct ol_kv_hash h)
     return kp_homes(kc->kp, h, homes) > 0 ? homes[0] : -1;
 }
 
-/* Core: a MEMBERS answer (kv/server.h ol_kv_remote.members). */
-static int kp_members_enc(void *arg, struct ol_kv_enc *e)
+/* Core: a MEMBERS answer (kv/server.h ol_kv_remote.members): the members'
+ * kv_addr, or their kv_ucx_addr for a client on the UCX listener. */
+static int kp_members_enc(void *arg, struct ol_kv_enc *e, bool ucx)
 {
     struct kp_core *kc = arg;
     struct kp_members *mb = atomic_load_explicit(&kc->kp->members, memory_order_acquire);
@@ -205,7 +207,8 @@ static int kp_members_enc(void *arg, struct ol_kv_enc *e)
                                    .replicas = (uint16_t)kc->kp->replicas};
     int rc = ol_kv_enc_members_head(e, &h);
     for (int i = 0; i < mb->n && rc == 0; i++)
-        rc = ol_kv_enc_member(e, mb->m[i].id, mb->m[i].weight, mb->m[i].addr, mb->m[i].len);
+        rc = ucx ? ol_kv_enc_member(e, mb->m[i].id, mb->m[i].weight, mb->m[i].uaddr, mb->m[i].ulen)
+                 : ol_kv_enc_member(e, mb->m[i].id, mb->m[i].weight, mb->m[i].addr, mb->m[i].len);
     return rc;
 }
 
@@ -224,9 +227,12 @@ static struct kp_members *kp_members_make(const struct ol_place_member *k, int n
             j++;
         OL_ASSERT(j < n); /* k is a subsequence of m */
         size_t len = strnlen(m[j].kv_addr, sizeof m[j].kv_addr);
+        size_t ulen = strnlen(m[j].kv_ucx_addr, sizeof m[j].kv_ucx_addr);
         mb->m[i] = (struct kp_addr){.id = k[i].id, .weight = k[i].weight,
-                                    .len = (uint16_t)(len > OL_KV_MAX_ADDR ? 0 : len)};
+                                    .len = (uint16_t)(len > OL_KV_MAX_ADDR ? 0 : len),
+                                    .ulen = (uint16_t)(ulen > OL_KV_MAX_ADDR ? 0 : ulen)};
         memcpy(mb->m[i].addr, m[j].kv_addr, mb->m[i].len);
+        memcpy(mb->m[i].uaddr, m[j].kv_ucx_addr, mb->m[i].ulen);
     }
     return mb;
 }

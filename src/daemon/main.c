@@ -295,6 +295,8 @@ static void ol_banner(struct ol_daemon *d)
     if (d->kv) {
         printf("  KV (TCP):     %s   (port %d)\n", c->kv_addr, ol_kv_server_port(d->cores[0].kv));
         printf("  KV (Unix):    %s\n", d->kv->sock_path);
+        if (d->kvucx)
+            printf("  KV (UCX):     %s   (openlake_device \"ucx\")\n", c->kv_ucx_addr);
         struct ol_kv_hugetlb_pool pool;
         ol_kv_hugetlb_pool_read(&pool);
         char what[320];
@@ -482,6 +484,12 @@ int main(int argc, char **argv)
         started++;
     }
 
+    if (status == 0 && ol_daemon_kvucx_start(&d, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: %s\n", err);
+        status = 2;
+        for (int i = 0; i < started; i++)
+            ol_loop_stop(d.cores[i].loop);
+    }
     if (status == 0) {
         /* Ready: every core serves, and what it serves is whole: the object
          * store and its listing indexes were opened, the KV service created
@@ -531,6 +539,7 @@ int main(int argc, char **argv)
                 ol_info("signal %d: shutting down (finishing in-flight requests, at most %lld ms)",
                         sig, (long long)d.cfg.http.shutdown_timeout_ms);
                 ol_daemon_kvpool_close(&d);
+                ol_daemon_kvucx_quiesce(&d);   /* no hand-over lands after the drain */
                 atomic_store(&d.draining, 1);
                 ol_cluster_set_state(d.cluster, "leaving");
                 for (int i = 0; i < started; i++)
@@ -557,6 +566,7 @@ int main(int argc, char **argv)
             ol_loop_stop(d.cores[i].loop);
     }
 
+    ol_daemon_kvucx_quiesce(&d);     /* (done at the signal; here for any other way out) */
     for (int i = 0; i < started; i++) {
         ol_loop_join(d.cores[i].loop);
         ol_http_server_destroy(d.cores[i].s3);
@@ -566,6 +576,7 @@ int main(int argc, char **argv)
         ol_store_core_destroy(d.cores[i].store);
         ol_loop_destroy(d.cores[i].loop);
     }
+    ol_daemon_kvucx_stop(&d);
     free(d.cores);
     ol_admin_disks_stop(&d);
     ol_daemon_net_stop(&d);

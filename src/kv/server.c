@@ -123,6 +123,7 @@ struct ol_kv_conn {
     struct ol_kv_conn *next, *prev;
     int fd;
     bool is_unix, recv_armed, send_inflight, closing, close_after, hello, shm, migrating, adopted;
+    bool ucx;                      /* bridged from the UCX listener (ol_kv_server_adopt) */
     bool parked;              /* waiting for disk reads (on srv->parked) */
     bool authed;              /* HELLO's token checked (hello: and bound here) */
     bool pending;             /* on srv->pend[is_unix]: accepted, not authed */
@@ -537,6 +538,7 @@ static void ol_on_kv_migrate(ol_loop *loop, struct ol_msg *m)
         c->t = src->t;
         c->value_size = src->value_size;
         c->version = src->version;
+        c->ucx = src->ucx;
         /* Frames the client pipelined behind its HELLO come along. */
         if (src->in_len && !(c->in = ol_pool_get(&s->inbufs))) {
             close(c->fd);
@@ -890,7 +892,7 @@ static void ol_kvc_dispatch(struct ol_kv_conn *c, const struct ol_kv_hdr *h, str
         break;
     }
     case OL_KV_OP_MEMBERS: /* v2; a node in no cluster answers replicas 0 */
-        if (s->has_remote && s->remote.members && s->remote.members(s->remote.arg, &e) < 0) {
+        if (s->has_remote && s->remote.members && s->remote.members(s->remote.arg, &e, c->ucx) < 0) {
             ol_kvc_reply_status(c, op, h->req_id, OL_KV_INTERNAL, "no placement to answer with");
             return;
         }
@@ -1412,7 +1414,7 @@ static void ol_kvs_log_refused(struct ol_kv_server *s, uint64_t now)
         atomic_store(&v->logged[i], cur[i]);
 }
 
-static void ol_kv_accepted(struct ol_kv_server *s, int fd, bool is_unix)
+static struct ol_kv_conn *ol_kv_accepted(struct ol_kv_server *s, int fd, bool is_unix)
 {
     uint64_t now = ol_loop_now_ms(s->loop);
     struct ol_kv_pend *p = &s->pend[is_unix];
@@ -1430,7 +1432,7 @@ static void ol_kv_accepted(struct ol_kv_server *s, int fd, bool is_unix)
             atomic_fetch_add(&s->svc->conns_refused, 1);
             ol_kvs_log_refused(s, now);
         }
-        return;
+        return NULL;
     }
     c->accepted_ms = now;
     ol_kvc_pend_add(c);
@@ -1446,6 +1448,14 @@ static void ol_kv_accepted(struct ol_kv_server *s, int fd, bool is_unix)
         c->recv_armed = true;
     else
         ol_kvc_close(c);
+    return c;
+}
+
+void ol_kv_server_adopt(struct ol_kv_server *s, int fd)
+{
+    struct ol_kv_conn *c = ol_kv_accepted(s, fd, false);
+    if (c)
+        c->ucx = true; /* closed already or not: only MEMBERS reads it */
 }
 
 static void ol_on_kv_accept_tcp(ol_loop *loop, struct ol_op *op, int res, unsigned flags)

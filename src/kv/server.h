@@ -79,10 +79,11 @@ struct ol_kv_remote {
      * NULL: not told */
     void (*disk_done)(void *arg);
     /* a MEMBERS answer (protocol v2): the KV members of the placement
-     * snapshot with their kv_addr, into e (a MEMBERS response begun with
-     * room for the largest answer); 0 or -errno. NULL: the node answers
-     * as one in no cluster */
-    int (*members)(void *arg, struct ol_kv_enc *e);
+     * snapshot with their kv_addr (ucx: their kv_ucx_addr, asked on a
+     * connection from the UCX listener), into e (a MEMBERS response begun
+     * with room for the largest answer); 0 or -errno. NULL: the node
+     * answers as one in no cluster */
+    int (*members)(void *arg, struct ol_kv_enc *e, bool ucx);
 };
 
 /*
@@ -102,6 +103,13 @@ uint32_t ol_kv_server_conns(const struct ol_kv_server *s);
 /* No connection left and no write behind pending (shutdown waits for this). */
 bool ol_kv_server_idle(const struct ol_kv_server *s);
 int ol_kv_server_port(const struct ol_kv_server *s);
+/* On the core's thread: serves fd, a stream socket connected to a client
+ * of the UCX listener (daemon/kvucx.c bridges its bytes), as a TCP client
+ * is served (values inline, HELLO with a token, the same limits before
+ * HELLO; counted with the TCP listener's), except that MEMBERS answers
+ * with the members' kv_ucx_addr. fd is the server's from here on (closed
+ * at once when there is no room or the server drains). */
+void ol_kv_server_adopt(struct ol_kv_server *s, int fd);
 
 /* Turns the pool on for this core's server (on its thread, before it
  * serves): opens a session per tenant on its shards. 0 or -errno. */

@@ -2,11 +2,15 @@
  * test_client.c - the C client against a real openlaked. Run by
  * tests/integration/test_client.py, which starts a daemon with two shards
  * and sets OL_TEST_KV_SOCK (Unix socket), OL_TEST_KV_TCP (host:port) and
- * OL_TEST_KV_TOKEN_FILE. Without them every test skips.
+ * OL_TEST_KV_TOKEN_FILE. Without them every test skips. The UCX tests
+ * (tests/integration/test_kv_ucx.py) set OL_TEST_KV_TCP to the daemon's
+ * ucx://host:port, which runs the TCP tests over UCX, and OL_TEST_KV_UCX
+ * (host:port) for client_ucx_strangers_are_dropped.
  */
 #include "olt.h"
 
 #include "openlake/client.h"
+#include "client/ucx_link.h"
 #include "kv/proto.h"
 
 #include <errno.h>
@@ -658,4 +662,43 @@ OLT_TEST_T(client_reconnects_after_daemon_restart, 60)
     OLT_CHECK_MEM(back, val, sizeof val);
     ol_client_close(o);
     ol_client_close(c);
+}
+
+/* Reads until the daemon ends the link: 0 when it did within the link's
+ * timeout, -ETIMEDOUT when it did not. */
+static long ucx_until_closed(struct ol_cux *u)
+{
+    static char b[65536];
+    long n;
+    while ((n = ol_cux_recv(u, b, sizeof b)) > 0)
+        ; /* an ERROR frame may come first */
+    return n;
+}
+
+/* Raw UCP endpoints on the daemon's UCX listener (kv_ucx_addr) that do
+ * not say HELLO: one silent (closed at kv_hello_timeout_ms, 1 s in the
+ * test), one that floods 256 KiB of garbage (closed at once: the server
+ * refuses the bytes, or the bridge's 64 KiB before an answer). The daemon
+ * holds nothing for either after (test_kv_ucx.py checks its gauge). */
+OLT_TEST(client_ucx_strangers_are_dropped)
+{
+    const char *a = getenv("OL_TEST_KV_UCX");
+    if (!a || !*a)
+        OLT_SKIP("needs a daemon's kv_ucx_addr: run through tests/integration/test_kv_ucx.py");
+    char host[128];
+    const char *colon = strrchr(a, ':');
+    OLT_CHECK(colon && colon - a < (long)sizeof host);
+    snprintf(host, sizeof host, "%.*s", (int)(colon - a), a);
+    struct ol_cux *silent = NULL, *flood = NULL;
+    OLT_CHECK_EQ(ol_cux_open(host, colon + 1, 5000, &silent), 0);
+    OLT_CHECK_EQ(ol_cux_open(host, colon + 1, 5000, &flood), 0);
+    static char junk[256 << 10];
+    memset(junk, 0xab, sizeof junk);
+    struct iovec iov = {junk, sizeof junk};
+    int rc = ol_cux_sendv(flood, &iov, 1);
+    OLT_CHECK(rc == 0 || rc == -ECONNRESET);
+    OLT_CHECK_EQ(ucx_until_closed(flood), 0);
+    OLT_CHECK_EQ(ucx_until_closed(silent), 0);
+    ol_cux_close(flood);
+    ol_cux_close(silent);
 }

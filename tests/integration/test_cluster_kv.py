@@ -31,7 +31,9 @@ pytestmark = pytest.mark.skipif(not ETCD, reason="etcd is not installed (scripts
                                 "installs etcd-server)")
 
 
-def pool(make_daemon, etcd, tmp_path, n=2, timeout_ms="300", extra=()):
+def pool(make_daemon, etcd, tmp_path, n=2, timeout_ms="300", extra=(), per_node=lambda i: []):
+    """n cluster nodes (ids 1..n) with one KV token; extra: every node's
+    flags, per_node(i): node i's (0-based)."""
     s = secret(tmp_path)
     tok = tmp_path / "kv.token"
     tok.write_text(os.urandom(32).hex() + "\n")
@@ -40,7 +42,8 @@ def pool(make_daemon, etcd, tmp_path, n=2, timeout_ms="300", extra=()):
         "--cluster.name", "c1", "--cluster.etcd", etcd.url, "--self-id", str(i),
         "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
         "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s,
-        "--kv-token-file", str(tok), "--cluster.kv-timeout-ms", timeout_ms, *extra])
+        "--kv-token-file", str(tok), "--cluster.kv-timeout-ms", timeout_ms, *extra,
+        *per_node(i - 1)])
         for i in range(1, n + 1)]
     joined(nodes)
     return nodes, str(tok)

@@ -201,6 +201,29 @@ def test_tcp_and_shared_memory_engines_share_blocks(kvd, engine, baseline):
     same_as(baseline, c, ["q1"])
 
 
+@pytest.mark.skipif(not HAVE_UCX, reason="built without UCX (libucx-dev)")
+def test_a_ucx_engine_loads_what_a_shared_memory_engine_saved(kvd, engine, baseline,
+                                                              monkeypatch):
+    """openlake_device "ucx" against the daemon's kv_ucx_addr (UCX over its
+    tcp transport here): the blocks an engine saved through shared memory
+    are loaded over UCX, the output unchanged, and what it saves is there
+    for the next engine."""
+    monkeypatch.setenv("UCX_TLS", "tcp")           # the daemon's and the engine's UCX
+    port = conftest.free_port()
+    d = kvd(capacity="0.5", args=["--kv-ucx-addr", f"127.0.0.1:{port}"])
+    ucx = conn_cfg(d, device="ucx", openlake_nodes=[f"127.0.0.1:{port}"])
+    a = engine.run(["q1"], conn=conn_cfg(d))
+    same_as(baseline, a, ["q1"])
+    b = engine.run(["q1", "q2"], conn=ucx)
+    assert cached(b)[0] == 2 * BS
+    same_as(baseline, b, ["q1", "q2"])
+    c = engine.run(["q2"], conn=conn_cfg(d))      # q2's blocks, saved over UCX
+    assert cached(c) == [2 * BS]
+    same_as(baseline, c, ["q2"])
+    text = urllib.request.urlopen(d.url + "/_openlake/metrics").read().decode()
+    assert int(re.search(r"^openlake_kv_ucx_accepted_total (\d+)$", text, re.M)[1]) >= 1
+
+
 def test_store_killed_mid_run(kvd, engine, baseline):
     d = kvd(capacity="0.5")
     names = ["q1", "q2", "q3"]
@@ -330,7 +353,6 @@ def test_random_block_hashes_are_explained(kvd, engine, baseline):
     ({"openlake_nodes": ["a:1", "a:1"]}, "openlake_nodes"),
     ({"openlake_nodes": ["h:70000"]}, "openlake_nodes"),
     ({"openlake_device": "gpu"}, "openlake_device"),
-    ({"openlake_device": "ucx"}, "openlake_device"),
     ({"openlake_namespace": ""}, "openlake_namespace"),
     ({"openlake_namespace": "a b"}, "openlake_namespace"),
     ({"openlake_namespace": "x" * 65}, "openlake_namespace"),
@@ -399,6 +421,12 @@ def test_config_addresses(tmp_path, monkeypatch):
     tcp = OpenLakeConfig.from_extra({"openlake_device": "tcp", "openlake_token_file": "/t",
                                      "openlake_nodes": ["10.0.0.1:9400", "10.0.0.2:9400"]})
     assert _resolve_addrs(tcp) == [("10.0.0.1:9400", None, "/t"), ("10.0.0.2:9400", None, "/t")]
+    ucx = OpenLakeConfig.from_extra({"openlake_device": "ucx", "openlake_token_file": "/t",
+                                     "openlake_nodes": ["10.0.0.1:9401", "[fd00::2]:9401"]})
+    assert _resolve_addrs(ucx) == [("ucx://10.0.0.1:9401", None, "/t"),
+                                   ("ucx://[fd00::2]:9401", None, "/t")]
+    with pytest.raises(ValueError, match=r'openlake_device \"ucx\"'):
+        _resolve_addrs(OpenLakeConfig.from_extra({"openlake_device": "ucx"}))
     with pytest.raises(ValueError, match=r"openlake_nodes"):
         _resolve_addrs(OpenLakeConfig.from_extra(
             {"openlake_socket": "/s", "openlake_nodes": ["a:1", "b:2"]}))

@@ -29,6 +29,7 @@ OLT_TEST(cluster_member_record_round_trip)
     strcpy(m.data_dir, "/srv/ol/d0");
     strcpy(m.s3_addr, "10.0.0.7:9000");
     strcpy(m.kv_addr, "10.0.0.7:9400");
+    strcpy(m.kv_ucx_addr, "10.0.0.7:9401");
     strcpy(m.rpc_addr, "10.0.0.7:9100");
     char buf[4096];
     size_t n = ol_member_encode(&m, buf, sizeof buf);
@@ -44,6 +45,7 @@ OLT_TEST(cluster_member_record_round_trip)
     OLT_CHECK_EQ(d.id, 3);
     OLT_CHECK_STR(d.state, "starting");
     OLT_CHECK_EQ(d.kv_replicas, 0);    /* not said: a node without a KV pool, or older */
+    OLT_CHECK_STR(d.kv_ucx_addr, ""); /* no UCX KV listener, or older */
     /* a value this version cannot take is not said either: the node stays */
     static const char *odd[] = {"{\"v\":1,\"id\":4,\"kv_replicas\":0}",
                                 "{\"v\":1,\"id\":4,\"kv_replicas\":17}",
@@ -54,8 +56,12 @@ OLT_TEST(cluster_member_record_round_trip)
         OLT_CHECK(d.id == 4 && d.kv_replicas == 0);
     }
     m.kv_replicas = 0;                 /* and not written then */
+    m.kv_ucx_addr[0] = 0;
     n = ol_member_encode(&m, buf, sizeof buf);
-    OLT_CHECK(n > 0 && n < sizeof buf && !strstr(buf, "kv_replicas"));
+    OLT_CHECK(n > 0 && n < sizeof buf && !strstr(buf, "kv_replicas") &&
+              !strstr(buf, "kv_ucx_addr"));
+    const char *bad = "{\"v\":1,\"id\":4,\"kv_ucx_addr\":9401}";
+    OLT_CHECK_EQ(ol_member_decode(bad, strlen(bad), &d, why, sizeof why), -1);
 }
 
 OLT_TEST(cluster_member_record_refusals)

@@ -899,6 +899,32 @@ OLT_TEST(config_cross_key_checks)
         free(c_);
     }
 #endif
+#ifdef OL_HAVE_UCX
+    /* the KV service over UCX: an address of its own, a KV service */
+    FILE_ERR("kv_ucx_addr = \"127.0.0.1:9400\"\n",
+             "openlake.toml:1: kv_ucx_addr: \"127.0.0.1:9400\" is also kv_addr; the UCX listener needs an address of its own");
+    FILE_ERR("kv_ucx_addr = \"127.0.0.1:9000\"\n",
+             "openlake.toml:1: kv_ucx_addr: \"127.0.0.1:9000\" is also s3_addr; the UCX listener needs an address of its own");
+    FILE_ERR("mode = \"s3\"\nkv_ucx_addr = \"127.0.0.1:9401\"\n",
+             "openlake.toml:2: kv_ucx_addr: mode \"s3\" runs no KV service");
+    {
+        struct ol_config *c_ = cfg();
+        OLT_CHECK_EQ(load(c_, "kv_ucx_addr = \"[::1]:9401\"\n"), 0);
+        OLT_CHECK_EQ(finalize(c_), 0);
+        OLT_CHECK_STR(c_->kv_ucx_addr, "[::1]:9401");
+        free(c_);
+        c_ = cfg();
+        OLT_CHECK_EQ(load(c_, ""), 0);
+        OLT_CHECK_EQ(finalize(c_), 0);
+        OLT_CHECK_STR(c_->kv_ucx_addr, ""); /* off by default */
+        free(c_);
+    }
+#else
+    FILE_ERR("kv_ucx_addr = \"127.0.0.1:9401\"\n",
+             "openlake.toml:1: kv_ucx_addr: this build has no UCX (libucx-dev was not found when it was built); leave it \"\"");
+#endif
+    FILE_ERR("kv_ucx_addr = \"9401\"\n",
+             "openlake.toml:1: kv_ucx_addr: expected an address host:port or [v6]:port (port 1 to 65535), or \"\" (off), got string \"9401\"");
     FILE_ERR("data_dirs = [\"/d\", \"/e\", \"/d\"]\n", "openlake.toml:1: data_dirs: \"/d\" is listed twice");
     FILE_ERR("set_drive_count = 8\ndefault_parity_count = 5\n",
              "openlake.toml:2: default_parity_count: 5 is more than half of set_drive_count 8");

@@ -28,7 +28,8 @@ class OpenLakeConfig:
     load_part_mb: float = 32.0
 
     _KEYS = {
-        "openlake_nodes": "a non-empty list of \"host:port\" KV addresses",
+        "openlake_nodes": "a non-empty list of \"host:port\" KV addresses "
+                          "(\"ucx\": the nodes' kv_ucx_addr)",
         "openlake_device": "one of \"local\", \"tcp\", \"ucx\"",
         "openlake_socket": "the KV Unix socket path of the local openlaked",
         "openlake_token": "the KV token",
@@ -69,10 +70,6 @@ class OpenLakeConfig:
         device = extra.get("openlake_device", "local")
         if device not in _DEVICES:
             raise bad("openlake_device")
-        if device == "ucx":
-            raise bad("openlake_device",
-                      "the UCX transport is not in this build yet: use \"local\" "
-                      "(shared memory on this host) or \"tcp\"")
 
         def opt_str(key: str) -> str | None:
             v = extra.get(key)
@@ -185,7 +182,13 @@ def _resolve_addrs(cfg: OpenLakeConfig) -> list[tuple[str, str | None, str | Non
     if token is None and token_file is None:
         raise ValueError(
             "kv_connector_extra_config['openlake_token'] or ['openlake_token_file'] is "
-            "needed with openlake_device \"tcp\" (openlaked's kv_token; by default "
+            f"needed with openlake_device \"{cfg.device}\" (openlaked's kv_token; by default "
             "kv.token in its first data dir), or set OPENLAKE_KV_TOKEN_FILE or "
             "OPENLAKE_KV_TOKEN")
-    return [(n, token, token_file) for n in cfg.nodes]
+    return [(client_addr(cfg, n), token, token_file) for n in cfg.nodes]
+
+
+def client_addr(cfg: OpenLakeConfig, node: str) -> str:
+    """The client's address of a node's host:port: "ucx://host:port" with
+    openlake_device "ucx" (its kv_ucx_addr: UCX stream endpoints), else as is."""
+    return "ucx://" + node if cfg.device == "ucx" else node

@@ -3,7 +3,7 @@ with a backoff, batches cut under the server's per-call key limit. Every
 method answers safely (miss, dropped, failed) when the store is down and
 logs one warning per 30 s: the engine never sees an exception from here.
 
-Routing. With openlake_device "tcp", the store asks a listed node for the
+Routing. With openlake_device "tcp" or "ucx", the store asks a listed node for the
 cluster's KV members (Client.members: protocol v2 MEMBERS) at its first
 call, every _MEMBERS_EVERY_S after, and again soon after a call fails (at
 most once per openlake_reconnect_secs). In a cluster each key goes straight
@@ -12,7 +12,8 @@ docs/cluster.md "Placement"): a save to its first home (which sends the
 other homes their copies; a save its first home did not answer goes to
 the next), a lookup and a load to its first home, then to
 the next home for the keys a home did not have (cluster.kv_replicas > 1);
-each member reached at its kv_addr with the same token, connected lazily.
+each member reached at its kv_addr ("ucx": its kv_ucx_addr, which a node
+answers on its UCX listener) with the same token, connected lazily.
 A home that is down costs its keys' misses and dropped saves (with
 kv_replicas > 1 the saves go to the next home). Without a
 cluster (a node of no cluster, of protocol v1, or none answering), and
@@ -25,7 +26,7 @@ import logging
 import time
 from typing import Any
 
-from .config import OpenLakeConfig, _resolve_addrs
+from .config import OpenLakeConfig, _resolve_addrs, client_addr
 
 logger = logging.getLogger("vllm.openlake_connector")
 
@@ -45,11 +46,11 @@ class _Store:
         self._clients: list[Any | None] = [None] * len(self._addrs)
         self._retry_at = [0.0] * len(self._addrs)
         self._last_warn = 0.0
-        # the cluster's placement (tcp only): None = route by node_of
+        # the cluster's placement (tcp and ucx): None = route by node_of
         self._place: Any | None = None
         self._replicas = 1
         self._node_of_id: dict[int, int] = {}   # member id -> index in _addrs (-1: no kv_addr)
-        self._members_at = 0.0 if cfg.device == "tcp" else float("inf")
+        self._members_at = 0.0 if cfg.device in ("tcp", "ucx") else float("inf")
         self.revision = 0                       # the members' etcd revision (0: no cluster)
         self.down = False
         # The scheduler's lookups run on the engine's own thread: a store that
@@ -159,8 +160,9 @@ class _Store:
         node_of_id: dict[int, int] = {}
         for mid, _w, addr in members:
             if not addr:
-                node_of_id[mid] = -1    # no KV TCP address: its keys miss
+                node_of_id[mid] = -1    # no KV address (of this transport): its keys miss
                 continue
+            addr = client_addr(self._cfg, addr)
             if addr not in index:
                 index[addr] = len(addrs)
                 c, at = old.pop(addr, (None, 0.0))
