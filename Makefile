@@ -159,6 +159,7 @@ bench-kv: deps
 	bash bench/kv/run_peers.sh
 	bash bench/kv/run_disk.sh
 	bash bench/kv/run_first_contact.sh
+	bash bench/kv/run_ucx.sh
 
 bench-cluster-incast: test-deps
 	$(MAKE) all
