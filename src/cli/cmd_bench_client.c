@@ -10,8 +10,9 @@
  * GB/s, p50/p99/p999, errors (a table, or --json).
  *
  * Targets: kv://HOST:PORT (the KV service over TCP), kv:PATH (its Unix
- * socket: values through the shared slab), http://HOST:PORT (the S3 API;
- * objects in --bucket, made when missing).
+ * socket: values through the shared slab), ucx://HOST:PORT (its UCX
+ * listener, kv_ucx_addr), http://HOST:PORT (the S3 API; objects in
+ * --bucket, made when missing).
  *
  * Must not: speak TLS (https:// is refused with a message), or report an
  * operation whose bytes did not come back whole as a success.
@@ -370,11 +371,13 @@ int ol_cmd_bench_client(const struct ol_cli *cli, int argc, char **argv)
     if ((keys && (*end || !*keys)) || b.keys == 0 || b.keys > 65536)
         return ol_cli_usage_error(cli, "bench", "--keys: 1 to 65536 (per worker, for read)");
     char tokpath[4096];
-    if (!strncmp(target, "kv://", 5) || !strncmp(target, "kv:", 3)) {
-        const char *addr = target + (!strncmp(target, "kv://", 5) ? 5 : 3);
-        if (!*addr)
-            return ol_cli_usage_error(cli, "bench", "--target '%s': kv://HOST:PORT or kv:PATH",
-                                      target);
+    bool ucx = !strncmp(target, "ucx://", 6);
+    if (ucx || !strncmp(target, "kv://", 5) || !strncmp(target, "kv:", 3)) {
+        /* ucx://: the client takes the address as it is */
+        const char *addr = ucx ? target : target + (!strncmp(target, "kv://", 5) ? 5 : 3);
+        if (!*addr || (ucx && !target[6]))
+            return ol_cli_usage_error(cli, "bench", "--target '%s': kv://HOST:PORT, kv:PATH "
+                                      "or ucx://HOST:PORT", target);
         if (bucket || ak || sk || skf || creds || region)
             return ol_cli_usage_error(cli, "bench", "--bucket and the S3 credential options go "
                                       "with an http:// target");
@@ -401,8 +404,9 @@ int ol_cmd_bench_client(const struct ol_cli *cli, int argc, char **argv)
         if (ex)
             return ex;
     } else {
-        return ol_cli_usage_error(cli, "bench", "--target '%s': kv://HOST:PORT, kv:PATH or "
-                                  "http://HOST:PORT (https is not supported)", target);
+        return ol_cli_usage_error(cli, "bench", "--target '%s': kv://HOST:PORT, kv:PATH, "
+                                  "ucx://HOST:PORT or http://HOST:PORT (https is not "
+                                  "supported)", target);
     }
     b.run = (uint64_t)getpid() << 24 ^ (uint64_t)time(NULL);
     if (b.s3) {  /* the bucket, made when missing */

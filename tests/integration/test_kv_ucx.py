@@ -5,6 +5,7 @@ tcp transport here (UCX_TLS=tcp: the real library on loopback, no RDMA
 hardware). Real daemons, the real C client (the Python extension and the
 CLI), real etcd for the cluster's routing.
 """
+import json
 import os
 import re
 import subprocess
@@ -84,6 +85,13 @@ def test_a_ucx_client_reads_and_writes_what_tcp_clients_see(kvd_ucx):
     assert r.returncode == 0, r.stderr
     r = cli("kv", "get", "cli-key", "--addr", addr, "--token-file", tok, "--ns", NS)
     assert r.returncode == 0 and r.stdout == b"over ucx", r.stderr
+    # and the load test (openlake bench client), read and write, every byte checked
+    for op in ("write", "read"):
+        r = cli("--json", "bench", "client", "--target", addr, "--op", op, "--token-file", tok,
+                "--seconds", "1", "--concurrency", "2", "--size", "65536")
+        assert r.returncode == 0, r.stderr
+        res = json.loads(r.stdout)
+        assert res["errors"] == 0 and res["ops"] > 0, res
     assert metric(d, "openlake_kv_ucx_accepted_total") >= 4
     text = urllib.request.urlopen(d.url + "/_openlake/metrics").read().decode()
     up = int(re.search(r'^openlake_kv_ucx_bytes_total\{direction="in"\} (\d+)$', text, re.M)[1])
