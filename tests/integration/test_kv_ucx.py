@@ -188,3 +188,22 @@ def test_the_c_client_suite_over_ucx_and_raw_strangers(kvd_ucx):
     wait_for(lambda: metric(d, "openlake_kv_ucx_connections") == 0, "bridges closed")
     with Client(addr, token_file=tok, namespace=NS) as u:   # and it still serves
         assert u.put([b"after"], [b"a"]) == [0]
+
+
+def test_a_shutdown_with_ucx_clients_connected_is_clean(kvd_ucx):
+    """SIGTERM while UCX clients hold connections (one idle, one that just
+    put a value): the daemon stops within its shutdown timeout, exit 0, no
+    sanitizer report (the bridges quiesced before the cores drain, then
+    closed); the client sees its connection end, not a hang."""
+    d, tok, addr = kvd_ucx
+    idle = Client(addr, token_file=tok, namespace=NS, timeout_ms=3000)
+    busy = Client(addr, token_file=tok, namespace=NS, timeout_ms=3000)
+    assert busy.put([b"k"], [os.urandom(1 << 20)]) == [0]
+    assert metric(d, "openlake_kv_ucx_connections") >= 2
+    t0 = time.time()
+    assert d.stop(timeout=20) == 0
+    assert time.time() - t0 < 15
+    with pytest.raises(OSError):
+        busy.put([b"k2"], [b"x"])
+    idle.close()
+    busy.close()
