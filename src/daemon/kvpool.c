@@ -50,7 +50,8 @@
  * when the window has room and it is at most what a home reads for one
  * reply, 2 x OL_KP_REPLY_MAX), ahead of the fetch's calls not yet sent.
  * Serving other nodes: at most OL_KP_SERVE_BYTES of values read for
- * replies at once, disk reads in flight for them included (more: BUSY);
+ * replies at once, from the request's arrival until its reply was sent
+ * (or dropped), disk reads in flight for them included (more: BUSY);
  * a key on the disk tier only is read into RAM on the core that owns it
  * (kv/server.h ol_kv_server_promote, as a local GET reads it), at most
  * OL_KP_DISK_READS reads of one request in flight per core, and the
@@ -1215,7 +1216,8 @@ struct kp_serve {
     uint8_t *core_of;               /* [n] */
     uint16_t *status;               /* [n] */
     struct kp_part *parts;          /* one per core with keys */
-    uint64_t reserved;              /* of kp->serve_bytes, given back at the reply */
+    uint64_t reserved;              /* of kp->serve_bytes, given back once the reply
+                                       was sent or dropped (kp_serve_free) */
     bool grant;                     /* KV_GET: keys in RAM answered with grants */
     bool exists;                    /* KV_GET: whether each key is here, no values */
     struct ol_kv_grant *gr;         /* [n] when grant: status OL_KP_ST_GRANT */
@@ -1227,6 +1229,8 @@ struct kp_serve {
 static void kp_serve_free(void *arg)
 {
     struct kp_serve *sv = arg;
+    /* the bound counts a request's values until its reply has left */
+    atomic_fetch_sub(&sv->kp->serve_bytes, sv->reserved);
     for (uint32_t i = 0; i < sv->n; i++)
         free(sv->k[i].value);
     free(sv->hdrs);
@@ -1247,7 +1251,6 @@ static void kp_iov_add(struct iovec *iov, int *ni, void *base, size_t len)
 static void kp_serve_reply(struct kp_serve *sv)
 {
     struct ol_kvpool *kp = sv->kp;
-    atomic_fetch_sub(&kp->serve_bytes, sv->reserved);
     if (sv->op == OP_KV_PUT) {
         uint8_t st[2];
         ol_le_st16(st, sv->status[0]);
