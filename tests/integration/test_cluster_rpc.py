@@ -24,6 +24,7 @@ import pytest
 
 import conftest
 from kvwire import crc32c
+from openlake_client import Client
 from test_cli_kv import cli
 from test_cluster import ETCD, Etcd, etcd, wait_for
 from test_http import hermetic_openlake_env
@@ -511,16 +512,40 @@ def test_a_stalled_watch_is_caught_up_by_an_idle_peers_ping(etcd3, make_daemon, 
 def test_an_etcd_member_dies_then_all_of_etcd(etcd3, make_daemon, tmp_path):
     s = secret(tmp_path)
     eps = ",".join(etcd3.urls)
+    tok = tmp_path / "kv.token"
+    tok.write_text(os.urandom(32).hex() + "\n")
+    tok.chmod(0o600)
 
     def mk(nid):
         d = make_daemon(args=[
             "--cluster.name", "c1", "--cluster.etcd", eps, "--self-id", str(nid),
             "--cluster.lease-ttl-secs", "4", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
-            "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s])
+            "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s,
+            "--kv-token-file", str(tok), "--cluster.kv-timeout-ms", "1000"])
         return d
 
     a, b = mk(1), mk(2)     # node 1 starts on etcd member 1, node 2 on member 2
     wait_for(lambda: up(a, 2) == 1 and up(b, 1) == 1, "1 and 2 connected")
+
+    def the_pool_serves(tag):
+        """Values put through node 1 are read whole through node 2: the
+        keys homed on 2 sent there, those homed on 1 fetched from it."""
+        vals = {f"{tag}-{i}".encode(): os.urandom(3000 + 17 * i) for i in range(24)}
+        keys = list(vals)
+        fetched = metric(b, "openlake_kvpool_fetched_keys_total")
+        with Client(f"127.0.0.1:{a.kv_port}", token_file=str(tok), namespace="pool") as c:
+            assert c.put(keys, list(vals.values())) == [0] * len(keys)
+
+        def read():
+            out = [bytearray(len(vals[k])) for k in keys]
+            with Client(f"127.0.0.1:{b.kv_port}", token_file=str(tok), namespace="pool") as c:
+                got = c.get(keys, out)
+            return got == [len(vals[k]) for k in keys] and \
+                all(bytes(o) == vals[k] for o, k in zip(out, keys))
+        wait_for(read, f"{tag}: every value through node 2", timeout=10)
+        assert metric(b, "openlake_kvpool_fetched_keys_total") > fetched
+
+    the_pool_serves("all-up")
 
     def st():
         r = cli("--json", "cluster", "status", "--etcd", eps, "--cluster", "c1")
@@ -543,6 +568,7 @@ def test_an_etcd_member_dies_then_all_of_etcd(etcd3, make_daemon, tmp_path):
     rc, j = st()
     assert rc == 1 and j["etcd"]["healthy"] == 2 and [n["id"] for n in j["nodes"]] == [1, 2]
     assert all(n["state"] == "active" and n["ready"] for n in j["nodes"])
+    the_pool_serves("one-etcd-member-down")
 
     # all of etcd down: the nodes serve on the membership last known, their
     # node RPC connections stay; status cannot read the members
@@ -557,6 +583,7 @@ def test_an_etcd_member_dies_then_all_of_etcd(etcd3, make_daemon, tmp_path):
     assert up(a, 2) == 1 and up(b, 1) == 1
     r = cli("cluster", "status", "--etcd", eps, "--cluster", "c1", "--timeout-ms", "500")
     assert r.returncode == 1 and b"cannot read the members" in r.stdout, r.stdout
+    the_pool_serves("all-of-etcd-down")
 
     # etcd back (its members from their data dirs): the nodes are registered again
     for i in range(3):
