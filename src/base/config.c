@@ -217,11 +217,12 @@ static const struct ckey ol_config_keys[] = {
      .doc = "Services to run: all, s3 (S3 API only) or kv (KV cache only)."},
     {.name = "transport", .kind = K_ENUM, .off = CO(transport),
      .choices = transports, .def = "tcp",
-     .doc = "Node RPC transport: tcp, or ucx (UCX stream endpoints; UCX_TLS picks the wire; a build without UCX refuses it)."},
+     .doc = "Node RPC transport, in a cluster: tcp, or ucx (UCX stream endpoints; UCX_TLS picks the wire; a build without UCX refuses it). Without a cluster, ucx is warned about (no effect)."},
     {.name = "rpc_addr", .kind = K_ADDR, .off = CO(rpc_addr),
      .size = CS(rpc_addr), .def = "127.0.0.1:9100",
      .doc = "A cluster node's node RPC listener (docs/node-protocol.md); "
-            "mode kv without a cluster: the KV address unless kv_addr is set."},
+            "mode kv without a cluster: the KV address unless kv_addr is set; "
+            "set in modes all and s3 without a cluster: warned about (no effect)."},
     {.name = "rpc_tls_cert", .kind = K_STR, .off = CO(rpc_tls_cert), .size = CS(rpc_tls_cert),
      .lo = 0, .hi = OL_CONFIG_PATH_LEN - 1, .check = check_path,
      .expect = "a path of at most 4095 bytes", .def = "",
@@ -413,10 +414,10 @@ static const struct ckey ol_config_keys[] = {
      .hi = OL_CONFIG_MAX_RDMA_DEVICES, .check = check_device,
      .expect = "a device name like \"mlx5_0:1\" (letters, digits, '-', '_', "
                "'.', ':'; at most 63)",
-     .doc = "UCX_NET_DEVICES of the node RPC's UCX context, e.g. [\"mlx5_0:1\"] (the environment's UCX_NET_DEVICES wins); empty = UCX's choice."},
+     .doc = "UCX_NET_DEVICES of the node RPC's UCX context (transport = \"ucx\") and of the KV service's (kv_ucx_addr), e.g. [\"mlx5_0:1\"] (the environment's UCX_NET_DEVICES wins); empty = UCX's choice. Warned about when neither is on (no effect)."},
     {.name = "rdma.gid_index", .kind = K_INT, .off = CO(rdma.gid_index),
      .lo = -1, .hi = 255, .def = "-1",
-     .doc = "UCX_IB_GID_INDEX (RoCE) of the node RPC's UCX context (the environment's wins); -1 = UCX's choice."},
+     .doc = "UCX_IB_GID_INDEX (RoCE) of the node RPC's UCX context and of the KV service's (the environment's wins); -1 = UCX's choice. Warned about when neither is on (no effect)."},
     {.name = "cluster", .kind = K_TABLE,
      .doc = "Membership of a cluster of openlaked nodes, kept in etcd (docs/cluster.md). No name: a single host, no etcd."},
     {.name = "cluster.name", .kind = K_STR, .off = CO(cluster.name), .size = CS(cluster.name),
@@ -2154,6 +2155,35 @@ const char *ol_config_secret_warning(const struct ol_config *c, int i, char *buf
                       (const char *)c + k->off, c->secret_file_mode[ki]);
             return buf;
         }
+    }
+    return NULL;
+}
+
+const char *ol_config_unused_warning(const struct ol_config *c, int i, char *buf, size_t len)
+{
+    char w[512];
+    bool cluster = c->cluster.name[0] != 0;
+    if (!cluster && c->transport == OL_TRANSPORT_UCX && i-- == 0) {
+        bufprintf(buf, len, "%s: \"ucx\" has no effect: it is the node RPC's transport, and "
+                  "the node RPC runs only in a cluster (cluster.name); the KV service over "
+                  "UCX is kv_ucx_addr", key_where(c, find_key("transport"), w, sizeof w));
+        return buf;
+    }
+    if (!cluster && c->mode != OL_MODE_KV &&
+        c->origin[find_key("rpc_addr")].source != OL_CONFIG_DEFAULT && i-- == 0) {
+        bufprintf(buf, len, "%s: has no effect: the node RPC runs only in a cluster "
+                  "(cluster.name), and only mode \"kv\" takes it as its KV address",
+                  key_where(c, find_key("rpc_addr"), w, sizeof w));
+        return buf;
+    }
+    if ((c->rdma.n_devices || c->rdma.gid_index >= 0) && !c->kv_ucx_addr[0] &&
+        !(cluster && c->transport == OL_TRANSPORT_UCX) && i-- == 0) {
+        bufprintf(buf, len, "%s: has no effect: it picks the devices of the node RPC's UCX "
+                  "(transport = \"ucx\" in a cluster) and of the KV service's (kv_ucx_addr), "
+                  "and neither is on",
+                  key_where(c, find_key(c->rdma.n_devices ? "rdma.devices" : "rdma.gid_index"),
+                            w, sizeof w));
+        return buf;
     }
     return NULL;
 }

@@ -321,6 +321,16 @@ int ol_config_find_file_arg(int argc, char **argv, const char **path,
 const char *ol_config_secret_warning(const struct ol_config *c, int i, char *buf,
                                      size_t len);
 
+/*
+ * The i-th warning (i = 0, 1, ...) about a setting that has no effect in
+ * this configuration, a line for the log in buf; NULL when there is no
+ * i-th. After a successful ol_config_finalize(). The warnings: transport
+ * "ucx", rpc_addr (modes all, s3) without a cluster; rdma.devices or
+ * rdma.gid_index with no UCX context to take them (neither transport "ucx"
+ * in a cluster nor kv_ucx_addr).
+ */
+const char *ol_config_unused_warning(const struct ol_config *c, int i, char *buf, size_t len);
+
 /* Prints the documented key list (`openlaked --help-config`). The text is
  * the reference block of docs/configuration.md, byte for byte. */
 void ol_config_print_keys(FILE *f);

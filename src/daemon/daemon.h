@@ -101,6 +101,13 @@ size_t ol_daemon_net_metrics(struct ol_daemon *d, char *buf, size_t cap);
 int ol_daemon_net_probe_start(struct ol_daemon *d, uint32_t mib, uint64_t *id);
 size_t ol_daemon_net_probe_json(struct ol_daemon *d, char *buf, size_t cap);
 
+/* net.c: [rdma]'s devices ("mlx5_0:1,...") and GID index ("3"), or "",
+ * as a UCX context takes them (struct ol_xport_ucx_opts), for the node
+ * RPC's and the KV service's contexts. */
+#define OL_DAEMON_UCX_DEVICES_LEN (OL_CONFIG_MAX_RDMA_DEVICES * OL_CONFIG_DEVICE_LEN)
+void ol_daemon_ucx_devices(const struct ol_config *c, char *devs, size_t devs_len, char *gid,
+                           size_t gid_len);
+
 /* kvucx.c: the KV service over UCX on kv_ucx_addr (nothing when it is ""
  * or there is no KV service): its loop and thread, the listener, a bridge
  * to a core's KV server per endpoint. start: once the cores serve; 0 or -1

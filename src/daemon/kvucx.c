@@ -5,7 +5,8 @@
  *
  * Owns: the "kvucx" loop and its thread (no data core), the UCX transport
  * of src/net listening on kv_ucx_addr (a context without RMA: nothing of
- * this process is readable through it), and one bridge per endpoint: a
+ * this process is readable through it; [rdma]'s devices and GID index, as
+ * the node RPC's), and one bridge per endpoint: a
  * socket pair whose other end a core's KV server adopts
  * (ol_kv_server_adopt; the cores take turns), and the bytes pumped both
  * ways. The KV server does everything else: HELLO and its token, the
@@ -372,7 +373,9 @@ static int kvu_init(ol_loop *loop, void *arg)
 {
     struct ol_daemon_kvucx *u = arg;
     const struct ol_config *cfg = &u->d->cfg;
-    struct ol_xport_ucx_opts o = {.rma = false};
+    char devs[OL_DAEMON_UCX_DEVICES_LEN], gid[16];
+    ol_daemon_ucx_devices(cfg, devs, sizeof devs, gid, sizeof gid);
+    struct ol_xport_ucx_opts o = {.net_devices = devs, .gid_index = gid, .rma = false};
     int rc = ol_xport_ucx_create(loop, &kvu_events, u, &o, &u->t, u->err, sizeof u->err);
     if (rc < 0)
         return -1;

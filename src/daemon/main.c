@@ -361,6 +361,8 @@ int main(int argc, char **argv)
     ol_log_set_level((enum ol_log_level)d.cfg.log_level);
     for (int i = 0; ol_config_secret_warning(&d.cfg, i, err, sizeof err); i++)
         ol_warn("%s", err);
+    for (int i = 0; ol_config_unused_warning(&d.cfg, i, err, sizeof err); i++)
+        ol_warn("%s", err);
 #ifdef OL_FAULTS
     if (ol_fault_set_env(err, sizeof err) < 0) {
         fprintf(stderr, "openlaked: %s: %s\n", OL_FAULT_ENV, err);

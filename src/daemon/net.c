@@ -416,19 +416,25 @@ size_t ol_daemon_net_probe_json(struct ol_daemon *d, char *buf, size_t cap)
     return o;
 }
 
+void ol_daemon_ucx_devices(const struct ol_config *c, char *devs, size_t devs_len, char *gid,
+                           size_t gid_len)
+{
+    size_t dl = 0;
+    devs[0] = gid[0] = 0;
+    for (int i = 0; i < c->rdma.n_devices && dl < devs_len; i++)
+        dl += (size_t)snprintf(devs + dl, devs_len - dl, "%s%s", i ? "," : "",
+                               c->rdma.devices[i]);
+    if (c->rdma.gid_index >= 0)
+        snprintf(gid, gid_len, "%d", (int)c->rdma.gid_index);
+}
+
 static int net_init(ol_loop *loop, void *arg)
 {
     struct ol_daemon_net *n = arg;
     const struct ol_config *c = &n->d->cfg;
     /* [rdma]: the UCX context's devices and GID index, and remote reads */
-    char devs[OL_CONFIG_MAX_RDMA_DEVICES * OL_CONFIG_DEVICE_LEN], gid[16] = "";
-    size_t dl = 0;
-    devs[0] = 0;
-    for (int i = 0; i < c->rdma.n_devices; i++)
-        dl += (size_t)snprintf(devs + dl, sizeof devs - dl, "%s%s", i ? "," : "",
-                               c->rdma.devices[i]);
-    if (c->rdma.gid_index >= 0)
-        snprintf(gid, sizeof gid, "%d", (int)c->rdma.gid_index);
+    char devs[OL_DAEMON_UCX_DEVICES_LEN], gid[16];
+    ol_daemon_ucx_devices(c, devs, sizeof devs, gid, sizeof gid);
     struct ol_rpc_params p = {
         .self_id = c->self_id,
         .rma = ol_daemon_kvpool_rma(n->d),

@@ -279,6 +279,9 @@ debug_endpoints = true
         r = c.request("PUT", "/_openlake/debug/sink", body=b"deploy")
         assert sink_json(r)[0] == 6
     d.stop()
+    # a single host: the node RPC's and UCX's settings are said to do nothing
+    err = d.stderr()
+    assert "rpc_addr: has no effect" in err and "rdma.devices: has no effect" in err, err
 
 
 def test_port_in_use_exits_2(tmp_path):

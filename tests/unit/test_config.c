@@ -873,6 +873,50 @@ OLT_TEST(config_secret_warnings)
     free(c);
 }
 
+/* Settings that do nothing in this configuration are warned about, named
+ * with where they were set; the same settings where they work are not. */
+OLT_TEST(config_unused_settings_are_warned_about)
+{
+    char w[1024];
+    struct ol_config *c = cfg();
+    OLT_CHECK_EQ(load(c, "transport = \"ucx\"\nrpc_addr = \"127.0.0.1:9100\"\n"
+                         "[rdma]\ndevices = [\"mlx5_0:1\"]\n"), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK_STR(ol_config_unused_warning(c, 0, w, sizeof w),
+                  "openlake.toml:1: transport: \"ucx\" has no effect: it is the node RPC's "
+                  "transport, and the node RPC runs only in a cluster (cluster.name); the KV "
+                  "service over UCX is kv_ucx_addr");
+    OLT_CHECK_STR(ol_config_unused_warning(c, 1, w, sizeof w),
+                  "openlake.toml:2: rpc_addr: has no effect: the node RPC runs only in a cluster "
+                  "(cluster.name), and only mode \"kv\" takes it as its KV address");
+    OLT_CHECK_STR(ol_config_unused_warning(c, 2, w, sizeof w),
+                  "openlake.toml:4: rdma.devices: has no effect: it picks the devices of the "
+                  "node RPC's UCX (transport = \"ucx\" in a cluster) and of the KV service's "
+                  "(kv_ucx_addr), and neither is on");
+    OLT_CHECK(ol_config_unused_warning(c, 3, w, sizeof w) == NULL);
+    free(c);
+    /* the same where they work: none */
+    c = cfg();
+    OLT_CHECK_EQ(load(c, "transport = \"ucx\"\nrpc_addr = \"127.0.0.1:9100\"\n"
+                         "[rdma]\ngid_index = 3\n[cluster]\nname = \"c\"\n"
+                         "etcd = [\"http://e:1\"]\n"), 0);
+#ifdef OL_HAVE_UCX
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK(ol_config_unused_warning(c, 0, w, sizeof w) == NULL);
+#endif
+    free(c);
+    c = cfg();   /* mode kv takes rpc_addr as its KV address */
+    OLT_CHECK_EQ(load(c, "mode = \"kv\"\nrpc_addr = \"127.0.0.1:9101\"\n"), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK(ol_config_unused_warning(c, 0, w, sizeof w) == NULL);
+    free(c);
+    c = cfg();   /* nothing set: nothing said */
+    OLT_CHECK_EQ(load(c, ""), 0);
+    OLT_CHECK_EQ(finalize(c), 0);
+    OLT_CHECK(ol_config_unused_warning(c, 0, w, sizeof w) == NULL);
+    free(c);
+}
+
 OLT_TEST(config_cross_key_checks)
 {
     FILE_ERR("[[credentials]]\naccess_key = \"abc\"\nsecret_key = \"12345678\"\n"
