@@ -93,14 +93,14 @@ int ol_fault_apply(enum ol_fault_mod mod, enum ol_fault_op op, unsigned drive, i
     for (unsigned i = 0; i < n; i++) {
         struct rule *r = &rules[i];
         if (r->mod != mod || (r->op && r->op != op) ||
-            (r->drive != ANY_DRIVE && r->drive != drive) || (r->err == 0 && (!rw || res < 1)))
+            (r->drive != ANY_DRIVE && r->drive != drive) || (r->err == 0 && (!rw || res < 2)))
             continue;
         r->seen++;
         if (!fires(r))
             continue;
         r->fired++;
         r->spent = !r->persist;
-        out = r->err ? r->err : res / 2;
+        out = r->err ? r->err : res / 2; /* short: 1..res-1, never 0 (a read's end of file) */
         atomic_fetch_add_explicit(&injected[mod], 1, memory_order_relaxed);
         if (logged < LOG_MAX) {
             logged++;

@@ -22,7 +22,10 @@
  * caller must assume of any real error (the state is unknown). An open
  * that succeeded and is turned into an error has its descriptor closed
  * here, so nothing leaks. Short counts apply to reads and writes of at
- * least one byte only; a rule with err=short matches no other operation.
+ * least two bytes only (a short count is 1..res-1: a read of a regular
+ * file gives 0 only at its end, so an injected 0 would be a false end of
+ * file, which no real short read is); a rule with err=short matches no
+ * other operation.
  *
  * ---- spec grammar (OPENLAKE_FAULTS, POST /_openlake/debug/faults) ----------
  *
@@ -90,7 +93,7 @@ enum ol_fault_op {
  * The result res (>= 0 or -errno) of a completed operation of kind op on
  * drive `drive` of module mod, rewritten by the first rule that matches
  * and fires, else res unchanged. A rule matches an op of its module, drive
- * and kind (short: reads and writes with res >= 1 only); each match counts
+ * and kind (short: reads and writes with res >= 2 only); each match counts
  * towards nth. Closes the descriptor of an open it turns into an error.
  */
 int ol_fault_apply(enum ol_fault_mod mod, enum ol_fault_op op, unsigned drive, int res);

@@ -38,6 +38,7 @@
  */
 #include "store/engine_int.h"
 
+#include "base/le.h"
 #include "base/mapguard.h"
 #include "store/bitrot.h"
 
@@ -320,13 +321,25 @@ void ol_se_get_drive(struct ol_sdrv *d, int res)
         }
         d->fd = res;
         d->step = M_READ;
+        d->mlen = 0;
         ol_se_read(d, d->fd, d->mbuf, r->c->s->meta_cap, 0);
         return;
     case M_READ:
-        if (res < 0)
+        if (res < 0) {
             d->ms = OL_SE_M_ERR;
-        else
-            d->mlen = (uint32_t)res;
+        } else {
+            /* a short read is not the file's end: read on while the header
+             * (once there) says more, without a read more when it does not
+             * (the file's whole comes in one read, almost always) */
+            d->mlen += (uint32_t)res;
+            uint32_t cap = r->c->s->meta_cap, want = cap;
+            if (d->mlen >= OL_META_HDR_LEN)
+                want = ol_le_ld32(d->mbuf + 12) < cap ? ol_le_ld32(d->mbuf + 12) : cap;
+            if (res > 0 && d->mlen < want) {
+                ol_se_read(d, d->fd, d->mbuf + d->mlen, cap - d->mlen, d->mlen);
+                return;
+            }
+        }
         d->step = M_CLOSE;
         ol_se_close(d, d->fd);
         d->fd = -1;

@@ -88,10 +88,13 @@ OLT_TEST(fault_nth_once_persist_and_matching)
     for (unsigned i = 0; i < 5; i++)
         OLT_CHECK_EQ(ol_fault_apply(ST, OL_FAULT_OP_WRITE, i, 100), -ENOSPC);
     OLT_CHECK_EQ(ol_fault_apply(ST, OL_FAULT_OP_NONE, 0, 100), 100);   /* not an I/O kind */
-    /* short: half the bytes of reads and writes of at least one byte, no other op */
+    /* short: half the bytes of reads and writes of at least two bytes, no
+     * other op; never 0 (a read's 0 is its end of file) */
     OLT_CHECK_EQ(set("kvdisk:err=short,persist"), 0);
     OLT_CHECK_EQ(ol_fault_apply(KV, OL_FAULT_OP_READ, 0, 4096), 2048);
-    OLT_CHECK_EQ(ol_fault_apply(KV, OL_FAULT_OP_WRITE, 0, 1), 0);
+    OLT_CHECK_EQ(ol_fault_apply(KV, OL_FAULT_OP_WRITE, 0, 3), 1);
+    OLT_CHECK_EQ(ol_fault_apply(KV, OL_FAULT_OP_READ, 0, 1), 1);
+    OLT_CHECK_EQ(ol_fault_apply(KV, OL_FAULT_OP_WRITE, 0, 1), 1);
     OLT_CHECK_EQ(ol_fault_apply(KV, OL_FAULT_OP_WRITE, 0, 0), 0);
     OLT_CHECK_EQ(ol_fault_apply(KV, OL_FAULT_OP_READ, 0, -EIO), -EIO);
     OLT_CHECK_EQ(ol_fault_apply(KV, OL_FAULT_OP_FSYNC, 0, 0), 0);
