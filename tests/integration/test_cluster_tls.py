@@ -8,6 +8,7 @@ the other, fetched over the node RPC); a third node whose certificate
 another CA signed, or one without TLS, never becomes a peer of theirs
 while the two keep serving; TLS settings that cannot work stop the start.
 """
+import json
 import os
 import re
 import subprocess
@@ -16,6 +17,7 @@ import time
 import pytest
 
 import conftest
+from test_cli_kv import cli
 from test_cluster import ETCD, etcd, wait_for
 from test_cluster_kv import homed_on, joined, kpm, kv, settled_pushes
 from test_cluster_rpc import metric, secret, up
@@ -211,3 +213,76 @@ def test_tls_settings_that_cannot_work_stop_the_start(etcd, make_daemon, tmp_pat
     d = make_daemon(args=[*base, "--rpc-tls-cert", str(p / "n3.pem"), "--rpc-tls-key", str(key),
                           "--rpc-tls-ca", str(p / "ca1.pem")])
     assert f"--rpc-tls-key: {key} is mode 0640: group or others may read it" in d.stderr()
+
+
+def test_etcd_over_https_with_client_certificates(make_daemon, tmp_path):
+    """etcd serving https and asking for client certificates
+    (--client-cert-auth): a node with cluster.etcd_tls_ca, _cert and _key
+    joins and registers, and `cluster status` reads it with --etcd-ca,
+    --etcd-cert, --etcd-key; a node with the CA but no certificate, and one
+    trusting another CA, do not start (exit 2, naming etcd)."""
+    p = pki(tmp_path)
+
+    def openssl(*a):
+        subprocess.run(["openssl", *a], cwd=p, check=True, capture_output=True)
+    # etcd's own certificate, for 127.0.0.1 (its name checked by the client)
+    (p / "san.cnf").write_text("subjectAltName = IP:127.0.0.1\n")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", "etcd.key", "-out", "etcd.csr", "-subj", "/CN=etcd")
+    openssl("x509", "-req", "-in", "etcd.csr", "-CA", "ca1.pem", "-CAkey", "ca1.key",
+            "-set_serial", "7", "-days", "2", "-extfile", "san.cnf", "-out", "etcd.pem")
+    client, peer = conftest.free_ports(2)
+    url = f"https://127.0.0.1:{client}"
+    log = open(tmp_path / "etcd-tls.log", "w")
+    e = subprocess.Popen(
+        [ETCD, "--name", "m0", "--data-dir", str(tmp_path / "etcd-tls"),
+         "--listen-client-urls", url, "--advertise-client-urls", url,
+         "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-cluster", f"m0=http://127.0.0.1:{peer}",
+         "--cert-file", str(p / "etcd.pem"), "--key-file", str(p / "etcd.key"),
+         "--trusted-ca-file", str(p / "ca1.pem"), "--client-cert-auth"],
+        stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def healthy():
+            r = subprocess.run(["curl", "-sf", "--cacert", str(p / "ca1.pem"), "--cert",
+                                str(p / "n1.pem"), "--key", str(p / "n1.key"), url + "/health"],
+                               capture_output=True, text=True)
+            return r.returncode == 0 and '"health":"true"' in r.stdout
+        wait_for(healthy, "etcd over https", timeout=30)
+        s = secret(tmp_path)
+        base = ["--cluster.name", "c1", "--cluster.etcd", url, "--self-id", "1",
+                "--rpc-addr", f"127.0.0.1:{conftest.free_port()}", "--cluster.secret-file", s,
+                "--cluster.etcd-timeout-ms", "1000", "--cluster.etcd-tls-ca", str(p / "ca1.pem")]
+        d = make_daemon(args=[*base, "--cluster.etcd-tls-cert", str(p / "n1.pem"),
+                              "--cluster.etcd-tls-key", str(p / "n1.key")])
+        wait_for(lambda: metric(d, "openlake_cluster_registered") == 1, "registered over https")
+        r = cli("--json", "cluster", "status", "--etcd", url, "--cluster", "c1",
+                "--etcd-ca", str(p / "ca1.pem"), "--etcd-cert", str(p / "n2.pem"),
+                "--etcd-key", str(p / "n2.key"))
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert [n["id"] for n in json.loads(r.stdout)["nodes"]] == [1]
+        # no client certificate: etcd refuses the handshake; another CA: the
+        # node refuses etcd's certificate. Each serves alone, never
+        # registered, its log saying why.
+        for nid, ca, extra, why in (
+                (2, "ca1", [], "Failed sending data to the peer"),
+                (3, "ca2", ["--cluster.etcd-tls-cert", str(p / "x.pem"),
+                            "--cluster.etcd-tls-key", str(p / "x.key")],
+                 "SSL peer certificate")):
+            bad = make_daemon(args=[
+                "--cluster.name", "c1", "--cluster.etcd", url, "--self-id", str(nid),
+                "--rpc-addr", f"127.0.0.1:{conftest.free_port()}", "--cluster.secret-file", s,
+                "--cluster.etcd-timeout-ms", "1000", "--cluster.etcd-tls-ca",
+                str(p / f"{ca}.pem"), *extra])
+            wait_for(lambda: why in bad.stderr(), f"node {nid}'s etcd error")
+            assert metric(bad, "openlake_cluster_registered") == 0
+            assert metric(bad, "openlake_cluster_etcd_up") == 0
+        r = cli("--json", "cluster", "status", "--etcd", url, "--cluster", "c1",
+                "--etcd-ca", str(p / "ca1.pem"), "--etcd-cert", str(p / "n2.pem"),
+                "--etcd-key", str(p / "n2.key"))
+        assert [n["id"] for n in json.loads(r.stdout)["nodes"]] == [1]
+    finally:
+        e.kill()
+        e.wait()
+        log.close()
