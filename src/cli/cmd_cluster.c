@@ -541,6 +541,14 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
     long double total = 0;
     for (int i = 0; i < nkv; i++)
         total += kv[i].weight;
+    /* the pool's capacity: the KV members' slabs and disk tiers */
+    uint64_t pool_slab = 0, pool_disk = 0;
+    for (int i = 0, k = 0; i < l.n && k < nkv; i++)
+        if (ms[i].id == kv[k].id) {
+            pool_slab += ms[i].kv_slab_bytes;
+            pool_disk += ms[i].kv_disk_bytes;
+            k++;
+        }
     bool failed = l.bad > 0;
     if (cred)
         for (int i = 0; i < l.n; i++) {
@@ -561,6 +569,15 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
         ol_json_int(&j, rev);
         ol_json_key(&j, "unreadable_records");
         ol_json_int(&j, l.bad);
+        ol_json_key(&j, "kv_pool");
+        ol_json_object_begin(&j);
+        ol_json_key(&j, "members");
+        ol_json_int(&j, nkv);
+        ol_json_key(&j, "slab_bytes");
+        ol_json_uint(&j, pool_slab);
+        ol_json_key(&j, "disk_bytes");
+        ol_json_uint(&j, pool_disk);
+        ol_json_object_end(&j);
         ol_json_key(&j, "nodes");
         ol_json_array_begin(&j);
         for (int i = 0; i < l.n; i++) {
@@ -604,8 +621,11 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
         ol_json_array_end(&j);
         ol_json_object_end(&j);   /* the top level ends its line */
     } else {
-        printf("cluster %s at etcd revision %lld: %d node%s, %d KV member%s\n", name,
-               (long long)rev, l.n, l.n == 1 ? "" : "s", nkv, nkv == 1 ? "" : "s");
+        printf("cluster %s at etcd revision %lld: %d node%s, %d KV member%s; KV pool "
+               "%.1f GiB (slabs %.1f GiB, disk tiers %.1f GiB)\n", name, (long long)rev, l.n,
+               l.n == 1 ? "" : "s", nkv, nkv == 1 ? "" : "s",
+               (double)(pool_slab + pool_disk) / (1 << 30), (double)pool_slab / (1 << 30),
+               (double)pool_disk / (1 << 30));
         if (l.bad)
             printf("  %d node record%s this version cannot read (a newer openlake?)\n", l.bad,
                    l.bad == 1 ? "" : "s");

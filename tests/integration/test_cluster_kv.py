@@ -45,7 +45,7 @@ def pool(make_daemon, etcd, tmp_path, n=2, timeout_ms="300", extra=(), per_node=
         "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
         "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s,
         "--kv-token-file", str(tok), "--cluster.kv-timeout-ms", timeout_ms, *extra,
-        *per_node(i - 1)], config=config)
+        *per_node(i - 1)], **({"config": config} if config is not None else {}))
         for i in range(1, n + 1)]
     joined(nodes)
     return nodes, str(tok)

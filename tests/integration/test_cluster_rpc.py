@@ -306,13 +306,18 @@ def test_topology_and_probe_between_every_pair(etcd, make_daemon, tmp_path):
     r = cli(*base)
     assert r.returncode == 0, r.stderr
     out = r.stdout.decode()
-    assert "3 nodes, 3 KV members" in out and out.count("33.3%") == 3, out
+    assert "3 nodes, 3 KV members; KV pool" in out and out.count("33.3%") == 3, out
     # the probe: every ordered pair measured over the node RPC
     r = cli("--json", *base, "--probe", "--mib", "8", "--access-key", AK,
             "--secret-key-file", str(skf))
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
     assert [n["id"] for n in st["nodes"]] == [1, 2, 3]
+    # the pool's capacity is the sum of its members' slabs and disk tiers
+    pool = st["kv_pool"]
+    assert pool["members"] == 3 and pool["disk_bytes"] == 0
+    assert pool["slab_bytes"] == sum(n["kv_capacity_bytes"] for n in st["nodes"])
+    assert pool["slab_bytes"] >= 3 * (1 << 28) * 0.9      # three 0.25 GiB slabs
     for n in st["nodes"]:
         assert abs(n["kv_share"] - 1 / 3) < 1e-3
         peers = {p["peer"]: p for p in n["probe"]}
