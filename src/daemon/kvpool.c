@@ -67,14 +67,19 @@
  * slab for other nodes' reads (ol_rpc_map); a KV_GET to a home whose
  * region this node has asks for grants (flag GRANT), and the home answers
  * each key of its default tenant in RAM with where it is (kv/server.h
- * ol_kv_server_grant: touched as a read, nothing pinned). The fetcher
- * reads each granted value into a buffer of its own (struct kp_rma), then
- * the slot header's first 16 bytes: magic and generation unchanged and
- * even, else (or a read that failed) the key is asked again once as a
- * plain KV_GET, then a miss; the core's store checks the XXH3-64. Bounds:
- * OL_KP_RMA_BYTES of buffers at once on the net loop (past it: copies); a
- * fetch's reads end by its deadline (kp_rma_timeout: the rest are misses,
- * each kp_rma and its buffer kept until its get's event).
+ * ol_kv_server_grant: touched as a read, nothing pinned). The fetch's
+ * core reserved a slot of its session's value size for each key first
+ * (kp_fetch); the fetcher reads each granted value straight into it, or,
+ * larger than the slot, into a buffer of its own (struct kp_rma), then
+ * the home's slot header: magic, generation, length, sum and key as
+ * granted, else (or a read that failed) the key is asked again once as a
+ * plain KV_GET, then a miss. The core checks the XXH3-64 in the slot and
+ * commits it (kp_fetch_back; a copy is copied into the slot, a key that
+ * did not come gives its slot back). Bounds: OL_KP_RMA_BYTES of buffers
+ * at once on the net loop (past it: copies); a fetch's reads end by its
+ * deadline (kp_rma_timeout: the rest are misses, each kp_rma kept with
+ * its buffer, or its slot, until its get's event; a slot then goes back
+ * through its core: kp_rma_abort).
  */
 #include "daemon/daemon.h"
 
@@ -168,6 +173,7 @@ struct ol_kvpool {
     _Atomic uint64_t fetched_keys, fetch_misses, fetch_failures, pushes, push_drops,
         push_failures, served_gets, served_puts, served_disk_keys,
         fetched_later, rma_keys, rma_bytes, rma_retries, served_grants, lookup_hits,
+        rma_direct_keys,
         served_exists;
 };
 
@@ -287,6 +293,12 @@ struct kp_key {
     uint64_t len, sum;
     bool there;                     /* an exists fetch: a home has it */
     bool in_reply;
+    /* remote reads straight into this slab (default tenant): */
+    bool reserved;                  /* core: dst is a slot reserved for it */
+    bool filled;                    /* net loop: its value was read into dst, checked */
+    bool busy;                      /* net loop: a read into dst outlived the fetch (its
+                                       kp_rma gives dst back when it ends) */
+    struct ol_kv_loc dst;
 };
 
 /* A KV_GET reply kept by a fetch (ol_rpc_keep): its keys' values point
@@ -362,7 +374,12 @@ struct kp_rma {
     uint64_t len, sum, off, gen, hdr_off;
     bool hdr_step;                  /* the header's get is the one outstanding */
     uint8_t hdr[56];                /* the slot header's bytes 0..55 (docs/kv-slab.md) */
-    uint8_t *buf;
+    uint8_t *buf;                   /* the key's reserved slot (direct), or its own */
+    bool direct;                    /* buf is the slot of f->k[i].dst */
+    int core;                       /* direct: the core that reserved it */
+    struct ol_kv_loc dst;           /* direct: the slot, given back by the core when
+                                       the read outlived its fetch (abort_msg) */
+    struct ol_msg abort_msg;
 };
 
 /* One KV_GET call: which of the fetch's keys it asked. */
@@ -403,8 +420,20 @@ static void kp_ask(struct ol_kvpool *kp, struct kp_fetch *f, uint32_t *idx, uint
 
 static void kp_rma_free(struct kp_rma *r)
 {
-    r->kp->rma_held -= r->len;
-    free(r->buf);
+    if (!r->direct) {
+        r->kp->rma_held -= r->len;
+        free(r->buf);
+    }
+    free(r);
+}
+
+/* Core: a read into a reserved slot that outlived its fetch ended: the
+ * slot is given back. */
+static void kp_rma_abort(ol_loop *loop, struct ol_msg *m)
+{
+    (void)loop;
+    struct kp_rma *r = (struct kp_rma *)((char *)m - offsetof(struct kp_rma, abort_msg));
+    ol_kv_server_abort(r->kp->d->kv_servers[r->core], 0, &r->dst);
     free(r);
 }
 
@@ -422,11 +451,15 @@ static void kp_rma_end(struct kp_rma *r, bool ok)
         r->next->prev = r->prev;
     struct kp_key *k = &f->k[r->i];
     if (ok) {
-        k->value = r->buf;
-        k->in_reply = false;
+        if (r->direct) {
+            k->filled = true;      /* in its slot: the core checks and commits it */
+        } else {
+            k->value = r->buf;
+            k->in_reply = false;
+            r->buf = NULL;
+        }
         k->len = r->len;
         k->sum = r->sum;
-        r->buf = NULL;
         atomic_fetch_add(&kp->rma_keys, 1);
         atomic_fetch_add(&kp->rma_bytes, r->len);
         if (k->home != f->homes[(size_t)r->i * f->r])
@@ -463,7 +496,12 @@ static void kp_rma_step(void *arg, int res)
 {
     struct kp_rma *r = arg;
     if (!r->f) { /* its fetch gave up on it at its deadline */
-        kp_rma_free(r);
+        if (r->direct && !atomic_load(&r->kp->closing)) {
+            r->abort_msg.fn = kp_rma_abort;   /* its slot, now written no more */
+            ol_loop_post(r->kp->d->cores[r->core].loop, &r->abort_msg);
+            return;
+        }
+        kp_rma_free(r);   /* (closing: the cores stop; the slab goes with them) */
         return;
     }
     res = OL_FAULT(OL_FAULT_RMA, OL_FAULT_OP_READ, 0, res);
@@ -489,6 +527,8 @@ static void kp_rma_timeout(ol_loop *loop, struct ol_timer *t)
     while (f->rmas) {
         struct kp_rma *r = f->rmas;
         f->rmas = r->next;
+        if (r->direct)
+            f->k[r->i].busy = true;   /* its slot is the read's until it ends */
         r->f = NULL;
         n++;
     }
@@ -506,20 +546,26 @@ static int kp_rma_start(struct ol_kvpool *kp, struct kp_fetch *f, int64_t home, 
 {
     struct ol_rpc *rpc = ol_daemon_net_rpc(kp->d);
     uint64_t len = ol_le_ld32(e + 4);
-    if (!rpc || kp->rma_held + len > OL_KP_RMA_BYTES)
+    const struct kp_key *k = &f->k[i];
+    bool direct = k->reserved && len <= k->dst.capacity;
+    if (!rpc || (!direct && kp->rma_held + len > OL_KP_RMA_BYTES))
         return -EAGAIN;
     if (ol_le_ld64(e + 8) == 0)
         return -EINVAL;   /* no checksum to check the read with: as a copy */
     struct kp_rma *r = calloc(1, sizeof *r);
-    uint8_t *buf = r ? malloc(len ? len : 1) : NULL;
+    uint8_t *buf = !r ? NULL
+                   : direct ? (uint8_t *)kp->d->kv->tenants[0].slab.base + k->dst.offset
+                            : malloc(len ? len : 1);
     if (!buf) {
         free(r);
         return -ENOMEM;
     }
     *r = (struct kp_rma){.kp = kp, .f = f, .i = i, .home = home, .len = len,
                          .sum = ol_le_ld64(e + 8), .off = ol_le_ld64(e + 16),
-                         .gen = ol_le_ld64(e + 24), .hdr_off = ol_le_ld64(e + 32), .buf = buf};
-    kp->rma_held += len;
+                         .gen = ol_le_ld64(e + 24), .hdr_off = ol_le_ld64(e + 32), .buf = buf,
+                         .direct = direct, .core = f->kc->core, .dst = k->dst};
+    if (!direct)
+        kp->rma_held += len;
     int rc = len ? ol_rpc_get(rpc, home, buf, len, r->off, kp_rma_step, r)
                  : ol_rpc_get(rpc, home, r->hdr, sizeof r->hdr, r->hdr_off, kp_rma_step, r);
     r->hdr_step = len == 0;
@@ -979,13 +1025,30 @@ static void kp_fetch_back(ol_loop *loop, struct ol_msg *m)
     }
     for (uint32_t i = 0; i < f->n; i++) {
         struct kp_key *k = &f->k[i];
-        if (!k->value)
-            continue;
-        int st = ol_kv_server_store(srv, f->tenant, ns, k->h, f->bytes + k->koff, k->klen,
+        int st = -1;
+        if (k->reserved && !k->busy) {
+            /* its slot: the value read into it (checked here), or a copy's
+             * copied in, else given back */
+            uint8_t *slot = (uint8_t *)kp->d->kv->tenants[0].slab.base + k->dst.offset;
+            if (k->filled) {
+                st = ol_kv_server_commit_in_place(srv, 0, &k->dst, k->len, k->sum);
+                if (st == OL_KV_OK)
+                    atomic_fetch_add(&kp->rma_direct_keys, 1);
+            } else if (k->value && k->len <= k->dst.capacity) {
+                if (ol_kv_copy_hash(slot, k->value, k->len) == k->sum)
+                    st = ol_kv_server_commit_in_place(srv, 0, &k->dst, k->len, k->sum);
+                else
+                    ol_kv_server_abort(srv, 0, &k->dst);
+            } else {
+                ol_kv_server_abort(srv, 0, &k->dst);
+            }
+        }
+        if (st < 0 && k->value)
+            st = ol_kv_server_store(srv, f->tenant, ns, k->h, f->bytes + k->koff, k->klen,
                                     k->value, k->len, k->sum);
         if (st == OL_KV_OK || st == OL_KV_EXISTS)
             atomic_fetch_add(&kp->fetched_keys, 1);
-        if (!k->in_reply)
+        if (k->value && !k->in_reply)
             free(k->value);
     }
     while (f->replies) {
@@ -1059,6 +1122,18 @@ static int kp_fetch(void *arg, const struct ol_kv_fetch_req *r)
         f->asked[i] = 0;
         memcpy(f->bytes + off, r->keys[i], r->klens[i]);
         off += r->klens[i];
+    }
+    /* remote reads land straight in this slab: a slot of the session's
+     * size reserved for each key now, checked and committed when its value
+     * is in (a value read as a copy is copied into it; one that does not
+     * come gives it back) */
+    if (kp->rma && r->tenant == 0 && !r->exists && r->value_size) {
+        struct ol_kv_server *srv = kp->d->kv_servers[kc->core];
+        uint32_t ns = (uint32_t)ol_kv_ns_seed(f->bytes, f->nslen);
+        for (uint32_t i = 0; i < r->n; i++)
+            f->k[i].reserved = ol_kv_server_reserve(srv, 0, ns, r->hs[i], r->keys[i],
+                                                    r->klens[i], r->value_size,
+                                                    &f->k[i].dst) == OL_KV_OK;
     }
     f->msg.fn = kp_fetch_go;
     atomic_fetch_add(&kp->inflight, 1);
@@ -1798,6 +1873,7 @@ size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      "openlake_kvpool_rma_keys_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_rma_bytes_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_rma_retries_total{cluster=\"%s\"} %llu\n"
+                     "openlake_kvpool_rma_direct_keys_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_served_grants_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_lookup_hits_total{cluster=\"%s\"} %llu\n"
                      "openlake_kvpool_served_exists_total{cluster=\"%s\"} %llu\n",
@@ -1814,6 +1890,7 @@ size_t ol_daemon_kvpool_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      (unsigned long long)atomic_load(&kp->rma_keys), c,
                      (unsigned long long)atomic_load(&kp->rma_bytes), c,
                      (unsigned long long)atomic_load(&kp->rma_retries), c,
+                     (unsigned long long)atomic_load(&kp->rma_direct_keys), c,
                      (unsigned long long)atomic_load(&kp->served_grants), c,
                      (unsigned long long)atomic_load(&kp->lookup_hits), c,
                      (unsigned long long)atomic_load(&kp->served_exists));

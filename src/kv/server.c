@@ -1026,7 +1026,7 @@ static bool ol_kvc_fetch(struct ol_kv_conn *c, const struct ol_kv_dec *frame, bo
         .core = s->core, .tenant = (int)(c->t - s->svc->tenants), .ns = c->nsb,
         .nslen = c->nslen, .n = n, .hs = s->hs, .homes = s->homes, .keys = s->kp,
         .klens = s->kl, .exists = lookup,
-        .token = ++s->fetch_seq};
+        .token = ++s->fetch_seq, .value_size = c->value_size};
     if (s->remote.fetch(s->remote.arg, &r) < 0)
         return false;
     c->fetch_state = FETCH_PENDING;
@@ -1139,6 +1139,34 @@ int ol_kv_server_store(struct ol_kv_server *s, int tenant, uint32_t ns, struct o
     st = ol_kv_shard_commit(sh, s->rsid[tenant], loc.slot, loc.gen, len, got);
     ol_kv_shard_pump(sh);
     return st;
+}
+
+int ol_kv_server_reserve(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                         const void *key, uint16_t klen, uint64_t len, struct ol_kv_loc *loc)
+{
+    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants);
+    return ol_kv_shard_reserve(s->units[tenant].shard, s->rsid[tenant], ns, h, key, klen, len, 0,
+                               ol_loop_now_ms(s->loop), loc);
+}
+
+int ol_kv_server_commit_in_place(struct ol_kv_server *s, int tenant, const struct ol_kv_loc *loc,
+                                 uint64_t len, uint64_t sum)
+{
+    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants && len <= loc->capacity);
+    struct ol_kv_shard *sh = s->units[tenant].shard;
+    if (ol_kv_value_hash(s->svc->tenants[tenant].slab.base + loc->offset, len) != sum) {
+        ol_kv_shard_abort(sh, s->rsid[tenant], loc->slot, loc->gen);
+        return OL_KV_CHECKSUM_MISMATCH;
+    }
+    int st = ol_kv_shard_commit(sh, s->rsid[tenant], loc->slot, loc->gen, len, sum);
+    ol_kv_shard_pump(sh);
+    return st;
+}
+
+void ol_kv_server_abort(struct ol_kv_server *s, int tenant, const struct ol_kv_loc *loc)
+{
+    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants);
+    ol_kv_shard_abort(s->units[tenant].shard, s->rsid[tenant], loc->slot, loc->gen);
 }
 
 /* A pool read of (ns, h) in tenant's shard, counted (the shard counts it;

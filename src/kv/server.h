@@ -47,6 +47,7 @@ struct ol_kv_fetch_req {
     const uint16_t *klens;
     bool exists;                    /* whether the homes have them, not their values */
     uint64_t token;                 /* for ol_kv_server_fetched */
+    uint64_t value_size;            /* the session's value size (its slots' class) */
 };
 
 struct ol_kv_saved {
@@ -142,6 +143,22 @@ struct ol_kv_grant {
     uint64_t gen;                 /* of its slot (even) */
     uint64_t hdr_off;             /* of its slot header */
 };
+/*
+ * For the pool's remote reads straight into this slab, on the core's
+ * thread. reserve: a slot of len bytes for key (hash h, namespace id ns) in
+ * tenant's shard, *loc saying where (its value is written there by a
+ * remote read); OL_KV_OK, or EXISTS (there already), NOSPACE, TOO_LARGE_ST,
+ * QUOTA, BUSY: no slot. commit_in_place: publishes loc's reservation with
+ * the len bytes at its offset when their XXH3-64 is sum (OL_KV_OK), else
+ * gives it back (CHECKSUM_MISMATCH). abort: gives it back (a read that
+ * failed or did not come).
+ */
+int ol_kv_server_reserve(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
+                         const void *key, uint16_t klen, uint64_t len, struct ol_kv_loc *loc);
+int ol_kv_server_commit_in_place(struct ol_kv_server *s, int tenant, const struct ol_kv_loc *loc,
+                                 uint64_t len, uint64_t sum);
+void ol_kv_server_abort(struct ol_kv_server *s, int tenant, const struct ol_kv_loc *loc);
+
 /* Like ol_kv_server_load, touched and counted as a read, without the
  * copy: OL_KV_OK with *g, OL_KV_NOT_FOUND (not in RAM here). Nothing stays
  * pinned: the slot may be given to another key at any time after, which

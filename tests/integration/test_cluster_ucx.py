@@ -16,6 +16,7 @@ import time
 import pytest
 
 import conftest
+from openlake_client import Client
 import faults
 import placement
 from test_cli_kv import cli
@@ -221,6 +222,10 @@ def test_values_fetched_across_nodes_move_by_rma(etcd, make_daemon, tmp_path):
     assert kpm(b, "rma_bytes_total") == total
     assert kpm(b, "rma_retries_total") == 0
     assert kpm(a, "served_grants_total") == len(vals)
+    # straight into b's slab: the values that fit the session's slots (the
+    # CLI's: 64 KiB), each checked there and committed; the others through
+    # a buffer of their own
+    assert kpm(b, "rma_direct_keys_total") == sum(len(v) <= 65536 for v in vals.values())
     # the replies on the stream: headers and grants, no value bytes
     streamed = metric(b, "openlake_rpc_peer_received_bytes_total", peer=1) - recv0
     assert streamed < len(vals) * 200, (streamed, total)
@@ -229,6 +234,19 @@ def test_values_fetched_across_nodes_move_by_rma(etcd, make_daemon, tmp_path):
         r = kv(b, tok, "get", k, tcp=False)
         assert r.returncode == 0 and r.stdout == v
     assert kpm(b, "fetched_keys_total") == len(vals)
+    # a session of 2 MiB values (as a vLLM worker's): every one read
+    # straight into a slot of b's
+    big = {k: os.urandom(2 << 20) for k in homed_on(1, 2, 6, "rma-big")}
+    with Client(f"127.0.0.1:{a.kv_port}", token_file=tok, namespace="pool",
+                value_size=2 << 20) as c:
+        assert c.put(list(big), list(big.values())) == [0] * len(big)
+    direct = kpm(b, "rma_direct_keys_total")
+    out = [bytearray(2 << 20) for _ in big]
+    with Client(f"127.0.0.1:{b.kv_port}", token_file=tok, namespace="pool",
+                value_size=2 << 20) as c:
+        assert c.get(list(big), out) == [2 << 20] * len(big)
+    assert all(bytes(o) == v for o, v in zip(out, big.values()))
+    assert kpm(b, "rma_direct_keys_total") == direct + len(big)
     for d in (a, b):
         assert metric(d, "openlake_rpc_refused_total", cause="protocol") == 0
         d.stop()
