@@ -719,10 +719,10 @@ def on_transport(nodes, transport):
                          d.stderr()), d.stderr()[-2000:]
 
 
-def cluster_pair(kvd, tmp_path, transport="tcp"):
+def cluster_pair(kvd, tmp_path, transport="tcp", per_node=lambda i: []):
     """Two openlaked nodes of one cluster (a real etcd), each its own KV
     service and socket; the same KV token on both; the node RPC over
-    transport."""
+    transport; per_node(i): node i's (0-based) flags."""
     from test_cluster import ETCD, Etcd
     from test_cluster_rpc import secret, up
     if not ETCD:
@@ -733,7 +733,8 @@ def cluster_pair(kvd, tmp_path, transport="tcp"):
     nodes = [kvd(capacity="0.5", env=tenv, args=[
         "--cluster.name", "c1", "--cluster.etcd", e.url, "--self-id", str(i),
         "--cluster.lease-ttl-secs", "2", "--rpc-addr", f"127.0.0.1:{conftest.free_port()}",
-        "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s, *targs])
+        "--cluster.etcd-timeout-ms", "1000", "--cluster.secret-file", s, *targs,
+        *per_node(i - 1)])
         for i in (1, 2)]
     deadline = time.time() + 30
     while not (up(nodes[0], 2) == 1 and up(nodes[1], 1) == 1):
@@ -783,21 +784,39 @@ def test_engines_on_two_nodes_share_blocks(kvd, engine, baseline, tmp_path):
         e.kill()
 
 
-def test_tcp_engines_on_two_nodes_reach_the_homes_directly(kvd, engine, baseline, tmp_path):
-    """openlake_device "tcp", each engine listing one node: the connector
-    learns the members and sends each key to its home, so the second
-    engine loads the prefix with no push and no fetch between the nodes."""
-    e, (a, b) = cluster_pair(kvd, tmp_path)
+@pytest.mark.parametrize("device", [
+    "tcp", pytest.param("ucx", marks=pytest.mark.skipif(not HAVE_UCX, reason="built without UCX"))])
+def test_routing_engines_on_two_nodes_reach_the_homes_directly(kvd, engine, baseline, tmp_path,
+                                                               device, monkeypatch):
+    """openlake_device "tcp" (and "ucx": the nodes' kv_ucx_addr, UCX over
+    its tcp transport), each engine listing one node: the connector learns
+    the members and sends each key to its home, so the second engine loads
+    the prefix with no push and no fetch between the nodes."""
+    ucx = [conftest.free_port(), conftest.free_port()]
+    if device == "ucx":
+        monkeypatch.setenv("UCX_TLS", "tcp")     # the daemons' and the engines' UCX
+    e, (a, b) = cluster_pair(kvd, tmp_path, per_node=lambda i: (
+        ["--kv-ucx-addr", f"127.0.0.1:{ucx[i]}"] if device == "ucx" else []))
+
+    def cfg(d, i):
+        return conn_cfg(d, device=device, **(
+            {"openlake_nodes": [f"127.0.0.1:{ucx[i]}"]} if device == "ucx" else {}))
     try:
         names = ["p384", "p434"]
-        first = engine.run(names, conn=conn_cfg(a, device="tcp"))
+        first = engine.run(names, conn=cfg(a, 0))
         same_as(baseline, first, names)
-        second = engine.run(names, conn=conn_cfg(b, device="tcp"))
+        second = engine.run(names, conn=cfg(b, 1))
         assert cached(second) == [256, 384]
         same_as(baseline, second, names)
         for d in (a, b):
             assert kvpool_metric(d, "pushes_total") == 0
             assert kvpool_metric(d, "fetched_keys_total") == 0
+        if device == "ucx":   # the engines' values went over UCX, to both nodes
+            for d in (a, b):
+                text = urllib.request.urlopen(d.url + "/_openlake/metrics").read().decode()
+                m = re.search(r'^openlake_kv_ucx_bytes_total\{direction="in"\} (\d+)$',
+                              text, re.M)
+                assert m and int(m[1]) > 0
     finally:
         e.kill()
 
