@@ -1029,16 +1029,11 @@ static void kp_fetch_back(ol_loop *loop, struct ol_msg *m)
         if (k->reserved && !k->busy) {
             /* its slot: the value read into it (checked here), or a copy's
              * copied in, else given back */
-            uint8_t *slot = (uint8_t *)kp->d->kv->tenants[0].slab.base + k->dst.offset;
-            if (k->filled) {
-                st = ol_kv_server_commit_in_place(srv, 0, &k->dst, k->len, k->sum);
-                if (st == OL_KV_OK)
+            if (k->filled || (k->value && k->len <= k->dst.capacity)) {
+                st = ol_kv_server_commit(srv, 0, &k->dst, k->filled ? NULL : k->value, k->len,
+                                         k->sum);
+                if (st == OL_KV_OK && k->filled)
                     atomic_fetch_add(&kp->rma_direct_keys, 1);
-            } else if (k->value && k->len <= k->dst.capacity) {
-                if (ol_kv_copy_hash(slot, k->value, k->len) == k->sum)
-                    st = ol_kv_server_commit_in_place(srv, 0, &k->dst, k->len, k->sum);
-                else
-                    ol_kv_server_abort(srv, 0, &k->dst);
             } else {
                 ol_kv_server_abort(srv, 0, &k->dst);
             }

@@ -72,7 +72,6 @@ struct kvu_conn {
     struct ol_op poll_op;
     bool recv_armed, sock_sending, ucx_sending, polling;
     bool answered;                /* the server sent something */
-    bool eof;                     /* the server closed: close once down is sent */
     bool closing;
 };
 
@@ -215,7 +214,7 @@ static void kvu_on_poll(ol_loop *loop, struct ol_op *op, int res, unsigned flags
 static void kvu_poll(struct kvu_conn *c)
 {
     struct ol_daemon_kvucx *u = c->u;
-    if (c->closing || c->polling || c->ucx_sending || c->eof)
+    if (c->closing || c->polling || c->ucx_sending)
         return;
     c->poll_op.cb = kvu_on_poll;
     if (ol_loop_poll(u->loop, &c->poll_op, c->fd, POLLIN) < 0) {

@@ -1123,22 +1123,9 @@ int ol_kv_server_store(struct ol_kv_server *s, int tenant, uint32_t ns, struct o
                        const void *key, uint16_t klen, const void *value, uint64_t len,
                        uint64_t sum)
 {
-    OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants);
-    struct ol_kv_tenant *t = &s->svc->tenants[tenant];
-    struct ol_kv_shard *sh = s->units[tenant].shard;
     struct ol_kv_loc loc;
-    int st = ol_kv_shard_reserve(sh, s->rsid[tenant], ns, h, key, klen, len, 0,
-                                 ol_loop_now_ms(s->loop), &loc);
-    if (st != OL_KV_OK)
-        return st;
-    uint64_t got = ol_kv_copy_hash(t->slab.base + loc.offset, value, len);
-    if (sum && got != sum) {
-        ol_kv_shard_abort(sh, s->rsid[tenant], loc.slot, loc.gen);
-        return OL_KV_CHECKSUM_MISMATCH;
-    }
-    st = ol_kv_shard_commit(sh, s->rsid[tenant], loc.slot, loc.gen, len, got);
-    ol_kv_shard_pump(sh);
-    return st;
+    int st = ol_kv_server_reserve(s, tenant, ns, h, key, klen, len, &loc);
+    return st == OL_KV_OK ? ol_kv_server_commit(s, tenant, &loc, value, len, sum) : st;
 }
 
 int ol_kv_server_reserve(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
@@ -1149,16 +1136,19 @@ int ol_kv_server_reserve(struct ol_kv_server *s, int tenant, uint32_t ns, struct
                                ol_loop_now_ms(s->loop), loc);
 }
 
-int ol_kv_server_commit_in_place(struct ol_kv_server *s, int tenant, const struct ol_kv_loc *loc,
-                                 uint64_t len, uint64_t sum)
+int ol_kv_server_commit(struct ol_kv_server *s, int tenant, const struct ol_kv_loc *loc,
+                        const void *value, uint64_t len, uint64_t sum)
 {
     OL_ASSERT(s->has_remote && tenant >= 0 && tenant < s->svc->ntenants && len <= loc->capacity);
     struct ol_kv_shard *sh = s->units[tenant].shard;
-    if (ol_kv_value_hash(s->svc->tenants[tenant].slab.base + loc->offset, len) != sum) {
+    char *slot = s->svc->tenants[tenant].slab.base + loc->offset;
+    /* one pass over the bytes: copied and hashed, or hashed where they are */
+    uint64_t got = value ? ol_kv_copy_hash(slot, value, len) : ol_kv_value_hash(slot, len);
+    if (sum && got != sum) {
         ol_kv_shard_abort(sh, s->rsid[tenant], loc->slot, loc->gen);
         return OL_KV_CHECKSUM_MISMATCH;
     }
-    int st = ol_kv_shard_commit(sh, s->rsid[tenant], loc->slot, loc->gen, len, sum);
+    int st = ol_kv_shard_commit(sh, s->rsid[tenant], loc->slot, loc->gen, len, got);
     ol_kv_shard_pump(sh);
     return st;
 }

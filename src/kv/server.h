@@ -148,15 +148,17 @@ struct ol_kv_grant {
  * thread. reserve: a slot of len bytes for key (hash h, namespace id ns) in
  * tenant's shard, *loc saying where (its value is written there by a
  * remote read); OL_KV_OK, or EXISTS (there already), NOSPACE, TOO_LARGE_ST,
- * QUOTA, BUSY: no slot. commit_in_place: publishes loc's reservation with
- * the len bytes at its offset when their XXH3-64 is sum (OL_KV_OK), else
- * gives it back (CHECKSUM_MISMATCH). abort: gives it back (a read that
- * failed or did not come).
+ * QUOTA, BUSY: no slot. commit: publishes loc's reservation with len
+ * bytes, value's copied in (value NULL: those already at its offset, as a
+ * remote read left them), when their XXH3-64 is sum (sum 0: not checked),
+ * OL_KV_OK; else gives it back (CHECKSUM_MISMATCH). abort: gives it back
+ * (a read that failed or did not come). ol_kv_server_store is reserve and
+ * commit with a value.
  */
 int ol_kv_server_reserve(struct ol_kv_server *s, int tenant, uint32_t ns, struct ol_kv_hash h,
                          const void *key, uint16_t klen, uint64_t len, struct ol_kv_loc *loc);
-int ol_kv_server_commit_in_place(struct ol_kv_server *s, int tenant, const struct ol_kv_loc *loc,
-                                 uint64_t len, uint64_t sum);
+int ol_kv_server_commit(struct ol_kv_server *s, int tenant, const struct ol_kv_loc *loc,
+                        const void *value, uint64_t len, uint64_t sum);
 void ol_kv_server_abort(struct ol_kv_server *s, int tenant, const struct ol_kv_loc *loc);
 
 /* Like ol_kv_server_load, touched and counted as a read, without the
