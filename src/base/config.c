@@ -477,6 +477,8 @@ static const struct ckey ol_config_keys[] = {
     {.name = "cluster.rpc_window_bytes", .kind = K_INT, .off = CO(cluster.rpc_window_bytes),
      .lo = 65536, .hi = 67108864, .def = "8388608",
      .doc = "Node RPC credit: request bytes another node may have in flight to this one (it holds at most this much of each peer's requests); also the largest request."},
+    {.name = "cluster.rpc_credits", .kind = K_BOOL, .off = CO(cluster.rpc_credits), .def = "true",
+     .doc = "For measuring only (the incast benchmark): false grants each node 4 GiB of credit, so that what this node holds of its peers' requests is bounded only by their own limits (a warning at start says so); cluster.rpc_window_bytes still bounds one request."},
     {.name = "cluster.kv_timeout_ms", .kind = K_INT, .off = CO(cluster.kv_timeout_ms),
      .lo = 10, .hi = 10000, .def = "300",
      .doc = "The KV pool: how long a fetch from a key's home node or a save sent home may take; past it the key is a miss, the save dropped."},

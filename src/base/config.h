@@ -188,6 +188,7 @@ struct ol_config {
         char secret[OL_CONFIG_KEY_LEN];              /* node-to-node; or from secret_file */
         char secret_file[OL_CONFIG_PATH_LEN];
         int64_t rpc_window_bytes;                    /* node RPC credit per dialer */
+        bool rpc_credits;                            /* false: measuring only (rpc.h no_credits) */
         int64_t kv_timeout_ms;                       /* the KV pool's calls to a home */
         int64_t kv_replicas;                         /* the KV pool's homes per key, 1..16 */
     } cluster;

@@ -449,9 +449,14 @@ static int net_init(ol_loop *loop, void *arg)
         .tls_key = c->rpc_tls_key,
         .tls_ca = c->rpc_tls_ca,
         .window = (uint32_t)c->cluster.rpc_window_bytes,
+        .no_credits = !c->cluster.rpc_credits,
     };
     if (ol_rpc_create(loop, &p, &n->rpc, n->err, sizeof n->err) < 0)
         return -1;
+    if (p.no_credits)
+        ol_warn("cluster %s: cluster.rpc_credits = false: this node grants its peers 4 GiB of "
+                "credit each, so nothing but their own limits bounds what it holds of their "
+                "requests; for measuring only", c->cluster.name);
     if (p.rma)
         ol_warn("cluster %s: rdma.backend = \"ucx\": any process that opens a UCX connection "
                 "to %s can read and write this daemon's memory (UCX's RMA checks no key "

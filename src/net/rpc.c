@@ -181,6 +181,8 @@ struct ol_rpc {
     uint8_t secret[256];
     size_t secret_len;
     uint32_t window, reply_window, max_calls, handshake_ms, max_unauth, max_payload;
+    uint32_t credit;               /* granted each dialer in READY: window, or
+                                      OL_RPC_NO_CREDITS */
     bool rma;                            /* dialer: asks for regions (HELLO) */
     struct ol_rpc_region region;         /* this node's, mapped (rkey_len 0: none) */
     struct ol_xport *xp;                 /* the transport: its listener, connections */
@@ -945,7 +947,7 @@ static void acceptor_auth(struct ol_rpc_conn *c, const uint8_t *b)
         return;
     }
     c->state = C_OPEN;
-    c->credit_left = r->window;
+    c->credit_left = r->credit;
     note_revision(r, c->h.revision);
     if (c->want_rma && r->region.rkey_len) {
         uint8_t *out = malloc(OL_RPC_READY_HDR + r->region.rkey_len);
@@ -954,11 +956,11 @@ static void acceptor_auth(struct ol_rpc_conn *c, const uint8_t *b)
             return;
         }
         size_t n = ol_rpc_ready_encode(&r->region, out);
-        conn_send(c, OL_RPC_READY, r->window, 0, out, (uint32_t)n);
+        conn_send(c, OL_RPC_READY, r->credit, 0, out, (uint32_t)n);
         free(out);
         return;
     }
-    conn_send(c, OL_RPC_READY, r->window, 0, NULL, 0);
+    conn_send(c, OL_RPC_READY, r->credit, 0, NULL, 0);
 }
 
 /* Dialer: CHALLENGE in; AUTH out, or closed. */
@@ -1618,6 +1620,7 @@ int ol_rpc_create(ol_loop *loop, const struct ol_rpc_params *p, struct ol_rpc **
     r->secret_len = p->secret_len;
     r->window = window;
     r->max_payload = window - OL_RPC_HDR_LEN;
+    r->credit = p->no_credits ? OL_RPC_NO_CREDITS : window;
     r->reply_window = p->reply_window ? p->reply_window : window;
     r->max_calls = calls;
     r->handshake_ms = p->handshake_ms ? p->handshake_ms : OL_RPC_DEF_HANDSHAKE;

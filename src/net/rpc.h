@@ -31,6 +31,9 @@
  *     "credit stall"); the queue holds at most a window of frames and
  *     max_calls calls. A call beyond any bound fails at once with -EAGAIN
  *     (retryable), never grows a queue.
+ *   - Except with no_credits, for measuring what the credits buy: the
+ *     acceptor then grants OL_RPC_NO_CREDITS, and only its dialers' own
+ *     limits bound what it holds of their requests.
  *   - Before its proof checks, a connection holds no buffer but the few
  *     bytes of a handshake frame inside it, must finish within
  *     handshake_ms, and at most max_unauth such live at once (one more
@@ -75,6 +78,9 @@ enum {
     OL_RPC_OP_MAX = 63,
 };
 
+/* The credit an acceptor with no_credits grants: the most a u32 counts. */
+#define OL_RPC_NO_CREDITS UINT32_MAX
+
 struct ol_rpc_params {
     int64_t self_id;
     const char *cluster;          /* up to 63 bytes; copied */
@@ -86,6 +92,10 @@ struct ol_rpc_params {
      * ""); with "ucx" an error */
     const char *tls_cert, *tls_key, *tls_ca;
     uint32_t window;              /* request bytes granted to each dialer; 0 = default */
+    int no_credits;               /* 1, for measuring only: grant each dialer
+                                     OL_RPC_NO_CREDITS of credit, so that nothing but
+                                     its own limits bounds what this node holds of its
+                                     requests (window still bounds one request) */
     uint32_t reply_window;        /* reply bytes of this node's calls in flight per
                                      peer; 0 = window */
     uint32_t max_calls;           /* calls in flight or waiting per peer (a power

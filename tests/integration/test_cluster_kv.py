@@ -228,6 +228,28 @@ def test_values_larger_than_a_calls_share(etcd, make_daemon, tmp_path):
     assert calls == 2 * fetched, (calls, fetched)    # too large, then alone
 
 
+def test_credits_off_is_the_receivers_and_said(etcd, make_daemon, tmp_path):
+    """cluster.rpc_credits = false on node 1 (for the incast benchmark):
+    it grants node 2 all a u32 counts and warns at start; node 2, credits
+    on, grants node 1 its 8 MiB window. Values still cross both ways."""
+    (a, b), tok = pool(make_daemon, etcd, tmp_path,
+                       per_node=lambda i: ["--cluster.rpc-credits", "false"] if i == 0 else [])
+    assert metric(b, "openlake_rpc_peer_credit_bytes", peer=1) > (1 << 32) - (1 << 20)
+    assert metric(a, "openlake_rpc_peer_credit_bytes", peer=2) <= 8 << 20
+    vals = {k: os.urandom(48 * 1024) for k in homed_on(1, 2, 3, "off") + homed_on(2, 2, 3, "off")}
+    for k, v in vals.items():
+        assert kv(b if k in homed_on(1, 2, 3, "off") else a, tok, "put", k,
+                  stdin=v).returncode == 0
+    for k, v in vals.items():
+        for d in (a, b):
+            r = kv(d, tok, "get", k)
+            assert r.returncode == 0 and r.stdout == v, (k, r.stderr)
+    a.stop()
+    b.stop()
+    assert "cluster.rpc_credits = false" in a.stderr() and "for measuring only" in a.stderr()
+    assert "rpc_credits" not in b.stderr()
+
+
 def homed_on(node_id, n, count, prefix, start=0):
     """count keys (prefix-i) whose home among nodes 1..n is node_id."""
     out, i = [], start

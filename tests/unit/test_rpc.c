@@ -290,13 +290,16 @@ static void next_phase(struct drv *d)
     d->phase_ms = mono_ms();
 }
 
+static int no_credits;      /* the endpoints made below grant OL_RPC_NO_CREDITS */
+
 static struct ol_rpc *endpoint(struct drv *d, int64_t id, const char *listen, const char *secret,
                                uint32_t window)
 {
     struct ol_rpc_params p = {.self_id = id, .cluster = "test", .secret = secret,
                               .secret_len = strlen(secret), .listen_addr = listen,
                               .window = window, .handshake_ms = 300, .max_unauth = 4,
-                              .transport = transport, .rma = rma_on};
+                              .transport = transport, .rma = rma_on,
+                              .no_credits = no_credits};
     tls_params(&p, id == 1 ? tls_a : tls_b);
     char err[256];
     struct ol_rpc *r = NULL;
@@ -693,6 +696,68 @@ OLT_TEST(rpc_credits_bound_what_the_acceptor_holds)
 OLT_TEST(rpc_credits_bound_what_the_acceptor_holds_ucx)
 {
     rpc_credits_bound_what_the_acceptor_holds_on(ucx_transport());
+}
+#endif
+
+/* With credits off (cluster.rpc_credits = false, for the incast benchmark)
+ * the acceptor holds whatever its dialer sends: all 40 calls at once, five
+ * windows, with no stall; each is answered and its credit comes back. */
+static int step_no_credit(struct drv *d)
+{
+    switch (d->phase) {
+    case 0:
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        issue_holds(d);
+        OLT_CHECK_EQ(issued, 40);
+        next_phase(d);
+        return 0;
+    case 1:
+        if (d->nheld < 40)
+            return 0;   /* never there: run() fails at its deadline */
+        release_held(d);
+        next_phase(d);
+        return 0;
+    default:
+        return d->done == 40;
+    }
+}
+
+static void rpc_credits_off_bound_nothing_on(const char *tr)
+{
+    transport = tr;
+    no_credits = 1;
+    issued = 0;
+    struct drv d;
+    setup(&d, SECRET, 65536);
+    run(&d, step_no_credit);
+    OLT_CHECK_EQ(d.ok, 40);
+    OLT_CHECK_EQ(d.max_held_bytes, 40ull * (OL_RPC_HDR_LEN + 8192));
+    OLT_CHECK_EQ(metric(d.b, "openlake_rpc_peer_credit_stalls_total{peer=\"1\"}"), 0);
+    char want[128];
+    snprintf(want, sizeof want, "openlake_rpc_peer_credit_bytes{peer=\"1\"} %u\n",
+             OL_RPC_NO_CREDITS);
+    char m[8192];
+    ol_rpc_metrics(d.b, "", m, sizeof m);
+    OLT_CHECK(strstr(m, want));
+    /* one request is still bounded by the window */
+    static uint8_t big[65536];
+    struct iovec iov = {big, sizeof big};
+    OLT_CHECK_EQ(ol_rpc_call(d.b, 1, OP_HOLD, &iov, 1, 0, 1000, on_done, &d), -EMSGSIZE);
+    teardown(&d);
+    no_credits = 0;
+    transport = NULL;
+}
+
+OLT_TEST(rpc_credits_off_bound_nothing)
+{
+    rpc_credits_off_bound_nothing_on(NULL);
+}
+
+#ifdef OL_HAVE_UCX
+OLT_TEST(rpc_credits_off_bound_nothing_ucx)
+{
+    rpc_credits_off_bound_nothing_on(ucx_transport());
 }
 #endif
 
