@@ -182,6 +182,7 @@ bench-cluster: deps
 	bash bench/cluster/run_pool.sh
 	bash bench/cluster/run_scale.sh
 	$(MAKE) bench-cluster-incast
+	SYSTEMS=cold,openlake,openlake-remote LENS=8192,32768 DOC=remote bash bench/vllm/run_ttft.sh
 
 clean:
 	rm -rf build

@@ -38,7 +38,8 @@
 #
 # Knobs (environment): LENS=2048,8192,32768 ROUNDS=5 STORE_GIB=2 KV_SPACE_GIB=2
 #   SYSTEMS=cold,openlake,openlake-remote,lmcache,vllm-example,vllm-native,vllm-simple,lmcache-inproc
-#   DOC=1 (0: no docs/benchmarks.md update)  PRELOAD=1 (0: no LD_PRELOAD)
+#   DOC=1 (0: no docs/benchmarks.md update; remote: the vllm-ttft-remote
+#   section only, as make bench-cluster runs it)  PRELOAD=1 (0: no LD_PRELOAD)
 #   NETNS=1 (0: openlake-remote on loopback)  REMOTE_KV_TIMEOUT_MS=300 (the
 #   nodes' cluster.kv_timeout_ms, its default: each lookup's ask and each
 #   32 MiB load part's fetch must fit in it)  DEPS=1 (0: no scripts/deps.sh)
@@ -181,6 +182,8 @@ out=bench/results/vllm-ttft-$(date -u +%Y%m%dT%H%M%SZ).json
 echo "raw results: $out"
 if [ "$DOC" = 1 ]; then
   .venv/bin/python bench/vllm/ttft.py report "$out" --doc docs/benchmarks.md
+elif [ "$DOC" = remote ]; then
+  .venv/bin/python bench/vllm/ttft.py report "$out" --doc docs/benchmarks.md --remote-only
 else
   .venv/bin/python bench/vllm/ttft.py report "$out"
 fi
