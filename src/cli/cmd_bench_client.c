@@ -1,6 +1,6 @@
 /*
  * cmd_bench_client.c - `openlake bench client`: the load test an operator
- * runs against any node, KV or S3, from any host.
+ * runs against any node, or a pool's nodes, KV or S3, from any host.
  *
  * Owns: --concurrency worker threads, each with a connection of its own
  * (a C client session for KV, a keep-alive HTTP/1.1 connection signed
@@ -12,7 +12,9 @@
  * Targets: kv://HOST:PORT (the KV service over TCP), kv:PATH (its Unix
  * socket: values through the shared slab), ucx://HOST:PORT (its UCX
  * listener, kv_ucx_addr), http://HOST:PORT (the S3 API; objects in
- * --bucket, made when missing).
+ * --bucket, made when missing). A comma-separated list of targets of one
+ * kind (up to OL_BC_MAX_TARGETS: the nodes of a pool) spreads the workers
+ * over them, worker i on target i mod n.
  *
  * Must not: speak TLS (https:// is refused with a message), or report an
  * operation whose bytes did not come back whole as a success.
@@ -36,15 +38,24 @@
 
 #define OL_BC_SAMPLES (1u << 20)   /* latencies kept per worker */
 #define OL_BC_MAX_CONC 256
+#define OL_BC_MAX_TARGETS 64
+#define OL_BC_TARGETS_LEN 8192     /* the --target list, in bytes */
+
+struct ol_bc_target {
+    const char *addr;              /* kv: the client's address (into the list's copy) */
+    char host[256], port[16];      /* s3 */
+};
 
 struct ol_bc {
     const struct ol_cli *cli;
     bool s3, read;
+    struct ol_bc_target t[OL_BC_MAX_TARGETS];
+    unsigned nt;
+    char list[OL_BC_TARGETS_LEN];  /* the --target list, split in place */
     /* kv */
-    struct ol_client_opts ko;
+    struct ol_client_opts ko;      /* addr: each worker's own target's */
     /* s3 */
     struct ol_cli_cred cred;
-    char host[256], port[16];
     const char *bucket;
     uint64_t size;
     unsigned keys;                 /* the set a read cycles over (per worker) */
@@ -67,6 +78,7 @@ static void ready_wait(struct ol_bc *b)
 
 struct ol_bc_worker {
     struct ol_bc *b;
+    const struct ol_bc_target *t;  /* its target: b->t[id mod b->nt] */
     pthread_t th;
     int id;
     uint64_t ops, bytes, errors;
@@ -118,7 +130,9 @@ static void *kv_worker(void *arg)
     struct ol_client_key key = {name, 0};
     uint16_t st = 0;
     uint64_t len = b->size, got;
-    bool ready = ol_client_open(&b->ko, &c, w->err, sizeof w->err) == 0;
+    struct ol_client_opts o = b->ko;
+    o.addr = w->t->addr;
+    bool ready = ol_client_open(&o, &c, w->err, sizeof w->err) == 0;
     /* the set it reads back, written before the clock runs */
     for (unsigned k = 0; ready && b->read && k < b->keys; k++) {
         key.len = (uint16_t)snprintf(name, sizeof name, "bc-%llx-%d-%u",
@@ -171,10 +185,10 @@ static void *kv_worker(void *arg)
 
 /* ---- S3 ------------------------------------------------------------------------ */
 
-static int s3_connect(const struct ol_bc *b)
+static int s3_connect(const struct ol_bc_target *t)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    if (getaddrinfo(b->host, b->port, &hints, &ai) != 0)
+    if (getaddrinfo(t->host, t->port, &hints, &ai) != 0)
         return -1;
     int fd = -1;
     for (struct addrinfo *p = ai; p && fd < 0; p = p->ai_next) {
@@ -212,7 +226,7 @@ static int s3_call(struct ol_bc_worker *w, int fd, const char *method, const cha
 {
     struct ol_bc *b = w->b;
     char head[4096];
-    int hl = ol_cli_sign_head(&b->cred, b->host, b->port, method, path, "", body != NULL,
+    int hl = ol_cli_sign_head(&b->cred, w->t->host, w->t->port, method, path, "", body != NULL,
                               len, true, head, sizeof head);
     if (hl < 0 || send_all(fd, head, (size_t)hl) < 0 || (body && send_all(fd, body, len) < 0))
         return -1;
@@ -254,10 +268,10 @@ static void *s3_worker(void *arg)
 {
     struct ol_bc_worker *w = arg;
     struct ol_bc *b = w->b;
-    int fd = s3_connect(b);
+    int fd = s3_connect(w->t);
     bool ready = fd >= 0;
     if (!ready)
-        snprintf(w->err, sizeof w->err, "cannot connect to %.200s:%s", b->host, b->port);
+        snprintf(w->err, sizeof w->err, "cannot connect to %.200s:%s", w->t->host, w->t->port);
     char path[512];
     uint64_t blen;
     for (unsigned k = 0; ready && b->read && k < b->keys; k++) {
@@ -302,7 +316,7 @@ static void *s3_worker(void *arg)
             snprintf(w->err, sizeof w->err, "%s %.200s: HTTP %d", b->read ? "GET" : "PUT", path, st);
         if (st < 0) {   /* the connection is gone: a new one */
             close(fd);
-            fd = s3_connect(b);
+            fd = s3_connect(w->t);
         }
     }
     if (fd >= 0)
@@ -371,63 +385,95 @@ int ol_cmd_bench_client(const struct ol_cli *cli, int argc, char **argv)
     if ((keys && (*end || !*keys)) || b.keys == 0 || b.keys > 65536)
         return ol_cli_usage_error(cli, "bench", "--keys: 1 to 65536 (per worker, for read)");
     char tokpath[4096];
-    bool ucx = !strncmp(target, "ucx://", 6);
-    if (ucx || !strncmp(target, "kv://", 5) || !strncmp(target, "kv:", 3)) {
-        /* ucx://: the client takes the address as it is */
-        const char *addr = ucx ? target : target + (!strncmp(target, "kv://", 5) ? 5 : 3);
-        if (!*addr || (ucx && !target[6]))
-            return ol_cli_usage_error(cli, "bench", "--target '%s': kv://HOST:PORT, kv:PATH "
-                                      "or ucx://HOST:PORT", target);
+    if (strlen(target) >= sizeof b.list)
+        return ol_cli_usage_error(cli, "bench", "--target: at most %d bytes",
+                                  OL_BC_TARGETS_LEN - 1);
+    memcpy(b.list, target, strlen(target) + 1);
+    int kind = -1;                 /* 0: KV (kv://, kv:, ucx://), 1: S3 (http://) */
+    char *save = NULL;
+    for (char *one = strtok_r(b.list, ",", &save); one; one = strtok_r(NULL, ",", &save)) {
+        if (b.nt == OL_BC_MAX_TARGETS)
+            return ol_cli_usage_error(cli, "bench", "--target: at most %d targets",
+                                      OL_BC_MAX_TARGETS);
+        struct ol_bc_target *t = &b.t[b.nt++];
+        bool ucx = !strncmp(one, "ucx://", 6);
+        int k;
+        if (ucx || !strncmp(one, "kv://", 5) || !strncmp(one, "kv:", 3)) {
+            k = 0;
+            /* ucx://: the client takes the address as it is */
+            t->addr = ucx ? one : one + (!strncmp(one, "kv://", 5) ? 5 : 3);
+            if (!*t->addr || (ucx && !one[6]))
+                return ol_cli_usage_error(cli, "bench", "--target '%s': kv://HOST:PORT, "
+                                          "kv:PATH or ucx://HOST:PORT", one);
+        } else if (!strncmp(one, "http://", 7)) {
+            k = 1;
+            const char *hp = one + 7, *colon = strrchr(hp, ':');
+            size_t hl = colon ? (size_t)(colon - hp) : strcspn(hp, "/");
+            if (!hl || hl >= sizeof t->host)
+                return ol_cli_usage_error(cli, "bench", "--target '%s': http://HOST:PORT", one);
+            memcpy(t->host, hp, hl);
+            snprintf(t->port, sizeof t->port, "%.*s", colon ? (int)strcspn(colon + 1, "/") : 2,
+                     colon ? colon + 1 : "80");
+        } else {
+            return ol_cli_usage_error(cli, "bench", "--target '%s': kv://HOST:PORT, kv:PATH, "
+                                      "ucx://HOST:PORT or http://HOST:PORT (https is not "
+                                      "supported)", one);
+        }
+        if (kind >= 0 && k != kind)
+            return ol_cli_usage_error(cli, "bench", "--target: a list is all KV targets "
+                                      "(kv://, kv:, ucx://) or all S3 (http://)");
+        kind = k;
+    }
+    if (!b.nt)
+        return ol_cli_usage_error(cli, "bench", "--target: no target in '%s'", target);
+    if (nc < b.nt)
+        return ol_cli_usage_error(cli, "bench", "--concurrency %u: fewer workers than the "
+                                  "%u targets", nc, b.nt);
+    if (kind == 0) {
         if (bucket || ak || sk || skf || creds || region)
             return ol_cli_usage_error(cli, "bench", "--bucket and the S3 credential options go "
                                       "with an http:// target");
-        b.ko = (struct ol_client_opts){.addr = addr, .ns = ns ? ns : "bench-client",
+        /* the token beside the first target's socket, when not named */
+        b.ko = (struct ol_client_opts){.addr = b.t[0].addr, .ns = ns ? ns : "bench-client",
                                        .value_size = b.size};
         int ex = ol_cli_kv_token(cli, "bench", token, token_file, &b.ko, tokpath);
         if (ex)
             return ex;
-    } else if (!strncmp(target, "http://", 7)) {
+    } else {
         b.s3 = true;
         if (token || token_file || ns)
             return ol_cli_usage_error(cli, "bench", "--token, --token-file and --ns go with a "
                                       "kv target");
-        const char *hp = target + 7, *colon = strrchr(hp, ':');
-        size_t hl = colon ? (size_t)(colon - hp) : strcspn(hp, "/");
-        if (!hl || hl >= sizeof b.host)
-            return ol_cli_usage_error(cli, "bench", "--target '%s': http://HOST:PORT", target);
-        memcpy(b.host, hp, hl);
-        snprintf(b.port, sizeof b.port, "%.*s", colon ? (int)strcspn(colon + 1, "/") : 2,
-                 colon ? colon + 1 : "80");
         b.bucket = bucket ? bucket : "openlake-bench";
         struct ol_cli_cred_flags f = {ak, sk, skf, creds, region};
         int ex = ol_cli_cred_load(cli, "bench", &f, &b.cred);
         if (ex)
             return ex;
-    } else {
-        return ol_cli_usage_error(cli, "bench", "--target '%s': kv://HOST:PORT, kv:PATH, "
-                                  "ucx://HOST:PORT or http://HOST:PORT (https is not "
-                                  "supported)", target);
     }
     b.run = (uint64_t)getpid() << 24 ^ (uint64_t)time(NULL);
-    if (b.s3) {  /* the bucket, made when missing */
+    for (unsigned i = 0; b.s3 && i < b.nt; i++) {  /* the bucket, made where missing */
         char resp[4096], path[300];
         snprintf(path, sizeof path, "/%s", b.bucket);
-        struct ol_bc_worker probe = {.b = &b};
-        int fd = s3_connect(&b);
+        struct ol_bc_worker probe = {.b = &b, .t = &b.t[i]};
+        int fd = s3_connect(&b.t[i]);
         uint64_t blen;
         int st = fd < 0 ? -1 : s3_call(&probe, fd, "PUT", path, NULL, 0, resp, sizeof resp - 1,
                                        &blen);
         if (fd >= 0)
             close(fd);
-        if (st != 200 && st != 409)
-            return ol_cli_fail(cli, "bench", "%s: cannot make bucket %s (%s)", target, b.bucket,
+        if (st != 200 && st != 409) {
+            explicit_bzero(&b.cred, sizeof b.cred);
+            return ol_cli_fail(cli, "bench", "http://%s:%s: cannot make bucket %s (%s)",
+                               b.t[i].host, b.t[i].port, b.bucket,
                                st < 0 ? "no answer" : "refused: check the credential");
+        }
     }
     struct ol_bc_worker *w = calloc(nc, sizeof *w);
     if (!w)
         return ol_cli_fail(cli, "bench", "out of memory");
     for (unsigned i = 0; i < nc; i++) {
         w[i].b = &b;
+        w[i].t = &b.t[i % b.nt];
         w[i].id = (int)i;
         w[i].lat = malloc(OL_BC_SAMPLES * sizeof *w[i].lat);
         w[i].val = malloc(b.size);
@@ -488,6 +534,8 @@ int ol_cmd_bench_client(const struct ol_cli *cli, int argc, char **argv)
         ol_json_object_begin(&j);
         ol_json_key(&j, "target");
         ol_json_str(&j, target);
+        ol_json_key(&j, "targets");
+        ol_json_uint(&j, b.nt);
         ol_json_key(&j, "op");
         ol_json_str(&j, op);
         ol_json_key(&j, "size");
