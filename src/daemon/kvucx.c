@@ -21,7 +21,8 @@
  * the server answered anything (before HELLO) at most OL_KVU_PRE_CAP
  * bytes wait in it, then OL_KVU_UP_CAP (one frame of the largest the
  * protocol takes, which the server itself may hold); a client past that is
- * disconnected (counted). A bridge ends when either side ends: a peer that
+ * disconnected (counted). An idle bridge's `up` over OL_KVU_UP_KEEP is
+ * freed (kvu_sweep), so an idle client holds at most that. A bridge ends when either side ends: a peer that
  * closes, a server that closes (after the bytes it sent went out), an
  * error. At most OL_KVU_CONNS bridges live; more endpoints are refused.
  *
@@ -51,6 +52,8 @@
 #define OL_KVU_PRE_CAP  (64u << 10)
 #define OL_KVU_UP_CAP   ((size_t)OL_KV_MAX_DATA_BODY + (1u << 20))
 #define OL_KVU_DOWN     (256u << 10)
+#define OL_KVU_UP_KEEP  (1u << 20)   /* an idle bridge's up buffer over this is freed */
+#define OL_KVU_SWEEP_MS 1000         /* how often idle bridges are looked for */
 #define OL_KVU_STOP_MS  1000
 
 struct ol_daemon_kvucx;
@@ -72,6 +75,7 @@ struct kvu_conn {
     struct ol_op poll_op;
     bool recv_armed, sock_sending, ucx_sending, polling;
     bool answered;                /* the server sent something */
+    bool up_used;                 /* bytes taken since the last sweep */
     bool closing;
 };
 
@@ -90,9 +94,10 @@ struct ol_daemon_kvucx {
     bool listening;
     _Atomic bool quiet;           /* quiesced: no more hand-overs */
     struct ol_msg quiesce_msg, stop_msg;
-    struct ol_timer stop_check;
+    struct ol_timer stop_check, sweep;
     uint64_t stop_since;
     _Atomic uint64_t accepted, refused, overrun, bytes_up, bytes_down;
+    _Atomic uint64_t up_bytes;    /* the bridges' up buffers (up_cap), held now */
     _Atomic uint32_t live;
     char err[256];
 };
@@ -112,6 +117,7 @@ static void kvu_maybe_free(struct kvu_conn *c)
     atomic_store(&u->live, u->nconns);
     c->x->t->ops->free(c->x);
     close(c->fd);
+    atomic_fetch_sub(&u->up_bytes, c->up_cap);
     free(c->up);
     free(c->up_old);
     free(c->down);
@@ -200,10 +206,12 @@ static bool kvu_take(struct kvu_conn *c, const uint8_t *b, size_t n)
         else
             free(c->up);
         c->up = p;
+        atomic_fetch_add(&u->up_bytes, want - c->up_cap);
         c->up_cap = want;
     }
     memcpy(c->up + c->up_len, b, n);
     c->up_len += n;
+    c->up_used = true;
     return true;
 }
 
@@ -368,6 +376,27 @@ static const struct ol_xport_events kvu_events = {
 
 /* ---- the loop -------------------------------------------------------------------- */
 
+/* Every OL_KVU_SWEEP_MS: a bridge that took no bytes since the last sweep
+ * and holds none gives back an up buffer over OL_KVU_UP_KEEP (a large
+ * value grew it), so idle clients hold little; a busy one keeps its
+ * buffer and pays no allocation per frame. */
+static void kvu_sweep(ol_loop *loop, struct ol_timer *t)
+{
+    struct ol_daemon_kvucx *u = (struct ol_daemon_kvucx *)((char *)t -
+                                                          offsetof(struct ol_daemon_kvucx,
+                                                                   sweep));
+    for (struct kvu_conn *c = u->conns; c; c = c->next) {
+        if (!c->up_used && !c->sock_sending && c->up_len == 0 && c->up_cap > OL_KVU_UP_KEEP) {
+            atomic_fetch_sub(&u->up_bytes, c->up_cap);
+            free(c->up);
+            c->up = NULL;
+            c->up_cap = 0;
+        }
+        c->up_used = false;
+    }
+    ol_timer_arm(loop, t, OL_KVU_SWEEP_MS);
+}
+
 static int kvu_init(ol_loop *loop, void *arg)
 {
     struct ol_daemon_kvucx *u = arg;
@@ -387,6 +416,8 @@ static int kvu_init(ol_loop *loop, void *arg)
         return -1;
     }
     u->listening = true;
+    u->sweep.fn = kvu_sweep;
+    ol_timer_arm(loop, &u->sweep, OL_KVU_SWEEP_MS);
     return 0;
 }
 
@@ -459,6 +490,7 @@ static void kvu_on_stop(ol_loop *loop, struct ol_msg *m)
                                                           offsetof(struct ol_daemon_kvucx,
                                                                    stop_msg));
     kvu_on_quiesce(loop, &u->quiesce_msg);
+    ol_timer_cancel(loop, &u->sweep);
     for (struct kvu_conn *c = u->conns; c; c = c->next)
         kvu_close(c); /* freed by their operations' ends, not here */
     u->stop_since = ol_loop_now_ms(loop);
@@ -513,10 +545,14 @@ size_t ol_daemon_kvucx_metrics(struct ol_daemon *d, char *buf, size_t cap)
         "# HELP openlake_kv_ucx_bytes_total Bytes moved between UCX clients and the KV server.\n"
         "# TYPE openlake_kv_ucx_bytes_total counter\n"
         "openlake_kv_ucx_bytes_total{direction=\"in\"} %llu\n"
-        "openlake_kv_ucx_bytes_total{direction=\"out\"} %llu\n",
+        "openlake_kv_ucx_bytes_total{direction=\"out\"} %llu\n"
+        "# HELP openlake_kv_ucx_buffer_bytes What the UCX bridges hold for bytes from their clients not yet handed to the KV server (an idle bridge's buffer over 1 MiB is freed within 2 s).\n"
+        "# TYPE openlake_kv_ucx_buffer_bytes gauge\n"
+        "openlake_kv_ucx_buffer_bytes %llu\n",
         atomic_load(&u->live), (unsigned long long)atomic_load(&u->accepted),
         (unsigned long long)atomic_load(&u->refused), (unsigned long long)atomic_load(&u->overrun),
         (unsigned long long)atomic_load(&u->bytes_up),
-        (unsigned long long)atomic_load(&u->bytes_down));
+        (unsigned long long)atomic_load(&u->bytes_down),
+        (unsigned long long)atomic_load(&u->up_bytes));
     return n < 0 ? 0 : (size_t)n;
 }

@@ -69,6 +69,10 @@ def test_a_ucx_client_reads_and_writes_what_tcp_clients_see(kvd_ucx):
         assert all(bytes(o) == vals[k] for o, k in zip(out, keys))
         assert u.stats()["entries"] >= len(keys)
         assert u.members() == (0, 0, [])           # a node in no cluster
+        # the bridge's buffer for the 6 MiB put is not kept once emptied
+        # (at most 1 MiB stays per connection), the connection still open
+        wait_for(lambda: metric(d, "openlake_kv_ucx_buffer_bytes") <= 1 << 20,
+                 "the bridge's buffer given back")
     with Client(f"127.0.0.1:{d.kv_port}", token_file=tok, namespace=NS) as t:
         out = [bytearray(len(vals[k])) for k in vals]
         assert t.get(list(vals), out) == [len(v) for v in vals.values()]
@@ -97,6 +101,7 @@ def test_a_ucx_client_reads_and_writes_what_tcp_clients_see(kvd_ucx):
     up = int(re.search(r'^openlake_kv_ucx_bytes_total\{direction="in"\} (\d+)$', text, re.M)[1])
     assert up > 6 << 20
     wait_for(lambda: metric(d, "openlake_kv_ucx_connections") == 0, "bridges closed")
+    assert metric(d, "openlake_kv_ucx_buffer_bytes") == 0
 
 
 def test_a_wrong_token_is_refused(kvd_ucx):
