@@ -28,6 +28,7 @@ results file). Run by bench/cluster/run_incast.sh.
 """
 import argparse
 import json
+import math
 import os
 import pathlib
 import statistics
@@ -164,12 +165,12 @@ every millisecond, and its latency includes waiting for a CPU).
 def reading(med):
     """The paragraph under the table, its figures from this run's medians
     (the default configurations; another set gets none)."""
-    if any(med(w, "heap_growth_kib")[0] != med(w, "heap_growth_kib")[0]
-           for w in (1 << 20, 8 << 20, 64 << 20, OFF)):
+    configs = (1 << 20, 8 << 20, 64 << 20, OFF)
+    heap = {w: med(w, "heap_growth_kib")[0] / 1024 for w in configs}
+    if any(math.isnan(v) for v in heap.values()):   # a configuration not run
         return ("Reading it: the default run (WINDOWS unset: 1, 8, 64 MiB and credits off) "
                 "is the one this section explains.\n")
-    heap = {w: med(w, "heap_growth_kib")[0] / 1024 for w in (1 << 20, 8 << 20, 64 << 20, OFF)}
-    p99 = {w: med(w, "probe_drain_p99_ms")[0] for w in (1 << 20, 8 << 20, 64 << 20, OFF)}
+    p99 = {w: med(w, "probe_drain_p99_ms")[0] for w in configs}
     return f"""Reading it: the heap growth (RssAnon over its idle value, sampled every
 5 ms) is what the node RPC holds of the senders' requests, at most one
 window per peer, plus a part that does not depend on the window (buffers
