@@ -55,6 +55,8 @@ struct ol_loop {
     struct ol_loop_info info;
     int ring_ok;               /* ring initialised */
     _Atomic int enabled;       /* ring enabled and owned by its thread */
+    bool rings_on;             /* IORING_REGISTER_ENABLE_RINGS done (once) */
+    bool efd_armed;            /* the eventfd's read is in the ring */
     _Atomic int stop;
     uint64_t now_ms;
 
@@ -521,6 +523,7 @@ static int ol_efd_arm(ol_loop *loop)
         return -EBUSY;
     io_uring_prep_read(sqe, loop->efd, &loop->efd_val, sizeof loop->efd_val, 0);
     io_uring_sqe_set_data64(sqe, OL_UD_EVENTFD);
+    loop->efd_armed = true;
     return 0;
 }
 
@@ -672,6 +675,7 @@ static void ol_dispatch(ol_loop *loop, uint64_t ud, int res, unsigned flags)
     if (ud == OL_UD_IGNORE || ud == OL_UD_DOORBELL)
         return;
     if (ud == OL_UD_EVENTFD) {
+        loop->efd_armed = false;
         if (!atomic_load(&loop->stop))
             ol_efd_arm(loop);
         return;
@@ -716,7 +720,7 @@ int ol_loop_run(ol_loop *loop)
     OL_ASSERT(!ol_loop_self || ol_loop_self == loop); /* one loop per thread */
     ol_loop_self = loop;
     ol_log_set_core(loop->p.index);
-    if (loop->info.setup_flags & IORING_SETUP_R_DISABLED) {
+    if ((loop->info.setup_flags & IORING_SETUP_R_DISABLED) && !loop->rings_on) {
         /* liburing 2.3 declares io_uring_enable_rings() but does not export
          * it, so register the opcode directly. */
         if (syscall(__NR_io_uring_register, loop->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS,
@@ -726,6 +730,9 @@ int ol_loop_run(ol_loop *loop)
             return rc;
         }
     }
+    loop->rings_on = true;
+    if (!loop->efd_armed)
+        ol_efd_arm(loop);   /* a run before this one ended with it unarmed */
     ol_iowq_cap(loop);
     atomic_store_explicit(&loop->enabled, 1, memory_order_release);
     struct io_uring_cqe *cqes[OL_CQE_BATCH];
@@ -770,6 +777,7 @@ int ol_loop_run(ol_loop *loop)
     }
     io_uring_submit(&loop->ring);
     atomic_store_explicit(&loop->enabled, 0, memory_order_release);
+    atomic_store(&loop->stop, 0);   /* this run took the stop: a later run runs */
     ol_loop_self = NULL;
     return 0;
 }

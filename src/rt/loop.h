@@ -92,7 +92,9 @@ void ol_loop_destroy(ol_loop *loop);
 /*
  * Runs the loop on the calling thread until ol_loop_stop(). The ring is set up
  * for its issuer thread lazily by the first call (SINGLE_ISSUER rule), so create
- * on one thread, run on another is fine. Returns 0.
+ * on one thread, run on another is fine. A run consumes the stop that ended
+ * it: the same thread may run the loop again (tests step a loop this way).
+ * Returns 0.
  */
 int ol_loop_run(ol_loop *loop);
 /*

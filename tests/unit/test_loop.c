@@ -563,3 +563,64 @@ OLT_TEST(loop_multishot_accept_and_recv_with_provided_buffers)
     free(in);
     ol_loop_destroy(l);
 }
+
+/* ---- running again ------------------------------------------------------------ */
+
+/* A loop stopped may run again on its thread (tests step loops this way):
+ * the stop that ended a run is consumed, and a message posted from another
+ * thread while it was not running (its eventfd woken, not re-armed at the
+ * stop) wakes the next run. */
+struct rerun_case {
+    struct ol_msg m;
+    struct ol_timer guard;
+    int got, guard_fired;
+};
+
+static void rerun_msg(ol_loop *loop, struct ol_msg *m)
+{
+    struct rerun_case *c = (struct rerun_case *)((char *)m - offsetof(struct rerun_case, m));
+    c->got++;
+    ol_loop_stop(loop);
+}
+
+static void rerun_guard(ol_loop *loop, struct ol_timer *t)
+{
+    struct rerun_case *c = (struct rerun_case *)((char *)t - offsetof(struct rerun_case, guard));
+    c->guard_fired = 1;
+    ol_loop_stop(loop);
+}
+
+static void *rerun_poster(void *arg)
+{
+    void **a = arg;
+    usleep(20000);
+    ol_loop_post(a[0], a[1]);
+    return NULL;
+}
+
+OLT_TEST(loop_runs_again_after_a_stop)
+{
+    ol_loop *l = mk_loop(0);
+    struct rerun_case c;
+    memset(&c, 0, sizeof c);
+    c.m.fn = rerun_msg;
+    c.guard.fn = rerun_guard;
+    for (int round = 1; round <= 3; round++) {
+        ol_timer_arm(l, &c.guard, 5000);
+        pthread_t th;
+        void *a[2] = {l, &c.m};
+        OLT_CHECK_EQ(pthread_create(&th, NULL, rerun_poster, a), 0);
+        ol_loop_run(l);   /* ends at the message, not at the guard */
+        pthread_join(th, NULL);
+        ol_timer_cancel(l, &c.guard);
+        OLT_CHECK_EQ(c.got, round);
+        OLT_CHECK_EQ(c.guard_fired, 0);
+    }
+    /* a stop asked before a run ends that run at once, and only that one */
+    ol_loop_stop(l);
+    ol_loop_run(l);
+    ol_timer_arm(l, &c.guard, 30);
+    ol_loop_run(l);
+    OLT_CHECK_EQ(c.guard_fired, 1);
+    ol_loop_destroy(l);
+}
