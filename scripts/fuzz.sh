@@ -9,7 +9,7 @@ secs=${1:-30}
 cd "$(dirname "$0")/.."
 out=build/fuzz
 mkdir -p "$out"
-lib_src=$(ls src/base/*.c src/rt/*.c src/http/*.c src/kv/*.c src/store/*.c src/s3/*.c src/net/*.c 2>/dev/null)
+lib_src=$(ls src/base/*.c src/rt/*.c src/http/*.c src/kv/*.c src/store/*.c src/s3/*.c src/net/*.c src/cluster/*.c 2>/dev/null)
 common="-std=c17 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fno-sanitize-recover=undefined"
 # The library once, instrumented for coverage (fuzzer-no-link) and the
 # sanitizers, all cores at once; each target then links against it.
@@ -26,7 +26,7 @@ for t in tests/fuzz/fuzz_*.c; do
   name=$(basename "$t" .c)
   echo "fuzz: building $name"
   clang $common -fsanitize=fuzzer,address,undefined -o "$out/$name" "$t" "$out/libfuzz.a" \
-    -luring -lisal -lcrypto -lssl -lxxhash -lexpat -lpthread -lm
+    -luring -lisal -lcrypto -lssl -lxxhash -lexpat -lcurl -ljansson -lpthread -lm
   corpus="$out/corpus-$name"
   mkdir -p "$corpus"
   seeds=()

@@ -116,6 +116,8 @@ struct ol_rpc_req {
     int64_t revision;             /* the dialer's membership revision */
     uint32_t len;
     uint8_t *payload;
+    void **conn_data;             /* the connection's slot for its handlers' state
+                                     (NULL at first); ol_rpc_on_conn_end frees it */
 };
 
 /* A handler: must call ol_rpc_reply(req, ...) (or ol_rpc_reply_ref)
@@ -162,6 +164,17 @@ void ol_rpc_close_all(struct ol_rpc *r);
 int ol_rpc_idle(const struct ol_rpc *r);
 /* Frees the endpoint; its loop no longer runs (or never ran it). */
 void ol_rpc_destroy(struct ol_rpc *r);
+/*
+ * Handlers' state per connection: a handler may set *req->conn_data (one
+ * slot per accepted connection, shared by every op) to state tied to the
+ * dialer's connection (open files, say). fn(data, arg) runs once for each
+ * connection whose slot is not NULL, on the loop's thread, when the
+ * connection is done with: closed, and every request of it answered (so no
+ * handler still works for it), or inside ol_rpc_destroy. fn must not call
+ * this endpoint. Set before the listener takes connections.
+ */
+void ol_rpc_on_conn_end(struct ol_rpc *r, void (*fn)(void *data, void *arg), void *arg);
+
 /* The bound port of the listener (0: none). */
 int ol_rpc_port(const struct ol_rpc *r);
 
