@@ -3,9 +3,13 @@
 #   1. C unit tests, normal build          (build/unit_tests)
 #   2. C unit tests, ASan+UBSan build      (build/asan/unit_tests)
 #      and the object engine's tests again with an fsync per file
-#      (OLT_STORE_SYNC=fsync; the default is the syncfs group commit), and
-#      again (ASan build) with their drives on a loop-mounted XFS, where a
-#      PUT takes the ordered commit (root and mkfs.xfs; else said and left out)
+#      (OLT_STORE_SYNC=fsync; the default is the syncfs group commit), again
+#      (ASan build) with their odd drives another node's, every step on them
+#      sent over a real node RPC on loopback (OLT_STORE_REMOTE=odd: the cluster
+#      store's remote drives; a test of what only local drives do skips, saying
+#      why), and again (ASan build) with their drives on a loop-mounted XFS,
+#      where a PUT takes the ordered commit (root and mkfs.xfs; else said and
+#      left out)
 #   3. allocation-count test, normal build (build/alloc_tests)
 #   4. integration tests (pytest, real openlaked processes), ASan+UBSan build,
 #      including the real-vLLM tests (marker vllm, tests/integration/test_vllm.py)
@@ -36,6 +40,9 @@ sed 's/ unit:/ unit-asan:/' build/test-results-asan.txt >> "$res"; rm -f build/t
 echo "== object engine unit tests with store_sync = fsync (normal build)"
 OLT_STORE_SYNC=fsync ./build/unit_tests -r build/test-results-fsync.txt store_
 sed 's/ unit:/ unit-fsync:/' build/test-results-fsync.txt >> "$res"; rm -f build/test-results-fsync.txt
+echo "== object engine unit tests with half their drives another node's, over the node RPC (ASan+UBSan build)"
+OLT_STORE_REMOTE=odd ./build/asan/unit_tests -r build/test-results-remote.txt store_
+sed 's/ unit:/ unit-remote:/' build/test-results-remote.txt >> "$res"; rm -f build/test-results-remote.txt
 echo "== object engine unit tests with their drives on XFS (ASan+UBSan build)"
 xfs_img=build/xfs-tests.img xfs_dir=build/xfs-tests
 if [ "$(id -u)" = 0 ] && command -v mkfs.xfs >/dev/null 2>&1; then

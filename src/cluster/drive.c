@@ -635,7 +635,7 @@ static void cjob_start(ol_loop *loop, struct ol_msg *m)
 }
 
 int ol_drv_start(struct ol_drv_client *c, ol_loop *loop, int64_t node, const uint8_t uuid[16],
-                 const struct ol_drv_step *st, struct ol_op *op)
+                 const struct ol_store_rstep *st, struct ol_op *op)
 {
     if (st->code < 1 || st->code > OL_DRV_STEP_MAX)
         return -EINVAL;
@@ -724,3 +724,35 @@ void ol_drv_client_destroy(struct ol_drv_client *c)
     ol_timer_cancel(c->net, &c->retry);
     free(c);
 }
+
+/* ---- the engine's hooks ------------------------------------------------------------ */
+
+struct ol_drv_remote {
+    struct ol_drv_client *c;
+    unsigned n;
+    struct ol_drv_map map[];
+};
+
+static int remote_start(void *ud, ol_loop *loop, unsigned drive, const struct ol_store_rstep *st,
+                        struct ol_op *op)
+{
+    struct ol_drv_remote *r = ud;
+    if (drive >= r->n)
+        return -ENODEV;
+    return ol_drv_start(r->c, loop, r->map[drive].node, r->map[drive].uuid, st, op);
+}
+
+struct ol_drv_remote *ol_drv_remote_create(struct ol_drv_client *c, const struct ol_drv_map *map,
+                                           unsigned n, struct ol_store_remote *hooks)
+{
+    struct ol_drv_remote *r = malloc(sizeof *r + n * sizeof *map);
+    if (!r)
+        return NULL;
+    r->c = c;
+    r->n = n;
+    memcpy(r->map, map, n * sizeof *map);
+    *hooks = (struct ol_store_remote){.start = remote_start, .ud = r};
+    return r;
+}
+
+void ol_drv_remote_destroy(struct ol_drv_remote *r) { free(r); }

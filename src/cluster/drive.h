@@ -46,6 +46,7 @@
 
 #include "net/rpc.h"
 #include "rt/loop.h"
+#include "store/engine.h"
 
 #define OL_DRV_RPC_OP      3u          /* node RPC operation DRIVE */
 #define OL_DRV_HDR_LEN     48u         /* request header bytes */
@@ -55,19 +56,21 @@
 #define OL_DRV_IO_MAX      (4u << 20)  /* bytes of one READ or WRITE */
 #define OL_DRV_MAX_HANDLES 8192u       /* open files per connection */
 
+/* The wire's steps are the engine's (store/engine.h enum ol_store_rstep_code). */
 enum ol_drv_step_code {
-    OL_DRV_OPEN = 1,    /* path, arg = OL_DRV_O_* flags, mode; result: a handle */
-    OL_DRV_READ,        /* handle, arg = bytes, off; result: bytes read, sent after */
-    OL_DRV_WRITE,       /* handle, off, the bytes; result: bytes written */
-    OL_DRV_FSYNC,       /* handle, arg = 1: data only (fdatasync) */
-    OL_DRV_CLOSE,       /* handle */
-    OL_DRV_MKDIR,       /* path, mode */
-    OL_DRV_UNLINK,      /* path, arg = 1: a directory (AT_REMOVEDIR) */
-    OL_DRV_RENAME,      /* path -> path2 */
-    OL_DRV_STATX,       /* path; the reply adds type and size */
-    OL_DRV_FALLOCATE,   /* handle, off = length from 0 */
-    OL_DRV_STEP_MAX = OL_DRV_FALLOCATE,
+    OL_DRV_OPEN = OL_RSTEP_OPEN,        /* path, arg = OL_DRV_O_* flags, mode; a handle */
+    OL_DRV_READ = OL_RSTEP_READ,        /* handle, arg = bytes, off; bytes read, sent after */
+    OL_DRV_WRITE = OL_RSTEP_WRITE,      /* handle, off, the bytes; bytes written */
+    OL_DRV_FSYNC = OL_RSTEP_FSYNC,      /* handle, arg = 1: data only (fdatasync) */
+    OL_DRV_CLOSE = OL_RSTEP_CLOSE,      /* handle */
+    OL_DRV_MKDIR = OL_RSTEP_MKDIR,      /* path, mode */
+    OL_DRV_UNLINK = OL_RSTEP_UNLINK,    /* path, arg = 1: a directory (AT_REMOVEDIR) */
+    OL_DRV_RENAME = OL_RSTEP_RENAME,    /* path -> path2 */
+    OL_DRV_STATX = OL_RSTEP_STATX,      /* path; the reply adds type and size */
+    OL_DRV_FALLOCATE = OL_RSTEP_FALLOCATE, /* handle, off = length from 0 */
+    OL_DRV_STEP_MAX = OL_RSTEP_MAX,
 };
+_Static_assert(OL_RSTEP_OPEN == 1 && OL_RSTEP_FALLOCATE == 10, "the wire's step numbers");
 
 /* OPEN's flags on the wire (open(2)'s numbers differ between architectures). */
 #define OL_DRV_O_WRONLY    0x01u
@@ -138,22 +141,11 @@ void ol_drv_server_stats(const struct ol_drv_server *s, uint64_t *steps, uint64_
 
 /* ---- the client -------------------------------------------------------------------- */
 
-/* One step to start on a remote drive. */
-struct ol_drv_step {
-    uint8_t code;              /* enum ol_drv_step_code */
-    int fd;                    /* the handle (READ, WRITE, FSYNC, CLOSE, FALLOCATE) */
-    int flags;                 /* OPEN: open(2) flags; UNLINK: AT_REMOVEDIR or 0;
-                                  FSYNC: 1 = data only */
-    mode_t mode;               /* OPEN with O_CREAT, MKDIR */
-    const char *path, *path2;  /* copied by ol_drv_start */
-    void *buf;                 /* READ: len bytes, filled before the completion */
-    const void *wbuf;          /* WRITE: len bytes, unchanged until the completion */
-    unsigned len;
-    uint64_t off;              /* READ, WRITE: offset; FALLOCATE: length */
-    struct statx *stx;         /* STATX: stx_mode's type bits and stx_size filled */
-};
-
 struct ol_drv_client;
+/* A step (store/engine.h struct ol_store_rstep): OPEN's flags are open(2)'s
+ * (ol_drv_flags_to_wire); UNLINK's AT_REMOVEDIR or 0; FSYNC's 1 = data
+ * only; path and path2 are copied; READ's buf is filled and STATX's stx
+ * gets stx_mode's type bits and stx_size before the completion. */
 
 /*
  * A client over rpc, on the node RPC's loop `net` (its thread), each call
@@ -170,10 +162,26 @@ int ol_drv_client_create(ol_loop *net, struct ol_rpc *rpc, uint32_t timeout_ms,
  * over OL_DRV_IO_MAX): then op->cb never runs.
  */
 int ol_drv_start(struct ol_drv_client *c, ol_loop *loop, int64_t node, const uint8_t uuid[16],
-                 const struct ol_drv_step *st, struct ol_op *op);
+                 const struct ol_store_rstep *st, struct ol_op *op);
 /* Steps started and not yet delivered (any thread). */
 uint64_t ol_drv_client_inflight(const struct ol_drv_client *c);
 /* Frees the client once nothing is in flight. */
 void ol_drv_client_destroy(struct ol_drv_client *c);
+
+/*
+ * The object engine's hooks for its remote drives over client c: the
+ * store's drive i (configured index, i < n) is drive map[i].uuid of node
+ * map[i].node (entries of local drives are not used). Returns a new
+ * object (free with ol_drv_remote_destroy after the store closed) and
+ * fills *hooks (for ol_store_params.remote), or NULL (out of memory).
+ */
+struct ol_drv_map {
+    int64_t node;
+    uint8_t uuid[16];
+};
+struct ol_drv_remote;
+struct ol_drv_remote *ol_drv_remote_create(struct ol_drv_client *c, const struct ol_drv_map *map,
+                                           unsigned n, struct ol_store_remote *hooks);
+void ol_drv_remote_destroy(struct ol_drv_remote *r);
 
 #endif

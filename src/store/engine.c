@@ -222,11 +222,23 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
     /* The smallest k any PUT may use (parity up to dps / 2) must have a code. */
     unsigned kmin = dps - dps / 2;
 
+    /* A cluster store's formats are its caller's (engine.h): none read here. */
+    bool cluster = p->deployment != NULL;
+    bool any_remote = false;
+    for (unsigned i = 0; cluster && p->remote_drives && i < n; i++)
+        any_remote |= p->remote_drives[i];
+    if (any_remote && (!p->remote || !p->remote->start)) {
+        ol_se_say(err, errlen, "store: remote drives and no way to reach them");
+        return -EINVAL;
+    }
     struct ol_format_plan plan;
     memset(&plan, 0, sizeof plan);
-    int rc = ol_format_resolve(p->drives, n, dps, p->format_flags, &plan, err, errlen);
-    if (rc == 0)
-        rc = ol_format_apply(&plan, err, errlen);
+    int rc = 0;
+    if (!cluster) {
+        rc = ol_format_resolve(p->drives, n, dps, p->format_flags, &plan, err, errlen);
+        if (rc == 0)
+            rc = ol_format_apply(&plan, err, errlen);
+    }
     if (rc < 0) {
         ol_format_plan_free(&plan);
         return rc;
@@ -260,7 +272,9 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
     s->arena_size = OL_SE_SLOTS * s->slot_size + (2 * (size_t)dps + 1) * s->meta_cap +
                     (size_t)dps * OL_SE_PAGE;
     s->max_requests = p->max_requests ? p->max_requests : OL_STORE_REQUESTS_DEFAULT;
-    memcpy(s->deployment, plan.deployment, 16);
+    memcpy(s->deployment, cluster ? p->deployment : plan.deployment, 16);
+    if (any_remote)
+        s->remote = *p->remote;
     s->mpu_min_part = p->mpu_min_part ? p->mpu_min_part : OL_STORE_MPU_MIN_PART;
     s->mpu_expiry_ns = p->mpu_expiry_s < 0 ? -1
                        : (p->mpu_expiry_s ? p->mpu_expiry_s : OL_STORE_MPU_EXPIRY_S) *
@@ -272,9 +286,13 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
             rc = -ENOMEM;
             goto fail;
         }
-        if (plan.drives[i].state == OL_FORMAT_OFFLINE)
+        if (cluster && p->remote_drives && p->remote_drives[i]) {
+            d->remote = true;   /* its node opens, cleans and scans it */
+            continue;
+        }
+        if (!cluster && plan.drives[i].state == OL_FORMAT_OFFLINE)
             continue; /* runs degraded: every request counts it failed */
-        d->adopted = plan.drives[i].heal;
+        d->adopted = !cluster && plan.drives[i].heal;
         rc = ol_se_open_drive(d, p->direct_io >= 0, err, errlen);
         if (rc < 0)
             goto fail;
@@ -486,6 +504,8 @@ void ol_store_core_destroy(struct ol_store_core *c)
             if (r->locked)
                 ol_se_listing_unknown(c->s, "a write was dropped by a stopping core");
             for (unsigned p = 0; p < OL_SE_MAXD; p++) {
+                if (p < r->n && ol_se_drive(r, p)->remote)
+                    continue;   /* its node's handles: closed with the connection */
                 /* a GET's own mapping (the shared ones: ol_se_park_drop) */
                 if (r->d[p].map && r->d[p].map_slot == OL_SE_MAP_OWN)
                     munmap((void *)(uintptr_t)r->d[p].map, r->d[p].map_len);
@@ -657,7 +677,7 @@ void ol_se_drives_init(struct ol_sreq *r)
         d->nbuf = nbuf;
         if (ol_se_grouped(r, i)) /* before any change of this request (syncer.h) */
             d->sw.since = ol_syncer_mark(s->sync, ol_se_drive_index(r, i));
-        if (ol_se_dfd(r, i) < 0) {
+        if (!ol_se_online(r, i)) {
             d->err = -ENODEV;
             d->ms = OL_SE_M_ERR;
         }
@@ -680,6 +700,12 @@ bool ol_se_grouped(const struct ol_sreq *r, unsigned pos)
 }
 
 int ol_se_dfd(const struct ol_sreq *r, unsigned pos) { return ol_se_drive(r, pos)->dfd; }
+
+bool ol_se_online(const struct ol_sreq *r, unsigned pos)
+{
+    const struct ol_store_drive *d = ol_se_drive(r, pos);
+    return d->remote || d->dfd >= 0;
+}
 
 void ol_se_path_id(char *out, const char *prefix, const uint8_t id[16], const char *suffix)
 {
@@ -879,23 +905,66 @@ static void ol_se_on_timer(ol_loop *loop, struct ol_timer *t)
     }
 }
 
-#define OL_SE_LOOP(d) ((d)->s.r->c->loop)
+int ol_se_start(struct ol_sreq *r, unsigned pos, struct ol_op *op,
+                const struct ol_store_rstep *st)
+{
+    const struct ol_store_drive *dr = ol_se_drive(r, pos);
+    ol_loop *l = r->c->loop;
+    if (dr->remote) {
+#ifdef OL_FAULTS
+        static const uint8_t kind[OL_RSTEP_MAX + 1] = {
+            [OL_RSTEP_OPEN] = OL_FAULT_OP_OPEN,     [OL_RSTEP_READ] = OL_FAULT_OP_READ,
+            [OL_RSTEP_WRITE] = OL_FAULT_OP_WRITE,   [OL_RSTEP_FSYNC] = OL_FAULT_OP_FSYNC,
+            [OL_RSTEP_CLOSE] = OL_FAULT_OP_CLOSE,   [OL_RSTEP_MKDIR] = OL_FAULT_OP_MKDIR,
+            [OL_RSTEP_UNLINK] = OL_FAULT_OP_UNLINK, [OL_RSTEP_RENAME] = OL_FAULT_OP_RENAME,
+            [OL_RSTEP_STATX] = OL_FAULT_OP_STATX,   [OL_RSTEP_FALLOCATE] = OL_FAULT_OP_FALLOCATE};
+        op->fault_op = st->code <= OL_RSTEP_MAX ? kind[st->code] : OL_FAULT_OP_NONE;
+#endif
+        const struct ol_store_remote *h = &r->c->s->remote;
+        return h->start(h->ud, l, ol_se_drive_index(r, pos), st, op);
+    }
+    int dfd = dr->dfd;
+    switch (st->code) {
+    case OL_RSTEP_OPEN:
+        return ol_loop_openat(l, op, dfd, st->path, st->flags | O_CLOEXEC, (mode_t)st->mode);
+    case OL_RSTEP_READ: return ol_loop_read(l, op, st->fd, st->buf, st->len, st->off);
+    case OL_RSTEP_WRITE: return ol_loop_write(l, op, st->fd, st->wbuf, st->len, st->off);
+    case OL_RSTEP_FSYNC: return ol_loop_fsync(l, op, st->fd, st->flags);
+    case OL_RSTEP_CLOSE: return ol_loop_close(l, op, st->fd);
+    case OL_RSTEP_MKDIR: return ol_loop_mkdirat(l, op, dfd, st->path, (mode_t)st->mode);
+    case OL_RSTEP_UNLINK: return ol_loop_unlinkat(l, op, dfd, st->path, st->flags);
+    case OL_RSTEP_RENAME: return ol_loop_renameat(l, op, dfd, st->path, dfd, st->path2, 0);
+    case OL_RSTEP_STATX:
+        return ol_loop_statx(l, op, dfd, st->path, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_SIZE,
+                             st->stx);
+    case OL_RSTEP_FALLOCATE: return ol_loop_fallocate(l, op, st->fd, 0, 0, st->off);
+    default: return -EINVAL;
+    }
+}
+
+/* A step of drive d's control op. */
+static void ol_se_ctl(struct ol_sdrv *d, const struct ol_store_rstep *st)
+{
+    struct ol_sreq *r = d->s.r;
+    ol_se_issue(r, &d->s, ol_se_start(r, d->pos, &d->s.op, st));
+}
 
 void ol_se_openat(struct ol_sdrv *d, const char *path, int flags, mode_t mode)
 {
-    struct ol_sreq *r = d->s.r;
-    ol_se_issue(r, &d->s, ol_loop_openat(OL_SE_LOOP(d), &d->s.op, ol_se_dfd(r, d->pos), path,
-                                         flags | O_CLOEXEC, mode));
+    ol_se_ctl(d, &(struct ol_store_rstep){.code = OL_RSTEP_OPEN, .path = path, .flags = flags,
+                                          .mode = mode});
 }
 
 void ol_se_read(struct ol_sdrv *d, int fd, void *buf, unsigned len, uint64_t off)
 {
-    ol_se_issue(d->s.r, &d->s, ol_loop_read(OL_SE_LOOP(d), &d->s.op, fd, buf, len, off));
+    ol_se_ctl(d, &(struct ol_store_rstep){.code = OL_RSTEP_READ, .fd = fd, .buf = buf,
+                                          .len = len, .off = off});
 }
 
 void ol_se_write(struct ol_sdrv *d, int fd, const void *buf, unsigned len, uint64_t off)
 {
-    ol_se_issue(d->s.r, &d->s, ol_loop_write(OL_SE_LOOP(d), &d->s.op, fd, buf, len, off));
+    ol_se_ctl(d, &(struct ol_store_rstep){.code = OL_RSTEP_WRITE, .fd = fd, .wbuf = buf,
+                                          .len = len, .off = off});
 }
 
 /* ---- one barrier per filesystem ----------------------------------------------------
@@ -1010,45 +1079,37 @@ void ol_se_fsync(struct ol_sdrv *d, int fd, int datasync)
 {
     if (ol_se_grouped(d->s.r, d->pos))
         return ol_se_barrier(d);
-    ol_se_issue(d->s.r, &d->s, ol_loop_fsync(OL_SE_LOOP(d), &d->s.op, fd, datasync));
+    ol_se_ctl(d, &(struct ol_store_rstep){.code = OL_RSTEP_FSYNC, .fd = fd, .flags = datasync});
 }
 
 void ol_se_fallocate(struct ol_sdrv *d, int fd, uint64_t len)
 {
-    ol_se_issue(d->s.r, &d->s, ol_loop_fallocate(OL_SE_LOOP(d), &d->s.op, fd, 0, 0, len));
+    ol_se_ctl(d, &(struct ol_store_rstep){.code = OL_RSTEP_FALLOCATE, .fd = fd, .off = len});
 }
 
 void ol_se_close(struct ol_sdrv *d, int fd)
 {
-    ol_se_issue(d->s.r, &d->s, ol_loop_close(OL_SE_LOOP(d), &d->s.op, fd));
+    ol_se_ctl(d, &(struct ol_store_rstep){.code = OL_RSTEP_CLOSE, .fd = fd});
 }
 
 void ol_se_mkdirat(struct ol_sdrv *d, const char *path)
 {
-    struct ol_sreq *r = d->s.r;
-    ol_se_issue(r, &d->s, ol_loop_mkdirat(OL_SE_LOOP(d), &d->s.op, ol_se_dfd(r, d->pos), path,
-                                          0700));
+    ol_se_ctl(d, &(struct ol_store_rstep){.code = OL_RSTEP_MKDIR, .path = path, .mode = 0700});
 }
 
 void ol_se_unlinkat(struct ol_sdrv *d, const char *path, int flags)
 {
-    struct ol_sreq *r = d->s.r;
-    ol_se_issue(r, &d->s, ol_loop_unlinkat(OL_SE_LOOP(d), &d->s.op, ol_se_dfd(r, d->pos), path,
-                                           flags));
+    ol_se_ctl(d, &(struct ol_store_rstep){.code = OL_RSTEP_UNLINK, .path = path, .flags = flags});
 }
 
 void ol_se_renameat(struct ol_sdrv *d, const char *from, const char *to)
 {
-    struct ol_sreq *r = d->s.r;
-    int dfd = ol_se_dfd(r, d->pos);
-    ol_se_issue(r, &d->s, ol_loop_renameat(OL_SE_LOOP(d), &d->s.op, dfd, from, dfd, to, 0));
+    ol_se_ctl(d, &(struct ol_store_rstep){.code = OL_RSTEP_RENAME, .path = from, .path2 = to});
 }
 
 void ol_se_statx(struct ol_sdrv *d, const char *path)
 {
-    struct ol_sreq *r = d->s.r;
-    ol_se_issue(r, &d->s, ol_loop_statx(OL_SE_LOOP(d), &d->s.op, ol_se_dfd(r, d->pos), path,
-                                        AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_SIZE, &d->stx));
+    ol_se_ctl(d, &(struct ol_store_rstep){.code = OL_RSTEP_STATX, .path = path, .stx = &d->stx});
 }
 
 void ol_se_fsync_dir(struct ol_sdrv *d, const char *path, uint16_t after)

@@ -305,10 +305,63 @@ struct ol_get;         /* one GET / HEAD */
 #define OL_STORE_MPU_MAX_PART_NUM 10000u
 #define OL_STORE_MPU_ID_LEN       16u
 
+/* ---- drives of other nodes -----------------------------------------------------------
+ *
+ * In the cluster store a set's drives are partly other nodes'. The engine
+ * takes every step on a drive (open, read, write, fsync, close, mkdir,
+ * unlink, rename, statx, fallocate) as one struct ol_store_rstep; a local
+ * drive's goes to the core's ring, a remote drive's to the hooks below
+ * (cluster/drive.h sends it to the drive's node). A remote drive's files
+ * are that node's handles (>= 0): the engine only hands them back to the
+ * hooks. Remote drives take no O_DIRECT, no syncfs group commit and no
+ * mapped reads: their writes are buffered and synced file by file, and
+ * their GETs read block by block.
+ */
+enum ol_store_rstep_code {
+    OL_RSTEP_OPEN = 1,   /* path, flags (open(2): no O_DIRECT), mode: a file */
+    OL_RSTEP_READ,       /* fd, buf, len, off: bytes read */
+    OL_RSTEP_WRITE,      /* fd, wbuf, len, off: bytes written */
+    OL_RSTEP_FSYNC,      /* fd, flags 1: data only */
+    OL_RSTEP_CLOSE,      /* fd */
+    OL_RSTEP_MKDIR,      /* path, mode */
+    OL_RSTEP_UNLINK,     /* path, flags AT_REMOVEDIR or 0 */
+    OL_RSTEP_RENAME,     /* path -> path2 */
+    OL_RSTEP_STATX,      /* path, stx: its type bits and size */
+    OL_RSTEP_FALLOCATE,  /* fd, off = length from 0 */
+    OL_RSTEP_MAX = OL_RSTEP_FALLOCATE,
+};
+
+struct statx;
+
+struct ol_store_rstep {
+    uint8_t code;              /* enum ol_store_rstep_code */
+    int fd;
+    int flags;
+    unsigned mode;
+    const char *path, *path2;  /* relative to the drive; copied by start */
+    void *buf;                 /* READ: filled before the completion */
+    const void *wbuf;          /* WRITE: unchanged until the completion */
+    unsigned len;
+    uint64_t off;
+    struct statx *stx;         /* STATX: filled before the completion */
+};
+
+struct ol_store_remote {
+    /* Starts st on configured drive `drive` for an op of `loop` (the
+     * calling core's): 0, and op->cb(loop, op, result, 0) runs later on
+     * loop, exactly once (result >= 0 or -errno as the local call would
+     * give; a node down or late: -ENOTCONN, -ECONNRESET, -ETIMEDOUT...);
+     * or -errno, and op->cb never runs. */
+    int (*start)(void *ud, ol_loop *loop, unsigned drive, const struct ol_store_rstep *st,
+                 struct ol_op *op);
+    void *ud;
+};
+
 struct ol_store_params {
     const char *const *drives;  /* n drive directories in configured order;
                                    each must exist (format.h never creates
-                                   one); copied */
+                                   one); copied. A remote drive's entry is
+                                   only its name in messages */
     unsigned n;
     unsigned drives_per_set;    /* 1..32; n a multiple of it; sets = n / it */
     int parity;                 /* -1 = ol_layout_default_parity; 0..dps/2,
@@ -341,6 +394,15 @@ struct ol_store_params {
                                    entries, ~2.4 KiB each, touched as used);
                                    0 = OL_STORE_MPU_UPLOADS. ol_store_open adds
                                    room for the uploads it finds */
+    /* The cluster store: the caller resolved and wrote the formats of its
+     * own drives (a pool's, cluster/), so ol_store_open reads none; the
+     * deployment id is this, and drive i is another node's when
+     * remote_drives[i] (reached through remote; not opened here, nor
+     * scanned for uploads, versioning or leftovers: its node does that).
+     * NULL: a single host's store, every drive local and formatted here. */
+    const uint8_t *deployment;     /* 16 bytes, or NULL */
+    const bool *remote_drives;     /* n flags, or NULL: none */
+    const struct ol_store_remote *remote;   /* copied */
 };
 
 /*

@@ -142,8 +142,8 @@ static unsigned park_slot(struct ol_store_core *c)
  * SIGBUS. */
 static const uint8_t *drive_map(struct ol_sreq *r, struct ol_sdrv *d)
 {
-    if (!r->map_ok || d->map_off)
-        return NULL;
+    if (!r->map_ok || d->map_off || ol_se_drive(r, d->pos)->remote)
+        return NULL;   /* another node's file: read block by block */
     if (d->map)
         return d->map;
     struct ol_store_core *c = r->c;
@@ -478,7 +478,7 @@ static int choose(struct ol_sreq *r)
         if (bestcnt < r->n)
             r->healed = true;
         for (unsigned j = 0; j < r->n; j++) /* an offline drive cannot be healed */
-            if (ol_se_dfd(r, j) >= 0 &&
+            if (ol_se_online(r, j) &&
                 !(r->d[j].ms == OL_SE_M_OK && ol_se_same_version(&r->d[best].v, &r->d[j].v)))
                 r->heal_q = true;
         return best;
@@ -623,8 +623,12 @@ static void read_more(struct ol_sreq *r, unsigned si)
             if (drive_map(r, d) && map_block(r, sl, i, d))
                 continue; /* decided where it lies */
             struct ol_sop *w = &r->w[si][pos];
-            ol_se_issue(r, w, ol_loop_read(r->c->loop, &w->op, d->fd, sl->base + (size_t)i * st,
-                                           OL_BITROT_HDR_SIZE + sl->blen, sl->stripe * st));
+            ol_se_issue(r, w, ol_se_start(r, pos, &w->op,
+                                          &(struct ol_store_rstep){
+                                              .code = OL_RSTEP_READ, .fd = d->fd,
+                                              .buf = sl->base + (size_t)i * st,
+                                              .len = OL_BITROT_HDR_SIZE + sl->blen,
+                                              .off = sl->stripe * st}));
             sl->pending++;
         }
         if (sl->pending)

@@ -12,8 +12,10 @@
  * region of the core's arena (stripe slots, then per-drive metadata
  * buffers). Per drive of the set it has one control op (struct ol_sdrv:
  * one step in flight at a time), and per stripe slot and drive one data op.
- * Every op goes through ol_se_issue: a submission that fails (ring not
- * running) is completed later from the request's timer with its error, so
+ * Every op starts through ol_se_start (the core's ring, or for another
+ * node's drive the remote hooks, engine.h) and goes through ol_se_issue:
+ * a submission that fails (ring not running, a remote step refused) is
+ * completed later from the request's timer with its error, so
  * no completion, and no user callback, ever runs inside the call that
  * issued the op. A request is released only when none of its ops is in
  * the ring (inflight == 0).
@@ -56,7 +58,8 @@ _Static_assert(OL_SE_FAN <= OL_SE_SLOTS, "the fan's syncs use the slots' ops");
 
 struct ol_store_drive {
     char *path;
-    int dfd;                   /* O_DIRECTORY fd of the drive, -1 = offline */
+    int dfd;                   /* O_DIRECTORY fd of the drive, -1 = offline or remote */
+    bool remote;               /* another node's: its steps go to ol_store.remote */
     bool adopted;              /* blank at open: adopted, to be rebuilt */
     bool dio;                  /* O_DIRECT writes of 4 KiB-aligned pages work here
                                   (tried at open, unless the params say never) */
@@ -94,6 +97,7 @@ struct ol_store {
     void *heal_ud;
     struct ol_catalog *catalog;/* listings kept at each commit (engine_listing.c;
                                   NULL = none), set before the loops run */
+    struct ol_store_remote remote;  /* the steps of remote drives (engine.h) */
 };
 
 struct ol_sreq;
@@ -408,6 +412,13 @@ const struct ol_store_drive *ol_se_drive(const struct ol_sreq *r, unsigned pos);
 /* Does the drive at pos sync by barriers of the group commit (ol_store_drive.syncfs)? */
 bool ol_se_grouped(const struct ol_sreq *r, unsigned pos);
 int ol_se_dfd(const struct ol_sreq *r, unsigned pos);
+/* Whether drive pos of r can take steps: local and open, or remote. */
+bool ol_se_online(const struct ol_sreq *r, unsigned pos);
+/* Starts st on drive pos of r with op (not through ol_se_issue): the core's
+ * ring for a local drive, the remote hooks for another node's. 0 or -errno
+ * as the ol_loop_* calls return. */
+int ol_se_start(struct ol_sreq *r, unsigned pos, struct ol_op *op,
+                const struct ol_store_rstep *st);
 /* Test hook (tests/unit only; NULL in the daemon, which never sets it):
  * called on the loop thread as a drive's fan starts, with the drive's root
  * directory descriptor, before any of the fan's syncs is issued. A test

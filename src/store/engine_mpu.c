@@ -1455,7 +1455,7 @@ bool ol_se_mpu_step(struct ol_sreq *r)
             ol_se_phase_begin(r);
             for (unsigned p = 0; p < r->n; p++) {
                 struct ol_sdrv *d = &r->d[p];
-                if (ol_se_dfd(r, p) < 0)
+                if (!ol_se_online(r, p))
                     continue;
                 ol_se_drive_begin(d);
                 d->iter = 0;

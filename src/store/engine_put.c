@@ -237,7 +237,9 @@ static void slot_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, const 
     struct ol_sop *w = &r->w[si][d->pos];
     sl->wlen[d->pos] = len;
     r->c->swr++;
-    ol_se_issue(r, w, ol_loop_write(r->c->loop, &w->op, d->fd, buf, len, off));
+    ol_se_issue(r, w, ol_se_start(r, d->pos, &w->op,
+                                  &(struct ol_store_rstep){.code = OL_RSTEP_WRITE, .fd = d->fd,
+                                                           .wbuf = buf, .len = len, .off = off}));
 }
 
 /*
@@ -351,8 +353,11 @@ static void ahead_write(struct ol_sreq *r, unsigned si, struct ol_sdrv *d, unsig
     } else {
         sl->ahead++;
     }
-    ol_se_issue(r, w, ol_loop_write(r->c->loop, &w->op, d->fd, page + from, to - from,
-                                    sl->stripe * stride(r) - sl->pre + from));
+    ol_se_issue(r, w, ol_se_start(r, d->pos, &w->op,
+                                  &(struct ol_store_rstep){
+                                      .code = OL_RSTEP_WRITE, .fd = d->fd, .wbuf = page + from,
+                                      .len = to - from,
+                                      .off = sl->stripe * stride(r) - sl->pre + from}));
 }
 
 /* Starts the ahead writes the filling slot si has pages for. */
@@ -630,7 +635,10 @@ static void fan_issue(struct ol_sdrv *d, unsigned k, uint8_t st, int rc)
 static void fan_sync(struct ol_sdrv *d, unsigned k)
 {
     struct ol_sop *w = &d->s.r->w[k][d->pos];
-    fan_issue(d, k, FS_SYNC, ol_loop_fsync(d->s.r->c->loop, &w->op, d->ffd[k], k == F_DATA));
+    fan_issue(d, k, FS_SYNC,
+              ol_se_start(d->s.r, d->pos, &w->op,
+                          &(struct ol_store_rstep){.code = OL_RSTEP_FSYNC, .fd = d->ffd[k],
+                                                   .flags = k == F_DATA}));
 }
 
 /* Member k syncs fd, or the directory at path (opened first). */
@@ -642,7 +650,9 @@ static void fan_member(struct ol_sdrv *d, unsigned k, int fd, const char *path)
             return;
         d->fan++;
         d->ffd[k] = -1;
-        return fan_issue(d, k, FS_CLOSE, ol_loop_close(r->c->loop, &r->w[k][d->pos].op, fd));
+        return fan_issue(d, k, FS_CLOSE,
+                         ol_se_start(r, d->pos, &r->w[k][d->pos].op,
+                                     &(struct ol_store_rstep){.code = OL_RSTEP_CLOSE, .fd = fd}));
     }
     d->fan++;
     if (fd >= 0) {
@@ -650,8 +660,10 @@ static void fan_member(struct ol_sdrv *d, unsigned k, int fd, const char *path)
         return fan_sync(d, k);
     }
     struct ol_sop *w = &r->w[k][d->pos];
-    fan_issue(d, k, FS_OPEN, ol_loop_openat(d->s.r->c->loop, &w->op, ol_se_dfd(r, d->pos), path,
-                                            O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0));
+    fan_issue(d, k, FS_OPEN,
+              ol_se_start(r, d->pos, &w->op,
+                          &(struct ol_store_rstep){.code = OL_RSTEP_OPEN, .path = path,
+                                                   .flags = O_RDONLY | O_DIRECTORY}));
 }
 
 static void meta_renamed(struct ol_sdrv *d, int res);
@@ -740,7 +752,9 @@ static void fan_done(struct ol_sdrv *d, unsigned k, int res)
         struct ol_sop *w = &d->s.r->w[k][d->pos];
         int fd = d->ffd[k];
         d->ffd[k] = -1;
-        return fan_issue(d, k, FS_CLOSE, ol_loop_close(d->s.r->c->loop, &w->op, fd));
+        return fan_issue(d, k, FS_CLOSE,
+                         ol_se_start(d->s.r, d->pos, &w->op,
+                                     &(struct ol_store_rstep){.code = OL_RSTEP_CLOSE, .fd = fd}));
     }
     case FS_EARLY:
         return early_done(d, res);
@@ -951,7 +965,10 @@ static void early_start(struct ol_sdrv *d)
     d->early_len = meta_wlen(d, (uint32_t)n);
     struct ol_sop *w = &r->w[F_META][d->pos];
     d->fst[F_META] = FS_EARLY;
-    ol_se_issue(r, w, ol_loop_write(r->c->loop, &w->op, d->tfd, d->nbuf, d->early_len, 0));
+    ol_se_issue(r, w, ol_se_start(r, d->pos, &w->op,
+                                  &(struct ol_store_rstep){.code = OL_RSTEP_WRITE, .fd = d->tfd,
+                                                           .wbuf = d->nbuf,
+                                                           .len = d->early_len}));
 }
 
 static void early_done(struct ol_sdrv *d, int res)
@@ -1309,7 +1326,7 @@ static void start_phase(struct ol_sreq *r, uint8_t phase)
     ol_se_phase_begin(r);
     for (unsigned pos = 0; pos < r->n; pos++) {
         struct ol_sdrv *d = &r->d[pos];
-        if (ol_se_dfd(r, pos) < 0)
+        if (!ol_se_online(r, pos))
             continue;
         switch (phase) {
         case PH_SYNC:
@@ -1601,8 +1618,10 @@ static void prep_side(struct ol_sreq *r)
         d->prep_wait = 2;
         d->dio = r->size && ol_se_drive(r, p)->dio;
         struct ol_sop *w = &r->w[0][p];
-        ol_se_issue(r, w, ol_loop_statx(r->c->loop, &w->op, ol_se_dfd(r, p), r->p_bucket,
-                                        AT_SYMLINK_NOFOLLOW, STATX_TYPE, &d->stx));
+        ol_se_issue(r, w, ol_se_start(r, p, &w->op,
+                                      &(struct ol_store_rstep){.code = OL_RSTEP_STATX,
+                                                               .path = r->p_bucket,
+                                                               .stx = &d->stx}));
         d->step = P_OPEN;
         ol_se_openat(d, r->p_tpart, O_CREAT | O_EXCL | O_WRONLY | (d->dio ? O_DIRECT : 0), 0600);
     }
@@ -1642,8 +1661,11 @@ static void prep_stat_done(struct ol_sdrv *d, int res)
         return prep_half(d, res);
     struct ol_sop *w = &r->w[0][d->pos];
     d->fst[0] = FS_TMETA;
-    ol_se_issue(r, w, ol_loop_openat(r->c->loop, &w->op, ol_se_dfd(r, d->pos), r->p_tmeta,
-                                     meta_flags(d) | O_CLOEXEC, 0600));
+    ol_se_issue(r, w, ol_se_start(r, d->pos, &w->op,
+                                  &(struct ol_store_rstep){.code = OL_RSTEP_OPEN,
+                                                           .path = r->p_tmeta,
+                                                           .flags = meta_flags(d),
+                                                           .mode = 0600}));
 }
 
 /* Starts PREP: statx of path (the bucket, or the upload record) on every

@@ -7,6 +7,8 @@
  */
 #include "store_harness.h"
 
+#include "cluster/drive.h"
+#include "net/rpc.h"
 #include "store/catalog.h"
 #include "store/format.h"
 
@@ -130,7 +132,171 @@ void sh_settle(struct sh_env *e)
     }
 }
 
+/* ---- remote drives ---------------------------------------------------------------
+ *
+ * OLT_STORE_REMOTE=odd (scripts/test.sh runs the engine's tests so too):
+ * the store is opened as a cluster store whose odd drives are another
+ * node's. A loop of their own runs two node RPC endpoints on loopback:
+ * node 1 serves those drives' directories (cluster/drive.h's server), node
+ * 2 is the store's client; every step of the engine on an odd drive goes
+ * over the wire. The drives are formatted first by an ordinary open. */
+
+static const char SH_SECRET[] = "store-harness-secret-0123456789abcdef";
+
+struct sh_remote {
+    ol_loop *net;
+    struct ol_rpc *srv, *cli;
+    struct ol_drv_server *ds;
+    struct ol_drv_client *dc;
+    struct ol_drv_remote *dr;
+    struct ol_store_remote hooks;
+    struct ol_drv_local local[SH_MAXD];
+    struct ol_drv_map map[SH_MAXD];
+    unsigned nlocal;
+    bool flags[SH_MAXD];
+    uint8_t deployment[16];
+    int rc;
+    sem_t sem;
+    struct ol_msg m;
+};
+
+static int rem_init(ol_loop *l, void *arg)
+{
+    struct sh_remote *rm = arg;
+    char err[256];
+    struct ol_rpc_params p = {.self_id = 1, .cluster = "harness", .secret = SH_SECRET,
+                              .secret_len = strlen(SH_SECRET), .listen_addr = "127.0.0.1:0"};
+    int rc = ol_rpc_create(l, &p, &rm->srv, err, sizeof err);
+    if (rc == 0) {
+        p.self_id = 2;
+        p.listen_addr = NULL;
+        rc = ol_rpc_create(l, &p, &rm->cli, err, sizeof err);
+    }
+    if (rc == 0)
+        rc = ol_drv_server_create(l, rm->srv, rm->local, rm->nlocal, &rm->ds);
+    if (rc == 0)
+        rc = ol_drv_client_create(l, rm->cli, 10000, &rm->dc);
+    if (rc == 0) {
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", ol_rpc_port(rm->srv));
+        rc = ol_rpc_peer_set(rm->cli, 1, addr);
+    }
+    rm->rc = rc;
+    return 0;
+}
+
+static void rem_close(ol_loop *l, struct ol_msg *m)
+{
+    struct sh_remote *rm = (struct sh_remote *)((char *)m - offsetof(struct sh_remote, m));
+    ol_rpc_close_all(rm->cli);
+    ol_rpc_close_all(rm->srv);
+    (void)l;
+    sem_post(&rm->sem);
+}
+
+static void rem_idle(ol_loop *l, struct ol_msg *m)
+{
+    struct sh_remote *rm = (struct sh_remote *)((char *)m - offsetof(struct sh_remote, m));
+    rm->rc = ol_rpc_idle(rm->cli) && ol_rpc_idle(rm->srv);
+    (void)l;
+    sem_post(&rm->sem);
+}
+
+static void rem_post(struct sh_remote *rm, void (*fn)(ol_loop *, struct ol_msg *))
+{
+    rm->m.fn = fn;
+    ol_loop_post(rm->net, &rm->m);
+    while (sem_wait(&rm->sem) < 0 && errno == EINTR)
+        ;
+}
+
+/* Formats the drives (an ordinary open), then serves the odd ones from node 1. */
+static void rem_start(struct sh_env *e)
+{
+    char err[512] = "";
+    struct ol_store *s = NULL;
+    int rc = ol_store_open(&e->p, &s, err, sizeof err);
+    if (rc < 0)
+        olt_fail(__FILE__, __LINE__, "ol_store_open (to format): %d %s", rc, err);
+    ol_store_close(s);
+    struct sh_remote *rm = calloc(1, sizeof *rm);
+    OLT_CHECK(rm != NULL);
+    sem_init(&rm->sem, 0, 0);
+    for (unsigned i = 0; i < e->n; i++) {
+        struct ol_format f;
+        OLT_CHECK_EQ(ol_format_read(e->path[i], &f), 0);
+        memcpy(rm->deployment, f.deployment, 16);
+        memcpy(rm->map[i].uuid, f.uuid, 16);
+        rm->map[i].node = 1;
+        ol_format_free(&f);
+        if (!(i & 1))
+            continue;
+        rm->flags[i] = true;
+        struct ol_drv_local *l = &rm->local[rm->nlocal++];
+        memcpy(l->uuid, rm->map[i].uuid, 16);
+        l->dfd = open(e->path[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        OLT_CHECK(l->dfd >= 0);
+    }
+    struct ol_loop_params lp = {.index = 1, .cpu = -1, .recv_bufs = 256};   /* as the daemon's */
+    OLT_CHECK_EQ(ol_loop_create(&lp, &rm->net, err, sizeof err), 0);
+    OLT_CHECK_EQ(ol_loop_start(rm->net, rem_init, rm), 0);
+    OLT_CHECK_EQ(rm->rc, 0);
+    for (int i = 0; i < 400 && !ol_rpc_peer_ready(rm->cli, 1); i++)
+        usleep(5000);
+    OLT_CHECK(ol_rpc_peer_ready(rm->cli, 1));
+    rm->dr = ol_drv_remote_create(rm->dc, rm->map, e->n, &rm->hooks);
+    OLT_CHECK(rm->dr != NULL);
+    e->p.deployment = rm->deployment;
+    e->p.remote_drives = rm->flags;
+    e->p.remote = &rm->hooks;
+    e->rem = rm;
+}
+
+/* After the store closed: the endpoints close, the loop goes. */
+static void rem_stop(struct sh_env *e)
+{
+    struct sh_remote *rm = e->rem;
+    if (!rm)
+        return;
+    rem_post(rm, rem_close);
+    for (int i = 0; i < 400; i++) {
+        rem_post(rm, rem_idle);
+        if (rm->rc)
+            break;
+        usleep(5000);
+    }
+    ol_loop_stop(rm->net);
+    ol_loop_join(rm->net);
+    OLT_CHECK_EQ(ol_drv_client_inflight(rm->dc), 0);
+    ol_drv_client_destroy(rm->dc);
+    ol_rpc_destroy(rm->cli);
+    ol_rpc_destroy(rm->srv);
+    ol_drv_server_destroy(rm->ds);
+    ol_drv_remote_destroy(rm->dr);
+    ol_loop_destroy(rm->net);
+    for (unsigned i = 0; i < rm->nlocal; i++)
+        close(rm->local[i].dfd);
+    sem_destroy(&rm->sem);
+    free(rm);
+    e->rem = NULL;
+    e->p.deployment = NULL;
+    e->p.remote_drives = NULL;
+    e->p.remote = NULL;
+}
+
 /* ---- environment -------------------------------------------------------------- */
+
+bool sh_remote_mode(void)
+{
+    const char *remote = getenv("OLT_STORE_REMOTE");
+    return remote && strcmp(remote, "odd") == 0;
+}
+
+void sh_local_only(const char *why)
+{
+    if (sh_remote_mode())
+        OLT_SKIP(why);
+}
 
 void sh_env_start(struct sh_env *e)
 {
@@ -140,6 +306,8 @@ void sh_env_start(struct sh_env *e)
     const char *sync = getenv("OLT_STORE_SYNC");
     if (sync && strcmp(sync, "fsync") == 0)
         e->p.sync = 1;
+    if (sh_remote_mode() && e->n > 1)
+        rem_start(e);
     int rc = ol_store_open(&e->p, &e->s, err, sizeof err);
     if (rc < 0)
         olt_fail(__FILE__, __LINE__, "ol_store_open: %d %s", rc, err);
@@ -194,6 +362,7 @@ void sh_env_stop(struct sh_env *e, bool crash)
     }
     ol_store_close(e->s);
     e->s = NULL;
+    rem_stop(e);
 }
 
 /* The drives of sh_env_open, and its parameters. */

@@ -50,6 +50,9 @@ struct sh_env {
     int cat_rc;                        /* what its last close returned */
     struct ol_store_core *c2;
     ol_loop *loop2;
+    /* OLT_STORE_REMOTE=odd: the odd drives are another node's, reached
+     * through real node RPC (cluster/drive.h) on a loop of their own */
+    struct sh_remote *rem;
 };
 
 /* One call run on the loop thread; the fields are what the calls use. */
@@ -129,6 +132,12 @@ unsigned sh_busy(struct sh_env *e);
 void sh_settle(struct sh_env *e);
 
 /* ---- environment ---- */
+
+/* Whether this run puts the odd drives on another node (OLT_STORE_REMOTE=odd). */
+bool sh_remote_mode(void);
+/* In that run, skips the test here with why (a property of local drives,
+ * or what remote drives do not do yet); otherwise nothing. */
+void sh_local_only(const char *why);
 
 /* n drives (mkdir'ed under the test's tmpdir), dps per set, stripes of
  * SH_STRIPE, default parity; then sh_env_start. */

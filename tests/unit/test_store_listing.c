@@ -597,6 +597,7 @@ static void stop_at_rename(int dfd)
 
 OLT_TEST_T(store_listing_core_stopped_under_a_commit_makes_it_dirty, 120)
 {
+    sh_local_only("drops a core with steps in flight: another node's steps would answer a loop gone");
     struct sh_env e;
     sh_env_open_listing(&e, 4, 4, 8192, false);
     g_env = &e;

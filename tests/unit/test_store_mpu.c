@@ -663,6 +663,8 @@ OLT_TEST_T(store_mpu_list_parts_and_uploads, 120)
     OLT_CHECK_EQ(r.lua.count, 1);
     OLT_CHECK_EQ(list_uploads(&e, "nob", NULL, NULL, NULL, 8, up, &r), OL_STORE_ENOBUCKET);
     /* the registry survives a re-open (rebuilt from the drives) */
+    sh_local_only("the registry is rebuilt from this node's drives: a cluster store's owner "
+                  "scanning remote drives is not built yet");
     env_reopen(&e);
     OLT_CHECK_EQ(ol_store_mpu_count(e.s), 6);
     OLT_CHECK_EQ(list_uploads(&e, "ls", NULL, NULL, NULL, 8, up, &r), 0);
@@ -1441,6 +1443,7 @@ OLT_TEST_T(store_mpu_many_sparse_parts, 120)
  * for byte; the part record that followed them is not rewritten). */
 OLT_TEST_T(store_mpu_heal_parts, 120)
 {
+    sh_local_only("heal walks only this node's drives: a cluster store's remote drives are not healed yet");
     struct sh_env e;
     env_open(&e, 4, 4);
     uint64_t sz[3] = {140001, 133333, 5};
