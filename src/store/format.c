@@ -369,8 +369,7 @@ static void ol_say(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Random uuid with the RFC 4122 version 4 bits. 0 or -EIO. */
-static int ol_random16(uint8_t out[16], bool uuid)
+int ol_format_random_id(uint8_t out[16], bool uuid)
 {
     size_t got = 0;
     while (got < 16) {
@@ -516,12 +515,12 @@ int ol_format_resolve(const char *const *paths, unsigned n, unsigned dps, unsign
             goto out;
         }
         plan->fresh = true;
-        if ((rc = ol_random16(plan->deployment, false)) < 0) {
+        if ((rc = ol_format_random_id(plan->deployment, false)) < 0) {
             ol_say(err, errlen, "getrandom failed: cannot make a deployment id");
             goto out;
         }
         for (unsigned i = 0; i < n; i++)
-            if ((rc = ol_random16(plan->layout[i], true)) < 0) {
+            if ((rc = ol_format_random_id(plan->layout[i], true)) < 0) {
                 ol_say(err, errlen, "getrandom failed: cannot make drive uuids");
                 goto out;
             }

@@ -127,6 +127,9 @@ void ol_format_free(struct ol_format *f);
 
 /* Writes u as "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" into out (37 bytes, NUL-terminated). */
 void ol_format_uuid_str(const uint8_t u[16], char out[37]);
+/* 16 random bytes from getrandom (never all zero), with the RFC 4122
+ * version 4 bits when uuid: a deployment id or a drive uuid. 0 or -EIO. */
+int ol_format_random_id(uint8_t out[16], bool uuid);
 
 /* ---- start-up resolution ------------------------------------------------------ */
 

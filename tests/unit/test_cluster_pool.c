@@ -180,3 +180,88 @@ OLT_TEST(cluster_pool_check_refuses)
     s = (struct ol_pool_shape){1024, 8, 32, 16};
     OLT_CHECK_EQ(ol_pool_check(&s, err, sizeof err), 0);
 }
+
+/* ---- the pool record (pool_rec.h) ------------------------------------------------ */
+
+#include "cluster/pool_rec.h"
+
+#include <stdlib.h>
+
+OLT_TEST(cluster_pool_record_round_trip_and_refusals)
+{
+    char err[256];
+    int64_t nodes[4] = {3, 1, 4, 2};
+    struct ol_pool_shape s = {4, 2, 4, 2};
+    struct ol_pool_rec r, g;
+    OLT_CHECK_EQ(ol_pool_rec_new(0, nodes, &s, &r, err, sizeof err), 0);
+    OLT_CHECK_EQ(ol_pool_rec_index(&r, 4), 2);
+    OLT_CHECK_EQ(ol_pool_rec_index(&r, 9), -1);
+    for (unsigned a = 0; a < 8; a++)
+        for (unsigned b = 0; b < a; b++)
+            OLT_CHECK(memcmp(r.uuids[a], r.uuids[b], 16) != 0);
+    OLT_CHECK_EQ(r.uuids[0][6] >> 4, 4);   /* RFC 4122 version 4 */
+    size_t len;
+    char *js = ol_pool_rec_encode(&r, &len);
+    OLT_CHECK(js != NULL && len == strlen(js));
+    OLT_CHECK(strstr(js, "\"v\":1") && strstr(js, "\"nodes\":[3,1,4,2]") &&
+              strstr(js, "\"set_drives\":4") && strstr(js, "\"parity\":2"));
+    OLT_CHECK_EQ(ol_pool_rec_decode(js, len, &g, err, sizeof err), 0);
+    OLT_CHECK_EQ(g.pool, 0u);
+    OLT_CHECK_MEM(g.deployment, r.deployment, 16);
+    OLT_CHECK(memcmp(&g.shape, &r.shape, sizeof s) == 0);
+    OLT_CHECK_MEM(g.nodes, r.nodes, sizeof nodes);
+    OLT_CHECK_MEM(g.uuids, r.uuids, 8 * 16);
+    ol_pool_rec_free(&g);
+    /* a second record is another deployment */
+    struct ol_pool_rec r2;
+    OLT_CHECK_EQ(ol_pool_rec_new(0, nodes, &s, &r2, err, sizeof err), 0);
+    OLT_CHECK(memcmp(r2.deployment, r.deployment, 16) != 0);
+    ol_pool_rec_free(&r2);
+    /* refusals: edit the JSON */
+    struct {
+        const char *from, *to;
+        int rc;
+        const char *says;
+    } bad[] = {
+        {"\"v\":1", "\"v\":2", -ENOTSUP, "newer"},
+        {"\"v\":1", "\"v\":\"1\"", -EINVAL, "format version"},
+        {"\"nodes\":[3,1,4,2]", "\"nodes\":[3,1,4,3]", -EINVAL, "twice"},
+        {"\"nodes\":[3,1,4,2]", "\"nodes\":[3,1,4,-2]", -EINVAL, "0 or more"},
+        {"\"nodes\":[3,1,4,2]", "\"nodes\":[3,1]", -EINVAL, "drive uuids for"},
+        {"\"parity\":2", "\"parity\":3", -EINVAL, "more than half"},
+        {"\"set_drives\":4", "\"set_drives\":3", -EINVAL, "cannot be cut"},
+        {"\"drives_per_node\":2", "\"drives_per_node\":\"2\"", -EINVAL, "wrong type"},
+        {"\"deployment\":\"", "\"deployment\":\"x", -EINVAL, "deployment id"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *at = strstr(js, bad[i].from);
+        OLT_CHECK(at != NULL);
+        char *m = malloc(len + 64);
+        size_t pre = (size_t)(at - js);
+        memcpy(m, js, pre);
+        strcpy(m + pre, bad[i].to);
+        strcat(m, at + strlen(bad[i].from));
+        int rc = ol_pool_rec_decode(m, strlen(m), &g, err, sizeof err);
+        if (rc != bad[i].rc || !strstr(err, bad[i].says))
+            olt_fail(__FILE__, __LINE__, "case %zu: %d %s", i, rc, err);
+        free(m);
+    }
+    /* a repeated uuid, a zero one */
+    char *m = strdup(js);
+    char *d0 = strstr(m, "\"drives\":[\"") + 11, *d1 = d0 + 35;
+    memcpy(d1, d0, 32);
+    OLT_CHECK_EQ(ol_pool_rec_decode(m, strlen(m), &g, err, sizeof err), -EINVAL);
+    OLT_CHECK(strstr(err, "twice") != NULL);
+    memset(d0, '0', 32);
+    OLT_CHECK_EQ(ol_pool_rec_decode(m, strlen(m), &g, err, sizeof err), -EINVAL);
+    free(m);
+    OLT_CHECK_EQ(ol_pool_rec_decode("[]", 2, &g, err, sizeof err), -EINVAL);
+    OLT_CHECK_EQ(ol_pool_rec_decode("{", 1, &g, err, sizeof err), -EINVAL);
+    /* new refuses what a record may not hold */
+    int64_t dup[4] = {1, 1, 2, 3};
+    OLT_CHECK_EQ(ol_pool_rec_new(0, dup, &s, &g, err, sizeof err), -EINVAL);
+    struct ol_pool_shape bs = {4, 2, 3, 1};
+    OLT_CHECK_EQ(ol_pool_rec_new(0, nodes, &bs, &g, err, sizeof err), -EINVAL);
+    free(js);
+    ol_pool_rec_free(&r);
+}
