@@ -187,6 +187,18 @@ static int check_url(const char *s)
     return 0;
 }
 
+/* A pool's nodes: ids and ranges "a-b" of ids, separated by commas (the
+ * daemon parses them: cluster/pool_rec.h ol_pool_parse_nodes). */
+static int check_pool_nodes(const char *s)
+{
+    if (!*s)
+        return -1;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || *s == ',' || *s == '-' || *s == ' '))
+            return -1;
+    return 0;
+}
+
 /* A cluster name: a-z, 0-9, '_', '-' (it is part of every etcd key). */
 static int check_cluster_name(const char *s)
 {
@@ -485,6 +497,14 @@ static const struct ckey ol_config_keys[] = {
     {.name = "cluster.kv_replicas", .kind = K_INT, .off = CO(cluster.kv_replicas),
      .lo = 1, .hi = 16, .def = "1",
      .doc = "The KV pool: how many home nodes each block key has (the first r KV members by placement; all of them when fewer); a block saved is sent to each, a miss is asked of each in turn. Each copy past the first costs the block's bytes again in network and memory."},
+    {.name = "cluster.store_pools", .kind = K_LIST, .off = CO(cluster.store_pools),
+     .size = CS(cluster.store_pools[0]), .count_off = CO(cluster.n_store_pools), .lo = 0,
+     .hi = 1, .check = check_pool_nodes,
+     .expect = "node ids and ranges of them, e.g. \"1-4\" or \"1,2,5,6\"",
+     .doc = "The object store across hosts (being built: docs/cluster.md): the nodes of its pool, in order; every node of the pool lists the same, and has as many data_dirs as the others. Each erasure set spreads over the pool's nodes. [] = each node's store is its own. One pool for now."},
+    {.name = "cluster.store_timeout_ms", .kind = K_INT, .off = CO(cluster.store_timeout_ms),
+     .lo = 100, .hi = 600000, .def = "10000",
+     .doc = "The object store across hosts: how long a step on another node's drive may take (a node down or cut off answers no later than this); past it the drive counts as failed for that request."},
     {.name = "threads", .kind = K_INT, .off = CO(threads), .lo = 0,
      .hi = 256, .def = "0",
      .doc = "Event-loop threads, one per core; 0 = online cores (max 256)."},

@@ -65,6 +65,8 @@
 #define OL_CONFIG_MAX_CREDENTIALS 64
 #define OL_CONFIG_MAX_RDMA_DEVICES 32
 #define OL_CONFIG_MAX_ETCD        16
+#define OL_CONFIG_MAX_POOLS       8     /* cluster.store_pools */
+#define OL_CONFIG_POOL_LEN        256   /* one pool's node list, 255 + NUL */
 #define OL_CONFIG_URL_LEN         256
 #define OL_CONFIG_MAX_KV_TENANTS  32
 #define OL_CONFIG_MAX_TENANT_NS   16    /* namespace patterns per tenant */
@@ -191,6 +193,9 @@ struct ol_config {
         bool rpc_credits;                            /* false: measuring only (rpc.h no_credits) */
         int64_t kv_timeout_ms;                       /* the KV pool's calls to a home */
         int64_t kv_replicas;                         /* the KV pool's homes per key, 1..16 */
+        char store_pools[OL_CONFIG_MAX_POOLS][OL_CONFIG_POOL_LEN];   /* node id lists */
+        int n_store_pools;                           /* 0: each node's store its own */
+        int64_t store_timeout_ms;                    /* a step on another node's drive */
     } cluster;
     int64_t threads;                    /* finalize turns 0 into online cores */
     int log_level;                      /* enum ol_log_level */

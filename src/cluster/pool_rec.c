@@ -28,6 +28,74 @@ int ol_pool_rec_index(const struct ol_pool_rec *r, int64_t id)
     return -1;
 }
 
+static const char *skip_sp(const char *s)
+{
+    while (*s == ' ')
+        s++;
+    return s;
+}
+
+/* A decimal id at *s (at most 2^31 - 1, as self_id): 0 and *s past it, or -1. */
+static int parse_id(const char **s, int64_t *v)
+{
+    const char *p = skip_sp(*s);
+    if (*p < '0' || *p > '9')
+        return -1;
+    int64_t x = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        x = x * 10 + (*p - '0');
+        if (x > 2147483647)
+            return -1;
+    }
+    *v = x;
+    *s = skip_sp(p);
+    return 0;
+}
+
+int ol_pool_parse_nodes(const char *s, int64_t *out, unsigned max, unsigned *n, char *err,
+                        size_t errlen)
+{
+    unsigned k = 0;
+    const char *p = s;
+    for (;;) {
+        int64_t a, b;
+        if (parse_id(&p, &a) < 0) {
+            snprintf(err, errlen, "pool \"%s\": expected a node id at \"%s\"", s, p);
+            return -EINVAL;
+        }
+        b = a;
+        if (*p == '-') {
+            p++;
+            if (parse_id(&p, &b) < 0 || b < a) {
+                snprintf(err, errlen, "pool \"%s\": a range is low-high, both node ids", s);
+                return -EINVAL;
+            }
+        }
+        for (int64_t id = a; id <= b; id++) {
+            if (k >= max) {
+                snprintf(err, errlen, "pool \"%s\": more than %u nodes", s, max);
+                return -EINVAL;
+            }
+            for (unsigned j = 0; j < k; j++)
+                if (out[j] == id) {
+                    snprintf(err, errlen, "pool \"%s\": node %lld is in it twice", s,
+                             (long long)id);
+                    return -EINVAL;
+                }
+            out[k++] = id;
+        }
+        if (*p == 0)
+            break;
+        if (*p != ',') {
+            snprintf(err, errlen, "pool \"%s\": expected ',' at \"%s\"", s, p);
+            return -EINVAL;
+        }
+        p++;
+    }
+    *n = k;
+    return 0;
+}
+
 static int nodes_ok(const int64_t *nodes, unsigned n, char *err, size_t errlen)
 {
     for (unsigned i = 0; i < n; i++) {

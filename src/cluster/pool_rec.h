@@ -54,6 +54,16 @@ int ol_pool_rec_decode(const char *json, size_t len, struct ol_pool_rec *out, ch
 
 void ol_pool_rec_free(struct ol_pool_rec *r);
 
+/*
+ * Parses a pool's node list (cluster.store_pools): ids and ranges "a-b"
+ * (a <= b) separated by commas, spaces allowed around them, into
+ * out[0, *n) in order, at most max. 0, or -EINVAL with what is wrong in
+ * err (not a number, an empty item, a range backwards, an id twice, more
+ * than max).
+ */
+int ol_pool_parse_nodes(const char *s, int64_t *out, unsigned max, unsigned *n, char *err,
+                        size_t errlen);
+
 /* The pool index (0..nodes-1) of node id, or -1. */
 int ol_pool_rec_index(const struct ol_pool_rec *r, int64_t id);
 

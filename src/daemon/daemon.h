@@ -62,6 +62,8 @@ struct ol_daemon {
     struct ol_daemon_net *net;        /* the node RPC (net.c); NULL: a single host */
     struct ol_kvpool *kvpool;         /* the cluster's KV pool (kvpool.c); NULL: none */
     struct ol_daemon_kvucx *kvucx;    /* the KV service on kv_ucx_addr (kvucx.c); NULL: none */
+    struct ol_daemon_cstore *cstore;  /* the object store across hosts (cstore.c); NULL:
+                                         this node's store is its own */
     _Atomic(struct ol_disks *) disks; /* GET /_openlake/disks's thread (admin_disks.c):
                                          set once the cores serve, read by admin cores */
     int drain;                        /* main thread's (cluster.c): 0 active, 1 draining,
@@ -84,6 +86,25 @@ int ol_daemon_cluster_join(struct ol_daemon *d, char *err, size_t errlen);
  * ol_cluster_set_state). No cluster: nothing. */
 void ol_daemon_cluster_serving(struct ol_daemon *d);
 void ol_daemon_cluster_tick(struct ol_daemon *d);
+
+/* cstore.c: the object store across hosts (cluster.store_pools; being
+ * built). prepare (main thread, after the cluster join, before the node
+ * RPC): the pool's record from etcd (made when there is none), checked
+ * against this node's settings, and this node's drives formatted to it; 0
+ * (nothing done without store_pools) or -1 with err. serve (net loop, as
+ * it starts): the DRIVE server for this node's drives and the client for
+ * the others'; 0 or -errno. open (main thread, the net loop running,
+ * before the cores): d->store over every drive of the pool, d->catalog;
+ * 0 or -1 with err. quiet: no step of a core is out at another node (the
+ * cores stop only then). unserve (net loop joined, after its endpoint's
+ * destroy, before the loop's): the server and client go. close: the rest. */
+struct ol_rpc;
+int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen);
+int ol_daemon_cstore_serve(struct ol_daemon *d, ol_loop *loop, struct ol_rpc *rpc);
+int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen);
+bool ol_daemon_cstore_quiet(struct ol_daemon *d);
+void ol_daemon_cstore_unserve(struct ol_daemon *d);
+void ol_daemon_cstore_close(struct ol_daemon *d);
 
 /* net.c: the node RPC of a cluster node: its loop and thread, the
  * endpoint on rpc_addr (src/net), every other member a peer. 0 (nothing

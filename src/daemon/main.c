@@ -70,7 +70,7 @@ static void ol_core_tick(ol_loop *loop, struct ol_timer *t)
     /* and the KV pool's messages: none may come to a loop that stopped */
     if (atomic_load(&core->d->draining) && ol_http_server_conns(core->s3) == 0 &&
         (!core->kv || ol_kv_server_idle(core->kv)) && !core->sweeping && store_idle &&
-        ol_daemon_kvpool_quiet(core->d)) {
+        ol_daemon_kvpool_quiet(core->d) && ol_daemon_cstore_quiet(core->d)) {
         ol_loop_stop(loop);
         return;
     }
@@ -393,7 +393,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "openlaked: %s\n", err);
         return 2;
     }
-    if (d.cfg.mode != OL_MODE_KV && ol_open_store(&d, err, sizeof err) < 0) {
+    /* a cluster store opens once the cluster and its node RPC run (below) */
+    if (d.cfg.mode != OL_MODE_KV && !d.cfg.cluster.n_store_pools &&
+        ol_open_store(&d, err, sizeof err) < 0) {
         fprintf(stderr, "openlaked: object store: %s\n", err);
         return 2;
     }
@@ -448,9 +450,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "openlaked: %s\n", err);
         return 2;
     }
+    if (ol_daemon_cstore_prepare(&d, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: object store: %s\n", err);
+        ol_cluster_stop(d.cluster);
+        return 2;
+    }
     if (ol_daemon_kvpool_create(&d, err, sizeof err) < 0 ||
         ol_daemon_net_start(&d, err, sizeof err) < 0) {
         fprintf(stderr, "openlaked: %s\n", err);
+        ol_cluster_stop(d.cluster);
+        return 2;
+    }
+    if (d.cstore && ol_daemon_cstore_open(&d, err, sizeof err) < 0) {
+        fprintf(stderr, "openlaked: object store: %s\n", err);
+        ol_daemon_net_stop(&d);
         ol_cluster_stop(d.cluster);
         return 2;
     }
@@ -594,6 +607,7 @@ int main(int argc, char **argv)
             ol_warn("could not save the listing indexes: the next start rebuilds them");
         ol_store_close(d.store);
     }
+    ol_daemon_cstore_close(&d);
     free(d.kv_servers);
     ol_kv_populate_stop(d.kv_pop);   /* before the slabs go */
     ol_kv_service_destroy(d.kv);

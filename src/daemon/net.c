@@ -462,6 +462,10 @@ static int net_init(ol_loop *loop, void *arg)
                 "to %s can read and write this daemon's memory (UCX's RMA checks no key "
                 "over transports without hardware RMA); keep it on a network only the "
                 "nodes reach", c->cluster.name, c->rpc_addr);
+    if (ol_daemon_cstore_serve(n->d, loop, n->rpc) < 0) {
+        snprintf(n->err, sizeof n->err, "the object store's drive service: out of memory");
+        return -1;
+    }
     ol_daemon_kvpool_attach(n->d, n->rpc);
     n->sync.fn = net_sync;
     ol_timer_arm(loop, &n->sync, 1);
@@ -536,6 +540,7 @@ void ol_daemon_net_stop(struct ol_daemon *d)
     ol_loop_join(n->loop);
     d->net = NULL;
     ol_rpc_destroy(n->rpc);
+    ol_daemon_cstore_unserve(d);   /* its files closed with the endpoint's connections */
     ol_loop_destroy(n->loop);
     free(n->peers);
     free(n->view);

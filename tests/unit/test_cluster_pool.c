@@ -265,3 +265,25 @@ OLT_TEST(cluster_pool_record_round_trip_and_refusals)
     free(js);
     ol_pool_rec_free(&r);
 }
+
+OLT_TEST(cluster_pool_node_lists)
+{
+    int64_t ids[16];
+    unsigned n;
+    char err[256];
+    OLT_CHECK_EQ(ol_pool_parse_nodes("1-4", ids, 16, &n, err, sizeof err), 0);
+    OLT_CHECK_EQ(n, 4u);
+    OLT_CHECK(ids[0] == 1 && ids[3] == 4);
+    OLT_CHECK_EQ(ol_pool_parse_nodes(" 7, 2 - 3 ,10", ids, 16, &n, err, sizeof err), 0);
+    OLT_CHECK_EQ(n, 4u);
+    OLT_CHECK(ids[0] == 7 && ids[1] == 2 && ids[2] == 3 && ids[3] == 10);
+    OLT_CHECK_EQ(ol_pool_parse_nodes("0", ids, 16, &n, err, sizeof err), 0);
+    OLT_CHECK_EQ(n, 1u);
+    static const char *bad[] = {"", "1,", ",1", "1,,2", "4-1", "a", "1-", "1,1", "1-3,2",
+                                "1 2", "2147483648", "1-20"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (ol_pool_parse_nodes(bad[i], ids, 16, &n, err, sizeof err) != -EINVAL)
+            olt_fail(__FILE__, __LINE__, "\"%s\" was taken", bad[i]);
+    OLT_CHECK_EQ(ol_pool_parse_nodes("1-20", ids, 16, &n, err, sizeof err), -EINVAL);
+    OLT_CHECK(strstr(err, "more than 16 nodes") != NULL);
+}

@@ -1,0 +1,385 @@
+/*
+ * cstore.c - openlaked's side of the object store across hosts (being
+ * built: docs/cluster.md "The object store across hosts"): the pool this
+ * node is in (cluster.store_pools), its record in etcd, this node's drives
+ * formatted to it, the DRIVE server for them on the node RPC, and the
+ * store opened over all of the pool's drives, the other nodes' through
+ * the DRIVE client.
+ *
+ * Owns: struct ol_daemon_cstore (the record, this node's index in the
+ * pool, its drives' uuids and directories for the server, the client and
+ * the engine's hooks over it).
+ *
+ * When: prepare on the main thread after the cluster join and before the
+ * node RPC starts (blocking etcd calls, drive formats); serve on the net
+ * loop as it starts (net.c), before any peer connects; open on the main
+ * thread once the net loop runs and before the cores (ol_store_open).
+ * Shutdown: ol_daemon_cstore_quiet tells when no step of the cores is out
+ * at another node (the cores run until then); close after the store closed.
+ *
+ * Must not: run on a loop thread (prepare and open block), or open a
+ * store whose pool does not match this node's configuration: every
+ * mismatch stops the start with a line saying what differs.
+ */
+#include "daemon/daemon.h"
+
+#include "base/log.h"
+#include "cluster/drive.h"
+#include "cluster/etcd.h"
+#include "cluster/member.h"
+#include "cluster/pool_rec.h"
+#include "store/catalog.h"
+#include "store/engine.h"
+#include "store/format.h"
+#include "store/layout.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OL_CSTORE_ETCD_WAIT_S 60   /* first formation: how long to wait for etcd */
+
+struct ol_daemon_cstore {
+    struct ol_pool_rec rec;
+    int index;                          /* this node's in the pool */
+    unsigned d;                         /* drives per node (its data_dirs) */
+    struct ol_drv_local local[OL_CONFIG_MAX_DATA_DIRS];
+    struct ol_drv_server *server;       /* on the net loop */
+    struct ol_drv_client *client;
+    struct ol_drv_remote *remote;
+    struct ol_store_remote hooks;
+    bool *flags;                        /* per position: another node's */
+    char (*names)[48];                  /* per remote position: its name in messages */
+    const char **paths;
+};
+
+static void cstore_free(struct ol_daemon_cstore *cs)
+{
+    if (!cs)
+        return;
+    for (unsigned j = 0; j < cs->d; j++)
+        if (cs->local[j].dfd >= 0)
+            close(cs->local[j].dfd);
+    ol_drv_remote_destroy(cs->remote);
+    ol_drv_client_destroy(cs->client);   /* NULL unless the net loop never started */
+    ol_drv_server_destroy(cs->server);
+    ol_pool_rec_free(&cs->rec);
+    free(cs->flags);
+    free(cs->names);
+    free(cs->paths);
+    free(cs);
+}
+
+/* The pool's record from etcd, made by this node if there is none yet. */
+static int pool_record(struct ol_daemon *d, const struct ol_pool_rec *mine,
+                       struct ol_pool_rec *out, char *err, size_t errlen)
+{
+    const struct ol_config *c = &d->cfg;
+    struct ol_etcd_opts o;
+    ol_cluster_etcd_opts(c, &o);
+    struct ol_etcd *e = NULL;
+    int rc = ol_etcd_open(&o, &e, err, errlen);
+    if (rc < 0)
+        return rc;
+    size_t len = 0;
+    char *js = ol_pool_rec_encode(mine, &len);
+    size_t havelen = len + 4096;
+    char *have = malloc(havelen);
+    char key[256];
+    snprintf(key, sizeof key, "/openlake/%s/store/pools/%u", c->cluster.name, mine->pool);
+    rc = -ENOMEM;
+    for (time_t until = time(NULL) + OL_CSTORE_ETCD_WAIT_S; js && have;) {
+        int64_t rev = 0;
+        char eerr[256];
+        rc = ol_etcd_create(e, key, js, len, 0, &rev, have, havelen, eerr, sizeof eerr);
+        if (rc == 0) {
+            ol_info("cluster %s: object store pool %u made (%u nodes, sets of %u, parity %u)",
+                    c->cluster.name, mine->pool, mine->shape.nodes, mine->shape.set_drives,
+                    mine->shape.parity);
+            rc = ol_pool_rec_decode(js, len, out, err, errlen);
+            break;
+        }
+        if (rc == 1) {
+            rc = ol_pool_rec_decode(have, strlen(have), out, err, errlen);
+            if (rc < 0) {
+                char tmp[256];
+                snprintf(tmp, sizeof tmp, "%s", err);
+                snprintf(err, errlen, "etcd %s: %s", key, tmp);
+            }
+            break;
+        }
+        if (time(NULL) >= until) {
+            snprintf(err, errlen, "cluster %s: etcd did not answer for %d s (%s): the object "
+                     "store's pool record is needed to start", c->cluster.name,
+                     OL_CSTORE_ETCD_WAIT_S, eerr);
+            break;
+        }
+        sleep(1);
+    }
+    free(js);
+    free(have);
+    ol_etcd_close(e);
+    return rc < 0 ? rc : 0;
+}
+
+/* What this node's configuration says the pool is: -1 with err when it
+ * cannot be one. */
+static int pool_wanted(struct ol_daemon *d, struct ol_pool_rec *mine, char *err, size_t errlen)
+{
+    const struct ol_config *c = &d->cfg;
+    int64_t *nodes = malloc(OL_POOL_MAX_NODES * sizeof *nodes);
+    unsigned n = 0;
+    if (!nodes)
+        return -1;
+    int rc = ol_pool_parse_nodes(c->cluster.store_pools[0], nodes, OL_POOL_MAX_NODES, &n, err,
+                                 errlen);
+    if (rc == 0 && c->mode == OL_MODE_KV) {
+        snprintf(err, errlen, "cluster.store_pools is set in mode kv: no object store here");
+        rc = -1;
+    }
+    bool in = false;
+    for (unsigned i = 0; rc == 0 && i < n; i++)
+        in |= nodes[i] == c->self_id;
+    if (rc == 0 && !in) {
+        snprintf(err, errlen, "cluster.store_pools: this node (self_id %lld) is in no pool",
+                 (long long)c->self_id);
+        rc = -1;
+    }
+    unsigned dpn = (unsigned)c->n_data_dirs;
+    unsigned dd = c->set_drive_count ? (unsigned)c->set_drive_count
+                                     : ol_pool_auto_set_drives(n, dpn);
+    struct ol_pool_shape s = {n, dpn, dd, 0};
+    if (rc == 0 && dd)
+        s.parity = c->default_parity_count >= 0 ? (unsigned)c->default_parity_count
+                                                : ol_pool_auto_parity(n, dd);
+    if (rc == 0 && dd == 0) {
+        snprintf(err, errlen, "cluster.store_pools: %u nodes of %u drives: no set size from 2 "
+                 "to 16 divides %u drives; give set_drive_count", n, dpn, n * dpn);
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = ol_pool_rec_new(0, nodes, &s, mine, err, errlen);
+    free(nodes);
+    return rc < 0 ? -1 : 0;
+}
+
+/* The record against this node's settings: what must agree. */
+static int pool_agrees(struct ol_daemon *d, const struct ol_pool_rec *want,
+                       const struct ol_pool_rec *rec, char *err, size_t errlen)
+{
+    const struct ol_config *c = &d->cfg;
+    bool nodes_same = want->shape.nodes == rec->shape.nodes;
+    for (unsigned i = 0; nodes_same && i < rec->shape.nodes; i++)
+        nodes_same = want->nodes[i] == rec->nodes[i];
+    if (!nodes_same) {
+        snprintf(err, errlen, "cluster.store_pools \"%s\" is not the pool etcd holds (%u nodes, "
+                 "from node %lld): every node of a pool lists the same nodes in the same "
+                 "order", c->cluster.store_pools[0], rec->shape.nodes, (long long)rec->nodes[0]);
+        return -1;
+    }
+    if (want->shape.drives_per_node != rec->shape.drives_per_node) {
+        snprintf(err, errlen, "this node has %u data_dirs, the pool's nodes %u each: every "
+                 "node of a pool has as many drives", want->shape.drives_per_node,
+                 rec->shape.drives_per_node);
+        return -1;
+    }
+    if (c->set_drive_count && (unsigned)c->set_drive_count != rec->shape.set_drives) {
+        snprintf(err, errlen, "set_drive_count = %lld, but the pool's sets are of %u drives "
+                 "(a pool's layout never changes)", (long long)c->set_drive_count,
+                 rec->shape.set_drives);
+        return -1;
+    }
+    if (c->default_parity_count >= 0 && (unsigned)c->default_parity_count != rec->shape.parity) {
+        snprintf(err, errlen, "default_parity_count = %lld, but the pool's parity is %u",
+                 (long long)c->default_parity_count, rec->shape.parity);
+        return -1;
+    }
+    return 0;
+}
+
+/* Drive j of this node: formatted to its position, or refused. */
+static int format_drive(struct ol_daemon *d, struct ol_daemon_cstore *cs, unsigned j,
+                        char *err, size_t errlen)
+{
+    const struct ol_pool_rec *r = &cs->rec;
+    unsigned n = r->shape.nodes, dd = r->shape.set_drives;
+    unsigned g = ol_pool_position(n, (unsigned)cs->index, j);
+    const char *path = d->cfg.data_dirs[j];
+    struct ol_format f;
+    int rc = ol_format_read(path, &f);
+    if (rc == -ENOENT) {   /* blank: this position's drive from now on */
+        struct ol_format w = {.sets = ol_pool_sets(&r->shape), .drives_per_set = dd,
+                              .set = g / dd, .drive = g % dd, .layout = r->uuids};
+        memcpy(w.deployment, r->deployment, 16);
+        memcpy(w.uuid, r->uuids[g], 16);
+        rc = ol_format_write(path, &w);
+        if (rc < 0) {
+            snprintf(err, errlen, "%s: cannot format it for the pool: %s", path, strerror(-rc));
+            return -1;
+        }
+        ol_info("%s: formatted as pool position %u (set %u drive %u)", path, g, g / dd, g % dd);
+    } else if (rc < 0) {
+        snprintf(err, errlen, "%s: cannot read its format: %s", path, strerror(-rc));
+        return -1;
+    } else {
+        bool ok = !memcmp(f.deployment, r->deployment, 16) && !memcmp(f.uuid, r->uuids[g], 16) &&
+                  f.sets == ol_pool_sets(&r->shape) && f.drives_per_set == dd &&
+                  f.set == g / dd && f.drive == g % dd;
+        ol_format_free(&f);
+        if (!ok) {
+            snprintf(err, errlen, "%s: formatted for another deployment or position than this "
+                     "node's drive %u of the pool (position %u): a single host's drive, or "
+                     "another pool's; wipe it to reuse it", path, j, g);
+            return -1;
+        }
+    }
+    memcpy(cs->local[j].uuid, r->uuids[g], 16);
+    cs->local[j].dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cs->local[j].dfd < 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen)
+{
+    const struct ol_config *c = &d->cfg;
+    if (!c->cluster.n_store_pools)
+        return 0;
+    if (!d->cluster) {
+        snprintf(err, errlen, "cluster.store_pools needs a cluster (cluster.name, cluster.etcd)");
+        return -1;
+    }
+    struct ol_daemon_cstore *cs = calloc(1, sizeof *cs);
+    if (!cs) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (unsigned j = 0; j < OL_CONFIG_MAX_DATA_DIRS; j++)
+        cs->local[j].dfd = -1;
+    cs->d = (unsigned)c->n_data_dirs;
+    struct ol_pool_rec want;
+    if (pool_wanted(d, &want, err, errlen) < 0) {
+        cstore_free(cs);
+        return -1;
+    }
+    int rc = pool_record(d, &want, &cs->rec, err, errlen);
+    if (rc == 0)
+        rc = pool_agrees(d, &want, &cs->rec, err, errlen);
+    ol_pool_rec_free(&want);
+    cs->index = rc == 0 ? ol_pool_rec_index(&cs->rec, c->self_id) : -1;
+    for (unsigned j = 0; rc == 0 && j < cs->d; j++)
+        rc = format_drive(d, cs, j, err, errlen);
+    if (rc < 0) {
+        cstore_free(cs);
+        return -1;
+    }
+    d->cstore = cs;
+    return 0;
+}
+
+int ol_daemon_cstore_serve(struct ol_daemon *d, ol_loop *loop, struct ol_rpc *rpc)
+{
+    struct ol_daemon_cstore *cs = d->cstore;
+    if (!cs)
+        return 0;
+    int rc = ol_drv_server_create(loop, rpc, cs->local, cs->d, &cs->server);
+    if (rc == 0)
+        rc = ol_drv_client_create(loop, rpc, (uint32_t)d->cfg.cluster.store_timeout_ms,
+                                  &cs->client);
+    return rc;
+}
+
+int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen)
+{
+    struct ol_daemon_cstore *cs = d->cstore;
+    const struct ol_config *c = &d->cfg;
+    const struct ol_pool_rec *r = &cs->rec;
+    unsigned n = r->shape.nodes, p = n * r->shape.drives_per_node;
+    struct ol_drv_map *map = calloc(p, sizeof *map);
+    cs->flags = calloc(p, sizeof *cs->flags);
+    cs->names = calloc(p, sizeof *cs->names);
+    cs->paths = calloc(p, sizeof *cs->paths);
+    if (!map || !cs->flags || !cs->names || !cs->paths) {
+        free(map);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (unsigned g = 0; g < p; g++) {
+        unsigned i = ol_pool_node_of(n, g), j = ol_pool_drive_of(n, g);
+        map[g].node = r->nodes[i];
+        memcpy(map[g].uuid, r->uuids[g], 16);
+        if ((int)i == cs->index) {
+            cs->paths[g] = c->data_dirs[j];
+            continue;
+        }
+        cs->flags[g] = true;
+        snprintf(cs->names[g], sizeof cs->names[g], "node %lld drive %u", (long long)r->nodes[i],
+                 j);
+        cs->paths[g] = cs->names[g];
+    }
+    cs->remote = ol_drv_remote_create(cs->client, map, p, &cs->hooks);
+    free(map);
+    if (!cs->remote) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    struct ol_store_params sp = {.drives = cs->paths, .n = p,
+                                 .drives_per_set = r->shape.set_drives,
+                                 .parity = (int)r->shape.parity,
+                                 .inline_max = c->inline_max_bytes,
+                                 .direct_io = c->direct_io ? 0 : -1,
+                                 .sync = c->store_sync == OL_SYNC_FSYNC,
+                                 .mpu_expiry_s = c->multipart_expiry_s ? c->multipart_expiry_s : -1,
+                                 .deployment = r->deployment, .remote_drives = cs->flags,
+                                 .remote = &cs->hooks};
+    int rc = ol_store_open(&sp, &d->store, err, errlen);
+    if (rc < 0)
+        return -1;
+    /* Listings: this node's drives' index, kept by this node's commits (the
+     * owners' merged listings are not built yet: docs/cluster.md). */
+    const char *local[OL_CONFIG_MAX_DATA_DIRS];
+    for (unsigned j = 0; j < cs->d; j++)
+        local[j] = c->data_dirs[j];
+    struct ol_catalog_info ci;
+    rc = ol_catalog_open(local, cs->d, 1, &d->catalog, &ci, err, errlen);
+    if (rc < 0)
+        return -1;
+    ol_store_set_catalog(d->store, d->catalog);
+    ol_warn("cluster %s: the object store across hosts is being built: this node reads and "
+            "writes the shards of pool %u on every node's drives, but a listing shows only "
+            "what this node committed since its start and what its own drives hold, writes of "
+            "one key through two nodes at once are not ordered yet, and its remote drives are "
+            "not healed (docs/cluster.md)", c->cluster.name, r->pool);
+    ol_info("cluster %s: object store pool %u: %u nodes, %u sets of %u drives, parity %u; "
+            "this node is its node %d", c->cluster.name, r->pool, n, ol_pool_sets(&r->shape),
+            r->shape.set_drives, r->shape.parity, cs->index);
+    return 0;
+}
+
+void ol_daemon_cstore_unserve(struct ol_daemon *d)
+{
+    struct ol_daemon_cstore *cs = d->cstore;
+    if (!cs)
+        return;
+    ol_drv_client_destroy(cs->client);
+    ol_drv_server_destroy(cs->server);
+    cs->client = NULL;
+    cs->server = NULL;
+}
+
+bool ol_daemon_cstore_quiet(struct ol_daemon *d)
+{
+    return !d->cstore || !d->cstore->client || ol_drv_client_inflight(d->cstore->client) == 0;
+}
+
+void ol_daemon_cstore_close(struct ol_daemon *d)
+{
+    cstore_free(d->cstore);
+    d->cstore = NULL;
+}
