@@ -32,6 +32,9 @@
 #include "cluster/etcd.h"
 #include "cluster/member.h"
 #include "cluster/place.h"
+#include "cluster/pool_rec.h"
+#include "store/format.h"
+#include "store/layout.h"
 
 #include <jansson.h>
 
@@ -516,6 +519,149 @@ static void matrix(const struct ol_cli *cli, const struct ol_cl_list *l,
     free(names);
 }
 
+/* The object store's pools (docs/cluster.md "Pools, sets and drives"). */
+struct ol_topo_pools {
+    struct ol_pool_rec v[8];
+    int n, bad;
+};
+
+static int on_pool(void *arg, const struct ol_etcd_kv *kv)
+{
+    struct ol_topo_pools *p = arg;
+    char err[256];
+    if (kv->val && p->n < 8 &&
+        ol_pool_rec_decode(kv->val, kv->vlen, &p->v[p->n], err, sizeof err) == 0)
+        p->n++;
+    else if (kv->val)
+        p->bad++;
+    return 0;
+}
+
+static bool member_up(const struct ol_cl_list *l, int64_t id)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i].m.id == id)
+            return true;
+    return false;
+}
+
+/* Each pool: its shape, then every set's drives (node:drive), how many of
+ * them are on live members, and the node failures it survives. */
+static void pools_print(const struct ol_cli *cli, const struct ol_topo_pools *ps,
+                        const struct ol_cl_list *l, struct ol_json *j)
+{
+    if (j) {
+        ol_json_key(j, "store_pools");
+        ol_json_array_begin(j);
+    }
+    for (int k = 0; k < ps->n; k++) {
+        const struct ol_pool_rec *r = &ps->v[k];
+        const struct ol_pool_shape *sh = &r->shape;
+        unsigned sets = ol_pool_sets(sh), wb = ol_pool_write_budget(sh);
+        if (j) {
+            ol_json_object_begin(j);
+            ol_json_key(j, "pool");
+            ol_json_int(j, r->pool);
+            ol_json_key(j, "nodes");
+            ol_json_array_begin(j);
+            for (unsigned i = 0; i < sh->nodes; i++)
+                ol_json_int(j, r->nodes[i]);
+            ol_json_array_end(j);
+            ol_json_key(j, "drives_per_node");
+            ol_json_int(j, sh->drives_per_node);
+            ol_json_key(j, "set_drives");
+            ol_json_int(j, sh->set_drives);
+            ol_json_key(j, "parity");
+            ol_json_int(j, sh->parity);
+            ol_json_key(j, "write_quorum");
+            ol_json_int(j, sh->set_drives - wb);
+            ol_json_key(j, "sets");
+            ol_json_array_begin(j);
+        } else {
+            printf("\nobject store pool %u: %u node%s of %u drive%s, %u set%s of %u drives, "
+                   "parity %u (reads need %u drives of a set, writes %u)\n", r->pool, sh->nodes,
+                   sh->nodes == 1 ? "" : "s", sh->drives_per_node,
+                   sh->drives_per_node == 1 ? "" : "s", sets, sets == 1 ? "" : "s",
+                   sh->set_drives, sh->parity, sh->set_drives - sh->parity,
+                   sh->set_drives - wb);
+        }
+        static const struct ol_col cols[] = {
+            {"set", "SET", OL_ALIGN_RIGHT},
+            {"drives", "DRIVES (NODE:DRIVE)", OL_ALIGN_LEFT},
+            {"up", "UP", OL_ALIGN_RIGHT},
+            {"reads", "NODES IT MAY LOSE: READS", OL_ALIGN_RIGHT},
+            {"writes", "WRITES", OL_ALIGN_RIGHT}};
+        ol_table *t = j ? NULL : ol_table_create(cols, sizeof cols / sizeof cols[0]);
+        if (t)
+            ol_table_set_indent(t, 2);
+        for (unsigned set = 0; set < sets; set++) {
+            char drv[32 * 24];
+            size_t dl = 0;
+            unsigned up = 0;
+            if (j) {
+                ol_json_object_begin(j);
+                ol_json_key(j, "set");
+                ol_json_int(j, set);
+                ol_json_key(j, "drives");
+                ol_json_array_begin(j);
+            }
+            for (unsigned g = set * sh->set_drives; g < (set + 1) * sh->set_drives; g++) {
+                int64_t node = r->nodes[ol_pool_node_of(sh->nodes, g)];
+                unsigned drive = ol_pool_drive_of(sh->nodes, g);
+                bool live = member_up(l, node);
+                up += live;
+                dl += (size_t)snprintf(drv + dl, sizeof drv - dl, "%s%lld:%u", dl ? " " : "",
+                                       (long long)node, drive);
+                if (dl >= sizeof drv)
+                    dl = sizeof drv - 1;
+                if (j) {
+                    char u[37];
+                    ol_format_uuid_str(r->uuids[g], u);
+                    ol_json_object_begin(j);
+                    ol_json_key(j, "node");
+                    ol_json_int(j, node);
+                    ol_json_key(j, "drive");
+                    ol_json_int(j, drive);
+                    ol_json_key(j, "uuid");
+                    ol_json_str(j, u);
+                    ol_json_key(j, "node_up");
+                    ol_json_bool(j, live);
+                    ol_json_object_end(j);
+                }
+            }
+            unsigned rd = ol_pool_survives(sh, set, sh->parity), wr = ol_pool_survives(sh, set, wb);
+            if (j) {
+                ol_json_array_end(j);
+                ol_json_key(j, "drives_up");
+                ol_json_int(j, up);
+                ol_json_key(j, "node_failures_survived_reads");
+                ol_json_int(j, rd);
+                ol_json_key(j, "node_failures_survived_writes");
+                ol_json_int(j, wr);
+                ol_json_object_end(j);
+                continue;
+            }
+            ol_table_row(t);
+            ol_table_int(t, set);
+            ol_table_str(t, drv);
+            ol_table_strf(t, "%u/%u", up, sh->set_drives);
+            ol_table_int(t, rd);
+            ol_table_int(t, wr);
+        }
+        if (j) {
+            ol_json_array_end(j);
+            ol_json_object_end(j);
+        } else {
+            ol_table_print(t, stdout, cli->out);
+            ol_table_destroy(t);
+        }
+    }
+    if (j)
+        ol_json_array_end(j);
+    if (!j && ps->bad)
+        printf("  %d pool record%s this version cannot read\n", ps->bad, ps->bad == 1 ? "" : "s");
+}
+
 static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *name,
                     const struct ol_cli_cred *cred, int mib)
 {
@@ -549,7 +695,15 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
             pool_disk += ms[i].kv_disk_bytes;
             k++;
         }
-    bool failed = l.bad > 0;
+    struct ol_topo_pools pools = {.n = 0};
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "/openlake/%s/store/pools/", name);
+    int64_t prev;
+    if (ol_etcd_range_prefix(e, prefix, on_pool, &pools, &prev, err, sizeof err) < 0) {
+        free(ms), free(kv), free(rows), free(resp), free(l.v);
+        return ol_cli_fail(cli, "cluster", "cannot read the object store's pools: %s", err);
+    }
+    bool failed = l.bad > 0 || pools.bad > 0;
     if (cred)
         for (int i = 0; i < l.n; i++) {
             probe_node(cred, &l.v[i], mib, l.n, &rows[i], resp);
@@ -619,6 +773,7 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
             ol_json_object_end(&j);
         }
         ol_json_array_end(&j);
+        pools_print(cli, &pools, &l, &j);
         ol_json_object_end(&j);   /* the top level ends its line */
     } else {
         printf("cluster %s at etcd revision %lld: %d node%s, %d KV member%s; KV pool "
@@ -652,6 +807,7 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
         }
         ol_table_print(t, stdout, cli->out);
         ol_table_destroy(t);
+        pools_print(cli, &pools, &l, NULL);
         if (cred) {
             matrix(cli, &l, rows, "node RPC round trip, microseconds (median of 16):", 0);
             char title[128];
@@ -675,6 +831,8 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
     }
     for (int i = 0; i < l.n; i++)
         json_decref(rows[i].peers);
+    for (int k = 0; k < pools.n; k++)
+        ol_pool_rec_free(&pools.v[k]);
     free(ms), free(kv), free(rows), free(resp), free(l.v);
     return failed ? OL_EXIT_FAIL : OL_EXIT_OK;
 }

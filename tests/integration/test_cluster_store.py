@@ -161,3 +161,33 @@ def test_starts_a_mismatch_refuses(make_daemon, etcd, tmp_path):
     # and as it was, it starts again and serves what it had
     d4 = make_daemon(args=node_args(etcd, s, 2, nodes[1].drives, "1-2"), env=CREDS)
     assert d4.proc.poll() is None
+
+
+def test_cluster_topology_shows_every_set_and_the_failures_it_survives(make_daemon, etcd,
+                                                                         tmp_path):
+    # 3 nodes of 2 drives in sets of 3, parity 1: each set one drive a node
+    nodes, _ = start_pool(make_daemon, etcd, tmp_path, n=3, per=2,
+                          extra=("--set-drive-count", "3", "--default-parity-count", "1"))
+    cli = conftest.bin_path("openlake")
+    out = subprocess.run([cli, "cluster", "topology", "--etcd", etcd.url, "--cluster", "c1"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert ("object store pool 0: 3 nodes of 2 drives, 2 sets of 3 drives, parity 1 "
+            "(reads need 2 drives of a set, writes 2)") in out.stdout
+    lines = [x.split() for x in out.stdout.splitlines() if x.strip().startswith(("0 ", "1 "))]
+    assert ["0", "1:0", "2:0", "3:0", "3/3", "1", "1"] in lines
+    assert ["1", "1:1", "2:1", "3:1", "3/3", "1", "1"] in lines
+    js = json.loads(subprocess.run([cli, "--json", "cluster", "topology", "--etcd", etcd.url,
+                                    "--cluster", "c1"], capture_output=True, text=True,
+                                   check=True).stdout)
+    [p] = js["store_pools"]
+    assert p["nodes"] == [1, 2, 3] and p["set_drives"] == 3 and p["write_quorum"] == 2
+    s0 = p["sets"][0]
+    assert [(x["node"], x["drive"]) for x in s0["drives"]] == [(1, 0), (2, 0), (3, 0)]
+    assert s0["node_failures_survived_reads"] == 1 and s0["node_failures_survived_writes"] == 1
+    # node 3 gone from the view: its drives are down
+    nodes[2].stop()
+    wait_for(lambda: json.loads(subprocess.run(
+        [cli, "--json", "cluster", "topology", "--etcd", etcd.url, "--cluster", "c1"],
+        capture_output=True, text=True).stdout)["store_pools"][0]["sets"][0]["drives_up"] == 2,
+        "node 3's drives down")
