@@ -523,7 +523,27 @@ static void matrix(const struct ol_cli *cli, const struct ol_cl_list *l,
 struct ol_topo_pools {
     struct ol_pool_rec v[8];
     int n, bad;
+    /* the set owners of pool 0 (docs/cluster.md "Ordering"): node, token */
+    int64_t owner[OL_POOL_MAX_SETS], token[OL_POOL_MAX_SETS];
 };
+
+static int on_owner(void *arg, const struct ol_etcd_kv *kv)
+{
+    struct ol_topo_pools *p = arg;
+    const char *slash = memrchr(kv->key, '/', kv->klen);
+    if (!slash || !kv->val)
+        return 0;
+    unsigned long set = strtoul(slash + 1, NULL, 10);
+    json_error_t je;
+    json_t *j = json_loadb(kv->val, kv->vlen, 0, &je);
+    json_t *node = j ? json_object_get(j, "node") : NULL;
+    if (set < OL_POOL_MAX_SETS && json_is_integer(node)) {
+        p->owner[set] = (int64_t)json_integer_value(node);
+        p->token[set] = kv->mod_revision;
+    }
+    json_decref(j);
+    return 0;
+}
 
 static int on_pool(void *arg, const struct ol_etcd_kv *kv)
 {
@@ -589,6 +609,7 @@ static void pools_print(const struct ol_cli *cli, const struct ol_topo_pools *ps
             {"set", "SET", OL_ALIGN_RIGHT},
             {"drives", "DRIVES (NODE:DRIVE)", OL_ALIGN_LEFT},
             {"up", "UP", OL_ALIGN_RIGHT},
+            {"owner", "OWNER", OL_ALIGN_RIGHT},
             {"reads", "NODES IT MAY LOSE: READS", OL_ALIGN_RIGHT},
             {"writes", "WRITES", OL_ALIGN_RIGHT}};
         ol_table *t = j ? NULL : ol_table_create(cols, sizeof cols / sizeof cols[0]);
@@ -630,10 +651,18 @@ static void pools_print(const struct ol_cli *cli, const struct ol_topo_pools *ps
                 }
             }
             unsigned rd = ol_pool_survives(sh, set, sh->parity), wr = ol_pool_survives(sh, set, wb);
+            bool owned = r->pool == 0 && ps->owner[set] >= 0;
             if (j) {
                 ol_json_array_end(j);
                 ol_json_key(j, "drives_up");
                 ol_json_int(j, up);
+                ol_json_key(j, "owner");
+                if (owned)
+                    ol_json_int(j, ps->owner[set]);
+                else
+                    ol_json_raw(j, "null");
+                ol_json_key(j, "owner_token");
+                ol_json_int(j, owned ? ps->token[set] : 0);
                 ol_json_key(j, "node_failures_survived_reads");
                 ol_json_int(j, rd);
                 ol_json_key(j, "node_failures_survived_writes");
@@ -645,6 +674,10 @@ static void pools_print(const struct ol_cli *cli, const struct ol_topo_pools *ps
             ol_table_int(t, set);
             ol_table_str(t, drv);
             ol_table_strf(t, "%u/%u", up, sh->set_drives);
+            if (owned)
+                ol_table_int(t, ps->owner[set]);
+            else
+                ol_table_str(t, "-");
             ol_table_int(t, rd);
             ol_table_int(t, wr);
         }
@@ -696,10 +729,14 @@ static int topology(const struct ol_cli *cli, struct ol_etcd *e, const char *nam
             k++;
         }
     struct ol_topo_pools pools = {.n = 0};
-    char prefix[160];
+    for (unsigned k = 0; k < OL_POOL_MAX_SETS; k++)
+        pools.owner[k] = -1;
+    char prefix[160], oprefix[160];
     snprintf(prefix, sizeof prefix, "/openlake/%s/store/pools/", name);
+    snprintf(oprefix, sizeof oprefix, "/openlake/%s/store/owners/0/", name);
     int64_t prev;
-    if (ol_etcd_range_prefix(e, prefix, on_pool, &pools, &prev, err, sizeof err) < 0) {
+    if (ol_etcd_range_prefix(e, prefix, on_pool, &pools, &prev, err, sizeof err) < 0 ||
+        ol_etcd_range_prefix(e, oprefix, on_owner, &pools, &prev, err, sizeof err) < 0) {
         free(ms), free(kv), free(rows), free(resp), free(l.v);
         return ol_cli_fail(cli, "cluster", "cannot read the object store's pools: %s", err);
     }

@@ -50,7 +50,7 @@ struct ol_cluster {
     struct ol_member self;
     bool state_dirty;
     uint64_t state_gen, state_written;   /* set_state's count; the last one in etcd */
-    int64_t lease;               /* 0 = not registered */
+    int64_t lease;               /* 0 = not registered (__atomic: ol_cluster_lease) */
     struct ol_member *members;   /* id order */
     int n;
     bool drain;                  /* this node's drain key exists */
@@ -461,7 +461,7 @@ static int do_register(struct ol_cluster *cl, struct ol_etcd *e, char *err, size
         return rc;
     }
     pthread_mutex_lock(&cl->mu);
-    cl->lease = lease;
+    __atomic_store_n(&cl->lease, lease, __ATOMIC_RELEASE);
     cl->state_written = gen;
     if (cl->state_gen == gen)
         cl->state_dirty = false;
@@ -478,7 +478,7 @@ static void *lease_main(void *arg)
     unsigned fails = 0;
     while (!atomic_load(&cl->stop)) {
         pthread_mutex_lock(&cl->mu);
-        int64_t lease = cl->lease;
+        int64_t lease = __atomic_load_n(&cl->lease, __ATOMIC_ACQUIRE);
         bool dirty = cl->state_dirty;
         struct ol_member self = cl->self;
         uint64_t gen = cl->state_gen;
@@ -511,7 +511,7 @@ static void *lease_main(void *arg)
                 ol_warn("cluster %s: the lease of node %lld is gone (%s): registering again",
                         cl->name, (long long)self.id, err);
                 pthread_mutex_lock(&cl->mu);
-                cl->lease = 0;
+                __atomic_store_n(&cl->lease, 0, __ATOMIC_RELEASE);
                 pthread_mutex_unlock(&cl->mu);
                 rc = 0;
                 continue;
@@ -533,7 +533,7 @@ static void *lease_main(void *arg)
                 pthread_mutex_lock(&cl->mu);
                 cl->renewals++;
                 if (left <= 0)           /* expired, or revoked: etcd deleted the record */
-                    cl->lease = 0;
+                    __atomic_store_n(&cl->lease, 0, __ATOMIC_RELEASE);
                 pthread_mutex_unlock(&cl->mu);
                 if (left <= 0) {
                     ol_warn("cluster %s: the lease of node %lld expired or was revoked (etcd "
@@ -846,6 +846,11 @@ size_t ol_cluster_metrics(struct ol_cluster *cl, char *buf, size_t cap)
         (unsigned long long)ren, cl->name, (unsigned long long)fail, cl->name,
         (unsigned long long)rst, cl->name, (unsigned long long)rfr);
     return len < 0 ? cap : (size_t)len;
+}
+
+int64_t ol_cluster_lease(struct ol_cluster *cl)
+{
+    return cl ? __atomic_load_n(&cl->lease, __ATOMIC_ACQUIRE) : 0;
 }
 
 void ol_cluster_stop(struct ol_cluster *cl)

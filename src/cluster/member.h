@@ -164,6 +164,11 @@ int64_t ol_cluster_revision(struct ol_cluster *cl);
  * more: did not fit). Takes the view's mutex for a moment. */
 size_t ol_cluster_metrics(struct ol_cluster *cl, char *buf, size_t cap);
 
+/* The lease this node's record lives under (0: not registered now). Keys
+ * put under it go with the record: the object store's set owners
+ * (daemon/cstore.c). Any thread. */
+int64_t ol_cluster_lease(struct ol_cluster *cl);
+
 /* Leaves: the record's lease is revoked (gone from etcd now, if it
  * answers within its timeout), the threads stopped and joined. NULL: no-op. */
 void ol_cluster_stop(struct ol_cluster *cl);

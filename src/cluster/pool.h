@@ -21,6 +21,7 @@
 #define OL_CLUSTER_POOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define OL_POOL_MAX_NODES      1024u  /* nodes of one pool */
 #define OL_POOL_MAX_NODE_DRIVES 64u   /* drives of one node (data_dirs) */
@@ -84,5 +85,15 @@ unsigned ol_pool_survives(const struct ol_pool_shape *s, unsigned set, unsigned 
 
 /* D - write quorum: drives a set can lose and still take writes. */
 unsigned ol_pool_write_budget(const struct ol_pool_shape *s);
+
+/*
+ * The owner a set prefers (docs/cluster.md "Ordering"): of the n candidate
+ * node ids[0, n) (n >= 1), the index of the one with the highest score
+ * mix(key ^ mix(id + 0x9E3779B97F4A7C15)), key = pool << 32 | set, mix
+ * splitmix64's finaliser (as cluster/place.h); ties to the lower id.
+ * Rendezvous hashing: sets spread evenly over the candidates, and a node
+ * that goes moves only the sets it was first for.
+ */
+unsigned ol_pool_pick(const int64_t *ids, unsigned n, unsigned pool, unsigned set);
 
 #endif

@@ -354,6 +354,8 @@ static void ol_admin_on_request(ol_http_req *r)
             len += ol_daemon_kvpool_metrics(d, a->scratch + len, OL_METRICS_CAP - len);
         if (len < OL_METRICS_CAP && d->kvucx)
             len += ol_daemon_kvucx_metrics(d, a->scratch + len, OL_METRICS_CAP - len);
+        if (len < OL_METRICS_CAP && d->cstore)
+            len += ol_daemon_cstore_metrics(d, a->scratch + len, OL_METRICS_CAP - len);
         if (len >= OL_METRICS_CAP)
             ol_http_resp_simple(r, 500, "text/plain", "metrics too large\n", 18);
         else

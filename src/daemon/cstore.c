@@ -35,6 +35,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +45,13 @@
 #include <unistd.h>
 
 #define OL_CSTORE_ETCD_WAIT_S 60   /* first formation: how long to wait for etcd */
+#define OL_CSTORE_OWNER_MS    500  /* the owners thread's period */
+
+/* A set's owner as last read from etcd (docs/cluster.md "Ordering"). */
+struct cs_owner {
+    int64_t node;                       /* -1: none */
+    int64_t token;                      /* the key's revision: the fencing token */
+};
 
 struct ol_daemon_cstore {
     struct ol_pool_rec rec;
@@ -55,6 +65,16 @@ struct ol_daemon_cstore {
     bool *flags;                        /* per position: another node's */
     char (*names)[48];                  /* per remote position: its name in messages */
     const char **paths;
+    /* set owners: the thread that takes and gives back this node's sets */
+    pthread_t owner_t;
+    bool owner_started;
+    atomic_bool stop;
+    struct ol_etcd *oe;                 /* the thread's */
+    pthread_mutex_t omu;                /* owners[], the counters */
+    struct cs_owner *owners;            /* one per set */
+    struct cs_owner *scan;              /* the thread's: what a round reads */
+    unsigned sets;
+    uint64_t owned, taken, given;
 };
 
 static void cstore_free(struct ol_daemon_cstore *cs)
@@ -68,6 +88,8 @@ static void cstore_free(struct ol_daemon_cstore *cs)
     ol_drv_client_destroy(cs->client);   /* NULL unless the net loop never started */
     ol_drv_server_destroy(cs->server);
     ol_pool_rec_free(&cs->rec);
+    free(cs->owners);
+    free(cs->scan);
     free(cs->flags);
     free(cs->names);
     free(cs->paths);
@@ -279,6 +301,17 @@ int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen)
         cstore_free(cs);
         return -1;
     }
+    cs->sets = ol_pool_sets(&cs->rec.shape);
+    cs->owners = calloc(cs->sets, sizeof *cs->owners);
+    cs->scan = calloc(cs->sets, sizeof *cs->scan);
+    if (!cs->owners || !cs->scan) {
+        snprintf(err, errlen, "out of memory");
+        cstore_free(cs);
+        return -1;
+    }
+    for (unsigned s = 0; s < cs->sets; s++)
+        cs->owners[s].node = -1;
+    pthread_mutex_init(&cs->omu, NULL);
     d->cstore = cs;
     return 0;
 }
@@ -360,6 +393,184 @@ int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen)
             "this node is its node %d", c->cluster.name, r->pool, n, ol_pool_sets(&r->shape),
             r->shape.set_drives, r->shape.parity, cs->index);
     return 0;
+}
+
+/* ---- set owners ------------------------------------------------------------------
+ *
+ * Every OL_CSTORE_OWNER_MS the thread reads the pool's owner keys
+ * (/openlake/<cluster>/store/owners/<pool>/<set>, value {"node":id}, each
+ * under its owner's membership lease, never modified: its revision is the
+ * set's fencing token) and the view. The candidates are the pool's nodes
+ * whose record says "active"; a set prefers the one ol_pool_pick ranks
+ * first. This node creates the key of every set without one that prefers
+ * it (create-if-absent: one owner at a time), and deletes the key of a set
+ * it owns that prefers another active node (handing it over: a node that
+ * starts takes its share back). A node that dies loses its keys with its
+ * lease; its sets go to the nodes they prefer next. */
+
+static int on_owner(void *arg, const struct ol_etcd_kv *kv)
+{
+    struct ol_daemon_cstore *cs = arg;
+    const char *slash = memrchr(kv->key, '/', kv->klen);
+    if (!slash || !kv->val)
+        return 0;
+    char num[16];
+    size_t nl = kv->klen - (size_t)(slash + 1 - kv->key);
+    if (nl == 0 || nl >= sizeof num)
+        return 0;
+    memcpy(num, slash + 1, nl);
+    num[nl] = 0;
+    char *end;
+    unsigned long set = strtoul(num, &end, 10);
+    if (*end || set >= cs->sets)
+        return 0;
+    json_error_t je;
+    json_t *j = json_loadb(kv->val, kv->vlen, 0, &je);
+    json_t *node = j ? json_object_get(j, "node") : NULL;
+    if (json_is_integer(node))
+        cs->scan[set] = (struct cs_owner){(int64_t)json_integer_value(node), kv->mod_revision};
+    json_decref(j);
+    return 0;
+}
+
+static void owners_round(struct ol_daemon *d, struct ol_daemon_cstore *cs,
+                         struct ol_member *buf, int64_t *cand)
+{
+    const struct ol_config *c = &d->cfg;
+    struct ol_cluster_view v;
+    ol_cluster_view(d->cluster, &v, buf, OL_MEMBER_MAX);
+    unsigned nc = 0;
+    for (unsigned i = 0; i < cs->rec.shape.nodes; i++)
+        for (int k = 0; k < v.n && k < OL_MEMBER_MAX; k++)
+            if (buf[k].id == cs->rec.nodes[i] && !strcmp(buf[k].state, "active"))
+                cand[nc++] = cs->rec.nodes[i];
+    char prefix[200], err[256];
+    snprintf(prefix, sizeof prefix, "/openlake/%s/store/owners/%u/", c->cluster.name,
+             cs->rec.pool);
+    struct cs_owner *scan = cs->scan;
+    for (unsigned s = 0; s < cs->sets; s++)
+        scan[s] = (struct cs_owner){-1, 0};
+    int64_t rev;
+    if (ol_etcd_range_prefix(cs->oe, prefix, on_owner, cs, &rev, err, sizeof err) < 0)
+        return;   /* etcd away: the owners last read stand */
+    int64_t lease = ol_cluster_lease(d->cluster);
+    uint64_t taken = 0, given = 0;
+    for (unsigned s = 0; s < cs->sets && nc; s++) {
+        int64_t pref = cand[ol_pool_pick(cand, nc, cs->rec.pool, s)];
+        char key[240], val[64];
+        snprintf(key, sizeof key, "%s%u", prefix, s);
+        if (scan[s].node < 0 && pref == c->self_id && lease) {
+            int n = snprintf(val, sizeof val, "{\"node\":%lld}", (long long)c->self_id);
+            int64_t crev = 0;
+            char have[256];
+            int rc = ol_etcd_create(cs->oe, key, val, (size_t)n, lease, &crev, have,
+                                    sizeof have, err, sizeof err);
+            if (rc == 0) {
+                scan[s] = (struct cs_owner){c->self_id, crev};
+                taken++;
+            }
+        } else if (scan[s].node == c->self_id && pref != c->self_id) {
+            if (ol_etcd_delete(cs->oe, key, err, sizeof err) == 0) {
+                scan[s].node = -1;
+                given++;
+            }
+        }
+    }
+    unsigned owned = 0;
+    for (unsigned s = 0; s < cs->sets; s++)
+        owned += scan[s].node == c->self_id;
+    pthread_mutex_lock(&cs->omu);
+    memcpy(cs->owners, scan, cs->sets * sizeof *scan);
+    cs->owned = owned;
+    cs->taken += taken;
+    cs->given += given;
+    pthread_mutex_unlock(&cs->omu);
+}
+
+static void *owners_main(void *arg)
+{
+    struct ol_daemon *d = arg;
+    struct ol_daemon_cstore *cs = d->cstore;
+    struct ol_member *buf = calloc(OL_MEMBER_MAX, sizeof *buf);
+    int64_t *cand = calloc(cs->rec.shape.nodes, sizeof *cand);
+    while (buf && cand && !atomic_load(&cs->stop)) {
+        owners_round(d, cs, buf, cand);
+        for (int t = 0; t < OL_CSTORE_OWNER_MS / 50 && !atomic_load(&cs->stop); t++) {
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    free(buf);
+    free(cand);
+    return NULL;
+}
+
+int ol_daemon_cstore_owner(struct ol_daemon *d, unsigned set, int64_t *node, int64_t *token)
+{
+    struct ol_daemon_cstore *cs = d->cstore;
+    if (!cs || set >= cs->sets)
+        return -EINVAL;
+    pthread_mutex_lock(&cs->omu);
+    *node = cs->owners[set].node;
+    *token = cs->owners[set].token;
+    pthread_mutex_unlock(&cs->omu);
+    return *node < 0 ? -ENOENT : 0;
+}
+
+size_t ol_daemon_cstore_metrics(struct ol_daemon *d, char *buf, size_t cap)
+{
+    struct ol_daemon_cstore *cs = d->cstore;
+    if (!cs)
+        return 0;
+    pthread_mutex_lock(&cs->omu);
+    uint64_t owned = cs->owned, taken = cs->taken, given = cs->given;
+    pthread_mutex_unlock(&cs->omu);
+    const char *c = d->cfg.cluster.name;
+    int n = snprintf(buf, cap,
+                     "# HELP openlake_store_sets_owned Erasure sets of the pool this node owns.\n"
+                     "# TYPE openlake_store_sets_owned gauge\n"
+                     "openlake_store_sets_owned{cluster=\"%s\"} %llu\n"
+                     "# HELP openlake_store_sets_taken_total Sets this node took as owner.\n"
+                     "# TYPE openlake_store_sets_taken_total counter\n"
+                     "openlake_store_sets_taken_total{cluster=\"%s\"} %llu\n"
+                     "# HELP openlake_store_sets_given_total Sets this node handed to the node "
+                     "they prefer.\n"
+                     "# TYPE openlake_store_sets_given_total counter\n"
+                     "openlake_store_sets_given_total{cluster=\"%s\"} %llu\n",
+                     c, (unsigned long long)owned, c, (unsigned long long)taken, c,
+                     (unsigned long long)given);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+int ol_daemon_cstore_owners_start(struct ol_daemon *d, char *err, size_t errlen)
+{
+    struct ol_daemon_cstore *cs = d->cstore;
+    if (!cs)
+        return 0;
+    struct ol_etcd_opts o;
+    ol_cluster_etcd_opts(&d->cfg, &o);
+    if (ol_etcd_open(&o, &cs->oe, err, errlen) < 0)
+        return -1;
+    ol_etcd_set_stop(cs->oe, &cs->stop);
+    if (pthread_create(&cs->owner_t, NULL, owners_main, d) != 0) {
+        snprintf(err, errlen, "cannot start the set owners' thread");
+        return -1;
+    }
+    cs->owner_started = true;
+    return 0;
+}
+
+void ol_daemon_cstore_owners_stop(struct ol_daemon *d)
+{
+    struct ol_daemon_cstore *cs = d->cstore;
+    if (!cs || !cs->owner_started)
+        return;
+    atomic_store(&cs->stop, true);
+    ol_etcd_wake(cs->oe);
+    pthread_join(cs->owner_t, NULL);
+    cs->owner_started = false;
+    ol_etcd_close(cs->oe);
+    cs->oe = NULL;
 }
 
 void ol_daemon_cstore_unserve(struct ol_daemon *d)

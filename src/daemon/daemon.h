@@ -104,6 +104,15 @@ int ol_daemon_cstore_serve(struct ol_daemon *d, ol_loop *loop, struct ol_rpc *rp
 int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen);
 bool ol_daemon_cstore_quiet(struct ol_daemon *d);
 void ol_daemon_cstore_unserve(struct ol_daemon *d);
+/* cstore.c: set owners (docs/cluster.md "Ordering"): a thread that takes
+ * in etcd the sets that prefer this node among the pool's active nodes and
+ * hands over those that prefer another; start once the node serves, stop
+ * before the cluster leaves. owner: set's owner and its fencing token as
+ * last read (-ENOENT: none now). metrics: openlake_store_sets_*. */
+int ol_daemon_cstore_owners_start(struct ol_daemon *d, char *err, size_t errlen);
+void ol_daemon_cstore_owners_stop(struct ol_daemon *d);
+int ol_daemon_cstore_owner(struct ol_daemon *d, unsigned set, int64_t *node, int64_t *token);
+size_t ol_daemon_cstore_metrics(struct ol_daemon *d, char *buf, size_t cap);
 void ol_daemon_cstore_close(struct ol_daemon *d);
 
 /* net.c: the node RPC of a cluster node: its loop and thread, the

@@ -519,6 +519,8 @@ int main(int argc, char **argv)
             ol_warn("cannot start the disks thread (%s): GET /_openlake/disks answers 503",
                     strerror(-drc));
         ol_daemon_cluster_serving(&d);   /* "active", or "draining" when asked to drain */
+        if (ol_daemon_cstore_owners_start(&d, err, sizeof err) < 0)
+            ol_warn("object store: %s: this node owns no set", err);
         atomic_store(&d.ready, 1);
         if (d.kv)
             atomic_store(&d.kv->ready, !atomic_load(&d.ready_held));
@@ -596,7 +598,8 @@ int main(int argc, char **argv)
     ol_admin_disks_stop(&d);
     ol_daemon_net_stop(&d);
     ol_daemon_kvpool_destroy(&d);
-    ol_cluster_stop(d.cluster);      /* leaves now: the lease is revoked */
+    ol_daemon_cstore_owners_stop(&d);
+    ol_cluster_stop(d.cluster);      /* leaves now: the lease is revoked (its sets with it) */
     ol_healer_stop(d.healer);
     if (d.store) {
         int crc = ol_catalog_close(d.catalog);

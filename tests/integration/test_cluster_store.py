@@ -13,6 +13,8 @@ remote drives are not built yet.
 """
 import json
 import os
+import re
+import urllib.request
 import subprocess
 import time
 
@@ -174,9 +176,9 @@ def test_cluster_topology_shows_every_set_and_the_failures_it_survives(make_daem
     assert out.returncode == 0, out.stderr
     assert ("object store pool 0: 3 nodes of 2 drives, 2 sets of 3 drives, parity 1 "
             "(reads need 2 drives of a set, writes 2)") in out.stdout
-    lines = [x.split() for x in out.stdout.splitlines() if x.strip().startswith(("0 ", "1 "))]
-    assert ["0", "1:0", "2:0", "3:0", "3/3", "1", "1"] in lines
-    assert ["1", "1:1", "2:1", "3:1", "3/3", "1", "1"] in lines
+    lines = [x.split() for x in out.stdout.splitlines() if "/3 " in x]
+    assert [x[:5] + x[6:] for x in lines] == [["0", "1:0", "2:0", "3:0", "3/3", "1", "1"],
+                                              ["1", "1:1", "2:1", "3:1", "3/3", "1", "1"]]
     js = json.loads(subprocess.run([cli, "--json", "cluster", "topology", "--etcd", etcd.url,
                                     "--cluster", "c1"], capture_output=True, text=True,
                                    check=True).stdout)
@@ -191,3 +193,41 @@ def test_cluster_topology_shows_every_set_and_the_failures_it_survives(make_daem
         [cli, "--json", "cluster", "topology", "--etcd", etcd.url, "--cluster", "c1"],
         capture_output=True, text=True).stdout)["store_pools"][0]["sets"][0]["drives_up"] == 2,
         "node 3's drives down")
+
+
+def owners(etcd, cli):
+    js = json.loads(subprocess.run([cli, "--json", "cluster", "topology", "--etcd", etcd.url,
+                                    "--cluster", "c1"], capture_output=True, text=True,
+                                   check=True).stdout)
+    return [(x["owner"], x["owner_token"]) for x in js["store_pools"][0]["sets"]]
+
+
+def test_every_set_has_one_owner_and_a_dead_owners_sets_move(make_daemon, etcd, tmp_path):
+    """Set owners (docs/cluster.md "Ordering"): each set's owner key is
+    created by the active node it prefers; when that node dies its lease
+    takes its keys, and its sets go to the nodes they prefer next, each with
+    a larger fencing token."""
+    # 4 nodes of 2 drives in sets of 2: 4 sets
+    nodes, _ = start_pool(make_daemon, etcd, tmp_path, n=4, per=2,
+                          extra=("--set-drive-count", "2", "--default-parity-count", "1"))
+    cli = conftest.bin_path("openlake")
+    wait_for(lambda: all(o is not None for o, _ in owners(etcd, cli)), "every set owned")
+    first = owners(etcd, cli)
+    assert {o for o, _ in first} <= {1, 2, 3, 4}
+    owned = {i + 1: int(re.search(r'openlake_store_sets_owned\{cluster="c1"\} (\d+)',
+                                  urllib.request.urlopen(d.url + "/_openlake/metrics")
+                                  .read().decode()).group(1)) for i, d in enumerate(nodes)}
+    assert sum(owned.values()) == 4
+    assert all(owned[o] >= 1 for o, _ in first)
+    # kill -9 the owner of set 0: after its lease (2 s) its sets move
+    victim = first[0][0]
+    nodes[victim - 1].proc.kill()
+    nodes[victim - 1].proc.wait()
+    wait_for(lambda: all(o not in (None, victim) for o, _ in owners(etcd, cli)),
+             "the dead node's sets taken", timeout=20)
+    after = owners(etcd, cli)
+    for (o0, t0), (o1, t1) in zip(first, after):
+        if o0 == victim:
+            assert t1 > t0
+        else:
+            assert (o1, t1) == (o0, t0)   # the others' sets stay where they were

@@ -287,3 +287,37 @@ OLT_TEST(cluster_pool_node_lists)
     OLT_CHECK_EQ(ol_pool_parse_nodes("1-20", ids, 16, &n, err, sizeof err), -EINVAL);
     OLT_CHECK(strstr(err, "more than 16 nodes") != NULL);
 }
+
+OLT_TEST(cluster_pool_owner_pick_spreads_and_moves_little)
+{
+    int64_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    unsigned cnt[8] = {0}, before[256];
+    for (unsigned set = 0; set < 256; set++) {
+        before[set] = ol_pool_pick(ids, 8, 0, set);
+        cnt[before[set]]++;
+    }
+    for (unsigned i = 0; i < 8; i++)   /* 32 each on average */
+        OLT_CHECK(cnt[i] >= 16 && cnt[i] <= 48);
+    /* node 5 (index 4) goes: only its sets move */
+    int64_t less[7] = {1, 2, 3, 4, 6, 7, 8};
+    for (unsigned set = 0; set < 256; set++) {
+        unsigned k = ol_pool_pick(less, 7, 0, set);
+        if (before[set] != 4)
+            OLT_CHECK_EQ(less[k], ids[before[set]]);
+    }
+    /* the order of the candidates does not matter; the pool does */
+    int64_t rev[8] = {8, 7, 6, 5, 4, 3, 2, 1};
+    unsigned same = 0;
+    for (unsigned set = 0; set < 256; set++) {
+        OLT_CHECK_EQ(rev[ol_pool_pick(rev, 8, 0, set)], ids[before[set]]);
+        same += ol_pool_pick(ids, 8, 1, set) == before[set];
+    }
+    OLT_CHECK(same < 96);
+    /* fixed vectors: a change of the rule fails here (nodes of a pool
+     * running different versions must agree on who prefers which set) */
+    static const int64_t want[8] = {2, 2, 2, 1, 2, 2, 2, 1};
+    for (unsigned set = 0; set < 8; set++)
+        OLT_CHECK_EQ(ids[ol_pool_pick(ids, 4, 0, set)], want[set]);
+    int64_t one = 42;
+    OLT_CHECK_EQ(ol_pool_pick(&one, 1, 3, 7), 0u);
+}
