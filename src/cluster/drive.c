@@ -198,6 +198,7 @@ struct drv_files {
 struct ol_drv_server {
     ol_loop *loop;
     struct ol_rpc *rpc;
+    int slot;                  /* its connection slot (ol_rpc_on_conn_end) */
     unsigned n;
     struct ol_drv_local d[OL_DRV_MAX_LOCAL];
     _Atomic uint64_t steps, failed, open_files;
@@ -220,14 +221,14 @@ struct drv_job {
 #define DRV_FREE     (-1)
 #define DRV_RESERVED (-2)
 
-static struct drv_files *files_of(struct ol_rpc_req *req)
+static struct drv_files *files_of(const struct ol_drv_server *s, struct ol_rpc_req *req)
 {
-    struct drv_files *f = *req->conn_data;
+    struct drv_files *f = req->conn_data[s->slot];
     if (!f) {
         f = calloc(1, sizeof *f);
         if (f) {
             f->free_head = UINT32_MAX;
-            *req->conn_data = f;
+            req->conn_data[s->slot] = f;
         }
     }
     return f;
@@ -397,14 +398,14 @@ static void on_drive(struct ol_rpc_req *req, void *arg)
     int fd = -1, rc;
     uint32_t slot = 0;
     if (ol_drv_uses[q.step].handle) {
-        fd = files_fd(*req->conn_data, q.handle, &slot);
+        fd = files_fd(req->conn_data[s->slot], q.handle, &slot);
         if (fd < 0)
             return job_reply(j, fd);
     }
     ol_loop *l = s->loop;
     switch (q.step) {
     case OL_DRV_OPEN:
-        j->files = files_of(req);
+        j->files = files_of(s, req);
         if (!j->files)
             return job_reply(j, -ENOMEM);
         rc = files_reserve(j->files, &j->slot);
@@ -425,7 +426,7 @@ static void on_drive(struct ol_rpc_req *req, void *arg)
         rc = ol_loop_fsync(l, &j->op, fd, (int)q.arg);
         break;
     case OL_DRV_CLOSE:
-        files_release(*req->conn_data, slot);   /* the handle is gone at once */
+        files_release(req->conn_data[s->slot], slot);   /* the handle is gone at once */
         rc = ol_loop_close(l, &j->op, fd);
         if (rc < 0) {
             close(fd);
@@ -465,8 +466,12 @@ int ol_drv_server_create(ol_loop *loop, struct ol_rpc *rpc, const struct ol_drv_
     s->rpc = rpc;
     s->n = n;
     memcpy(s->d, d, n * sizeof *d);
+    s->slot = ol_rpc_on_conn_end(rpc, on_conn_end, s);
+    if (s->slot < 0) {
+        free(s);
+        return -ENOSPC;
+    }
     ol_rpc_handle(rpc, OL_DRV_RPC_OP, on_drive, s);
-    ol_rpc_on_conn_end(rpc, on_conn_end, s);
     *out = s;
     return 0;
 }

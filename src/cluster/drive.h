@@ -128,7 +128,8 @@ struct ol_drv_server;
 /*
  * Serves DRIVE on rpc (on its loop's thread, before peers connect) for the
  * n drives d[0, n) (copied; their directories stay the caller's and open
- * until destroy). Returns 0 and *out, or -ENOMEM / -EINVAL (n over 256).
+ * until destroy). Returns 0 and *out, or -ENOMEM / -EINVAL (n over 256) /
+ * -ENOSPC (the endpoint's connection slots are all taken).
  */
 int ol_drv_server_create(ol_loop *loop, struct ol_rpc *rpc, const struct ol_drv_local *d,
                          unsigned n, struct ol_drv_server **out);

@@ -23,9 +23,11 @@
  */
 #include "daemon/daemon.h"
 
+#include "base/le.h"
 #include "base/log.h"
 #include "cluster/drive.h"
 #include "cluster/etcd.h"
+#include "cluster/lock.h"
 #include "cluster/member.h"
 #include "cluster/pool_rec.h"
 #include "store/catalog.h"
@@ -75,6 +77,13 @@ struct ol_daemon_cstore {
     struct cs_owner *scan;              /* the thread's: what a round reads */
     unsigned sets;
     uint64_t owned, taken, given;
+    /* commit locks (docs/cluster.md "Ordering") */
+    struct ol_store_locks locks;        /* the engine's hooks */
+    ol_loop *net;
+    struct ol_rpc *rpc;
+    int lk_slot;                        /* the owner side's connection slot */
+    _Atomic uint64_t lk_out;            /* asks and gives back not done (cores quiet) */
+    _Atomic uint64_t lk_granted, lk_busy, lk_refused, lk_served;
 };
 
 static void cstore_free(struct ol_daemon_cstore *cs)
@@ -316,11 +325,230 @@ int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- commit locks ----------------------------------------------------------------
+ *
+ * The engine asks for a key's commit lock through cs_lock (any core):
+ * the set's owner as last read is this node: its own engine's table, now;
+ * another node: LOCK over the node RPC (cluster/lock.h), whose handler
+ * there takes the lock from that node's table if it owns the set. A lock
+ * granted to another node is held on its connection (a bitmap in the
+ * connection's slot) and given back by UNLOCK, or when the connection ends
+ * (the node died, was cut off, or restarted). The token comes with the
+ * grant; drives do not check it yet. */
+
+struct lk_job {
+    struct ol_msg msg;
+    struct ol_daemon *d;
+    ol_loop *home;                      /* NULL: an UNLOCK nobody waits for */
+    struct ol_op *op;
+    struct ol_store_lock *out;
+    int64_t node, token;
+    int res;
+    uint8_t hdr[OL_LOCK_HDR_LEN];
+    uint16_t plen;
+    char path[OL_LOCK_PATH_MAX + 1];
+};
+
+struct lk_held {
+    uint8_t bits[OL_STORE_KEY_LOCKS / 8];
+};
+
+static void lk_home(ol_loop *loop, struct ol_msg *m)
+{
+    struct lk_job *j = (struct lk_job *)((char *)m - offsetof(struct lk_job, msg));
+    struct ol_daemon_cstore *cs = j->d->cstore;
+    struct ol_op *op = j->op;
+    int res = j->res;
+    free(j);
+    atomic_fetch_sub(&cs->lk_out, 1);
+    op->cb(loop, op, res, 0);
+}
+
+static void lk_finish(struct lk_job *j, int res)
+{
+    struct ol_daemon_cstore *cs = j->d->cstore;
+    if (!j->home) {   /* an UNLOCK */
+        free(j);
+        atomic_fetch_sub(&cs->lk_out, 1);
+        return;
+    }
+    j->res = res;
+    j->msg.fn = lk_home;
+    ol_loop_post(j->home, &j->msg);
+}
+
+static void lk_reply(void *arg, int rc, const uint8_t *p, uint32_t len)
+{
+    struct lk_job *j = arg;
+    struct ol_daemon_cstore *cs = j->d->cstore;
+    if (!j->home)
+        return lk_finish(j, 0);
+    int res = rc < 0 ? rc : rc != OL_RPC_OK || len != OL_LOCK_REPLY_LEN ? -EPROTO
+                                                                         : (int32_t)ol_le_ld32(p);
+    if (res == 0) {
+        *j->out = (struct ol_store_lock){j->node, ol_le_ld32(p + 4), (int64_t)ol_le_ld64(p + 8)};
+        atomic_fetch_add(&cs->lk_granted, 1);
+    } else if (res == -EBUSY) {
+        atomic_fetch_add(&cs->lk_busy, 1);
+    }
+    lk_finish(j, res == -EBUSY || res == 0 ? res : (res == -ESTALE ? -EAGAIN : res));
+}
+
+/* On the net loop: the call. */
+static void lk_send(ol_loop *loop, struct ol_msg *m)
+{
+    (void)loop;
+    struct lk_job *j = (struct lk_job *)((char *)m - offsetof(struct lk_job, msg));
+    struct ol_daemon_cstore *cs = j->d->cstore;
+    struct iovec iov[2] = {{j->hdr, OL_LOCK_HDR_LEN}, {j->path, j->plen}};
+    int n = j->home ? 2 : 1;
+    int rc = ol_rpc_call(cs->rpc, j->node, j->home ? OL_LOCK_RPC_LOCK : OL_LOCK_RPC_UNLOCK, iov, n,
+                         OL_LOCK_REPLY_LEN, (uint32_t)j->d->cfg.cluster.store_timeout_ms,
+                         lk_reply, j);
+    if (rc < 0)
+        lk_finish(j, rc);
+}
+
+static int cs_lock(void *ud, ol_loop *loop, unsigned set, const char *path,
+                   struct ol_store_lock *out, struct ol_op *op)
+{
+    struct ol_daemon *d = ud;
+    struct ol_daemon_cstore *cs = d->cstore;
+    int64_t node, token;
+    size_t plen = strlen(path);
+    if (plen > OL_LOCK_PATH_MAX)
+        return -EINVAL;
+    if (ol_daemon_cstore_owner(d, set, &node, &token) < 0)
+        return -EAGAIN;   /* no owner now: asked again */
+    struct lk_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return -ENOMEM;
+    j->d = d;
+    j->home = loop;
+    j->op = op;
+    j->out = out;
+    j->node = node;
+    j->token = token;
+    atomic_fetch_add(&cs->lk_out, 1);
+    if (node == d->cfg.self_id) {   /* this node's table: the answer now, delivered later */
+        unsigned slot;
+        int rc = ol_store_key_trylock(d->store, path, &slot);
+        if (rc == 0)
+            *out = (struct ol_store_lock){node, slot, token};
+        atomic_fetch_add(rc == 0 ? &cs->lk_granted : &cs->lk_busy, 1);
+        lk_finish(j, rc);
+        return 0;
+    }
+    j->plen = (uint16_t)plen;
+    memcpy(j->path, path, plen);
+    struct ol_lock_msg m = {.pool = cs->rec.pool, .set = set, .path = j->path,
+                            .path_len = j->plen};
+    ol_lock_encode(&m, j->hdr);
+    j->msg.fn = lk_send;
+    ol_loop_post(cs->net, &j->msg);
+    return 0;
+}
+
+static void cs_unlock(void *ud, unsigned set, const struct ol_store_lock *l)
+{
+    struct ol_daemon *d = ud;
+    struct ol_daemon_cstore *cs = d->cstore;
+    if (l->node == d->cfg.self_id) {
+        ol_store_key_unlock(d->store, l->id);
+        return;
+    }
+    struct lk_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return;   /* the owner lets it go with this node's connection */
+    j->d = d;
+    j->node = l->node;
+    struct ol_lock_msg m = {.pool = cs->rec.pool, .set = set, .id = l->id};
+    ol_unlock_encode(&m, j->hdr);
+    atomic_fetch_add(&cs->lk_out, 1);
+    j->msg.fn = lk_send;
+    ol_loop_post(cs->net, &j->msg);
+}
+
+/* The owner's side, on the net loop. */
+static void lk_reply_now(struct ol_rpc_req *req, int res, uint32_t id, int64_t token)
+{
+    uint8_t b[OL_LOCK_REPLY_LEN];
+    ol_le_st32(b, (uint32_t)res);
+    ol_le_st32(b + 4, id);
+    ol_le_st64(b + 8, (uint64_t)token);
+    struct iovec iov = {b, req->op == OL_LOCK_RPC_LOCK ? OL_LOCK_REPLY_LEN : 8u};
+    ol_rpc_reply(req, OL_RPC_OK, &iov, 1);
+}
+
+static void on_lock(struct ol_rpc_req *req, void *arg)
+{
+    struct ol_daemon *d = arg;
+    struct ol_daemon_cstore *cs = d->cstore;
+    struct ol_lock_msg m;
+    if (ol_lock_decode(req->payload, req->len, &m) < 0 || m.pool != cs->rec.pool ||
+        m.set >= cs->sets || !d->store) {
+        ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
+        return;
+    }
+    atomic_fetch_add(&cs->lk_served, 1);
+    int64_t node, token;
+    if (ol_daemon_cstore_owner(d, m.set, &node, &token) < 0 || node != d->cfg.self_id) {
+        atomic_fetch_add(&cs->lk_refused, 1);
+        return lk_reply_now(req, -ESTALE, 0, 0);
+    }
+    struct lk_held *h = req->conn_data[cs->lk_slot];
+    if (!h && !(h = req->conn_data[cs->lk_slot] = calloc(1, sizeof *h)))
+        return lk_reply_now(req, -ENOMEM, 0, 0);
+    char path[OL_LOCK_PATH_MAX + 1];
+    memcpy(path, m.path, m.path_len);
+    path[m.path_len] = 0;
+    unsigned slot;
+    if (ol_store_key_trylock(d->store, path, &slot) < 0)
+        return lk_reply_now(req, -EBUSY, 0, 0);
+    h->bits[slot / 8] |= (uint8_t)(1u << (slot % 8));
+    lk_reply_now(req, 0, slot, token);
+}
+
+static void on_unlock(struct ol_rpc_req *req, void *arg)
+{
+    struct ol_daemon *d = arg;
+    struct ol_daemon_cstore *cs = d->cstore;
+    struct ol_lock_msg m;
+    if (ol_unlock_decode(req->payload, req->len, &m) < 0 || m.id >= OL_STORE_KEY_LOCKS) {
+        ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
+        return;
+    }
+    struct lk_held *h = req->conn_data[cs->lk_slot];
+    if (!h || !(h->bits[m.id / 8] >> (m.id % 8) & 1))
+        return lk_reply_now(req, -ENOENT, 0, 0);
+    h->bits[m.id / 8] &= (uint8_t)~(1u << (m.id % 8));
+    ol_store_key_unlock(d->store, m.id);
+    lk_reply_now(req, 0, 0, 0);
+}
+
+/* A connection gone: the locks its node held here go back. */
+static void lk_conn_end(void *data, void *arg)
+{
+    struct ol_daemon *d = arg;
+    struct lk_held *h = data;
+    for (unsigned i = 0; i < OL_STORE_KEY_LOCKS; i++)
+        if (h->bits[i / 8] >> (i % 8) & 1)
+            ol_store_key_unlock(d->store, i);
+    free(h);
+}
+
 int ol_daemon_cstore_serve(struct ol_daemon *d, ol_loop *loop, struct ol_rpc *rpc)
 {
     struct ol_daemon_cstore *cs = d->cstore;
     if (!cs)
         return 0;
+    cs->net = loop;
+    cs->rpc = rpc;
+    cs->lk_slot = ol_rpc_on_conn_end(rpc, lk_conn_end, d);
+    if (cs->lk_slot < 0)
+        return cs->lk_slot;
+    ol_rpc_handle(rpc, OL_LOCK_RPC_LOCK, on_lock, d);
+    ol_rpc_handle(rpc, OL_LOCK_RPC_UNLOCK, on_unlock, d);
     int rc = ol_drv_server_create(loop, rpc, cs->local, cs->d, &cs->server);
     if (rc == 0)
         rc = ol_drv_client_create(loop, rpc, (uint32_t)d->cfg.cluster.store_timeout_ms,
@@ -370,7 +598,8 @@ int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen)
                                  .sync = c->store_sync == OL_SYNC_FSYNC,
                                  .mpu_expiry_s = c->multipart_expiry_s ? c->multipart_expiry_s : -1,
                                  .deployment = r->deployment, .remote_drives = cs->flags,
-                                 .remote = &cs->hooks};
+                                 .remote = &cs->hooks, .locks = &cs->locks};
+    cs->locks = (struct ol_store_locks){.lock = cs_lock, .unlock = cs_unlock, .ud = d};
     int rc = ol_store_open(&sp, &d->store, err, errlen);
     if (rc < 0)
         return -1;
@@ -525,6 +754,8 @@ size_t ol_daemon_cstore_metrics(struct ol_daemon *d, char *buf, size_t cap)
     pthread_mutex_lock(&cs->omu);
     uint64_t owned = cs->owned, taken = cs->taken, given = cs->given;
     pthread_mutex_unlock(&cs->omu);
+    unsigned long long granted = atomic_load(&cs->lk_granted), busy = atomic_load(&cs->lk_busy),
+                       served = atomic_load(&cs->lk_served), refused = atomic_load(&cs->lk_refused);
     const char *c = d->cfg.cluster.name;
     int n = snprintf(buf, cap,
                      "# HELP openlake_store_sets_owned Erasure sets of the pool this node owns.\n"
@@ -539,7 +770,27 @@ size_t ol_daemon_cstore_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      "openlake_store_sets_given_total{cluster=\"%s\"} %llu\n",
                      c, (unsigned long long)owned, c, (unsigned long long)taken, c,
                      (unsigned long long)given);
-    return n < 0 ? 0 : (size_t)n;
+    if (n < 0 || (size_t)n >= cap)
+        return n < 0 ? 0 : (size_t)n;
+    int m = snprintf(buf + n, cap - (size_t)n,
+                     "# HELP openlake_store_locks_granted_total Commit locks this node's requests "
+                     "were granted (by this node or the set's owner).\n"
+                     "# TYPE openlake_store_locks_granted_total counter\n"
+                     "openlake_store_locks_granted_total{cluster=\"%s\"} %llu\n"
+                     "# HELP openlake_store_locks_busy_total Commit locks this node's requests "
+                     "found held.\n"
+                     "# TYPE openlake_store_locks_busy_total counter\n"
+                     "openlake_store_locks_busy_total{cluster=\"%s\"} %llu\n"
+                     "# HELP openlake_store_locks_served_total LOCK requests of other nodes this "
+                     "node answered.\n"
+                     "# TYPE openlake_store_locks_served_total counter\n"
+                     "openlake_store_locks_served_total{cluster=\"%s\"} %llu\n"
+                     "# HELP openlake_store_locks_refused_total LOCK requests for sets this node "
+                     "does not own.\n"
+                     "# TYPE openlake_store_locks_refused_total counter\n"
+                     "openlake_store_locks_refused_total{cluster=\"%s\"} %llu\n",
+                     c, granted, c, busy, c, served, c, refused);
+    return m < 0 ? (size_t)n : (size_t)n + (size_t)m;
 }
 
 int ol_daemon_cstore_owners_start(struct ol_daemon *d, char *err, size_t errlen)
@@ -586,7 +837,9 @@ void ol_daemon_cstore_unserve(struct ol_daemon *d)
 
 bool ol_daemon_cstore_quiet(struct ol_daemon *d)
 {
-    return !d->cstore || !d->cstore->client || ol_drv_client_inflight(d->cstore->client) == 0;
+    return !d->cstore ||
+           ((!d->cstore->client || ol_drv_client_inflight(d->cstore->client) == 0) &&
+            atomic_load(&d->cstore->lk_out) == 0);
 }
 
 void ol_daemon_cstore_close(struct ol_daemon *d)

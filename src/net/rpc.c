@@ -152,7 +152,7 @@ struct ol_rpc_conn {
     int64_t peer_id;
     uint8_t nonce_d[OL_RPC_NONCE_LEN], nonce_a[OL_RPC_NONCE_LEN];
     uint32_t refs;                       /* requests its handlers hold */
-    void *data;                          /* acceptor: its handlers' state (conn_data) */
+    void *data[OL_RPC_CONN_SLOTS];       /* acceptor: its handlers' state (conn_data) */
     /* input: the frame being assembled */
     uint8_t hdr[OL_RPC_HDR_LEN];
     uint32_t hdr_have, body_have;
@@ -191,8 +191,8 @@ struct ol_rpc {
     bool closing;
     struct ol_timer tick;
     struct { ol_rpc_handler fn; void *arg; } handlers[OL_RPC_OP_MAX + 1];
-    void (*conn_end)(void *data, void *arg);   /* ol_rpc_on_conn_end */
-    void *conn_end_arg;
+    struct { void (*fn)(void *data, void *arg); void *arg; } conn_end[OL_RPC_CONN_SLOTS];
+    unsigned nconn_end;                  /* slots given (ol_rpc_on_conn_end) */
     struct ol_rpc_conn *conns;
     uint32_t nconns;
     struct ol_rpc_conn *uhead, *utail;
@@ -732,9 +732,10 @@ static void conn_maybe_free(struct ol_rpc_conn *c)
         c->refs)
         return;
     struct ol_rpc *r = c->r;
-    if (c->data && r->conn_end)
-        r->conn_end(c->data, r->conn_end_arg);
-    c->data = NULL;
+    for (unsigned i = 0; i < r->nconn_end; i++)
+        if (c->data[i])
+            r->conn_end[i].fn(c->data[i], r->conn_end[i].arg);
+    memset(c->data, 0, sizeof c->data);
     if (c->x)
         c->x->t->ops->free(c->x);
     c->x = NULL;
@@ -1098,7 +1099,7 @@ static int frame_begin(struct ol_rpc_conn *c)
             return -1;
         }
         ri->pub = (struct ol_rpc_req){.peer = c->peer_id, .op = h->op, .reply_max = h->aux,
-                                      .conn_data = &c->data,
+                                      .conn_data = c->data,
                                       .revision = h->revision, .len = h->len,
                                       .payload = ri->data};
         ri->conn = c;
@@ -1726,10 +1727,13 @@ void ol_rpc_handle(struct ol_rpc *r, uint16_t op, ol_rpc_handler fn, void *arg)
     r->handlers[op].arg = arg;
 }
 
-void ol_rpc_on_conn_end(struct ol_rpc *r, void (*fn)(void *data, void *arg), void *arg)
+int ol_rpc_on_conn_end(struct ol_rpc *r, void (*fn)(void *data, void *arg), void *arg)
 {
-    r->conn_end = fn;
-    r->conn_end_arg = arg;
+    if (r->nconn_end >= OL_RPC_CONN_SLOTS)
+        return -ENOSPC;
+    r->conn_end[r->nconn_end].fn = fn;
+    r->conn_end[r->nconn_end].arg = arg;
+    return (int)r->nconn_end++;
 }
 
 void ol_rpc_set_revision(struct ol_rpc *r, int64_t revision)

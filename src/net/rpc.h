@@ -69,6 +69,7 @@ struct ol_rpc;
 #define OL_RPC_BACKOFF_MIN_MS 50u
 #define OL_RPC_BACKOFF_MAX_MS 2000u
 #define OL_RPC_MIN_SECRET     16u     /* bytes of cluster secret, at least */
+#define OL_RPC_CONN_SLOTS     4u      /* handlers' state slots per connection */
 
 /* Built-in operations (handlers of others: ol_rpc_handle). */
 enum {
@@ -116,8 +117,9 @@ struct ol_rpc_req {
     int64_t revision;             /* the dialer's membership revision */
     uint32_t len;
     uint8_t *payload;
-    void **conn_data;             /* the connection's slot for its handlers' state
-                                     (NULL at first); ol_rpc_on_conn_end frees it */
+    void **conn_data;             /* the connection's slots for its handlers' state,
+                                     OL_RPC_CONN_SLOTS of them (NULL at first), one per
+                                     ol_rpc_on_conn_end; that call's fn frees it */
 };
 
 /* A handler: must call ol_rpc_reply(req, ...) (or ol_rpc_reply_ref)
@@ -165,15 +167,16 @@ int ol_rpc_idle(const struct ol_rpc *r);
 /* Frees the endpoint; its loop no longer runs (or never ran it). */
 void ol_rpc_destroy(struct ol_rpc *r);
 /*
- * Handlers' state per connection: a handler may set *req->conn_data (one
- * slot per accepted connection, shared by every op) to state tied to the
- * dialer's connection (open files, say). fn(data, arg) runs once for each
- * connection whose slot is not NULL, on the loop's thread, when the
- * connection is done with: closed, and every request of it answered (so no
- * handler still works for it), or inside ol_rpc_destroy. fn must not call
- * this endpoint. Set before the listener takes connections.
+ * Handlers' state per connection: a connection has OL_RPC_CONN_SLOTS
+ * slots, *req->conn_data[i] for the i this call returned; a handler may
+ * set its slot to state tied to the dialer's connection (open files,
+ * locks held). fn(data, arg) runs once for each connection whose slot i
+ * is not NULL, on the loop's thread, when the connection is done with:
+ * closed, and every request of it answered (so no handler still works for
+ * it), or inside ol_rpc_destroy. fn must not call this endpoint. Call
+ * before the listener takes connections. Returns the slot, or -ENOSPC.
  */
-void ol_rpc_on_conn_end(struct ol_rpc *r, void (*fn)(void *data, void *arg), void *arg);
+int ol_rpc_on_conn_end(struct ol_rpc *r, void (*fn)(void *data, void *arg), void *arg);
 
 /* The bound port of the listener (0: none). */
 int ol_rpc_port(const struct ol_rpc *r);

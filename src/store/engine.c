@@ -275,6 +275,8 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
     memcpy(s->deployment, cluster ? p->deployment : plan.deployment, 16);
     if (any_remote)
         s->remote = *p->remote;
+    if (cluster && p->locks)
+        s->locks = *p->locks;
     s->mpu_min_part = p->mpu_min_part ? p->mpu_min_part : OL_STORE_MPU_MIN_PART;
     s->mpu_expiry_ns = p->mpu_expiry_s < 0 ? -1
                        : (p->mpu_expiry_s ? p->mpu_expiry_s : OL_STORE_MPU_EXPIRY_S) *
@@ -810,7 +812,12 @@ static void ol_se_on_op(ol_loop *loop, struct ol_op *op, int res, unsigned flags
     (void)flags;
     struct ol_sop *s = (struct ol_sop *)op;
     struct ol_sreq *r = s->r;
-    OL_ASSERT(r->in_use && r->inflight > 0 && s->pos < r->n);
+    OL_ASSERT(r->in_use && r->inflight > 0);
+    if (s->slot == OL_SE_RLOCK) {
+        r->inflight--;
+        return ol_se_rlock_done(r, res);
+    }
+    OL_ASSERT(s->pos < r->n);
     OL_ASSERT(s->slot == OL_SE_CTL || s->slot < OL_SE_SLOTS + OL_SE_AHEAD);
     r->inflight--;
     res = OL_FAULT(OL_FAULT_STORE, s->op.fault_op, ol_se_drive_index(r, s->pos), res);
@@ -880,7 +887,7 @@ bool ol_se_can_emit(struct ol_sreq *r)
 static void ol_se_on_timer(ol_loop *loop, struct ol_timer *t)
 {
     struct ol_sreq *r = (struct ol_sreq *)((char *)t - offsetof(struct ol_sreq, timer));
-    struct ol_sop *list[OL_SE_MAXD * (OL_SE_SLOTS + OL_SE_AHEAD + 1)];
+    struct ol_sop *list[OL_SE_MAXD * (OL_SE_SLOTS + OL_SE_AHEAD + 1) + 1];
     unsigned n = 0;
     for (unsigned i = 0; i < OL_SE_MAXD; i++)
         if (r->d[i].s.deferred)
@@ -893,6 +900,8 @@ static void ol_se_on_timer(ol_loop *loop, struct ol_timer *t)
         for (unsigned k = 0; k < OL_SE_AHEAD; k++)
             if (r->wa[i][k].deferred)
                 list[n++] = &r->wa[i][k];
+    if (r->rlop.deferred)
+        list[n++] = &r->rlop;
     bool kick = r->kick;
     r->kick = false;
     /* Deferred ops count as in flight, so r outlives every call below until
@@ -1247,12 +1256,15 @@ void ol_se_done(struct ol_sreq *r, int status)
      * caller records of the commit (the listing index) is ordered too */
     struct ol_store *s = r->c->s;
     bool locked = r->locked;
-    unsigned slot = r->lock_slot;
+    unsigned slot = r->lock_slot, lset = r->rl_set;
+    struct ol_store_lock lk = r->rlk;
     r->locked = false;
     ol_se_req_put(r);
     struct ol_store_event ev = {.type = OL_STORE_EV_DONE, .status = status};
     cb(ud, &ev);
-    if (locked)
+    if (locked && s->locks.lock)
+        s->locks.unlock(s->locks.ud, lset, &lk);
+    else if (locked)
         ol_se_key_unlock_slot(s, slot);
 }
 

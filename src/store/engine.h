@@ -357,6 +357,36 @@ struct ol_store_remote {
     void *ud;
 };
 
+/*
+ * The commit locks of a cluster store (docs/cluster.md "Ordering"): a
+ * key's commit lock (and a bucket's) is its set's owner's, which may be
+ * another node. Without these hooks the engine takes its own table's.
+ */
+struct ol_store_lock {
+    int64_t node;              /* who granted it */
+    uint32_t id;               /* its id there */
+    int64_t token;             /* the set's fencing token with it */
+};
+
+struct ol_store_locks {
+    /* Asks for the commit lock of path (relative to a drive: an object's
+     * directory, or a bucket's for set 0) in set, for a request of `loop`:
+     * 0, and op->cb(loop, op, res, 0) runs later on loop, exactly once,
+     * with *out filled before: res 0 granted, -EBUSY held by another,
+     * another -errno (no owner reachable now: asked again later); or
+     * -errno now, and op->cb never runs. */
+    int (*lock)(void *ud, ol_loop *loop, unsigned set, const char *path,
+                struct ol_store_lock *out, struct ol_op *op);
+    /* Gives back a lock granted (nobody waits for it). Any core's thread. */
+    void (*unlock)(void *ud, unsigned set, const struct ol_store_lock *l);
+    void *ud;
+};
+
+/* The engine's own lock table, for the owner's side of those hooks: 0 and
+ * *slot, or -EBUSY (held, or the table is full); and its release. Any thread. */
+int ol_store_key_trylock(struct ol_store *s, const char *path, unsigned *slot);
+void ol_store_key_unlock(struct ol_store *s, unsigned slot);
+
 struct ol_store_params {
     const char *const *drives;  /* n drive directories in configured order;
                                    each must exist (format.h never creates
@@ -403,6 +433,7 @@ struct ol_store_params {
     const uint8_t *deployment;     /* 16 bytes, or NULL */
     const bool *remote_drives;     /* n flags, or NULL: none */
     const struct ol_store_remote *remote;   /* copied */
+    const struct ol_store_locks *locks;     /* copied; NULL: the engine's own table */
 };
 
 /*

@@ -392,6 +392,10 @@ static void ol_se_bkt_go(struct ol_sreq *r)
     uint8_t bop = r->bop;
     if ((bop == OL_SE_BOP_CREATE || bop == OL_SE_BOP_DELETE) &&
         !ol_se_path_lock(r, r->p_bucket)) {
+        if (r->rl_failed && ol_se_can_emit(r)) {   /* no owner of set 0 answered (a cluster store) */
+            ol_se_done(r, -EBUSY);
+            return;
+        }
         r->phase = OL_SE_BPH_LOCK;
         r->kick = true;
         ol_timer_arm(r->c->loop, &r->timer, OL_SE_LOCK_RETRY_MS);

@@ -251,6 +251,10 @@ void ol_se_del_drive(struct ol_sdrv *d, int res)
 static void del_start(struct ol_sreq *r)
 {
     if (!ol_se_key_lock(r)) {
+        if (r->rl_failed && ol_se_can_emit(r)) {   /* no owner of the set answered (a cluster store) */
+            ol_se_done(r, -EBUSY);
+            return;
+        }
         r->kick = true;
         ol_timer_arm(r->c->loop, &r->timer, OL_SE_LOCK_RETRY_MS);
         return;

@@ -49,6 +49,8 @@ _Static_assert(OL_SE_FAN <= OL_SE_SLOTS, "the fan's syncs use the slots' ops");
 #define OL_SE_PAGE   4096u  /* alignment of O_DIRECT writes (offsets, lengths, buffers) */
 #define OL_SE_PATH   256u      /* longest relative path built: ~180 bytes */
 #define OL_SE_CTL    0xffu     /* sop->slot of a drive's control op */
+#define OL_SE_RLOCK  0xfeu     /* sop->slot of a request's cluster lock (engine_ver.c) */
+enum { OL_SE_RL_NONE = 0, OL_SE_RL_WAIT, OL_SE_RL_DONE };
 /* Metadata buffer = inline shard + this + room for 10000 parts with the
  * longest checksums (~680 KB, ol_store_open): one version's largest record
  * without parts is ~62 KiB (6 headers of 2 KiB, 48 KiB tagging, user
@@ -98,6 +100,8 @@ struct ol_store {
     struct ol_catalog *catalog;/* listings kept at each commit (engine_listing.c;
                                   NULL = none), set before the loops run */
     struct ol_store_remote remote;  /* the steps of remote drives (engine.h) */
+    struct ol_store_locks locks;    /* a cluster store's commit locks (engine.h); .lock
+                                       NULL: the table of engine_ver.c */
 };
 
 struct ol_sreq;
@@ -327,8 +331,19 @@ struct ol_sreq {
     uint64_t pbase, psize, poff, pend;
     bool pswitch;              /* GET: closing one part's files to open the next */
     /* versions (engine_ver.c) */
-    bool locked;               /* holds the key's commit lock (lock_slot) */
+    bool locked;               /* holds the key's commit lock (lock_slot, or rlk) */
     unsigned lock_slot;
+    uint8_t rl;                /* a cluster store's lock (locks hooks): OL_SE_RL_* */
+    bool rl_busy;              /* the last answer: held by another */
+    bool rl_failed;            /* no owner granted or refused it in OL_SE_RLOCK_WAIT_MS:
+                                  the request fails with -EBUSY (503) */
+    uint64_t rl_t0;            /* when it first asked (loop ms) */
+    uint64_t rl_next;          /* after an answer other than granted or held: not
+                                  asked again before this (loop ms) */
+    int rl_res;                /* its answer */
+    unsigned rl_set;           /* the set it was asked in */
+    struct ol_store_lock rlk;  /* what the owner granted */
+    struct ol_sop rlop;        /* its op (slot OL_SE_RLOCK) */
     uint8_t nvid[16];          /* PUT: the new version's id */
     bool dmark;                /* PUT: writes a delete marker */
     bool kept;                 /* PUT: a drive's new metadata keeps another version
@@ -571,8 +586,16 @@ int ol_se_key_trylock(struct ol_store *s, const char *p_obj, unsigned *slot);
  * the EV_DONE callback). */
 void ol_se_key_unlock(struct ol_sreq *r);
 void ol_se_key_unlock_slot(struct ol_store *s, unsigned slot);
+/* Whether the lock r last asked for is held by another (a conditional
+ * write fails then) rather than still on its way from the set's owner. */
+bool ol_se_lock_busy(const struct ol_sreq *r);
+/* A cluster lock's answer (ol_se_on_op, slot OL_SE_RLOCK). */
+void ol_se_rlock_done(struct ol_sreq *r, int res);
 /* Tick to wait before retrying a taken lock. */
 #define OL_SE_LOCK_RETRY_MS 1u
+/* How long a request asks a set's owner for a lock that no owner answers. */
+#define OL_SE_RLOCK_WAIT_MS 10000u
+#define OL_SE_RLOCK_AGAIN_MS 20u
 
 /* ---- the listing catalog (engine_listing.c) ---------------------------------------- */
 

@@ -1413,7 +1413,12 @@ static void commit_enter(struct ol_sreq *r)
         start_phase(r, PH_COMMIT);
         return;
     }
-    if (r->cond.kind) {
+    if (r->rl_failed) {   /* no owner of the set answered (a cluster store) */
+        r->status = -EBUSY;
+        start_phase(r, PH_UNDO);
+        return;
+    }
+    if (r->cond.kind && ol_se_lock_busy(r)) {
         r->status = OL_STORE_ECONFLICT;
         start_phase(r, PH_UNDO);
         return;

@@ -24,6 +24,7 @@
  */
 #include "store/engine_int.h"
 
+#include "base/assert.h"
 #include "base/le.h"
 
 #include <dirent.h>
@@ -168,14 +169,59 @@ int ol_se_key_trylock(struct ol_store *s, const char *p_obj, unsigned *slot)
     return freeslot >= 0 ? 0 : -EBUSY;
 }
 
+/* A cluster store asks the set's owner (engine.h struct ol_store_locks): the
+ * first call sends the question and says "not yet"; the answer comes as the
+ * completion of r->rlop (counted in flight, so r outlives it) and kicks r,
+ * whose next call takes it. A bucket's lock is set 0's. */
 bool ol_se_path_lock(struct ol_sreq *r, const char *path)
 {
     if (r->locked)
         return true;
-    if (ol_se_key_trylock(r->c->s, path, &r->lock_slot) == 0)
-        r->locked = true;
-    return r->locked;
+    const struct ol_store_locks *h = &r->c->s->locks;
+    if (!h->lock) {
+        r->rl_busy = ol_se_key_trylock(r->c->s, path, &r->lock_slot) < 0;
+        r->locked = !r->rl_busy;
+        return r->locked;
+    }
+    if (r->rl == OL_SE_RL_WAIT)
+        return false;
+    uint64_t now = ol_loop_now_ms(r->c->loop);
+    if (!r->rl_t0)
+        r->rl_t0 = now ? now : 1;
+    if (r->rl == OL_SE_RL_DONE) {
+        r->rl = OL_SE_RL_NONE;
+        r->rl_busy = r->rl_res == -EBUSY;
+        if (r->rl_res == 0) {
+            r->locked = true;
+            return true;
+        }
+        if (r->rl_busy)
+            return false;   /* asked again at the caller's next retry */
+        if (now - r->rl_t0 > OL_SE_RLOCK_WAIT_MS) {
+            r->rl_failed = true;   /* no owner answered: the caller fails (503) */
+            return false;
+        }
+        r->rl_next = now + OL_SE_RLOCK_AGAIN_MS;   /* no owner now: not at every retry */
+    }
+    if (now < r->rl_next)
+        return false;
+    r->rl_set = path == r->p_bucket ? 0 : r->set;
+    r->rl_busy = false;
+    r->rlop = (struct ol_sop){.r = r, .pos = 0, .slot = OL_SE_RLOCK};
+    r->rl = OL_SE_RL_WAIT;
+    ol_se_issue(r, &r->rlop, h->lock(h->ud, r->c->loop, r->rl_set, path, &r->rlk, &r->rlop.op));
+    return false;
 }
+
+void ol_se_rlock_done(struct ol_sreq *r, int res)
+{
+    OL_ASSERT(r->rl == OL_SE_RL_WAIT);
+    r->rl = OL_SE_RL_DONE;
+    r->rl_res = res;
+    ol_se_kick(r);
+}
+
+bool ol_se_lock_busy(const struct ol_sreq *r) { return r->rl_busy; }
 
 bool ol_se_key_lock(struct ol_sreq *r) { return ol_se_path_lock(r, r->p_obj); }
 
@@ -189,11 +235,24 @@ void ol_se_key_unlock_slot(struct ol_store *s, unsigned slot)
 
 void ol_se_key_unlock(struct ol_sreq *r)
 {
+    const struct ol_store_locks *h = &r->c->s->locks;
+    /* a grant that came after r stopped asking goes back too */
+    if (h->lock && (r->locked || (r->rl == OL_SE_RL_DONE && r->rl_res == 0)))
+        h->unlock(h->ud, r->rl_set, &r->rlk);
+    r->rl = OL_SE_RL_NONE;
     if (!r->locked)
         return;
-    ol_se_key_unlock_slot(r->c->s, r->lock_slot);
+    if (!h->lock)
+        ol_se_key_unlock_slot(r->c->s, r->lock_slot);
     r->locked = false;
 }
+
+int ol_store_key_trylock(struct ol_store *s, const char *path, unsigned *slot)
+{
+    return ol_se_key_trylock(s, path, slot);
+}
+
+void ol_store_key_unlock(struct ol_store *s, unsigned slot) { ol_se_key_unlock_slot(s, slot); }
 
 /* ---- open / close ---------------------------------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include "olt.h"
 
 #include "cluster/drive.h"
+#include "cluster/lock.h"
 #include "net/rpc.h"
 #include "rt/loop.h"
 
@@ -202,6 +203,37 @@ OLT_TEST(cluster_drive_decode_at_guard_page)
         OLT_CHECK_EQ(ol_drv_req_decode(p, k, &g), k == n ? 0 : -EINVAL);
     }
     munmap(m, (size_t)pg * 2);
+}
+
+/* LOCK and UNLOCK (cluster/lock.h): round trips and refusals. */
+OLT_TEST(cluster_lock_codec)
+{
+    const char *path = ".openlake/buckets/b/objects/ab/0123";
+    struct ol_lock_msg m = {.pool = 0, .set = 7, .path = path,
+                            .path_len = (uint16_t)strlen(path)}, g;
+    uint8_t b[OL_LOCK_HDR_LEN + 64];
+    ol_lock_encode(&m, b);
+    memcpy(b + OL_LOCK_HDR_LEN, path, m.path_len);
+    size_t n = OL_LOCK_HDR_LEN + m.path_len;
+    OLT_CHECK_EQ(ol_lock_decode(b, n, &g), 0);
+    OLT_CHECK_EQ(g.set, 7u);
+    OLT_CHECK_EQ(g.path_len, m.path_len);
+    OLT_CHECK(memcmp(g.path, path, m.path_len) == 0);
+    OLT_CHECK_EQ(ol_lock_decode(b, n - 1, &g), -EINVAL);   /* the length says otherwise */
+    b[12] = 1;
+    OLT_CHECK_EQ(ol_lock_decode(b, n, &g), -EINVAL);       /* a reserved byte */
+    b[12] = 0;
+    memcpy(b + OL_LOCK_HDR_LEN, "../x/", 5);
+    OLT_CHECK_EQ(ol_lock_decode(b, n, &g), -EINVAL);       /* not a drive path */
+    OLT_CHECK_EQ(ol_lock_decode(b, 3, &g), -EINVAL);
+    m.id = 4095;
+    ol_unlock_encode(&m, b);
+    OLT_CHECK_EQ(ol_unlock_decode(b, OL_LOCK_HDR_LEN, &g), 0);
+    OLT_CHECK_EQ(g.id, 4095u);
+    OLT_CHECK_EQ(g.set, 7u);
+    OLT_CHECK_EQ(ol_unlock_decode(b, OL_LOCK_HDR_LEN + 1, &g), -EINVAL);
+    b[13] = 9;
+    OLT_CHECK_EQ(ol_unlock_decode(b, OL_LOCK_HDR_LEN, &g), -EINVAL);
 }
 
 /* ---- over the node RPC ------------------------------------------------------------- */
