@@ -614,10 +614,11 @@ int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen)
         return -1;
     ol_store_set_catalog(d->store, d->catalog);
     ol_warn("cluster %s: the object store across hosts is being built: this node reads and "
-            "writes the shards of pool %u on every node's drives, but a listing shows only "
-            "what this node committed since its start and what its own drives hold, writes of "
-            "one key through two nodes at once are not ordered yet, and its remote drives are "
-            "not healed (docs/cluster.md)", c->cluster.name, r->pool);
+            "writes the shards of pool %u on every node's drives and orders commits through "
+            "the sets' owners, but drives do not check the owners' fencing tokens yet, a "
+            "listing shows only what this node committed since its start and what its own "
+            "drives hold, remote drives are not healed, and a multipart upload's parts go "
+            "through the node that created it (docs/cluster.md)", c->cluster.name, r->pool);
     ol_info("cluster %s: object store pool %u: %u nodes, %u sets of %u drives, parity %u; "
             "this node is its node %d", c->cluster.name, r->pool, n, ol_pool_sets(&r->shape),
             r->shape.set_drives, r->shape.parity, cs->index);
