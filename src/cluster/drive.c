@@ -24,10 +24,13 @@
 
 #include "base/le.h"
 
+#include <xxhash.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -98,7 +101,7 @@ int ol_drv_flags_from_wire(uint32_t w)
 /*
  * Header (48 bytes, little-endian):
  *   0 uuid[16]  16 u8 step  17 u8 0  18 u16 path_len  20 u16 path2_len  22 u16 0
- *   24 u32 handle  28 u32 arg  32 u32 mode  36 u32 0  40 u64 off
+ *   24 u32 handle  28 u32 arg  32 u32 mode  36 u32 0  40 u64 off  48 i64 token
  * then path, path2, data.
  */
 void ol_drv_req_encode(const struct ol_drv_req *q, uint8_t b[OL_DRV_HDR_LEN])
@@ -112,6 +115,7 @@ void ol_drv_req_encode(const struct ol_drv_req *q, uint8_t b[OL_DRV_HDR_LEN])
     ol_le_st32(b + 28, q->arg);
     ol_le_st32(b + 32, q->mode);
     ol_le_st64(b + 40, q->off);
+    ol_le_st64(b + 48, (uint64_t)q->token);
 }
 
 /* What each step uses: a path, a second path, a handle, data. */
@@ -129,6 +133,7 @@ static const struct drv_uses ol_drv_uses[OL_DRV_STEP_MAX + 1] = {
     [OL_DRV_RENAME] = {true, true, false, false},
     [OL_DRV_STATX] = {true, false, false, false},
     [OL_DRV_FALLOCATE] = {false, false, true, false},
+    [OL_DRV_FENCE] = {false, false, false, false},
 };
 
 int ol_drv_req_decode(const uint8_t *b, size_t len, struct ol_drv_req *q)
@@ -144,6 +149,9 @@ int ol_drv_req_decode(const uint8_t *b, size_t len, struct ol_drv_req *q)
     q->arg = ol_le_ld32(b + 28);
     q->mode = ol_le_ld32(b + 32);
     q->off = ol_le_ld64(b + 40);
+    q->token = (int64_t)ol_le_ld64(b + 48);
+    if (q->token < 0)
+        return -EINVAL;
     if (q->step < 1 || q->step > OL_DRV_STEP_MAX || b[17] || ol_le_ld16(b + 22) ||
         ol_le_ld32(b + 36))
         return -EINVAL;
@@ -180,6 +188,8 @@ int ol_drv_req_decode(const uint8_t *b, size_t len, struct ol_drv_req *q)
         return q->arg || q->mode > 0777 || q->off ? -EINVAL : 0;
     case OL_DRV_FALLOCATE:
         return q->arg || q->mode || q->off == 0 || q->off > INT64_MAX ? -EINVAL : 0;
+    case OL_DRV_FENCE:
+        return q->arg || q->mode || q->off || q->token == 0 ? -EINVAL : 0;
     default: /* CLOSE, RENAME, STATX */
         return q->arg || q->mode || q->off ? -EINVAL : 0;
     }
@@ -201,6 +211,7 @@ struct ol_drv_server {
     int slot;                  /* its connection slot (ol_rpc_on_conn_end) */
     unsigned n;
     struct ol_drv_local d[OL_DRV_MAX_LOCAL];
+    bool fencing[OL_DRV_MAX_LOCAL];   /* a FENCE writing the drive's file */
     _Atomic uint64_t steps, failed, open_files;
 };
 
@@ -211,6 +222,11 @@ struct drv_job {
     struct drv_files *files;
     uint32_t slot;             /* OPEN: the entry reserved */
     uint8_t step;
+    uint8_t fstep;             /* FENCE: where its writing is (on_fence) */
+    unsigned di;               /* FENCE: the local drive */
+    int ffd;                   /* FENCE: the file or directory open */
+    int64_t token;             /* FENCE */
+    uint8_t fbuf[OL_DRV_FENCE_LEN];
     uint8_t reply[OL_DRV_REPLY_LEN + OL_DRV_STATX_LEN];
     struct statx stx;
     char *path, *path2;
@@ -354,6 +370,181 @@ static void on_step(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
     job_reply(j, res);
 }
 
+/* ---- fences ---------------------------------------------------------------------- */
+
+#define FENCE_FILE ".openlake/fence"
+#define FENCE_TMP  ".openlake/fence.tmp"
+#define FENCE_DIR  ".openlake"
+
+void ol_drv_fence_encode(uint8_t b[OL_DRV_FENCE_LEN], int64_t token)
+{
+    memcpy(b, "OLFN", 4);
+    ol_le_st16(b + 4, 1);
+    ol_le_st16(b + 6, 0);
+    ol_le_st64(b + 8, (uint64_t)token);
+    ol_le_st64(b + 16, XXH3_64bits(b, 16));
+}
+
+int ol_drv_fence_decode(const uint8_t *b, size_t len, int64_t *token)
+{
+    if (len != OL_DRV_FENCE_LEN || memcmp(b, "OLFN", 4) || ol_le_ld64(b + 16) != XXH3_64bits(b, 16))
+        return -EBADMSG;
+    if (ol_le_ld16(b + 4) != 1)
+        return -ENOTSUP;
+    int64_t t = (int64_t)ol_le_ld64(b + 8);
+    if (ol_le_ld16(b + 6) || t < 0)
+        return -EBADMSG;
+    *token = t;
+    return 0;
+}
+
+int ol_drv_fence_read(int dfd, int64_t *token)
+{
+    int fd = openat(dfd, FENCE_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        *token = 0;
+        return errno == ENOENT ? 0 : -errno;
+    }
+    uint8_t b[OL_DRV_FENCE_LEN + 1];
+    ssize_t n = read(fd, b, sizeof b);
+    int rc = n < 0 ? -errno : 0;
+    close(fd);
+    return rc < 0 ? rc : ol_drv_fence_decode(b, (size_t)n, token);
+}
+
+int ol_drv_fence_write(int dfd, int64_t token)
+{
+    uint8_t b[OL_DRV_FENCE_LEN];
+    ol_drv_fence_encode(b, token);
+    int fd = openat(dfd, FENCE_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -errno;
+    int rc = write(fd, b, sizeof b) == (ssize_t)sizeof b && fsync(fd) == 0 ? 0 : -EIO;
+    close(fd);
+    if (rc == 0 && renameat(dfd, FENCE_TMP, dfd, FENCE_FILE) < 0)
+        rc = -errno;
+    int dd = rc == 0 ? openat(dfd, FENCE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (dd >= 0) {
+        if (fsync(dd) < 0)
+            rc = -errno;
+        close(dd);
+    }
+    return rc;
+}
+
+/* A FENCE that writes the drive's file, one io_uring step at a time (the
+ * net loop never blocks): open fence.tmp, write, fsync, close, rename over
+ * fence, open .openlake, fsync, close; then the token is the drive's. */
+enum { FN_OPEN = 1, FN_WRITE, FN_SYNC, FN_CLOSE, FN_RENAME, FN_DOPEN, FN_DSYNC, FN_DCLOSE };
+
+static void job_reply(struct drv_job *j, int res);
+
+static void on_fence(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    (void)flags;
+    struct drv_job *j = OL_CONTAINER(op, struct drv_job, op);
+    struct ol_drv_server *s = j->s;
+    int dfd = s->d[j->di].dfd, rc = 0;
+    if (res < 0 && j->fstep != FN_CLOSE && j->fstep != FN_DCLOSE) {
+        if (j->ffd >= 0)
+            close(j->ffd);   /* a failed step's file: closed at once */
+        s->fencing[j->di] = false;
+        return job_reply(j, res);
+    }
+    switch (j->fstep) {
+    case FN_OPEN:
+        j->ffd = res;
+        j->fstep = FN_WRITE;
+        rc = ol_loop_write(loop, op, j->ffd, j->fbuf, OL_DRV_FENCE_LEN, 0);
+        break;
+    case FN_WRITE:
+        if (res != (int)OL_DRV_FENCE_LEN) {
+            close(j->ffd);
+            s->fencing[j->di] = false;
+            return job_reply(j, -EIO);
+        }
+        j->fstep = FN_SYNC;
+        rc = ol_loop_fsync(loop, op, j->ffd, 0);
+        break;
+    case FN_SYNC:
+        j->fstep = FN_CLOSE;
+        rc = ol_loop_close(loop, op, j->ffd);
+        j->ffd = -1;
+        break;
+    case FN_CLOSE:
+        j->fstep = FN_RENAME;
+        rc = ol_loop_renameat(loop, op, dfd, FENCE_TMP, dfd, FENCE_FILE, 0);
+        break;
+    case FN_RENAME:
+        j->fstep = FN_DOPEN;
+        rc = ol_loop_openat(loop, op, dfd, FENCE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+        break;
+    case FN_DOPEN:
+        j->ffd = res;
+        j->fstep = FN_DSYNC;
+        rc = ol_loop_fsync(loop, op, j->ffd, 0);
+        break;
+    case FN_DSYNC:
+        j->fstep = FN_DCLOSE;
+        rc = ol_loop_close(loop, op, j->ffd);
+        j->ffd = -1;
+        break;
+    default: /* FN_DCLOSE: durable */
+        atomic_store(s->d[j->di].fence, j->token);
+        s->fencing[j->di] = false;
+        return job_reply(j, 0);
+    }
+    if (rc < 0) {
+        if (j->ffd >= 0)
+            close(j->ffd);
+        s->fencing[j->di] = false;
+        job_reply(j, rc);
+    }
+}
+
+static void fence_start(struct drv_job *j, unsigned di, int64_t token)
+{
+    struct ol_drv_server *s = j->s;
+    _Atomic int64_t *f = s->d[di].fence;
+    if (!f)
+        return job_reply(j, -ENOTSUP);
+    int64_t have = atomic_load(f);
+    if (token < have)
+        return job_reply(j, -ESTALE);
+    if (token == have)
+        return job_reply(j, 0);
+    if (s->fencing[di])
+        return job_reply(j, -EAGAIN);   /* another FENCE is writing: asked again later */
+    s->fencing[di] = true;
+    j->di = di;
+    j->token = token;
+    j->ffd = -1;
+    j->fstep = FN_OPEN;
+    ol_drv_fence_encode(j->fbuf, token);
+    j->op.cb = on_fence;
+    int rc = ol_loop_openat(s->loop, &j->op, s->d[di].dfd, FENCE_TMP,
+                            O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (rc < 0) {
+        s->fencing[di] = false;
+        job_reply(j, rc);
+    }
+}
+
+/* Whether a step changes the drive (a fenced change when it carries a token). */
+static bool step_changes(const struct ol_drv_req *q)
+{
+    switch (q->step) {
+    case OL_DRV_OPEN:
+        return (q->arg & (OL_DRV_O_WRONLY | OL_DRV_O_RDWR | OL_DRV_O_CREAT | OL_DRV_O_TRUNC)) != 0;
+    case OL_DRV_WRITE:
+    case OL_DRV_MKDIR:
+    case OL_DRV_UNLINK:
+    case OL_DRV_RENAME:
+    case OL_DRV_FALLOCATE: return true;
+    default: return false;
+    }
+}
+
 static void on_drive(struct ol_rpc_req *req, void *arg)
 {
     struct ol_drv_server *s = arg;
@@ -388,13 +579,20 @@ static void on_drive(struct ol_rpc_req *req, void *arg)
     j->path2[q.path2_len] = 0;
     j->buf = (uint8_t *)j->names + names;
     int dfd = -1;
+    unsigned di = 0;
     for (unsigned i = 0; i < s->n; i++)
         if (!memcmp(s->d[i].uuid, q.uuid, 16)) {
             dfd = s->d[i].dfd;
+            di = i;
             break;
         }
     if (dfd < 0)
         return job_reply(j, -ENODEV);
+    if (q.step == OL_DRV_FENCE)
+        return fence_start(j, di, q.token);
+    /* a change under a commit lock: only with the token the drive took */
+    if (q.token && step_changes(&q) && s->d[di].fence && atomic_load(s->d[di].fence) != q.token)
+        return job_reply(j, -ESTALE);
     int fd = -1, rc;
     uint32_t slot = 0;
     if (ol_drv_uses[q.step].handle) {
@@ -528,7 +726,10 @@ static void cjob_finish(struct cjob *j, int res)
 {
     j->res = res;
     j->msg.fn = cjob_home;
-    ol_loop_post(j->home, &j->msg);
+    if (j->home)
+        ol_loop_post(j->home, &j->msg);
+    else
+        cjob_home(NULL, &j->msg);   /* a waiting thread's: its callback, here */
 }
 
 static void on_reply(void *arg, int rc, const uint8_t *p, uint32_t len);
@@ -642,12 +843,14 @@ static void cjob_start(ol_loop *loop, struct ol_msg *m)
 int ol_drv_start(struct ol_drv_client *c, ol_loop *loop, int64_t node, const uint8_t uuid[16],
                  const struct ol_store_rstep *st, struct ol_op *op)
 {
-    if (st->code < 1 || st->code > OL_DRV_STEP_MAX)
+    if (st->code < 1 || st->code > OL_DRV_STEP_MAX || (st->code == OL_DRV_FENCE && st->token <= 0))
         return -EINVAL;
     size_t pl = st->path ? strlen(st->path) : 0, p2 = st->path2 ? strlen(st->path2) : 0;
     if (pl > OL_DRV_PATH_MAX || p2 > OL_DRV_PATH_MAX)
         return -EINVAL;
-    struct ol_drv_req q = {.step = st->code};
+    struct ol_drv_req q = {.step = st->code, .token = st->token};
+    if (st->token < 0)
+        return -EINVAL;
     memcpy(q.uuid, uuid, 16);
     switch (st->code) {
     case OL_DRV_OPEN:
@@ -761,3 +964,38 @@ struct ol_drv_remote *ol_drv_remote_create(struct ol_drv_client *c, const struct
 }
 
 void ol_drv_remote_destroy(struct ol_drv_remote *r) { free(r); }
+
+/* ---- FENCE from a thread that waits ------------------------------------------------- */
+
+#include <semaphore.h>
+
+struct fence_wait {
+    struct ol_op op;
+    sem_t sem;
+    int res;
+};
+
+static void fence_done(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    (void)loop;
+    (void)flags;
+    struct fence_wait *w = (struct fence_wait *)op;
+    w->res = res;
+    sem_post(&w->sem);
+}
+
+int ol_drv_fence_remote(struct ol_drv_client *c, int64_t node, const uint8_t uuid[16],
+                        int64_t token)
+{
+    struct fence_wait w = {.op.cb = fence_done};
+    sem_init(&w.sem, 0, 0);
+    struct ol_store_rstep st = {.code = OL_DRV_FENCE, .token = token};
+    int rc = ol_drv_start(c, NULL, node, uuid, &st, &w.op);
+    if (rc == 0) {
+        while (sem_wait(&w.sem) < 0)
+            ;
+        rc = w.res;
+    }
+    sem_destroy(&w.sem);
+    return rc;
+}

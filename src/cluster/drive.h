@@ -40,6 +40,7 @@
 #ifndef OL_CLUSTER_DRIVE_H
 #define OL_CLUSTER_DRIVE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -49,7 +50,7 @@
 #include "store/engine.h"
 
 #define OL_DRV_RPC_OP      3u          /* node RPC operation DRIVE */
-#define OL_DRV_HDR_LEN     48u         /* request header bytes */
+#define OL_DRV_HDR_LEN     56u         /* request header bytes */
 #define OL_DRV_REPLY_LEN   8u          /* reply head bytes (STATX adds 16) */
 #define OL_DRV_STATX_LEN   16u
 #define OL_DRV_PATH_MAX    255u
@@ -68,7 +69,8 @@ enum ol_drv_step_code {
     OL_DRV_RENAME = OL_RSTEP_RENAME,    /* path -> path2 */
     OL_DRV_STATX = OL_RSTEP_STATX,      /* path; the reply adds type and size */
     OL_DRV_FALLOCATE = OL_RSTEP_FALLOCATE, /* handle, off = length from 0 */
-    OL_DRV_STEP_MAX = OL_RSTEP_MAX,
+    OL_DRV_FENCE,       /* token: the drive takes it (written, synced) if larger */
+    OL_DRV_STEP_MAX = OL_DRV_FENCE,
 };
 _Static_assert(OL_RSTEP_OPEN == 1 && OL_RSTEP_FALLOCATE == 10, "the wire's step numbers");
 
@@ -91,6 +93,7 @@ struct ol_drv_req {
     uint32_t arg;
     uint32_t mode;             /* OPEN, MKDIR: permission bits (<= 0777) */
     uint64_t off;
+    int64_t token;             /* a fenced change's token (>= 0; 0: none) */
     const char *path, *path2;  /* not NUL-terminated */
     uint16_t path_len, path2_len;
     const uint8_t *data;       /* WRITE's bytes */
@@ -117,11 +120,31 @@ int ol_drv_flags_from_wire(uint32_t wire);
 
 /* ---- the server -------------------------------------------------------------------- */
 
-/* A drive of this node: its format uuid and its open directory (-1: offline). */
+/* A drive of this node: its format uuid, its open directory (-1: offline),
+ * and the fencing token it took (NULL: not fenced; shared with whoever
+ * else checks it, the daemon's own engine). */
 struct ol_drv_local {
     uint8_t uuid[16];
     int dfd;
+    _Atomic int64_t *fence;
 };
+
+/* ---- fences ---------------------------------------------------------------------------
+ *
+ * A drive of the object store across hosts keeps the fencing token of its
+ * set's owner in <drive>/.openlake/fence (24 bytes, little-endian):
+ *   0 "OLFN"  4 u16 version 1  6 u16 0  8 i64 token  16 u64 XXH3-64 of bytes 0..15
+ * written to fence.tmp, synced, renamed over, the directory synced. A change
+ * carrying a token (made under the owner's commit lock) is taken only when
+ * the token is the drive's; a FENCE step with a larger one replaces it. */
+#define OL_DRV_FENCE_LEN 24u
+void ol_drv_fence_encode(uint8_t b[OL_DRV_FENCE_LEN], int64_t token);
+/* 0 and *token; -EBADMSG (damaged), -ENOTSUP (another version). */
+int ol_drv_fence_decode(const uint8_t *b, size_t len, int64_t *token);
+/* Blocking (not on a loop): the drive's token (0 when it has no file: never
+ * fenced), or -errno; and writing a new one durably. */
+int ol_drv_fence_read(int dfd, int64_t *token);
+int ol_drv_fence_write(int dfd, int64_t token);
 
 struct ol_drv_server;
 
@@ -157,7 +180,8 @@ int ol_drv_client_create(ol_loop *net, struct ol_rpc *rpc, uint32_t timeout_ms,
 /*
  * Starts step st on drive uuid of node `node`, from any loop's thread:
  * op->cb(loop, op, result, 0) runs later on `loop`, exactly once, never
- * inside this call. A call that finds the peer's reply window full waits
+ * inside this call (loop NULL: on the net loop's thread, for a caller that
+ * is no loop and waits). A call that finds the peer's reply window full waits
  * in order for room, within its deadline. Returns 0, or -ENOMEM, -EINVAL
  * (a path over OL_DRV_PATH_MAX, flags with no wire form, a READ or WRITE
  * over OL_DRV_IO_MAX): then op->cb never runs.
@@ -168,6 +192,10 @@ int ol_drv_start(struct ol_drv_client *c, ol_loop *loop, int64_t node, const uin
 uint64_t ol_drv_client_inflight(const struct ol_drv_client *c);
 /* Frees the client once nothing is in flight. */
 void ol_drv_client_destroy(struct ol_drv_client *c);
+/* Blocking (a thread that is no loop): FENCE drive uuid of node with token.
+ * The step's result (0, -ESTALE: the drive has a larger token, ...). */
+int ol_drv_fence_remote(struct ol_drv_client *c, int64_t node, const uint8_t uuid[16],
+                        int64_t token);
 
 /*
  * The object engine's hooks for its remote drives over client c: the

@@ -39,6 +39,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ struct ol_daemon_cstore {
     int index;                          /* this node's in the pool */
     unsigned d;                         /* drives per node (its data_dirs) */
     struct ol_drv_local local[OL_CONFIG_MAX_DATA_DIRS];
+    _Atomic int64_t fence[OL_CONFIG_MAX_DATA_DIRS];   /* each local drive's token */
     struct ol_drv_server *server;       /* on the net loop */
     struct ol_drv_client *client;
     struct ol_drv_remote *remote;
@@ -75,6 +77,10 @@ struct ol_daemon_cstore {
     pthread_mutex_t omu;                /* owners[], the counters */
     struct cs_owner *owners;            /* one per set */
     struct cs_owner *scan;              /* the thread's: what a round reads */
+    uint32_t *fenced;                   /* the thread's: per set, its positions that took
+                                           this node's token (bit = drive of the set) */
+    int64_t *fenced_token;              /* the token those bits are for */
+    unsigned rounds;
     unsigned sets;
     uint64_t owned, taken, given;
     /* commit locks (docs/cluster.md "Ordering") */
@@ -99,6 +105,8 @@ static void cstore_free(struct ol_daemon_cstore *cs)
     ol_pool_rec_free(&cs->rec);
     free(cs->owners);
     free(cs->scan);
+    free(cs->fenced);
+    free(cs->fenced_token);
     free(cs->flags);
     free(cs->names);
     free(cs->paths);
@@ -274,6 +282,15 @@ static int format_drive(struct ol_daemon *d, struct ol_daemon_cstore *cs, unsign
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
+    int64_t token = 0;
+    rc = ol_drv_fence_read(cs->local[j].dfd, &token);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: its fence file (.openlake/fence) cannot be read: %s; move "
+                 "it away to start (the set's owner writes it again)", path, strerror(-rc));
+        return -1;
+    }
+    atomic_store(&cs->fence[j], token);
+    cs->local[j].fence = &cs->fence[j];
     return 0;
 }
 
@@ -313,7 +330,9 @@ int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen)
     cs->sets = ol_pool_sets(&cs->rec.shape);
     cs->owners = calloc(cs->sets, sizeof *cs->owners);
     cs->scan = calloc(cs->sets, sizeof *cs->scan);
-    if (!cs->owners || !cs->scan) {
+    cs->fenced = calloc(cs->sets, sizeof *cs->fenced);
+    cs->fenced_token = calloc(cs->sets, sizeof *cs->fenced_token);
+    if (!cs->owners || !cs->scan || !cs->fenced || !cs->fenced_token) {
         snprintf(err, errlen, "out of memory");
         cstore_free(cs);
         return -1;
@@ -407,6 +426,15 @@ static void lk_send(ol_loop *loop, struct ol_msg *m)
                          lk_reply, j);
     if (rc < 0)
         lk_finish(j, rc);
+}
+
+/* The engine's check of a change under a lock on this node's drive (pool
+ * position `drive`): the token is the one the drive took. */
+static bool cs_fenced(void *fud, unsigned drive, int64_t token)
+{
+    struct ol_daemon_cstore *cs = fud;
+    unsigned j = ol_pool_drive_of(cs->rec.shape.nodes, drive);
+    return j < cs->d && atomic_load(&cs->fence[j]) == token;
 }
 
 static int cs_lock(void *ud, ol_loop *loop, unsigned set, const char *path,
@@ -590,6 +618,8 @@ int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    cs->hooks.fenced = cs_fenced;
+    cs->hooks.fud = cs;
     struct ol_store_params sp = {.drives = cs->paths, .n = p,
                                  .drives_per_set = r->shape.set_drives,
                                  .parity = (int)r->shape.parity,
@@ -615,10 +645,10 @@ int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen)
     ol_store_set_catalog(d->store, d->catalog);
     ol_warn("cluster %s: the object store across hosts is being built: this node reads and "
             "writes the shards of pool %u on every node's drives and orders commits through "
-            "the sets' owners, but drives do not check the owners' fencing tokens yet, a "
-            "listing shows only what this node committed since its start and what its own "
-            "drives hold, remote drives are not healed, and a multipart upload's parts go "
-            "through the node that created it (docs/cluster.md)", c->cluster.name, r->pool);
+            "the sets' owners, but a listing shows only what this node committed since its "
+            "start and what its own drives hold, remote drives are not healed, and a multipart "
+            "upload's parts go through the node that created it (docs/cluster.md)",
+            c->cluster.name, r->pool);
     ol_info("cluster %s: object store pool %u: %u nodes, %u sets of %u drives, parity %u; "
             "this node is its node %d", c->cluster.name, r->pool, n, ol_pool_sets(&r->shape),
             r->shape.set_drives, r->shape.parity, cs->index);
@@ -661,6 +691,70 @@ static int on_owner(void *arg, const struct ol_etcd_kv *kv)
         cs->scan[set] = (struct cs_owner){(int64_t)json_integer_value(node), kv->mod_revision};
     json_decref(j);
     return 0;
+}
+
+/* A FENCE of a remote drive this thread waits for. */
+struct fence_call {
+    struct ol_op op;
+    sem_t *sem;
+    int res;
+    bool started;
+};
+
+static void fence_called(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
+{
+    (void)loop;
+    (void)flags;
+    struct fence_call *f = (struct fence_call *)op;
+    f->res = res;
+    sem_post(f->sem);
+}
+
+/* Gives token to the drives of set s in mask (bit k: drive k of the set),
+ * this node's by writing their files, the others' by FENCE, all at once;
+ * the bits that took it are set in cs->fenced[s], those that did not
+ * cleared. */
+static void fence_set(struct ol_daemon *d, struct ol_daemon_cstore *cs, unsigned s,
+                      int64_t token, uint32_t mask)
+{
+    const struct ol_pool_rec *r = &cs->rec;
+    unsigned n = r->shape.nodes, dd = r->shape.set_drives;
+    struct fence_call calls[OL_POOL_MAX_SET_DRIVES];
+    sem_t sem;
+    sem_init(&sem, 0, 0);
+    unsigned waits = 0;
+    for (unsigned k = 0; k < dd; k++) {
+        calls[k].started = false;
+        if (!(mask >> k & 1))
+            continue;
+        unsigned g = s * dd + k, i = ol_pool_node_of(n, g), j = ol_pool_drive_of(n, g);
+        if ((int)i == cs->index) {   /* this node's drive: written here (no loop waits) */
+            int64_t have = atomic_load(&cs->fence[j]);
+            int rc = have == token ? 0 : have > token ? -ESTALE
+                                                      : ol_drv_fence_write(cs->local[j].dfd, token);
+            if (rc == 0)
+                atomic_store(&cs->fence[j], token);
+            calls[k].res = rc;
+            continue;
+        }
+        calls[k] = (struct fence_call){.op.cb = fence_called, .sem = &sem, .started = true};
+        struct ol_store_rstep st = {.code = OL_DRV_FENCE, .token = token};
+        if (ol_drv_start(cs->client, NULL, r->nodes[i], r->uuids[g], &st, &calls[k].op) == 0)
+            waits++;
+        else
+            calls[k] = (struct fence_call){.res = -ENOMEM};
+    }
+    for (unsigned w = 0; w < waits; w++)
+        while (sem_wait(&sem) < 0)
+            ;
+    sem_destroy(&sem);
+    for (unsigned k = 0; k < dd; k++)
+        if (mask >> k & 1) {
+            if (calls[k].res == 0)
+                cs->fenced[s] |= 1u << k;
+            else
+                cs->fenced[s] &= ~(1u << k);
+        }
 }
 
 static void owners_round(struct ol_daemon *d, struct ol_daemon_cstore *cs,
@@ -706,6 +800,25 @@ static void owners_round(struct ol_daemon *d, struct ol_daemon_cstore *cs,
             }
         }
     }
+    /* A set this node owns grants no lock before enough of its drives took the
+     * token that no write quorum is left without one: D - wq + 1. */
+    unsigned dd = cs->rec.shape.set_drives;
+    unsigned need = dd - ol_layout_write_quorum(dd, cs->rec.shape.parity) + 1;
+    uint32_t all = dd == 32 ? UINT32_MAX : (1u << dd) - 1;
+    for (unsigned s = 0; s < cs->sets; s++) {
+        if (scan[s].node != c->self_id)
+            continue;
+        if (cs->fenced_token[s] != scan[s].token) {
+            cs->fenced_token[s] = scan[s].token;
+            cs->fenced[s] = 0;
+        }
+        uint32_t todo = cs->rounds % 10 == 0 ? all : all & ~cs->fenced[s];
+        if (todo && cs->client)
+            fence_set(d, cs, s, scan[s].token, todo);
+        if ((unsigned)__builtin_popcount(cs->fenced[s]) < need)
+            scan[s] = (struct cs_owner){-1, 0};   /* not yet: asked again */
+    }
+    cs->rounds++;
     unsigned owned = 0;
     for (unsigned s = 0; s < cs->sets; s++)
         owned += scan[s].node == c->self_id;

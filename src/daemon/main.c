@@ -596,9 +596,9 @@ int main(int argc, char **argv)
     ol_daemon_kvucx_stop(&d);
     free(d.cores);
     ol_admin_disks_stop(&d);
+    ol_daemon_cstore_owners_stop(&d);   /* its FENCE calls need the node RPC */
     ol_daemon_net_stop(&d);
     ol_daemon_kvpool_destroy(&d);
-    ol_daemon_cstore_owners_stop(&d);
     ol_cluster_stop(d.cluster);      /* leaves now: the lease is revoked (its sets with it) */
     ol_healer_stop(d.healer);
     if (d.store) {

@@ -273,7 +273,7 @@ int ol_store_open(const struct ol_store_params *p, struct ol_store **out, char *
                     (size_t)dps * OL_SE_PAGE;
     s->max_requests = p->max_requests ? p->max_requests : OL_STORE_REQUESTS_DEFAULT;
     memcpy(s->deployment, cluster ? p->deployment : plan.deployment, 16);
-    if (any_remote)
+    if (cluster && p->remote)
         s->remote = *p->remote;
     if (cluster && p->locks)
         s->locks = *p->locks;
@@ -914,11 +914,36 @@ static void ol_se_on_timer(ol_loop *loop, struct ol_timer *t)
     }
 }
 
+/* Whether a step changes the drive (fenced when made under a cluster lock). */
+static bool rstep_changes(const struct ol_store_rstep *st)
+{
+    switch (st->code) {
+    case OL_RSTEP_OPEN: return (st->flags & (O_ACCMODE | O_CREAT | O_TRUNC)) != 0;
+    case OL_RSTEP_WRITE:
+    case OL_RSTEP_MKDIR:
+    case OL_RSTEP_UNLINK:
+    case OL_RSTEP_RENAME:
+    case OL_RSTEP_FALLOCATE: return true;
+    default: return false;
+    }
+}
+
 int ol_se_start(struct ol_sreq *r, unsigned pos, struct ol_op *op,
-                const struct ol_store_rstep *st)
+                const struct ol_store_rstep *st0)
 {
     const struct ol_store_drive *dr = ol_se_drive(r, pos);
+    const struct ol_store *s = r->c->s;
     ol_loop *l = r->c->loop;
+    struct ol_store_rstep fst;
+    const struct ol_store_rstep *st = st0;
+    if (r->locked && s->locks.lock && rstep_changes(st0)) {   /* under the owner's lock */
+        fst = *st0;
+        fst.token = r->rlk.token;
+        st = &fst;
+        if (!dr->remote && s->remote.fenced &&
+            !s->remote.fenced(s->remote.fud, ol_se_drive_index(r, pos), fst.token))
+            return -ESTALE;   /* the drive took another owner's token */
+    }
     if (dr->remote) {
 #ifdef OL_FAULTS
         static const uint8_t kind[OL_RSTEP_MAX + 1] = {

@@ -344,6 +344,9 @@ struct ol_store_rstep {
     unsigned len;
     uint64_t off;
     struct statx *stx;         /* STATX: filled before the completion */
+    int64_t token;             /* a change made under a cluster commit lock: its set's
+                                  fencing token, which the drive must have taken
+                                  (docs/cluster.md "Ordering"); 0: none */
 };
 
 struct ol_store_remote {
@@ -354,7 +357,11 @@ struct ol_store_remote {
      * or -errno, and op->cb never runs. */
     int (*start)(void *ud, ol_loop *loop, unsigned drive, const struct ol_store_rstep *st,
                  struct ol_op *op);
-    void *ud;
+    /* Whether this node's drive `drive` took fencing token `token` (a
+     * change under a commit lock on a local drive): false, and the step
+     * fails with -ESTALE. NULL: local drives are not fenced. Any core. */
+    bool (*fenced)(void *fud, unsigned drive, int64_t token);
+    void *ud, *fud;
 };
 
 /*

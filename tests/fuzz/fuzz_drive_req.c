@@ -10,7 +10,8 @@
  * step outside 1..OL_DRV_STEP_MAX; a path accepted that ol_drv_path_ok
  * refuses (or that holds a ".." component, a NUL or a leading '/'); a
  * WRITE without data or over OL_DRV_IO_MAX; data on any other step; OPEN
- * flags outside OL_DRV_O_ALL; a mode over 0777.
+ * flags outside OL_DRV_O_ALL; a mode over 0777; a negative token, or a FENCE
+ * without one.
  */
 #include "cluster/drive.h"
 
@@ -61,6 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             REQUIRE((q.arg & ~OL_DRV_O_ALL) == 0 && q.path_len > 0);
         if (q.step == OL_DRV_READ)
             REQUIRE(q.arg >= 1 && q.arg <= OL_DRV_IO_MAX);
+        REQUIRE(q.token >= 0 && (q.step != OL_DRV_FENCE || q.token > 0));
     }
     free(b);
     return 0;

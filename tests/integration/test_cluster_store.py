@@ -214,11 +214,14 @@ def test_every_set_has_one_owner_and_a_dead_owners_sets_move(make_daemon, etcd, 
     wait_for(lambda: all(o is not None for o, _ in owners(etcd, cli)), "every set owned")
     first = owners(etcd, cli)
     assert {o for o, _ in first} <= {1, 2, 3, 4}
-    owned = {i + 1: int(re.search(r'openlake_store_sets_owned\{cluster="c1"\} (\d+)',
-                                  urllib.request.urlopen(d.url + "/_openlake/metrics")
-                                  .read().decode()).group(1)) for i, d in enumerate(nodes)}
-    assert sum(owned.values()) == 4
-    assert all(owned[o] >= 1 for o, _ in first)
+    def owned():   # sets each node owns and has fenced (it grants their locks)
+        return {i + 1: int(re.search(r'openlake_store_sets_owned\{cluster="c1"\} (\d+)',
+                                     urllib.request.urlopen(d.url + "/_openlake/metrics")
+                                     .read().decode()).group(1)) for i, d in enumerate(nodes)
+                if d.proc.poll() is None}
+    wait_for(lambda: sum(owned().values()) == 4, "every set's drives fenced by its owner")
+    have = owned()
+    assert all(have[o] >= 1 for o, _ in first)
     # kill -9 the owner of set 0: after its lease (2 s) its sets move
     victim = first[0][0]
     nodes[victim - 1].proc.kill()
@@ -231,6 +234,21 @@ def test_every_set_has_one_owner_and_a_dead_owners_sets_move(make_daemon, etcd, 
             assert t1 > t0
         else:
             assert (o1, t1) == (o0, t0)   # the others' sets stay where they were
+    # the living drives of every set took its owner's token (.openlake/fence:
+    # "OLFN", version, token at 8): 4 nodes of 2 drives, sets of 2, position
+    # g = drive * 4 + node index, set g // 2
+    def fence_of(path):
+        b = (path / ".openlake" / "fence").read_bytes()
+        assert len(b) == 24 and b[:4] == b"OLFN"
+        return int.from_bytes(b[8:16], "little")
+
+    wait_for(lambda: sum(owned().values()) == 4, "the moved sets fenced by their new owners")
+    for st, (o1, t1) in enumerate(after):
+        for g in (2 * st, 2 * st + 1):
+            node, drive = g % 4, g // 4
+            if node + 1 == victim:
+                continue
+            wait_for(lambda: fence_of(nodes[node].drives[drive]) == t1, "the drive fenced")
 
 
 def test_racing_writes_of_one_key_through_two_nodes_agree(make_daemon, etcd, tmp_path):

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -246,6 +247,7 @@ struct env {
     char dir[64];
     int dfd;
     uint8_t uuid[16], offline[16];
+    _Atomic int64_t fence;               /* the drive's fencing token */
     struct ol_timer guard;
     int waiting, timed_out;
 };
@@ -337,7 +339,7 @@ static void setup(struct env *e, uint32_t window)
     p.self_id = 2;
     p.listen_addr = NULL;
     OLT_CHECK_EQ(ol_rpc_create(e->loop, &p, &e->cli, err, sizeof err), 0);
-    struct ol_drv_local d[2] = {{.dfd = e->dfd}, {.dfd = -1}};
+    struct ol_drv_local d[2] = {{.dfd = e->dfd, .fence = &e->fence}, {.dfd = -1}};
     memcpy(d[0].uuid, e->uuid, 16);
     memcpy(d[1].uuid, e->offline, 16);
     OLT_CHECK_EQ(ol_drv_server_create(e->loop, e->srv, d, 2, &e->ds), 0);
@@ -572,5 +574,64 @@ OLT_TEST_T(cluster_drive_open_files_bounded_and_closed_with_the_connection, 60)
     for (int i = 0; i < 400 && open_files(&e); i++)
         spin(&e, 5);
     OLT_CHECK_EQ(open_files(&e), 0);
+    teardown(&e);
+}
+
+/* Fences (drive.h "fences"): the file's codec; a change carrying a token is
+ * taken only with the drive's token; FENCE raises it durably, never lowers. */
+OLT_TEST(cluster_drive_fences)
+{
+    uint8_t b[OL_DRV_FENCE_LEN];
+    int64_t t;
+    ol_drv_fence_encode(b, 77);
+    OLT_CHECK_EQ(ol_drv_fence_decode(b, sizeof b, &t), 0);
+    OLT_CHECK_EQ(t, 77);
+    for (size_t i = 0; i < sizeof b; i++)
+        for (int bit = 0; bit < 8; bit++) {
+            b[i] ^= (uint8_t)(1u << bit);
+            OLT_CHECK(ol_drv_fence_decode(b, sizeof b, &t) < 0);
+            b[i] ^= (uint8_t)(1u << bit);
+        }
+    OLT_CHECK_EQ(ol_drv_fence_decode(b, sizeof b - 1, &t), -EBADMSG);
+
+    struct env e;
+    setup(&e, 0);
+    OLT_CHECK_EQ(mkdirat(e.dfd, ".openlake", 0700), 0);
+    OLT_CHECK_EQ(ol_drv_fence_read(e.dfd, &t), 0);
+    OLT_CHECK_EQ(t, 0);   /* never fenced */
+    struct ol_store_rstep mk = {.code = OL_RSTEP_MKDIR, .path = "a", .mode = 0700};
+    OLT_CHECK_EQ(step(&e, &mk), 0);   /* no token: not a fenced change */
+    mk.path = "b";
+    mk.token = 5;
+    OLT_CHECK_EQ(step(&e, &mk), -ESTALE);   /* the drive took no token yet */
+    struct ol_store_rstep fence = {.code = OL_DRV_FENCE, .token = 5};
+    OLT_CHECK_EQ(step(&e, &fence), 0);
+    OLT_CHECK_EQ(atomic_load(&e.fence), 5);
+    OLT_CHECK_EQ(ol_drv_fence_read(e.dfd, &t), 0);
+    OLT_CHECK_EQ(t, 5);   /* on the drive */
+    OLT_CHECK_EQ(step(&e, &mk), 0);
+    OLT_CHECK_EQ(step(&e, &fence), 0);   /* the same again: nothing to write */
+    fence.token = 3;
+    OLT_CHECK_EQ(step(&e, &fence), -ESTALE);   /* never lowered */
+    fence.token = 9;
+    OLT_CHECK_EQ(step(&e, &fence), 0);
+    OLT_CHECK_EQ(ol_drv_fence_read(e.dfd, &t), 0);
+    OLT_CHECK_EQ(t, 9);
+    mk.path = "c";
+    OLT_CHECK_EQ(step(&e, &mk), -ESTALE);   /* the old owner's token now */
+    mk.token = 9;
+    OLT_CHECK_EQ(step(&e, &mk), 0);
+    /* reads carry no token and are never refused; a token on them is ignored */
+    struct statx sx;
+    OLT_CHECK_EQ(step(&e, &(struct ol_store_rstep){.code = OL_RSTEP_STATX, .path = "a",
+                                                   .stx = &sx, .token = 1}), 0);
+    /* FENCE from a thread that waits (the owners' thread) is refused a 0 token */
+    struct ol_op never = {.cb = NULL};
+    OLT_CHECK_EQ(ol_drv_start(e.dc, e.loop, 1, e.uuid,
+                              &(struct ol_store_rstep){.code = OL_DRV_FENCE}, &never), -EINVAL);
+    /* blocking write and read, as the owners' thread fences its own drives */
+    OLT_CHECK_EQ(ol_drv_fence_write(e.dfd, 12), 0);
+    OLT_CHECK_EQ(ol_drv_fence_read(e.dfd, &t), 0);
+    OLT_CHECK_EQ(t, 12);
     teardown(&e);
 }
