@@ -800,10 +800,12 @@ static void owners_round(struct ol_daemon *d, struct ol_daemon_cstore *cs,
             }
         }
     }
-    /* A set this node owns grants no lock before enough of its drives took the
-     * token that no write quorum is left without one: D - wq + 1. */
+    /* A set this node owns grants no lock before a write quorum of its
+     * drives took the token: D - wq + 1 of them would do for safety (no
+     * write quorum is left of drives that take the old owner's changes),
+     * and wq (more) for a commit under the new token to reach its quorum. */
     unsigned dd = cs->rec.shape.set_drives;
-    unsigned need = dd - ol_layout_write_quorum(dd, cs->rec.shape.parity) + 1;
+    unsigned need = ol_layout_write_quorum(dd, cs->rec.shape.parity);
     uint32_t all = dd == 32 ? UINT32_MAX : (1u << dd) - 1;
     for (unsigned s = 0; s < cs->sets; s++) {
         if (scan[s].node != c->self_id)

@@ -936,7 +936,10 @@ int ol_se_start(struct ol_sreq *r, unsigned pos, struct ol_op *op,
     ol_loop *l = r->c->loop;
     struct ol_store_rstep fst;
     const struct ol_store_rstep *st = st0;
-    if (r->locked && s->locks.lock && rstep_changes(st0)) {   /* under the owner's lock */
+    /* under the owner's lock: fenced on the drives of the lock's set (a
+     * bucket's create and delete, under set 0's, touch every set: the other
+     * sets' drives take them unfenced) */
+    if (r->locked && s->locks.lock && r->set == r->rl_set && rstep_changes(st0)) {
         fst = *st0;
         fst.token = r->rlk.token;
         st = &fst;
