@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +100,7 @@ int ol_drv_flags_from_wire(uint32_t w)
 }
 
 /*
- * Header (48 bytes, little-endian):
+ * Header (56 bytes, little-endian):
  *   0 uuid[16]  16 u8 step  17 u8 0  18 u16 path_len  20 u16 path2_len  22 u16 0
  *   24 u32 handle  28 u32 arg  32 u32 mode  36 u32 0  40 u64 off  48 i64 token
  * then path, path2, data.
@@ -203,6 +204,9 @@ struct drv_files {
     uint16_t *gen;
     uint32_t cap, used, free_head;
     uint32_t *next_free;
+    uint16_t gen0;             /* this connection's first generation: another than
+                                  the connections before it (a handle of one of
+                                  theirs is EBADF here, not another file) */
 };
 
 struct ol_drv_server {
@@ -211,7 +215,7 @@ struct ol_drv_server {
     int slot;                  /* its connection slot (ol_rpc_on_conn_end) */
     unsigned n;
     struct ol_drv_local d[OL_DRV_MAX_LOCAL];
-    bool fencing[OL_DRV_MAX_LOCAL];   /* a FENCE writing the drive's file */
+    uint16_t conn_seq;                /* the last connection's gen0 */
     _Atomic uint64_t steps, failed, open_files;
 };
 
@@ -237,13 +241,15 @@ struct drv_job {
 #define DRV_FREE     (-1)
 #define DRV_RESERVED (-2)
 
-static struct drv_files *files_of(const struct ol_drv_server *s, struct ol_rpc_req *req)
+static struct drv_files *files_of(struct ol_drv_server *s, struct ol_rpc_req *req)
 {
     struct drv_files *f = req->conn_data[s->slot];
     if (!f) {
         f = calloc(1, sizeof *f);
         if (f) {
             f->free_head = UINT32_MAX;
+            s->conn_seq = (uint16_t)((s->conn_seq + 0x1357) & 0x7fff);
+            f->gen0 = s->conn_seq;
             req->conn_data[s->slot] = f;
         }
     }
@@ -272,7 +278,7 @@ static int files_reserve(struct drv_files *f, uint32_t *slot)
         f->next_free = nf;
         for (uint32_t i = cap; i-- > f->cap;) {
             f->fd[i] = DRV_FREE;
-            f->gen[i] = 0;
+            f->gen[i] = f->gen0;
             f->next_free[i] = f->free_head;
             f->free_head = i;
         }
@@ -437,6 +443,19 @@ int ol_drv_fence_write(int dfd, int64_t token)
  * fence, open .openlake, fsync, close; then the token is the drive's. */
 enum { FN_OPEN = 1, FN_WRITE, FN_SYNC, FN_CLOSE, FN_RENAME, FN_DOPEN, FN_DSYNC, FN_DCLOSE };
 
+static void fence_unlock(struct ol_drv_server *s, unsigned di)
+{
+    if (s->d[di].fmu)
+        pthread_mutex_unlock(s->d[di].fmu);
+}
+
+void ol_drv_fence_raise(_Atomic int64_t *f, int64_t token)
+{
+    int64_t have = atomic_load(f);
+    while (have < token && !atomic_compare_exchange_weak(f, &have, token))
+        ;
+}
+
 static void job_reply(struct drv_job *j, int res);
 
 static void on_fence(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
@@ -448,7 +467,7 @@ static void on_fence(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
     if (res < 0 && j->fstep != FN_CLOSE && j->fstep != FN_DCLOSE) {
         if (j->ffd >= 0)
             close(j->ffd);   /* a failed step's file: closed at once */
-        s->fencing[j->di] = false;
+        fence_unlock(s, j->di);
         return job_reply(j, res);
     }
     switch (j->fstep) {
@@ -460,7 +479,7 @@ static void on_fence(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
     case FN_WRITE:
         if (res != (int)OL_DRV_FENCE_LEN) {
             close(j->ffd);
-            s->fencing[j->di] = false;
+            fence_unlock(s, j->di);
             return job_reply(j, -EIO);
         }
         j->fstep = FN_SYNC;
@@ -469,7 +488,8 @@ static void on_fence(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
     case FN_SYNC:
         j->fstep = FN_CLOSE;
         rc = ol_loop_close(loop, op, j->ffd);
-        j->ffd = -1;
+        if (rc == 0)
+            j->ffd = -1;
         break;
     case FN_CLOSE:
         j->fstep = FN_RENAME;
@@ -487,17 +507,18 @@ static void on_fence(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
     case FN_DSYNC:
         j->fstep = FN_DCLOSE;
         rc = ol_loop_close(loop, op, j->ffd);
-        j->ffd = -1;
+        if (rc == 0)
+            j->ffd = -1;
         break;
     default: /* FN_DCLOSE: durable */
-        atomic_store(s->d[j->di].fence, j->token);
-        s->fencing[j->di] = false;
+        ol_drv_fence_raise(s->d[j->di].fence, j->token);
+        fence_unlock(s, j->di);
         return job_reply(j, 0);
     }
     if (rc < 0) {
         if (j->ffd >= 0)
             close(j->ffd);
-        s->fencing[j->di] = false;
+        fence_unlock(s, j->di);
         job_reply(j, rc);
     }
 }
@@ -513,9 +534,13 @@ static void fence_start(struct drv_job *j, unsigned di, int64_t token)
         return job_reply(j, -ESTALE);
     if (token == have)
         return job_reply(j, 0);
-    if (s->fencing[di])
-        return job_reply(j, -EAGAIN);   /* another FENCE is writing: asked again later */
-    s->fencing[di] = true;
+    if (s->d[di].fmu && pthread_mutex_trylock(s->d[di].fmu) != 0)
+        return job_reply(j, -EAGAIN);   /* another writer has the file: asked again later */
+    if (atomic_load(f) >= token) {      /* raised meanwhile */
+        if (s->d[di].fmu)
+            pthread_mutex_unlock(s->d[di].fmu);
+        return job_reply(j, atomic_load(f) == token ? 0 : -ESTALE);
+    }
     j->di = di;
     j->token = token;
     j->ffd = -1;
@@ -525,7 +550,7 @@ static void fence_start(struct drv_job *j, unsigned di, int64_t token)
     int rc = ol_loop_openat(s->loop, &j->op, s->d[di].dfd, FENCE_TMP,
                             O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (rc < 0) {
-        s->fencing[di] = false;
+        fence_unlock(s, di);
         job_reply(j, rc);
     }
 }
@@ -759,23 +784,40 @@ static int cjob_call(struct cjob *j)
     return 0;
 }
 
+/* Calls the waiting jobs again, in order for each peer: a peer whose reply
+ * window is still full keeps its jobs (and blocks only its own later ones),
+ * the others' go. A job is unlinked before it is called: a call that fails
+ * at once finishes it (and frees it). */
 static void retry_waiting(struct ol_drv_client *c)
 {
     uint64_t now = ol_loop_now_ms(c->net);
-    while (c->whead) {
-        struct cjob *j = c->whead;
-        if (j->deadline_ms <= now) {
-            c->whead = j->next;
+    int64_t full[32];
+    unsigned nfull = 0;
+    struct cjob **link = &c->whead, *last = NULL;
+    while (*link) {
+        struct cjob *j = *link;
+        if (j->deadline_ms <= now) {   /* past its deadline: over, blocked or not */
+            *link = j->next;
             cjob_finish(j, -ETIMEDOUT);
             continue;
         }
-        if (cjob_call(j) == -EAGAIN)
-            break;   /* in order: the next waits behind it */
-        c->whead = j->next;
+        bool blocked = false;
+        for (unsigned k = 0; k < nfull && !blocked; k++)
+            blocked = full[k] == j->node;
+        if (!blocked) {
+            *link = j->next;
+            if (cjob_call(j) == 0)
+                continue;           /* sent (or finished): gone from the queue */
+            j->next = *link;        /* -EAGAIN: back in its place */
+            *link = j;
+            if (nfull < 32)
+                full[nfull++] = j->node;
+        }
+        last = *link;
+        link = &(*link)->next;
     }
-    if (!c->whead)
-        c->wtail = NULL;
-    else if (!ol_timer_armed(&c->retry))
+    c->wtail = last;
+    if (c->whead && !ol_timer_armed(&c->retry))
         ol_timer_arm(c->net, &c->retry, 1);
 }
 
@@ -828,7 +870,10 @@ static void cjob_start(ol_loop *loop, struct ol_msg *m)
     struct cjob *j = OL_CONTAINER(m, struct cjob, msg);
     struct ol_drv_client *c = j->c;
     j->deadline_ms = ol_loop_now_ms(c->net) + c->timeout_ms;
-    if (!c->whead && cjob_call(j) == 0)
+    bool behind = false;   /* a job of the same peer waits: this one goes after it */
+    for (struct cjob *w = c->whead; w && !behind; w = w->next)
+        behind = w->node == j->node;
+    if (!behind && cjob_call(j) == 0)
         return;
     j->next = NULL;
     if (c->wtail)

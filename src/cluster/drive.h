@@ -40,6 +40,7 @@
 #ifndef OL_CLUSTER_DRIVE_H
 #define OL_CLUSTER_DRIVE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -127,7 +128,11 @@ struct ol_drv_local {
     uint8_t uuid[16];
     int dfd;
     _Atomic int64_t *fence;
+    pthread_mutex_t *fmu;      /* held by whoever writes the fence file (a FENCE on the
+                                  net loop tries it, -EAGAIN when held); NULL: none */
 };
+/* Raises *f to token if lower (never lowers). */
+void ol_drv_fence_raise(_Atomic int64_t *f, int64_t token);
 
 /* ---- fences ---------------------------------------------------------------------------
  *

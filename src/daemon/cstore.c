@@ -62,6 +62,7 @@ struct ol_daemon_cstore {
     unsigned d;                         /* drives per node (its data_dirs) */
     struct ol_drv_local local[OL_CONFIG_MAX_DATA_DIRS];
     _Atomic int64_t fence[OL_CONFIG_MAX_DATA_DIRS];   /* each local drive's token */
+    pthread_mutex_t fmu[OL_CONFIG_MAX_DATA_DIRS];     /* whoever writes its fence file */
     struct ol_drv_server *server;       /* on the net loop */
     struct ol_drv_client *client;
     struct ol_drv_remote *remote;
@@ -90,6 +91,7 @@ struct ol_daemon_cstore {
     int lk_slot;                        /* the owner side's connection slot */
     _Atomic uint64_t lk_out;            /* asks and gives back not done (cores quiet) */
     _Atomic uint64_t lk_granted, lk_busy, lk_refused, lk_served;
+    _Atomic(struct ol_store *) store;   /* d->store once open, for the net loop's handlers */
 };
 
 static void cstore_free(struct ol_daemon_cstore *cs)
@@ -291,6 +293,8 @@ static int format_drive(struct ol_daemon *d, struct ol_daemon_cstore *cs, unsign
     }
     atomic_store(&cs->fence[j], token);
     cs->local[j].fence = &cs->fence[j];
+    pthread_mutex_init(&cs->fmu[j], NULL);
+    cs->local[j].fmu = &cs->fmu[j];
     return 0;
 }
 
@@ -357,6 +361,7 @@ int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen)
 
 struct lk_job {
     struct ol_msg msg;
+    struct ol_timer t;                  /* an UNLOCK the owner's window had no room for */
     struct ol_daemon *d;
     ol_loop *home;                      /* NULL: an UNLOCK nobody waits for */
     struct ol_op *op;
@@ -413,10 +418,17 @@ static void lk_reply(void *arg, int rc, const uint8_t *p, uint32_t len)
     lk_finish(j, res == -EBUSY || res == 0 ? res : (res == -ESTALE ? -EAGAIN : res));
 }
 
+static void lk_send(ol_loop *loop, struct ol_msg *m);
+
+static void lk_retry(ol_loop *loop, struct ol_timer *t)
+{
+    struct lk_job *j = (struct lk_job *)((char *)t - offsetof(struct lk_job, t));
+    lk_send(loop, &j->msg);
+}
+
 /* On the net loop: the call. */
 static void lk_send(ol_loop *loop, struct ol_msg *m)
 {
-    (void)loop;
     struct lk_job *j = (struct lk_job *)((char *)m - offsetof(struct lk_job, msg));
     struct ol_daemon_cstore *cs = j->d->cstore;
     struct iovec iov[2] = {{j->hdr, OL_LOCK_HDR_LEN}, {j->path, j->plen}};
@@ -424,6 +436,12 @@ static void lk_send(ol_loop *loop, struct ol_msg *m)
     int rc = ol_rpc_call(cs->rpc, j->node, j->home ? OL_LOCK_RPC_LOCK : OL_LOCK_RPC_UNLOCK, iov, n,
                          OL_LOCK_REPLY_LEN, (uint32_t)j->d->cfg.cluster.store_timeout_ms,
                          lk_reply, j);
+    if (rc == -EAGAIN && !j->home) {   /* an UNLOCK waits for room: dropped, it would
+                                          leave the key locked at the owner */
+        j->t.fn = lk_retry;
+        ol_timer_arm(loop, &j->t, 1);
+        return;
+    }
     if (rc < 0)
         lk_finish(j, rc);
 }
@@ -513,11 +531,14 @@ static void on_lock(struct ol_rpc_req *req, void *arg)
     struct ol_daemon *d = arg;
     struct ol_daemon_cstore *cs = d->cstore;
     struct ol_lock_msg m;
+    struct ol_store *st = atomic_load(&cs->store);
     if (ol_lock_decode(req->payload, req->len, &m) < 0 || m.pool != cs->rec.pool ||
-        m.set >= cs->sets || !d->store) {
+        m.set >= cs->sets) {
         ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
         return;
     }
+    if (!st)
+        return lk_reply_now(req, -ESTALE, 0, 0);   /* not open yet: asked again */
     atomic_fetch_add(&cs->lk_served, 1);
     int64_t node, token;
     if (ol_daemon_cstore_owner(d, m.set, &node, &token) < 0 || node != d->cfg.self_id) {
@@ -531,7 +552,7 @@ static void on_lock(struct ol_rpc_req *req, void *arg)
     memcpy(path, m.path, m.path_len);
     path[m.path_len] = 0;
     unsigned slot;
-    if (ol_store_key_trylock(d->store, path, &slot) < 0)
+    if (ol_store_key_trylock(st, path, &slot) < 0)
         return lk_reply_now(req, -EBUSY, 0, 0);
     h->bits[slot / 8] |= (uint8_t)(1u << (slot % 8));
     lk_reply_now(req, 0, slot, token);
@@ -542,7 +563,8 @@ static void on_unlock(struct ol_rpc_req *req, void *arg)
     struct ol_daemon *d = arg;
     struct ol_daemon_cstore *cs = d->cstore;
     struct ol_lock_msg m;
-    if (ol_unlock_decode(req->payload, req->len, &m) < 0 || m.id >= OL_STORE_KEY_LOCKS) {
+    if (ol_unlock_decode(req->payload, req->len, &m) < 0 || m.id >= OL_STORE_KEY_LOCKS ||
+        m.pool != cs->rec.pool || m.set >= cs->sets) {
         ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
         return;
     }
@@ -550,7 +572,7 @@ static void on_unlock(struct ol_rpc_req *req, void *arg)
     if (!h || !(h->bits[m.id / 8] >> (m.id % 8) & 1))
         return lk_reply_now(req, -ENOENT, 0, 0);
     h->bits[m.id / 8] &= (uint8_t)~(1u << (m.id % 8));
-    ol_store_key_unlock(d->store, m.id);
+    ol_store_key_unlock(atomic_load(&cs->store), m.id);   /* held: the store is open */
     lk_reply_now(req, 0, 0, 0);
 }
 
@@ -561,7 +583,7 @@ static void lk_conn_end(void *data, void *arg)
     struct lk_held *h = data;
     for (unsigned i = 0; i < OL_STORE_KEY_LOCKS; i++)
         if (h->bits[i / 8] >> (i % 8) & 1)
-            ol_store_key_unlock(d->store, i);
+            ol_store_key_unlock(atomic_load(&d->cstore->store), i);
     free(h);
 }
 
@@ -633,6 +655,7 @@ int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen)
     int rc = ol_store_open(&sp, &d->store, err, errlen);
     if (rc < 0)
         return -1;
+    atomic_store(&cs->store, d->store);
     /* Listings: this node's drives' index, kept by this node's commits (the
      * owners' merged listings are not built yet: docs/cluster.md). */
     const char *local[OL_CONFIG_MAX_DATA_DIRS];
@@ -710,51 +733,59 @@ static void fence_called(ol_loop *loop, struct ol_op *op, int res, unsigned flag
     sem_post(f->sem);
 }
 
-/* Gives token to the drives of set s in mask (bit k: drive k of the set),
- * this node's by writing their files, the others' by FENCE, all at once;
- * the bits that took it are set in cs->fenced[s], those that did not
- * cleared. */
-static void fence_set(struct ol_daemon *d, struct ol_daemon_cstore *cs, unsigned s,
-                      int64_t token, uint32_t mask)
+/* Gives each set s with todo[s] != 0 the token tok[s] on the drives in
+ * todo[s] (bit k: drive k of the set): this node's by writing their files
+ * (under the drive's fence mutex, never lowering it), the others' by
+ * FENCE, every set's at once (one slow node costs one timeout, not one a
+ * set). The bits that took it are set in cs->fenced[s], the others cleared. */
+static void fence_sets(struct ol_daemon_cstore *cs, const uint32_t *todo, const int64_t *tok)
 {
     const struct ol_pool_rec *r = &cs->rec;
-    unsigned n = r->shape.nodes, dd = r->shape.set_drives;
-    struct fence_call calls[OL_POOL_MAX_SET_DRIVES];
+    unsigned n = r->shape.nodes, dd = r->shape.set_drives, total = cs->sets * dd;
+    struct fence_call *calls = calloc(total, sizeof *calls);
+    if (!calls)
+        return;
     sem_t sem;
     sem_init(&sem, 0, 0);
     unsigned waits = 0;
-    for (unsigned k = 0; k < dd; k++) {
-        calls[k].started = false;
-        if (!(mask >> k & 1))
-            continue;
-        unsigned g = s * dd + k, i = ol_pool_node_of(n, g), j = ol_pool_drive_of(n, g);
-        if ((int)i == cs->index) {   /* this node's drive: written here (no loop waits) */
-            int64_t have = atomic_load(&cs->fence[j]);
-            int rc = have == token ? 0 : have > token ? -ESTALE
-                                                      : ol_drv_fence_write(cs->local[j].dfd, token);
-            if (rc == 0)
-                atomic_store(&cs->fence[j], token);
-            calls[k].res = rc;
-            continue;
+    for (unsigned s = 0; s < cs->sets; s++)
+        for (unsigned k = 0; k < dd; k++) {
+            struct fence_call *fc = &calls[s * dd + k];
+            if (!(todo[s] >> k & 1))
+                continue;
+            unsigned g = s * dd + k, i = ol_pool_node_of(n, g), j = ol_pool_drive_of(n, g);
+            if ((int)i == cs->index) {   /* this node's drive: written here (no loop waits) */
+                pthread_mutex_lock(&cs->fmu[j]);
+                int64_t have = atomic_load(&cs->fence[j]);
+                int rc = have == tok[s] ? 0 : have > tok[s] ? -ESTALE
+                                                            : ol_drv_fence_write(cs->local[j].dfd,
+                                                                                 tok[s]);
+                if (rc == 0)
+                    ol_drv_fence_raise(&cs->fence[j], tok[s]);
+                pthread_mutex_unlock(&cs->fmu[j]);
+                fc->res = rc;
+                continue;
+            }
+            *fc = (struct fence_call){.op.cb = fence_called, .sem = &sem, .started = true};
+            struct ol_store_rstep st = {.code = OL_DRV_FENCE, .token = tok[s]};
+            if (ol_drv_start(cs->client, NULL, r->nodes[i], r->uuids[g], &st, &fc->op) == 0)
+                waits++;
+            else
+                *fc = (struct fence_call){.res = -ENOMEM};
         }
-        calls[k] = (struct fence_call){.op.cb = fence_called, .sem = &sem, .started = true};
-        struct ol_store_rstep st = {.code = OL_DRV_FENCE, .token = token};
-        if (ol_drv_start(cs->client, NULL, r->nodes[i], r->uuids[g], &st, &calls[k].op) == 0)
-            waits++;
-        else
-            calls[k] = (struct fence_call){.res = -ENOMEM};
-    }
     for (unsigned w = 0; w < waits; w++)
         while (sem_wait(&sem) < 0)
             ;
     sem_destroy(&sem);
-    for (unsigned k = 0; k < dd; k++)
-        if (mask >> k & 1) {
-            if (calls[k].res == 0)
-                cs->fenced[s] |= 1u << k;
-            else
-                cs->fenced[s] &= ~(1u << k);
-        }
+    for (unsigned s = 0; s < cs->sets; s++)
+        for (unsigned k = 0; k < dd; k++)
+            if (todo[s] >> k & 1) {
+                if (calls[s * dd + k].res == 0)
+                    cs->fenced[s] |= 1u << k;
+                else
+                    cs->fenced[s] &= ~(1u << k);
+            }
+    free(calls);
 }
 
 static void owners_round(struct ol_daemon *d, struct ol_daemon_cstore *cs,
@@ -807,19 +838,28 @@ static void owners_round(struct ol_daemon *d, struct ol_daemon_cstore *cs,
     unsigned dd = cs->rec.shape.set_drives;
     unsigned need = ol_layout_write_quorum(dd, cs->rec.shape.parity);
     uint32_t all = dd == 32 ? UINT32_MAX : (1u << dd) - 1;
-    for (unsigned s = 0; s < cs->sets; s++) {
+    uint32_t *todo = calloc(cs->sets, sizeof *todo);
+    int64_t *tok = calloc(cs->sets, sizeof *tok);
+    bool any = false;
+    for (unsigned s = 0; todo && tok && s < cs->sets; s++) {
         if (scan[s].node != c->self_id)
             continue;
         if (cs->fenced_token[s] != scan[s].token) {
             cs->fenced_token[s] = scan[s].token;
             cs->fenced[s] = 0;
         }
-        uint32_t todo = cs->rounds % 10 == 0 ? all : all & ~cs->fenced[s];
-        if (todo && cs->client)
-            fence_set(d, cs, s, scan[s].token, todo);
-        if ((unsigned)__builtin_popcount(cs->fenced[s]) < need)
-            scan[s] = (struct cs_owner){-1, 0};   /* not yet: asked again */
+        todo[s] = cs->rounds % 10 == 0 ? all : all & ~cs->fenced[s];
+        tok[s] = scan[s].token;
+        any |= todo[s] != 0;
     }
+    if (any && cs->client)
+        fence_sets(cs, todo, tok);
+    free(todo);
+    free(tok);
+    for (unsigned s = 0; s < cs->sets; s++)
+        if (scan[s].node == c->self_id &&
+            (unsigned)__builtin_popcount(cs->fenced[s]) < need)
+            scan[s] = (struct cs_owner){-1, 0};   /* not yet: asked again */
     cs->rounds++;
     unsigned owned = 0;
     for (unsigned s = 0; s < cs->sets; s++)

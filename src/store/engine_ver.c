@@ -195,8 +195,10 @@ bool ol_se_path_lock(struct ol_sreq *r, const char *path)
             r->locked = true;
             return true;
         }
-        if (r->rl_busy)
-            return false;   /* asked again at the caller's next retry */
+        if (r->rl_busy) {   /* asked again at the caller's next retry, for a while */
+            r->rl_failed = now - r->rl_t0 > OL_SE_RLOCK_WAIT_MS;
+            return false;
+        }
         if (now - r->rl_t0 > OL_SE_RLOCK_WAIT_MS) {
             r->rl_failed = true;   /* no owner answered: the caller fails (503) */
             return false;
