@@ -1009,38 +1009,3 @@ struct ol_drv_remote *ol_drv_remote_create(struct ol_drv_client *c, const struct
 }
 
 void ol_drv_remote_destroy(struct ol_drv_remote *r) { free(r); }
-
-/* ---- FENCE from a thread that waits ------------------------------------------------- */
-
-#include <semaphore.h>
-
-struct fence_wait {
-    struct ol_op op;
-    sem_t sem;
-    int res;
-};
-
-static void fence_done(ol_loop *loop, struct ol_op *op, int res, unsigned flags)
-{
-    (void)loop;
-    (void)flags;
-    struct fence_wait *w = (struct fence_wait *)op;
-    w->res = res;
-    sem_post(&w->sem);
-}
-
-int ol_drv_fence_remote(struct ol_drv_client *c, int64_t node, const uint8_t uuid[16],
-                        int64_t token)
-{
-    struct fence_wait w = {.op.cb = fence_done};
-    sem_init(&w.sem, 0, 0);
-    struct ol_store_rstep st = {.code = OL_DRV_FENCE, .token = token};
-    int rc = ol_drv_start(c, NULL, node, uuid, &st, &w.op);
-    if (rc == 0) {
-        while (sem_wait(&w.sem) < 0)
-            ;
-        rc = w.res;
-    }
-    sem_destroy(&w.sem);
-    return rc;
-}

@@ -197,10 +197,6 @@ int ol_drv_start(struct ol_drv_client *c, ol_loop *loop, int64_t node, const uin
 uint64_t ol_drv_client_inflight(const struct ol_drv_client *c);
 /* Frees the client once nothing is in flight. */
 void ol_drv_client_destroy(struct ol_drv_client *c);
-/* Blocking (a thread that is no loop): FENCE drive uuid of node with token.
- * The step's result (0, -ESTALE: the drive has a larger token, ...). */
-int ol_drv_fence_remote(struct ol_drv_client *c, int64_t node, const uint8_t uuid[16],
-                        int64_t token);
 
 /*
  * The object engine's hooks for its remote drives over client c: the

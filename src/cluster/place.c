@@ -42,7 +42,7 @@ struct rank {
     int64_t id;
 };
 
-static uint64_t mix(uint64_t z)
+uint64_t ol_place_mix(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -51,7 +51,7 @@ static uint64_t mix(uint64_t z)
 
 static uint64_t salt_of(int64_t id)
 {
-    return mix((uint64_t)id + 0x9E3779B97F4A7C15ull);
+    return ol_place_mix((uint64_t)id + 0x9E3779B97F4A7C15ull);
 }
 
 /* log2q32's start: k = floor(log2 x) (x >= 1), and x / 2^k with 62
@@ -84,7 +84,7 @@ uint64_t ol_place_log2_q32(uint64_t x)
 
 static uint64_t d_of(uint64_t lo, uint64_t salt)
 {
-    uint64_t d = (64ull << 32) - ol_place_log2_q32(mix(lo ^ salt));
+    uint64_t d = (64ull << 32) - ol_place_log2_q32(ol_place_mix(lo ^ salt));
     OL_ASSERT(d >= 1 && d <= (1ull << 38));
     return d;
 }
@@ -107,7 +107,7 @@ struct lanes {
 static inline void lanes_start(struct lanes *L, uint64_t lo, const uint64_t *salt)
 {
     for (int j = 0; j < LANES; j++) {
-        uint64_t x = mix(lo ^ salt[j]);
+        uint64_t x = ol_place_mix(lo ^ salt[j]);
         L->m[j] = lg_norm(x ? x : 1, &L->k[j]);
         L->f[j] = 0;
     }
@@ -275,7 +275,7 @@ int ol_place_homes_ref(const struct ol_place *p, struct ol_kv_hash h, int r, int
     if (!all)
         return -ENOMEM;
     for (int i = 0; i < p->n; i++) {
-        uint64_t x = mix(h.lo ^ salt_of(p->mem[i].id));
+        uint64_t x = ol_place_mix(h.lo ^ salt_of(p->mem[i].id));
         all[i] = (struct rank){p->mem[i].weight, (64ull << 32) - ol_place_log2_q32(x), p->mem[i].id};
     }
     qsort(all, (size_t)p->n, sizeof *all, by_rank);

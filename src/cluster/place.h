@@ -59,6 +59,10 @@
 
 #include <stdint.h>
 
+/* mix() of the rule above: splitmix64's finaliser (also the object store's
+ * owner preference, cluster/pool.h ol_pool_pick). */
+uint64_t ol_place_mix(uint64_t z);
+
 #include "kv/index.h" /* struct ol_kv_hash */
 
 #define OL_PLACE_MAX_MEMBERS  4096   /* = OL_MEMBER_MAX: a view's members */

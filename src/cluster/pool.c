@@ -5,6 +5,7 @@
  */
 #include "cluster/pool.h"
 
+#include "cluster/place.h"
 #include "store/layout.h"
 
 #include <errno.h>
@@ -108,21 +109,12 @@ unsigned ol_pool_write_budget(const struct ol_pool_shape *s)
     return s->set_drives - ol_layout_write_quorum(s->set_drives, s->parity);
 }
 
-static uint64_t mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 27;
-    z *= 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 unsigned ol_pool_pick(const int64_t *ids, unsigned n, unsigned pool, unsigned set)
 {
     uint64_t key = (uint64_t)pool << 32 | set, best = 0;
     unsigned at = 0;
     for (unsigned i = 0; i < n; i++) {
-        uint64_t sc = mix64(key ^ mix64((uint64_t)ids[i] + 0x9E3779B97F4A7C15ull));
+        uint64_t sc = ol_place_mix(key ^ ol_place_mix((uint64_t)ids[i] + 0x9E3779B97F4A7C15ull));
         if (i == 0 || sc > best || (sc == best && ids[i] < ids[at])) {
             best = sc;
             at = i;
