@@ -530,18 +530,13 @@ struct ol_topo_pools {
 static int on_owner(void *arg, const struct ol_etcd_kv *kv)
 {
     struct ol_topo_pools *p = arg;
-    const char *slash = memrchr(kv->key, '/', kv->klen);
-    if (!slash || !kv->val)
-        return 0;
-    unsigned long set = strtoul(slash + 1, NULL, 10);
-    json_error_t je;
-    json_t *j = json_loadb(kv->val, kv->vlen, 0, &je);
-    json_t *node = j ? json_object_get(j, "node") : NULL;
-    if (set < OL_POOL_MAX_SETS && json_is_integer(node)) {
-        p->owner[set] = (int64_t)json_integer_value(node);
+    unsigned set;
+    int64_t node;
+    if (ol_pool_owner_parse(kv->key, kv->klen, kv->val, kv->vlen, OL_POOL_MAX_SETS, &set,
+                            &node) == 0) {
+        p->owner[set] = node;
         p->token[set] = kv->mod_revision;
     }
-    json_decref(j);
     return 0;
 }
 

@@ -21,6 +21,7 @@
  * completes the op and frees the job.
  */
 #include "cluster/drive.h"
+#include "base/container.h"
 
 #include "base/le.h"
 
@@ -36,7 +37,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 #define OL_DRV_MAX_LOCAL 256u
 
 /* ---- the codec ------------------------------------------------------------------- */

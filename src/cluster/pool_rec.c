@@ -283,3 +283,33 @@ out:
         ol_pool_rec_free(out);
     return rc;
 }
+
+int ol_pool_owner_parse(const char *key, size_t klen, const char *val, size_t vlen,
+                        unsigned nsets, unsigned *set, int64_t *node)
+{
+    const char *slash = klen ? memrchr(key, '/', klen) : NULL;
+    if (!slash || !val)
+        return -EINVAL;
+    size_t nl = klen - (size_t)(slash + 1 - key);
+    unsigned long v = 0;
+    if (nl == 0 || nl > 9)
+        return -EINVAL;
+    for (size_t i = 0; i < nl; i++) {
+        char c = slash[1 + i];
+        if (c < '0' || c > '9')
+            return -EINVAL;
+        v = v * 10 + (unsigned long)(c - '0');
+    }
+    if (v >= nsets)
+        return -EINVAL;
+    json_error_t je;
+    json_t *j = json_loadb(val, vlen, 0, &je);
+    json_t *n = j ? json_object_get(j, "node") : NULL;
+    int rc = json_is_integer(n) ? 0 : -EINVAL;
+    if (rc == 0) {
+        *set = (unsigned)v;
+        *node = (int64_t)json_integer_value(n);
+    }
+    json_decref(j);
+    return rc;
+}

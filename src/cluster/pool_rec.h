@@ -64,6 +64,14 @@ void ol_pool_rec_free(struct ol_pool_rec *r);
 int ol_pool_parse_nodes(const char *s, int64_t *out, unsigned max, unsigned *n, char *err,
                         size_t errlen);
 
+/*
+ * A set owner's key and value (docs/cluster.md "Ordering":
+ * .../store/owners/<pool>/<set> = {"node":<id>}): 0 with *set (the key's
+ * last component, below nsets) and *node; -EINVAL when either is not that.
+ */
+int ol_pool_owner_parse(const char *key, size_t klen, const char *val, size_t vlen,
+                        unsigned nsets, unsigned *set, int64_t *node);
+
 /* The pool index (0..nodes-1) of node id, or -1. */
 int ol_pool_rec_index(const struct ol_pool_rec *r, int64_t id);
 

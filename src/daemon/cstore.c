@@ -23,6 +23,7 @@
  */
 #include "daemon/daemon.h"
 
+#include "base/container.h"
 #include "base/le.h"
 #include "base/log.h"
 #include "cluster/drive.h"
@@ -379,7 +380,7 @@ struct lk_held {
 
 static void lk_home(ol_loop *loop, struct ol_msg *m)
 {
-    struct lk_job *j = (struct lk_job *)((char *)m - offsetof(struct lk_job, msg));
+    struct lk_job *j = OL_CONTAINER(m, struct lk_job, msg);
     struct ol_daemon_cstore *cs = j->d->cstore;
     struct ol_op *op = j->op;
     int res = j->res;
@@ -415,21 +416,21 @@ static void lk_reply(void *arg, int rc, const uint8_t *p, uint32_t len)
     } else if (res == -EBUSY) {
         atomic_fetch_add(&cs->lk_busy, 1);
     }
-    lk_finish(j, res == -EBUSY || res == 0 ? res : (res == -ESTALE ? -EAGAIN : res));
+    lk_finish(j, res == -ESTALE ? -EAGAIN : res);   /* not the owner (now): asked again */
 }
 
 static void lk_send(ol_loop *loop, struct ol_msg *m);
 
 static void lk_retry(ol_loop *loop, struct ol_timer *t)
 {
-    struct lk_job *j = (struct lk_job *)((char *)t - offsetof(struct lk_job, t));
+    struct lk_job *j = OL_CONTAINER(t, struct lk_job, t);
     lk_send(loop, &j->msg);
 }
 
 /* On the net loop: the call. */
 static void lk_send(ol_loop *loop, struct ol_msg *m)
 {
-    struct lk_job *j = (struct lk_job *)((char *)m - offsetof(struct lk_job, msg));
+    struct lk_job *j = OL_CONTAINER(m, struct lk_job, msg);
     struct ol_daemon_cstore *cs = j->d->cstore;
     struct iovec iov[2] = {{j->hdr, OL_LOCK_HDR_LEN}, {j->path, j->plen}};
     int n = j->home ? 2 : 1;
@@ -694,25 +695,10 @@ int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen)
 static int on_owner(void *arg, const struct ol_etcd_kv *kv)
 {
     struct ol_daemon_cstore *cs = arg;
-    const char *slash = memrchr(kv->key, '/', kv->klen);
-    if (!slash || !kv->val)
-        return 0;
-    char num[16];
-    size_t nl = kv->klen - (size_t)(slash + 1 - kv->key);
-    if (nl == 0 || nl >= sizeof num)
-        return 0;
-    memcpy(num, slash + 1, nl);
-    num[nl] = 0;
-    char *end;
-    unsigned long set = strtoul(num, &end, 10);
-    if (*end || set >= cs->sets)
-        return 0;
-    json_error_t je;
-    json_t *j = json_loadb(kv->val, kv->vlen, 0, &je);
-    json_t *node = j ? json_object_get(j, "node") : NULL;
-    if (json_is_integer(node))
-        cs->scan[set] = (struct cs_owner){(int64_t)json_integer_value(node), kv->mod_revision};
-    json_decref(j);
+    unsigned set;
+    int64_t node;
+    if (ol_pool_owner_parse(kv->key, kv->klen, kv->val, kv->vlen, cs->sets, &set, &node) == 0)
+        cs->scan[set] = (struct cs_owner){node, kv->mod_revision};
     return 0;
 }
 

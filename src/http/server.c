@@ -48,6 +48,7 @@
  * which is what gets sent.
  */
 #include "http/server.h"
+#include "base/container.h"
 #include "http/rate.h"
 #include "http/tls.h"
 
@@ -208,7 +209,6 @@ static void ol_conn_timer_arm(struct ol_http_conn *c);
 static void ol_conn_rate_sync(struct ol_http_conn *c);
 static void ol_date_update(ol_http_server *srv);
 
-#define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 static uint64_t ol_now_ns(void)
 {

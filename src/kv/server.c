@@ -52,6 +52,7 @@
  * frees its connection without closing the socket.
  */
 #include "kv/server.h"
+#include "base/container.h"
 
 #include "base/assert.h"
 #include "base/log.h"
@@ -207,7 +208,6 @@ struct ol_kv_server {
 
 static _Atomic uint64_t ol_kv_next_session = 1;
 
-#define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 static void ol_kvc_process(struct ol_kv_conn *c);
 static void ol_kvc_saved(struct ol_kv_conn *c, struct ol_kv_hash h, const void *key,

@@ -35,6 +35,7 @@
  * ol_rpc_get reads from it. Nothing here knows what the region holds.
  */
 #include "net/rpc.h"
+#include "base/container.h"
 
 #include "base/assert.h"
 #include "base/crc32c.h"
@@ -65,7 +66,6 @@
 #define OL_RPC_IDLE_PING_MS 1000u   /* a READY peer sent nothing this long: a PING */
 #define OL_RPC_PING_DEADLINE_MS 5000u
 
-#define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 /* A frame to send: its header in data, then its payload, copied into data
  * after the header, or (niov > 0) the caller's pieces by reference (ref,

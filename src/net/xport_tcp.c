@@ -5,6 +5,7 @@
  * a peer host that dies without a reset fails its connection in seconds).
  */
 #include "net/xport.h"
+#include "base/container.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -23,7 +24,6 @@
 #define TCP_KEEPINTVL_S     2
 #define TCP_KEEPCNT_N       3
 
-#define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 struct tcp_port {
     struct ol_xport t;

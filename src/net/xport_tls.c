@@ -39,6 +39,7 @@
  * the connection's kick); know frames, rpc.c's handshake or credits.
  */
 #include "net/xport.h"
+#include "base/container.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -56,7 +57,6 @@
 #define XTLS_LOG_MS   10000u
 #define XTLS_NOBUF_MS 10u                      /* mid-handshake receive armed again */
 
-#define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 struct tls_conn;
 

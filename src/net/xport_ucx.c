@@ -41,6 +41,7 @@
  * noted (the port's done list) and its done runs from kick, in order.
  */
 #include "net/xport.h"
+#include "base/container.h"
 
 #ifdef OL_HAVE_UCX
 
@@ -55,7 +56,6 @@
 
 #include "rt/net.h"
 
-#define OL_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 #define UCX_POLL_EPS 64
 
 struct ucx_port;
