@@ -23,7 +23,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import threading
 import time
 
@@ -36,6 +35,7 @@ from netns import NETNS_WHY, IP, metrics_in, net, peer_up, start_etcd  # noqa: F
 from test_cluster import ETCD, wait_for
 from test_cluster_rpc import secret
 from test_http import hermetic_openlake_env
+from test_s3 import aws   # the aws CLI, signed with the same credential
 
 assert hermetic_openlake_env
 
@@ -136,18 +136,6 @@ def pool(net, make_daemon, tmp_path):
     p = Pool(net, make_daemon, tmp_path)
     yield p
     p.close()
-
-
-def aws(d, tmp_path, *args):
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path),
-           "AWS_ACCESS_KEY_ID": AK, "AWS_SECRET_ACCESS_KEY": SK,
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": str(tmp_path / "none"),
-           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
-    cli = os.path.join(os.path.dirname(sys.executable), "aws")
-    p = subprocess.run([cli, "--endpoint-url", d.url, *args], env=env, capture_output=True,
-                       text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    return p.stdout
 
 
 def test_any_node_serves_and_two_nodes_lost_lose_nothing(pool, tmp_path):
