@@ -77,12 +77,15 @@ static void check_version(const struct ol_meta_version *v, const uint8_t *lo, co
     REQUIRE(v->storage_class < OL_META_SC__COUNT && v->etag_parts <= OL_META_MAX_PARTS);
     int L = ol_meta_cks_len(v->cks.algo);
     REQUIRE(L >= 0);
-    REQUIRE((v->cks.flags & ~OL_META_CKS_COMPOSITE) == 0);
+    REQUIRE((v->cks.flags & ~(OL_META_CKS_COMPOSITE | OL_META_CKS_FULL_OBJECT)) == 0);
     if (v->cks.flags & OL_META_CKS_COMPOSITE)
-        REQUIRE(v->cks.algo != OL_META_CKS_NONE && v->cks.parts >= 1 &&
-                v->cks.parts <= OL_META_MAX_PARTS);
+        REQUIRE(!(v->cks.flags & OL_META_CKS_FULL_OBJECT) && v->cks.algo != OL_META_CKS_NONE &&
+                v->cks.parts >= 1 && v->cks.parts <= OL_META_MAX_PARTS);
     else
         REQUIRE(v->cks.parts == 0);
+    if (v->cks.flags & OL_META_CKS_FULL_OBJECT) /* CRCs only */
+        REQUIRE(v->cks.algo == OL_META_CKS_CRC32 || v->cks.algo == OL_META_CKS_CRC32C ||
+                v->cks.algo == OL_META_CKS_CRC64NVME);
     unsigned n = (unsigned)v->ec.k + v->ec.m;
     REQUIRE(v->ec.k >= 1 && n <= OL_META_MAX_SHARDS && v->ec.index < n && v->ec.block_size >= 1);
     uint64_t seen = 0;
@@ -320,7 +323,7 @@ static void build(struct src *s, struct built *b)
     v->storage_class = (uint8_t)((y >> 16 & 7) == 7 ? 2 : (y >> 16) & 1);
     v->cks.algo = (uint8_t)((y >> 19) % 7);
     v->cks.flags = (uint8_t)((y >> 22) & ((y >> 24) == 0xFF ? 3 : 1));
-    v->cks.parts = v->cks.flags ? (uint16_t)(1 + (y >> 25) % 12) : 0;
+    v->cks.parts = (v->cks.flags & OL_META_CKS_COMPOSITE) ? (uint16_t)(1 + (y >> 25) % 12) : 0;
     if ((y >> 26) == 63)
         v->cks.parts ^= 1;
     for (unsigned i = 0; i < OL_META_CKS_MAX; i++)
