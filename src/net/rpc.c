@@ -25,8 +25,12 @@
  * its peer's calls at once (-ECONNRESET) and frees every slot.
  *
  * A 50 ms tick closes handshakes past their deadline, dials peers whose
- * backoff ended, re-arms receives that found no buffer, and pings peers
- * this node has sent nothing for OL_RPC_IDLE_PING_MS (peer_idle_ping).
+ * backoff ended, re-arms receives that found no buffer while none was
+ * free (one that ends with buffers free again, as when the completions
+ * before it handed theirs back, re-arms at once: waiting a tick for each
+ * ring's worth of bytes cost a burst larger than the ring 50 ms per ring),
+ * and pings peers this node has sent nothing for OL_RPC_IDLE_PING_MS
+ * (peer_idle_ping).
  *
  * Remote reads (RMA): with a transport that has them (xport.h), an
  * endpoint may map one region (ol_rpc_map) whose packed key its READY
@@ -207,7 +211,7 @@ struct ol_rpc {
     uint32_t npeers;
     _Atomic int64_t revision, peer_revision;
     _Atomic uint64_t requests, auth_failures, hs_timeouts, unauth_evicted, refused,
-        protocol_errors, accepted;
+        protocol_errors, accepted, nobufs;
     uint64_t log_ms;
 };
 
@@ -1265,7 +1269,11 @@ static void on_received(struct ol_xconn *x, int res, const uint8_t *b, bool more
     if (res > 0) {
         conn_take(c, b, (uint32_t)res);
     } else if (res == -ENOBUFS) {
-        c->rearm = true; /* the tick re-arms: no buffer now */
+        atomic_fetch_add(&c->r->nobufs, 1);
+        /* the receives before this one handed their buffers back (each
+         * copies its bytes out): armed again below while some are free;
+         * with none, by the tick */
+        c->rearm = ol_loop_bufs_free(c->r->loop) == 0;
     } else if (res != -ECANCELED || !c->closing) {
         if (res != -ECANCELED)
             conn_close(c);
@@ -1795,6 +1803,8 @@ size_t ol_rpc_metrics(struct ol_rpc *r, const char *labels, char *buf, size_t ca
         (unsigned long long)atomic_load(&r->refused));
     OUT("openlake_rpc_refused_total{%s%scause=\"protocol\"} %llu\n", labels, sep,
         (unsigned long long)atomic_load(&r->protocol_errors));
+    OUT("openlake_rpc_recv_nobufs_total{%s} %llu\n", labels,
+        (unsigned long long)atomic_load(&r->nobufs));
     OUT("openlake_rpc_tls_handshake_failures_total{%s} %llu\n", labels,
         (unsigned long long)ol_xport_tls_failures(r->xp));
     /* Up to OL_RPC_METRIC_PEERS peers each have their own series; past

@@ -107,6 +107,7 @@ int ol_loop_index(const ol_loop *loop) { return loop->p.index; }
 uint64_t ol_loop_now_ms(const ol_loop *loop) { return loop->now_ms; }
 unsigned ol_loop_recv_buf_size(const ol_loop *loop) { return loop->p.recv_buf_size; }
 unsigned ol_loop_bufs_out(const ol_loop *loop) { return loop->bufs_out; }
+unsigned ol_loop_bufs_free(const ol_loop *loop) { return loop->p.recv_bufs - loop->bufs_out; }
 void ol_loop_get_info(const ol_loop *loop, struct ol_loop_info *info) { *info = loop->info; }
 
 /* ---- SQEs ---------------------------------------------------------------- */

@@ -134,8 +134,10 @@ void ol_loop_buf_release(ol_loop *loop, unsigned bid);
 /* Address of provided buffer bid (one already handed out). */
 char *ol_loop_buf_addr(const ol_loop *loop, unsigned bid);
 unsigned ol_loop_recv_buf_size(const ol_loop *loop);
-/* Number of provided buffers currently lent out (for tests and metrics). */
+/* Number of provided buffers currently lent out (for tests and metrics),
+ * and of those in the ring, free for the kernel to fill. */
 unsigned ol_loop_bufs_out(const ol_loop *loop);
+unsigned ol_loop_bufs_free(const ol_loop *loop);
 /* sendmsg(2) with MSG_NOSIGNAL. iov must stay valid until the completion. */
 int ol_loop_sendmsg(ol_loop *loop, struct ol_op *op, int fd, const struct msghdr *msg);
 int ol_loop_send(ol_loop *loop, struct ol_op *op, int fd, const void *buf, size_t len);

@@ -310,10 +310,16 @@ static struct ol_rpc *endpoint(struct drv *d, int64_t id, const char *listen, co
     return r;
 }
 
+static int small_ring;      /* the loop below gets 16 receive buffers of 4 KiB */
+
 static void setup(struct drv *d, const char *b_secret, uint32_t window)
 {
     memset(d, 0, sizeof *d);
     struct ol_loop_params lp = {.index = 0, .cpu = -1};
+    if (small_ring) {
+        lp.recv_bufs = 16;
+        lp.recv_buf_size = 4096;
+    }
     char err[256];
     OLT_CHECK_EQ(ol_loop_create(&lp, &d->loop, err, sizeof err), 0);
     d->a = endpoint(d, 1, "127.0.0.1:0", SECRET, window);
@@ -410,6 +416,62 @@ OLT_TEST(rpc_handshake_and_calls_ucx)
     rpc_handshake_and_calls_on(ucx_transport());
 }
 #endif
+
+/* ---- bursts larger than the receive ring ------------------------------------- */
+
+/* Replies of 4 MiB into a loop whose provided buffers hold 64 KiB: the
+ * multishot receive runs out of buffers again and again (-ENOBUFS), and
+ * must be armed again as soon as the buffers are back, not at the next
+ * 50 ms tick (that was 64 ticks, 3.2 s, per reply). */
+#define BURST_CALLS 4
+#define BURST_LEN   (4u << 20)
+
+static int step_burst(struct drv *d)
+{
+    switch (d->phase) {
+    case 0:
+        if (!ol_rpc_peer_ready(d->b, 1))
+            return 0;
+        d->t0 = mono_ms();   /* the calls' time, not the connection's */
+        next_phase(d);
+        return 0;
+    default:   /* one after the other: two would fill the reply window,
+                * which a reply's slot leaves just after its callback */
+        if (d->done == d->phase - 1 && d->done < BURST_CALLS) {
+            int rc = ping(d, BURST_LEN, BURST_LEN);
+            if (rc == 0)
+                d->phase++;
+            else
+                OLT_CHECK_EQ(rc, -EAGAIN);
+        }
+        return d->done == BURST_CALLS;
+    }
+}
+
+static void rpc_bursts_larger_than_the_ring_on(const char *tr)
+{
+    transport = tr;
+    small_ring = 1;
+    struct drv d;
+    setup(&d, SECRET, 0);
+    run(&d, step_burst);
+    uint64_t ms = d.done_ms - d.t0;
+    OLT_CHECK_EQ(d.ok, BURST_CALLS);
+    OLT_CHECK_EQ(d.last_len, BURST_LEN);
+    /* the ring did run dry, and that cost no ticks: 16 MiB in 256 ring
+     * fulls took 12.8 s of ticks alone before */
+    OLT_CHECK(metric(d.b, "openlake_rpc_recv_nobufs_total{} ") > 0);
+    if (ms > 4000)
+        olt_fail(__FILE__, __LINE__, "16 MiB of replies took %llu ms", (unsigned long long)ms);
+    teardown(&d);
+    small_ring = 0;
+    transport = NULL;
+}
+
+OLT_TEST(rpc_bursts_larger_than_the_ring)
+{
+    rpc_bursts_larger_than_the_ring_on(NULL);
+}
 
 /* ---- payloads by reference --------------------------------------------------- */
 
@@ -1902,6 +1964,11 @@ OLT_TEST(rpc_tls_peer_gone_fails_fast_then_reconnects)
 OLT_TEST(rpc_tls_credits_bound_what_the_acceptor_holds)
 {
     over_tls(rpc_credits_bound_what_the_acceptor_holds_on);
+}
+
+OLT_TEST(rpc_tls_bursts_larger_than_the_ring)
+{
+    over_tls(rpc_bursts_larger_than_the_ring_on);
 }
 
 /* Payloads in many small pieces: gathered into a send's records. */
