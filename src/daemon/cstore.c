@@ -91,7 +91,10 @@ struct ol_daemon_cstore {
     struct ol_rpc *rpc;
     int lk_slot;                        /* the owner side's connection slot */
     _Atomic uint64_t lk_out;            /* asks and gives back not done (cores quiet) */
-    _Atomic uint64_t lk_granted, lk_busy, lk_refused, lk_served;
+    _Atomic uint64_t lk_granted, lk_busy, lk_refused, lk_served, lk_late;
+    _Atomic uint64_t lk_ticket;         /* the last LOCK's ticket (cluster/lock.h) */
+    uint64_t lk_tickets[OL_STORE_KEY_LOCKS];   /* net loop: the ticket of each lock this
+                                                  node granted to another (0: none) */
     _Atomic(struct ol_store *) store;   /* d->store once open, for the net loop's handlers */
 };
 
@@ -356,9 +359,14 @@ int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen)
  * another node: LOCK over the node RPC (cluster/lock.h), whose handler
  * there takes the lock from that node's table if it owns the set. A lock
  * granted to another node is held on its connection (a bitmap in the
- * connection's slot) and given back by UNLOCK, or when the connection ends
- * (the node died, was cut off, or restarted). The token comes with the
- * grant; drives do not check it yet. */
+ * connection's slot, and the LOCK's ticket in lk_tickets) and given back by
+ * an UNLOCK naming it and its ticket, or when the connection ends (the node
+ * died, was cut off, or restarted). A LOCK call that failed (its deadline
+ * passed: the owner stalled) is followed by an UNLOCK of its ticket with
+ * no lock id, since the owner may have granted it after all: the
+ * connection delivers the two in order, and without it the key would stay
+ * locked for as long as the connection lives. The token comes with the
+ * grant; the drives check it (fences, below). */
 
 struct lk_job {
     struct ol_msg msg;
@@ -368,7 +376,9 @@ struct lk_job {
     struct ol_op *op;
     struct ol_store_lock *out;
     int64_t node, token;
+    uint64_t ticket;
     int res;
+    unsigned set;
     uint8_t hdr[OL_LOCK_HDR_LEN];
     uint16_t plen;
     char path[OL_LOCK_PATH_MAX + 1];
@@ -402,6 +412,9 @@ static void lk_finish(struct lk_job *j, int res)
     ol_loop_post(j->home, &j->msg);
 }
 
+static void lk_give_back(struct ol_daemon *d, int64_t node, unsigned set, uint32_t id,
+                         uint64_t ticket);
+
 static void lk_reply(void *arg, int rc, const uint8_t *p, uint32_t len)
 {
     struct lk_job *j = arg;
@@ -411,11 +424,14 @@ static void lk_reply(void *arg, int rc, const uint8_t *p, uint32_t len)
     int res = rc < 0 ? rc : rc != OL_RPC_OK || len != OL_LOCK_REPLY_LEN ? -EPROTO
                                                                          : (int32_t)ol_le_ld32(p);
     if (res == 0) {
-        *j->out = (struct ol_store_lock){j->node, ol_le_ld32(p + 4), (int64_t)ol_le_ld64(p + 8)};
+        *j->out = (struct ol_store_lock){j->node, ol_le_ld32(p + 4), (int64_t)ol_le_ld64(p + 8),
+                                         j->ticket};
         atomic_fetch_add(&cs->lk_granted, 1);
     } else if (res == -EBUSY) {
         atomic_fetch_add(&cs->lk_busy, 1);
     }
+    if (rc < 0 && rc != -ECONNRESET)   /* it may have been granted after all */
+        lk_give_back(j->d, j->node, j->set, OL_LOCK_ID_ANY, j->ticket);
     lk_finish(j, res == -ESTALE ? -EAGAIN : res);   /* not the owner (now): asked again */
 }
 
@@ -476,44 +492,53 @@ static int cs_lock(void *ud, ol_loop *loop, unsigned set, const char *path,
     j->out = out;
     j->node = node;
     j->token = token;
+    j->set = set;
+    j->ticket = atomic_fetch_add(&cs->lk_ticket, 1) + 1;
     atomic_fetch_add(&cs->lk_out, 1);
     if (node == d->cfg.self_id) {   /* this node's table: the answer now, delivered later */
         unsigned slot;
         int rc = ol_store_key_trylock(d->store, path, &slot);
         if (rc == 0)
-            *out = (struct ol_store_lock){node, slot, token};
+            *out = (struct ol_store_lock){node, slot, token, j->ticket};
         atomic_fetch_add(rc == 0 ? &cs->lk_granted : &cs->lk_busy, 1);
         lk_finish(j, rc);
         return 0;
     }
     j->plen = (uint16_t)plen;
     memcpy(j->path, path, plen);
-    struct ol_lock_msg m = {.pool = cs->rec.pool, .set = set, .path = j->path,
-                            .path_len = j->plen};
+    struct ol_lock_msg m = {.pool = cs->rec.pool, .set = set, .ticket = j->ticket,
+                            .path = j->path, .path_len = j->plen};
     ol_lock_encode(&m, j->hdr);
     j->msg.fn = lk_send;
     ol_loop_post(cs->net, &j->msg);
     return 0;
 }
 
-static void cs_unlock(void *ud, unsigned set, const struct ol_store_lock *l)
+/* UNLOCK of lock id (or OL_LOCK_ID_ANY) granted under ticket by node, sent
+ * from any thread; nobody waits for its answer. */
+static void lk_give_back(struct ol_daemon *d, int64_t node, unsigned set, uint32_t id,
+                         uint64_t ticket)
 {
-    struct ol_daemon *d = ud;
     struct ol_daemon_cstore *cs = d->cstore;
-    if (l->node == d->cfg.self_id) {
-        ol_store_key_unlock(d->store, l->id);
-        return;
-    }
     struct lk_job *j = calloc(1, sizeof *j);
     if (!j)
         return;   /* the owner lets it go with this node's connection */
     j->d = d;
-    j->node = l->node;
-    struct ol_lock_msg m = {.pool = cs->rec.pool, .set = set, .id = l->id};
+    j->node = node;
+    struct ol_lock_msg m = {.pool = cs->rec.pool, .set = set, .id = id, .ticket = ticket};
     ol_unlock_encode(&m, j->hdr);
     atomic_fetch_add(&cs->lk_out, 1);
     j->msg.fn = lk_send;
     ol_loop_post(cs->net, &j->msg);
+}
+
+static void cs_unlock(void *ud, unsigned set, const struct ol_store_lock *l)
+{
+    struct ol_daemon *d = ud;
+    if (l->node == d->cfg.self_id)
+        ol_store_key_unlock(d->store, l->id);
+    else
+        lk_give_back(d, l->node, set, l->id, l->ticket);
 }
 
 /* The owner's side, on the net loop. */
@@ -556,6 +581,7 @@ static void on_lock(struct ol_rpc_req *req, void *arg)
     if (ol_store_key_trylock(st, path, &slot) < 0)
         return lk_reply_now(req, -EBUSY, 0, 0);
     h->bits[slot / 8] |= (uint8_t)(1u << (slot % 8));
+    cs->lk_tickets[slot] = m.ticket;
     lk_reply_now(req, 0, slot, token);
 }
 
@@ -564,16 +590,28 @@ static void on_unlock(struct ol_rpc_req *req, void *arg)
     struct ol_daemon *d = arg;
     struct ol_daemon_cstore *cs = d->cstore;
     struct ol_lock_msg m;
-    if (ol_unlock_decode(req->payload, req->len, &m) < 0 || m.id >= OL_STORE_KEY_LOCKS ||
-        m.pool != cs->rec.pool || m.set >= cs->sets) {
+    if (ol_unlock_decode(req->payload, req->len, &m) < 0 ||
+        (m.id >= OL_STORE_KEY_LOCKS && m.id != OL_LOCK_ID_ANY) || m.pool != cs->rec.pool ||
+        m.set >= cs->sets) {
         ol_rpc_reply(req, OL_RPC_BAD_REQUEST, NULL, 0);
         return;
     }
     struct lk_held *h = req->conn_data[cs->lk_slot];
-    if (!h || !(h->bits[m.id / 8] >> (m.id % 8) & 1))
+    uint32_t id = m.id;
+    if (h && id == OL_LOCK_ID_ANY) {   /* a LOCK its asker gave up on: granted after all? */
+        for (uint32_t i = 0; i < OL_STORE_KEY_LOCKS; i++)
+            if ((h->bits[i / 8] >> (i % 8) & 1) && cs->lk_tickets[i] == m.ticket) {
+                id = i;
+                atomic_fetch_add(&cs->lk_late, 1);
+                break;
+            }
+    }
+    if (!h || id >= OL_STORE_KEY_LOCKS || !(h->bits[id / 8] >> (id % 8) & 1) ||
+        cs->lk_tickets[id] != m.ticket)
         return lk_reply_now(req, -ENOENT, 0, 0);
-    h->bits[m.id / 8] &= (uint8_t)~(1u << (m.id % 8));
-    ol_store_key_unlock(atomic_load(&cs->store), m.id);   /* held: the store is open */
+    h->bits[id / 8] &= (uint8_t)~(1u << (id % 8));
+    cs->lk_tickets[id] = 0;
+    ol_store_key_unlock(atomic_load(&cs->store), id);   /* held: the store is open */
     lk_reply_now(req, 0, 0, 0);
 }
 
@@ -583,8 +621,10 @@ static void lk_conn_end(void *data, void *arg)
     struct ol_daemon *d = arg;
     struct lk_held *h = data;
     for (unsigned i = 0; i < OL_STORE_KEY_LOCKS; i++)
-        if (h->bits[i / 8] >> (i % 8) & 1)
+        if (h->bits[i / 8] >> (i % 8) & 1) {
+            d->cstore->lk_tickets[i] = 0;
             ol_store_key_unlock(atomic_load(&d->cstore->store), i);
+        }
     free(h);
 }
 
@@ -897,7 +937,8 @@ size_t ol_daemon_cstore_metrics(struct ol_daemon *d, char *buf, size_t cap)
     uint64_t owned = cs->owned, taken = cs->taken, given = cs->given;
     pthread_mutex_unlock(&cs->omu);
     unsigned long long granted = atomic_load(&cs->lk_granted), busy = atomic_load(&cs->lk_busy),
-                       served = atomic_load(&cs->lk_served), refused = atomic_load(&cs->lk_refused);
+                       served = atomic_load(&cs->lk_served), refused = atomic_load(&cs->lk_refused),
+                       late = atomic_load(&cs->lk_late);
     const char *c = d->cfg.cluster.name;
     int n = snprintf(buf, cap,
                      "# HELP openlake_store_sets_owned Erasure sets of the pool this node owns.\n"
@@ -930,8 +971,12 @@ size_t ol_daemon_cstore_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      "# HELP openlake_store_locks_refused_total LOCK requests for sets this node "
                      "does not own.\n"
                      "# TYPE openlake_store_locks_refused_total counter\n"
-                     "openlake_store_locks_refused_total{cluster=\"%s\"} %llu\n",
-                     c, granted, c, busy, c, served, c, refused);
+                     "openlake_store_locks_refused_total{cluster=\"%s\"} %llu\n"
+                     "# HELP openlake_store_locks_late_total Locks this node granted to another "
+                     "after that node stopped waiting, given back by its UNLOCK of the ticket.\n"
+                     "# TYPE openlake_store_locks_late_total counter\n"
+                     "openlake_store_locks_late_total{cluster=\"%s\"} %llu\n",
+                     c, granted, c, busy, c, served, c, refused, c, late);
     return m < 0 ? (size_t)n : (size_t)n + (size_t)m;
 }
 

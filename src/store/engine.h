@@ -373,6 +373,7 @@ struct ol_store_lock {
     int64_t node;              /* who granted it */
     uint32_t id;               /* its id there */
     int64_t token;             /* the set's fencing token with it */
+    uint64_t ticket;           /* the asker's name of the grant (its unlock names it) */
 };
 
 struct ol_store_locks {

@@ -314,3 +314,51 @@ def test_racing_writes_of_one_key_through_two_nodes_agree(make_daemon, etcd, tmp
                       urllib.request.urlopen(d.url + "/_openlake/metrics").read().decode())
         served += int(m.group(1))
     assert served > 0
+
+
+def test_a_lock_granted_after_its_asker_gave_up_goes_back(make_daemon, etcd, tmp_path):
+    """A LOCK whose grant comes after the asker's deadline (the owner
+    stalled: SIGSTOP, as a long pause) is given back by the asker (UNLOCK of
+    the call's ticket, docs/node-protocol.md "LOCK (4), UNLOCK (5)"): the
+    key stays writable through every node, instead of locked for as long as
+    the asker's connection to the owner lives."""
+    import signal
+    import threading
+    nodes, _ = start_pool(make_daemon, etcd, tmp_path, n=3, per=2,
+                          extra=("--cluster.store-timeout-ms", "300",
+                                 "--cluster.lease-ttl-secs", "8"))
+    cli = conftest.bin_path("openlake")
+    owner = owners(etcd, cli)[0][0]   # one set of six
+    a, c = (d for i, d in enumerate(nodes) if i + 1 != owner)
+    ca, cc = client(a), client(c)
+    ca.create_bucket(Bucket="lks")
+    ca.put_object(Bucket="lks", Key="k", Body=b"first")
+    stalled = nodes[owner - 1]
+    out = {}
+
+    def put_through_a():
+        try:
+            ca.put_object(Bucket="lks", Key="k", Body=b"through a")
+            out["a"] = 200
+        except botocore.exceptions.ClientError as e:
+            out["a"] = e.response["ResponseMetadata"]["HTTPStatusCode"]
+
+    stalled.proc.send_signal(signal.SIGSTOP)
+    try:
+        t = threading.Thread(target=put_through_a)
+        t.start()
+        time.sleep(1.5)   # LOCK asked again and again, each past its 300 ms
+    finally:
+        stalled.proc.send_signal(signal.SIGCONT)
+    t.join(30)
+    assert not t.is_alive() and out["a"] in (200, 503), out
+    # the owner answered every stalled LOCK late; the ones it granted went back
+    t0 = time.time()
+    cc.put_object(Bucket="lks", Key="k", Body=b"through c")
+    assert time.time() - t0 < 5
+    for d in nodes:
+        assert client(d).get_object(Bucket="lks", Key="k")["Body"].read() == b"through c"
+    assert ca.put_object(Bucket="lks", Key="k2", Body=b"x")
+    m = urllib.request.urlopen(stalled.url + "/_openlake/metrics").read().decode()
+    assert int(re.search(r'openlake_store_locks_late_total\{cluster="c1"\} (\d+)',
+                         m).group(1)) >= 1

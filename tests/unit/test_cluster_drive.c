@@ -210,7 +210,7 @@ OLT_TEST(cluster_drive_decode_at_guard_page)
 OLT_TEST(cluster_lock_codec)
 {
     const char *path = ".openlake/buckets/b/objects/ab/0123";
-    struct ol_lock_msg m = {.pool = 0, .set = 7, .path = path,
+    struct ol_lock_msg m = {.pool = 0, .set = 7, .ticket = 0x1122334455667788ull, .path = path,
                             .path_len = (uint16_t)strlen(path)}, g;
     uint8_t b[OL_LOCK_HDR_LEN + 64];
     ol_lock_encode(&m, b);
@@ -220,6 +220,8 @@ OLT_TEST(cluster_lock_codec)
     OLT_CHECK_EQ(g.set, 7u);
     OLT_CHECK_EQ(g.path_len, m.path_len);
     OLT_CHECK(memcmp(g.path, path, m.path_len) == 0);
+    OLT_CHECK(g.ticket == m.ticket);
+    OLT_CHECK_EQ(b[16], 0x88);   /* the ticket at 16, little-endian */
     OLT_CHECK_EQ(ol_lock_decode(b, n - 1, &g), -EINVAL);   /* the length says otherwise */
     b[12] = 1;
     OLT_CHECK_EQ(ol_lock_decode(b, n, &g), -EINVAL);       /* a reserved byte */
@@ -227,13 +229,28 @@ OLT_TEST(cluster_lock_codec)
     memcpy(b + OL_LOCK_HDR_LEN, "../x/", 5);
     OLT_CHECK_EQ(ol_lock_decode(b, n, &g), -EINVAL);       /* not a drive path */
     OLT_CHECK_EQ(ol_lock_decode(b, 3, &g), -EINVAL);
+    memcpy(b + OL_LOCK_HDR_LEN, path, m.path_len);
+    m.ticket = 0;                                           /* a ticket of 0 */
+    ol_lock_encode(&m, b);
+    OLT_CHECK_EQ(ol_lock_decode(b, n, &g), -EINVAL);
+    m.ticket = 42;
     m.id = 4095;
     ol_unlock_encode(&m, b);
     OLT_CHECK_EQ(ol_unlock_decode(b, OL_LOCK_HDR_LEN, &g), 0);
     OLT_CHECK_EQ(g.id, 4095u);
     OLT_CHECK_EQ(g.set, 7u);
+    OLT_CHECK(g.ticket == 42);
     OLT_CHECK_EQ(ol_unlock_decode(b, OL_LOCK_HDR_LEN + 1, &g), -EINVAL);
+    OLT_CHECK_EQ(ol_unlock_decode(b, OL_LOCK_HDR_LEN - 1, &g), -EINVAL);
     b[13] = 9;
+    OLT_CHECK_EQ(ol_unlock_decode(b, OL_LOCK_HDR_LEN, &g), -EINVAL);
+    b[13] = 0;
+    m.id = OL_LOCK_ID_ANY;                                   /* whichever lock the ticket got */
+    ol_unlock_encode(&m, b);
+    OLT_CHECK_EQ(ol_unlock_decode(b, OL_LOCK_HDR_LEN, &g), 0);
+    OLT_CHECK_EQ(g.id, OL_LOCK_ID_ANY);
+    m.ticket = 0;
+    ol_unlock_encode(&m, b);
     OLT_CHECK_EQ(ol_unlock_decode(b, OL_LOCK_HDR_LEN, &g), -EINVAL);
 }
 
