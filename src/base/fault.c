@@ -21,10 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ANY_DRIVE UINT32_MAX
 #define LOG_MAX   32u      /* injections logged per rule set, then silence */
+#define DELAY     1        /* rule.err of err=delay: the result kept, late */
+#define DELAY_MAX 60000u   /* ms */
 
 struct rule {
     uint8_t mod, op;       /* op OL_FAULT_OP_NONE: any */
@@ -32,7 +35,8 @@ struct rule {
     uint64_t nth;          /* >= 1 */
     double p;              /* 0: fire on the nth (and after, when persist) */
     uint64_t seed, rng;
-    int err;               /* -errno, or 0 for short */
+    int err;               /* -errno, 0 for short, DELAY */
+    uint32_t ms;           /* DELAY: how long */
     bool persist;
     bool spent;            /* fired, transient */
     uint64_t seen, fired;
@@ -50,7 +54,7 @@ static const char *const op_names[OL_FAULT_NOPS] = {
     "fallocate",
 };
 static const struct { const char *name; int err; } err_names[] = {
-    {"EIO", -EIO}, {"ENOSPC", -ENOSPC}, {"EDQUOT", -EDQUOT}, {"short", 0},
+    {"EIO", -EIO}, {"ENOSPC", -ENOSPC}, {"EDQUOT", -EDQUOT}, {"short", 0}, {"delay", DELAY},
 };
 
 static const char *err_name(int err)
@@ -88,6 +92,7 @@ int ol_fault_apply(enum ol_fault_mod mod, enum ol_fault_op op, unsigned drive, i
         return res;
     bool rw = op == OL_FAULT_OP_READ || op == OL_FAULT_OP_WRITE;
     int out = res;
+    uint32_t sleep_ms = 0;
     pthread_mutex_lock(&mu);
     unsigned n = atomic_load_explicit(&nrules, memory_order_relaxed);
     for (unsigned i = 0; i < n; i++) {
@@ -100,17 +105,22 @@ int ol_fault_apply(enum ol_fault_mod mod, enum ol_fault_op op, unsigned drive, i
             continue;
         r->fired++;
         r->spent = !r->persist;
-        out = r->err ? r->err : res / 2; /* short: 1..res-1, never 0 (a read's end of file) */
+        if (r->err == DELAY)
+            sleep_ms = r->ms;
+        else   /* short: 1..res-1, never 0 (a read's end of file) */
+            out = r->err ? r->err : res / 2;
         atomic_fetch_add_explicit(&injected[mod], 1, memory_order_relaxed);
         if (logged < LOG_MAX) {
             logged++;
-            ol_warn("fault: %s drive %u %s: %d -> %d (rule %u, match %llu)%s", mod_names[mod],
-                    drive, op_names[op], res, out, i + 1, (unsigned long long)r->seen,
-                    logged == LOG_MAX ? "; no more fault lines" : "");
+            ol_warn("fault: %s drive %u %s: %d -> %d%s (rule %u, match %llu)%s", mod_names[mod],
+                    drive, op_names[op], res, out, sleep_ms ? " late" : "", i + 1,
+                    (unsigned long long)r->seen, logged == LOG_MAX ? "; no more fault lines" : "");
         }
         break;
     }
     pthread_mutex_unlock(&mu);
+    if (sleep_ms)   /* the calling thread stalls: a slow step, as its caller sees it */
+        nanosleep(&(struct timespec){sleep_ms / 1000, (long)(sleep_ms % 1000) * 1000000L}, NULL);
     if (op == OL_FAULT_OP_OPEN && res >= 0 && out < 0)
         close(res);
     return out;
@@ -192,6 +202,10 @@ static int parse_field(struct rule *r, const char *s, size_t n, char *err, size_
         if (*end || !(p > 0 && p <= 1))
             goto bad;
         r->p = p;
+    } else if (tok_is(s, kl, "ms")) {
+        if (!parse_u64(v, vl, DELAY_MAX, &u) || u == 0)
+            goto bad;
+        r->ms = (uint32_t)u;
     } else if (tok_is(s, kl, "seed")) {
         if (!parse_u64(v, vl, UINT64_MAX, &u))
             goto bad;
@@ -210,7 +224,7 @@ static int parse_field(struct rule *r, const char *s, size_t n, char *err, size_
 bad:
     snprintf(err, errlen, "faults: bad field \"%.*s\" (fields: drive=N|any, op=read|write|fsync|"
         "open|close|rename|unlink|mkdir|statx|fallocate|any, nth=N, p=F, seed=N, "
-        "err=EIO|ENOSPC|EDQUOT|short, persist, once)", (int)n, s);
+        "err=EIO|ENOSPC|EDQUOT|short|delay, ms=N, persist, once)", (int)n, s);
     return -EINVAL;
 }
 
@@ -221,6 +235,7 @@ static int parse_rule(struct rule *r, const char *s, const char *e, char *err, s
     r->nth = 1;
     r->seed = 1;
     r->err = -EIO;
+    r->ms = 1000;
     const char *colon = memchr(s, ':', (size_t)(e - s));
     const char *ms = s, *me = colon ? colon : e;
     trim(&ms, &me);
@@ -318,14 +333,16 @@ size_t ol_fault_report(char *buf, size_t cap)
         char drive[16] = "any";
         if (r->drive != ANY_DRIVE)
             snprintf(drive, sizeof drive, "%u", r->drive);
-        char p[48] = "";
+        char p[48] = "", ms[24] = "";
         if (r->p > 0)
             snprintf(p, sizeof p, ",p=%g,seed=%llu", r->p, (unsigned long long)r->seed);
+        if (r->err == DELAY)
+            snprintf(ms, sizeof ms, ",ms=%u", r->ms);
         n = snprintf(piece, sizeof piece,
-                     "%s{\"rule\":\"%s:drive=%s,op=%s,nth=%llu%s,err=%s,%s\",\"seen\":%llu,"
+                     "%s{\"rule\":\"%s:drive=%s,op=%s,nth=%llu%s,err=%s%s,%s\",\"seen\":%llu,"
                      "\"fired\":%llu}",
                      i ? "," : "", mod_names[r->mod], drive, op_names[r->op],
-                     (unsigned long long)r->nth, p, err_name(r->err),
+                     (unsigned long long)r->nth, p, err_name(r->err), ms,
                      r->persist ? "persist" : "once", (unsigned long long)r->seen,
                      (unsigned long long)r->fired);
         len = append(buf, cap, len, piece, n < (int)sizeof piece ? n : (int)sizeof piece - 1);

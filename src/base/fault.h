@@ -41,7 +41,14 @@
  *          | "p=" F                   0 < F <= 1: from the nth on, each
  *                                     matching operation fails with chance F
  *          | "seed=" N                of the rule's generator (p). Default 1
- *          | "err=" ( "EIO" | "ENOSPC" | "EDQUOT" | "short" )   default EIO
+ *          | "err=" ( "EIO" | "ENOSPC" | "EDQUOT" | "short" | "delay" )
+ *                                     default EIO. delay: the result is kept,
+ *                                     but the thread that completes the
+ *                                     operation first sleeps ms (a slow step
+ *                                     as its caller sees it; on an event
+ *                                     loop, everything else of that loop
+ *                                     waits too)
+ *          | "ms=" N                  delay's length, 1..60000. Default 1000
  *          | "persist"                every match from the nth on fails
  *                                     (with p: each with chance F)
  *          | "once"                   one failure, then the rule is spent

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef OL_FAULTS
@@ -51,7 +52,7 @@ OLT_TEST(fault_spec_grammar)
     static const char *const bad[] = {
         "disk:op=read", "store", "store:op=sync", "store:nth=0", "store:nth=x",
         "store:p=0", "store:p=1.5", "store:err=EPERM", "store:drive=-1", "store:bogus",
-        "store:drive=99999999999",
+        "store:drive=99999999999", "store:err=delay,ms=0", "store:err=delay,ms=60001",
     };
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
@@ -111,6 +112,38 @@ OLT_TEST(fault_nth_once_persist_and_matching)
     OLT_CHECK(strstr(rep, "\"seen\":2,\"fired\":2}") != NULL);
     OLT_CHECK_EQ(set(""), 0);
     OLT_CHECK_EQ(ol_fault_apply(ST, OL_FAULT_OP_READ, 0, 10), 10);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* delay: the result kept, the caller held up for ms first; counted */
+OLT_TEST(fault_delay_keeps_the_result_late)
+{
+    uint64_t st0 = ol_fault_injected(ST);
+    OLT_CHECK_EQ(set("store:op=rename,nth=2,err=delay,ms=150"), 0);
+    char rep[512];
+    ol_fault_report(rep, sizeof rep);
+    OLT_CHECK(strstr(rep, "\"rule\":\"store:drive=any,op=rename,nth=2,err=delay,ms=150,once\"") !=
+              NULL);
+    uint64_t t0 = now_ms();
+    OLT_CHECK_EQ(ol_fault_apply(ST, OL_FAULT_OP_RENAME, 0, 0), 0);     /* the first: at once */
+    OLT_CHECK(now_ms() - t0 < 100);
+    t0 = now_ms();
+    OLT_CHECK_EQ(ol_fault_apply(ST, OL_FAULT_OP_RENAME, 0, -ENOENT), -ENOENT);
+    OLT_CHECK(now_ms() - t0 >= 150);
+    t0 = now_ms();
+    OLT_CHECK_EQ(ol_fault_apply(ST, OL_FAULT_OP_RENAME, 0, 0), 0);     /* once: spent */
+    OLT_CHECK(now_ms() - t0 < 100);
+    OLT_CHECK_EQ(ol_fault_injected(ST), st0 + 1);
+    OLT_CHECK_EQ(set("store:err=delay"), 0);                            /* 1000 ms by default */
+    ol_fault_report(rep, sizeof rep);
+    OLT_CHECK(strstr(rep, "err=delay,ms=1000,once") != NULL);
+    OLT_CHECK_EQ(set(""), 0);
 }
 
 /* Failures among 1000 matches of a chance rule, as a bit string. */
