@@ -472,6 +472,28 @@ static int kv_of(json_t *o, struct ol_etcd_kv *out, char **kb, char **vb, bool d
     return 0;
 }
 
+int ol_etcd_put_if(struct ol_etcd *e, const char *key, const void *val, size_t vlen,
+                   int64_t lease, int64_t mod_rev, int64_t *rev, char *err, size_t errlen)
+{
+    char *k = b64(key, strlen(key)), *v = b64(val, vlen);
+    char mr[24];
+    snprintf(mr, sizeof mr, "%lld", (long long)mod_rev);
+    json_t *body = k && v ? json_pack(
+        "{s:[{s:s, s:s, s:s, s:s}], s:[{s:{s:s, s:s, s:I}}]}",
+        "compare", "key", k, "target", "MOD", "mod_revision", mr, "result", "EQUAL",
+        "success", "request_put", "key", k, "value", v, "lease", (json_int_t)lease) : NULL;
+    free(k);
+    free(v);
+    json_t *r;
+    int rc = call(e, "/v3/kv/txn", body, &r, err, errlen);
+    if (rc < 0)
+        return rc;
+    *rev = jint(json_object_get(r, "header"), "revision");
+    rc = json_is_true(json_object_get(r, "succeeded")) ? 0 : 1;
+    json_decref(r);
+    return rc;
+}
+
 int ol_etcd_create(struct ol_etcd *e, const char *key, const void *val, size_t vlen,
                    int64_t lease, int64_t *rev, char *have, size_t havelen, char *err,
                    size_t errlen)

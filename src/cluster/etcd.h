@@ -75,6 +75,12 @@ int ol_etcd_create(struct ol_etcd *e, const char *key, const void *val, size_t v
                    int64_t lease, int64_t *rev, char *have, size_t havelen, char *err,
                    size_t errlen);
 
+/* key = val under lease (0: none) only if the key's mod revision is still
+ * mod_rev (one transaction): 0 put (*rev its new revision), 1 it was
+ * changed or deleted since (nothing put). */
+int ol_etcd_put_if(struct ol_etcd *e, const char *key, const void *val, size_t vlen,
+                   int64_t lease, int64_t mod_rev, int64_t *rev, char *err, size_t errlen);
+
 /* key = val under lease (0: none), whatever was there. */
 int ol_etcd_put(struct ol_etcd *e, const char *key, const void *val, size_t vlen, int64_t lease,
                 char *err, size_t errlen);

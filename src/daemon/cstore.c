@@ -82,6 +82,13 @@ struct ol_daemon_cstore {
     uint32_t *fenced;                   /* the thread's: per set, its positions that took
                                            this node's token (bit = drive of the set) */
     int64_t *fenced_token;              /* the token those bits are for */
+    int64_t *refence_goal;              /* the thread's: per set, the token a fence again
+                                           for orphaned locks made (0: none) */
+    bool refence_due;                   /* the thread's: orphans wait for new tokens */
+    uint8_t orphans_new[OL_STORE_KEY_LOCKS / 8];  /* under omu: locks whose holder's
+                                                     connection ended (held on) */
+    uint8_t orphans_wait[OL_STORE_KEY_LOCKS / 8]; /* under omu: those the fence again
+                                                     under way is for */
     unsigned rounds;
     unsigned sets;
     uint64_t owned, taken, given;
@@ -91,7 +98,7 @@ struct ol_daemon_cstore {
     struct ol_rpc *rpc;
     int lk_slot;                        /* the owner side's connection slot */
     _Atomic uint64_t lk_out;            /* asks and gives back not done (cores quiet) */
-    _Atomic uint64_t lk_granted, lk_busy, lk_refused, lk_served, lk_late;
+    _Atomic uint64_t lk_granted, lk_busy, lk_refused, lk_served, lk_late, lk_orphaned;
     _Atomic uint64_t lk_ticket;         /* the last LOCK's ticket (cluster/lock.h) */
     uint64_t lk_tickets[OL_STORE_KEY_LOCKS];   /* net loop: the ticket of each lock this
                                                   node granted to another (0: none) */
@@ -113,6 +120,7 @@ static void cstore_free(struct ol_daemon_cstore *cs)
     free(cs->scan);
     free(cs->fenced);
     free(cs->fenced_token);
+    free(cs->refence_goal);
     free(cs->flags);
     free(cs->names);
     free(cs->paths);
@@ -340,7 +348,8 @@ int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen)
     cs->scan = calloc(cs->sets, sizeof *cs->scan);
     cs->fenced = calloc(cs->sets, sizeof *cs->fenced);
     cs->fenced_token = calloc(cs->sets, sizeof *cs->fenced_token);
-    if (!cs->owners || !cs->scan || !cs->fenced || !cs->fenced_token) {
+    cs->refence_goal = calloc(cs->sets, sizeof *cs->refence_goal);
+    if (!cs->owners || !cs->scan || !cs->fenced || !cs->fenced_token || !cs->refence_goal) {
         snprintf(err, errlen, "out of memory");
         cstore_free(cs);
         return -1;
@@ -361,7 +370,8 @@ int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen)
  * granted to another node is held on its connection (a bitmap in the
  * connection's slot, and the LOCK's ticket in lk_tickets) and given back by
  * an UNLOCK naming it and its ticket, or when the connection ends (the node
- * died, was cut off, or restarted). A LOCK call that failed (its deadline
+ * died, was cut off, or restarted) and this node's sets have been fenced
+ * again with new tokens (lk_conn_end, owners_round). A LOCK call that failed (its deadline
  * passed: the owner stalled) is followed by an UNLOCK of its ticket with
  * no lock id, since the owner may have granted it after all: the
  * connection delivers the two in order, and without it the key would stay
@@ -615,16 +625,30 @@ static void on_unlock(struct ol_rpc_req *req, void *arg)
     lk_reply_now(req, 0, 0, 0);
 }
 
-/* A connection gone: the locks its node held here go back. */
+/* A connection gone: the locks its node held here go back, but not yet.
+ * Its node may be alive and mid-commit (the connection was cut, not the
+ * node): were its locks let go now, another node could commit the same key
+ * while the cut-off node still writes, both under the set's token, and
+ * the later of the two metadata writes would undo the other. So they are
+ * orphans, held on, until the owners' thread has fenced every set this
+ * node owns again with a new token (owners_round): from then on the
+ * drives refuse the cut-off node's changes. */
 static void lk_conn_end(void *data, void *arg)
 {
     struct ol_daemon *d = arg;
+    struct ol_daemon_cstore *cs = d->cstore;
     struct lk_held *h = data;
-    for (unsigned i = 0; i < OL_STORE_KEY_LOCKS; i++)
-        if (h->bits[i / 8] >> (i % 8) & 1) {
-            d->cstore->lk_tickets[i] = 0;
-            ol_store_key_unlock(atomic_load(&d->cstore->store), i);
-        }
+    unsigned n = 0;
+    pthread_mutex_lock(&cs->omu);
+    for (unsigned i = 0; i < OL_STORE_KEY_LOCKS / 8; i++) {
+        cs->orphans_new[i] |= h->bits[i];
+        n += (unsigned)__builtin_popcount(h->bits[i]);
+    }
+    pthread_mutex_unlock(&cs->omu);
+    for (unsigned i = 0; n && i < OL_STORE_KEY_LOCKS; i++)
+        if (h->bits[i / 8] >> (i % 8) & 1)
+            cs->lk_tickets[i] = 0;
+    atomic_fetch_add(&cs->lk_orphaned, n);
     free(h);
 }
 
@@ -857,6 +881,46 @@ static void owners_round(struct ol_daemon *d, struct ol_daemon_cstore *cs,
             }
         }
     }
+    /* Orphaned locks (lk_conn_end): every set this node owns gets a new
+     * token (its key put again, if still this node's: a larger revision),
+     * which the fencing below gives its drives before the set grants
+     * again; the orphans go back once every such set is fenced with it. */
+    uint8_t fresh = 0;
+    pthread_mutex_lock(&cs->omu);
+    for (unsigned i = 0; i < OL_STORE_KEY_LOCKS / 8; i++) {
+        fresh |= cs->orphans_new[i];
+        cs->orphans_wait[i] |= cs->orphans_new[i];
+        cs->orphans_new[i] = 0;
+    }
+    pthread_mutex_unlock(&cs->omu);
+    cs->refence_due |= fresh != 0;
+    if (cs->refence_due && lease) {
+        bool ok = true;
+        for (unsigned s = 0; s < cs->sets; s++) {
+            cs->refence_goal[s] = 0;
+            if (scan[s].node != c->self_id)
+                continue;   /* another's, or none: a later owner's token is larger */
+            char key[240], val[64];
+            snprintf(key, sizeof key, "%s%u", prefix, s);
+            int n = snprintf(val, sizeof val, "{\"node\":%lld}", (long long)c->self_id);
+            int64_t nrev = 0;
+            int rc = ol_etcd_put_if(cs->oe, key, val, (size_t)n, lease, scan[s].token, &nrev, err,
+                                    sizeof err);
+            if (rc == 0) {
+                scan[s].token = cs->refence_goal[s] = nrev;
+                pthread_mutex_lock(&cs->omu);   /* no grant under the old token meanwhile */
+                cs->owners[s].node = -1;
+                pthread_mutex_unlock(&cs->omu);
+            } else if (rc == 1)
+                scan[s].node = -1;   /* changed under it: read again next round */
+            else
+                ok = false;          /* etcd away: tried again next round */
+        }
+        cs->refence_due = !ok;
+    }
+    bool ours[OL_POOL_MAX_SETS];   /* etcd says this node owns it */
+    for (unsigned s = 0; s < cs->sets; s++)
+        ours[s] = scan[s].node == c->self_id;
     /* A set this node owns grants no lock before a write quorum of its
      * drives took the token: D - wq + 1 of them would do for safety (no
      * write quorum is left of drives that take the old owner's changes),
@@ -890,12 +954,28 @@ static void owners_round(struct ol_daemon *d, struct ol_daemon_cstore *cs,
     unsigned owned = 0;
     for (unsigned s = 0; s < cs->sets; s++)
         owned += scan[s].node == c->self_id;
+    /* the orphans go back once no set this node owns still waits for its
+     * new token on a write quorum of drives */
+    bool release = !cs->refence_due;
+    for (unsigned s = 0; release && s < cs->sets; s++)
+        release = !cs->refence_goal[s] || !ours[s] ||
+                  (scan[s].node == c->self_id && scan[s].token >= cs->refence_goal[s]);
+    uint8_t back[OL_STORE_KEY_LOCKS / 8];
     pthread_mutex_lock(&cs->omu);
     memcpy(cs->owners, scan, cs->sets * sizeof *scan);
     cs->owned = owned;
     cs->taken += taken;
     cs->given += given;
+    memcpy(back, cs->orphans_wait, sizeof back);
+    if (release)
+        memset(cs->orphans_wait, 0, sizeof cs->orphans_wait);
     pthread_mutex_unlock(&cs->omu);
+    struct ol_store *st = atomic_load(&cs->store);
+    for (unsigned i = 0; release && st && i < OL_STORE_KEY_LOCKS; i++)
+        if (back[i / 8] >> (i % 8) & 1)
+            ol_store_key_unlock(st, i);
+    if (release)
+        memset(cs->refence_goal, 0, cs->sets * sizeof *cs->refence_goal);
 }
 
 static void *owners_main(void *arg)
@@ -938,7 +1018,7 @@ size_t ol_daemon_cstore_metrics(struct ol_daemon *d, char *buf, size_t cap)
     pthread_mutex_unlock(&cs->omu);
     unsigned long long granted = atomic_load(&cs->lk_granted), busy = atomic_load(&cs->lk_busy),
                        served = atomic_load(&cs->lk_served), refused = atomic_load(&cs->lk_refused),
-                       late = atomic_load(&cs->lk_late);
+                       late = atomic_load(&cs->lk_late), orphaned = atomic_load(&cs->lk_orphaned);
     const char *c = d->cfg.cluster.name;
     int n = snprintf(buf, cap,
                      "# HELP openlake_store_sets_owned Erasure sets of the pool this node owns.\n"
@@ -975,8 +1055,13 @@ size_t ol_daemon_cstore_metrics(struct ol_daemon *d, char *buf, size_t cap)
                      "# HELP openlake_store_locks_late_total Locks this node granted to another "
                      "after that node stopped waiting, given back by its UNLOCK of the ticket.\n"
                      "# TYPE openlake_store_locks_late_total counter\n"
-                     "openlake_store_locks_late_total{cluster=\"%s\"} %llu\n",
-                     c, granted, c, busy, c, served, c, refused, c, late);
+                     "openlake_store_locks_late_total{cluster=\"%s\"} %llu\n"
+                     "# HELP openlake_store_locks_orphaned_total Locks this node granted whose "
+                     "holder's connection ended: held on until this node's sets were fenced "
+                     "again with new tokens.\n"
+                     "# TYPE openlake_store_locks_orphaned_total counter\n"
+                     "openlake_store_locks_orphaned_total{cluster=\"%s\"} %llu\n",
+                     c, granted, c, busy, c, served, c, refused, c, late, c, orphaned);
     return m < 0 ? (size_t)n : (size_t)n + (size_t)m;
 }
 

@@ -16,6 +16,7 @@ import os
 import re
 import urllib.request
 import subprocess
+import threading
 import time
 
 import boto3
@@ -24,6 +25,7 @@ import pytest
 from botocore.config import Config
 
 import conftest
+import faults
 from test_cluster import ETCD, etcd, wait_for
 from test_cluster_rpc import secret, up
 from test_http import hermetic_openlake_env
@@ -323,7 +325,6 @@ def test_a_lock_granted_after_its_asker_gave_up_goes_back(make_daemon, etcd, tmp
     key stays writable through every node, instead of locked for as long as
     the asker's connection to the owner lives."""
     import signal
-    import threading
     nodes, _ = start_pool(make_daemon, etcd, tmp_path, n=3, per=2,
                           extra=("--cluster.store-timeout-ms", "300",
                                  "--cluster.lease-ttl-secs", "8"))
@@ -361,4 +362,72 @@ def test_a_lock_granted_after_its_asker_gave_up_goes_back(make_daemon, etcd, tmp
     assert ca.put_object(Bucket="lks", Key="k2", Body=b"x")
     m = urllib.request.urlopen(stalled.url + "/_openlake/metrics").read().decode()
     assert int(re.search(r'openlake_store_locks_late_total\{cluster="c1"\} (\d+)',
+                         m).group(1)) >= 1
+
+
+def rpc_port(d):
+    return int(d.args[d.args.index("--rpc-addr") + 1].rsplit(":", 1)[1])
+
+
+@pytest.mark.skipif(not faults.build_has_faults(), reason=faults.SKIP_REASON)
+def test_a_holder_cut_off_mid_commit_cannot_change_the_drives_after_its_lock_went(
+        make_daemon, etcd, tmp_path):
+    """A lock goes back when its holder's connection to the owner ends; the
+    owner first fences the set again with a new token (docs/cluster.md
+    "Ordering"), so a holder that was cut off mid-commit and carries on
+    later has its changes refused instead of writing over the commits made
+    under the lock since. Node A's commit is held up after its lock (a
+    fault: its first fsync completes 4 s late), the owner's node RPC
+    connections are reset (ss -K), node C writes the key meanwhile; C's
+    acknowledged version must survive A's waking up."""
+    nodes, _ = start_pool(make_daemon, etcd, tmp_path, n=3, per=2,
+                          extra=("--http.debug-endpoints", "true", "--threads", "1"))
+    cli = conftest.bin_path("openlake")
+    owner = owners(etcd, cli)[0][0]   # one set of six
+    a, c = (d for i, d in enumerate(nodes) if i + 1 != owner)
+    ca, cc = client(a), client(c)
+    ca.create_bucket(Bucket="cut")
+    for d in nodes:   # each node keeps its own copy of the state (docs/cluster.md)
+        client(d).put_bucket_versioning(Bucket="cut",
+                                        VersioningConfiguration={"Status": "Enabled"})
+    v0 = ca.put_object(Bucket="cut", Key="k", Body=b"v0")["VersionId"]
+    # C's first drive (pool position: drive 0 of node index i is position i):
+    # a remote fsync of A's commit, after its lock
+    ic = nodes.index(c)
+    assert faults.post(a, f"store:drive={ic},op=fsync,err=delay,ms=4000")[0] == 200
+    out = {}
+
+    def put_through_a():
+        try:
+            out["a"] = ca.put_object(Bucket="cut", Key="k", Body=b"through a")["VersionId"]
+        except botocore.exceptions.ClientError as e:
+            out["a"] = e.response["ResponseMetadata"]["HTTPStatusCode"]
+
+    t = threading.Thread(target=put_through_a)
+    t.start()
+    time.sleep(1)   # A's one core is asleep by now (asking A would wait for it)
+    port = rpc_port(nodes[owner - 1])
+    tok = owners(etcd, cli)[0][1]
+    subprocess.run(["ss", "-K", f"( sport = :{port} or dport = :{port} )"], check=True,
+                   capture_output=True)
+    vc = cc.put_object(Bucket="cut", Key="k", Body=b"through c")["VersionId"]
+    t.join(30)
+    assert not t.is_alive()
+    assert faults.get(a)["rules"][0]["fired"] == 1
+    # every acknowledged version is there through every node (A's changes
+    # under its old token after the new fence were refused; it may have
+    # committed again under the new one, after C), and all agree on the latest
+    acked = {v0: b"v0", vc: b"through c"}
+    if out["a"] != 503:
+        acked[out["a"]] = b"through a"
+    latest = set()
+    for d in nodes:
+        for v, body in acked.items():
+            got = client(d).get_object(Bucket="cut", Key="k", VersionId=v)["Body"].read()
+            assert got == body, (d, v)
+        latest.add(client(d).get_object(Bucket="cut", Key="k")["Body"].read())
+    assert len(latest) == 1 and latest <= {b"through c", acked.get(out["a"])}, latest
+    assert owners(etcd, cli)[0][1] > tok   # the set got a new token
+    m = urllib.request.urlopen(nodes[owner - 1].url + "/_openlake/metrics").read().decode()
+    assert int(re.search(r'openlake_store_locks_orphaned_total\{cluster="c1"\} (\d+)',
                          m).group(1)) >= 1
