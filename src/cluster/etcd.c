@@ -472,25 +472,51 @@ static int kv_of(json_t *o, struct ol_etcd_kv *out, char **kb, char **vb, bool d
     return 0;
 }
 
+/* One transaction: key = val under lease if the key's `target` ("CREATE"
+ * or "MOD") revision is `want`; else, with range_else, the key is read.
+ * 0 put, 1 not (*r the answer, for the caller to read and free), or -errno;
+ * *rev the revision of the answer. */
+static int txn_put_if(struct ol_etcd *e, const char *key, const void *val, size_t vlen,
+                      int64_t lease, const char *target, int64_t want, bool range_else,
+                      json_t **r, int64_t *rev, char *err, size_t errlen)
+{
+    char *k = b64(key, strlen(key)), *v = b64(val, vlen);
+    char w[24];
+    snprintf(w, sizeof w, "%lld", (long long)want);
+    json_t *body = k && v ? json_pack("{s:[{s:s, s:s, s:s, s:s}], s:[{s:{s:s, s:s, s:I}}]}",
+                                      "compare", "key", k, "target", target,
+                                      !strcmp(target, "MOD") ? "mod_revision" : "create_revision",
+                                      w, "result", "EQUAL", "success", "request_put", "key", k,
+                                      "value", v, "lease", (json_int_t)lease)
+                          : NULL;
+    if (body && range_else && json_object_set_new(body, "failure",
+                                                  json_pack("[{s:{s:s}}]", "request_range",
+                                                            "key", k)) < 0) {
+        json_decref(body);
+        body = NULL;
+    }
+    free(k);
+    free(v);
+    *r = NULL;
+    int rc = call(e, "/v3/kv/txn", body, r, err, errlen);
+    if (rc < 0)
+        return rc;
+    *rev = jint(json_object_get(*r, "header"), "revision");
+    if (json_is_true(json_object_get(*r, "succeeded"))) {
+        json_decref(*r);
+        *r = NULL;
+        return 0;
+    }
+    return 1;
+}
+
 int ol_etcd_put_if(struct ol_etcd *e, const char *key, const void *val, size_t vlen,
                    int64_t lease, int64_t mod_rev, int64_t *rev, char *err, size_t errlen)
 {
-    char *k = b64(key, strlen(key)), *v = b64(val, vlen);
-    char mr[24];
-    snprintf(mr, sizeof mr, "%lld", (long long)mod_rev);
-    json_t *body = k && v ? json_pack(
-        "{s:[{s:s, s:s, s:s, s:s}], s:[{s:{s:s, s:s, s:I}}]}",
-        "compare", "key", k, "target", "MOD", "mod_revision", mr, "result", "EQUAL",
-        "success", "request_put", "key", k, "value", v, "lease", (json_int_t)lease) : NULL;
-    free(k);
-    free(v);
     json_t *r;
-    int rc = call(e, "/v3/kv/txn", body, &r, err, errlen);
-    if (rc < 0)
-        return rc;
-    *rev = jint(json_object_get(r, "header"), "revision");
-    rc = json_is_true(json_object_get(r, "succeeded")) ? 0 : 1;
-    json_decref(r);
+    int rc = txn_put_if(e, key, val, vlen, lease, "MOD", mod_rev, false, &r, rev, err, errlen);
+    if (rc == 1)
+        json_decref(r);
     return rc;
 }
 
@@ -498,23 +524,10 @@ int ol_etcd_create(struct ol_etcd *e, const char *key, const void *val, size_t v
                    int64_t lease, int64_t *rev, char *have, size_t havelen, char *err,
                    size_t errlen)
 {
-    char *k = b64(key, strlen(key)), *v = b64(val, vlen);
-    json_t *body = k && v ? json_pack(
-        "{s:[{s:s, s:s, s:s, s:s}], s:[{s:{s:s, s:s, s:I}}], s:[{s:{s:s}}]}",
-        "compare", "key", k, "target", "CREATE", "create_revision", "0", "result", "EQUAL",
-        "success", "request_put", "key", k, "value", v, "lease", (json_int_t)lease,
-        "failure", "request_range", "key", k) : NULL;
-    free(k);
-    free(v);
     json_t *r;
-    int rc = call(e, "/v3/kv/txn", body, &r, err, errlen);
-    if (rc < 0)
+    int rc = txn_put_if(e, key, val, vlen, lease, "CREATE", 0, true, &r, rev, err, errlen);
+    if (rc != 1)
         return rc;
-    *rev = jint(json_object_get(r, "header"), "revision");
-    if (json_is_true(json_object_get(r, "succeeded"))) {
-        json_decref(r);
-        return 0;
-    }
     /* failure: responses[0].response_range.kvs[0] */
     json_t *kvs = json_object_get(
         json_object_get(json_array_get(json_object_get(r, "responses"), 0), "response_range"),
