@@ -37,6 +37,7 @@ struct rule {
     uint64_t seed, rng;
     int err;               /* -errno, 0 for short, DELAY */
     uint32_t ms;           /* DELAY: how long */
+    bool ms_given;
     bool persist;
     bool spent;            /* fired, transient */
     uint64_t seen, fired;
@@ -119,8 +120,10 @@ int ol_fault_apply(enum ol_fault_mod mod, enum ol_fault_op op, unsigned drive, i
         break;
     }
     pthread_mutex_unlock(&mu);
-    if (sleep_ms)   /* the calling thread stalls: a slow step, as its caller sees it */
-        nanosleep(&(struct timespec){sleep_ms / 1000, (long)(sleep_ms % 1000) * 1000000L}, NULL);
+    /* the calling thread stalls: a slow step, as its caller sees it */
+    struct timespec left = {sleep_ms / 1000, (long)(sleep_ms % 1000) * 1000000L};
+    while (sleep_ms && nanosleep(&left, &left) < 0 && errno == EINTR)
+        ;
     if (op == OL_FAULT_OP_OPEN && res >= 0 && out < 0)
         close(res);
     return out;
@@ -206,6 +209,7 @@ static int parse_field(struct rule *r, const char *s, size_t n, char *err, size_
         if (!parse_u64(v, vl, DELAY_MAX, &u) || u == 0)
             goto bad;
         r->ms = (uint32_t)u;
+        r->ms_given = true;
     } else if (tok_is(s, kl, "seed")) {
         if (!parse_u64(v, vl, UINT64_MAX, &u))
             goto bad;
@@ -257,6 +261,11 @@ static int parse_rule(struct rule *r, const char *s, const char *e, char *err, s
         if (a < b && parse_field(r, a, (size_t)(b - a), err, errlen) < 0)
             return -EINVAL;
         f = fe + 1;
+    }
+    if (r->ms_given && r->err != DELAY) {
+        snprintf(err, errlen, "faults: rule \"%.*s\": ms= goes with err=delay only",
+                 (int)(e - s), s);
+        return -EINVAL;
     }
     r->rng = r->seed * 0x9E3779B97F4A7C15ull + 1; /* never 0 */
     return 0;

@@ -82,13 +82,14 @@ struct ol_daemon_cstore {
     uint32_t *fenced;                   /* the thread's: per set, its positions that took
                                            this node's token (bit = drive of the set) */
     int64_t *fenced_token;              /* the token those bits are for */
-    int64_t *refence_goal;              /* the thread's: per set, the token a fence again
-                                           for orphaned locks made (0: none) */
-    bool refence_due;                   /* the thread's: orphans wait for new tokens */
+    int64_t *refence_goal;              /* the thread's: per set, the token its last fence
+                                           again for orphaned locks made (0: none) */
+    bool *refence_due;                  /* the thread's: per set, orphans of it wait for a
+                                           new token not yet put */
     uint8_t orphans_new[OL_STORE_KEY_LOCKS / 8];  /* under omu: locks whose holder's
                                                      connection ended (held on) */
-    uint8_t orphans_wait[OL_STORE_KEY_LOCKS / 8]; /* under omu: those the fence again
-                                                     under way is for */
+    uint8_t orphans_wait[OL_STORE_KEY_LOCKS / 8]; /* the thread's: those it took in */
+    uint16_t orphan_set[OL_STORE_KEY_LOCKS];      /* under omu: the set of each orphan */
     unsigned rounds;
     unsigned sets;
     uint64_t owned, taken, given;
@@ -102,6 +103,7 @@ struct ol_daemon_cstore {
     _Atomic uint64_t lk_ticket;         /* the last LOCK's ticket (cluster/lock.h) */
     uint64_t lk_tickets[OL_STORE_KEY_LOCKS];   /* net loop: the ticket of each lock this
                                                   node granted to another (0: none) */
+    uint16_t lk_sets[OL_STORE_KEY_LOCKS];      /* net loop: the set of each such lock */
     _Atomic(struct ol_store *) store;   /* d->store once open, for the net loop's handlers */
 };
 
@@ -121,6 +123,7 @@ static void cstore_free(struct ol_daemon_cstore *cs)
     free(cs->fenced);
     free(cs->fenced_token);
     free(cs->refence_goal);
+    free(cs->refence_due);
     free(cs->flags);
     free(cs->names);
     free(cs->paths);
@@ -349,7 +352,9 @@ int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen)
     cs->fenced = calloc(cs->sets, sizeof *cs->fenced);
     cs->fenced_token = calloc(cs->sets, sizeof *cs->fenced_token);
     cs->refence_goal = calloc(cs->sets, sizeof *cs->refence_goal);
-    if (!cs->owners || !cs->scan || !cs->fenced || !cs->fenced_token || !cs->refence_goal) {
+    cs->refence_due = calloc(cs->sets, sizeof *cs->refence_due);
+    if (!cs->owners || !cs->scan || !cs->fenced || !cs->fenced_token || !cs->refence_goal ||
+        !cs->refence_due) {
         snprintf(err, errlen, "out of memory");
         cstore_free(cs);
         return -1;
@@ -387,6 +392,7 @@ struct lk_job {
     struct ol_store_lock *out;
     int64_t node, token;
     uint64_t ticket;
+    uint64_t until_ms;                  /* an UNLOCK waiting for room: tried until then */
     int res;
     unsigned set;
     uint8_t hdr[OL_LOCK_HDR_LEN];
@@ -463,8 +469,13 @@ static void lk_send(ol_loop *loop, struct ol_msg *m)
     int rc = ol_rpc_call(cs->rpc, j->node, j->home ? OL_LOCK_RPC_LOCK : OL_LOCK_RPC_UNLOCK, iov, n,
                          OL_LOCK_REPLY_LEN, (uint32_t)j->d->cfg.cluster.store_timeout_ms,
                          lk_reply, j);
-    if (rc == -EAGAIN && !j->home) {   /* an UNLOCK waits for room: dropped, it would
-                                          leave the key locked at the owner */
+    uint64_t now = ol_loop_now_ms(loop);
+    if (rc == -EAGAIN && !j->home && !j->until_ms)
+        j->until_ms = now + (uint64_t)j->d->cfg.cluster.store_timeout_ms;
+    if (rc == -EAGAIN && !j->home && now < j->until_ms) {
+        /* an UNLOCK waits for room: dropped, it would leave the key locked at the
+         * owner until the connection ends; but not forever (an owner that
+         * stalled with its connection up; and a stopping node waits for it) */
         j->t.fn = lk_retry;
         ol_timer_arm(loop, &j->t, 1);
         return;
@@ -592,6 +603,7 @@ static void on_lock(struct ol_rpc_req *req, void *arg)
         return lk_reply_now(req, -EBUSY, 0, 0);
     h->bits[slot / 8] |= (uint8_t)(1u << (slot % 8));
     cs->lk_tickets[slot] = m.ticket;
+    cs->lk_sets[slot] = (uint16_t)m.set;
     lk_reply_now(req, 0, slot, token);
 }
 
@@ -640,14 +652,14 @@ static void lk_conn_end(void *data, void *arg)
     struct lk_held *h = data;
     unsigned n = 0;
     pthread_mutex_lock(&cs->omu);
-    for (unsigned i = 0; i < OL_STORE_KEY_LOCKS / 8; i++) {
-        cs->orphans_new[i] |= h->bits[i];
-        n += (unsigned)__builtin_popcount(h->bits[i]);
-    }
-    pthread_mutex_unlock(&cs->omu);
-    for (unsigned i = 0; n && i < OL_STORE_KEY_LOCKS; i++)
-        if (h->bits[i / 8] >> (i % 8) & 1)
+    for (unsigned i = 0; i < OL_STORE_KEY_LOCKS; i++)
+        if (h->bits[i / 8] >> (i % 8) & 1) {
+            cs->orphans_new[i / 8] |= (uint8_t)(1u << (i % 8));
+            cs->orphan_set[i] = cs->lk_sets[i];
             cs->lk_tickets[i] = 0;
+            n++;
+        }
+    pthread_mutex_unlock(&cs->omu);
     atomic_fetch_add(&cs->lk_orphaned, n);
     free(h);
 }
@@ -747,8 +759,9 @@ int ol_daemon_cstore_open(struct ol_daemon *d, char *err, size_t errlen)
  *
  * Every OL_CSTORE_OWNER_MS the thread reads the pool's owner keys
  * (/openlake/<cluster>/store/owners/<pool>/<set>, value {"node":id}, each
- * under its owner's membership lease, never modified: its revision is the
- * set's fencing token) and the view. The candidates are the pool's nodes
+ * under its owner's membership lease; its mod revision is the set's
+ * fencing token, which only its owner raises, by putting it again, when a
+ * lock holder's connection ended: lk_conn_end) and the view. The candidates are the pool's nodes
  * whose record says "active"; a set prefers the one ol_pool_pick ranks
  * first. This node creates the key of every set without one that prefers
  * it (create-if-absent: one owner at a time), and deletes the key of a set
@@ -881,42 +894,49 @@ static void owners_round(struct ol_daemon *d, struct ol_daemon_cstore *cs,
             }
         }
     }
-    /* Orphaned locks (lk_conn_end): every set this node owns gets a new
-     * token (its key put again, if still this node's: a larger revision),
-     * which the fencing below gives its drives before the set grants
-     * again; the orphans go back once every such set is fenced with it. */
-    uint8_t fresh = 0;
+    /* Orphaned locks (lk_conn_end): each set with one that this node owns
+     * gets a new token (its key put again, if still this node's: a larger
+     * revision), which the fencing below gives its drives before the set
+     * grants again; an orphan goes back once its set is fenced with it (or
+     * is another node's: a later owner's token is larger still). */
+    uint16_t oset[OL_STORE_KEY_LOCKS];
     pthread_mutex_lock(&cs->omu);
     for (unsigned i = 0; i < OL_STORE_KEY_LOCKS / 8; i++) {
-        fresh |= cs->orphans_new[i];
+        for (unsigned b = 0; b < 8; b++)
+            if (cs->orphans_new[i] >> b & 1 && cs->orphan_set[i * 8 + b] < cs->sets)
+                cs->refence_due[cs->orphan_set[i * 8 + b]] = true;
         cs->orphans_wait[i] |= cs->orphans_new[i];
         cs->orphans_new[i] = 0;
     }
+    memcpy(oset, cs->orphan_set, sizeof oset);
     pthread_mutex_unlock(&cs->omu);
-    cs->refence_due |= fresh != 0;
-    if (cs->refence_due && lease) {
-        bool ok = true;
-        for (unsigned s = 0; s < cs->sets; s++) {
+    for (unsigned s = 0; s < cs->sets; s++) {
+        if (!cs->refence_due[s])
+            continue;
+        if (scan[s].node != c->self_id) {
+            cs->refence_due[s] = false;   /* another's, or none */
             cs->refence_goal[s] = 0;
-            if (scan[s].node != c->self_id)
-                continue;   /* another's, or none: a later owner's token is larger */
-            char key[240], val[64];
-            snprintf(key, sizeof key, "%s%u", prefix, s);
-            int n = snprintf(val, sizeof val, "{\"node\":%lld}", (long long)c->self_id);
-            int64_t nrev = 0;
-            int rc = ol_etcd_put_if(cs->oe, key, val, (size_t)n, lease, scan[s].token, &nrev, err,
-                                    sizeof err);
-            if (rc == 0) {
-                scan[s].token = cs->refence_goal[s] = nrev;
-                pthread_mutex_lock(&cs->omu);   /* no grant under the old token meanwhile */
-                cs->owners[s].node = -1;
-                pthread_mutex_unlock(&cs->omu);
-            } else if (rc == 1)
-                scan[s].node = -1;   /* changed under it: read again next round */
-            else
-                ok = false;          /* etcd away: tried again next round */
+            continue;
         }
-        cs->refence_due = !ok;
+        if (!lease)
+            continue;
+        char key[240], val[64];
+        snprintf(key, sizeof key, "%s%u", prefix, s);
+        int n = snprintf(val, sizeof val, "{\"node\":%lld}", (long long)c->self_id);
+        int64_t nrev = 0;
+        int rc = ol_etcd_put_if(cs->oe, key, val, (size_t)n, lease, scan[s].token, &nrev, err,
+                                sizeof err);
+        if (rc == 0) {
+            scan[s].token = cs->refence_goal[s] = nrev;
+            cs->refence_due[s] = false;
+            pthread_mutex_lock(&cs->omu);   /* no grant under the old token meanwhile */
+            cs->owners[s].node = -1;
+            pthread_mutex_unlock(&cs->omu);
+        } else if (rc == 1) {
+            scan[s].node = -1;   /* changed under it: read again next round */
+            cs->refence_due[s] = false;
+            cs->refence_goal[s] = 0;
+        }   /* else etcd away: put next round */
     }
     bool ours[OL_POOL_MAX_SETS];   /* etcd says this node owns it */
     for (unsigned s = 0; s < cs->sets; s++)
@@ -954,28 +974,31 @@ static void owners_round(struct ol_daemon *d, struct ol_daemon_cstore *cs,
     unsigned owned = 0;
     for (unsigned s = 0; s < cs->sets; s++)
         owned += scan[s].node == c->self_id;
-    /* the orphans go back once no set this node owns still waits for its
-     * new token on a write quorum of drives */
-    bool release = !cs->refence_due;
-    for (unsigned s = 0; release && s < cs->sets; s++)
-        release = !cs->refence_goal[s] || !ours[s] ||
-                  (scan[s].node == c->self_id && scan[s].token >= cs->refence_goal[s]);
-    uint8_t back[OL_STORE_KEY_LOCKS / 8];
+    /* the orphans whose set no longer waits for its new token on a write
+     * quorum of drives go back */
+    uint8_t back[OL_STORE_KEY_LOCKS / 8] = {0};
+    for (unsigned i = 0; i < OL_STORE_KEY_LOCKS; i++) {
+        unsigned st = oset[i];
+        if (!(cs->orphans_wait[i / 8] >> (i % 8) & 1))
+            continue;
+        if (st >= cs->sets ||
+            (!cs->refence_due[st] &&
+             (!cs->refence_goal[st] || !ours[st] ||
+              (scan[st].node == c->self_id && scan[st].token >= cs->refence_goal[st])))) {
+            back[i / 8] |= (uint8_t)(1u << (i % 8));
+            cs->orphans_wait[i / 8] &= (uint8_t)~(1u << (i % 8));
+        }
+    }
     pthread_mutex_lock(&cs->omu);
     memcpy(cs->owners, scan, cs->sets * sizeof *scan);
     cs->owned = owned;
     cs->taken += taken;
     cs->given += given;
-    memcpy(back, cs->orphans_wait, sizeof back);
-    if (release)
-        memset(cs->orphans_wait, 0, sizeof cs->orphans_wait);
     pthread_mutex_unlock(&cs->omu);
     struct ol_store *st = atomic_load(&cs->store);
-    for (unsigned i = 0; release && st && i < OL_STORE_KEY_LOCKS; i++)
+    for (unsigned i = 0; st && i < OL_STORE_KEY_LOCKS; i++)
         if (back[i / 8] >> (i % 8) & 1)
             ol_store_key_unlock(st, i);
-    if (release)
-        memset(cs->refence_goal, 0, cs->sets * sizeof *cs->refence_goal);
 }
 
 static void *owners_main(void *arg)

@@ -1271,8 +1271,10 @@ static void on_received(struct ol_xconn *x, int res, const uint8_t *b, bool more
     } else if (res == -ENOBUFS) {
         atomic_fetch_add(&c->r->nobufs, 1);
         /* the receives before this one handed their buffers back (each
-         * copies its bytes out): armed again below while some are free;
-         * with none, by the tick */
+         * copies its bytes out): armed again below while the ring has any
+         * not lent out (some may be filled already, their completions
+         * still to come: then this ends in -ENOBUFS again, one more round
+         * trip, and they are back by then); with none, by the tick */
         c->rearm = ol_loop_bufs_free(c->r->loop) == 0;
     } else if (res != -ECANCELED || !c->closing) {
         if (res != -ECANCELED)

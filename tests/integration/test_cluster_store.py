@@ -369,7 +369,32 @@ def rpc_port(d):
     return int(d.args[d.args.index("--rpc-addr") + 1].rsplit(":", 1)[1])
 
 
+def ss_kill_works():
+    """Whether `ss -K` can reset a TCP connection here (root, and a kernel
+    with CONFIG_INET_DIAG_DESTROY): tried on a loopback pair of our own."""
+    import socket
+    try:
+        srv = socket.create_server(("127.0.0.1", 0))
+        port = srv.getsockname()[1]
+        cli = socket.create_connection(("127.0.0.1", port))
+        acc, _ = srv.accept()
+        subprocess.run(["ss", "-K", f"( dport = :{port} )"], capture_output=True, timeout=10)
+        try:
+            cli.send(b"x")
+            cli.settimeout(2)
+            return cli.recv(1) == b""
+        except OSError:
+            return True
+        finally:
+            for x in (cli, acc, srv):
+                x.close()
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 @pytest.mark.skipif(not faults.build_has_faults(), reason=faults.SKIP_REASON)
+@pytest.mark.skipif(not ss_kill_works(), reason="ss -K cannot reset connections here (needs "
+                    "root and CONFIG_INET_DIAG_DESTROY)")
 def test_a_holder_cut_off_mid_commit_cannot_change_the_drives_after_its_lock_went(
         make_daemon, etcd, tmp_path):
     """A lock goes back when its holder's connection to the owner ends; the
@@ -401,7 +426,7 @@ def test_a_holder_cut_off_mid_commit_cannot_change_the_drives_after_its_lock_wen
         try:
             out["a"] = ca.put_object(Bucket="cut", Key="k", Body=b"through a")["VersionId"]
         except botocore.exceptions.ClientError as e:
-            out["a"] = e.response["ResponseMetadata"]["HTTPStatusCode"]
+            out["status"] = e.response["ResponseMetadata"]["HTTPStatusCode"]
 
     t = threading.Thread(target=put_through_a)
     t.start()
@@ -418,7 +443,8 @@ def test_a_holder_cut_off_mid_commit_cannot_change_the_drives_after_its_lock_wen
     # under its old token after the new fence were refused; it may have
     # committed again under the new one, after C), and all agree on the latest
     acked = {v0: b"v0", vc: b"through c"}
-    if out["a"] != 503:
+    assert "a" in out or out["status"] == 503, out   # refused: SlowDown, retryable
+    if "a" in out:
         acked[out["a"]] = b"through a"
     latest = set()
     for d in nodes:
@@ -426,7 +452,7 @@ def test_a_holder_cut_off_mid_commit_cannot_change_the_drives_after_its_lock_wen
             got = client(d).get_object(Bucket="cut", Key="k", VersionId=v)["Body"].read()
             assert got == body, (d, v)
         latest.add(client(d).get_object(Bucket="cut", Key="k")["Body"].read())
-    assert len(latest) == 1 and latest <= {b"through c", acked.get(out["a"])}, latest
+    assert len(latest) == 1 and latest <= {b"through c", acked.get(out.get("a"))}, latest
     assert owners(etcd, cli)[0][1] > tok   # the set got a new token
     m = urllib.request.urlopen(nodes[owner - 1].url + "/_openlake/metrics").read().decode()
     assert int(re.search(r'openlake_store_locks_orphaned_total\{cluster="c1"\} (\d+)',

@@ -53,6 +53,7 @@ OLT_TEST(fault_spec_grammar)
         "disk:op=read", "store", "store:op=sync", "store:nth=0", "store:nth=x",
         "store:p=0", "store:p=1.5", "store:err=EPERM", "store:drive=-1", "store:bogus",
         "store:drive=99999999999", "store:err=delay,ms=0", "store:err=delay,ms=60001",
+        "store:err=EIO,ms=5", "store:ms=5",
     };
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
