@@ -375,8 +375,8 @@ int ol_daemon_cstore_prepare(struct ol_daemon *d, char *err, size_t errlen)
  * granted to another node is held on its connection (a bitmap in the
  * connection's slot, and the LOCK's ticket in lk_tickets) and given back by
  * an UNLOCK naming it and its ticket, or when the connection ends (the node
- * died, was cut off, or restarted) and this node's sets have been fenced
- * again with new tokens (lk_conn_end, owners_round). A LOCK call that failed (its deadline
+ * died, was cut off, or restarted) and the lock's set has been fenced
+ * again with a new token (lk_conn_end, owners_round). A LOCK call that failed (its deadline
  * passed: the owner stalled) is followed by an UNLOCK of its ticket with
  * no lock id, since the owner may have granted it after all: the
  * connection delivers the two in order, and without it the key would stay
@@ -642,9 +642,9 @@ static void on_unlock(struct ol_rpc_req *req, void *arg)
  * node): were its locks let go now, another node could commit the same key
  * while the cut-off node still writes, both under the set's token, and
  * the later of the two metadata writes would undo the other. So they are
- * orphans, held on, until the owners' thread has fenced every set this
- * node owns again with a new token (owners_round): from then on the
- * drives refuse the cut-off node's changes. */
+ * orphans, held on, until the owners' thread has fenced each one's set
+ * again with a new token (owners_round): from then on the drives refuse
+ * the cut-off node's changes. */
 static void lk_conn_end(void *data, void *arg)
 {
     struct ol_daemon *d = arg;
